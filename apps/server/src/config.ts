@@ -1,0 +1,79 @@
+import { resolve } from "node:path"
+
+export type LogLevel = "debug" | "info" | "warn" | "error"
+
+export interface ServerConfig {
+  readonly port: number
+  readonly host: string
+  readonly dataDir: string
+  readonly databaseUrl: string | undefined
+  readonly redisUrl: string | undefined
+  readonly logLevel: LogLevel
+  readonly publicUrl: string
+  readonly maxBodyBytes: number
+  readonly sweepIntervalMs: number
+  readonly bootstrap: boolean
+}
+
+export class ConfigError extends Error {
+  readonly problems: ReadonlyArray<string>
+  constructor(problems: ReadonlyArray<string>) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`)
+    this.problems = problems
+  }
+}
+
+/**
+ * Reads and validates the environment once, at start; every problem is
+ * reported together. The only place that reads `process.env`.
+ */
+export const loadConfig = (env: Record<string, string | undefined> = process.env): ServerConfig => {
+  const problems: Array<string> = []
+  const int = (name: string, fallback: number, min: number, max: number) => {
+    const raw = env[name]
+    if (raw === undefined || raw === "") return fallback
+    const n = Number(raw)
+    if (!/^\d+$/.test(raw) || n < min || n > max) {
+      problems.push(`${name}=${JSON.stringify(raw)}: expected a whole number from ${min} to ${max}`)
+      return fallback
+    }
+    return n
+  }
+  const url = (name: string, protocols: ReadonlyArray<string>) => {
+    const raw = env[name]
+    if (raw === undefined || raw === "") return undefined
+    try {
+      const u = new URL(raw)
+      if (!protocols.includes(u.protocol)) throw new Error()
+      return raw
+    } catch {
+      problems.push(`${name}: expected a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`)
+      return undefined
+    }
+  }
+
+  const port = int("PORT", 3000, 0, 65535)
+  const level = (env.LOG_LEVEL ?? "info").toLowerCase()
+  if (!["debug", "info", "warn", "error"].includes(level))
+    problems.push(`LOG_LEVEL=${JSON.stringify(env.LOG_LEVEL)}: expected debug, info, warn or error`)
+  const bootstrapRaw = (env.AGENTGOV_BOOTSTRAP ?? "true").toLowerCase()
+  if (!["true", "false", "1", "0"].includes(bootstrapRaw)) problems.push("AGENTGOV_BOOTSTRAP: expected true or false")
+  const host = env.HOST && env.HOST !== "" ? env.HOST : "127.0.0.1"
+  const publicUrl =
+    url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ?? `http://${host === "0.0.0.0" ? "localhost" : host}:${port}`
+
+  const config: ServerConfig = {
+    port,
+    host,
+    dataDir: resolve(env.AGENTGOV_DATA_DIR && env.AGENTGOV_DATA_DIR !== "" ? env.AGENTGOV_DATA_DIR : ".data"),
+    databaseUrl: url("DATABASE_URL", ["postgres:", "postgresql:"]),
+    redisUrl: url("REDIS_URL", ["redis:", "rediss:"]),
+    logLevel: level as LogLevel,
+    publicUrl: publicUrl.replace(/\/$/, ""),
+    maxBodyBytes: int("AGENTGOV_MAX_BODY_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+    sweepIntervalMs: int("AGENTGOV_SWEEP_INTERVAL_MS", 30_000, 100, 86_400_000),
+    bootstrap: bootstrapRaw === "true" || bootstrapRaw === "1",
+  }
+  if (problems.length > 0) throw new ConfigError(problems)
+  return config
+}

@@ -1,0 +1,51 @@
+import { ConfigError, loadConfig, type ServerConfig } from "./config.ts"
+import { acquireDataDirLock } from "./dataDirLock.ts"
+import { makeLogger } from "./logger.ts"
+import { startServer } from "./server.ts"
+
+let config: ServerConfig
+try {
+  config = loadConfig()
+} catch (e) {
+  if (e instanceof ConfigError) {
+    process.stderr.write(`agentgov: ${e.message}\n`)
+    process.exit(2)
+  }
+  throw e
+}
+const log = makeLogger(config.logLevel)
+const release = config.databaseUrl ? () => {} : acquireDataDirLock(config.dataDir)
+const server = await startServer(config, { logger: log })
+
+const store = config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${config.dataDir}`
+log.info("agentgov listening", { url: server.url, store })
+if (server.bootstrapped) {
+  // Printed once, on stdout, on the first start only: the key is stored nowhere in clear.
+  process.stdout.write(
+    [
+      "",
+      "  First start: created workspace `default` and a workspace key with every scope.",
+      "  It is shown this once; store it now:",
+      "",
+      `    ${server.bootstrapped.apiKey}`,
+      "",
+      `  Try:  curl -s -X POST ${server.url}/api/v1/agents -H "Authorization: Bearer <key>" \\`,
+      `          -H "Content-Type: application/json" -d '{"name":"my-agent"}'`,
+      `  More keys:  POST ${server.url}/api/v1/api-keys, or  npm run cli -- key create --help`,
+      `  API reference:  ${server.url}/api/v1/reference`,
+      "",
+    ].join("\n") + "\n",
+  )
+}
+
+let stopping = false
+const stop = async (signal: string) => {
+  if (stopping) return
+  stopping = true
+  log.info("shutting down", { signal })
+  await server.close()
+  release()
+  process.exit(0)
+}
+process.on("SIGINT", () => void stop("SIGINT"))
+process.on("SIGTERM", () => void stop("SIGTERM"))

@@ -1,0 +1,176 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import {
+  ApiError,
+  buildOpenApi,
+  makeExecutor,
+  makeRestHandler,
+  makeTrpcRouter,
+  operations,
+  type Runtime,
+  renderReference,
+  requestIdOf,
+  sendError,
+  sendJson,
+} from "@agentgov/api"
+import { ApiKeyService, DomainLayer } from "@agentgov/domain"
+import { createHTTPHandler } from "@trpc/server/adapters/standalone"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
+import type { ServerConfig } from "./config.ts"
+import { type Logger, makeLogger } from "./logger.ts"
+import { migratedStore, type StoreLayer, storeLayer } from "./store.ts"
+
+export interface RunningServer {
+  readonly url: string
+  readonly port: number
+  readonly runtime: Runtime
+  /** Set on the first start against an empty store: the bootstrap key, shown once. */
+  readonly bootstrapped: BootstrapResult | undefined
+  readonly close: () => Promise<void>
+}
+
+export interface StartOptions {
+  /** Replaces the store chosen from config (tests pass a fresh database). */
+  readonly store?: StoreLayer
+  readonly logger?: Logger
+}
+
+const API_PREFIXES = ["/api/v1", "/v1"] as const
+
+/**
+ * Starts the service: migrates the store, bootstraps an empty one, and serves
+ * REST (`/api/v1`, `/v1`), tRPC (`/trpc`), the OpenAPI document, the API
+ * reference and health checks on one node:http server.
+ */
+export const startServer = async (config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
+  const log = options.logger ?? makeLogger(config.logLevel)
+  const store = migratedStore(options.store ?? storeLayer(config))
+  const runtime: Runtime = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(store)))
+  const bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
+
+  const executor = makeExecutor(runtime, log)
+  const rest = makeRestHandler({ operations, executor, maxBodyBytes: config.maxBodyBytes })
+  const trpc = createHTTPHandler({
+    router: makeTrpcRouter(operations, executor),
+    basePath: "/trpc/",
+    maxBodySize: config.maxBodyBytes,
+    createContext: ({ req }) => ({
+      authorization: req.headers.authorization,
+      requestId: String(req.headers["x-request-id"]),
+    }),
+    onError: ({ error, path }) => {
+      if (error.code === "INTERNAL_SERVER_ERROR")
+        log.error("trpc procedure failed", { path, cause: String(error.cause ?? error) })
+    },
+  })
+  const openapi = buildOpenApi(operations, { serverUrl: config.publicUrl })
+  const openapiBody = JSON.stringify(openapi)
+  const referenceHtml = renderReference(openapi)
+
+  const ready = async (res: ServerResponse, requestId: string) => {
+    const exit = await runtime.runPromiseExit(SqlClient.SqlClient.use((sql) => sql`SELECT 1`))
+    const ok = exit._tag === "Success"
+    sendJson(
+      res,
+      ok ? 200 : 503,
+      JSON.stringify(
+        ok
+          ? { ok: true, data: { status: "ready" } }
+          : { ok: false, error: { code: "NOT_READY", message: "store unavailable" } },
+      ),
+      requestId,
+    )
+  }
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const requestId = requestIdOf(req)
+    let url: URL
+    try {
+      url = new URL(req.url ?? "/", "http://local")
+    } catch {
+      return sendError(res, new ApiError(400, "BAD_REQUEST", "malformed request target"), requestId)
+    }
+    const path = url.pathname
+    if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
+    if (path === "/readyz") return ready(res, requestId)
+    if (path === "/trpc" || path.startsWith("/trpc/")) {
+      // tRPC reads the request id from the header: make sure one is there.
+      req.headers["x-request-id"] = requestId
+      res.setHeader("x-request-id", requestId)
+      return trpc(req, res)
+    }
+    const prefix = API_PREFIXES.find((p) => path === p || path.startsWith(`${p}/`))
+    if (prefix === undefined)
+      return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${req.method} ${path}`), requestId)
+    const rest_ = path.slice(prefix.length) || "/"
+    if (rest_ === "/openapi.json" || rest_ === "/reference" || rest_ === "/docs") {
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        return sendError(
+          res,
+          new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}`),
+          requestId,
+          { allow: "GET" },
+        )
+      }
+      if (rest_ === "/openapi.json")
+        return sendJson(res, 200, openapiBody, requestId, { "cache-control": "public, max-age=300" })
+      res.writeHead(200, {
+        "content-type": "text/html; charset=utf-8",
+        "x-request-id": requestId,
+        "cache-control": "public, max-age=300",
+      })
+      return void res.end(referenceHtml)
+    }
+    return rest(req, res, rest_, url, requestId)
+  }
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((cause) => {
+      log.error("request failed", { cause: String(cause?.stack ?? cause) })
+      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestIdOf(req))
+      else res.destroy()
+    })
+  })
+  server.requestTimeout = 30_000
+  server.headersTimeout = 20_000
+  server.keepAliveTimeout = 65_000
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(config.port, config.host, () => resolve())
+  })
+  const port = (server.address() as AddressInfo).port
+
+  // Expired keys are refused at once by the authenticator; the sweep records their revocation.
+  const sweep = setInterval(() => {
+    runtime
+      .runPromise(
+        Effect.gen(function* () {
+          const n = yield* ApiKeyService.use((s) => s.revokeExpired)
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'`.pipe(Effect.orDie)
+          return n
+        }),
+      )
+      .then((n) => n > 0 && log.info("revoked expired keys", { count: n }))
+      .catch((cause) => log.error("sweep failed", { cause: String(cause) }))
+  }, config.sweepIntervalMs)
+  sweep.unref()
+
+  const close = async () => {
+    clearInterval(sweep)
+    server.closeIdleConnections()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+    await runtime.dispose()
+  }
+
+  return {
+    url: `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${port}`,
+    port,
+    runtime,
+    bootstrapped,
+    close,
+  }
+}

@@ -1,0 +1,106 @@
+import type {
+  AgentDeregistered,
+  AgentNameTaken,
+  AgentNotFound,
+  AgentVersionExists,
+  ApiKeyNotFound,
+  ApiKeyNotRotatable,
+  InvalidCursor,
+  InvalidInput,
+  PermissionDenied,
+  StateConflict,
+  Unauthenticated,
+  WorkspaceNotFound,
+} from "@agentgov/domain"
+
+/** The error envelope's `error` member, with the HTTP status it travels with. */
+export class ApiError extends Error {
+  readonly status: number
+  readonly code: string
+  readonly details: { readonly field: string; readonly issue: string } | undefined
+  readonly headers: Readonly<Record<string, string>> | undefined
+
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    details?: { field: string; issue: string },
+    headers?: Record<string, string>,
+  ) {
+    super(message)
+    this.status = status
+    this.code = code
+    this.details = details
+    this.headers = headers
+  }
+
+  toJSON() {
+    return { code: this.code, message: this.message, ...(this.details ? { details: this.details } : {}) }
+  }
+}
+
+/** Every error a domain operation may fail with. A new one must be mapped below, or this file stops compiling. */
+export type DomainError =
+  | AgentDeregistered
+  | AgentNameTaken
+  | AgentNotFound
+  | AgentVersionExists
+  | ApiKeyNotFound
+  | ApiKeyNotRotatable
+  | InvalidCursor
+  | InvalidInput
+  | PermissionDenied
+  | StateConflict
+  | Unauthenticated
+  | WorkspaceNotFound
+
+type Mapping = { readonly [K in DomainError["_tag"]]: (e: Extract<DomainError, { _tag: K }>) => ApiError }
+
+const mapping: Mapping = {
+  AgentNotFound: (e) => new ApiError(404, "AGENT_NOT_FOUND", `agent ${e.agentId} not found`),
+  AgentNameTaken: (e) =>
+    new ApiError(409, "CONFLICT", `an agent named "${e.name}" is already registered`, {
+      field: "name",
+      issue: "already taken",
+    }),
+  AgentVersionExists: (e) =>
+    new ApiError(409, "CONFLICT", `version "${e.version}" of agent ${e.agentId} already exists`, {
+      field: "version",
+      issue: "already exists",
+    }),
+  AgentDeregistered: (e) => new ApiError(409, "AGENT_DEREGISTERED", `agent ${e.agentId} is deregistered`),
+  ApiKeyNotFound: (e) => new ApiError(404, "API_KEY_NOT_FOUND", `API key ${e.keyId} not found`),
+  ApiKeyNotRotatable: (e) =>
+    new ApiError(409, "API_KEY_NOT_ROTATABLE", `API key ${e.keyId} cannot be rotated: ${e.reason}`),
+  WorkspaceNotFound: (e) => new ApiError(404, "WORKSPACE_NOT_FOUND", `workspace ${e.workspaceId} not found`),
+  InvalidCursor: () =>
+    new ApiError(400, "BAD_REQUEST", "cursor is not valid", { field: "cursor", issue: "not a cursor of this list" }),
+  InvalidInput: (e) =>
+    new ApiError(422, "VALIDATION_ERROR", `${e.field}: ${e.message}`, { field: e.field, issue: e.message }),
+  PermissionDenied: (e) =>
+    new ApiError(
+      403,
+      "FORBIDDEN",
+      e.message,
+      e.scope
+        ? { field: "scope", issue: `requires ${e.scope}` }
+        : { field: "agentId", issue: "outside this credential's agent" },
+    ),
+  StateConflict: (e) => new ApiError(409, e.code, e.message),
+  Unauthenticated: (e) => new ApiError(401, "UNAUTHORIZED", e.message),
+}
+
+export const toApiError = (e: DomainError): ApiError => (mapping[e._tag] as (e: DomainError) => ApiError)(e)
+
+export const internalError = () => new ApiError(500, "INTERNAL_ERROR", "internal error")
+
+/** `rules[2].when.all[0].op` from ["rules", 2, "when", "all", 0, "op"]. */
+export const formatPath = (path: ReadonlyArray<PropertyKey | { key: PropertyKey }>): string => {
+  let out = ""
+  for (const seg of path) {
+    const key = typeof seg === "object" && seg !== null ? seg.key : seg
+    if (typeof key === "number") out += `[${key}]`
+    else out += out === "" ? String(key) : `.${String(key)}`
+  }
+  return out
+}

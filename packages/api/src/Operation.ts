@@ -1,0 +1,37 @@
+import type { Actor, DomainServices, Scope } from "@agentgov/domain"
+import type { Effect, Schema } from "effect"
+import type { DomainError } from "./ApiError.ts"
+
+export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE"
+
+/**
+ * One operation of the API, defined once. The REST facade, the tRPC router and
+ * the OpenAPI document are all built from these, so they cannot drift.
+ *
+ * `input` is one Struct holding path parameters, query parameters (GET and
+ * DELETE) or body fields (POST and PATCH); `handler` calls one domain verb.
+ */
+export interface Operation<I = any, O = any> {
+  /** `resource.verb`: the tRPC path and the OpenAPI operationId. */
+  readonly name: string
+  readonly method: HttpMethod
+  /** Under `/api/v1` (and `/v1`); `:param` segments are fields of `input`. */
+  readonly path: string
+  readonly scope: Scope
+  readonly summary: string
+  readonly description?: string
+  readonly tag: string
+  readonly input: Schema.Codec<I, any, never, never>
+  readonly output: Schema.Top
+  /** Lists answer `data` plus `meta` with the cursor. */
+  readonly paginated?: boolean
+  readonly successStatus?: 200 | 201
+  /** Error codes beyond the common ones, for the reference. */
+  readonly errors?: ReadonlyArray<string>
+  readonly handler: (input: I, actor: Actor) => Effect.Effect<O, DomainError, DomainServices>
+}
+
+/** Infers the handler's input type from the schema. */
+export const defineOperation = <S extends Schema.Codec<any, any, never, never>, O>(
+  op: Omit<Operation<S["Type"], O>, "input"> & { readonly input: S },
+): Operation<S["Type"], O> => op

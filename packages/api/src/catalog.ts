@@ -1,0 +1,7 @@
+import type { Operation } from "./Operation.ts"
+import { agentOperations } from "./operations/agents.ts"
+import { apiKeyOperations } from "./operations/apikeys.ts"
+import { workspaceOperations } from "./operations/workspaces.ts"
+
+/** Every operation of the API, in the order the reference lists them. */
+export const operations: ReadonlyArray<Operation> = [...workspaceOperations, ...agentOperations, ...apiKeyOperations]

@@ -1,0 +1,189 @@
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { ApiError, formatPath } from "../ApiError.ts"
+import type { Executor } from "../Executor.ts"
+import { propertyTypes } from "../jsonSchema.ts"
+import type { Operation } from "../Operation.ts"
+import { errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
+import { makeRouter } from "./Router.ts"
+
+export interface RestOptions {
+  readonly operations: ReadonlyArray<Operation>
+  readonly executor: Executor
+  /** Largest accepted body; default 1 MiB. */
+  readonly maxBodyBytes?: number
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i
+
+const badRequest = (message: string, field?: string, issue?: string) =>
+  new ApiError(400, "BAD_REQUEST", message, field ? { field, issue: issue ?? message } : undefined)
+
+/** Query string → input fields, coerced by the JSON type each field declares. */
+const makeQueryDecoder = (op: Operation) => {
+  const types = propertyTypes(op.input)
+  return (query: URLSearchParams): Record<string, unknown> | ApiError => {
+    const out: Record<string, unknown> = {}
+    for (const name of new Set(query.keys())) {
+      const values = query.getAll(name)
+      const type = types[name]
+      if (type === undefined) return badRequest(`unknown query parameter "${name}"`, name, "unknown parameter")
+      if (type === "array") {
+        out[name] = values.flatMap((v) => v.split(",")).filter((v) => v !== "")
+        continue
+      }
+      if (values.length > 1)
+        return badRequest(`query parameter "${name}" given more than once`, name, "given more than once")
+      const raw = values[0]!
+      if (type === "integer" || type === "number") {
+        out[name] = /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw
+      } else if (type === "boolean") {
+        out[name] = raw === "true" ? true : raw === "false" ? false : raw
+      } else {
+        out[name] = raw
+      }
+    }
+    return out
+  }
+}
+
+/**
+ * The REST facade of decision D1–D3: routes `/api/v1/...` (the server strips
+ * the prefix), checks in order credential (401), scope (403), media type
+ * (415), size (413), JSON (400), schema (422 for bodies, 400 for queries),
+ * then runs the operation and answers in the envelope.
+ */
+export const makeRestHandler = (options: RestOptions) => {
+  const { executor } = options
+  const maxBody = options.maxBodyBytes ?? 1024 * 1024
+  const route = makeRouter(options.operations)
+  const queryDecoders = new Map(options.operations.map((op) => [op, makeQueryDecoder(op)]))
+
+  const encode = (op: Operation, value: unknown) => {
+    const status = op.successStatus ?? 200
+    const body = op.paginated
+      ? JSON.stringify({ ok: true, data: (value as any).data, meta: (value as any).meta })
+      : JSON.stringify({ ok: true, data: value })
+    return { status, body }
+  }
+
+  return async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    url: URL,
+    requestId: string,
+  ): Promise<void> => {
+    const method = req.method ?? "GET"
+    const match = route(method, path)
+    if (match.kind === "none")
+      return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${url.pathname}`), requestId)
+    if (match.kind === "method") {
+      return sendError(
+        res,
+        new ApiError(405, "METHOD_NOT_ALLOWED", `${method} is not allowed on ${url.pathname}`),
+        requestId,
+        {
+          allow: match.allow.join(", "),
+        },
+      )
+    }
+    const { op, params } = match
+
+    const auth = await executor.authenticate(req.headers.authorization)
+    if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
+    const actor = auth.value
+    const denied = executor.authorize(op, actor)
+    if (denied) return sendError(res, denied, requestId)
+
+    let raw: Record<string, unknown>
+    let fingerprint: unknown
+    if (op.method === "POST" || op.method === "PATCH") {
+      const body = await readBody(req, maxBody)
+      if (body.kind === "aborted") return
+      if (body.kind === "too_large") {
+        return sendError(res, new ApiError(413, "PAYLOAD_TOO_LARGE", `body exceeds ${maxBody} bytes`), requestId, {
+          connection: "close",
+        })
+      }
+      let parsed: unknown = {}
+      if (body.bytes.length > 0) {
+        const type = req.headers["content-type"]
+        if (!type || !JSON_TYPE.test(type)) {
+          return sendError(
+            res,
+            new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json"),
+            requestId,
+          )
+        }
+        try {
+          parsed = JSON.parse(body.bytes.toString("utf8"))
+        } catch {
+          return sendError(res, badRequest("body is not valid JSON"), requestId)
+        }
+      }
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+        return sendError(
+          res,
+          new ApiError(422, "VALIDATION_ERROR", "body must be a JSON object", {
+            field: "body",
+            issue: "must be a JSON object",
+          }),
+          requestId,
+        )
+      }
+      const unstorable = findUnstorable(parsed)
+      if (unstorable) {
+        const field = formatPath(unstorable.path) || "body"
+        return sendError(
+          res,
+          new ApiError(422, "VALIDATION_ERROR", `${field}: ${unstorable.issue}`, { field, issue: unstorable.issue }),
+          requestId,
+        )
+      }
+      raw = { ...(parsed as Record<string, unknown>), ...params }
+      fingerprint = { op: op.name, params, body: parsed }
+    } else {
+      const query = queryDecoders.get(op)!(url.searchParams)
+      if (query instanceof ApiError) return sendError(res, query, requestId)
+      raw = { ...query, ...params }
+    }
+
+    const decoded = executor.decode(op, raw, op.method === "POST" || op.method === "PATCH" ? 422 : 400)
+    if (!decoded.ok) return sendError(res, decoded.error, requestId)
+
+    const idempotencyKey = req.headers["idempotency-key"]
+    if (op.method === "POST" && idempotencyKey !== undefined) {
+      if (typeof idempotencyKey !== "string" || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
+        return sendError(
+          res,
+          badRequest("Idempotency-Key must be 1 to 255 printable ASCII characters", "Idempotency-Key"),
+          requestId,
+        )
+      }
+      const result = await executor.runIdempotent(
+        op,
+        decoded.value,
+        actor,
+        idempotencyKey,
+        fingerprint,
+        (value) => encode(op, value),
+        requestId,
+      )
+      if (!result.ok) return sendError(res, result.error, requestId)
+      return sendJson(
+        res,
+        result.value.status,
+        result.value.body,
+        requestId,
+        result.value.replayed ? { "idempotent-replayed": "true" } : {},
+      )
+    }
+
+    const result = await executor.run(op, decoded.value, actor, requestId)
+    if (!result.ok)
+      return sendJson(res, result.error.status, errorBody(result.error), requestId, result.error.headers ?? {})
+    const { status, body } = encode(op, result.value)
+    return sendJson(res, status, body, requestId)
+  }
+}

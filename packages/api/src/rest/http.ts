@@ -1,0 +1,106 @@
+import { randomBytes } from "node:crypto"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import type { ApiError } from "../ApiError.ts"
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** The caller's X-Request-Id when it is sane, else a fresh one. */
+export const requestIdOf = (req: IncomingMessage): string => {
+  const given = req.headers["x-request-id"]
+  return typeof given === "string" && REQUEST_ID.test(given) ? given : `req_${randomBytes(12).toString("base64url")}`
+}
+
+export const sendJson = (
+  res: ServerResponse,
+  status: number,
+  body: string,
+  requestId: string,
+  headers: Record<string, string> = {},
+): void => {
+  if (res.headersSent) return
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "x-request-id": requestId,
+    ...headers,
+  })
+  res.end(body)
+}
+
+export const errorBody = (error: ApiError): string => JSON.stringify({ ok: false, error: error.toJSON() })
+
+export const sendError = (
+  res: ServerResponse,
+  error: ApiError,
+  requestId: string,
+  headers: Record<string, string> = {},
+): void => sendJson(res, error.status, errorBody(error), requestId, { ...headers, ...error.headers })
+
+export type BodyResult =
+  | { readonly kind: "ok"; readonly bytes: Buffer }
+  | { readonly kind: "too_large" }
+  | { readonly kind: "aborted" }
+
+/** Reads the body up to `limit` bytes; past it, stops keeping bytes and reports it too large. */
+export const readBody = (req: IncomingMessage, limit: number): Promise<BodyResult> =>
+  new Promise((resolve) => {
+    const declared = Number(req.headers["content-length"])
+    if (Number.isFinite(declared) && declared > limit) {
+      req.resume()
+      return resolve({ kind: "too_large" })
+    }
+    const chunks: Array<Buffer> = []
+    let size = 0
+    let over = false
+    req.on("data", (chunk: Buffer) => {
+      if (over) return
+      size += chunk.length
+      if (size > limit) {
+        over = true
+        chunks.length = 0
+        return resolve({ kind: "too_large" })
+      }
+      chunks.push(chunk)
+    })
+    req.on("end", () => !over && resolve({ kind: "ok", bytes: Buffer.concat(chunks) }))
+    req.on("error", () => resolve({ kind: "aborted" }))
+    req.on("aborted", () => resolve({ kind: "aborted" }))
+  })
+
+const MAX_DEPTH = 32
+
+/**
+ * Finds what JSON allows but PostgreSQL's jsonb and text do not keep, or what
+ * would not survive a round trip byte-for-byte (and so would break the chain
+ * hash): NUL characters and unpaired surrogates, in keys or values; and
+ * nesting deeper than 32 levels. Returns the path and issue of the first.
+ */
+export const findUnstorable = (
+  value: unknown,
+  path: Array<string | number> = [],
+): { path: Array<string | number>; issue: string } | undefined => {
+  if (path.length > MAX_DEPTH) return { path, issue: `nested deeper than ${MAX_DEPTH} levels` }
+  if (typeof value === "string") {
+    if (value.includes("\u0000") || !value.isWellFormed())
+      return { path, issue: "contains a NUL character or an unpaired surrogate" }
+    return undefined
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findUnstorable(value[i], [...path, i])
+      if (found) return found
+    }
+    return undefined
+  }
+  if (value !== null && typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) {
+      if (k.includes("\u0000") || !k.isWellFormed())
+        return { path: [...path, k], issue: "key contains a NUL character or an unpaired surrogate" }
+      const found = findUnstorable(v, [...path, k])
+      if (found) return found
+    }
+  }
+  return undefined
+}

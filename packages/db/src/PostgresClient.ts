@@ -1,0 +1,95 @@
+import { Context, Effect, Layer, Stream } from "effect"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { Connection } from "effect/sql/SqlConnection"
+import postgres from "postgres"
+import { pgCompiler } from "./compiler.ts"
+import { Database } from "./Database.ts"
+import { toSqlError } from "./sqlErrors.ts"
+
+export interface PostgresOptions {
+  readonly url: string
+  /** Pool size; default 10. */
+  readonly max?: number | undefined
+}
+
+type Sql = postgres.Sql | postgres.ReservedSql
+
+const makeConnection = (sql: Sql): Connection => {
+  const run = <A>(operation: string, f: () => Promise<A>) =>
+    Effect.tryPromise({ try: f, catch: (cause) => toSqlError(cause, operation) })
+  const execute: Connection["execute"] = (query, params, transformRows) =>
+    run("query", () => sql.unsafe(query, params as postgres.ParameterOrJSON<never>[], { prepare: true })).pipe(
+      Effect.map((rows) => (transformRows ? transformRows(rows as any) : (rows as ReadonlyArray<any>))),
+    )
+  const values = (query: string, params: ReadonlyArray<unknown>, prepare: boolean) =>
+    run("query", () => sql.unsafe(query, params as postgres.ParameterOrJSON<never>[], { prepare }).values()).pipe(
+      Effect.map((rows) => rows as unknown as ReadonlyArray<ReadonlyArray<unknown>>),
+    )
+  return {
+    execute,
+    executeRaw: (query, params) =>
+      run("query", () => sql.unsafe(query, params as postgres.ParameterOrJSON<never>[], { prepare: true })),
+    executeStream: (query, params, transformRows) => Stream.fromIterableEffect(execute(query, params, transformRows)),
+    executeValues: (query, params) => values(query, params, true),
+    executeValuesUnprepared: (query, params) => values(query, params, false),
+    // Without parameters postgres.js uses the simple protocol, which accepts several statements (migrations).
+    executeUnprepared: (query, params, transformRows) =>
+      run("query", () => sql.unsafe(query, params as postgres.ParameterOrJSON<never>[])).pipe(
+        Effect.map((rows) => (transformRows ? transformRows(rows as any) : (rows as ReadonlyArray<any>))),
+      ),
+  }
+}
+
+/** Opens a postgres.js pool with int8 parsed to number, the same as the embedded store. */
+export const openPostgres = (options: PostgresOptions) =>
+  Effect.acquireRelease(
+    Effect.sync(() =>
+      postgres(options.url, {
+        max: options.max ?? 10,
+        onnotice: () => {},
+        types: {
+          bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+        },
+        connection: { application_name: "agentgov" },
+      }),
+    ),
+    (sql) => Effect.promise(() => sql.end({ timeout: 5 })),
+  )
+
+const make = (options: PostgresOptions) =>
+  Effect.gen(function* () {
+    const sql = yield* openPostgres(options)
+    const poolConnection = makeConnection(sql)
+    // A transaction needs one physical connection for its whole life: reserve one per transaction.
+    const transactionAcquirer = Effect.acquireRelease(
+      Effect.tryPromise({ try: () => sql.reserve(), catch: (cause) => toSqlError(cause, "connect") }),
+      (reserved) => Effect.sync(() => reserved.release()),
+    ).pipe(Effect.map(makeConnection))
+    const client = yield* SqlClient.make({
+      acquirer: Effect.succeed(poolConnection),
+      transactionAcquirer,
+      compiler: pgCompiler,
+      driver: "postgres",
+      spanAttributes: [["db.system.name", "postgresql"]],
+    })
+    const database = Database.of({
+      kind: "postgres",
+      notify: async (channel, payload) => {
+        await sql.notify(channel, payload)
+      },
+      listen: async (channel, onMessage) => {
+        const sub = await sql.listen(channel, onMessage)
+        return () => sub.unlisten()
+      },
+    })
+    return { client, database }
+  })
+
+/** PostgreSQL through the `postgres` driver: a pool for statements, a reserved connection per transaction. */
+export const layer = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient | Database> =>
+  Layer.effectContext(
+    Effect.map(make(options), ({ client, database }) =>
+      Context.make(SqlClient.SqlClient, client).pipe(Context.add(Database, database)),
+    ),
+  ).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,6 @@
+export { jsonb, pgCompiler } from "./compiler.ts"
+export { Database, type DatabaseShape } from "./Database.ts"
+export { loadMigrations, type Migration, migrate } from "./migrate.ts"
+export * as PgliteClient from "./PgliteClient.ts"
+export * as PostgresClient from "./PostgresClient.ts"
+export { toSqlError, uniqueViolation } from "./sqlErrors.ts"

@@ -1,0 +1,56 @@
+import {
+  AuthenticationError,
+  AuthorizationError,
+  ConnectionError,
+  ConstraintError,
+  DeadlockError,
+  LockTimeoutError,
+  SerializationError,
+  SqlError,
+  type SqlErrorReason,
+  SqlSyntaxError,
+  StatementTimeoutError,
+  UniqueViolation,
+  UnknownError,
+} from "effect/sql/SqlError"
+
+/**
+ * Turns a driver error (postgres.js or PGlite, both carry the SQLSTATE in `code`)
+ * into effect's structured SqlError, so that callers can react to a unique
+ * violation without knowing which driver is underneath.
+ */
+export const toSqlError = (cause: unknown, operation = "query"): SqlError => {
+  const err = cause as { code?: unknown; constraint?: unknown; constraint_name?: unknown; message?: unknown }
+  const code = typeof err?.code === "string" ? err.code : undefined
+  const message = typeof err?.message === "string" ? err.message : "database error"
+  const props = { cause, message, operation }
+  return new SqlError({ reason: classify(code, err?.constraint ?? err?.constraint_name, props) })
+}
+
+const classify = (
+  code: string | undefined,
+  constraint: unknown,
+  props: { cause: unknown; message: string; operation: string },
+): SqlErrorReason => {
+  if (code === undefined) return new UnknownError(props)
+  if (code.startsWith("08")) return new ConnectionError(props)
+  if (code.startsWith("28")) return new AuthenticationError(props)
+  if (code === "42501") return new AuthorizationError(props)
+  if (code.startsWith("42")) return new SqlSyntaxError(props)
+  if (code === "23505") {
+    return new UniqueViolation({
+      ...props,
+      constraint: typeof constraint === "string" && constraint !== "" ? constraint : "unknown",
+    })
+  }
+  if (code.startsWith("23")) return new ConstraintError(props)
+  if (code === "40P01") return new DeadlockError(props)
+  if (code === "40001") return new SerializationError(props)
+  if (code === "55P03") return new LockTimeoutError(props)
+  if (code === "57014") return new StatementTimeoutError(props)
+  return new UnknownError(props)
+}
+
+/** The constraint name of a unique violation, or undefined for any other error. */
+export const uniqueViolation = (error: SqlError): string | undefined =>
+  error.reason._tag === "UniqueViolation" ? error.reason.constraint : undefined

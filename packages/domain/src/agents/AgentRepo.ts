@@ -1,0 +1,134 @@
+import { jsonb } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import type { Agent, AgentVersion } from "./Agent.ts"
+
+interface AgentRow {
+  readonly id: string
+  readonly workspace_id: string
+  readonly name: string
+  readonly description: string | null
+  readonly labels: ReadonlyArray<string>
+  readonly metadata: Record<string, unknown>
+  readonly status: Agent["status"]
+  readonly current_version: string | null
+  readonly trust_score: number
+  readonly created_at: Date
+  readonly updated_at: Date
+  readonly deregistered_at: Date | null
+}
+
+interface VersionRow {
+  readonly id: string
+  readonly agent_id: string
+  readonly version: string
+  readonly description: string | null
+  readonly metadata: Record<string, unknown>
+  readonly created_at: Date
+}
+
+const toAgent = (r: AgentRow): Agent => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  description: r.description,
+  labels: r.labels,
+  metadata: r.metadata,
+  status: r.status,
+  currentVersion: r.current_version,
+  trustScore: r.trust_score,
+  createdAt: r.created_at.toISOString(),
+  updatedAt: r.updated_at.toISOString(),
+  deregisteredAt: r.deregistered_at?.toISOString() ?? null,
+})
+
+const toVersion = (r: VersionRow): AgentVersion => ({
+  id: r.id,
+  agentId: r.agent_id,
+  version: r.version,
+  description: r.description,
+  metadata: r.metadata,
+  createdAt: r.created_at.toISOString(),
+})
+
+export interface AgentFilter {
+  readonly status?: Agent["status"] | undefined
+  readonly label?: string | undefined
+  readonly namePrefix?: string | undefined
+  /** Agent keys see only their own agent. */
+  readonly onlyId?: string | undefined
+  readonly before?: string | undefined
+  readonly limit: number
+}
+
+/** SQL for agents and their versions; every statement is scoped by workspace. */
+export class AgentRepo extends Context.Service<
+  AgentRepo,
+  {
+    /** Fails with the SqlError of a unique violation (name taken); other errors are defects. */
+    readonly insert: (a: Agent) => Effect.Effect<void, SqlError>
+    readonly find: (workspaceId: string, id: string) => Effect.Effect<Agent | undefined>
+    /** Locks the row for the rest of the transaction. */
+    readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<Agent | undefined>
+    readonly list: (workspaceId: string, filter: AgentFilter) => Effect.Effect<ReadonlyArray<Agent>>
+    readonly update: (a: Agent) => Effect.Effect<void, SqlError>
+    readonly insertVersion: (workspaceId: string, v: AgentVersion) => Effect.Effect<void, SqlError>
+    readonly listVersions: (
+      workspaceId: string,
+      agentId: string,
+      opts: { before?: string | undefined; limit: number },
+    ) => Effect.Effect<ReadonlyArray<AgentVersion>>
+  }
+>()("@agentgov/domain/agents/AgentRepo") {
+  static readonly layer = Layer.effect(
+    AgentRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const find = (lock: boolean) => (workspaceId: string, id: string) =>
+        sql<AgentRow>`SELECT * FROM agents WHERE workspace_id = ${workspaceId} AND id = ${id}
+            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(
+          Effect.map((rows) => (rows[0] ? toAgent(rows[0]) : undefined)),
+          Effect.orDie,
+        )
+      return AgentRepo.of({
+        insert: (a) =>
+          sql`INSERT INTO agents (id, workspace_id, name, description, labels, metadata, status, current_version,
+                trust_score, created_at, updated_at)
+              VALUES (${a.id}, ${a.workspaceId}, ${a.name}, ${a.description}, ${jsonb(sql, a.labels)},
+                ${jsonb(sql, a.metadata)}, ${a.status}, ${a.currentVersion}, ${a.trustScore},
+                ${a.createdAt}::timestamptz, ${a.updatedAt}::timestamptz)`.pipe(Effect.asVoid),
+        find: find(false),
+        findForUpdate: find(true),
+        list: (workspaceId, f) =>
+          sql<AgentRow>`SELECT * FROM agents WHERE workspace_id = ${workspaceId}
+              ${f.onlyId ? sql`AND id = ${f.onlyId}` : sql``}
+              ${f.status ? sql`AND status = ${f.status}` : sql`AND status <> 'deregistered'`}
+              ${f.label ? sql`AND labels ? ${f.label}` : sql``}
+              ${f.namePrefix ? sql`AND starts_with(name, ${f.namePrefix})` : sql``}
+              ${f.before ? sql`AND id < ${f.before}` : sql``}
+              ORDER BY id DESC LIMIT ${f.limit}`.pipe(
+            Effect.map((rows) => rows.map(toAgent)),
+            Effect.orDie,
+          ),
+        update: (a) =>
+          sql`UPDATE agents SET name = ${a.name}, description = ${a.description}, labels = ${jsonb(sql, a.labels)},
+                metadata = ${jsonb(sql, a.metadata)}, status = ${a.status}, current_version = ${a.currentVersion},
+                trust_score = ${a.trustScore}, updated_at = ${a.updatedAt}::timestamptz,
+                deregistered_at = ${a.deregisteredAt}::timestamptz
+              WHERE workspace_id = ${a.workspaceId} AND id = ${a.id}`.pipe(Effect.asVoid),
+        insertVersion: (workspaceId, v) =>
+          sql`INSERT INTO agent_versions (id, workspace_id, agent_id, version, description, metadata, created_at)
+              VALUES (${v.id}, ${workspaceId}, ${v.agentId}, ${v.version}, ${v.description}, ${jsonb(sql, v.metadata)},
+                ${v.createdAt}::timestamptz)`.pipe(Effect.asVoid),
+        listVersions: (workspaceId, agentId, { before, limit }) =>
+          sql<VersionRow>`SELECT * FROM agent_versions WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId}
+              ${before ? sql`AND id < ${before}` : sql``}
+              ORDER BY id DESC LIMIT ${limit}`.pipe(
+            Effect.map((rows) => rows.map(toVersion)),
+            Effect.orDie,
+          ),
+      })
+    }),
+  )
+}

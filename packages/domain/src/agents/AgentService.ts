@@ -1,0 +1,269 @@
+import { uniqueViolation } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
+import { nowIso } from "../shared/time.ts"
+import {
+  type Agent,
+  type AgentVersion,
+  type CreateAgentVersion,
+  INITIAL_TRUST_SCORE,
+  type RegisterAgent,
+  type UpdateAgent,
+} from "./Agent.ts"
+import { AgentDeregistered, AgentNameTaken, AgentNotFound, AgentVersionExists } from "./AgentErrors.ts"
+import { AgentRepo } from "./AgentRepo.ts"
+
+export interface AgentListFilter extends PageRequest {
+  readonly status?: Agent["status"] | undefined
+  readonly label?: string | undefined
+  readonly namePrefix?: string | undefined
+}
+
+const checkMetadata = (metadata: unknown) =>
+  metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES
+    ? Effect.fail(
+        new InvalidInput({ field: "metadata", message: `must encode to at most ${METADATA_MAX_BYTES} bytes` }),
+      )
+    : Effect.void
+
+/** Maps the unique violation of a write to a domain error; any other database error is a defect. */
+const onUnique =
+  <E>(constraint: string, error: () => E) =>
+  <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, E, R> =>
+    Effect.catchTag(effect, "SqlError", (e) =>
+      uniqueViolation(e) === constraint ? Effect.fail(error()) : Effect.die(e),
+    )
+
+/**
+ * Agents: registered, updated, versioned and deregistered (soft: the record
+ * and its history stay, its keys are revoked). An agent-bound credential sees
+ * and acts for its own agent only; any other agent is 403 for it.
+ */
+export class AgentService extends Context.Service<
+  AgentService,
+  {
+    readonly register: (
+      actor: Actor,
+      input: RegisterAgent,
+    ) => Effect.Effect<Agent, AgentNameTaken | InvalidInput | PermissionDenied>
+    readonly list: (actor: Actor, filter: AgentListFilter) => Effect.Effect<Page<Agent>, InvalidCursor>
+    readonly get: (actor: Actor, id: string) => Effect.Effect<Agent, AgentNotFound | PermissionDenied>
+    readonly update: (
+      actor: Actor,
+      id: string,
+      patch: UpdateAgent,
+    ) => Effect.Effect<Agent, AgentNotFound | AgentNameTaken | AgentDeregistered | InvalidInput | PermissionDenied>
+    readonly deregister: (actor: Actor, id: string) => Effect.Effect<Agent, AgentNotFound | PermissionDenied>
+    readonly createVersion: (
+      actor: Actor,
+      agentId: string,
+      input: CreateAgentVersion,
+    ) => Effect.Effect<
+      AgentVersion,
+      AgentNotFound | AgentVersionExists | AgentDeregistered | InvalidInput | PermissionDenied
+    >
+    readonly listVersions: (
+      actor: Actor,
+      agentId: string,
+      page: PageRequest,
+    ) => Effect.Effect<Page<AgentVersion>, AgentNotFound | PermissionDenied | InvalidCursor>
+  }
+>()("@agentgov/domain/agents/AgentService") {
+  static readonly layer = Layer.effect(
+    AgentService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* AgentRepo
+      const keys = yield* ApiKeyService
+      const audit = yield* AuditLog
+      const tx = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const ownAgentOnly = (actor: Actor, id: string) =>
+        actor.agentId !== undefined && actor.agentId !== id
+          ? Effect.fail(new PermissionDenied({ message: "this credential is bound to another agent" }))
+          : Effect.void
+
+      const load = (actor: Actor, id: string, lock = false) =>
+        Effect.gen(function* () {
+          yield* ownAgentOnly(actor, id)
+          const agent = yield* (lock ? repo.findForUpdate : repo.find)(actor.workspaceId, id)
+          if (!agent) return yield* new AgentNotFound({ agentId: id })
+          return agent
+        })
+
+      const register = Effect.fn("AgentService.register")(function* (actor: Actor, input: RegisterAgent) {
+        if (actor.agentId !== undefined)
+          return yield* new PermissionDenied({ message: "agent-bound credentials cannot register agents" })
+        yield* checkMetadata(input.metadata)
+        const now = yield* nowIso
+        const agent: Agent = {
+          id: newId("agt"),
+          workspaceId: actor.workspaceId,
+          name: input.name,
+          description: input.description ?? null,
+          labels: [...new Set(input.labels ?? [])],
+          metadata: input.metadata ?? {},
+          status: "active",
+          currentVersion: null,
+          trustScore: INITIAL_TRUST_SCORE,
+          createdAt: now,
+          updatedAt: now,
+          deregisteredAt: null,
+        }
+        return yield* tx(
+          Effect.gen(function* () {
+            yield* repo
+              .insert(agent)
+              .pipe(onUnique("agents_name_unique", () => new AgentNameTaken({ name: input.name })))
+            yield* audit.append(actor, [
+              {
+                type: "agent.registered",
+                agentId: agent.id,
+                data: { agentId: agent.id, agentName: agent.name, trustScore: agent.trustScore },
+              },
+            ])
+            return agent
+          }),
+        )
+      })
+
+      const list = Effect.fn("AgentService.list")(function* (actor: Actor, filter: AgentListFilter) {
+        const limit = filter.limit ?? DEFAULT_LIMIT
+        const before = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
+        if (typeof before === "object") return yield* before
+        const rows = yield* repo.list(actor.workspaceId, {
+          status: filter.status,
+          label: filter.label,
+          namePrefix: filter.namePrefix,
+          onlyId: actor.agentId,
+          before,
+          limit: limit + 1,
+        })
+        return toPage(rows, limit)
+      })
+
+      const update = Effect.fn("AgentService.update")(function* (actor: Actor, id: string, patch: UpdateAgent) {
+        yield* checkMetadata(patch.metadata)
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* load(actor, id, true)
+            if (current.status === "deregistered") return yield* new AgentDeregistered({ agentId: id })
+            const next: Agent = {
+              ...current,
+              ...patch,
+              labels: patch.labels ? [...new Set(patch.labels)] : current.labels,
+            }
+            const changes = (Object.keys(patch) as Array<keyof UpdateAgent>).filter(
+              (k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]),
+            )
+            if (changes.length === 0) return current
+            const updated: Agent = { ...next, updatedAt: yield* nowIso }
+            yield* repo
+              .update(updated)
+              .pipe(onUnique("agents_name_unique", () => new AgentNameTaken({ name: updated.name })))
+            yield* audit.append(actor, [
+              { type: "agent.updated", agentId: id, data: { agentId: id, agentName: updated.name, changes } },
+            ])
+            return updated
+          }),
+        )
+      })
+
+      const deregister = Effect.fn("AgentService.deregister")(function* (actor: Actor, id: string) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* load(actor, id, true)
+            // Deregistering twice changes nothing: DELETE is idempotent.
+            if (current.status === "deregistered") return current
+            const now = yield* nowIso
+            const updated: Agent = { ...current, status: "deregistered", updatedAt: now, deregisteredAt: now }
+            yield* repo.update(updated).pipe(Effect.catchTag("SqlError", Effect.die))
+            yield* audit.append(actor, [
+              { type: "agent.deregistered", agentId: id, data: { agentId: id, agentName: current.name } },
+            ])
+            yield* keys.revokeForAgent(actor, id, "agent_deregistered")
+            return updated
+          }),
+        )
+      })
+
+      const createVersion = Effect.fn("AgentService.createVersion")(function* (
+        actor: Actor,
+        agentId: string,
+        input: CreateAgentVersion,
+      ) {
+        yield* checkMetadata(input.metadata)
+        return yield* tx(
+          Effect.gen(function* () {
+            const agent = yield* load(actor, agentId, true)
+            if (agent.status === "deregistered") return yield* new AgentDeregistered({ agentId })
+            const now = yield* nowIso
+            const version: AgentVersion = {
+              id: newId("ver"),
+              agentId,
+              version: input.version,
+              description: input.description ?? null,
+              metadata: input.metadata ?? {},
+              createdAt: now,
+            }
+            yield* repo
+              .insertVersion(actor.workspaceId, version)
+              .pipe(
+                onUnique("agent_versions_unique", () => new AgentVersionExists({ agentId, version: input.version })),
+              )
+            yield* repo
+              .update({ ...agent, currentVersion: input.version, updatedAt: now })
+              .pipe(Effect.catchTag("SqlError", Effect.die))
+            yield* audit.append(actor, [
+              {
+                type: "agent.updated",
+                agentId,
+                data: {
+                  agentId,
+                  agentName: agent.name,
+                  changes: ["currentVersion"],
+                  versionId: version.id,
+                  version: version.version,
+                  previousVersion: agent.currentVersion,
+                },
+              },
+            ])
+            return version
+          }),
+        )
+      })
+
+      const listVersions = Effect.fn("AgentService.listVersions")(function* (
+        actor: Actor,
+        agentId: string,
+        page: PageRequest,
+      ) {
+        yield* load(actor, agentId)
+        const limit = page.limit ?? DEFAULT_LIMIT
+        const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+        if (typeof before === "object") return yield* before
+        return toPage(yield* repo.listVersions(actor.workspaceId, agentId, { before, limit: limit + 1 }), limit)
+      })
+
+      return AgentService.of({
+        register,
+        list,
+        get: (actor, id) => load(actor, id),
+        update,
+        deregister,
+        createVersion,
+        listVersions,
+      })
+    }),
+  )
+}

@@ -1,0 +1,149 @@
+import { jsonb } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { ApiKey } from "./ApiKey.ts"
+
+interface Row {
+  readonly id: string
+  readonly workspace_id: string
+  readonly name: string
+  readonly type: ApiKey["type"]
+  readonly agent_id: string | null
+  readonly environment: ApiKey["environment"]
+  readonly scopes: ReadonlyArray<string>
+  readonly prefix: string
+  readonly key_hash: string
+  readonly status: ApiKey["status"]
+  readonly expires_at: Date | null
+  readonly revoked_at: Date | null
+  readonly revoked_reason: ApiKey["revokedReason"]
+  readonly rotated_to: string | null
+  readonly last_used_at: Date | null
+  readonly created_at: Date
+}
+
+export interface StoredKey extends ApiKey {
+  readonly workspaceId: string
+  readonly hash: string
+}
+
+const iso = (d: Date | null) => d?.toISOString() ?? null
+
+const toKey = (r: Row): StoredKey => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  type: r.type,
+  agentId: r.agent_id,
+  environment: r.environment,
+  scopes: r.scopes,
+  prefix: r.prefix,
+  hash: r.key_hash,
+  status: r.status,
+  expiresAt: iso(r.expires_at),
+  revokedAt: iso(r.revoked_at),
+  revokedReason: r.revoked_reason,
+  rotatedTo: r.rotated_to,
+  lastUsedAt: iso(r.last_used_at),
+  createdAt: r.created_at.toISOString(),
+})
+
+/** Strips what must never leave the service: the hash and the internal workspace id. */
+export const publicKey = ({ hash: _hash, workspaceId: _ws, ...key }: StoredKey): ApiKey => key
+
+export type RevokeReason = NonNullable<ApiKey["revokedReason"]>
+
+/** SQL for API keys. Keys are found by the SHA-256 of their full value, never by the value. */
+export class ApiKeyRepo extends Context.Service<
+  ApiKeyRepo,
+  {
+    readonly insert: (k: StoredKey) => Effect.Effect<void>
+    readonly find: (workspaceId: string, id: string) => Effect.Effect<StoredKey | undefined>
+    readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<StoredKey | undefined>
+    readonly findByHash: (hash: string) => Effect.Effect<(StoredKey & { workspaceDeleted: boolean }) | undefined>
+    readonly list: (
+      workspaceId: string,
+      opts: { before?: string | undefined; limit: number; agentId?: string | undefined; status?: string | undefined },
+    ) => Effect.Effect<ReadonlyArray<StoredKey>>
+    readonly revoke: (
+      workspaceId: string,
+      id: string,
+      reason: RevokeReason,
+      at: string,
+    ) => Effect.Effect<StoredKey | undefined>
+    /** Revokes every active key of an agent (or of the workspace); returns the revoked ones. */
+    readonly revokeAll: (
+      workspaceId: string,
+      agentId: string | null,
+      reason: RevokeReason,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<StoredKey>>
+    readonly markRotated: (workspaceId: string, id: string, rotatedTo: string, expiresAt: string) => Effect.Effect<void>
+    /** Revokes keys whose expiry has passed; the reason is `rotated` for replaced keys, else `expired`. */
+    readonly revokeExpired: (at: string) => Effect.Effect<ReadonlyArray<StoredKey>>
+    readonly touch: (id: string, at: string) => Effect.Effect<void>
+  }
+>()("@agentgov/domain/apikeys/ApiKeyRepo") {
+  static readonly layer = Layer.effect(
+    ApiKeyRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const one = (rows: ReadonlyArray<Row>) => (rows[0] ? toKey(rows[0]) : undefined)
+      const find = (lock: boolean) => (workspaceId: string, id: string) =>
+        sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId} AND id = ${id}
+            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Effect.map(one), Effect.orDie)
+      return ApiKeyRepo.of({
+        insert: (k) =>
+          sql`INSERT INTO api_keys (id, workspace_id, name, type, agent_id, environment, scopes, prefix, key_hash,
+                status, expires_at, created_at)
+              VALUES (${k.id}, ${k.workspaceId}, ${k.name}, ${k.type}, ${k.agentId}, ${k.environment},
+                ${jsonb(sql, k.scopes)}, ${k.prefix}, ${k.hash}, 'active', ${k.expiresAt}::timestamptz,
+                ${k.createdAt}::timestamptz)`.pipe(Effect.asVoid, Effect.orDie),
+        find: find(false),
+        findForUpdate: find(true),
+        findByHash: (hash) =>
+          sql<Row & { workspace_deleted: boolean }>`SELECT k.*, (w.deleted_at IS NOT NULL) AS workspace_deleted
+              FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = ${hash}`.pipe(
+            Effect.map((rows) =>
+              rows[0] ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted } : undefined,
+            ),
+            Effect.orDie,
+          ),
+        list: (workspaceId, { before, limit, agentId, status }) =>
+          sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId}
+              ${agentId ? sql`AND agent_id = ${agentId}` : sql``}
+              ${status ? sql`AND status = ${status}` : sql``}
+              ${before ? sql`AND id < ${before}` : sql``}
+              ORDER BY id DESC LIMIT ${limit}`.pipe(
+            Effect.map((rows) => rows.map(toKey)),
+            Effect.orDie,
+          ),
+        revoke: (workspaceId, id, reason, at) =>
+          sql<Row>`UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
+              WHERE workspace_id = ${workspaceId} AND id = ${id} AND status = 'active' RETURNING *`.pipe(
+            Effect.map(one),
+            Effect.orDie,
+          ),
+        revokeAll: (workspaceId, agentId, reason, at) =>
+          sql<Row>`UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
+              WHERE workspace_id = ${workspaceId} AND status = 'active'
+              ${agentId ? sql`AND agent_id = ${agentId}` : sql``} RETURNING *`.pipe(
+            Effect.map((rows) => rows.map(toKey)),
+            Effect.orDie,
+          ),
+        markRotated: (workspaceId, id, rotatedTo, expiresAt) =>
+          sql`UPDATE api_keys SET rotated_to = ${rotatedTo}, expires_at = ${expiresAt}::timestamptz
+              WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
+        revokeExpired: (at) =>
+          sql<Row>`UPDATE api_keys SET status = 'revoked', revoked_at = expires_at,
+                revoked_reason = CASE WHEN rotated_to IS NULL THEN 'expired' ELSE 'rotated' END
+              WHERE status = 'active' AND expires_at <= ${at}::timestamptz RETURNING *`.pipe(
+            Effect.map((rows) => rows.map(toKey)),
+            Effect.orDie,
+          ),
+        touch: (id, at) =>
+          sql`UPDATE api_keys SET last_used_at = ${at}::timestamptz WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
+      })
+    }),
+  )
+}

@@ -1,0 +1,293 @@
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { AgentNotFound } from "../agents/AgentErrors.ts"
+import { AgentRepo } from "../agents/AgentRepo.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import { type Actor, systemActor } from "../auth/Actor.ts"
+import { AGENT_KEY_SCOPES, canonicalScope, SCOPES, type Scope } from "../auth/scopes.ts"
+import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { nowIso } from "../shared/time.ts"
+import type { ApiKey, ApiKeyWithSecret, CreateApiKey } from "./ApiKey.ts"
+import { ApiKeyNotFound, ApiKeyNotRotatable } from "./ApiKeyErrors.ts"
+import { ApiKeyRepo, publicKey, type RevokeReason, type StoredKey } from "./ApiKeyRepo.ts"
+import { mintKey } from "./keyFormat.ts"
+
+export const DEFAULT_ROTATION_OVERLAP_SECONDS = 86_400
+
+const withSecret = (k: StoredKey, apiKey: string): ApiKeyWithSecret => ({ ...publicKey(k), apiKey })
+
+const revokedEvent = (k: StoredKey, reason: RevokeReason) => ({
+  type: "apikey.revoked",
+  agentId: k.agentId,
+  data: { keyId: k.id, name: k.name, prefix: k.prefix, reason },
+})
+
+export interface KeyListFilter extends PageRequest {
+  readonly agentId?: string | undefined
+  readonly status?: "active" | "revoked" | undefined
+}
+
+/**
+ * API keys (decision D4): minted once and shown once, stored as a SHA-256 hash,
+ * scoped, optionally bound to one agent, rotated with an overlap, revoked
+ * immediately or at expiry. A key can only grant scopes its creator holds.
+ */
+export class ApiKeyService extends Context.Service<
+  ApiKeyService,
+  {
+    readonly create: (
+      actor: Actor,
+      input: CreateApiKey,
+    ) => Effect.Effect<ApiKeyWithSecret, InvalidInput | PermissionDenied | AgentNotFound>
+    /** The all-scope key of a new workspace (bootstrap, CLI, workspace creation); in the caller's transaction. */
+    readonly createInitial: (
+      actor: Actor,
+      workspace: { id: string; environment: "live" | "test" },
+      name: string,
+    ) => Effect.Effect<ApiKeyWithSecret>
+    readonly list: (actor: Actor, filter: KeyListFilter) => Effect.Effect<Page<ApiKey>, InvalidCursor>
+    readonly get: (actor: Actor, id: string) => Effect.Effect<ApiKey, ApiKeyNotFound>
+    readonly revoke: (actor: Actor, id: string) => Effect.Effect<ApiKey, ApiKeyNotFound>
+    readonly rotate: (
+      actor: Actor,
+      id: string,
+      overlapSeconds?: number,
+    ) => Effect.Effect<ApiKeyWithSecret, ApiKeyNotFound | ApiKeyNotRotatable>
+    /** Revokes every active key of an agent, in the caller's transaction. */
+    readonly revokeForAgent: (actor: Actor, agentId: string, reason: RevokeReason) => Effect.Effect<number>
+    /** Revokes the keys whose `expiresAt` has passed; returns how many. Run by the sweeper. */
+    readonly revokeExpired: Effect.Effect<number>
+  }
+>()("@agentgov/domain/apikeys/ApiKeyService") {
+  static readonly layer = Layer.effect(
+    ApiKeyService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* ApiKeyRepo
+      const agents = yield* AgentRepo
+      const audit = yield* AuditLog
+      const tx = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const insertKey = Effect.fn("ApiKeyService.insertKey")(function* (
+        actor: Actor,
+        spec: Omit<
+          StoredKey,
+          "id" | "prefix" | "hash" | "status" | "revokedAt" | "revokedReason" | "rotatedTo" | "lastUsedAt" | "createdAt"
+        >,
+      ) {
+        const createdAt = yield* nowIso
+        const minted = mintKey(spec.type, spec.environment)
+        const stored: StoredKey = {
+          ...spec,
+          id: newId("key"),
+          prefix: minted.prefix,
+          hash: minted.hash,
+          status: "active",
+          revokedAt: null,
+          revokedReason: null,
+          rotatedTo: null,
+          lastUsedAt: null,
+          createdAt,
+        }
+        yield* repo.insert(stored)
+        yield* audit.append({ ...actor, workspaceId: spec.workspaceId }, [
+          {
+            type: "apikey.created",
+            agentId: stored.agentId,
+            data: {
+              keyId: stored.id,
+              name: stored.name,
+              type: stored.type,
+              prefix: stored.prefix,
+              scopes: stored.scopes,
+            },
+          },
+        ])
+        return withSecret(stored, minted.key)
+      })
+
+      const create = Effect.fn("ApiKeyService.create")(function* (actor: Actor, input: CreateApiKey) {
+        const scopes: Array<Scope> = []
+        for (const [i, name] of input.scopes.entries()) {
+          const scope = canonicalScope(name)
+          if (!scope) return yield* new InvalidInput({ field: `scopes[${i}]`, message: `unknown scope "${name}"` })
+          if (input.type === "agent" && !AGENT_KEY_SCOPES.has(scope)) {
+            return yield* new InvalidInput({
+              field: `scopes[${i}]`,
+              message: `scope "${name}" cannot be given to an agent key`,
+            })
+          }
+          // A key never grants more than its creator holds: no escalation through key creation.
+          if (!actor.scopes.has(scope)) {
+            return yield* new PermissionDenied({
+              message: `cannot grant scope "${scope}" that this credential lacks`,
+              scope,
+            })
+          }
+          if (!scopes.includes(scope)) scopes.push(scope)
+        }
+        if (input.type === "agent" && input.agentId === undefined) {
+          return yield* new InvalidInput({ field: "agentId", message: "required for agent keys" })
+        }
+        if (input.type === "workspace" && input.agentId !== undefined) {
+          return yield* new InvalidInput({ field: "agentId", message: "only agent keys are bound to an agent" })
+        }
+        if (actor.agentId !== undefined) {
+          return yield* new PermissionDenied({ message: "agent-bound credentials cannot create keys" })
+        }
+        let expiresAt: string | null = null
+        if (input.expiresAt !== undefined) {
+          const at = Date.parse(input.expiresAt)
+          if (Number.isNaN(at))
+            return yield* new InvalidInput({ field: "expiresAt", message: "not an ISO 8601 timestamp" })
+          if (at <= (yield* Clock.currentTimeMillis)) {
+            return yield* new InvalidInput({ field: "expiresAt", message: "must be in the future" })
+          }
+          expiresAt = new Date(at).toISOString()
+        }
+        return yield* tx(
+          Effect.gen(function* () {
+            if (input.agentId !== undefined) {
+              const agent = yield* agents.find(actor.workspaceId, input.agentId)
+              if (!agent || agent.status === "deregistered") return yield* new AgentNotFound({ agentId: input.agentId })
+            }
+            return yield* insertKey(actor, {
+              workspaceId: actor.workspaceId,
+              name: input.name,
+              type: input.type,
+              agentId: input.agentId ?? null,
+              environment: actor.environment,
+              scopes,
+              expiresAt,
+            })
+          }),
+        )
+      })
+
+      const createInitial = (actor: Actor, workspace: { id: string; environment: "live" | "test" }, name: string) =>
+        insertKey(actor, {
+          workspaceId: workspace.id,
+          name,
+          type: "workspace",
+          agentId: null,
+          environment: workspace.environment,
+          scopes: [...SCOPES],
+          expiresAt: null,
+        })
+
+      const visible = (actor: Actor, k: StoredKey | undefined, id: string) =>
+        k === undefined || (actor.agentId !== undefined && k.agentId !== actor.agentId)
+          ? Effect.fail(new ApiKeyNotFound({ keyId: id }))
+          : Effect.succeed(k)
+
+      const list = Effect.fn("ApiKeyService.list")(function* (actor: Actor, filter: KeyListFilter) {
+        const limit = filter.limit ?? DEFAULT_LIMIT
+        const before = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
+        if (typeof before === "object") return yield* before
+        const rows = yield* repo.list(actor.workspaceId, {
+          before,
+          limit: limit + 1,
+          agentId: actor.agentId ?? filter.agentId,
+          status: filter.status,
+        })
+        return toPage(rows.map(publicKey), limit)
+      })
+
+      const get = Effect.fn("ApiKeyService.get")(function* (actor: Actor, id: string) {
+        return publicKey(yield* visible(actor, yield* repo.find(actor.workspaceId, id), id))
+      })
+
+      const revoke = Effect.fn("ApiKeyService.revoke")(function* (actor: Actor, id: string) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* visible(actor, yield* repo.findForUpdate(actor.workspaceId, id), id)
+            // Revoking a revoked key changes nothing and records nothing: DELETE is idempotent.
+            if (current.status === "revoked") return publicKey(current)
+            const revoked = (yield* repo.revoke(actor.workspaceId, id, "revoked", yield* nowIso))!
+            yield* audit.append(actor, [revokedEvent(revoked, "revoked")])
+            return publicKey(revoked)
+          }),
+        )
+      })
+
+      const rotate = Effect.fn("ApiKeyService.rotate")(function* (
+        actor: Actor,
+        id: string,
+        overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS,
+      ) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const old = yield* visible(actor, yield* repo.findForUpdate(actor.workspaceId, id), id)
+            const now = yield* Clock.currentTimeMillis
+            if (old.status === "revoked" || (old.expiresAt !== null && Date.parse(old.expiresAt) <= now)) {
+              return yield* new ApiKeyNotRotatable({ keyId: id, reason: "the key is revoked" })
+            }
+            if (old.rotatedTo !== null) {
+              return yield* new ApiKeyNotRotatable({
+                keyId: id,
+                reason: `the key was already replaced by ${old.rotatedTo}`,
+              })
+            }
+            const next = yield* insertKey(actor, {
+              workspaceId: old.workspaceId,
+              name: old.name,
+              type: old.type,
+              agentId: old.agentId,
+              environment: old.environment,
+              scopes: old.scopes,
+              expiresAt: old.expiresAt,
+            })
+            const events = []
+            if (overlapSeconds === 0) {
+              yield* repo.markRotated(actor.workspaceId, id, next.id, new Date(now).toISOString())
+              const revoked = (yield* repo.revoke(actor.workspaceId, id, "rotated", new Date(now).toISOString()))!
+              events.push(revokedEvent(revoked, "rotated"))
+            } else {
+              const until = Math.min(now + overlapSeconds * 1000, old.expiresAt ? Date.parse(old.expiresAt) : Infinity)
+              yield* repo.markRotated(actor.workspaceId, id, next.id, new Date(until).toISOString())
+            }
+            yield* audit.append(actor, [
+              { type: "apikey.rotated", agentId: old.agentId, data: { keyId: id, newKeyId: next.id, overlapSeconds } },
+              ...events,
+            ])
+            return next
+          }),
+        )
+      })
+
+      const revokeForAgent = Effect.fn("ApiKeyService.revokeForAgent")(function* (
+        actor: Actor,
+        agentId: string,
+        reason: RevokeReason,
+      ) {
+        const revoked = yield* repo.revokeAll(actor.workspaceId, agentId, reason, yield* nowIso)
+        yield* audit.append(
+          actor,
+          revoked.map((k) => revokedEvent(k, reason)),
+        )
+        return revoked.length
+      })
+
+      const revokeExpired = tx(
+        Effect.gen(function* () {
+          const revoked = yield* repo.revokeExpired(yield* nowIso)
+          const byWorkspace = Map.groupBy(revoked, (k) => k.workspaceId)
+          for (const [workspaceId, keys] of byWorkspace) {
+            const actor = systemActor(workspaceId, keys[0]!.environment, new Set())
+            yield* audit.append(
+              actor,
+              keys.map((k) => revokedEvent(k, k.revokedReason ?? "expired")),
+            )
+          }
+          return revoked.length
+        }),
+      ).pipe(Effect.withSpan("ApiKeyService.revokeExpired"))
+
+      return ApiKeyService.of({ create, createInitial, list, get, revoke, rotate, revokeForAgent, revokeExpired })
+    }),
+  )
+}

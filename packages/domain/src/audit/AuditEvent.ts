@@ -1,0 +1,31 @@
+import { Schema } from "effect"
+
+export const Actor = Schema.Struct({
+  type: Schema.Literals(["api_key", "sdk_token", "oauth", "system"]),
+  id: Schema.NullOr(Schema.String),
+}).annotate({
+  identifier: "EventActor",
+  description: "Who caused the event. Not covered by the chain hash (D8 fixes the hashed fields).",
+})
+
+/** An event of the audit trail as the API returns it; its hash can be recomputed from these fields. */
+export const AuditEvent = Schema.Struct({
+  id: Schema.String,
+  type: Schema.String,
+  timestamp: Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds; hashed exactly as returned" }),
+  workspaceId: Schema.String,
+  agentId: Schema.NullOr(Schema.String),
+  actor: Actor,
+  data: Schema.Record(Schema.String, Schema.Unknown),
+  sequence: Schema.Number,
+  prevHash: Schema.String,
+  hash: Schema.String,
+}).annotate({ identifier: "Event" })
+export type AuditEvent = typeof AuditEvent.Type
+
+/** What a domain operation hands to the audit log. */
+export interface NewEvent {
+  readonly type: string
+  readonly agentId?: string | null | undefined
+  readonly data: Record<string, unknown>
+}

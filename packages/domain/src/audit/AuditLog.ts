@@ -1,0 +1,84 @@
+import { jsonb } from "@agentgov/db"
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { Actor } from "../auth/Actor.ts"
+import { newId } from "../shared/ids.ts"
+import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import { chainHash, GENESIS_HASH } from "./chainHash.ts"
+
+interface HeadRow {
+  readonly sequence: number
+  readonly hash: string
+}
+
+const actorOf = (actor: Actor) =>
+  ({ type: actor.credential.type, id: actor.credential.type === "system" ? null : actor.credential.id }) as const
+
+/**
+ * The write side of the audit trail. `append` must run inside the caller's
+ * transaction: it takes the workspace's chain-head row lock, so appends to one
+ * workspace are serialised and the chain stays linear, and the events commit
+ * or roll back together with the change they record.
+ */
+export class AuditLog extends Context.Service<
+  AuditLog,
+  {
+    readonly append: (actor: Actor, events: ReadonlyArray<NewEvent>) => Effect.Effect<ReadonlyArray<AuditEvent>>
+    /** Creates the empty chain of a new workspace (in the workspace's creating transaction). */
+    readonly initChain: (workspaceId: string) => Effect.Effect<void>
+  }
+>()("@agentgov/domain/audit/AuditLog") {
+  static readonly layer = Layer.effect(
+    AuditLog,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const initChain = (workspaceId: string) =>
+        sql`INSERT INTO chain_heads (workspace_id, sequence, hash) VALUES (${workspaceId}, 0, ${GENESIS_HASH})
+            ON CONFLICT (workspace_id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
+
+      const append = Effect.fn("AuditLog.append")(function* (actor: Actor, events: ReadonlyArray<NewEvent>) {
+        if (events.length === 0) return []
+        const workspaceId = actor.workspaceId
+        const heads = yield* sql<HeadRow>`SELECT sequence, hash FROM chain_heads
+          WHERE workspace_id = ${workspaceId} FOR UPDATE`
+        const head = heads[0]
+        if (head === undefined) return yield* Effect.die(new Error(`no chain head for workspace ${workspaceId}`))
+        const now = yield* Clock.currentTimeMillis
+        const timestamp = new Date(now).toISOString()
+        const by = actorOf(actor)
+        let prevHash = head.hash
+        let sequence = head.sequence
+        const stored: Array<AuditEvent> = events.map((e) => {
+          sequence += 1
+          const hash = chainHash(prevHash, e.type, e.data, timestamp)
+          const event: AuditEvent = {
+            id: newId("evt", now),
+            type: e.type,
+            timestamp,
+            workspaceId,
+            agentId: e.agentId ?? null,
+            actor: by,
+            data: e.data,
+            sequence,
+            prevHash,
+            hash,
+          }
+          prevHash = hash
+          return event
+        })
+        const rows = stored.map(
+          (e) =>
+            sql`(${workspaceId}, ${e.sequence}, ${e.id}, ${e.type}, ${e.agentId}, ${by.type}, ${by.id},
+                 ${jsonb(sql, e.data)}, ${timestamp}::timestamptz, ${e.prevHash}, ${e.hash})`,
+        )
+        yield* sql`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, prev_hash, hash)
+          VALUES ${sql.csv(rows)}`
+        yield* sql`UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}`
+        return stored
+      }, Effect.orDie)
+
+      return AuditLog.of({ append, initChain })
+    }),
+  )
+}

@@ -1,0 +1,69 @@
+import { timingSafeEqual } from "node:crypto"
+import { Clock, Context, Effect, Layer } from "effect"
+import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
+import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
+import { hashKey, looksLikeApiKey, parseKey } from "../apikeys/keyFormat.ts"
+import type { Actor } from "./Actor.ts"
+import { canonicalScope, type Scope } from "./scopes.ts"
+
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * Turns a bearer credential into an Actor. API keys: the checksum is checked
+ * before any read, the key is looked up by its SHA-256, the stored hash is
+ * compared in constant time, and revocation or expiry refuse it at once.
+ * Shared by every transport.
+ */
+export class Authenticator extends Context.Service<
+  Authenticator,
+  { readonly authenticate: (bearer: string) => Effect.Effect<Actor, Unauthenticated> }
+>()("@agentgov/domain/auth/Authenticator") {
+  static readonly layer = Layer.effect(
+    Authenticator,
+    Effect.gen(function* () {
+      const repo = yield* ApiKeyRepo
+      const lastTouched = new Map<string, number>()
+      const invalid = new Unauthenticated({ message: "invalid API key" })
+
+      const authenticateKey = Effect.fn("Authenticator.apiKey")(function* (key: string) {
+        if (!parseKey(key)) return yield* invalid
+        const hash = hashKey(key)
+        const stored = yield* repo.findByHash(hash)
+        if (!stored || !timingSafeEqual(Buffer.from(stored.hash, "hex"), Buffer.from(hash, "hex")))
+          return yield* invalid
+        if (stored.workspaceDeleted) return yield* invalid
+        const now = yield* Clock.currentTimeMillis
+        if (stored.status === "revoked") return yield* new Unauthenticated({ message: "API key is revoked" })
+        if (stored.expiresAt !== null && Date.parse(stored.expiresAt) <= now) {
+          return yield* new Unauthenticated({ message: "API key has expired" })
+        }
+        // last_used_at is for operators, not for accounting: write it at most once a minute per key.
+        if ((lastTouched.get(stored.id) ?? 0) + TOUCH_INTERVAL_MS <= now) {
+          lastTouched.set(stored.id, now)
+          yield* repo.touch(stored.id, new Date(now).toISOString())
+        }
+        const scopes = new Set<Scope>()
+        for (const s of stored.scopes) {
+          const scope = canonicalScope(s)
+          if (scope) scopes.add(scope)
+        }
+        const actor: Actor = {
+          workspaceId: stored.workspaceId,
+          environment: stored.environment,
+          credential: { type: "api_key", id: stored.id },
+          keyType: stored.type,
+          agentId: stored.agentId ?? undefined,
+          scopes,
+        }
+        return actor
+      })
+
+      return Authenticator.of({
+        authenticate: (bearer) =>
+          looksLikeApiKey(bearer)
+            ? authenticateKey(bearer)
+            : Effect.fail(new Unauthenticated({ message: "unrecognised credential" })),
+      })
+    }),
+  )
+}

@@ -1,0 +1,42 @@
+import { Layer } from "effect"
+import { AgentRepo } from "./agents/AgentRepo.ts"
+import { AgentService } from "./agents/AgentService.ts"
+import { ApiKeyRepo } from "./apikeys/ApiKeyRepo.ts"
+import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
+import { AuditLog } from "./audit/AuditLog.ts"
+import { Authenticator } from "./auth/Authenticator.ts"
+import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
+import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
+
+export * from "./agents/Agent.ts"
+export * from "./agents/AgentErrors.ts"
+export { type AgentListFilter, AgentService } from "./agents/AgentService.ts"
+export * from "./apikeys/ApiKey.ts"
+export * from "./apikeys/ApiKeyErrors.ts"
+export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } from "./apikeys/ApiKeyService.ts"
+export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
+export * from "./audit/AuditEvent.ts"
+export { AuditLog } from "./audit/AuditLog.ts"
+export { chainHash, GENESIS_HASH } from "./audit/chainHash.ts"
+export { type Actor, systemActor } from "./auth/Actor.ts"
+export { Authenticator } from "./auth/Authenticator.ts"
+export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
+export * from "./shared/errors.ts"
+export { newId } from "./shared/ids.ts"
+export { canonicalize } from "./shared/jcs.ts"
+export { DEFAULT_LIMIT, MAX_LIMIT, type Page, type PageRequest } from "./shared/pagination.ts"
+export { InvalidCursor } from "./shared/paginationErrors.ts"
+export * from "./shared/schemas.ts"
+export * from "./workspaces/Workspace.ts"
+export * from "./workspaces/WorkspaceErrors.ts"
+export { WorkspaceService } from "./workspaces/WorkspaceService.ts"
+
+const repos = Layer.mergeAll(WorkspaceRepo.layer, AgentRepo.layer, ApiKeyRepo.layer, AuditLog.layer)
+const apiKeys = ApiKeyService.layer.pipe(Layer.provideMerge(repos))
+
+/** Every domain service, needing only a SqlClient. */
+export const DomainLayer = Layer.mergeAll(WorkspaceService.layer, AgentService.layer, Authenticator.layer).pipe(
+  Layer.provideMerge(apiKeys),
+)
+
+export type DomainServices = WorkspaceService | AgentService | ApiKeyService | Authenticator | AuditLog

@@ -1,0 +1,3 @@
+import { Schema } from "effect"
+
+export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}

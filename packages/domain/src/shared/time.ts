@@ -1,0 +1,4 @@
+import { Clock, Effect } from "effect"
+
+/** Now as the API writes it: ISO 8601 UTC with milliseconds, from effect's Clock (so tests can fix it). */
+export const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())

@@ -1,0 +1,174 @@
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { ApiKeyWithSecret } from "../apikeys/ApiKey.ts"
+import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
+import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { PermissionDenied, StateConflict } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { nowIso } from "../shared/time.ts"
+import type { CreateWorkspace, UpdateWorkspace, Workspace } from "./Workspace.ts"
+import { WorkspaceNotFound } from "./WorkspaceErrors.ts"
+import { WorkspaceRepo } from "./WorkspaceRepo.ts"
+
+const isAdmin = (actor: Actor) => actor.scopes.has("workspaces:admin")
+
+/**
+ * Workspaces own everything else. A credential sees its own workspace; one
+ * with `workspaces:admin` (the bootstrap key, operators) creates, lists and
+ * deletes any. A workspace of another credential is reported as not found.
+ */
+export class WorkspaceService extends Context.Service<
+  WorkspaceService,
+  {
+    readonly create: (
+      actor: Actor | null,
+      input: CreateWorkspace,
+      keyName?: string,
+    ) => Effect.Effect<{ workspace: Workspace; apiKey: ApiKeyWithSecret }>
+    readonly list: (actor: Actor, page: PageRequest) => Effect.Effect<Page<Workspace>, InvalidCursor>
+    readonly get: (actor: Actor, id: string) => Effect.Effect<Workspace, WorkspaceNotFound>
+    readonly update: (
+      actor: Actor,
+      id: string,
+      patch: UpdateWorkspace,
+    ) => Effect.Effect<Workspace, WorkspaceNotFound | PermissionDenied>
+    readonly remove: (actor: Actor, id: string) => Effect.Effect<Workspace, WorkspaceNotFound | StateConflict>
+    readonly isEmpty: Effect.Effect<boolean>
+  }
+>()("@agentgov/domain/workspaces/WorkspaceService") {
+  static readonly layer = Layer.effect(
+    WorkspaceService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* WorkspaceRepo
+      const keys = yield* ApiKeyService
+      const keyRepo = yield* ApiKeyRepo
+      const audit = yield* AuditLog
+      const tx = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const visible = (actor: Actor, id: string) =>
+        Effect.flatMap(repo.find(id), (w) =>
+          w && (isAdmin(actor) || w.id === actor.workspaceId)
+            ? Effect.succeed(w)
+            : Effect.fail(new WorkspaceNotFound({ workspaceId: id })),
+        )
+
+      const create = Effect.fn("WorkspaceService.create")(function* (
+        creator: Actor | null,
+        input: CreateWorkspace,
+        keyName = "initial key",
+      ) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const now = yield* nowIso
+            const workspace: Workspace = {
+              id: newId("ws"),
+              name: input.name,
+              environment: input.environment ?? "live",
+              plan: input.plan ?? "free",
+              guardDefault: input.guardDefault ?? "allow",
+              createdAt: now,
+              updatedAt: now,
+            }
+            yield* repo.insert(workspace)
+            yield* audit.initChain(workspace.id)
+            // Recorded in the new workspace's own chain, attributed to whoever created it.
+            const actor: Actor = {
+              workspaceId: workspace.id,
+              environment: workspace.environment,
+              credential: creator?.credential ?? { type: "system", id: "system" },
+              keyType: "workspace",
+              scopes: new Set(),
+            }
+            yield* audit.append(actor, [
+              {
+                type: "workspace.created",
+                data: {
+                  workspaceId: workspace.id,
+                  name: workspace.name,
+                  environment: workspace.environment,
+                  plan: workspace.plan,
+                },
+              },
+            ])
+            const apiKey = yield* keys.createInitial(actor, workspace, keyName)
+            return { workspace, apiKey }
+          }),
+        )
+      })
+
+      const list = Effect.fn("WorkspaceService.list")(function* (actor: Actor, page: PageRequest) {
+        const limit = page.limit ?? DEFAULT_LIMIT
+        const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+        if (typeof before === "object") return yield* before
+        const rows = yield* repo.list({
+          ids: isAdmin(actor) ? undefined : [actor.workspaceId],
+          before,
+          limit: limit + 1,
+        })
+        return toPage(rows, limit)
+      })
+
+      const update = Effect.fn("WorkspaceService.update")(function* (actor: Actor, id: string, patch: UpdateWorkspace) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* visible(actor, id)
+            if (patch.plan !== undefined && patch.plan !== current.plan && !isAdmin(actor)) {
+              return yield* new PermissionDenied({
+                message: "changing the plan needs workspaces:admin",
+                scope: "workspaces:admin",
+              })
+            }
+            const changes = (Object.keys(patch) as Array<keyof UpdateWorkspace>).filter((k) => patch[k] !== current[k])
+            if (changes.length === 0) return current
+            const next: Workspace = { ...current, ...patch, updatedAt: yield* nowIso }
+            yield* repo.update(next)
+            yield* audit.append({ ...actor, workspaceId: id }, [
+              {
+                type: "workspace.updated",
+                data: { workspaceId: id, changes, ...Object.fromEntries(changes.map((k) => [k, next[k]])) },
+              },
+            ])
+            return next
+          }),
+        )
+      })
+
+      const remove = Effect.fn("WorkspaceService.remove")(function* (actor: Actor, id: string) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* visible(actor, id)
+            if (current.id === actor.workspaceId) {
+              return yield* new StateConflict({
+                code: "WORKSPACE_IN_USE",
+                message: "a credential cannot delete its own workspace; use a key of another workspace",
+              })
+            }
+            const at = yield* nowIso
+            const inTarget: Actor = { ...actor, workspaceId: id }
+            const revoked = yield* keyRepo.revokeAll(id, null, "workspace_deleted", at)
+            yield* audit.append(inTarget, [
+              { type: "workspace.deleted", data: { workspaceId: id, name: current.name, revokedKeys: revoked.length } },
+            ])
+            yield* repo.markDeleted(id, at)
+            return current
+          }),
+        )
+      })
+
+      return WorkspaceService.of({
+        create,
+        list,
+        get: (actor, id) => visible(actor, id),
+        update,
+        remove,
+        isEmpty: repo.isEmpty,
+      })
+    }),
+  )
+}
