@@ -64,9 +64,10 @@ export const openPglite = (options: PgliteOptions) =>
     (pg) => Effect.promise(() => pg.close()),
   )
 
-const make = (options: PgliteOptions) =>
+const make = (options: PgliteOptions) => Effect.flatMap(openPglite(options), makeClient)
+
+const makeClient = (pg: PGlite) =>
   Effect.gen(function* () {
-    const pg = yield* openPglite(options)
     const connection = makeConnection(pg)
     const acquirers = SqlClient.makeSqliteAcquirers({
       connection: Effect.succeed(connection),
@@ -94,10 +95,13 @@ const make = (options: PgliteOptions) =>
     return { client, database }
   })
 
-/** The embedded store: SqlClient and Database over one PGlite instance. */
+const toContext = ({ client, database }: Effect.Success<ReturnType<typeof makeClient>>) =>
+  Context.make(SqlClient.SqlClient, client).pipe(Context.add(Database, database))
+
+/** The embedded store: SqlClient and Database over one PGlite instance, closed with the layer. */
 export const layer = (options: PgliteOptions): Layer.Layer<SqlClient.SqlClient | Database> =>
-  Layer.effectContext(
-    Effect.map(make(options), ({ client, database }) =>
-      Context.make(SqlClient.SqlClient, client).pipe(Context.add(Database, database)),
-    ),
-  ).pipe(Layer.provide(Reactivity.layer))
+  Layer.effectContext(Effect.map(make(options), toContext)).pipe(Layer.provide(Reactivity.layer))
+
+/** The same over an instance the caller opened and will close (e.g. to dump it afterwards). */
+export const layerFromInstance = (pg: PGlite): Layer.Layer<SqlClient.SqlClient | Database> =>
+  Layer.effectContext(Effect.map(makeClient(pg), toContext)).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,95 @@
+import { makeTestStore, type TestStore } from "@agentgov/testing"
+import type { ServerConfig } from "../src/config.ts"
+import { makeLogger } from "../src/logger.ts"
+import { type RunningServer, startServer } from "../src/server.ts"
+
+export interface ApiResponse<T = any> {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: T
+}
+
+export interface CallOptions {
+  readonly body?: unknown
+  /** Raw body text, sent as is (for malformed JSON). */
+  readonly rawBody?: string
+  /** Bearer credential; `null` sends none. Defaults to the server's bootstrap key. */
+  readonly key?: string | null
+  readonly headers?: Record<string, string>
+}
+
+export interface TestServer {
+  readonly url: string
+  /** The bootstrap key: every scope in workspace `default`. */
+  readonly key: string
+  readonly workspaceId: string
+  readonly server: RunningServer
+  readonly store: TestStore
+  readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
+  /** Creates a key in the bootstrap workspace (or with `as`) and returns its value. */
+  readonly createKey: (spec: Record<string, unknown>, as?: string) => Promise<string>
+  readonly close: () => Promise<void>
+}
+
+export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig => ({
+  port: 0,
+  host: "127.0.0.1",
+  dataDir: "/nonexistent",
+  databaseUrl: undefined,
+  redisUrl: undefined,
+  logLevel: "error",
+  publicUrl: "http://127.0.0.1",
+  maxBodyBytes: 64 * 1024,
+  sweepIntervalMs: 60_000,
+  bootstrap: true,
+  ...overrides,
+})
+
+/** A real server on loopback over this test file's own fresh database. */
+export const startTestServer = async (overrides: Partial<ServerConfig> = {}): Promise<TestServer> => {
+  const store = await makeTestStore()
+  const logs: Array<string> = []
+  const server = await startServer(testConfig(overrides), {
+    store: store.layer,
+    logger: makeLogger("error", (l) => logs.push(l)),
+  })
+  const boot = server.bootstrapped
+  if (!boot) throw new Error("a fresh test database must bootstrap")
+  const call = async <T = any>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
+    const headers: Record<string, string> = { ...options.headers }
+    const key = options.key === undefined ? boot.apiKey : options.key
+    if (key !== null) headers.authorization ??= `Bearer ${key}`
+    let body: string | undefined
+    if (options.rawBody !== undefined) body = options.rawBody
+    else if (options.body !== undefined) body = JSON.stringify(options.body)
+    if (body !== undefined) headers["content-type"] ??= "application/json"
+    const res = await fetch(`${server.url}${path}`, { method, headers, body })
+    const text = await res.text()
+    let parsed: unknown = text
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      // not JSON (the reference page); keep the text
+    }
+    return { status: res.status, headers: res.headers, body: parsed as T }
+  }
+  const createKey = async (spec: Record<string, unknown>, as?: string) => {
+    const res = await call("POST", "/api/v1/api-keys", { body: { name: "test key", ...spec }, key: as ?? boot.apiKey })
+    if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+    return res.body.data.apiKey as string
+  }
+  return {
+    url: server.url,
+    key: boot.apiKey,
+    workspaceId: boot.workspaceId,
+    server,
+    store,
+    call,
+    createKey,
+    close: async () => {
+      await server.close()
+      await store.cleanup()
+      if (logs.length > 0 && process.env.AGENTGOV_TEST_LOGS) process.stderr.write(logs.join(""))
+    },
+  }
+}

@@ -1,0 +1,3 @@
+import { sharedConfig } from "@agentgov/testing/vitest"
+
+export default sharedConfig
