@@ -1,3 +1,4 @@
 import { sharedConfig } from "@agentgov/testing/vitest"
+import { defineProject, mergeConfig } from "vitest/config"
 
-export default sharedConfig
+export default mergeConfig(sharedConfig, defineProject({ test: { name: "server" } }))

@@ -4,6 +4,8 @@ import { Id, Name, Timestamp } from "../shared/schemas.ts"
 export const Environment = Schema.Literals(["live", "test"])
 export const Plan = Schema.Literals(["free", "pro", "enterprise"])
 export const GuardDefault = Schema.Literals(["allow", "deny"])
+export type Environment = typeof Environment.Type
+export type Plan = typeof Plan.Type
 
 export const Workspace = Schema.Struct({
   id: Id("ws"),
