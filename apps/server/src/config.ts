@@ -12,6 +12,8 @@ export interface ServerConfig {
   readonly publicUrl: string
   readonly maxBodyBytes: number
   readonly sweepIntervalMs: number
+  /** How often every workspace's chain is verified (D8: 6 hours). */
+  readonly verifyIntervalMs: number
   readonly bootstrap: boolean
 }
 
@@ -72,6 +74,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     publicUrl: publicUrl.replace(/\/$/, ""),
     maxBodyBytes: int("AGENTGOV_MAX_BODY_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
     sweepIntervalMs: int("AGENTGOV_SWEEP_INTERVAL_MS", 30_000, 100, 86_400_000),
+    verifyIntervalMs: int("AGENTGOV_VERIFY_INTERVAL_MS", 6 * 3_600_000, 1_000, 30 * 86_400_000),
     bootstrap: bootstrapRaw === "true" || bootstrapRaw === "1",
   }
   if (problems.length > 0) throw new ConfigError(problems)

@@ -21,6 +21,7 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import type { ServerConfig } from "./config.ts"
 import { type Logger, makeLogger } from "./logger.ts"
 import { migratedStore, type StoreLayer, storeLayer } from "./store.ts"
+import { verifyAllChains } from "./verifier.ts"
 
 export interface RunningServer {
   readonly url: string
@@ -159,8 +160,19 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   }, config.sweepIntervalMs)
   sweep.unref()
 
+  const verify = setInterval(() => {
+    runtime
+      .runPromise(verifyAllChains)
+      .then(({ failed }) => {
+        for (const f of failed) log.error("audit chain verification failed", f)
+      })
+      .catch((cause) => log.error("chain verification did not run", { cause: String(cause) }))
+  }, config.verifyIntervalMs)
+  verify.unref()
+
   const close = async () => {
     clearInterval(sweep)
+    clearInterval(verify)
     server.closeIdleConnections()
     await new Promise<void>((resolve) => server.close(() => resolve()))
     await runtime.dispose()

@@ -41,6 +41,7 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
   publicUrl: "http://127.0.0.1",
   maxBodyBytes: 64 * 1024,
   sweepIntervalMs: 60_000,
+  verifyIntervalMs: 3_600_000,
   bootstrap: true,
   ...overrides,
 })

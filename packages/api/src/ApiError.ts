@@ -5,6 +5,7 @@ import type {
   AgentVersionExists,
   ApiKeyNotFound,
   ApiKeyNotRotatable,
+  EventNotFound,
   InvalidCursor,
   InvalidInput,
   PermissionDenied,
@@ -47,6 +48,7 @@ export type DomainError =
   | AgentVersionExists
   | ApiKeyNotFound
   | ApiKeyNotRotatable
+  | EventNotFound
   | InvalidCursor
   | InvalidInput
   | PermissionDenied
@@ -72,6 +74,7 @@ const mapping: Mapping = {
   ApiKeyNotFound: (e) => new ApiError(404, "API_KEY_NOT_FOUND", `API key ${e.keyId} not found`),
   ApiKeyNotRotatable: (e) =>
     new ApiError(409, "API_KEY_NOT_ROTATABLE", `API key ${e.keyId} cannot be rotated: ${e.reason}`),
+  EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
   WorkspaceNotFound: (e) => new ApiError(404, "WORKSPACE_NOT_FOUND", `workspace ${e.workspaceId} not found`),
   InvalidCursor: () =>
     new ApiError(400, "BAD_REQUEST", "cursor is not valid", { field: "cursor", issue: "not a cursor of this list" }),

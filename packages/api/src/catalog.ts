@@ -1,7 +1,13 @@
 import type { Operation } from "./Operation.ts"
 import { agentOperations } from "./operations/agents.ts"
 import { apiKeyOperations } from "./operations/apikeys.ts"
+import { eventOperations } from "./operations/events.ts"
 import { workspaceOperations } from "./operations/workspaces.ts"
 
 /** Every operation of the API, in the order the reference lists them. */
-export const operations: ReadonlyArray<Operation> = [...workspaceOperations, ...agentOperations, ...apiKeyOperations]
+export const operations: ReadonlyArray<Operation> = [
+  ...workspaceOperations,
+  ...agentOperations,
+  ...apiKeyOperations,
+  ...eventOperations,
+]

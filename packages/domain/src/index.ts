@@ -4,6 +4,8 @@ import { AgentService } from "./agents/AgentService.ts"
 import { ApiKeyRepo } from "./apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { EventRepo } from "./audit/EventRepo.ts"
+import { EventService } from "./audit/EventService.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
 import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
@@ -18,6 +20,16 @@ export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
 export * from "./audit/AuditEvent.ts"
 export { AuditLog } from "./audit/AuditLog.ts"
 export { chainHash, GENESIS_HASH } from "./audit/chainHash.ts"
+export * from "./audit/Event.ts"
+export * from "./audit/EventErrors.ts"
+export { EventService } from "./audit/EventService.ts"
+export {
+  EVENT_ALIASES,
+  type EventDefinition,
+  isSystemEvent,
+  SYSTEM_EVENTS,
+  type SystemEventName,
+} from "./audit/eventCatalog.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
@@ -31,12 +43,15 @@ export * from "./workspaces/Workspace.ts"
 export * from "./workspaces/WorkspaceErrors.ts"
 export { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
-const repos = Layer.mergeAll(WorkspaceRepo.layer, AgentRepo.layer, ApiKeyRepo.layer, AuditLog.layer)
+const repos = Layer.mergeAll(WorkspaceRepo.layer, AgentRepo.layer, ApiKeyRepo.layer, AuditLog.layer, EventRepo.layer)
 const apiKeys = ApiKeyService.layer.pipe(Layer.provideMerge(repos))
 
 /** Every domain service, needing only a SqlClient. */
-export const DomainLayer = Layer.mergeAll(WorkspaceService.layer, AgentService.layer, Authenticator.layer).pipe(
-  Layer.provideMerge(apiKeys),
-)
+export const DomainLayer = Layer.mergeAll(
+  WorkspaceService.layer,
+  AgentService.layer,
+  Authenticator.layer,
+  EventService.layer,
+).pipe(Layer.provideMerge(apiKeys))
 
-export type DomainServices = WorkspaceService | AgentService | ApiKeyService | Authenticator | AuditLog
+export type DomainServices = WorkspaceService | AgentService | ApiKeyService | Authenticator | AuditLog | EventService

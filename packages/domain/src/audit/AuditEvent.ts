@@ -15,6 +15,9 @@ export const AuditEvent = Schema.Struct({
   timestamp: Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds; hashed exactly as returned" }),
   workspaceId: Schema.String,
   agentId: Schema.NullOr(Schema.String),
+  occurredAt: Schema.NullOr(Schema.String).annotate({
+    description: "the client's own time of an ingested event; not part of the hash",
+  }),
   actor: Actor,
   data: Schema.Record(Schema.String, Schema.Unknown),
   sequence: Schema.Number,
@@ -28,4 +31,6 @@ export interface NewEvent {
   readonly type: string
   readonly agentId?: string | null | undefined
   readonly data: Record<string, unknown>
+  /** Ingested events only: when the client says it happened. */
+  readonly occurredAt?: string | undefined
 }

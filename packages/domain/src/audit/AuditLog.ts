@@ -58,6 +58,7 @@ export class AuditLog extends Context.Service<
             timestamp,
             workspaceId,
             agentId: e.agentId ?? null,
+            occurredAt: e.occurredAt ?? null,
             actor: by,
             data: e.data,
             sequence,
@@ -70,9 +71,9 @@ export class AuditLog extends Context.Service<
         const rows = stored.map(
           (e) =>
             sql`(${workspaceId}, ${e.sequence}, ${e.id}, ${e.type}, ${e.agentId}, ${by.type}, ${by.id},
-                 ${jsonb(sql, e.data)}, ${timestamp}::timestamptz, ${e.prevHash}, ${e.hash})`,
+                 ${jsonb(sql, e.data)}, ${timestamp}::timestamptz, ${e.occurredAt}::timestamptz, ${e.prevHash}, ${e.hash})`,
         )
-        yield* sql`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, prev_hash, hash)
+        yield* sql`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
           VALUES ${sql.csv(rows)}`
         yield* sql`UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}`
         return stored

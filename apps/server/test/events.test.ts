@@ -1,0 +1,217 @@
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { startTestServer, type TestServer } from "./helpers.ts"
+
+let t: TestServer
+beforeAll(async () => {
+  t = await startTestServer()
+})
+afterAll(async () => t?.close())
+
+const sql = <T = any>(run: (sql: SqlClient.SqlClient) => any): Promise<T> =>
+  t.server.runtime.runPromise(SqlClient.SqlClient.use(run) as any) as Promise<T>
+
+const ingest = (
+  events: Array<Record<string, unknown>>,
+  options: { key?: string; headers?: Record<string, string> } = {},
+) => t.call("POST", "/api/v1/events/ingest", { body: { events }, ...options })
+
+describe("POST /events/ingest", () => {
+  it("stores a batch atomically, in order, and answers ids, sequences and hashes", async () => {
+    const res = await ingest([
+      { type: "tool.called", data: { tool: "search" } },
+      { type: "tool.finished", data: { ms: 12 }, occurredAt: "2026-11-20T10:00:00Z" },
+    ])
+    expect(res.status).toBe(201)
+    const [a, b] = res.body.data.events
+    expect(a.id).toMatch(/^evt_/)
+    expect(b.sequence).toBe(a.sequence + 1)
+    expect(a.hash).toMatch(/^[0-9a-f]{64}$/)
+    const got = await t.call("GET", `/api/v1/events/${b.id}`)
+    expect(got.status).toBe(200)
+    expect(got.body.data).toMatchObject({
+      type: "tool.finished",
+      data: { ms: 12 },
+      prevHash: a.hash,
+      occurredAt: "2026-11-20T10:00:00.000Z",
+    })
+  })
+
+  it("refuses 101 events with a 422 naming the limit, and stores none of a batch with one bad event", async () => {
+    const before = await t.call("GET", "/api/v1/events?limit=1")
+    const tooMany = await ingest(Array.from({ length: 101 }, () => ({ type: "a.b", data: {} })))
+    expect(tooMany.status).toBe(422)
+    expect(tooMany.body.error.details.field).toBe("events")
+    expect(tooMany.body.error.message).toContain("100")
+    const oneBad = await ingest([
+      { type: "ok.event", data: {} },
+      { type: "Not Dotted", data: {} },
+    ])
+    expect(oneBad.status).toBe(422)
+    expect(oneBad.body.error.details.field).toBe("events[1].type")
+    const after = await t.call("GET", "/api/v1/events?limit=1")
+    expect(after.body.data[0].id).toBe(before.body.data[0].id)
+  })
+
+  it("refuses the system's own event names and the enforcement.issued alias", async () => {
+    for (const type of ["agent.registered", "policy.denied", "enforcement.issued", "apikey.revoked"]) {
+      const res = await ingest([{ type, data: {} }])
+      expect(res.status, type).toBe(422)
+      expect(res.body.error.details.field).toBe("events[0].type")
+    }
+  })
+
+  it("binds an agent key to its agent: default agentId, 403 for another agent", async () => {
+    const mine = (await t.call("POST", "/api/v1/agents", { body: { name: "ingest-mine" } })).body.data.id
+    const other = (await t.call("POST", "/api/v1/agents", { body: { name: "ingest-other" } })).body.data.id
+    const key = await t.createKey({ type: "agent", agentId: mine, scopes: ["events:write", "events:read"] })
+    const ok = await ingest([{ type: "tool.called", data: {} }], { key })
+    expect(ok.status).toBe(201)
+    const stored = await t.call("GET", `/api/v1/events/${ok.body.data.events[0].id}`)
+    expect(stored.body.data.agentId).toBe(mine)
+    const denied = await ingest([{ type: "tool.called", agentId: other, data: {} }], { key })
+    expect(denied.status).toBe(403)
+    const otherEvents = await t.call("GET", `/api/v1/events?agentId=${other}`, { key })
+    expect(otherEvents.status).toBe(403)
+  })
+
+  it("replays a retried call with the same Idempotency-Key instead of storing twice", async () => {
+    const headers = { "idempotency-key": `ingest-${Date.now()}` }
+    const first = await ingest([{ type: "retry.safe", data: { n: 1 } }], { headers })
+    const second = await ingest([{ type: "retry.safe", data: { n: 1 } }], { headers })
+    expect(second.status).toBe(201)
+    expect(second.body).toEqual(first.body)
+    const stored = await t.call("GET", "/api/v1/events?type=retry.safe")
+    expect(stored.body.data).toHaveLength(1)
+  })
+
+  it("refuses an unknown agent with the index of the event", async () => {
+    const res = await ingest([
+      { type: "a.b", data: {} },
+      { type: "a.b", agentId: "agt_nope", data: {} },
+    ])
+    expect(res.status).toBe(422)
+    expect(res.body.error.details.field).toBe("events[1].agentId")
+  })
+})
+
+describe("GET /events", () => {
+  it("filters by exact type, prefix.* and agent, and pages newest first without gaps", async () => {
+    const agent = (await t.call("POST", "/api/v1/agents", { body: { name: "query-agent" } })).body.data.id
+    await ingest(Array.from({ length: 7 }, (_, i) => ({ type: `query.kind${i % 2}`, agentId: agent, data: { i } })))
+    const prefix = await t.call("GET", "/api/v1/events?type=query.*&limit=100")
+    expect(prefix.body.data).toHaveLength(7)
+    const exact = await t.call("GET", "/api/v1/events?type=query.kind0&limit=100")
+    expect(exact.body.data.map((e: any) => e.data.i)).toEqual([6, 4, 2, 0])
+    const byAgent = await t.call("GET", `/api/v1/events?agentId=${agent}&limit=100`)
+    expect(byAgent.body.data.map((e: any) => e.type)).toContain("agent.registered")
+    const seen: Array<number> = []
+    let cursor: string | null = null
+    do {
+      const page: any = await t.call("GET", `/api/v1/events?type=query.*&limit=3${cursor ? `&cursor=${cursor}` : ""}`)
+      seen.push(...page.body.data.map((e: any) => e.data.i))
+      cursor = page.body.meta.cursor
+    } while (cursor)
+    expect(seen).toEqual([6, 5, 4, 3, 2, 1, 0])
+  })
+
+  it("answers 400 for a bad query and 404 for an unknown event", async () => {
+    expect((await t.call("GET", "/api/v1/events?fromSequence=0")).status).toBe(400)
+    expect((await t.call("GET", "/api/v1/events?cursor=bad")).status).toBe(400)
+    const missing = await t.call("GET", "/api/v1/events/evt_nope")
+    expect(missing.status).toBe(404)
+    expect(missing.body.error.code).toBe("EVENT_NOT_FOUND")
+  })
+})
+
+describe("POST /events/verify detects tampering at the right sequence", () => {
+  // Each case runs in its own workspace so that one tampering does not hide another.
+  let ws: { id: string; key: string }
+  let events: Array<{ sequence: number; id: string }>
+
+  beforeEach(async () => {
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: `tamper-${Math.random()}` } })
+    ws = { id: created.body.data.workspace.id, key: created.body.data.apiKey.apiKey }
+    const res = await ingest(
+      Array.from({ length: 6 }, (_, i) => ({ type: "tamper.test", data: { i, nested: { b: [1, 2], a: "x" } } })),
+      { key: ws.key },
+    )
+    events = res.body.data.events
+    const clean = await t.call("POST", "/api/v1/events/verify", { key: ws.key })
+    expect(clean.body.data).toMatchObject({ valid: true, checked: events.at(-1)!.sequence })
+  })
+
+  const verify = async () => (await t.call("POST", "/api/v1/events/verify", { key: ws.key })).body.data
+  const target = () => events[3]!.sequence
+
+  it("a changed data", async () => {
+    await sql(
+      (s) => s`UPDATE events SET data = '{"i": 99}'::jsonb WHERE workspace_id = ${ws.id} AND sequence = ${target()}`,
+    )
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: target() })
+  })
+
+  it("a changed type", async () => {
+    await sql(
+      (s) => s`UPDATE events SET type = 'tamper.other' WHERE workspace_id = ${ws.id} AND sequence = ${target()}`,
+    )
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: target() })
+  })
+
+  it("a changed timestamp", async () => {
+    await sql(
+      (s) =>
+        s`UPDATE events SET ts = ts + interval '1 millisecond' WHERE workspace_id = ${ws.id} AND sequence = ${target()}`,
+    )
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: target() })
+  })
+
+  it("a deleted event, in the middle or at the end", async () => {
+    await sql((s) => s`DELETE FROM events WHERE workspace_id = ${ws.id} AND sequence = ${target()}`)
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: target() })
+    const last = events.at(-1)!.sequence
+    await sql((s) => s`DELETE FROM events WHERE workspace_id = ${ws.id} AND sequence = ${last}`)
+    expect((await verify()).firstBadSequence).toBe(target())
+  })
+
+  it("a deleted tail event (the chain head still remembers it)", async () => {
+    const last = events.at(-1)!.sequence
+    await sql((s) => s`DELETE FROM events WHERE workspace_id = ${ws.id} AND sequence = ${last}`)
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: last })
+  })
+
+  it("two swapped events", async () => {
+    const a = target()
+    const b = a + 1
+    await sql((s) => s`UPDATE events SET sequence = -1 WHERE workspace_id = ${ws.id} AND sequence = ${a}`)
+    await sql((s) => s`UPDATE events SET sequence = ${a} WHERE workspace_id = ${ws.id} AND sequence = ${b}`)
+    await sql((s) => s`UPDATE events SET sequence = ${b} WHERE workspace_id = ${ws.id} AND sequence = -1`)
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: a })
+  })
+
+  it("an inserted event", async () => {
+    const a = target()
+    // Shift the tail up by one and insert a forged event with a plausible prevHash.
+    await sql((s) => s`UPDATE events SET sequence = sequence + 1000 WHERE workspace_id = ${ws.id} AND sequence >= ${a}`)
+    await sql(
+      (s) => s`UPDATE events SET sequence = sequence - 999 WHERE workspace_id = ${ws.id} AND sequence >= ${a + 1000}`,
+    )
+    await sql(
+      (
+        s,
+      ) => s`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, prev_hash, hash)
+        SELECT workspace_id, ${a}, 'evt_forged', 'tamper.test', NULL, 'system', NULL, '{"i": -1}'::jsonb, ts, prev_hash, hash
+        FROM events WHERE workspace_id = ${ws.id} AND sequence = ${a + 1}`,
+    )
+    expect(await verify()).toMatchObject({ valid: false, firstBadSequence: a })
+  })
+
+  it("records every verification", async () => {
+    await verify()
+    const rows = await sql<Array<{ valid: boolean; trigger: string }>>(
+      (s) => s`SELECT valid, trigger FROM chain_verifications WHERE workspace_id = ${ws.id}`,
+    )
+    expect(rows.length).toBeGreaterThanOrEqual(2)
+    expect(rows.every((r) => r.trigger === "api" && r.valid)).toBe(true)
+  })
+})

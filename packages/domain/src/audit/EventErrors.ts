@@ -1,0 +1,3 @@
+import { Schema } from "effect"
+
+export class EventNotFound extends Schema.TaggedError<EventNotFound>()("EventNotFound", { eventId: Schema.String }) {}

@@ -1,0 +1,106 @@
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { AuditEvent } from "./AuditEvent.ts"
+
+export interface EventRow {
+  readonly workspace_id: string
+  readonly sequence: number
+  readonly id: string
+  readonly type: string
+  readonly agent_id: string | null
+  readonly actor_type: AuditEvent["actor"]["type"]
+  readonly actor_id: string | null
+  readonly data: Record<string, unknown>
+  readonly ts: Date
+  readonly occurred_at: Date | null
+  readonly prev_hash: string
+  readonly hash: string
+}
+
+export const toEvent = (r: EventRow): AuditEvent => ({
+  id: r.id,
+  type: r.type,
+  timestamp: r.ts.toISOString(),
+  workspaceId: r.workspace_id,
+  agentId: r.agent_id,
+  occurredAt: r.occurred_at?.toISOString() ?? null,
+  actor: { type: r.actor_type, id: r.actor_id },
+  data: r.data,
+  sequence: r.sequence,
+  prevHash: r.prev_hash,
+  hash: r.hash,
+})
+
+export interface EventQuery {
+  /** Exact names, or `prefix.*`. */
+  readonly types?: ReadonlyArray<string> | undefined
+  readonly agentId?: string | undefined
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+  readonly fromSequence?: number | undefined
+  readonly toSequence?: number | undefined
+  /** Keyset: only events with a smaller sequence. */
+  readonly beforeSequence?: number | undefined
+  readonly limit: number
+}
+
+/** Reads of the audit trail, by workspace, newest first. */
+export class EventRepo extends Context.Service<
+  EventRepo,
+  {
+    readonly list: (workspaceId: string, q: EventQuery) => Effect.Effect<ReadonlyArray<AuditEvent>>
+    readonly find: (workspaceId: string, id: string) => Effect.Effect<AuditEvent | undefined>
+    /** Oldest first from `afterSequence`, for verification. */
+    readonly batch: (
+      workspaceId: string,
+      afterSequence: number,
+      limit: number,
+    ) => Effect.Effect<ReadonlyArray<EventRow>>
+    readonly head: (workspaceId: string) => Effect.Effect<{ sequence: number; hash: string } | undefined>
+  }
+>()("@agentgov/domain/audit/EventRepo") {
+  static readonly layer = Layer.effect(
+    EventRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      return EventRepo.of({
+        list: (workspaceId, q) => {
+          const exact = (q.types ?? []).filter((t) => !t.endsWith(".*"))
+          const prefixes = (q.types ?? []).filter((t) => t.endsWith(".*")).map((t) => t.slice(0, -1))
+          const typeClauses = [
+            ...(exact.length > 0 ? [sql`type IN ${sql.in(exact)}`] : []),
+            ...prefixes.map((p) => sql`starts_with(type, ${p})`),
+          ]
+          return sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId}
+              ${typeClauses.length > 0 ? sql`AND ${sql.or(typeClauses)}` : sql``}
+              ${q.agentId ? sql`AND agent_id = ${q.agentId}` : sql``}
+              ${q.since ? sql`AND ts >= ${q.since}::timestamptz` : sql``}
+              ${q.until ? sql`AND ts < ${q.until}::timestamptz` : sql``}
+              ${q.fromSequence !== undefined ? sql`AND sequence >= ${q.fromSequence}` : sql``}
+              ${q.toSequence !== undefined ? sql`AND sequence <= ${q.toSequence}` : sql``}
+              ${q.beforeSequence !== undefined ? sql`AND sequence < ${q.beforeSequence}` : sql``}
+              ORDER BY sequence DESC LIMIT ${q.limit}`.pipe(
+            Effect.map((rows) => rows.map(toEvent)),
+            Effect.orDie,
+          )
+        },
+        find: (workspaceId, id) =>
+          sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(
+            Effect.map((rows) => (rows[0] ? toEvent(rows[0]) : undefined)),
+            Effect.orDie,
+          ),
+        batch: (workspaceId, afterSequence, limit) =>
+          sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
+              ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
+        head: (workspaceId) =>
+          sql<{
+            sequence: number
+            hash: string
+          }>`SELECT sequence, hash FROM chain_heads WHERE workspace_id = ${workspaceId}`.pipe(
+            Effect.map((rows) => rows[0]),
+            Effect.orDie,
+          ),
+      })
+    }),
+  )
+}

@@ -1,0 +1,195 @@
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { AgentRepo } from "../agents/AgentRepo.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { DEFAULT_LIMIT, type Page } from "../shared/pagination.ts"
+import { InvalidCursor } from "../shared/paginationErrors.ts"
+import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import { AuditLog } from "./AuditLog.ts"
+import { chainHash, GENESIS_HASH } from "./chainHash.ts"
+import { type EventQueryInput, type IngestEvent, MAX_EVENT_DATA_BYTES, type Verification } from "./Event.ts"
+import { EventNotFound } from "./EventErrors.ts"
+import { EventRepo } from "./EventRepo.ts"
+import { INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
+
+const VERIFY_BATCH = 5_000
+
+const encodeCursor = (sequence: number) => Buffer.from(`e1:${sequence}`).toString("base64url")
+const decodeCursor = (cursor: string): number | InvalidCursor => {
+  const m = /^e1:(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"))
+  return m ? Number(m[1]) : new InvalidCursor({})
+}
+
+/**
+ * The audit trail seen from outside: batch ingest of the clients' own events
+ * (atomic, 1–100), queries, and verification of the hash chain (D8).
+ */
+export class EventService extends Context.Service<
+  EventService,
+  {
+    readonly ingest: (
+      actor: Actor,
+      events: ReadonlyArray<IngestEvent>,
+    ) => Effect.Effect<
+      { events: ReadonlyArray<Pick<AuditEvent, "id" | "sequence" | "hash" | "timestamp">> },
+      InvalidInput | PermissionDenied
+    >
+    readonly list: (
+      actor: Actor,
+      q: EventQueryInput,
+    ) => Effect.Effect<Page<AuditEvent>, InvalidCursor | PermissionDenied>
+    readonly get: (actor: Actor, id: string) => Effect.Effect<AuditEvent, EventNotFound>
+    /** Recomputes the workspace's chain from its first event and records the result. */
+    readonly verify: (actor: Actor, trigger: "api" | "scheduled") => Effect.Effect<Verification>
+  }
+>()("@agentgov/domain/audit/EventService") {
+  static readonly layer = Layer.effect(
+    EventService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* EventRepo
+      const audit = yield* AuditLog
+      const agents = yield* AgentRepo
+
+      const ingest = Effect.fn("EventService.ingest")(function* (actor: Actor, events: ReadonlyArray<IngestEvent>) {
+        const agentIds = new Set<string>()
+        const prepared: Array<NewEvent> = []
+        for (const [i, e] of events.entries()) {
+          if (!INGESTED_EVENT_TYPE.test(e.type)) {
+            return yield* new InvalidInput({
+              field: `events[${i}].type`,
+              message: "must be lowercase.dotted, e.g. tool.called",
+            })
+          }
+          if (isSystemEvent(e.type)) {
+            return yield* new InvalidInput({
+              field: `events[${i}].type`,
+              message: `"${e.type}" is a system event name`,
+            })
+          }
+          if (actor.agentId !== undefined && e.agentId !== undefined && e.agentId !== actor.agentId) {
+            return yield* new PermissionDenied({
+              message: `events[${i}].agentId: this credential is bound to another agent`,
+            })
+          }
+          if (Buffer.byteLength(JSON.stringify(e.data)) > MAX_EVENT_DATA_BYTES) {
+            return yield* new InvalidInput({
+              field: `events[${i}].data`,
+              message: `must encode to at most ${MAX_EVENT_DATA_BYTES} bytes`,
+            })
+          }
+          let occurredAt: string | undefined
+          if (e.occurredAt !== undefined) {
+            const t = Date.parse(e.occurredAt)
+            if (Number.isNaN(t))
+              return yield* new InvalidInput({ field: `events[${i}].occurredAt`, message: "not an ISO 8601 timestamp" })
+            occurredAt = new Date(t).toISOString()
+          }
+          const agentId = e.agentId ?? actor.agentId
+          if (agentId !== undefined) agentIds.add(agentId)
+          prepared.push({ type: e.type, agentId, data: e.data, occurredAt })
+        }
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              for (const id of agentIds) {
+                const agent = yield* agents.find(actor.workspaceId, id)
+                if (!agent) {
+                  const i = prepared.findIndex((p) => p.agentId === id)
+                  return yield* new InvalidInput({
+                    field: `events[${i}].agentId`,
+                    message: `no agent ${id} in this workspace`,
+                  })
+                }
+              }
+              const stored = yield* audit.append(actor, prepared)
+              return {
+                events: stored.map((e) => ({ id: e.id, sequence: e.sequence, hash: e.hash, timestamp: e.timestamp })),
+              }
+            }),
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const list = Effect.fn("EventService.list")(function* (actor: Actor, q: EventQueryInput) {
+        if (actor.agentId !== undefined && q.agentId !== undefined && q.agentId !== actor.agentId) {
+          return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
+        }
+        const limit = q.limit ?? DEFAULT_LIMIT
+        const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
+        if (typeof before === "object") return yield* before
+        const rows = yield* repo.list(actor.workspaceId, {
+          types: q.type,
+          agentId: actor.agentId ?? q.agentId,
+          since: q.since,
+          until: q.until,
+          fromSequence: q.fromSequence,
+          toSequence: q.toSequence,
+          beforeSequence: before,
+          limit: limit + 1,
+        })
+        const hasMore = rows.length > limit
+        const data = hasMore ? rows.slice(0, limit) : rows
+        return { data, meta: { cursor: hasMore ? encodeCursor(data.at(-1)!.sequence) : null, hasMore } }
+      })
+
+      const get = Effect.fn("EventService.get")(function* (actor: Actor, id: string) {
+        const event = yield* repo.find(actor.workspaceId, id)
+        if (!event || (actor.agentId !== undefined && event.agentId !== actor.agentId))
+          return yield* new EventNotFound({ eventId: id })
+        return event
+      })
+
+      const verify = Effect.fn("EventService.verify")(function* (actor: Actor, trigger: "api" | "scheduled") {
+        const workspaceId = actor.workspaceId
+        const head = yield* repo.head(workspaceId)
+        let expected = 1
+        let prevHash = GENESIS_HASH
+        let failure: { sequence: number; reason: string } | undefined
+        while (failure === undefined) {
+          const rows = yield* repo.batch(workspaceId, expected - 1, VERIFY_BATCH)
+          for (const r of rows) {
+            if (r.sequence !== expected) {
+              failure = { sequence: expected, reason: `event ${expected} is missing (found ${r.sequence} next)` }
+              break
+            }
+            if (r.prev_hash !== prevHash) {
+              failure = { sequence: expected, reason: "prevHash does not link to the previous event" }
+              break
+            }
+            const hash = chainHash(prevHash, r.type, r.data, r.ts.toISOString())
+            if (hash !== r.hash) {
+              failure = { sequence: expected, reason: "hash does not match the event's type, data and timestamp" }
+              break
+            }
+            prevHash = hash
+            expected += 1
+          }
+          if (rows.length < VERIFY_BATCH) break
+        }
+        const checked = expected - 1
+        if (failure === undefined && head && (head.sequence !== checked || head.hash !== prevHash)) {
+          failure =
+            head.sequence > checked
+              ? {
+                  sequence: checked + 1,
+                  reason: `event ${checked + 1} is missing (the chain head is at ${head.sequence})`,
+                }
+              : { sequence: head.sequence, reason: "the chain head does not match the last event" }
+        }
+        const verifiedAt = new Date(yield* Clock.currentTimeMillis).toISOString()
+        const result: Verification = failure
+          ? { valid: false, checked, firstBadSequence: failure.sequence, reason: failure.reason, verifiedAt }
+          : { valid: true, checked, verifiedAt }
+        yield* sql`INSERT INTO chain_verifications (id, workspace_id, trigger, valid, checked, first_bad_sequence, reason, verified_at)
+            VALUES (${newId("rpt")}, ${workspaceId}, ${trigger}, ${result.valid}, ${checked}, ${failure?.sequence ?? null},
+              ${failure?.reason ?? null}, ${verifiedAt}::timestamptz)`.pipe(Effect.orDie)
+        return result
+      })
+
+      return EventService.of({ ingest, list, get, verify })
+    }),
+  )
+}
