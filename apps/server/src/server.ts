@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net"
 import {
   ApiError,
   buildOpenApi,
+  makeEventStreamHandler,
   makeExecutor,
   makeRestHandler,
   makeTrpcRouter,
@@ -36,6 +37,8 @@ export interface StartOptions {
   /** Replaces the store chosen from config (tests pass a fresh database). */
   readonly store?: StoreLayer
   readonly logger?: Logger
+  /** SSE heartbeat interval (tests shorten it). */
+  readonly heartbeatMs?: number
 }
 
 const API_PREFIXES = ["/api/v1", "/v1"] as const
@@ -52,7 +55,13 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
 
   const executor = makeExecutor(runtime, log)
-  const rest = makeRestHandler({ operations, executor, maxBodyBytes: config.maxBodyBytes })
+  const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
+  const rest = makeRestHandler({
+    operations,
+    executor,
+    maxBodyBytes: config.maxBodyBytes,
+    streams: { "/events/stream": eventStream },
+  })
   const trpc = createHTTPHandler({
     router: makeTrpcRouter(operations, executor),
     basePath: "/trpc/",
@@ -173,8 +182,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const close = async () => {
     clearInterval(sweep)
     clearInterval(verify)
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    eventStream.closeAll()
     server.closeIdleConnections()
-    await new Promise<void>((resolve) => server.close(() => resolve()))
+    await closed
     await runtime.dispose()
   }
 

@@ -1,7 +1,7 @@
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import type { ServerConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
-import { type RunningServer, startServer } from "../src/server.ts"
+import { type RunningServer, type StartOptions, startServer } from "../src/server.ts"
 
 export interface ApiResponse<T = any> {
   readonly status: number
@@ -47,10 +47,14 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
 })
 
 /** A real server on loopback over this test file's own fresh database. */
-export const startTestServer = async (overrides: Partial<ServerConfig> = {}): Promise<TestServer> => {
+export const startTestServer = async (
+  overrides: Partial<ServerConfig> = {},
+  options: Omit<StartOptions, "store" | "logger"> = {},
+): Promise<TestServer> => {
   const store = await makeTestStore()
   const logs: Array<string> = []
   const server = await startServer(testConfig(overrides), {
+    ...options,
     store: store.layer,
     logger: makeLogger("error", (l) => logs.push(l)),
   })

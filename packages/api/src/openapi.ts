@@ -165,6 +165,44 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     }
   }
 
+  paths["/api/v1/events/stream"] = {
+    get: {
+      operationId: "events.stream",
+      summary: "Live event stream (server-sent events)",
+      description:
+        "Each message: `id:` the event id, `data:` JSON `{type, payload}` where payload is the event. `Last-Event-ID` (header, or `lastEventId` query) resumes after that event without gap or duplicate. A comment heartbeat every 10 s. A client that stops reading is disconnected.\n\nRequires scope `events:read`. Also served under `/v1/events/stream`.",
+      tags: ["Events"],
+      security: [{ bearer: [] }],
+      "x-scope": "events:read",
+      parameters: [
+        {
+          name: "types",
+          in: "query",
+          required: false,
+          schema: { type: "string" },
+          description: "comma-separated names, exact, `prefix.*` or `*`",
+        },
+        { name: "agentId", in: "query", required: false, schema: { type: "string" } },
+        { name: "lastEventId", in: "query", required: false, schema: { type: "string" } },
+        { name: "Last-Event-ID", in: "header", required: false, schema: { type: "string" } },
+      ],
+      responses: {
+        "200": { description: "the stream", content: { "text/event-stream": { schema: { type: "string" } } } },
+        "400": {
+          description: COMMON_ERRORS["400"]!,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+        },
+        "401": {
+          description: COMMON_ERRORS["401"]!,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+        },
+        "403": {
+          description: COMMON_ERRORS["403"]!,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+        },
+      },
+    },
+  }
   paths["/healthz"] = {
     get: {
       operationId: "health.live",

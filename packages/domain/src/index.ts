@@ -4,6 +4,7 @@ import { AgentService } from "./agents/AgentService.ts"
 import { ApiKeyRepo } from "./apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { EventFeed } from "./audit/EventFeed.ts"
 import { EventRepo } from "./audit/EventRepo.ts"
 import { EventService } from "./audit/EventService.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
@@ -18,10 +19,11 @@ export * from "./apikeys/ApiKeyErrors.ts"
 export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } from "./apikeys/ApiKeyService.ts"
 export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
 export * from "./audit/AuditEvent.ts"
-export { AuditLog } from "./audit/AuditLog.ts"
+export { AuditLog, EVENTS_CHANNEL } from "./audit/AuditLog.ts"
 export { chainHash, GENESIS_HASH } from "./audit/chainHash.ts"
 export * from "./audit/Event.ts"
 export * from "./audit/EventErrors.ts"
+export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
 export { EventService } from "./audit/EventService.ts"
 export {
   EVENT_ALIASES,
@@ -39,6 +41,7 @@ export { canonicalize } from "./shared/jcs.ts"
 export { DEFAULT_LIMIT, MAX_LIMIT, type Page, type PageRequest } from "./shared/pagination.ts"
 export { InvalidCursor } from "./shared/paginationErrors.ts"
 export * from "./shared/schemas.ts"
+export { findUnstorable, requireStorable } from "./shared/storable.ts"
 export * from "./workspaces/Workspace.ts"
 export * from "./workspaces/WorkspaceErrors.ts"
 export { WorkspaceService } from "./workspaces/WorkspaceService.ts"
@@ -52,6 +55,14 @@ export const DomainLayer = Layer.mergeAll(
   AgentService.layer,
   Authenticator.layer,
   EventService.layer,
+  EventFeed.layer,
 ).pipe(Layer.provideMerge(apiKeys))
 
-export type DomainServices = WorkspaceService | AgentService | ApiKeyService | Authenticator | AuditLog | EventService
+export type DomainServices =
+  | WorkspaceService
+  | AgentService
+  | ApiKeyService
+  | Authenticator
+  | AuditLog
+  | EventService
+  | EventFeed

@@ -11,6 +11,10 @@ export interface RestOptions {
   readonly executor: Executor
   /** Largest accepted body; default 1 MiB. */
   readonly maxBodyBytes?: number
+  /** Streaming GET endpoints outside the JSON catalog, by path (the SSE stream). */
+  readonly streams?: Readonly<
+    Record<string, (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string) => Promise<void>>
+  >
 }
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
@@ -75,6 +79,16 @@ export const makeRestHandler = (options: RestOptions) => {
     requestId: string,
   ): Promise<void> => {
     const method = req.method ?? "GET"
+    const stream = options.streams?.[path]
+    if (stream) {
+      if (method === "GET") return stream(req, res, url, requestId)
+      return sendError(
+        res,
+        new ApiError(405, "METHOD_NOT_ALLOWED", `${method} is not allowed on ${url.pathname}`),
+        requestId,
+        { allow: "GET" },
+      )
+    }
     const match = route(method, path)
     if (match.kind === "none")
       return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${url.pathname}`), requestId)

@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { ApiError } from "../ApiError.ts"
 
+export { findUnstorable } from "@agentgov/domain"
+
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 /** The caller's X-Request-Id when it is sane, else a fresh one. */
@@ -68,39 +70,3 @@ export const readBody = (req: IncomingMessage, limit: number): Promise<BodyResul
     req.on("error", () => resolve({ kind: "aborted" }))
     req.on("aborted", () => resolve({ kind: "aborted" }))
   })
-
-const MAX_DEPTH = 32
-
-/**
- * Finds what JSON allows but PostgreSQL's jsonb and text do not keep, or what
- * would not survive a round trip byte-for-byte (and so would break the chain
- * hash): NUL characters and unpaired surrogates, in keys or values; and
- * nesting deeper than 32 levels. Returns the path and issue of the first.
- */
-export const findUnstorable = (
-  value: unknown,
-  path: Array<string | number> = [],
-): { path: Array<string | number>; issue: string } | undefined => {
-  if (path.length > MAX_DEPTH) return { path, issue: `nested deeper than ${MAX_DEPTH} levels` }
-  if (typeof value === "string") {
-    if (value.includes("\u0000") || !value.isWellFormed())
-      return { path, issue: "contains a NUL character or an unpaired surrogate" }
-    return undefined
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findUnstorable(value[i], [...path, i])
-      if (found) return found
-    }
-    return undefined
-  }
-  if (value !== null && typeof value === "object") {
-    for (const [k, v] of Object.entries(value)) {
-      if (k.includes("\u0000") || !k.isWellFormed())
-        return { path: [...path, k], issue: "key contains a NUL character or an unpaired surrogate" }
-      const found = findUnstorable(v, [...path, k])
-      if (found) return found
-    }
-  }
-  return undefined
-}

@@ -10,6 +10,7 @@ import { newId } from "../shared/ids.ts"
 import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
+import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
 import {
   type Agent,
@@ -104,6 +105,7 @@ export class AgentService extends Context.Service<
       const register = Effect.fn("AgentService.register")(function* (actor: Actor, input: RegisterAgent) {
         if (actor.agentId !== undefined)
           return yield* new PermissionDenied({ message: "agent-bound credentials cannot register agents" })
+        yield* requireStorable(input)
         yield* checkMetadata(input.metadata)
         const now = yield* nowIso
         const agent: Agent = {
@@ -153,6 +155,7 @@ export class AgentService extends Context.Service<
       })
 
       const update = Effect.fn("AgentService.update")(function* (actor: Actor, id: string, patch: UpdateAgent) {
+        yield* requireStorable(patch)
         yield* checkMetadata(patch.metadata)
         return yield* tx(
           Effect.gen(function* () {
@@ -202,6 +205,7 @@ export class AgentService extends Context.Service<
         agentId: string,
         input: CreateAgentVersion,
       ) {
+        yield* requireStorable(input)
         yield* checkMetadata(input.metadata)
         return yield* tx(
           Effect.gen(function* () {

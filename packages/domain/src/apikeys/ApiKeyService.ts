@@ -9,6 +9,7 @@ import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
 import type { ApiKey, ApiKeyWithSecret, CreateApiKey } from "./ApiKey.ts"
 import { ApiKeyNotFound, ApiKeyNotRotatable } from "./ApiKeyErrors.ts"
@@ -111,6 +112,7 @@ export class ApiKeyService extends Context.Service<
       })
 
       const create = Effect.fn("ApiKeyService.create")(function* (actor: Actor, input: CreateApiKey) {
+        yield* requireStorable(input)
         const scopes: Array<Scope> = []
         for (const [i, name] of input.scopes.entries()) {
           const scope = canonicalScope(name)

@@ -6,6 +6,9 @@ import { newId } from "../shared/ids.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 import { chainHash, GENESIS_HASH } from "./chainHash.ts"
 
+/** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
+export const EVENTS_CHANNEL = "agentgov_events"
+
 interface HeadRow {
   readonly sequence: number
   readonly hash: string
@@ -76,6 +79,8 @@ export class AuditLog extends Context.Service<
         yield* sql`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
           VALUES ${sql.csv(rows)}`
         yield* sql`UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}`
+        // Delivered by PostgreSQL only when this transaction commits: live streams on every instance pull from here.
+        yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${sequence}`})`
         return stored
       }, Effect.orDie)
 

@@ -6,6 +6,7 @@ import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { DEFAULT_LIMIT, type Page } from "../shared/pagination.ts"
 import { InvalidCursor } from "../shared/paginationErrors.ts"
+import { requireStorable } from "../shared/storable.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 import { AuditLog } from "./AuditLog.ts"
 import { chainHash, GENESIS_HASH } from "./chainHash.ts"
@@ -54,6 +55,7 @@ export class EventService extends Context.Service<
       const agents = yield* AgentRepo
 
       const ingest = Effect.fn("EventService.ingest")(function* (actor: Actor, events: ReadonlyArray<IngestEvent>) {
+        yield* requireStorable(events, ["events"])
         const agentIds = new Set<string>()
         const prepared: Array<NewEvent> = []
         for (const [i, e] of events.entries()) {

@@ -5,10 +5,11 @@ import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
-import { PermissionDenied, StateConflict } from "../shared/errors.ts"
+import { type InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
 import type { CreateWorkspace, UpdateWorkspace, Workspace } from "./Workspace.ts"
 import { WorkspaceNotFound } from "./WorkspaceErrors.ts"
@@ -28,14 +29,14 @@ export class WorkspaceService extends Context.Service<
       actor: Actor | null,
       input: CreateWorkspace,
       keyName?: string,
-    ) => Effect.Effect<{ workspace: Workspace; apiKey: ApiKeyWithSecret }>
+    ) => Effect.Effect<{ workspace: Workspace; apiKey: ApiKeyWithSecret }, InvalidInput>
     readonly list: (actor: Actor, page: PageRequest) => Effect.Effect<Page<Workspace>, InvalidCursor>
     readonly get: (actor: Actor, id: string) => Effect.Effect<Workspace, WorkspaceNotFound>
     readonly update: (
       actor: Actor,
       id: string,
       patch: UpdateWorkspace,
-    ) => Effect.Effect<Workspace, WorkspaceNotFound | PermissionDenied>
+    ) => Effect.Effect<Workspace, WorkspaceNotFound | PermissionDenied | InvalidInput>
     readonly remove: (actor: Actor, id: string) => Effect.Effect<Workspace, WorkspaceNotFound | StateConflict>
     readonly isEmpty: Effect.Effect<boolean>
   }
@@ -61,8 +62,9 @@ export class WorkspaceService extends Context.Service<
       const create = Effect.fn("WorkspaceService.create")(function* (
         creator: Actor | null,
         input: CreateWorkspace,
-        keyName = "initial key",
+        keyName: string = "initial key",
       ) {
+        yield* requireStorable({ ...input, keyName })
         return yield* tx(
           Effect.gen(function* () {
             const now = yield* nowIso
@@ -115,6 +117,7 @@ export class WorkspaceService extends Context.Service<
       })
 
       const update = Effect.fn("WorkspaceService.update")(function* (actor: Actor, id: string, patch: UpdateWorkspace) {
+        yield* requireStorable(patch)
         return yield* tx(
           Effect.gen(function* () {
             const current = yield* visible(actor, id)

@@ -1,0 +1,137 @@
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { EventFeed } from "@agentgov/domain"
+import { ApiError } from "../ApiError.ts"
+import type { Executor, Runtime } from "../Executor.ts"
+import { sendError } from "./http.ts"
+
+export interface EventStreamOptions {
+  /** Comment heartbeat interval; D9 wants at least one every 15 s. */
+  readonly heartbeatMs?: number
+  /** A client whose unsent backlog passes this is dropped rather than buffered without bound. */
+  readonly maxBufferedBytes?: number
+}
+
+const matchesType = (patterns: ReadonlyArray<string>, type: string) =>
+  patterns.length === 0 ||
+  patterns.some((p) => p === "*" || p === type || (p.endsWith(".*") && type.startsWith(p.slice(0, -1))))
+
+/**
+ * GET /events/stream (D9): server-sent events, `id:` the event id and `data:`
+ * `{"type","payload"}`. `Last-Event-ID` (header, or `lastEventId` query)
+ * resumes after that event with no gap and no duplicate; filters `types`
+ * (exact, `prefix.*`, `*`) and `agentId`; a comment heartbeat every 10 s.
+ */
+export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, options: EventStreamOptions = {}) => {
+  const heartbeatMs = options.heartbeatMs ?? 10_000
+  const maxBuffered = options.maxBufferedBytes ?? 1024 * 1024
+  const open = new Set<() => void>()
+
+  const handler = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string): Promise<void> => {
+    const auth = await executor.authenticate(req.headers.authorization)
+    if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
+    const actor = auth.value
+    if (!actor.scopes.has("events:read")) {
+      return sendError(
+        res,
+        new ApiError(403, "FORBIDDEN", "this credential lacks the scope events:read", {
+          field: "scope",
+          issue: "requires events:read",
+        }),
+        requestId,
+      )
+    }
+    for (const name of url.searchParams.keys()) {
+      if (!["types", "agentId", "lastEventId"].includes(name)) {
+        return sendError(
+          res,
+          new ApiError(400, "BAD_REQUEST", `unknown query parameter "${name}"`, {
+            field: name,
+            issue: "unknown parameter",
+          }),
+          requestId,
+        )
+      }
+    }
+    const types = url.searchParams
+      .getAll("types")
+      .flatMap((t) => t.split(","))
+      .filter((t) => t !== "")
+    const requestedAgent = url.searchParams.get("agentId") ?? undefined
+    if (actor.agentId !== undefined && requestedAgent !== undefined && requestedAgent !== actor.agentId) {
+      return sendError(
+        res,
+        new ApiError(403, "FORBIDDEN", "this credential is bound to another agent", {
+          field: "agentId",
+          issue: "outside this credential's agent",
+        }),
+        requestId,
+      )
+    }
+    const agentId = actor.agentId ?? requestedAgent
+
+    const feed = await runtime.runPromise(EventFeed.useSync((f) => f))
+    const lastEventId =
+      (req.headers["last-event-id"] as string | undefined) ?? url.searchParams.get("lastEventId") ?? undefined
+    let afterSequence: number | undefined
+    if (lastEventId !== undefined && lastEventId !== "") {
+      afterSequence = await feed.sequenceOf(actor.workspaceId, lastEventId)
+      if (afterSequence === undefined) {
+        return sendError(
+          res,
+          new ApiError(400, "BAD_REQUEST", "Last-Event-ID names no event of this workspace", {
+            field: "Last-Event-ID",
+            issue: "unknown event",
+          }),
+          requestId,
+        )
+      }
+    }
+
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+      "x-request-id": requestId,
+    })
+    res.write(": connected\n\n")
+
+    let closed = false
+    let unsubscribe: (() => void) | undefined
+    const close = () => {
+      if (closed) return
+      closed = true
+      open.delete(close)
+      clearInterval(heartbeat)
+      unsubscribe?.()
+      res.end()
+    }
+    open.add(close)
+    const write = (chunk: string) => {
+      if (closed) return
+      res.write(chunk)
+      // A client that does not read is dropped, not buffered without bound; it resumes with Last-Event-ID.
+      if (res.writableLength > maxBuffered) {
+        close()
+        res.destroy()
+      }
+    }
+    const heartbeat = setInterval(() => write(": heartbeat\n\n"), heartbeatMs)
+    req.on("close", close)
+
+    unsubscribe = await feed.subscribe({
+      workspaceId: actor.workspaceId,
+      afterSequence,
+      accept: (e) => matchesType(types, e.type) && (agentId === undefined || e.agentId === agentId),
+      onEvent: (e) => write(`id: ${e.id}\ndata: ${JSON.stringify({ type: e.type, payload: e })}\n\n`),
+      onError: () => close(),
+    })
+    if (closed) unsubscribe()
+  }
+
+  /** Ends every open stream (shutdown): clients reconnect elsewhere with Last-Event-ID. */
+  const closeAll = () => {
+    for (const close of [...open]) close()
+  }
+  return Object.assign(handler, { closeAll })
+}

@@ -1,0 +1,602 @@
+import { randomBytes } from "node:crypto"
+import { Database, jsonb, loadMigrations, migrate, PgliteClient, PostgresClient, uniqueViolation } from "@agentgov/db"
+import { makeTestStore, type TestStore, withDatabase } from "@agentgov/testing"
+import { Effect, ManagedRuntime } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import postgres from "postgres"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+let store: TestStore
+let rt: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient | Database, never>
+
+const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Database>): Promise<A> => rt.runPromise(effect)
+
+/** Runs an effect that must fail and returns its error. */
+const runFailure = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Database>): Promise<E> =>
+  rt.runPromise(Effect.flip(effect))
+
+const withSql = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E, SqlClient.SqlClient | Database>) =>
+  Effect.flatMap(SqlClient.SqlClient, f)
+
+const exec = (statement: string) => run(withSql((sql) => sql.unsafe(statement).unprepared))
+
+class Boom {
+  readonly _tag = "Boom"
+}
+
+beforeAll(async () => {
+  store = await makeTestStore()
+  rt = ManagedRuntime.make(store.layer)
+  await exec(`
+    CREATE TABLE t_items (id integer PRIMARY KEY, label text NOT NULL);
+    CREATE TABLE t_docs (id integer PRIMARY KEY, doc jsonb NOT NULL);
+    CREATE TABLE t_codes (id integer PRIMARY KEY, code text NOT NULL, slug text NOT NULL,
+      CONSTRAINT t_codes_code_unique UNIQUE (code));
+    CREATE UNIQUE INDEX t_codes_slug_idx ON t_codes (slug);
+    CREATE TABLE t_counter (id integer PRIMARY KEY, n integer NOT NULL);
+    INSERT INTO t_counter VALUES (1, 0);
+  `)
+})
+
+afterAll(async () => {
+  await rt?.dispose()
+  await store?.cleanup()
+})
+
+const labels = (from: number, to: number) =>
+  run(
+    withSql(
+      (sql) =>
+        sql<{
+          id: number
+          label: string
+        }>`SELECT id, label FROM t_items WHERE id BETWEEN ${from} AND ${to} ORDER BY id`,
+    ),
+  )
+
+describe("queries", () => {
+  it("binds parameters as values, never as SQL", async () => {
+    const hostile = "O'Brien'); DROP TABLE t_items; --"
+    const rows = await run(
+      withSql(
+        (sql) =>
+          sql<{
+            sum: number
+            s: string
+            n: string | null
+          }>`SELECT ${40}::int + ${2}::int AS sum, ${hostile}::text AS s, ${null}::text AS n`,
+      ),
+    )
+    expect(rows).toEqual([{ sum: 42, s: hostile, n: null }])
+    // the table survived
+    const count = await run(withSql((sql) => sql<{ n: number }>`SELECT count(*) AS n FROM t_items`))
+    expect(count[0]!.n).toBeTypeOf("number")
+  })
+
+  it("expands sql.in and sql.csv of fragments", async () => {
+    await run(
+      withSql(
+        (sql) =>
+          sql`INSERT INTO t_items (id, label) VALUES ${sql.csv([sql`(${101}, ${"a"})`, sql`(${102}, ${"b"})`, sql`(${103}, ${"c"})`])}`,
+      ),
+    )
+    const rows = await run(
+      withSql((sql) => sql<{ label: string }>`SELECT label FROM t_items WHERE id IN ${sql.in([101, 103])} ORDER BY id`),
+    )
+    expect(rows.map((r) => r.label)).toEqual(["a", "c"])
+  })
+})
+
+describe("types", () => {
+  const docs: ReadonlyArray<[number, unknown]> = [
+    [
+      1,
+      {
+        nested: { deeper: { list: [1, [2, [3]], { k: "v" }], empty: {}, none: [] } },
+        flags: [true, false, null],
+      },
+    ],
+    [2, { unicode: 'héllo wörld ✓ € 日本語 😀 \u2028 \u001f \t\n"quoted" \\ back', ключ: "значение", "😀": 1 }],
+    [
+      3,
+      {
+        ints: [0, -1, 42, 9007199254740991, -9007199254740991],
+        floats: [0.1, -2.5, 1.5e-7, 1e21, 123456.789, 5e-324, 1.7976931348623157e308],
+      },
+    ],
+    [4, { alreadyJson: '{"a":1}', numberString: "12", nullString: "null" }],
+    [5, [1, "two", { three: 3 }]],
+    [6, "a bare string"],
+    [7, 12.5],
+  ]
+
+  it("round-trips JSON through jsonb(sql, value) as parsed values", async () => {
+    for (const [id, doc] of docs) {
+      await run(withSql((sql) => sql`INSERT INTO t_docs (id, doc) VALUES (${id}, ${jsonb(sql, doc)})`))
+    }
+    const rows = await run(
+      withSql(
+        (sql) => sql<{ id: number; doc: unknown; kind: string }>`SELECT id, doc, jsonb_typeof(doc) AS kind
+        FROM t_docs ORDER BY id`,
+      ),
+    )
+    expect(rows.map((r) => [r.id, r.doc])).toEqual(docs)
+    // stored as JSON structures, not as a JSON string holding the encoded text (double encoding)
+    expect(rows.map((r) => r.kind)).toEqual(["object", "object", "object", "object", "array", "string", "number"])
+  })
+
+  it("refuses U+0000 in jsonb with a SqlError (PostgreSQL cannot store it)", async () => {
+    const error = await runFailure(
+      withSql((sql) => sql`INSERT INTO t_docs (id, doc) VALUES (${99}, ${jsonb(sql, { s: "nul\u0000byte" })})`),
+    )
+    expect(error._tag).toBe("SqlError")
+    expect(error.reason._tag).toBe("UnknownError")
+    const rows = await run(withSql((sql) => sql`SELECT id FROM t_docs WHERE id = ${99}`))
+    expect(rows).toEqual([])
+  })
+
+  it("makes the stored JSON queryable by path", async () => {
+    const rows = await run(
+      withSql(
+        (sql) => sql<{ v: string; n: number; u: string }>`SELECT doc #>> '{nested,deeper,list,2,k}' AS v,
+          (doc -> 'ints' ->> 3)::int8 AS n, doc ->> 'unicode' AS u FROM t_docs WHERE id IN (1, 2, 3) ORDER BY id`,
+      ),
+    )
+    expect(rows[0]!.v).toBe("v")
+    expect(rows[1]!.u).toBe((docs[1]![1] as { unicode: string }).unicode)
+    expect(rows[2]!.n).toBe(9007199254740991)
+  })
+
+  it("returns int8 as a JS number", async () => {
+    const rows = await run(
+      withSql(
+        (sql) => sql<{ big: unknown; neg: unknown; cnt: unknown; param: unknown }>`SELECT
+          9007199254740991::int8 AS big, (-42)::int8 AS neg, count(*) AS cnt, ${7}::int8 AS param FROM t_docs`,
+      ),
+    )
+    expect(rows[0]).toEqual({ big: 9007199254740991, neg: -42, cnt: 7, param: 7 })
+    expect(typeof rows[0]!.big).toBe("number")
+    expect(typeof rows[0]!.cnt).toBe("number")
+  })
+
+  it("returns timestamptz as a Date with millisecond precision", async () => {
+    const iso = "2026-11-20T23:59:59.123Z"
+    const rows = await run(
+      withSql(
+        (sql) => sql<{ t: unknown; shifted: unknown; now: unknown }>`SELECT ${iso}::timestamptz AS t,
+          '2026-11-21T01:59:59.123+02:00'::timestamptz AS shifted, now() AS now`,
+      ),
+    )
+    const { t, shifted, now } = rows[0]!
+    expect(t).toBeInstanceOf(Date)
+    expect((t as Date).toISOString()).toBe(iso)
+    expect((shifted as Date).toISOString()).toBe(iso)
+    expect(now).toBeInstanceOf(Date)
+    expect(Math.abs((now as Date).getTime() - Date.now())).toBeLessThan(60_000)
+  })
+
+  it("accepts a Date-free ISO string parameter and NULL timestamps", async () => {
+    const rows = await run(
+      withSql(
+        (sql) =>
+          sql<{
+            t: Date | null
+          }>`SELECT ${null}::timestamptz AS t UNION ALL SELECT ${"2020-01-01T00:00:00.000Z"}::timestamptz`,
+      ),
+    )
+    expect(rows[0]!.t).toBeNull()
+    expect(rows[1]!.t!.toISOString()).toBe("2020-01-01T00:00:00.000Z")
+  })
+})
+
+describe("transactions", () => {
+  it("commits on success", async () => {
+    const result = await run(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${1}, ${"one"})`
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${2}, ${"two"})`
+            return "done"
+          }),
+        ),
+      ),
+    )
+    expect(result).toBe("done")
+    expect(await labels(1, 2)).toEqual([
+      { id: 1, label: "one" },
+      { id: 2, label: "two" },
+    ])
+  })
+
+  it("rolls back when the effect fails, and the failure reaches the caller", async () => {
+    const error = await runFailure(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${3}, ${"three"})`
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${4}, ${"four"})`
+            return yield* Effect.fail(new Boom())
+          }),
+        ),
+      ),
+    )
+    expect(error).toBeInstanceOf(Boom)
+    expect(await labels(3, 4)).toEqual([])
+  })
+
+  it("rolls back on a defect and on a failing statement", async () => {
+    const defect = await rt.runPromiseExit(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${5}, ${"five"})`
+            return yield* Effect.die(new Error("defect"))
+          }),
+        ),
+      ),
+    )
+    expect(defect._tag).toBe("Failure")
+    const error = await runFailure(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${6}, ${"six"})`
+            // duplicate primary key
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${1}, ${"again"})`
+          }),
+        ),
+      ),
+    )
+    expect((error as SqlError)._tag).toBe("SqlError")
+    expect(await labels(5, 6)).toEqual([])
+    // the connection is usable afterwards (no transaction left open or aborted)
+    await run(withSql((sql) => sql`INSERT INTO t_items (id, label) VALUES (${7}, ${"seven"})`))
+    expect(await labels(7, 7)).toEqual([{ id: 7, label: "seven" }])
+  })
+
+  it("runs every statement of a transaction on one connection", async () => {
+    const ids = await run(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const a = yield* sql<{ x: string }>`SELECT txid_current()::text AS x`
+            yield* sql`SELECT pg_sleep(0.01)`
+            const b = yield* sql<{ x: string }>`SELECT txid_current()::text AS x`
+            const c = yield* sql<{ x: string }>`SELECT txid_current()::text AS x`
+            return [a[0]!.x, b[0]!.x, c[0]!.x]
+          }),
+        ),
+      ),
+    )
+    expect(new Set(ids).size).toBe(1)
+  })
+
+  it("nested transactions roll back only the inner part (savepoints)", async () => {
+    await run(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${10}, ${"outer-before"})`
+            const inner = yield* sql
+              .withTransaction(
+                Effect.gen(function* () {
+                  yield* sql`INSERT INTO t_items (id, label) VALUES (${11}, ${"inner"})`
+                  return yield* Effect.fail(new Boom())
+                }),
+              )
+              .pipe(Effect.flip)
+            expect(inner).toBeInstanceOf(Boom)
+            // a failing statement inside a savepoint does not abort the outer transaction
+            const sqlFailure = yield* sql
+              .withTransaction(
+                Effect.gen(function* () {
+                  yield* sql`INSERT INTO t_items (id, label) VALUES (${12}, ${"inner-2"})`
+                  yield* sql`INSERT INTO t_items (id, label) VALUES (${10}, ${"duplicate"})`
+                }),
+              )
+              .pipe(Effect.flip)
+            expect(sqlFailure._tag).toBe("SqlError")
+            yield* sql.withTransaction(sql`INSERT INTO t_items (id, label) VALUES (${13}, ${"inner-ok"})`)
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${14}, ${"outer-after"})`
+          }),
+        ),
+      ),
+    )
+    expect(await labels(10, 14)).toEqual([
+      { id: 10, label: "outer-before" },
+      { id: 13, label: "inner-ok" },
+      { id: 14, label: "outer-after" },
+    ])
+  })
+
+  it("an outer failure rolls back committed savepoints too", async () => {
+    const error = await runFailure(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_items (id, label) VALUES (${20}, ${"outer"})`
+            yield* sql.withTransaction(sql`INSERT INTO t_items (id, label) VALUES (${21}, ${"inner"})`)
+            return yield* Effect.fail(new Boom())
+          }),
+        ),
+      ),
+    )
+    expect(error).toBeInstanceOf(Boom)
+    expect(await labels(20, 21)).toEqual([])
+  })
+
+  it("keeps concurrent transactions and plain statements apart", async () => {
+    // Failing transactions interleaved with plain inserts: only the plain inserts may survive.
+    const work = Array.from({ length: 20 }, (_, i) => {
+      const id = 100 + i * 2 + 1000
+      return i % 2 === 0
+        ? withSql((sql) =>
+            sql
+              .withTransaction(
+                Effect.gen(function* () {
+                  yield* sql`INSERT INTO t_items (id, label) VALUES (${id}, ${"tx"})`
+                  yield* Effect.sleep("5 millis")
+                  yield* sql`INSERT INTO t_items (id, label) VALUES (${id + 1}, ${"tx"})`
+                  return yield* Effect.fail(new Boom())
+                }),
+              )
+              .pipe(Effect.flip, Effect.asVoid),
+          )
+        : withSql((sql) => sql`INSERT INTO t_items (id, label) VALUES (${id}, ${"plain"})`.pipe(Effect.asVoid))
+    })
+    await run(Effect.all(work, { concurrency: "unbounded" }))
+    const rows = await labels(1000, 2000)
+    expect(rows.map((r) => r.label)).toEqual(Array(10).fill("plain"))
+    expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 10 }, (_, k) => 1100 + (2 * k + 1) * 2))
+  })
+
+  it("serialises read-modify-write under FOR UPDATE across concurrent transactions", async () => {
+    const bump = withSql((sql) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ n: number }>`SELECT n FROM t_counter WHERE id = 1 FOR UPDATE`
+          yield* Effect.sleep("1 millis")
+          yield* sql`UPDATE t_counter SET n = ${row!.n + 1} WHERE id = 1`
+        }),
+      ),
+    )
+    await run(
+      Effect.all(
+        Array.from({ length: 25 }, () => bump),
+        { concurrency: "unbounded" },
+      ),
+    )
+    const [row] = await run(withSql((sql) => sql<{ n: number }>`SELECT n FROM t_counter WHERE id = 1`))
+    expect(row!.n).toBe(25)
+  })
+})
+
+describe("errors", () => {
+  it("reports a unique constraint violation with its constraint name", async () => {
+    await run(withSql((sql) => sql`INSERT INTO t_codes (id, code, slug) VALUES (1, 'c1', 's1')`))
+    const error = await runFailure(withSql((sql) => sql`INSERT INTO t_codes (id, code, slug) VALUES (2, 'c1', 's2')`))
+    expect(error._tag).toBe("SqlError")
+    expect(error.reason._tag).toBe("UniqueViolation")
+    expect(uniqueViolation(error)).toBe("t_codes_code_unique")
+  })
+
+  it("reports a unique index violation with the index name", async () => {
+    const error = await runFailure(withSql((sql) => sql`INSERT INTO t_codes (id, code, slug) VALUES (3, 'c3', 's1')`))
+    expect(error.reason._tag).toBe("UniqueViolation")
+    expect(uniqueViolation(error)).toBe("t_codes_slug_idx")
+  })
+
+  it("reports a primary key violation with the primary key's name", async () => {
+    const error = await runFailure(withSql((sql) => sql`INSERT INTO t_codes (id, code, slug) VALUES (1, 'c9', 's9')`))
+    expect(uniqueViolation(error)).toBe("t_codes_pkey")
+  })
+
+  it("classifies other errors, which are no unique violation", async () => {
+    const notNull = await runFailure(withSql((sql) => sql`INSERT INTO t_codes (id, code, slug) VALUES (4, NULL, 's4')`))
+    expect(notNull.reason._tag).toBe("ConstraintError")
+    expect(uniqueViolation(notNull)).toBeUndefined()
+    const syntax = await runFailure(withSql((sql) => sql`SELEKT 1`))
+    expect(syntax.reason._tag).toBe("SqlSyntaxError")
+    expect(uniqueViolation(syntax)).toBeUndefined()
+    const missing = await runFailure(withSql((sql) => sql`SELECT * FROM no_such_table`))
+    expect(missing.reason._tag).toBe("SqlSyntaxError")
+    const division = await runFailure(withSql((sql) => sql`SELECT 1 / ${0}::int AS x`))
+    expect(division.reason._tag).toBe("UnknownError")
+    expect(division.reason.message).toMatch(/division by zero/)
+  })
+
+  it("a unique violation inside a transaction rolls it back and surfaces as SqlError", async () => {
+    const error = await runFailure(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO t_codes (id, code, slug) VALUES (5, 'c5', 's5')`
+            yield* sql`INSERT INTO t_codes (id, code, slug) VALUES (6, 'c5', 's6')`
+          }),
+        ),
+      ),
+    )
+    expect(uniqueViolation(error as SqlError)).toBe("t_codes_code_unique")
+    const rows = await run(withSql((sql) => sql`SELECT id FROM t_codes WHERE id IN (5, 6)`))
+    expect(rows).toEqual([])
+  })
+})
+
+describe("migrations", () => {
+  const versions = loadMigrations().map((m) => m.version)
+
+  it("ships ordered, uniquely versioned migrations", () => {
+    expect(versions.length).toBeGreaterThan(0)
+    expect([...versions].sort()).toEqual(versions)
+    expect(new Set(versions).size).toBe(versions.length)
+  })
+
+  it("applies nothing when run again on a migrated database", async () => {
+    const before = await run(
+      withSql((sql) => sql<{ version: string }>`SELECT version FROM schema_migrations ORDER BY version`),
+    )
+    expect(before.map((r) => r.version)).toEqual(versions)
+    expect(await run(migrate())).toEqual([])
+    expect(await run(migrate())).toEqual([])
+    const after = await run(
+      withSql((sql) => sql<{ version: string }>`SELECT version FROM schema_migrations ORDER BY version`),
+    )
+    expect(after.map((r) => r.version)).toEqual(versions)
+  })
+
+  it("applies every migration, in order, to an empty database", async () => {
+    if (store.kind === "postgres") {
+      const name = `agentgov_m_${randomBytes(6).toString("hex")}`
+      const admin = postgres(withDatabase(process.env.DATABASE_URL!, "postgres"), { max: 1, onnotice: () => {} })
+      await admin.unsafe(`CREATE DATABASE "${name}"`)
+      try {
+        const layer = PostgresClient.layer({ url: withDatabase(process.env.DATABASE_URL!, name), max: 2 })
+        const applied = await Effect.runPromise(
+          Effect.gen(function* () {
+            const first = yield* migrate()
+            const second = yield* migrate()
+            const sql = yield* SqlClient.SqlClient
+            const tables = yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables
+              WHERE table_schema = 'public' AND table_name IN ('workspaces', 'agents', 'api_keys', 'events', 'chain_heads')`
+            return { first, second, tables: tables[0]!.n }
+          }).pipe(Effect.provide(layer)),
+        )
+        expect(applied).toEqual({ first: versions, second: [], tables: 5 })
+      } finally {
+        await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+        await admin.end()
+      }
+    } else {
+      const applied = await Effect.runPromise(
+        Effect.gen(function* () {
+          const first = yield* migrate()
+          const second = yield* migrate()
+          const sql = yield* SqlClient.SqlClient
+          const tables = yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables
+            WHERE table_schema = 'public' AND table_name IN ('workspaces', 'agents', 'api_keys', 'events', 'chain_heads')`
+          return { first, second, tables: tables[0]!.n }
+        }).pipe(Effect.provide(PgliteClient.layer({}))),
+      )
+      expect(applied).toEqual({ first: versions, second: [], tables: 5 })
+    }
+  })
+
+  it("two instances migrating the same PostgreSQL database at once both succeed", async () => {
+    if (store.kind !== "postgres") return
+    const both = (url: string) =>
+      Effect.all(
+        [
+          migrate().pipe(Effect.provide(PostgresClient.layer({ url, max: 2 }))),
+          migrate().pipe(Effect.provide(PostgresClient.layer({ url, max: 2 }))),
+        ],
+        { concurrency: 2 },
+      )
+    // on this test's (migrated) database: nothing to apply, no failure
+    expect(await Effect.runPromise(both(store.url!))).toEqual([[], []])
+
+    // on an empty database: exactly one of them applies everything, the other waits and applies nothing
+    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
+    const admin = postgres(withDatabase(process.env.DATABASE_URL!, "postgres"), { max: 1, onnotice: () => {} })
+    await admin.unsafe(`CREATE DATABASE "${name}"`)
+    try {
+      for (let round = 0; round < 3; round++) {
+        const url = withDatabase(process.env.DATABASE_URL!, name)
+        if (round > 0) {
+          const c = postgres(url, { max: 1, onnotice: () => {} })
+          await c.unsafe("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+          await c.end()
+        }
+        const results = await Effect.runPromise(both(url))
+        expect([...results].sort((a, b) => b.length - a.length)).toEqual([versions, []])
+      }
+    } finally {
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      await admin.end()
+    }
+  })
+})
+
+describe("LISTEN / NOTIFY", () => {
+  const nextMessage = async (channel: string, timeoutMs = 5_000) => {
+    const db = await run(Database)
+    let resolve!: (p: string) => void
+    const received = new Promise<string>((r) => {
+      resolve = r
+    })
+    const unlisten = await db.listen(channel, (p) => resolve(p))
+    return { received: withTimeout(received, timeoutMs), unlisten }
+  }
+
+  it("delivers a notification's payload to a listener", async () => {
+    const db = await run(Database)
+    expect(db.kind).toBe(store.kind)
+    const { received, unlisten } = await nextMessage("agentgov_test")
+    const payload = JSON.stringify({ id: "evt_01", text: "héllo ✓ 😀", n: 1 })
+    await db.notify("agentgov_test", payload)
+    expect(await received).toBe(payload)
+    await unlisten()
+  })
+
+  it("delivers every notification, in order, and none after unlisten", async () => {
+    const db = await run(Database)
+    const got: Array<string> = []
+    const unlisten = await db.listen("agentgov_order", (p) => got.push(p))
+    for (let i = 0; i < 5; i++) await db.notify("agentgov_order", `m${i}`)
+    await waitFor(() => got.length === 5)
+    expect(got).toEqual(["m0", "m1", "m2", "m3", "m4"])
+    await unlisten()
+    await db.notify("agentgov_order", "late")
+    await new Promise((r) => setTimeout(r, 300))
+    expect(got).toEqual(["m0", "m1", "m2", "m3", "m4"])
+  })
+
+  it("does not deliver to listeners of another channel", async () => {
+    const db = await run(Database)
+    const other: Array<string> = []
+    const unlistenOther = await db.listen("agentgov_other", (p) => other.push(p))
+    const { received, unlisten } = await nextMessage("agentgov_mine")
+    await db.notify("agentgov_mine", "for me")
+    expect(await received).toBe("for me")
+    await new Promise((r) => setTimeout(r, 100))
+    expect(other).toEqual([])
+    await unlisten()
+    await unlistenOther()
+  })
+
+  it("delivers pg_notify of a transaction only when it commits", async () => {
+    const db = await run(Database)
+    const got: Array<string> = []
+    const unlisten = await db.listen("agentgov_tx", (p) => got.push(p))
+    await runFailure(
+      withSql((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT pg_notify(${"agentgov_tx"}, ${"rolled back"})`
+            return yield* Effect.fail(new Boom())
+          }),
+        ),
+      ),
+    )
+    await run(withSql((sql) => sql.withTransaction(sql`SELECT pg_notify(${"agentgov_tx"}, ${"committed"})`)))
+    await waitFor(() => got.length >= 1)
+    await new Promise((r) => setTimeout(r, 100))
+    expect(got).toEqual(["committed"])
+    await unlisten()
+  })
+})
+
+const withTimeout = <A>(p: Promise<A>, ms: number): Promise<A> =>
+  Promise.race([
+    p,
+    new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`no message within ${ms} ms`)), ms)),
+  ])
+
+const waitFor = async (cond: () => boolean, ms = 5_000) => {
+  const until = Date.now() + ms
+  while (!cond()) {
+    if (Date.now() > until) throw new Error("condition not met in time")
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}

@@ -1,0 +1,159 @@
+import { Database } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import type { AuditEvent } from "./AuditEvent.ts"
+import { EVENTS_CHANNEL } from "./AuditLog.ts"
+import { EventRepo, toEvent } from "./EventRepo.ts"
+
+const PAGE = 500
+
+export interface Subscription {
+  readonly workspaceId: string
+  /** Deliver only events after this sequence; undefined = from the current head (live only). */
+  readonly afterSequence?: number | undefined
+  readonly accept: (event: AuditEvent) => boolean
+  /** Receives events in sequence order, each once. */
+  readonly onEvent: (event: AuditEvent) => void
+  readonly onError: (cause: unknown) => void
+}
+
+interface Subscriber {
+  readonly sub: Subscription
+  cursor: number
+  catchingUp: boolean
+  again: boolean
+  closed: boolean
+}
+
+interface Feed {
+  lastSeq: number
+  pulling: boolean
+  again: boolean
+  readonly subscribers: Set<Subscriber>
+}
+
+/**
+ * Live fan-out of committed events to subscribers in this process. One LISTEN
+ * per process hears every instance's commits; per workspace one query fetches
+ * what is new and hands it to every subscriber. A subscriber that is behind
+ * (it resumed from an older event, or saw a gap) catches up with its own
+ * queries, so delivery is in order, without gaps and without duplicates.
+ */
+export class EventFeed extends Context.Service<
+  EventFeed,
+  {
+    /** Starts delivering; resolves to the unsubscribe function. */
+    readonly subscribe: (sub: Subscription) => Promise<() => void>
+    /** The sequence of an event id in a workspace, for `Last-Event-ID`. */
+    readonly sequenceOf: (workspaceId: string, eventId: string) => Promise<number | undefined>
+  }
+>()("@agentgov/domain/audit/EventFeed") {
+  static readonly layer = Layer.effect(
+    EventFeed,
+    Effect.gen(function* () {
+      const db = yield* Database
+      const repo = yield* EventRepo
+      const feeds = new Map<string, Feed>()
+      const fetchAfter = (workspaceId: string, after: number) =>
+        Effect.runPromise(repo.batch(workspaceId, after, PAGE)).then((rows) => rows.map(toEvent))
+      const headOf = async (workspaceId: string) => (await Effect.runPromise(repo.head(workspaceId)))?.sequence ?? 0
+
+      const deliver = (s: Subscriber, events: ReadonlyArray<AuditEvent>) => {
+        for (const e of events) {
+          if (s.closed) return
+          if (e.sequence <= s.cursor) continue
+          if (e.sequence > s.cursor + 1) return void catchUp(s)
+          s.cursor = e.sequence
+          try {
+            if (s.sub.accept(e)) s.sub.onEvent(e)
+          } catch (cause) {
+            s.closed = true
+            s.sub.onError(cause)
+          }
+        }
+      }
+
+      const catchUp = (s: Subscriber) => {
+        if (s.catchingUp) {
+          s.again = true
+          return
+        }
+        s.catchingUp = true
+        void (async () => {
+          try {
+            for (;;) {
+              s.again = false
+              const rows = await fetchAfter(s.sub.workspaceId, s.cursor)
+              deliver(s, rows)
+              if (s.closed || (rows.length < PAGE && !s.again)) break
+            }
+          } catch (cause) {
+            s.closed = true
+            s.sub.onError(cause)
+          } finally {
+            s.catchingUp = false
+          }
+        })()
+      }
+
+      const pull = (workspaceId: string) => {
+        const feed = feeds.get(workspaceId)
+        if (!feed) return
+        if (feed.pulling) {
+          feed.again = true
+          return
+        }
+        feed.pulling = true
+        void (async () => {
+          try {
+            for (;;) {
+              feed.again = false
+              const rows = await fetchAfter(workspaceId, feed.lastSeq)
+              if (rows.length > 0) feed.lastSeq = rows.at(-1)!.sequence
+              for (const s of feed.subscribers) if (!s.catchingUp) deliver(s, rows)
+              if (rows.length < PAGE && !feed.again) break
+            }
+          } catch (cause) {
+            for (const s of feed.subscribers) s.sub.onError(cause)
+          } finally {
+            feed.pulling = false
+          }
+        })()
+      }
+
+      const unlisten = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          db.listen(EVENTS_CHANNEL, (payload) => {
+            const workspaceId = payload.slice(0, payload.lastIndexOf(":"))
+            if (feeds.has(workspaceId)) pull(workspaceId)
+          }),
+        ),
+        (stop) => Effect.promise(() => stop()),
+      )
+      void unlisten
+
+      const subscribe = async (sub: Subscription) => {
+        const head = await headOf(sub.workspaceId)
+        let feed = feeds.get(sub.workspaceId)
+        if (!feed) {
+          feed = { lastSeq: head, pulling: false, again: false, subscribers: new Set() }
+          feeds.set(sub.workspaceId, feed)
+        }
+        const s: Subscriber = { sub, cursor: sub.afterSequence ?? head, catchingUp: false, again: false, closed: false }
+        feed.subscribers.add(s)
+        // Resumed from the past, or events committed since the head was read: fetch them.
+        if (s.cursor < Math.max(feed.lastSeq, head)) catchUp(s)
+        else pull(sub.workspaceId)
+        return () => {
+          s.closed = true
+          feed.subscribers.delete(s)
+          if (feed.subscribers.size === 0) feeds.delete(sub.workspaceId)
+        }
+      }
+
+      const sequenceOf = async (workspaceId: string, eventId: string) =>
+        (await Effect.runPromise(repo.find(workspaceId, eventId)))?.sequence
+
+      return EventFeed.of({ subscribe, sequenceOf })
+    }),
+  )
+}

@@ -1,0 +1,59 @@
+import { Effect } from "effect"
+import { InvalidInput } from "./errors.ts"
+
+const MAX_DEPTH = 32
+
+/**
+ * Finds what JSON allows but PostgreSQL's jsonb and text do not keep, or what
+ * would not survive a round trip byte-for-byte (and so would break the chain
+ * hash): NUL characters and unpaired surrogates, in keys or values; and
+ * nesting deeper than 32 levels. Returns the path and issue of the first.
+ */
+export const findUnstorable = (
+  value: unknown,
+  path: Array<string | number> = [],
+): { path: Array<string | number>; issue: string } | undefined => {
+  if (path.length > MAX_DEPTH) return { path, issue: `nested deeper than ${MAX_DEPTH} levels` }
+  if (typeof value === "string") {
+    if (value.includes("\u0000") || !value.isWellFormed())
+      return { path, issue: "contains a NUL character or an unpaired surrogate" }
+    return undefined
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findUnstorable(value[i], [...path, i])
+      if (found) return found
+    }
+    return undefined
+  }
+  if (value !== null && typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) {
+      if (k.includes("\u0000") || !k.isWellFormed())
+        return { path: [...path, k], issue: "key contains a NUL character or an unpaired surrogate" }
+      const found = findUnstorable(v, [...path, k])
+      if (found) return found
+    }
+  }
+  return undefined
+}
+
+const formatField = (path: ReadonlyArray<string | number>) =>
+  path.reduce<string>(
+    (out, seg) => (typeof seg === "number" ? `${out}[${seg}]` : out === "" ? seg : `${out}.${seg}`),
+    "",
+  )
+
+/**
+ * The domain's own guard against the same: services are the last step before
+ * the database, so input that reached them by any path (a transport, the CLI,
+ * a worker) fails as a 422 naming the field, never as a database defect.
+ */
+export const requireStorable = (
+  input: unknown,
+  base: ReadonlyArray<string | number> = [],
+): Effect.Effect<void, InvalidInput> => {
+  const found = findUnstorable(input, [...base])
+  return found
+    ? Effect.fail(new InvalidInput({ field: formatField(found.path) || "input", message: found.issue }))
+    : Effect.void
+}

@@ -1,0 +1,636 @@
+import { type Database, PostgresClient } from "@agentgov/db"
+import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { TestClock } from "effect/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ApiKeyRepo } from "../src/apikeys/ApiKeyRepo.ts"
+import {
+  AgentService,
+  ApiKeyService,
+  Authenticator,
+  chainHash,
+  DomainLayer,
+  type DomainServices,
+  GENESIS_HASH,
+  hashKey,
+  mintKey,
+  SCOPES,
+  WorkspaceService,
+} from "../src/index.ts"
+
+type R = DomainServices | SqlClient.SqlClient | Database
+type Runtime = ManagedRuntime.ManagedRuntime<R, never>
+
+let store: TestStore
+let rt: Runtime
+
+beforeAll(async () => {
+  store = await makeTestStore()
+  rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(store.layer)))
+})
+
+afterAll(async () => {
+  await rt?.dispose()
+  await store?.cleanup()
+})
+
+const run = <A, E>(effect: Effect.Effect<A, E, R>, runtime: Runtime = rt): Promise<A> => runtime.runPromise(effect)
+const runFailure = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => rt.runPromise(Effect.flip(effect))
+
+/** Runs `effect` with effect's TestClock set to `ms` (the database clock is not involved). */
+const atTime = <A, E, Rq>(ms: number, effect: Effect.Effect<A, E, Rq>) =>
+  Effect.gen(function* () {
+    yield* TestClock.setTime(ms)
+    return yield* effect
+  }).pipe(Effect.provide(TestClock.layer()))
+
+const authenticate = (bearer: string) => Authenticator.use((a) => a.authenticate(bearer))
+
+let wsCounter = 0
+const newWorkspace = async (environment: "live" | "test" = "live", runtime: Runtime = rt) => {
+  const { workspace, apiKey } = await run(
+    WorkspaceService.use((s) => s.create(null, { name: `w${++wsCounter}`, environment })),
+    runtime,
+  )
+  const actor = await run(authenticate(apiKey.apiKey), runtime)
+  return { workspace, apiKey, actor }
+}
+
+interface EventRow {
+  readonly sequence: number
+  readonly id: string
+  readonly type: string
+  readonly agent_id: string | null
+  readonly actor_type: string
+  readonly actor_id: string | null
+  readonly data: Record<string, unknown>
+  readonly ts: Date
+  readonly prev_hash: string
+  readonly hash: string
+}
+
+const eventsOf = (workspaceId: string) =>
+  run(
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql<EventRow>`SELECT sequence, id, type, agent_id, actor_type, actor_id, data, ts, prev_hash, hash
+        FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
+    ),
+  )
+
+const keyRow = async (id: string) =>
+  (
+    await run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{
+          status: string
+          revoked_reason: string | null
+          revoked_at: Date | null
+          expires_at: Date | null
+          rotated_to: string | null
+          last_used_at: Date | null
+          key_hash: string
+          prefix: string
+        }>`SELECT status, revoked_reason, revoked_at, expires_at, rotated_to, last_used_at, key_hash, prefix
+          FROM api_keys WHERE id = ${id}`,
+      ),
+    )
+  )[0]!
+
+/**
+ * Checks the D8 chain of a workspace: sequence 1..n without gaps or duplicates,
+ * each prevHash the previous hash (64 zeros first), each hash recomputed from
+ * the stored type, data and timestamp, and the chain head at the last event.
+ */
+const expectLinearChain = async (workspaceId: string) => {
+  const rows = await eventsOf(workspaceId)
+  expect(rows.length).toBeGreaterThan(0)
+  let prev = GENESIS_HASH
+  rows.forEach((row, i) => {
+    expect(row.sequence, `sequence at index ${i}`).toBe(i + 1)
+    expect(row.prev_hash, `prevHash of #${row.sequence}`).toBe(prev)
+    const timestamp = row.ts.toISOString()
+    expect(row.hash, `hash of #${row.sequence}`).toBe(chainHash(row.prev_hash, row.type, row.data, timestamp))
+    expect(row.id).toMatch(/^evt_[0-9a-z]{26}$/)
+    prev = row.hash
+  })
+  expect(new Set(rows.map((r) => r.id)).size).toBe(rows.length)
+  expect(new Set(rows.map((r) => r.hash)).size).toBe(rows.length)
+  const head = await run(
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) =>
+        sql<{
+          sequence: number
+          hash: string
+        }>`SELECT sequence, hash FROM chain_heads WHERE workspace_id = ${workspaceId}`,
+    ),
+  )
+  expect(head).toEqual([{ sequence: rows.length, hash: prev }])
+  return rows
+}
+
+describe("Authenticator", () => {
+  it("turns a workspace key into an Actor with the key's scopes", async () => {
+    const { workspace, apiKey, actor } = await newWorkspace("test")
+    expect(apiKey.apiKey).toMatch(/^svc_ws_test_[0-9A-Za-z]{38}$/)
+    expect(actor.workspaceId).toBe(workspace.id)
+    expect(actor.environment).toBe("test")
+    expect(actor.credential).toEqual({ type: "api_key", id: apiKey.id })
+    expect(actor.keyType).toBe("workspace")
+    expect(actor.agentId).toBeUndefined()
+    expect([...actor.scopes].sort()).toEqual([...SCOPES].sort())
+    // stored as a hash and a display prefix only; last use recorded
+    const row = await keyRow(apiKey.id)
+    expect(row.key_hash).toBe(hashKey(apiKey.apiKey))
+    expect(row.prefix).toBe(apiKey.apiKey.slice("svc_ws_test_".length, "svc_ws_test_".length + 6))
+    expect(row.last_used_at).toBeInstanceOf(Date)
+  })
+
+  it("binds an agent key to its agent", async () => {
+    const { actor } = await newWorkspace()
+    const agent = await run(AgentService.use((s) => s.register(actor, { name: "bound" })))
+    const key = await run(
+      ApiKeyService.use((s) =>
+        s.create(actor, {
+          name: "agent key",
+          type: "agent",
+          agentId: agent.id,
+          scopes: ["agents:read", "policies:evaluate"],
+        }),
+      ),
+    )
+    expect(key.apiKey).toMatch(/^svc_ag_sk_live_/)
+    const agentActor = await run(authenticate(key.apiKey))
+    expect(agentActor.keyType).toBe("agent")
+    expect(agentActor.agentId).toBe(agent.id)
+    expect([...agentActor.scopes].sort()).toEqual(["agents:read", "guard:evaluate"])
+  })
+
+  it("refuses a bad checksum without touching the database", async () => {
+    const { apiKey } = await newWorkspace()
+    const last = apiKey.apiKey.at(-1)!
+    const badChecksum = apiKey.apiKey.slice(0, -1) + (last === "a" ? "b" : "a")
+    const calls: Array<string> = []
+    const unexpected = (name: string) => () => Effect.die(new Error(`ApiKeyRepo.${name} must not be called`))
+    const stubRepo = Layer.succeed(ApiKeyRepo)(
+      ApiKeyRepo.of({
+        insert: unexpected("insert"),
+        find: unexpected("find"),
+        findForUpdate: unexpected("findForUpdate"),
+        findByHash: (hash) => {
+          calls.push(hash)
+          return Effect.succeed(undefined)
+        },
+        list: unexpected("list"),
+        revoke: unexpected("revoke"),
+        revokeAll: unexpected("revokeAll"),
+        markRotated: unexpected("markRotated"),
+        revokeExpired: unexpected("revokeExpired"),
+        touch: unexpected("touch"),
+      }),
+    )
+    const isolated = Authenticator.layer.pipe(Layer.provide(stubRepo))
+    const attempt = (bearer: string) =>
+      Effect.runPromise(authenticate(bearer).pipe(Effect.flip, Effect.provide(isolated)))
+
+    const e1 = await attempt(badChecksum)
+    expect(e1._tag).toBe("Unauthenticated")
+    expect(calls).toEqual([])
+    const e2 = await attempt("svc_ws_live_tooShort")
+    expect(e2._tag).toBe("Unauthenticated")
+    const e3 = await attempt("not-a-key")
+    expect(e3.message).toBe("unrecognised credential")
+    expect(calls).toEqual([])
+    // a well-formed key is looked up, by its hash: the stub does see database reads
+    const wellFormed = mintKey("workspace", "live").key
+    await attempt(wellFormed)
+    expect(calls).toEqual([hashKey(wellFormed)])
+
+    // and the real authenticator refuses the bad checksum too
+    const real = await runFailure(authenticate(badChecksum))
+    expect(real._tag).toBe("Unauthenticated")
+    expect(real.message).toBe("invalid API key")
+  })
+
+  it("refuses a well-formed key it never minted", async () => {
+    const e = await runFailure(authenticate(mintKey("workspace", "live").key))
+    expect(e._tag).toBe("Unauthenticated")
+    expect(e.message).toBe("invalid API key")
+  })
+
+  it("refuses a revoked key at once", async () => {
+    const { actor } = await newWorkspace()
+    const key = await run(
+      ApiKeyService.use((s) => s.create(actor, { name: "k", type: "workspace", scopes: ["agents:read"] })),
+    )
+    const keyActor = await run(authenticate(key.apiKey))
+    expect(keyActor.credential.id).toBe(key.id)
+    const revoked = await run(ApiKeyService.use((s) => s.revoke(actor, key.id)))
+    expect(revoked.status).toBe("revoked")
+    expect(revoked.revokedReason).toBe("revoked")
+    const e = await runFailure(authenticate(key.apiKey))
+    expect(e._tag).toBe("Unauthenticated")
+    expect(e.message).toBe("API key is revoked")
+  })
+
+  it("refuses an expired key from its expiry on, before any sweep", async () => {
+    const { actor } = await newWorkspace()
+    const expiresAt = Date.now() + 3_600_000
+    const key = await run(
+      ApiKeyService.use((s) =>
+        s.create(actor, {
+          name: "short-lived",
+          type: "workspace",
+          scopes: ["agents:read"],
+          expiresAt: new Date(expiresAt).toISOString(),
+        }),
+      ),
+    )
+    expect(key.expiresAt).toBe(new Date(expiresAt).toISOString())
+    expect((await run(atTime(expiresAt - 1, authenticate(key.apiKey)))).credential.id).toBe(key.id)
+    for (const t of [expiresAt, expiresAt + 1, expiresAt + 86_400_000]) {
+      const e = await run(atTime(t, authenticate(key.apiKey).pipe(Effect.flip)))
+      expect(e.message, `at expiry + ${t - expiresAt} ms`).toBe("API key has expired")
+    }
+    // not yet swept: still active in the store
+    expect((await keyRow(key.id)).status).toBe("active")
+  })
+
+  it("refuses to create a key that expires in the past", async () => {
+    const { actor } = await newWorkspace()
+    const e = await runFailure(
+      ApiKeyService.use((s) =>
+        s.create(actor, {
+          name: "past",
+          type: "workspace",
+          scopes: ["agents:read"],
+          expiresAt: new Date(Date.now() - 1_000).toISOString(),
+        }),
+      ),
+    )
+    expect(e._tag).toBe("InvalidInput")
+  })
+
+  it("refuses the keys of a deleted workspace", async () => {
+    const admin = await newWorkspace()
+    const doomed = await newWorkspace()
+    const extra = await run(
+      ApiKeyService.use((s) => s.create(doomed.actor, { name: "extra", type: "workspace", scopes: ["agents:read"] })),
+    )
+    await run(authenticate(extra.apiKey))
+    const removed = await run(WorkspaceService.use((s) => s.remove(admin.actor, doomed.workspace.id)))
+    expect(removed.id).toBe(doomed.workspace.id)
+    for (const key of [doomed.apiKey, extra]) {
+      const e = await runFailure(authenticate(key.apiKey))
+      expect(e._tag).toBe("Unauthenticated")
+      const row = await keyRow(key.id)
+      expect(row.status).toBe("revoked")
+      expect(row.revoked_reason).toBe("workspace_deleted")
+    }
+    // the admin's own key still works
+    expect((await run(authenticate(admin.apiKey.apiKey))).workspaceId).toBe(admin.workspace.id)
+  })
+
+  it("refuses an active key whose workspace is marked deleted", async () => {
+    const { workspace, apiKey } = await newWorkspace()
+    await run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql`UPDATE workspaces SET deleted_at = now() WHERE id = ${workspace.id}`,
+      ),
+    )
+    expect((await keyRow(apiKey.id)).status).toBe("active")
+    const e = await runFailure(authenticate(apiKey.apiKey))
+    expect(e._tag).toBe("Unauthenticated")
+  })
+
+  it("a credential cannot delete its own workspace", async () => {
+    const { workspace, actor, apiKey } = await newWorkspace()
+    const e = await runFailure(WorkspaceService.use((s) => s.remove(actor, workspace.id)))
+    expect(e._tag).toBe("StateConflict")
+    expect((await run(authenticate(apiKey.apiKey))).workspaceId).toBe(workspace.id)
+  })
+
+  it("keeps a rotated key working during the overlap only", async () => {
+    const { actor } = await newWorkspace()
+    const old = await run(
+      ApiKeyService.use((s) =>
+        s.create(actor, { name: "rotating", type: "workspace", scopes: ["agents:read", "events:read"] }),
+      ),
+    )
+    const rotatedAt = Date.now()
+    const next = await run(ApiKeyService.use((s) => s.rotate(actor, old.id, 600)))
+    expect(next.id).not.toBe(old.id)
+    expect(next.apiKey).not.toBe(old.apiKey)
+    expect(next.scopes).toEqual(old.scopes)
+    expect(next.type).toBe("workspace")
+    expect(next.name).toBe(old.name)
+    const oldRow = await keyRow(old.id)
+    expect(oldRow.rotated_to).toBe(next.id)
+    expect(oldRow.expires_at!.getTime()).toBeGreaterThanOrEqual(rotatedAt + 600_000)
+    expect(oldRow.expires_at!.getTime()).toBeLessThanOrEqual(Date.now() + 600_000)
+    // both work now
+    expect((await run(authenticate(old.apiKey))).credential.id).toBe(old.id)
+    expect((await run(authenticate(next.apiKey))).credential.id).toBe(next.id)
+    // after the overlap only the new one
+    const later = oldRow.expires_at!.getTime() + 1
+    expect((await run(atTime(later, authenticate(old.apiKey).pipe(Effect.flip)))).message).toBe("API key has expired")
+    expect((await run(atTime(later, authenticate(next.apiKey)))).credential.id).toBe(next.id)
+    // rotating again is refused
+    const again = await runFailure(ApiKeyService.use((s) => s.rotate(actor, old.id)))
+    expect(again._tag).toBe("ApiKeyNotRotatable")
+  })
+
+  it("revokes the old key at once when rotated with overlap 0", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const old = await run(
+      ApiKeyService.use((s) => s.create(actor, { name: "now", type: "workspace", scopes: ["agents:read"] })),
+    )
+    const next = await run(ApiKeyService.use((s) => s.rotate(actor, old.id, 0)))
+    expect((await runFailure(authenticate(old.apiKey))).message).toBe("API key is revoked")
+    expect((await run(authenticate(next.apiKey))).credential.id).toBe(next.id)
+    const row = await keyRow(old.id)
+    expect(row).toMatchObject({ status: "revoked", revoked_reason: "rotated", rotated_to: next.id })
+    const events = await eventsOf(workspace.id)
+    const revokedEvents = events.filter((e) => e.type === "apikey.revoked")
+    expect(revokedEvents.map((e) => e.data)).toEqual([expect.objectContaining({ keyId: old.id, reason: "rotated" })])
+  })
+})
+
+describe("ApiKeyService.revokeExpired", () => {
+  it("revokes expired keys as `expired` and overlapped rotated keys as `rotated`, with apikey.revoked events", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const create = (name: string, expiresAt?: number) =>
+      run(
+        ApiKeyService.use((s) =>
+          s.create(actor, {
+            name,
+            type: "workspace",
+            scopes: ["agents:read"],
+            ...(expiresAt === undefined ? {} : { expiresAt: new Date(expiresAt).toISOString() }),
+          }),
+        ),
+      )
+    const now = Date.now()
+    const expiring = await create("expiring", now + 3_600_000)
+    const rotated = await create("rotated")
+    const replacement = await run(ApiKeyService.use((s) => s.rotate(actor, rotated.id, 60)))
+    const forever = await create("forever")
+    const later = await create("later", now + 10 * 3_600_000)
+
+    // nothing of this workspace is due yet
+    await run(ApiKeyService.use((s) => s.revokeExpired))
+    for (const k of [expiring, rotated, replacement, forever, later]) expect((await keyRow(k.id)).status).toBe("active")
+
+    const sweepAt = now + 2 * 3_600_000
+    const due = await run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM api_keys
+          WHERE status = 'active' AND expires_at <= ${new Date(sweepAt).toISOString()}::timestamptz`,
+      ),
+    )
+    const before = (await eventsOf(workspace.id)).length
+    const count = await run(
+      atTime(
+        sweepAt,
+        ApiKeyService.use((s) => s.revokeExpired),
+      ),
+    )
+    expect(count).toBe(due[0]!.n)
+    expect(count).toBeGreaterThanOrEqual(2)
+
+    const expiredRow = await keyRow(expiring.id)
+    expect(expiredRow.status).toBe("revoked")
+    expect(expiredRow.revoked_reason).toBe("expired")
+    expect(expiredRow.revoked_at!.toISOString()).toBe(expiring.expiresAt)
+    const rotatedRow = await keyRow(rotated.id)
+    expect(rotatedRow.status).toBe("revoked")
+    expect(rotatedRow.revoked_reason).toBe("rotated")
+    for (const k of [replacement, forever, later]) expect((await keyRow(k.id)).status).toBe("active")
+
+    const events = await expectLinearChain(workspace.id)
+    const added = events.slice(before)
+    expect(added.map((e) => e.type)).toEqual(["apikey.revoked", "apikey.revoked"])
+    const byKey = new Map(added.map((e) => [e.data.keyId, e]))
+    expect(byKey.get(expiring.id)?.data).toMatchObject({ keyId: expiring.id, reason: "expired", name: "expiring" })
+    expect(byKey.get(rotated.id)?.data).toMatchObject({ keyId: rotated.id, reason: "rotated", name: "rotated" })
+    for (const e of added) expect(e.actor_type).toBe("system")
+
+    // the revoked keys are refused as revoked now, and a second sweep finds nothing
+    expect((await runFailure(authenticate(expiring.apiKey))).message).toBe("API key is revoked")
+    expect(
+      await run(
+        atTime(
+          sweepAt,
+          ApiKeyService.use((s) => s.revokeExpired),
+        ),
+      ),
+    ).toBe(0)
+    expect((await eventsOf(workspace.id)).length).toBe(events.length)
+    const listed = await run(ApiKeyService.use((s) => s.get(actor, expiring.id)))
+    expect(listed).toMatchObject({ status: "revoked", revokedReason: "expired" })
+  })
+})
+
+describe("audit chain", () => {
+  it("is linear after a series of operations, and failed or no-op operations record nothing", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const agents = AgentService
+    const a1 = await run(
+      agents.use((s) => s.register(actor, { name: "alpha", labels: ["x"], metadata: { k: "ü", n: 1.5 } })),
+    )
+    await run(agents.use((s) => s.update(actor, a1.id, { description: "first agent" })))
+    await run(agents.use((s) => s.createVersion(actor, a1.id, { version: "1.0.0" })))
+    const agentKey = await run(
+      ApiKeyService.use((s) => s.create(actor, { name: "ak", type: "agent", agentId: a1.id, scopes: ["agents:read"] })),
+    )
+    const wsKey = await run(
+      ApiKeyService.use((s) =>
+        s.create(actor, {
+          name: "wk",
+          type: "workspace",
+          scopes: ["agents:read"],
+          expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+        }),
+      ),
+    )
+    const rotated = await run(ApiKeyService.use((s) => s.rotate(actor, wsKey.id, 0)))
+    await run(ApiKeyService.use((s) => s.revoke(actor, rotated.id)))
+
+    // failures and no-ops: none of them may leave an event
+    expect((await runFailure(agents.use((s) => s.register(actor, { name: "alpha" }))))._tag).toBe("AgentNameTaken")
+    expect((await runFailure(agents.use((s) => s.createVersion(actor, a1.id, { version: "1.0.0" }))))._tag).toBe(
+      "AgentVersionExists",
+    )
+    await run(agents.use((s) => s.update(actor, a1.id, { description: "first agent" })))
+    await run(ApiKeyService.use((s) => s.revoke(actor, rotated.id)))
+
+    await run(agents.use((s) => s.deregister(actor, a1.id)))
+    await run(agents.use((s) => s.deregister(actor, a1.id)))
+
+    const rows = await expectLinearChain(workspace.id)
+    expect(rows.map((r) => r.type)).toEqual([
+      "workspace.created",
+      "apikey.created",
+      "agent.registered",
+      "agent.updated",
+      "agent.updated",
+      "apikey.created",
+      "apikey.created",
+      "apikey.created",
+      "apikey.rotated",
+      "apikey.revoked",
+      "apikey.revoked",
+      "agent.deregistered",
+      "apikey.revoked",
+    ])
+    expect(rows[2]!.agent_id).toBe(a1.id)
+    expect(rows[2]!.data).toEqual({ agentId: a1.id, agentName: "alpha", trustScore: 400 })
+    expect(rows[2]!.actor_type).toBe("api_key")
+    expect(rows[2]!.actor_id).toBe(actor.credential.id)
+    expect(rows[8]!.data).toEqual({ keyId: wsKey.id, newKeyId: rotated.id, overlapSeconds: 0 })
+    expect(rows[12]!.data).toMatchObject({ keyId: agentKey.id, reason: "agent_deregistered" })
+  })
+
+  it("keeps each workspace's chain separate", async () => {
+    const a = await newWorkspace()
+    const b = await newWorkspace()
+    await run(AgentService.use((s) => s.register(a.actor, { name: "same" })))
+    await run(AgentService.use((s) => s.register(b.actor, { name: "same" })))
+    await run(AgentService.use((s) => s.register(a.actor, { name: "other" })))
+    const ra = await expectLinearChain(a.workspace.id)
+    const rb = await expectLinearChain(b.workspace.id)
+    expect(ra.map((r) => r.type)).toEqual([
+      "workspace.created",
+      "apikey.created",
+      "agent.registered",
+      "agent.registered",
+    ])
+    expect(rb.map((r) => r.type)).toEqual(["workspace.created", "apikey.created", "agent.registered"])
+  })
+
+  it("stays linear under 30 concurrent registrations", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const registered = await run(
+      Effect.all(
+        Array.from({ length: 30 }, (_, i) => AgentService.use((s) => s.register(actor, { name: `agent-${i}` }))),
+        { concurrency: "unbounded" },
+      ),
+    )
+    expect(new Set(registered.map((a) => a.id)).size).toBe(30)
+    const rows = await expectLinearChain(workspace.id)
+    expect(rows).toHaveLength(32)
+    const regs = rows.filter((r) => r.type === "agent.registered")
+    expect(regs).toHaveLength(30)
+    expect(new Set(regs.map((r) => r.agent_id))).toEqual(new Set(registered.map((a) => a.id)))
+  })
+
+  it("stays linear when concurrent writers race on several workspaces and the same name", async () => {
+    const a = await newWorkspace()
+    const b = await newWorkspace()
+    const work = [
+      ...Array.from({ length: 10 }, (_, i) => AgentService.use((s) => s.register(a.actor, { name: `a-${i}` }))),
+      ...Array.from({ length: 10 }, (_, i) => AgentService.use((s) => s.register(b.actor, { name: `b-${i}` }))),
+      // ten writers want the same name: one wins, the rest fail and leave nothing behind
+      ...Array.from({ length: 10 }, () => AgentService.use((s) => s.register(a.actor, { name: "contested" }))),
+    ]
+    const results = await run(
+      Effect.all(
+        work.map((w) => Effect.result(w)),
+        { concurrency: "unbounded" },
+      ),
+    )
+    const failures = results.filter((r) => r._tag === "Failure")
+    expect(failures).toHaveLength(9)
+    for (const f of failures) expect(f.failure._tag).toBe("AgentNameTaken")
+    const ra = await expectLinearChain(a.workspace.id)
+    const rb = await expectLinearChain(b.workspace.id)
+    expect(ra.filter((r) => r.type === "agent.registered")).toHaveLength(11)
+    expect(rb.filter((r) => r.type === "agent.registered")).toHaveLength(10)
+    expect(ra.filter((r) => r.data.agentName === "contested")).toHaveLength(1)
+  })
+
+  it("stays linear when two instances write to one PostgreSQL workspace at once", async () => {
+    if (store.kind !== "postgres") return
+    const second: Runtime = ManagedRuntime.make(
+      DomainLayer.pipe(Layer.provideMerge(PostgresClient.layer({ url: store.url!, max: 5 }))),
+    )
+    try {
+      const { workspace, actor } = await newWorkspace()
+      const burst = (runtime: Runtime, tag: string) =>
+        run(
+          Effect.all(
+            Array.from({ length: 15 }, (_, i) => AgentService.use((s) => s.register(actor, { name: `${tag}-${i}` }))),
+            { concurrency: "unbounded" },
+          ),
+          runtime,
+        )
+      const [x, y] = await Promise.all([burst(rt, "x"), burst(second, "y")])
+      expect(x.length + y.length).toBe(30)
+      const rows = await expectLinearChain(workspace.id)
+      expect(rows.filter((r) => r.type === "agent.registered")).toHaveLength(30)
+    } finally {
+      await second.dispose()
+    }
+  })
+
+  it("records sweeper events in the right chain when several workspaces expire at once", async () => {
+    const a = await newWorkspace()
+    const b = await newWorkspace("test")
+    const soon = Date.now() + 60_000
+    for (const w of [a, b]) {
+      for (const name of ["k1", "k2"]) {
+        await run(
+          ApiKeyService.use((s) =>
+            s.create(w.actor, {
+              name,
+              type: "workspace",
+              scopes: ["agents:read"],
+              expiresAt: new Date(soon).toISOString(),
+            }),
+          ),
+        )
+      }
+    }
+    await run(
+      atTime(
+        soon + 1,
+        ApiKeyService.use((s) => s.revokeExpired),
+      ),
+    )
+    for (const w of [a, b]) {
+      const rows = await expectLinearChain(w.workspace.id)
+      const revoked = rows.filter((r) => r.type === "apikey.revoked")
+      expect(revoked.map((r) => r.data.reason)).toEqual(["expired", "expired"])
+      expect(revoked.map((r) => r.data.name).sort()).toEqual(["k1", "k2"])
+    }
+  })
+})
+
+describe("input the store cannot hold", () => {
+  // PostgreSQL text and jsonb cannot store U+0000, and jsonb refuses lone UTF-16 surrogates (I-JSON and
+  // RFC 8785 exclude them too). A client can send either in valid JSON ("\u0000", "\ud800"); the domain
+  // must refuse them as invalid input (422), not let the INSERT fail as a defect (500 INTERNAL_ERROR).
+  const cases: ReadonlyArray<[string, { name: string; metadata?: Record<string, unknown> }, string]> = [
+    ["U+0000 in the name", { name: "nul\u0000name" }, "name"],
+    ["U+0000 in a metadata value", { name: "nul-meta-value", metadata: { note: "a\u0000b" } }, "metadata.note"],
+    ["U+0000 in a metadata key", { name: "nul-meta-key", metadata: { "k\u0000": 1 } }, "metadata.k\u0000"],
+    ["a lone surrogate in the name", { name: "lone\ud800" }, "name"],
+    ["a lone surrogate in metadata", { name: "lone-meta", metadata: { note: "x\udc00" } }, "metadata.note"],
+  ]
+  for (const [what, input, field] of cases) {
+    it(`refuses ${what} as InvalidInput, leaving nothing behind`, async () => {
+      const { workspace, actor } = await newWorkspace()
+      const error = await runFailure(AgentService.use((s) => s.register(actor, input))).catch((defect) => ({
+        _tag: "Defect",
+        defect: String(defect).split("\n")[0],
+      }))
+      expect(error).toMatchObject({ _tag: "InvalidInput", field })
+      expect((await eventsOf(workspace.id)).map((e) => e.type)).toEqual(["workspace.created", "apikey.created"])
+    })
+  }
+})
