@@ -11,7 +11,7 @@ export interface BootstrapResult {
 
 /**
  * First start against an empty store (decision D4): workspace `default` and one
- * workspace key with every scope. Returns the key so that it is printed once;
+ * workspace key with every scope, `workspaces:admin` included: the operator's key. Returns the key so that it is printed once;
  * on every later start, returns undefined.
  */
 export const bootstrap = Effect.gen(function* () {
@@ -26,6 +26,7 @@ export const bootstrap = Effect.gen(function* () {
         null,
         { name: "default", environment: "live" },
         "bootstrap key",
+        { adminKey: true },
       )
       return { workspaceId: workspace.id, apiKey: apiKey.apiKey } satisfies BootstrapResult
     }),

@@ -104,7 +104,10 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     actor: Actor,
     key: string,
     fingerprint: unknown,
-    respond: (value: unknown) => { status: number; body: string },
+    respond: (value: unknown) => {
+      response: { status: number; body: string }
+      stored: { status: number; body: string }
+    },
     requestId: string,
   ): Promise<Result<IdempotentResponse>> => {
     const requestHash = createHash("sha256").update(canonicalize(fingerprint)).digest("hex")
@@ -134,8 +137,8 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
             return { status: prior.status_code, body: prior.response_body, replayed: true }
           }
           const value = yield* op.handler(input, actor)
-          const response = respond(value)
-          yield* sql`UPDATE idempotency_keys SET status_code = ${response.status}, response_body = ${response.body}
+          const { response, stored } = respond(value)
+          yield* sql`UPDATE idempotency_keys SET status_code = ${stored.status}, response_body = ${stored.body}
               WHERE workspace_id = ${actor.workspaceId} AND key = ${key}`
           return { ...response, replayed: false }
         }),

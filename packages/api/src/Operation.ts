@@ -28,6 +28,12 @@ export interface Operation<I = any, O = any> {
   readonly successStatus?: 200 | 201
   /** Error codes beyond the common ones, for the reference. */
   readonly errors?: ReadonlyArray<string>
+  /**
+   * For outputs that carry a secret shown once: the value an Idempotency-Key
+   * replay may store and send again, with the secret removed. Secrets are
+   * never written to the idempotency store.
+   */
+  readonly redactForReplay?: (output: any) => unknown
   readonly handler: (input: I, actor: Actor) => Effect.Effect<O, DomainError, DomainServices>
 }
 

@@ -48,9 +48,9 @@ const atTime = <A, E, Rq>(ms: number, effect: Effect.Effect<A, E, Rq>) =>
 const authenticate = (bearer: string) => Authenticator.use((a) => a.authenticate(bearer))
 
 let wsCounter = 0
-const newWorkspace = async (environment: "live" | "test" = "live", runtime: Runtime = rt) => {
+const newWorkspace = async (environment: "live" | "test" = "live", runtime: Runtime = rt, adminKey = false) => {
   const { workspace, apiKey } = await run(
-    WorkspaceService.use((s) => s.create(null, { name: `w${++wsCounter}`, environment })),
+    WorkspaceService.use((s) => s.create(null, { name: `w${++wsCounter}`, environment }, undefined, { adminKey })),
     runtime,
   )
   const actor = await run(authenticate(apiKey.apiKey), runtime)
@@ -141,7 +141,8 @@ describe("Authenticator", () => {
     expect(actor.credential).toEqual({ type: "api_key", id: apiKey.id })
     expect(actor.keyType).toBe("workspace")
     expect(actor.agentId).toBeUndefined()
-    expect([...actor.scopes].sort()).toEqual([...SCOPES].sort())
+    // a tenant's first key: every scope but workspaces:admin (which administers all tenants)
+    expect([...actor.scopes].sort()).toEqual(SCOPES.filter((s) => s !== "workspaces:admin").sort())
     // stored as a hash and a display prefix only; last use recorded
     const row = await keyRow(apiKey.id)
     expect(row.key_hash).toBe(hashKey(apiKey.apiKey))
@@ -275,7 +276,7 @@ describe("Authenticator", () => {
   })
 
   it("refuses the keys of a deleted workspace", async () => {
-    const admin = await newWorkspace()
+    const admin = await newWorkspace("live", rt, true)
     const doomed = await newWorkspace()
     const extra = await run(
       ApiKeyService.use((s) => s.create(doomed.actor, { name: "extra", type: "workspace", scopes: ["agents:read"] })),

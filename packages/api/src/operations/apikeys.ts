@@ -1,7 +1,7 @@
 import { ApiKey, ApiKeyService, ApiKeyWithSecret, CreateApiKey, PageOf, RotateApiKey } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField, pageFields } from "./common.ts"
+import { idField, pageFields, REDACTED_SECRET } from "./common.ts"
 
 const tag = "API keys"
 
@@ -19,6 +19,7 @@ export const apiKeyOperations = [
     errors: ["AGENT_NOT_FOUND"],
     input: CreateApiKey,
     output: ApiKeyWithSecret,
+    redactForReplay: (key: ApiKeyWithSecret) => ({ ...key, apiKey: REDACTED_SECRET }),
     handler: (input, actor) => ApiKeyService.use((s) => s.create(actor, input)),
   }),
   defineOperation({
@@ -76,6 +77,7 @@ export const apiKeyOperations = [
     errors: ["API_KEY_NOT_FOUND", "API_KEY_NOT_ROTATABLE"],
     input: Schema.Struct({ ...idField, ...RotateApiKey.fields }),
     output: ApiKeyWithSecret,
+    redactForReplay: (key: ApiKeyWithSecret) => ({ ...key, apiKey: REDACTED_SECRET }),
     handler: ({ id, overlapSeconds }, actor) => ApiKeyService.use((s) => s.rotate(actor, id, overlapSeconds)),
   }),
 ]

@@ -9,6 +9,8 @@ export const pageFields = {
 
 export const idField = { id: Schema.String.annotate({ description: "the record's id (path parameter)" }) }
 
-/** Drops undefined values so that `exactOptionalPropertyTypes`-style patches stay patches. */
-export const definedOnly = <T extends object>(o: T): T =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T
+/**
+ * What an Idempotency-Key replay returns in place of a secret: the value was
+ * shown once and is not kept. A client that lost it rotates the key.
+ */
+export const REDACTED_SECRET = "[redacted: shown once; rotate the key for a new value]"

@@ -8,7 +8,7 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField, pageFields } from "./common.ts"
+import { idField, pageFields, REDACTED_SECRET } from "./common.ts"
 
 const tag = "Workspaces"
 
@@ -26,6 +26,10 @@ export const workspaceOperations = [
     input: CreateWorkspace,
     output: Schema.Struct({ workspace: Workspace, apiKey: ApiKeyWithSecret }).annotate({
       identifier: "CreatedWorkspace",
+    }),
+    redactForReplay: (created: { workspace: Workspace; apiKey: ApiKeyWithSecret }) => ({
+      ...created,
+      apiKey: { ...created.apiKey, apiKey: REDACTED_SECRET },
     }),
     handler: (input, actor) => WorkspaceService.use((s) => s.create(actor, input)),
   }),

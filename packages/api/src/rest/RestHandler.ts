@@ -103,6 +103,11 @@ export const makeRestHandler = (options: RestOptions) => {
       )
     }
     const { op, params } = match
+    // A path id the store could not even hold names nothing: the resource's 404.
+    if (findUnstorable(params)) {
+      const code = op.errors?.find((e) => e.endsWith("_NOT_FOUND")) ?? "NOT_FOUND"
+      return sendError(res, new ApiError(404, code, `no such record: ${url.pathname}`), requestId)
+    }
 
     const auth = await executor.authenticate(req.headers.authorization)
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
@@ -155,11 +160,25 @@ export const makeRestHandler = (options: RestOptions) => {
           requestId,
         )
       }
+      const shadowed = Object.keys(params).find((name) => Object.hasOwn(parsed as object, name))
+      if (shadowed !== undefined) {
+        const issue = "is the path parameter, not a body field"
+        return sendError(
+          res,
+          new ApiError(422, "VALIDATION_ERROR", `${shadowed}: ${issue}`, { field: shadowed, issue }),
+          requestId,
+        )
+      }
       raw = { ...(parsed as Record<string, unknown>), ...params }
       fingerprint = { op: op.name, params, body: parsed }
     } else {
       const query = queryDecoders.get(op)!(url.searchParams)
       if (query instanceof ApiError) return sendError(res, query, requestId)
+      const unstorable = findUnstorable(query)
+      if (unstorable) {
+        const field = formatPath(unstorable.path)
+        return sendError(res, badRequest(`${field}: ${unstorable.issue}`, field, unstorable.issue), requestId)
+      }
       raw = { ...query, ...params }
     }
 
@@ -181,7 +200,10 @@ export const makeRestHandler = (options: RestOptions) => {
         actor,
         idempotencyKey,
         fingerprint,
-        (value) => encode(op, value),
+        (value) => ({
+          response: encode(op, value),
+          stored: encode(op, op.redactForReplay ? op.redactForReplay(value) : value),
+        }),
         requestId,
       )
       if (!result.ok) return sendError(res, result.error, requestId)

@@ -63,7 +63,14 @@ export class ApiKeyRepo extends Context.Service<
     readonly findByHash: (hash: string) => Effect.Effect<(StoredKey & { workspaceDeleted: boolean }) | undefined>
     readonly list: (
       workspaceId: string,
-      opts: { before?: string | undefined; limit: number; agentId?: string | undefined; status?: string | undefined },
+      opts: {
+        before?: string | undefined
+        limit: number
+        agentId?: string | undefined
+        status?: string | undefined
+        /** Keys past their expiry count as revoked from this instant. */
+        now: string
+      },
     ) => Effect.Effect<ReadonlyArray<StoredKey>>
     readonly revoke: (
       workspaceId: string,
@@ -109,10 +116,16 @@ export class ApiKeyRepo extends Context.Service<
             ),
             Effect.orDie,
           ),
-        list: (workspaceId, { before, limit, agentId, status }) =>
+        list: (workspaceId, { before, limit, agentId, status, now }) =>
           sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId}
               ${agentId ? sql`AND agent_id = ${agentId}` : sql``}
-              ${status ? sql`AND status = ${status}` : sql``}
+              ${
+                status === "active"
+                  ? sql`AND status = 'active' AND (expires_at IS NULL OR expires_at > ${now}::timestamptz)`
+                  : status === "revoked"
+                    ? sql`AND (status = 'revoked' OR expires_at <= ${now}::timestamptz)`
+                    : sql``
+              }
               ${before ? sql`AND id < ${before}` : sql``}
               ORDER BY id DESC LIMIT ${limit}`.pipe(
             Effect.map((rows) => rows.map(toKey)),

@@ -9,6 +9,7 @@ import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
 import type { ApiKey, ApiKeyWithSecret, CreateApiKey } from "./ApiKey.ts"
@@ -48,6 +49,7 @@ export class ApiKeyService extends Context.Service<
       actor: Actor,
       workspace: { id: string; environment: "live" | "test" },
       name: string,
+      options?: { readonly admin?: boolean },
     ) => Effect.Effect<ApiKeyWithSecret>
     readonly list: (actor: Actor, filter: KeyListFilter) => Effect.Effect<Page<ApiKey>, InvalidCursor>
     readonly get: (actor: Actor, id: string) => Effect.Effect<ApiKey, ApiKeyNotFound>
@@ -56,7 +58,7 @@ export class ApiKeyService extends Context.Service<
       actor: Actor,
       id: string,
       overlapSeconds?: number,
-    ) => Effect.Effect<ApiKeyWithSecret, ApiKeyNotFound | ApiKeyNotRotatable>
+    ) => Effect.Effect<ApiKeyWithSecret, ApiKeyNotFound | ApiKeyNotRotatable | PermissionDenied>
     /** Revokes every active key of an agent, in the caller's transaction. */
     readonly revokeForAgent: (actor: Actor, agentId: string, reason: RevokeReason) => Effect.Effect<number>
     /** Revokes the keys whose `expiresAt` has passed; returns how many. Run by the sweeper. */
@@ -143,9 +145,10 @@ export class ApiKeyService extends Context.Service<
         }
         let expiresAt: string | null = null
         if (input.expiresAt !== undefined) {
-          const at = Date.parse(input.expiresAt)
-          if (Number.isNaN(at))
+          if (!isTimestamp(input.expiresAt)) {
             return yield* new InvalidInput({ field: "expiresAt", message: "not an ISO 8601 timestamp" })
+          }
+          const at = Date.parse(input.expiresAt)
           if (at <= (yield* Clock.currentTimeMillis)) {
             return yield* new InvalidInput({ field: "expiresAt", message: "must be in the future" })
           }
@@ -170,16 +173,33 @@ export class ApiKeyService extends Context.Service<
         )
       })
 
-      const createInitial = (actor: Actor, workspace: { id: string; environment: "live" | "test" }, name: string) =>
+      // Every scope of the workspace; `workspaces:admin` (all tenants) only for the operator's bootstrap key.
+      const createInitial = (
+        actor: Actor,
+        workspace: { id: string; environment: "live" | "test" },
+        name: string,
+        options: { readonly admin?: boolean } = {},
+      ) =>
         insertKey(actor, {
           workspaceId: workspace.id,
           name,
           type: "workspace",
           agentId: null,
           environment: workspace.environment,
-          scopes: [...SCOPES],
+          scopes: SCOPES.filter((s) => options.admin === true || s !== "workspaces:admin"),
           expiresAt: null,
         })
+
+      // A key past its expiry is revoked (D4) from that instant, whether or not the sweep has recorded it yet.
+      const present = (k: StoredKey, now: number): StoredKey =>
+        k.status === "active" && k.expiresAt !== null && Date.parse(k.expiresAt) <= now
+          ? {
+              ...k,
+              status: "revoked",
+              revokedAt: k.expiresAt,
+              revokedReason: k.rotatedTo === null ? "expired" : "rotated",
+            }
+          : k
 
       const visible = (actor: Actor, k: StoredKey | undefined, id: string) =>
         k === undefined || (actor.agentId !== undefined && k.agentId !== actor.agentId)
@@ -195,12 +215,18 @@ export class ApiKeyService extends Context.Service<
           limit: limit + 1,
           agentId: actor.agentId ?? filter.agentId,
           status: filter.status,
+          now: new Date(yield* Clock.currentTimeMillis).toISOString(),
         })
-        return toPage(rows.map(publicKey), limit)
+        const now = yield* Clock.currentTimeMillis
+        return toPage(
+          rows.map((k) => publicKey(present(k, now))),
+          limit,
+        )
       })
 
       const get = Effect.fn("ApiKeyService.get")(function* (actor: Actor, id: string) {
-        return publicKey(yield* visible(actor, yield* repo.find(actor.workspaceId, id), id))
+        const key = yield* visible(actor, yield* repo.find(actor.workspaceId, id), id)
+        return publicKey(present(key, yield* Clock.currentTimeMillis))
       })
 
       const revoke = Effect.fn("ApiKeyService.revoke")(function* (actor: Actor, id: string) {
@@ -227,6 +253,13 @@ export class ApiKeyService extends Context.Service<
             const now = yield* Clock.currentTimeMillis
             if (old.status === "revoked" || (old.expiresAt !== null && Date.parse(old.expiresAt) <= now)) {
               return yield* new ApiKeyNotRotatable({ keyId: id, reason: "the key is revoked" })
+            }
+            const missing = old.scopes.find((s) => !actor.scopes.has(s as Scope))
+            if (missing !== undefined) {
+              return yield* new PermissionDenied({
+                message: `cannot rotate a key holding scope "${missing}" that this credential lacks`,
+                scope: missing,
+              })
             }
             if (old.rotatedTo !== null) {
               return yield* new ApiKeyNotRotatable({

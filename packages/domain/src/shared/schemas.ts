@@ -10,7 +10,35 @@ export const Labels = Schema.Array(Label).check(Schema.isMaxLength(50))
 export const Metadata = Schema.Record(Schema.String, Schema.Unknown).annotate({
   description: "free-form JSON object, at most 16 KiB encoded",
 })
-export const Timestamp = Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds", format: "date-time" })
+const ISO_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-](\d{2}):(\d{2}))$/
+
+/**
+ * A real calendar instant in ISO 8601 with a zone (`Z` or `±hh:mm`), years
+ * 1970..9999. `Date.parse` alone would roll 2030-02-30 over to March and
+ * accept years PostgreSQL cannot store.
+ */
+export const isTimestamp = (s: string): boolean => {
+  const m = ISO_TIMESTAMP.exec(s)
+  if (!m) return false
+  const [y, mo, d, h, mi, sec] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? "0"].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ]
+  if (y < 1970 || mo < 1 || mo > 12 || h > 23 || mi > 59 || sec > 59) return false
+  if (m[8] !== undefined && (Number(m[8]) > 23 || Number(m[9]) > 59)) return false
+  const day = new Date(Date.UTC(y, mo - 1, d))
+  return day.getUTCMonth() === mo - 1 && day.getUTCDate() === d && !Number.isNaN(Date.parse(s))
+}
+
+export const Timestamp = Schema.String.check(
+  Schema.makeFilter(
+    (s: string) => isTimestamp(s) || "expected an ISO 8601 timestamp with a zone, e.g. 2026-11-20T23:59:59.123Z",
+  ),
+).annotate({ description: "ISO 8601 UTC with milliseconds", format: "date-time" })
 export const Id = (prefix: string) => Schema.String.annotate({ description: `opaque id with prefix \`${prefix}_\`` })
 
 export const Limit = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 })).annotate({

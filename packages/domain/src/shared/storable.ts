@@ -14,6 +14,10 @@ export const findUnstorable = (
   path: Array<string | number> = [],
 ): { path: Array<string | number>; issue: string } | undefined => {
   if (path.length > MAX_DEPTH) return { path, issue: `nested deeper than ${MAX_DEPTH} levels` }
+  if (typeof value === "number") {
+    // JSON.parse turns 1e400 into Infinity, which JSON cannot carry back and JCS cannot hash.
+    return Number.isFinite(value) ? undefined : { path, issue: "number out of range" }
+  }
   if (typeof value === "string") {
     if (value.includes("\u0000") || !value.isWellFormed())
       return { path, issue: "contains a NUL character or an unpaired surrogate" }

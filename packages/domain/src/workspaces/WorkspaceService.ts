@@ -29,6 +29,7 @@ export class WorkspaceService extends Context.Service<
       actor: Actor | null,
       input: CreateWorkspace,
       keyName?: string,
+      options?: { readonly adminKey?: boolean },
     ) => Effect.Effect<{ workspace: Workspace; apiKey: ApiKeyWithSecret }, InvalidInput>
     readonly list: (actor: Actor, page: PageRequest) => Effect.Effect<Page<Workspace>, InvalidCursor>
     readonly get: (actor: Actor, id: string) => Effect.Effect<Workspace, WorkspaceNotFound>
@@ -63,6 +64,7 @@ export class WorkspaceService extends Context.Service<
         creator: Actor | null,
         input: CreateWorkspace,
         keyName: string = "initial key",
+        options: { readonly adminKey?: boolean } = {},
       ) {
         yield* requireStorable({ ...input, keyName })
         return yield* tx(
@@ -98,7 +100,7 @@ export class WorkspaceService extends Context.Service<
                 },
               },
             ])
-            const apiKey = yield* keys.createInitial(actor, workspace, keyName)
+            const apiKey = yield* keys.createInitial(actor, workspace, keyName, { admin: options.adminKey === true })
             return { workspace, apiKey }
           }),
         )
