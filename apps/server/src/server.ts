@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import {
@@ -142,6 +143,23 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestIdOf(req))
       else res.destroy()
     })
+  })
+  // Requests Node's parser refuses (oversized headers, a target that is no path) still get the envelope.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) return void socket.destroy()
+    const [status, code, message] =
+      err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "HEADERS_TOO_LARGE", "request headers too large"]
+        : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? [408, "REQUEST_TIMEOUT", "request not received in time"]
+          : [400, "BAD_REQUEST", "malformed HTTP request"]
+    const body = JSON.stringify({ ok: false, error: { code, message } })
+    const reason =
+      status === 431 ? "Request Header Fields Too Large" : status === 408 ? "Request Timeout" : "Bad Request"
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: req_${randomBytes(12).toString("base64url")}\r\nconnection: close\r\n\r\n${body}`,
+    )
   })
   server.requestTimeout = 30_000
   server.headersTimeout = 20_000

@@ -103,17 +103,17 @@ export const makeRestHandler = (options: RestOptions) => {
       )
     }
     const { op, params } = match
-    // A path id the store could not even hold names nothing: the resource's 404.
-    if (findUnstorable(params)) {
-      const code = op.errors?.find((e) => e.endsWith("_NOT_FOUND")) ?? "NOT_FOUND"
-      return sendError(res, new ApiError(404, code, `no such record: ${url.pathname}`), requestId)
-    }
 
     const auth = await executor.authenticate(req.headers.authorization)
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
     const actor = auth.value
     const denied = executor.authorize(op, actor)
     if (denied) return sendError(res, denied, requestId)
+    // A path id the store could not even hold names nothing: the resource's 404.
+    if (findUnstorable(params)) {
+      const code = op.errors?.find((e) => e.endsWith("_NOT_FOUND")) ?? "NOT_FOUND"
+      return sendError(res, new ApiError(404, code, `no such record: ${url.pathname}`), requestId)
+    }
 
     let raw: Record<string, unknown>
     let fingerprint: unknown

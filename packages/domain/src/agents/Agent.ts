@@ -12,7 +12,7 @@ export const Agent = Schema.Struct({
   metadata: Schema.Record(Schema.String, Schema.Unknown),
   status: AgentStatus,
   currentVersion: Schema.NullOr(Schema.String),
-  trustScore: Schema.Number.annotate({ description: "0..1000; new agents start at 400 (probation)" }),
+  trustScore: Schema.Int.annotate({ description: "0..1000; new agents start at 400 (probation)" }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
   deregisteredAt: Schema.NullOr(Timestamp),

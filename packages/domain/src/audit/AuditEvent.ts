@@ -20,7 +20,7 @@ export const AuditEvent = Schema.Struct({
   }),
   actor: Actor,
   data: Schema.Record(Schema.String, Schema.Unknown),
-  sequence: Schema.Number,
+  sequence: Schema.Int,
   prevHash: Schema.String,
   hash: Schema.String,
 }).annotate({ identifier: "Event" })

@@ -18,7 +18,7 @@ export const IngestEvents = Schema.Struct({
 
 export const IngestedEvent = Schema.Struct({
   id: Schema.String,
-  sequence: Schema.Number,
+  sequence: Schema.Int,
   hash: Schema.String,
   timestamp: Timestamp,
 }).annotate({ identifier: "IngestedEvent" })
@@ -45,8 +45,8 @@ export type EventQueryInput = typeof EventQueryInput.Type
 
 export const Verification = Schema.Struct({
   valid: Schema.Boolean,
-  checked: Schema.Number.annotate({ description: "events checked" }),
-  firstBadSequence: Schema.optionalKey(Schema.Number),
+  checked: Schema.Int.annotate({ description: "events checked" }),
+  firstBadSequence: Schema.optionalKey(Schema.Int),
   reason: Schema.optionalKey(Schema.String),
   verifiedAt: Timestamp,
 }).annotate({ identifier: "ChainVerification" })

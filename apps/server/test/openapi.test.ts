@@ -1,0 +1,294 @@
+/**
+ * The OpenAPI document the server serves (D1: GET /api/v1/openapi.json, public): a valid OpenAPI 3.1
+ * document by an independent validator, listing every operation of the catalog, rendered in the
+ * reference page, and true to the server: real responses validate against the documented schemas.
+ */
+import { operations } from "@agentgov/api"
+import { Validator } from "@seriousme/openapi-schema-validator"
+import Ajv2020Module from "ajv/dist/2020.js"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startTestServer, type TestServer } from "./helpers.ts"
+
+type Json = Record<string, any>
+
+let t: TestServer
+let doc: Json
+
+beforeAll(async () => {
+  t = await startTestServer()
+  const res = await t.call("GET", "/api/v1/openapi.json", { key: null })
+  expect(res.status).toBe(200)
+  doc = res.body
+})
+afterAll(async () => t?.close())
+
+/** `/agents/:id/versions` → `/api/v1/agents/{id}/versions` */
+const docPath = (path: string) => `/api/v1${path.replace(/:([A-Za-z]+)/g, "{$1}")}`
+const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
+
+describe("the OpenAPI document", () => {
+  it("is public JSON with X-Request-Id, the same under /v1", async () => {
+    const res = await t.call("GET", "/api/v1/openapi.json", { key: null })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/)
+    expect(res.headers.get("x-request-id")).toBeTruthy()
+    const short = await t.call("GET", "/v1/openapi.json", { key: null })
+    expect(short.status).toBe(200)
+    expect(short.body).toEqual(res.body)
+  })
+
+  it("is a valid OpenAPI 3.1 document (@seriousme/openapi-schema-validator)", async () => {
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/)
+    const validator = new Validator()
+    const result = await validator.validate(structuredClone(doc))
+    expect(result.errors, JSON.stringify(result.errors, null, 2)).toBeUndefined()
+    expect(result.valid).toBe(true)
+    expect(validator.version).toBe("3.1")
+  })
+
+  it("the validator is not a rubber stamp: it rejects a broken copy", async () => {
+    const broken = structuredClone(doc)
+    const [firstPath] = Object.keys(broken.paths)
+    const op = Object.values(broken.paths[firstPath!] as Json)[0] as Json
+    delete op.responses
+    op.parameters = [{ name: "x", in: "nowhere" }]
+    const result = await new Validator().validate(broken)
+    expect(result.valid).toBe(false)
+  })
+
+  it("lists every operation of the catalog at /api/v1 + its path, method and operationId", () => {
+    expect(operations.length).toBeGreaterThan(0)
+    for (const op of operations) {
+      const item = doc.paths[docPath(op.path)]
+      expect(item, `no path ${docPath(op.path)} for ${op.name}`).toBeDefined()
+      const documented = item[op.method.toLowerCase()]
+      expect(documented, `no ${op.method} ${docPath(op.path)} for ${op.name}`).toBeDefined()
+      expect(documented.operationId).toBe(op.name)
+      // Every path parameter is declared, in: path, required.
+      for (const [, name] of op.path.matchAll(/:([A-Za-z]+)/g)) {
+        const p = (documented.parameters ?? []).find((x: Json) => x.name === name && x.in === "path")
+        expect(p, `${op.name}: path parameter ${name}`).toMatchObject({ required: true })
+      }
+      // The documented success status is the one the operation answers with.
+      expect(Object.keys(documented.responses)).toContain(String(op.successStatus ?? 200))
+      // Credentialed operations say so.
+      expect(documented.security).toEqual([{ bearer: [] }])
+    }
+  })
+
+  it("gives every documented operation a unique operationId", () => {
+    const ids: Array<string> = []
+    for (const item of Object.values(doc.paths as Json)) {
+      for (const [method, op] of Object.entries(item as Json)) {
+        if (!METHODS.includes(method)) continue
+        expect(typeof op.operationId).toBe("string")
+        ids.push(op.operationId)
+      }
+    }
+    expect(ids.length).toBeGreaterThanOrEqual(operations.length)
+    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([])
+  })
+})
+
+describe("the reference page", () => {
+  it("is public HTML 200 mentioning every operation's path and id", async () => {
+    const res = await t.call("GET", "/api/v1/reference", { key: null })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/)
+    expect(res.headers.get("x-request-id")).toBeTruthy()
+    const html = String(res.body)
+    expect(html).toMatch(/^<!doctype html>/i)
+    for (const op of operations) {
+      expect(html, op.name).toContain(`<code>${docPath(op.path)}</code>`)
+      expect(html, op.name).toContain(`id="${op.name}"`)
+    }
+    // It links the machine-readable document.
+    expect(html).toContain('href="/api/v1/openapi.json"')
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// Conformance: real responses against the documented schemas
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/ // D3
+
+const makeAjv = () => {
+  const Ajv2020 = Ajv2020Module.default
+  const ajv = new Ajv2020({ strict: true, allErrors: true, strictTypes: false })
+  ajv.addFormat("date-time", TIMESTAMP)
+  return ajv
+}
+
+/** A documented schema with `#/components/schemas/X` refs resolved through `$defs`. */
+const withDefs = (schema: Json): Json => {
+  const rewrite = (v: unknown): any =>
+    Array.isArray(v)
+      ? v.map(rewrite)
+      : v && typeof v === "object"
+        ? Object.fromEntries(
+            Object.entries(v).map(([k, x]) => [
+              k,
+              k === "$ref" && typeof x === "string" ? x.replace("#/components/schemas/", "#/$defs/") : rewrite(x),
+            ]),
+          )
+        : v
+  return { ...rewrite(schema), $defs: rewrite(doc.components?.schemas ?? {}) }
+}
+
+const operationById = (operationId: string): { path: string; method: string; op: Json } => {
+  for (const [path, item] of Object.entries(doc.paths as Json)) {
+    for (const [method, op] of Object.entries(item as Json)) {
+      if ((op as Json).operationId === operationId) return { path, method, op: op as Json }
+    }
+  }
+  throw new Error(`operation ${operationId} is not documented`)
+}
+
+const validate = (schema: Json, value: unknown, what: string) => {
+  const ajv = makeAjv()
+  const check = ajv.compile(withDefs(schema))
+  const ok = check(value)
+  expect(ok, `${what}: ${ajv.errorsText(check.errors)}\n${JSON.stringify(value).slice(0, 600)}`).toBe(true)
+}
+
+/** Calls an operation the way its documentation says, and checks request and response against it. */
+const callDocumented = async (
+  operationId: string,
+  params: Record<string, string> = {},
+  body?: Json,
+  query = "",
+): Promise<{ status: number; body: any }> => {
+  const { path, method, op } = operationById(operationId)
+  const url = path.replace(/\{([A-Za-z]+)\}/g, (_, name) => encodeURIComponent(params[name]!)) + query
+  if (body !== undefined) {
+    const requestSchema = op.requestBody?.content?.["application/json"]?.schema
+    expect(requestSchema, `${operationId} documents no request body`).toBeDefined()
+    validate(requestSchema, body, `${operationId} request body`)
+  }
+  const res = await t.call(method.toUpperCase(), url, body === undefined ? {} : { body })
+  const documented = op.responses[String(res.status)]
+  expect(
+    documented,
+    `${operationId} answered ${res.status}, which it does not document: ${JSON.stringify(res.body)}`,
+  ).toBeDefined()
+  const schema = documented.content?.["application/json"]?.schema
+  expect(schema, `${operationId} ${res.status} has no JSON schema`).toBeDefined()
+  validate(schema, res.body, `${operationId} ${res.status} response`)
+  return res
+}
+
+describe("real responses match the documented schemas", () => {
+  it("the schema check is not a rubber stamp: a wrong body fails it", () => {
+    const { op } = operationById("agents.get")
+    const schema = withDefs(op.responses["200"].content["application/json"].schema)
+    const check = makeAjv().compile(schema)
+    expect(check({ ok: true, data: { id: "agt_x" } })).toBe(false)
+    expect(check({ ok: false, data: {} })).toBe(false)
+    const fmt = makeAjv().compile({ type: "string", format: "date-time" })
+    expect(fmt("2026-01-01T00:00:00Z")).toBe(false) // D3: milliseconds are required
+    expect(fmt("2026-01-01T00:00:00.000Z")).toBe(true)
+  })
+
+  it("agents, versions, workspaces and API keys: create, get, list, update, rotate, revoke, delete", async () => {
+    const created = await callDocumented(
+      "agents.create",
+      {},
+      {
+        name: "conformance-agent",
+        description: "checks the document",
+        labels: ["team:a", "x"],
+        metadata: { nested: { list: [1, 2.5, "three", null, true] } },
+      },
+    )
+    expect(created.status).toBe(201)
+    const agentId = created.body.data.id as string
+
+    expect((await callDocumented("agents.get", { id: agentId })).status).toBe(200)
+    const listed = await callDocumented("agents.list", {}, undefined, "?limit=1")
+    expect(listed.status).toBe(200)
+    expect(listed.body.data).toHaveLength(1)
+    expect((await callDocumented("agents.update", { id: agentId }, { description: null, labels: ["y"] })).status).toBe(
+      200,
+    )
+    expect(
+      (await callDocumented("agents.versions.create", { id: agentId }, { version: "1.0.0", metadata: { a: 1 } }))
+        .status,
+    ).toBe(201)
+    expect((await callDocumented("agents.versions.list", { id: agentId })).status).toBe(200)
+
+    expect((await callDocumented("workspaces.get", { id: t.workspaceId })).status).toBe(200)
+    expect((await callDocumented("workspaces.list")).status).toBe(200)
+    expect((await callDocumented("workspaces.update", { id: t.workspaceId }, { guardDefault: "allow" })).status).toBe(
+      200,
+    )
+    const ws = await callDocumented(
+      "workspaces.create",
+      {},
+      { name: "conformance-ws", environment: "test", plan: "pro" },
+    )
+    expect(ws.status).toBe(201)
+    expect((await callDocumented("workspaces.delete", { id: ws.body.data.workspace.id })).status).toBe(200)
+
+    const key = await callDocumented(
+      "apiKeys.create",
+      {},
+      { name: "conformance-key", type: "workspace", scopes: ["agents:read"] },
+    )
+    expect(key.status).toBe(201)
+    const agentKey = await callDocumented(
+      "apiKeys.create",
+      {},
+      {
+        name: "conformance-agent-key",
+        type: "agent",
+        agentId,
+        scopes: ["agents:read"],
+        expiresAt: "2099-01-01T00:00:00.000Z",
+      },
+    )
+    expect(agentKey.status).toBe(201)
+    expect((await callDocumented("apiKeys.list")).status).toBe(200)
+    expect((await callDocumented("apiKeys.get", { id: key.body.data.id })).status).toBe(200)
+    const rotated = await callDocumented("apiKeys.rotate", { id: key.body.data.id }, { overlapSeconds: 60 })
+    expect(rotated.status).toBe(201)
+    expect((await callDocumented("apiKeys.revoke", { id: rotated.body.data.id })).status).toBe(200)
+
+    expect((await callDocumented("agents.delete", { id: agentId })).status).toBe(200)
+    // The deregistered agent, with its timestamps filled in, still matches.
+    expect((await callDocumented("agents.get", { id: agentId })).status).toBe(200)
+  })
+
+  it("error responses are documented for their operation and match the error envelope", async () => {
+    expect((await callDocumented("agents.get", { id: "agt_missing" })).status).toBe(404)
+    expect((await callDocumented("apiKeys.get", { id: "key_missing" })).status).toBe(404)
+    expect((await callDocumented("workspaces.get", { id: "ws_missing" })).status).toBe(404)
+    expect((await callDocumented("agents.list", {}, undefined, "?limit=0")).status).toBe(400)
+    expect((await callDocumented("agents.versions.list", { id: "agt_missing" })).status).toBe(404)
+    const taken = await t.call("POST", "/api/v1/agents", { body: { name: "taken-name" } })
+    expect(taken.status).toBe(201)
+    expect((await callDocumented("agents.create", {}, { name: "taken-name" })).status).toBe(409)
+    // A body the request schema already refuses: the server says 422, documented.
+    const { op } = operationById("agents.create")
+    const res = await t.call("POST", "/api/v1/agents", { body: { name: 42 } })
+    expect(res.status).toBe(422)
+    expect(op.responses["422"]).toBeDefined()
+    validate(op.responses["422"].content["application/json"].schema, res.body, "agents.create 422")
+    const anonymous = await t.call("GET", "/api/v1/agents", { key: null })
+    expect(anonymous.status).toBe(401)
+    validate(operationById("agents.list").op.responses["401"].content["application/json"].schema, anonymous.body, "401")
+  })
+
+  it.runIf(operations.some((op) => op.name === "events.list"))("events: ingest, list, get, verify", async () => {
+    const ingested = await callDocumented(
+      "events.ingest",
+      {},
+      { events: [{ type: "conformance.checked", data: { n: 1 } }] },
+    )
+    expect(ingested.status).toBe(201)
+    const listed = await callDocumented("events.list", {}, undefined, "?limit=5")
+    expect(listed.status).toBe(200)
+    expect(listed.body.data.length).toBeGreaterThan(0)
+    expect((await callDocumented("events.get", { id: listed.body.data[0].id })).status).toBe(200)
+    expect((await callDocumented("events.verify", {}, {})).status).toBe(200)
+  })
+})
