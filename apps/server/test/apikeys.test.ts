@@ -2,7 +2,7 @@ import { createHash } from "node:crypto"
 import { AGENT_KEY_SCOPES, mintKey, SCOPES } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, startTestServer, type TestServer } from "./helpers.ts"
+import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
 let other: { id: string; key: string }
@@ -18,17 +18,7 @@ let agentKey: string
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const WS_LIVE = /^svc_ws_live_[0-9A-Za-z]{38,}$/
 const AG_LIVE = /^svc_ag_sk_live_[0-9A-Za-z]{38,}$/
-let counter = 0
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++counter}`
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex")
-
-const expectError = (res: ApiResponse, status: number, code: string, field?: string) => {
-  expect(res.status, JSON.stringify(res.body)).toBe(status)
-  expect(res.body.ok).toBe(false)
-  expect(res.body.error.code).toBe(code)
-  expect(typeof res.body.error.message).toBe("string")
-  if (field !== undefined) expect(res.body.error.details?.field).toBe(field)
-}
 
 const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
   t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>

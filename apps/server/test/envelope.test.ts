@@ -1,21 +1,10 @@
 import { request } from "node:http"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, startTestServer, type TestServer } from "./helpers.ts"
+import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
 let other: { id: string; key: string }
-
-let counter = 0
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++counter}`
-
-const expectError = (res: ApiResponse, status: number, code: string, field?: string) => {
-  expect(res.status, JSON.stringify(res.body)).toBe(status)
-  expect(res.body.ok).toBe(false)
-  expect(res.body.error.code).toBe(code)
-  expect(typeof res.body.error.message).toBe("string")
-  if (field !== undefined) expect(res.body.error.details?.field).toBe(field)
-}
 
 const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
   t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>

@@ -1,4 +1,5 @@
 import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { expect } from "vitest"
 import type { ServerConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
 import { type RunningServer, type StartOptions, startServer } from "../src/server.ts"
@@ -29,6 +30,19 @@ export interface TestServer {
   /** Creates a key in the bootstrap workspace (or with `as`) and returns its value. */
   readonly createKey: (spec: Record<string, unknown>, as?: string) => Promise<string>
   readonly close: () => Promise<void>
+}
+
+let counter = 0
+/** A name no other test of this run uses. */
+export const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++counter}`
+
+/** Asserts the error envelope: status, code, a message, and the field when given. */
+export const expectError = (res: ApiResponse, status: number, code: string, field?: string) => {
+  expect(res.status, JSON.stringify(res.body)).toBe(status)
+  expect(res.body.ok).toBe(false)
+  expect(res.body.error.code).toBe(code)
+  expect(typeof res.body.error.message).toBe("string")
+  if (field !== undefined) expect(res.body.error.details?.field).toBe(field)
 }
 
 export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig => ({

@@ -1,16 +1,13 @@
 import { SCOPES } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, startTestServer, type TestServer } from "./helpers.ts"
+import { type ApiResponse, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
 let other: { id: string; key: string }
 let agentId: string
 let agentKey: string
 let revokedKey: string
-
-let counter = 0
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++counter}`
 
 const query = (op: string, input?: unknown, key?: string | null) =>
   t.call("GET", `/trpc/${op}${input === undefined ? "" : `?input=${encodeURIComponent(JSON.stringify(input))}`}`, {

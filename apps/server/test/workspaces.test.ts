@@ -1,7 +1,7 @@
 import { mintKey, SCOPES } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, startTestServer, type TestServer } from "./helpers.ts"
+import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
 /** A second workspace and its all-scope key. */
@@ -15,16 +15,6 @@ let expiringAt: number
 let agentKey: string
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-let counter = 0
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++counter}`
-
-const expectError = (res: ApiResponse, status: number, code: string, field?: string) => {
-  expect(res.status, JSON.stringify(res.body)).toBe(status)
-  expect(res.body.ok).toBe(false)
-  expect(res.body.error.code).toBe(code)
-  expect(typeof res.body.error.message).toBe("string")
-  if (field !== undefined) expect(res.body.error.details?.field).toBe(field)
-}
 
 const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
   t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import { type Actor, Authenticator, canonicalize, type DomainServices } from "@agentgov/domain"
+import { type Actor, Authenticator, canonicalize, type DomainServices, type Scope } from "@agentgov/domain"
 import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { ApiError, type DomainError, formatPath, internalError, toApiError } from "./ApiError.ts"
@@ -63,13 +63,15 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     return settle(exit, { stage: "authenticate" })
   }
 
-  const authorize = (op: Operation, actor: Actor): ApiError | undefined =>
-    actor.scopes.has(op.scope)
+  const requireScope = (actor: Actor, scope: Scope): ApiError | undefined =>
+    actor.scopes.has(scope)
       ? undefined
-      : new ApiError(403, "FORBIDDEN", `this credential lacks the scope ${op.scope}`, {
+      : new ApiError(403, "FORBIDDEN", `this credential lacks the scope ${scope}`, {
           field: "scope",
-          issue: `requires ${op.scope}`,
+          issue: `requires ${scope}`,
         })
+
+  const authorize = (op: Operation, actor: Actor): ApiError | undefined => requireScope(actor, op.scope)
 
   /** Decodes raw input; `status` is 422 for bodies and 400 for query strings (decision D2). */
   const decode = (op: Operation, raw: unknown, status: 400 | 422): Result<unknown> => {
@@ -155,7 +157,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     )
   }
 
-  return { authenticate, authorize, decode, run, runIdempotent }
+  return { authenticate, authorize, requireScope, decode, run, runIdempotent }
 }
 
 export type Executor = ReturnType<typeof makeExecutor>

@@ -30,16 +30,8 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     const auth = await executor.authenticate(req.headers.authorization)
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
     const actor = auth.value
-    if (!actor.scopes.has("events:read")) {
-      return sendError(
-        res,
-        new ApiError(403, "FORBIDDEN", "this credential lacks the scope events:read", {
-          field: "scope",
-          issue: "requires events:read",
-        }),
-        requestId,
-      )
-    }
+    const denied = executor.requireScope(actor, "events:read")
+    if (denied) return sendError(res, denied, requestId)
     for (const name of url.searchParams.keys()) {
       if (!["types", "agentId", "lastEventId"].includes(name)) {
         return sendError(
