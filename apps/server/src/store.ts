@@ -1,6 +1,6 @@
 import { join } from "node:path"
 import { type Database, migrate, PgliteClient, PostgresClient } from "@agentgov/db"
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { ServerConfig } from "./config.ts"
 

@@ -7,11 +7,12 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
+import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
 import {
   type Agent,
   type AgentVersion,
@@ -86,8 +87,7 @@ export class AgentService extends Context.Service<
       const repo = yield* AgentRepo
       const keys = yield* ApiKeyService
       const audit = yield* AuditLog
-      const tx = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+      const tx = transactional(sql)
 
       const ownAgentOnly = (actor: Actor, id: string) =>
         actor.agentId !== undefined && actor.agentId !== id
@@ -140,9 +140,7 @@ export class AgentService extends Context.Service<
       })
 
       const list = Effect.fn("AgentService.list")(function* (actor: Actor, filter: AgentListFilter) {
-        const limit = filter.limit ?? DEFAULT_LIMIT
-        const before = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
-        if (typeof before === "object") return yield* before
+        const { limit, before } = yield* pageWindow(filter)
         const rows = yield* repo.list(actor.workspaceId, {
           status: filter.status,
           label: filter.label,
@@ -253,9 +251,7 @@ export class AgentService extends Context.Service<
         page: PageRequest,
       ) {
         yield* load(actor, agentId)
-        const limit = page.limit ?? DEFAULT_LIMIT
-        const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
-        if (typeof before === "object") return yield* before
+        const { limit, before } = yield* pageWindow(page)
         return toPage(yield* repo.listVersions(actor.workspaceId, agentId, { before, limit: limit + 1 }), limit)
       })
 

@@ -7,11 +7,12 @@ import { type Actor, systemActor } from "../auth/Actor.ts"
 import { AGENT_KEY_SCOPES, canonicalScope, SCOPES, type Scope } from "../auth/scopes.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
+import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
 import type { ApiKey, ApiKeyWithSecret, CreateApiKey } from "./ApiKey.ts"
 import { ApiKeyNotFound, ApiKeyNotRotatable } from "./ApiKeyErrors.ts"
 import { ApiKeyRepo, publicKey, type RevokeReason, type StoredKey } from "./ApiKeyRepo.ts"
@@ -72,8 +73,7 @@ export class ApiKeyService extends Context.Service<
       const repo = yield* ApiKeyRepo
       const agents = yield* AgentRepo
       const audit = yield* AuditLog
-      const tx = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+      const tx = transactional(sql)
 
       const insertKey = Effect.fn("ApiKeyService.insertKey")(function* (
         actor: Actor,
@@ -207,9 +207,7 @@ export class ApiKeyService extends Context.Service<
           : Effect.succeed(k)
 
       const list = Effect.fn("ApiKeyService.list")(function* (actor: Actor, filter: KeyListFilter) {
-        const limit = filter.limit ?? DEFAULT_LIMIT
-        const before = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
-        if (typeof before === "object") return yield* before
+        const { limit, before } = yield* pageWindow(filter)
         const rows = yield* repo.list(actor.workspaceId, {
           before,
           limit: limit + 1,

@@ -4,9 +4,11 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { DEFAULT_LIMIT, type Page } from "../shared/pagination.ts"
+import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import { InvalidCursor } from "../shared/paginationErrors.ts"
+import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
+import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 import { AuditLog } from "./AuditLog.ts"
 import { chainHash, GENESIS_HASH } from "./chainHash.ts"
@@ -17,8 +19,9 @@ import { INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
 
 const VERIFY_BATCH = 5_000
 
-const encodeCursor = (sequence: number) => Buffer.from(`e1:${sequence}`).toString("base64url")
-const decodeCursor = (cursor: string): number | InvalidCursor => {
+// Events page by sequence, the chain's own order, not by id.
+const encodeSequenceCursor = (sequence: number) => Buffer.from(`e1:${sequence}`).toString("base64url")
+const decodeSequenceCursor = (cursor: string): number | InvalidCursor => {
   const m = /^e1:(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"))
   return m ? Number(m[1]) : new InvalidCursor({})
 }
@@ -53,6 +56,7 @@ export class EventService extends Context.Service<
       const repo = yield* EventRepo
       const audit = yield* AuditLog
       const agents = yield* AgentRepo
+      const inTransaction = transactional(sql)
 
       const ingest = Effect.fn("EventService.ingest")(function* (actor: Actor, events: ReadonlyArray<IngestEvent>) {
         yield* requireStorable(events, ["events"])
@@ -84,44 +88,39 @@ export class EventService extends Context.Service<
           }
           let occurredAt: string | undefined
           if (e.occurredAt !== undefined) {
-            const t = Date.parse(e.occurredAt)
-            if (Number.isNaN(t))
+            if (!isTimestamp(e.occurredAt))
               return yield* new InvalidInput({ field: `events[${i}].occurredAt`, message: "not an ISO 8601 timestamp" })
-            occurredAt = new Date(t).toISOString()
+            occurredAt = new Date(e.occurredAt).toISOString()
           }
           const agentId = e.agentId ?? actor.agentId
           if (agentId !== undefined) agentIds.add(agentId)
           prepared.push({ type: e.type, agentId, data: e.data, occurredAt })
         }
-        return yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              for (const id of agentIds) {
-                const agent = yield* agents.find(actor.workspaceId, id)
-                if (!agent) {
-                  const i = prepared.findIndex((p) => p.agentId === id)
-                  return yield* new InvalidInput({
-                    field: `events[${i}].agentId`,
-                    message: `no agent ${id} in this workspace`,
-                  })
-                }
+        return yield* inTransaction(
+          Effect.gen(function* () {
+            for (const id of agentIds) {
+              const agent = yield* agents.find(actor.workspaceId, id)
+              if (!agent) {
+                const i = prepared.findIndex((p) => p.agentId === id)
+                return yield* new InvalidInput({
+                  field: `events[${i}].agentId`,
+                  message: `no agent ${id} in this workspace`,
+                })
               }
-              const stored = yield* audit.append(actor, prepared)
-              return {
-                events: stored.map((e) => ({ id: e.id, sequence: e.sequence, hash: e.hash, timestamp: e.timestamp })),
-              }
-            }),
-          )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
+            }
+            const stored = yield* audit.append(actor, prepared)
+            return {
+              events: stored.map((e) => ({ id: e.id, sequence: e.sequence, hash: e.hash, timestamp: e.timestamp })),
+            }
+          }),
+        )
       })
 
       const list = Effect.fn("EventService.list")(function* (actor: Actor, q: EventQueryInput) {
         if (actor.agentId !== undefined && q.agentId !== undefined && q.agentId !== actor.agentId) {
           return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
         }
-        const limit = q.limit ?? DEFAULT_LIMIT
-        const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
-        if (typeof before === "object") return yield* before
+        const { limit, before } = yield* pageWindow(q, decodeSequenceCursor)
         const rows = yield* repo.list(actor.workspaceId, {
           types: q.type,
           agentId: actor.agentId ?? q.agentId,
@@ -132,9 +131,7 @@ export class EventService extends Context.Service<
           beforeSequence: before,
           limit: limit + 1,
         })
-        const hasMore = rows.length > limit
-        const data = hasMore ? rows.slice(0, limit) : rows
-        return { data, meta: { cursor: hasMore ? encodeCursor(data.at(-1)!.sequence) : null, hasMore } }
+        return toPage(rows, limit, (last) => encodeSequenceCursor(last.sequence))
       })
 
       const get = Effect.fn("EventService.get")(function* (actor: Actor, id: string) {

@@ -1,3 +1,4 @@
+import { Effect } from "effect"
 import { InvalidCursor } from "./paginationErrors.ts"
 
 /** A page of a list, newest first; `meta.cursor` continues after the last item. */
@@ -27,9 +28,27 @@ export const decodeCursor = (cursor: string): string | InvalidCursor => {
   return raw.slice(3)
 }
 
-/** Builds a page from rows fetched with `limit + 1`. */
-export const toPage = <A extends { readonly id: string }>(rows: ReadonlyArray<A>, limit: number): Page<A> => {
+/**
+ * The window a list request asks for: its limit (default 25) and the decoded
+ * keyset position, or InvalidCursor. Lists fetch `limit + 1` rows after it.
+ */
+export const pageWindow = <C = string>(
+  page: PageRequest,
+  decode: (cursor: string) => C | InvalidCursor = decodeCursor as (cursor: string) => C | InvalidCursor,
+): Effect.Effect<{ readonly limit: number; readonly before: C | undefined }, InvalidCursor> => {
+  const before = page.cursor === undefined ? undefined : decode(page.cursor)
+  return before instanceof InvalidCursor
+    ? Effect.fail(before)
+    : Effect.succeed({ limit: page.limit ?? DEFAULT_LIMIT, before })
+}
+
+/** Builds a page from rows fetched with `limit + 1`; the cursor is the last row's id unless `cursorOf` says otherwise. */
+export const toPage = <A extends { readonly id: string }>(
+  rows: ReadonlyArray<A>,
+  limit: number,
+  cursorOf: (last: A) => string = (last) => encodeCursor(last.id),
+): Page<A> => {
   const hasMore = rows.length > limit
   const data = hasMore ? rows.slice(0, limit) : rows
-  return { data, meta: { cursor: hasMore ? encodeCursor(data[data.length - 1]!.id) : null, hasMore } }
+  return { data, meta: { cursor: hasMore ? cursorOf(data[data.length - 1]!) : null, hasMore } }
 }

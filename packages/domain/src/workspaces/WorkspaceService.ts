@@ -7,10 +7,11 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { type InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { DEFAULT_LIMIT, decodeCursor, type Page, type PageRequest, toPage } from "../shared/pagination.ts"
+import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
 import type { CreateWorkspace, UpdateWorkspace, Workspace } from "./Workspace.ts"
 import { WorkspaceNotFound } from "./WorkspaceErrors.ts"
 import { WorkspaceRepo } from "./WorkspaceRepo.ts"
@@ -50,8 +51,7 @@ export class WorkspaceService extends Context.Service<
       const keys = yield* ApiKeyService
       const keyRepo = yield* ApiKeyRepo
       const audit = yield* AuditLog
-      const tx = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+      const tx = transactional(sql)
 
       const visible = (actor: Actor, id: string) =>
         Effect.flatMap(repo.find(id), (w) =>
@@ -107,9 +107,7 @@ export class WorkspaceService extends Context.Service<
       })
 
       const list = Effect.fn("WorkspaceService.list")(function* (actor: Actor, page: PageRequest) {
-        const limit = page.limit ?? DEFAULT_LIMIT
-        const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
-        if (typeof before === "object") return yield* before
+        const { limit, before } = yield* pageWindow(page)
         const rows = yield* repo.list({
           ids: isAdmin(actor) ? undefined : [actor.workspaceId],
           before,
