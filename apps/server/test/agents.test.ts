@@ -1,14 +1,22 @@
 import { mintKey, SCOPES } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
+import {
+  type ApiResponse,
+  type CredentialFixtures,
+  credentialFixtures,
+  expectError,
+  startTestServer,
+  type TestServer,
+  tamper,
+  unique,
+} from "./helpers.ts"
 
 let t: TestServer
+let creds: CredentialFixtures
 /** A second workspace, created through the API, with its all-scope key. */
 let other: { id: string; key: string }
 let revokedKey: string
-let expiringKey: string
-let expiringAt: number
 /** Agents of the bootstrap workspace used by the security cases. */
 let target: string
 let bound: string
@@ -33,34 +41,9 @@ const register = async (spec: Record<string, unknown> = {}, key?: string) => {
   return res.body.data
 }
 
-const keysWithout = new Map<string, string>()
-/** A workspace key holding every scope except `scope`. */
-const keyWithout = async (scope: string) => {
-  let key = keysWithout.get(scope)
-  if (!key) {
-    key = await t.createKey({ type: "workspace", scopes: SCOPES.filter((s) => s !== scope) })
-    keysWithout.set(scope, key)
-  }
-  return key
-}
-
-/** Changes the checksum's last character: still well-formed, but the checksum no longer holds. */
-const tamper = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
-
-const expiredKey = async () => {
-  const wait = expiringAt + 50 - Date.now()
-  if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-  return expiringKey
-}
-
 beforeAll(async () => {
   t = await startTestServer()
-  expiringAt = Date.now() + 1500
-  expiringKey = await t.createKey({
-    type: "workspace",
-    scopes: [...SCOPES],
-    expiresAt: new Date(expiringAt).toISOString(),
-  })
+  creds = await credentialFixtures(t)
   const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: "agents-other" } })
   expect(ws.status).toBe(201)
   other = { id: ws.body.data.workspace.id, key: ws.body.data.apiKey.apiKey }
@@ -645,10 +628,10 @@ describe.each(endpoints.map((e) => [`${e.method} ${e.path(":id").replace("/api/v
       await refused(revokedKey, 401, "UNAUTHORIZED")
     })
     it("refuses an expired key with 401", async () => {
-      await refused(await expiredKey(), 401, "UNAUTHORIZED")
+      await refused(await creds.expiredKey(), 401, "UNAUTHORIZED")
     })
     it(`refuses a key without ${ep.scope} with 403 naming the scope`, async () => {
-      const res = await refused(await keyWithout(ep.scope), 403, "FORBIDDEN")
+      const res = await refused(await creds.keyWithout(ep.scope), 403, "FORBIDDEN")
       expect(res.body.error.details).toEqual({ field: "scope", issue: `requires ${ep.scope}` })
       expect(res.body.error.message).toContain(ep.scope)
     })

@@ -2,13 +2,21 @@ import { createHash } from "node:crypto"
 import { AGENT_KEY_SCOPES, mintKey, SCOPES } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
+import {
+  type ApiResponse,
+  type CredentialFixtures,
+  credentialFixtures,
+  expectError,
+  startTestServer,
+  type TestServer,
+  tamper,
+  unique,
+} from "./helpers.ts"
 
 let t: TestServer
+let creds: CredentialFixtures
 let other: { id: string; key: string }
 let revokedKey: string
-let expiringKey: string
-let expiringAt: number
 /** A key of the bootstrap workspace the security cases aim at; it must stay untouched. */
 let targetKeyId: string
 /** An agent and an agent key bound to it. */
@@ -39,34 +47,13 @@ const registerAgent = async (key?: string) => {
   return res.body.data.id as string
 }
 
-const keysWithout = new Map<string, string>()
-const keyWithout = async (scope: string) => {
-  let key = keysWithout.get(scope)
-  if (!key) {
-    key = await t.createKey({ type: "workspace", scopes: SCOPES.filter((s) => s !== scope) })
-    keysWithout.set(scope, key)
-  }
-  return key
-}
-const tamper = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
-const expiredKey = async () => {
-  const wait = expiringAt + 50 - Date.now()
-  if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-  return expiringKey
-}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** Whether `key` authenticates (a cheap read that every key here may make). */
 const works = async (key: string) => (await t.call("GET", "/api/v1/agents?limit=1", { key })).status === 200
 
 beforeAll(async () => {
   t = await startTestServer()
-  expiringAt = Date.now() + 1500
-  const expiring = await createKey({
-    type: "workspace",
-    scopes: [...SCOPES],
-    expiresAt: new Date(expiringAt).toISOString(),
-  })
-  expiringKey = expiring.apiKey
+  creds = await credentialFixtures(t)
   const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: "apikeys-other" } })
   other = { id: ws.body.data.workspace.id, key: ws.body.data.apiKey.apiKey }
   const revoked = await createKey({ type: "workspace", scopes: [...SCOPES] })
@@ -643,10 +630,10 @@ describe.each(endpoints.map((e) => [`${e.method} ${e.path(":id").replace("/api/v
       await refused(revokedKey, 401, "UNAUTHORIZED")
     })
     it("refuses an expired key with 401", async () => {
-      await refused(await expiredKey(), 401, "UNAUTHORIZED")
+      await refused(await creds.expiredKey(), 401, "UNAUTHORIZED")
     })
     it(`refuses a key without ${ep.scope} with 403 naming the scope`, async () => {
-      const res = await refused(await keyWithout(ep.scope), 403, "FORBIDDEN")
+      const res = await refused(await creds.keyWithout(ep.scope), 403, "FORBIDDEN")
       expect(res.body.error.details).toEqual({ field: "scope", issue: `requires ${ep.scope}` })
     })
     it("refuses an agent key with 403", async () => {

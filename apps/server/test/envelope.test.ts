@@ -1,7 +1,7 @@
 import { request } from "node:http"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
+import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
 let other: { id: string; key: string }

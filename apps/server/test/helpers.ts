@@ -1,3 +1,4 @@
+import { SCOPES } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { expect } from "vitest"
 import type { ServerConfig } from "../src/config.ts"
@@ -43,6 +44,42 @@ export const expectError = (res: ApiResponse, status: number, code: string, fiel
   expect(res.body.error.code).toBe(code)
   expect(typeof res.body.error.message).toBe("string")
   if (field !== undefined) expect(res.body.error.details?.field).toBe(field)
+}
+
+/** Changes a key's last checksum character: still well-formed, but the checksum no longer holds. */
+export const tamper = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
+
+export interface CredentialFixtures {
+  /** A workspace key holding every scope except `scope` (made once per scope). */
+  readonly keyWithout: (scope: string) => Promise<string>
+  /** An all-scope key whose expiresAt has passed (waits for it the first time). */
+  readonly expiredKey: () => Promise<string>
+}
+
+/** The credentials every suite's security cases need, in the bootstrap workspace. */
+export const credentialFixtures = async (t: TestServer): Promise<CredentialFixtures> => {
+  const keysWithout = new Map<string, string>()
+  const expiringAt = Date.now() + 1500
+  const expiringKey = await t.createKey({
+    type: "workspace",
+    scopes: [...SCOPES],
+    expiresAt: new Date(expiringAt).toISOString(),
+  })
+  return {
+    keyWithout: async (scope) => {
+      let key = keysWithout.get(scope)
+      if (!key) {
+        key = await t.createKey({ type: "workspace", scopes: SCOPES.filter((s) => s !== scope) })
+        keysWithout.set(scope, key)
+      }
+      return key
+    },
+    expiredKey: async () => {
+      const wait = expiringAt + 50 - Date.now()
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+      return expiringKey
+    },
+  }
 }
 
 export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig => ({

@@ -1,17 +1,25 @@
 import { mintKey, SCOPES } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
+import {
+  type ApiResponse,
+  type CredentialFixtures,
+  credentialFixtures,
+  expectError,
+  startTestServer,
+  type TestServer,
+  tamper,
+  unique,
+} from "./helpers.ts"
 
 let t: TestServer
+let creds: CredentialFixtures
 /** A second workspace and its all-scope key. */
 let other: { id: string; key: string }
 /** Keys without workspaces:admin: one in the bootstrap workspace, one in `other`. */
 let member: string
 let otherMember: string
 let revokedKey: string
-let expiringKey: string
-let expiringAt: number
 let agentKey: string
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -36,30 +44,9 @@ const createWorkspace = async (spec: Record<string, unknown> = {}) => {
   }
 }
 
-const keysWithout = new Map<string, string>()
-const keyWithout = async (scope: string) => {
-  let key = keysWithout.get(scope)
-  if (!key) {
-    key = await t.createKey({ type: "workspace", scopes: SCOPES.filter((s) => s !== scope) })
-    keysWithout.set(scope, key)
-  }
-  return key
-}
-const tamper = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
-const expiredKey = async () => {
-  const wait = expiringAt + 50 - Date.now()
-  if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-  return expiringKey
-}
-
 beforeAll(async () => {
   t = await startTestServer()
-  expiringAt = Date.now() + 1500
-  expiringKey = await t.createKey({
-    type: "workspace",
-    scopes: [...SCOPES],
-    expiresAt: new Date(expiringAt).toISOString(),
-  })
+  creds = await credentialFixtures(t)
   const created = await createWorkspace({ name: "workspaces-other" })
   other = { id: created.workspace.id, key: created.key }
   member = await t.createKey({ type: "workspace", scopes: ["workspaces:read", "workspaces:write"] })
@@ -436,10 +423,10 @@ describe.each(endpoints.map((e) => [`${e.method} ${e.path(":id").replace("/api/v
       await refused(revokedKey, 401, "UNAUTHORIZED")
     })
     it("refuses an expired key with 401", async () => {
-      await refused(await expiredKey(), 401, "UNAUTHORIZED")
+      await refused(await creds.expiredKey(), 401, "UNAUTHORIZED")
     })
     it(`refuses a key without ${ep.scope} with 403 naming the scope`, async () => {
-      const res = await refused(await keyWithout(ep.scope), 403, "FORBIDDEN")
+      const res = await refused(await creds.keyWithout(ep.scope), 403, "FORBIDDEN")
       expect(res.body.error.details).toEqual({ field: "scope", issue: `requires ${ep.scope}` })
     })
     it("refuses an agent key with 403", async () => {
