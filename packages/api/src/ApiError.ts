@@ -6,6 +6,7 @@ import type {
   ApiKeyNotFound,
   ApiKeyNotRotatable,
   EventNotFound,
+  IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
   PermissionDenied,
@@ -49,6 +50,7 @@ export type DomainError =
   | ApiKeyNotFound
   | ApiKeyNotRotatable
   | EventNotFound
+  | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
   | PermissionDenied
@@ -75,6 +77,11 @@ const mapping: Mapping = {
   ApiKeyNotRotatable: (e) =>
     new ApiError(409, "API_KEY_NOT_ROTATABLE", `API key ${e.keyId} cannot be rotated: ${e.reason}`),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
+  IdempotencyKeyReused: () =>
+    new ApiError(409, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request", {
+      field: "Idempotency-Key",
+      issue: "reused with a different request",
+    }),
   WorkspaceNotFound: (e) => new ApiError(404, "WORKSPACE_NOT_FOUND", `workspace ${e.workspaceId} not found`),
   InvalidCursor: () =>
     new ApiError(400, "BAD_REQUEST", "cursor is not valid", { field: "cursor", issue: "not a cursor of this list" }),

@@ -1,5 +1,14 @@
 import { createHash } from "node:crypto"
-import { type Actor, Authenticator, canonicalize, type DomainServices, type Scope } from "@agentgov/domain"
+import {
+  type Actor,
+  Authenticator,
+  canonicalize,
+  type DomainServices,
+  Idempotency,
+  type IdempotencyRequest,
+  Replayed,
+  type Scope,
+} from "@agentgov/domain"
 import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { ApiError, type DomainError, formatPath, internalError, toApiError } from "./ApiError.ts"
@@ -18,8 +27,6 @@ export interface IdempotentResponse {
   readonly body: string
   readonly replayed: boolean
 }
-
-const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000
 
 /**
  * Runs operations for every transport: authenticates, checks scope, decodes
@@ -91,7 +98,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
   }
 
   const run = async (op: Operation, input: unknown, actor: Actor, requestId: string): Promise<Result<unknown>> =>
-    settle(await runtime.runPromiseExit(op.handler(input, actor)), { op: op.name, requestId })
+    settle(await runtime.runPromiseExit(op.handler(input, actor, {})), { op: op.name, requestId })
 
   /**
    * Runs a POST under an Idempotency-Key (Stripe semantics): the stored response
@@ -113,39 +120,33 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     requestId: string,
   ): Promise<Result<IdempotentResponse>> => {
     const requestHash = createHash("sha256").update(canonicalize(fingerprint)).digest("hex")
-    const program = Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      return yield* sql.withTransaction(
-        Effect.gen(function* () {
-          const now = new Date()
-          yield* sql`DELETE FROM idempotency_keys WHERE workspace_id = ${actor.workspaceId} AND key = ${key}
-              AND created_at < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`
-          const claimed = yield* sql`INSERT INTO idempotency_keys
-              (workspace_id, key, operation, request_hash, status_code, response_body, created_at)
-              VALUES (${actor.workspaceId}, ${key}, ${op.name}, ${requestHash}, 0, '', ${now.toISOString()}::timestamptz)
-              ON CONFLICT (workspace_id, key) DO NOTHING RETURNING key`
-          if (claimed.length === 0) {
-            const [prior] = yield* sql<{ request_hash: string; status_code: number; response_body: string }>`
-              SELECT request_hash, status_code, response_body FROM idempotency_keys
-              WHERE workspace_id = ${actor.workspaceId} AND key = ${key}`
-            if (!prior || prior.request_hash !== requestHash) {
-              return yield* Effect.fail(
-                new ApiError(409, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request", {
-                  field: "Idempotency-Key",
-                  issue: "reused with a different request",
-                }),
-              )
-            }
-            return { status: prior.status_code, body: prior.response_body, replayed: true }
-          }
-          const value = yield* op.handler(input, actor)
-          const { response, stored } = respond(value)
-          yield* sql`UPDATE idempotency_keys SET status_code = ${stored.status}, response_body = ${stored.body}
-              WHERE workspace_id = ${actor.workspaceId} AND key = ${key}`
-          return { ...response, replayed: false }
-        }),
-      )
-    }).pipe(Effect.catchTag("SqlError", Effect.die))
+    const idempotency: IdempotencyRequest = {
+      key,
+      operation: op.name,
+      requestHash,
+      render: (value) => respond(value).stored,
+    }
+    const answer = (value: unknown): IdempotentResponse =>
+      value instanceof Replayed
+        ? { status: value.status, body: value.body, replayed: true }
+        : { ...respond(value).response, replayed: false }
+    const program = op.ownsIdempotency
+      ? op.handler(input, actor, { idempotency }).pipe(Effect.map(answer))
+      : Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const store = yield* Idempotency
+          return yield* sql.withTransaction(
+            Effect.gen(function* () {
+              const claim = yield* store.claim(actor.workspaceId, idempotency)
+              if (!claim.claimed) return answer(claim.replay)
+              const value = yield* op.handler(input, actor, {})
+              if (value instanceof Replayed) return answer(value)
+              const { response, stored } = respond(value)
+              yield* store.complete(actor.workspaceId, [{ key, ...stored }])
+              return { ...response, replayed: false }
+            }),
+          )
+        }).pipe(Effect.catchTag("SqlError", Effect.die))
     return settle(
       await runtime.runPromiseExit(
         program as Effect.Effect<IdempotentResponse, DomainError, DomainServices | SqlClient.SqlClient>,

@@ -1,4 +1,4 @@
-import type { Actor, DomainServices, Scope } from "@agentgov/domain"
+import type { Actor, DomainServices, IdempotencyRequest, Replayed, Scope } from "@agentgov/domain"
 import type { Effect, Schema } from "effect"
 import type { DomainError } from "./ApiError.ts"
 
@@ -34,7 +34,23 @@ export interface Operation<I = any, O = any> {
    * never written to the idempotency store.
    */
   readonly redactForReplay?: (output: any) => unknown
-  readonly handler: (input: I, actor: Actor) => Effect.Effect<O, DomainError, DomainServices>
+  /**
+   * The handler takes an Idempotency-Key itself (`context.idempotency`) and
+   * writes its record in its own transaction, answering `Replayed` for a
+   * retry. Otherwise the executor wraps the handler in a transaction that
+   * claims the key. Event ingest does this to join the group commit.
+   */
+  readonly ownsIdempotency?: boolean
+  readonly handler: (
+    input: I,
+    actor: Actor,
+    context: OperationContext,
+  ) => Effect.Effect<O | Replayed, DomainError, DomainServices>
+}
+
+/** What a transport passes to a handler beyond its input. */
+export interface OperationContext {
+  readonly idempotency?: IdempotencyRequest | undefined
 }
 
 /** Infers the handler's input type from the schema. */

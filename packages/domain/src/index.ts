@@ -4,10 +4,12 @@ import { AgentService } from "./agents/AgentService.ts"
 import { ApiKeyRepo } from "./apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { EventAppender } from "./audit/EventAppender.ts"
 import { EventFeed } from "./audit/EventFeed.ts"
 import { EventRepo } from "./audit/EventRepo.ts"
 import { EventService } from "./audit/EventService.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
+import { Idempotency } from "./idempotency/Idempotency.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
 import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
@@ -19,9 +21,10 @@ export * from "./apikeys/ApiKeyErrors.ts"
 export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } from "./apikeys/ApiKeyService.ts"
 export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
 export * from "./audit/AuditEvent.ts"
-export { AuditLog, EVENTS_CHANNEL } from "./audit/AuditLog.ts"
+export { type AppendGroup, AuditLog, EVENTS_CHANNEL } from "./audit/AuditLog.ts"
 export { chainHash, GENESIS_HASH } from "./audit/chainHash.ts"
 export * from "./audit/Event.ts"
+export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"
 export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
 export { EventService } from "./audit/EventService.ts"
@@ -35,6 +38,7 @@ export {
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
+export * from "./idempotency/Idempotency.ts"
 export * from "./shared/errors.ts"
 export { newId } from "./shared/ids.ts"
 export { canonicalize } from "./shared/jcs.ts"
@@ -46,8 +50,16 @@ export * from "./workspaces/Workspace.ts"
 export * from "./workspaces/WorkspaceErrors.ts"
 export { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
-const repos = Layer.mergeAll(WorkspaceRepo.layer, AgentRepo.layer, ApiKeyRepo.layer, AuditLog.layer, EventRepo.layer)
-const apiKeys = ApiKeyService.layer.pipe(Layer.provideMerge(repos))
+const repos = Layer.mergeAll(
+  WorkspaceRepo.layer,
+  AgentRepo.layer,
+  ApiKeyRepo.layer,
+  AuditLog.layer,
+  EventRepo.layer,
+  Idempotency.layer,
+)
+const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
+const apiKeys = ApiKeyService.layer.pipe(Layer.provideMerge(writers))
 
 /** Every domain service, needing only a SqlClient. */
 export const DomainLayer = Layer.mergeAll(
@@ -64,5 +76,7 @@ export type DomainServices =
   | ApiKeyService
   | Authenticator
   | AuditLog
+  | EventAppender
+  | Idempotency
   | EventService
   | EventFeed

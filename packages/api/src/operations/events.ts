@@ -26,7 +26,8 @@ export const eventOperations = [
     successStatus: 201,
     input: IngestEvents,
     output: IngestResult,
-    handler: (input, actor) => EventService.use((s) => s.ingest(actor, input.events)),
+    ownsIdempotency: true,
+    handler: (input, actor, { idempotency }) => EventService.use((s) => s.ingest(actor, input.events, idempotency)),
   }),
   defineOperation({
     name: "events.list",

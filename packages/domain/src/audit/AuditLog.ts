@@ -1,6 +1,7 @@
 import { jsonb } from "@agentgov/db"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
@@ -8,6 +9,12 @@ import { chainHash, GENESIS_HASH } from "./chainHash.ts"
 
 /** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
 export const EVENTS_CHANNEL = "agentgov_events"
+
+/** The events one writer appends, with the actor recorded on each. */
+export interface AppendGroup {
+  readonly actor: Actor
+  readonly events: ReadonlyArray<NewEvent>
+}
 
 interface HeadRow {
   readonly sequence: number
@@ -27,6 +34,15 @@ export class AuditLog extends Context.Service<
   AuditLog,
   {
     readonly append: (actor: Actor, events: ReadonlyArray<NewEvent>) => Effect.Effect<ReadonlyArray<AuditEvent>>
+    /**
+     * Appends the events of several writers in one go (one INSERT, one head
+     * update), in the order given; the result is per group. The events of a
+     * call share one timestamp.
+     */
+    readonly appendGroups: (
+      workspaceId: string,
+      groups: ReadonlyArray<AppendGroup>,
+    ) => Effect.Effect<ReadonlyArray<ReadonlyArray<AuditEvent>>>
     /** Creates the empty chain of a new workspace (in the workspace's creating transaction). */
     readonly initChain: (workspaceId: string) => Effect.Effect<void>
   }
@@ -40,42 +56,47 @@ export class AuditLog extends Context.Service<
         sql`INSERT INTO chain_heads (workspace_id, sequence, hash) VALUES (${workspaceId}, 0, ${GENESIS_HASH})
             ON CONFLICT (workspace_id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
 
-      const append = Effect.fn("AuditLog.append")(function* (actor: Actor, events: ReadonlyArray<NewEvent>) {
-        if (events.length === 0) return []
-        const workspaceId = actor.workspaceId
+      const appendGroups = Effect.fn("AuditLog.appendGroups")(function* (
+        workspaceId: string,
+        groups: ReadonlyArray<AppendGroup>,
+      ) {
+        if (groups.every((g) => g.events.length === 0)) return groups.map(() => [])
         const heads = yield* sql<HeadRow>`SELECT sequence, hash FROM chain_heads
           WHERE workspace_id = ${workspaceId} FOR UPDATE`
         const head = heads[0]
         if (head === undefined) return yield* Effect.die(new Error(`no chain head for workspace ${workspaceId}`))
         const now = yield* Clock.currentTimeMillis
         const timestamp = new Date(now).toISOString()
-        const by = actorOf(actor)
         let prevHash = head.hash
         let sequence = head.sequence
-        const stored: Array<AuditEvent> = events.map((e) => {
-          sequence += 1
-          const hash = chainHash(prevHash, e.type, e.data, timestamp)
-          const event: AuditEvent = {
-            id: newId("evt", now),
-            type: e.type,
-            timestamp,
-            workspaceId,
-            agentId: e.agentId ?? null,
-            occurredAt: e.occurredAt ?? null,
-            actor: by,
-            data: e.data,
-            sequence,
-            prevHash,
-            hash,
-          }
-          prevHash = hash
-          return event
+        const rows: Array<Statement.Fragment> = []
+        const stored = groups.map((g) => {
+          if (g.actor.workspaceId !== workspaceId) throw new Error("an append group of another workspace")
+          const by = actorOf(g.actor)
+          return g.events.map((e) => {
+            sequence += 1
+            const hash = chainHash(prevHash, e.type, e.data, timestamp)
+            const event: AuditEvent = {
+              id: newId("evt", now),
+              type: e.type,
+              timestamp,
+              workspaceId,
+              agentId: e.agentId ?? null,
+              occurredAt: e.occurredAt ?? null,
+              actor: by,
+              data: e.data,
+              sequence,
+              prevHash,
+              hash,
+            }
+            rows.push(
+              sql`(${workspaceId}, ${sequence}, ${event.id}, ${e.type}, ${event.agentId}, ${by.type}, ${by.id},
+                   ${jsonb(sql, e.data)}, ${timestamp}::timestamptz, ${event.occurredAt}::timestamptz, ${prevHash}, ${hash})`,
+            )
+            prevHash = hash
+            return event
+          })
         })
-        const rows = stored.map(
-          (e) =>
-            sql`(${workspaceId}, ${e.sequence}, ${e.id}, ${e.type}, ${e.agentId}, ${by.type}, ${by.id},
-                 ${jsonb(sql, e.data)}, ${timestamp}::timestamptz, ${e.occurredAt}::timestamptz, ${e.prevHash}, ${e.hash})`,
-        )
         yield* sql`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
           VALUES ${sql.csv(rows)}`
         yield* sql`UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}`
@@ -84,7 +105,10 @@ export class AuditLog extends Context.Service<
         return stored
       }, Effect.orDie)
 
-      return AuditLog.of({ append, initChain })
+      const append = (actor: Actor, events: ReadonlyArray<NewEvent>) =>
+        appendGroups(actor.workspaceId, [{ actor, events }]).pipe(Effect.map((stored) => stored[0]!))
+
+      return AuditLog.of({ append, appendGroups, initChain })
     }),
   )
 }

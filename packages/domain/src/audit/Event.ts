@@ -26,6 +26,7 @@ export const IngestedEvent = Schema.Struct({
 export const IngestResult = Schema.Struct({ events: Schema.Array(IngestedEvent) }).annotate({
   identifier: "IngestResult",
 })
+export type IngestResult = typeof IngestResult.Type
 
 export const EventQueryInput = Schema.Struct({
   limit: Schema.optionalKey(Limit),

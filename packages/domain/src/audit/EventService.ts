@@ -2,17 +2,23 @@ import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { type IdempotencyKeyReused, type IdempotencyRequest, Replayed } from "../idempotency/Idempotency.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
-import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { AuditLog } from "./AuditLog.ts"
 import { chainHash, GENESIS_HASH } from "./chainHash.ts"
-import { type EventQueryInput, type IngestEvent, MAX_EVENT_DATA_BYTES, type Verification } from "./Event.ts"
+import {
+  type EventQueryInput,
+  type IngestEvent,
+  type IngestResult,
+  MAX_EVENT_DATA_BYTES,
+  type Verification,
+} from "./Event.ts"
+import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
 import { EventRepo } from "./EventRepo.ts"
 import { INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
@@ -26,6 +32,10 @@ const decodeSequenceCursor = (cursor: string): number | InvalidCursor => {
   return m ? Number(m[1]) : new InvalidCursor({})
 }
 
+const ingestResult = (stored: ReadonlyArray<AuditEvent>): IngestResult => ({
+  events: stored.map((e) => ({ id: e.id, sequence: e.sequence, hash: e.hash, timestamp: e.timestamp })),
+})
+
 /**
  * The audit trail seen from outside: batch ingest of the clients' own events
  * (atomic, 1–100), queries, and verification of the hash chain (D8).
@@ -33,13 +43,12 @@ const decodeSequenceCursor = (cursor: string): number | InvalidCursor => {
 export class EventService extends Context.Service<
   EventService,
   {
+    /** Group-committed (EventAppender); under an Idempotency-Key a retry replays the first response. */
     readonly ingest: (
       actor: Actor,
       events: ReadonlyArray<IngestEvent>,
-    ) => Effect.Effect<
-      { events: ReadonlyArray<Pick<AuditEvent, "id" | "sequence" | "hash" | "timestamp">> },
-      InvalidInput | PermissionDenied
-    >
+      idempotency?: IdempotencyRequest,
+    ) => Effect.Effect<IngestResult | Replayed, InvalidInput | PermissionDenied | IdempotencyKeyReused>
     readonly list: (
       actor: Actor,
       q: EventQueryInput,
@@ -54,11 +63,14 @@ export class EventService extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* EventRepo
-      const audit = yield* AuditLog
+      const appender = yield* EventAppender
       const agents = yield* AgentRepo
-      const inTransaction = transactional(sql)
 
-      const ingest = Effect.fn("EventService.ingest")(function* (actor: Actor, events: ReadonlyArray<IngestEvent>) {
+      const ingest = Effect.fn("EventService.ingest")(function* (
+        actor: Actor,
+        events: ReadonlyArray<IngestEvent>,
+        idempotency?: IdempotencyRequest,
+      ) {
         yield* requireStorable(events, ["events"])
         const agentIds = new Set<string>()
         const prepared: Array<NewEvent> = []
@@ -96,24 +108,27 @@ export class EventService extends Context.Service<
           if (agentId !== undefined) agentIds.add(agentId)
           prepared.push({ type: e.type, agentId, data: e.data, occurredAt })
         }
-        return yield* inTransaction(
-          Effect.gen(function* () {
-            for (const id of agentIds) {
-              const agent = yield* agents.find(actor.workspaceId, id)
-              if (!agent) {
-                const i = prepared.findIndex((p) => p.agentId === id)
-                return yield* new InvalidInput({
-                  field: `events[${i}].agentId`,
-                  message: `no agent ${id} in this workspace`,
-                })
-              }
-            }
-            const stored = yield* audit.append(actor, prepared)
-            return {
-              events: stored.map((e) => ({ id: e.id, sequence: e.sequence, hash: e.hash, timestamp: e.timestamp })),
-            }
-          }),
-        )
+        // Agents are deregistered softly, never deleted: checked before the append, the answer stays true.
+        for (const id of agentIds) {
+          const agent = yield* agents.find(actor.workspaceId, id)
+          if (!agent) {
+            const i = prepared.findIndex((p) => p.agentId === id)
+            return yield* new InvalidInput({
+              field: `events[${i}].agentId`,
+              message: `no agent ${id} in this workspace`,
+            })
+          }
+        }
+        const outcome = yield* appender.append({
+          actor,
+          events: prepared,
+          // The stored response is the one this call answers, not the appender's raw events.
+          idempotency: idempotency && {
+            ...idempotency,
+            render: (stored) => idempotency.render(ingestResult(stored as ReadonlyArray<AuditEvent>)),
+          },
+        })
+        return outcome instanceof Replayed ? outcome : ingestResult(outcome)
       })
 
       const list = Effect.fn("EventService.list")(function* (actor: Actor, q: EventQueryInput) {

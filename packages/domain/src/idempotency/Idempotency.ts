@@ -1,0 +1,129 @@
+import { Context, Effect, Layer, Schema } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+
+/** Stored responses are replayed for 24 hours (Stripe's window). */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000
+
+/** The same Idempotency-Key was sent with a different request (409). */
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", {
+  key: Schema.String,
+}) {}
+
+/** A request made under an Idempotency-Key, as the transport hands it to the domain. */
+export interface IdempotencyRequest {
+  readonly key: string
+  /** The operation's name: a key is bound to the operation that first used it. */
+  readonly operation: string
+  /** SHA-256 of the canonical request; the same key with another hash is a 409. */
+  readonly requestHash: string
+  /** The response to store for a result: its status and body as the transport will replay them. */
+  readonly render: (value: unknown) => { readonly status: number; readonly body: string }
+}
+
+/** An earlier response, answered again instead of running the request. */
+export class Replayed {
+  readonly status: number
+  readonly body: string
+  constructor(status: number, body: string) {
+    this.status = status
+    this.body = body
+  }
+}
+
+export type Claim = { readonly claimed: true } | { readonly claimed: false; readonly replay: Replayed }
+
+interface StoredRow {
+  readonly key: string
+  readonly request_hash: string
+  readonly status_code: number
+  readonly response_body: string
+}
+
+/**
+ * The idempotency store (Stripe semantics). A key is claimed in the
+ * transaction of the change it guards and completed with the response in that
+ * same transaction, so a retry after a crash either replays the response or
+ * finds that nothing was done. A concurrent request with the same key waits on
+ * the claimed row until the first commits, then replays it.
+ *
+ * Lock order: every caller claims its keys before it takes any other lock
+ * (the chain head in particular), and several keys in ascending order.
+ */
+export class Idempotency extends Context.Service<
+  Idempotency,
+  {
+    /** Claims one key for a request; an existing record replays or conflicts. */
+    readonly claim: (workspaceId: string, request: IdempotencyRequest) => Effect.Effect<Claim, IdempotencyKeyReused>
+    /** Claims several distinct keys in one statement; the result is per request, in order. */
+    readonly claimMany: (
+      workspaceId: string,
+      requests: ReadonlyArray<IdempotencyRequest>,
+    ) => Effect.Effect<ReadonlyArray<Claim | IdempotencyKeyReused>>
+    /** Stores the responses of claimed keys. */
+    readonly complete: (
+      workspaceId: string,
+      responses: ReadonlyArray<{ readonly key: string; readonly status: number; readonly body: string }>,
+    ) => Effect.Effect<void>
+  }
+>()("@agentgov/domain/idempotency/Idempotency") {
+  static readonly layer = Layer.effect(
+    Idempotency,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const claimMany = Effect.fn("Idempotency.claimMany")(function* (
+        workspaceId: string,
+        requests: ReadonlyArray<IdempotencyRequest>,
+      ) {
+        if (requests.length === 0) return []
+        const now = Date.now()
+        const keys = requests.map((r) => r.key)
+        if (new Set(keys).size !== keys.length) return yield* Effect.die(new Error("claimMany: keys must be distinct"))
+        yield* sql`DELETE FROM idempotency_keys WHERE workspace_id = ${workspaceId} AND key IN ${sql.in(keys)}
+            AND created_at < ${new Date(now - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`
+        const createdAt = new Date(now).toISOString()
+        const rows = [...requests]
+          .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+          .map(
+            (r) => sql`(${workspaceId}, ${r.key}, ${r.operation}, ${r.requestHash}, 0, '', ${createdAt}::timestamptz)`,
+          )
+        const claimed = yield* sql<{ key: string }>`INSERT INTO idempotency_keys
+            (workspace_id, key, operation, request_hash, status_code, response_body, created_at)
+            VALUES ${sql.csv(rows)} ON CONFLICT (workspace_id, key) DO NOTHING RETURNING key`
+        const claimedKeys = new Set(claimed.map((r) => r.key))
+        const taken = keys.filter((k) => !claimedKeys.has(k))
+        const prior = new Map<string, StoredRow>()
+        if (taken.length > 0) {
+          const rows = yield* sql<StoredRow>`SELECT key, request_hash, status_code, response_body FROM idempotency_keys
+              WHERE workspace_id = ${workspaceId} AND key IN ${sql.in(taken)}`
+          for (const row of rows) prior.set(row.key, row)
+        }
+        return requests.map((r): Claim | IdempotencyKeyReused => {
+          const row = prior.get(r.key)
+          if (!row) return { claimed: true }
+          return row.request_hash === r.requestHash
+            ? { claimed: false, replay: new Replayed(row.status_code, row.response_body) }
+            : new IdempotencyKeyReused({ key: r.key })
+        })
+      }, Effect.orDie)
+
+      const claim = (workspaceId: string, request: IdempotencyRequest) =>
+        claimMany(workspaceId, [request]).pipe(
+          Effect.flatMap(([c]) => (c instanceof IdempotencyKeyReused ? Effect.fail(c) : Effect.succeed(c!))),
+        )
+
+      const complete = Effect.fn("Idempotency.complete")(function* (
+        workspaceId: string,
+        responses: ReadonlyArray<{ readonly key: string; readonly status: number; readonly body: string }>,
+      ) {
+        if (responses.length === 0) return
+        const values = responses.map((r) => sql`(${r.key}, ${r.status}::int, ${r.body}::text)`)
+        yield* sql`UPDATE idempotency_keys AS k SET status_code = v.status, response_body = v.body
+            FROM (VALUES ${sql.csv(values)}) AS v(key, status, body)
+            WHERE k.workspace_id = ${workspaceId} AND k.key = v.key`
+      }, Effect.orDie)
+
+      return Idempotency.of({ claim, claimMany, complete })
+    }),
+  )
+}
