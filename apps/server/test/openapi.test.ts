@@ -4,6 +4,7 @@
  * reference page, and true to the server: real responses validate against the documented schemas.
  */
 import { operations } from "@agentgov/api"
+import { SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
 import { Validator } from "@seriousme/openapi-schema-validator"
 import Ajv2020Module from "ajv/dist/2020.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -87,6 +88,63 @@ describe("the OpenAPI document", () => {
     }
     expect(ids.length).toBeGreaterThanOrEqual(operations.length)
     expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([])
+  })
+})
+
+describe("the event catalog in the document", () => {
+  const dataComponent = (name: string) => `EventData_${name.replaceAll(".", "_")}`
+
+  it("has a webhook for every system event name, and only those", () => {
+    expect(Object.keys(doc.webhooks ?? {}).sort()).toEqual(Object.keys(SYSTEM_EVENTS).sort())
+  })
+
+  it("the validator checks the webhooks too: it rejects a broken one", async () => {
+    const broken = structuredClone(doc)
+    const op = broken.webhooks["agent.registered"].post
+    delete op.responses
+    op.parameters = [{ name: "x", in: "nowhere" }]
+    const result = await new Validator().validate(broken)
+    expect(result.valid).toBe(false)
+  })
+
+  it("each webhook POSTs the spec's envelope with that event's type and data schema", () => {
+    for (const [name, def] of Object.entries(SYSTEM_EVENTS)) {
+      const op = doc.webhooks[name]?.post
+      expect(op, name).toBeDefined()
+      expect(op.summary, name).toContain(def.description)
+      expect(op["x-emitted-by"], name).toBe(def.emittedBy)
+      const body = op.requestBody?.content?.["application/json"]?.schema
+      expect(body?.required, name).toEqual(["id", "type", "timestamp", "workspaceId", "data", "metadata"])
+      expect(body.properties.type, name).toEqual({ const: name })
+      expect(body.properties.data, name).toEqual({ $ref: `#/components/schemas/${dataComponent(name)}` })
+      // The component is the catalog's schema: an object with exactly the catalog's fields.
+      const data = doc.components.schemas[dataComponent(name)]
+      expect(data?.type, name).toBe("object")
+      expect(Object.keys(data.properties).sort(), name).toEqual(Object.keys(def.data.fields).sort())
+      const signature = op.parameters.find((p: Json) => p.$ref === "#/components/parameters/WebhookSignature")
+      expect(signature, name).toBeDefined()
+    }
+    expect(doc.components.parameters.WebhookSignature).toMatchObject({ name: "X-SVC-Webhook-Signature", in: "header" })
+  })
+
+  it("the data schemas hold real events and refuse wrong ones (ajv)", async () => {
+    const agent = await t.call("POST", "/api/v1/agents", { body: { name: "webhook-schema-agent" } })
+    expect(agent.status).toBe(201)
+    await t.call("PATCH", `/api/v1/agents/${agent.body.data.id}`, { body: { labels: ["z"] } })
+    const events = await t.call("GET", "/api/v1/events?limit=100")
+    expect(events.status).toBe(200)
+    const system = (events.body.data as Array<Json>).filter((e) => Object.hasOwn(SYSTEM_EVENTS, e.type))
+    expect(new Set(system.map((e) => e.type))).toContain("agent.registered")
+    for (const event of system) {
+      validate({ $ref: `#/components/schemas/${dataComponent(event.type)}` }, event.data, `${event.type} data`)
+    }
+    const check = makeAjv().compile(withDefs({ $ref: `#/components/schemas/${dataComponent("agent.registered")}` }))
+    expect(check({ agentId: "agt_1", agentName: "a", trustScore: 400 })).toBe(true)
+    expect(check({ agentId: "agt_1", agentName: "a" })).toBe(false)
+    expect(check({ agentId: "agt_1", agentName: "a", trustScore: 1001 })).toBe(false)
+    const name: SystemEventName = "apikey.revoked"
+    const revoked = makeAjv().compile(withDefs({ $ref: `#/components/schemas/${dataComponent(name)}` }))
+    expect(revoked({ keyId: "k", name: "n", prefix: "p", reason: "bored" })).toBe(false)
   })
 })
 

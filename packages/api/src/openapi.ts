@@ -1,4 +1,4 @@
-import { SCOPES } from "@agentgov/domain"
+import { EVENT_ALIASES, SCOPES, SYSTEM_EVENTS } from "@agentgov/domain"
 import { resolve, toJsonSchema } from "./jsonSchema.ts"
 import type { Operation } from "./Operation.ts"
 
@@ -34,6 +34,120 @@ const errorEnvelope: Json = {
       },
     },
   },
+}
+
+/** The component holding a system event's `data` schema: `agent.registered` → `EventData_agent_registered`. */
+export const eventDataComponent = (name: string) => `EventData_${name.replaceAll(".", "_")}`
+
+const WEBHOOK_HEADERS: Record<string, Json> = {
+  WebhookId: {
+    name: "X-SVC-Webhook-Id",
+    in: "header",
+    required: true,
+    schema: { type: "string" },
+    description: "the delivery id (`dlv_…`)",
+  },
+  WebhookTimestamp: {
+    name: "X-SVC-Webhook-Timestamp",
+    in: "header",
+    required: true,
+    schema: { type: "string", pattern: "^[0-9]+$" },
+    description: "Unix time in seconds",
+  },
+  WebhookSignature: {
+    name: "X-SVC-Webhook-Signature",
+    in: "header",
+    required: true,
+    schema: { type: "string", pattern: "^v1=[0-9a-f]{64}$" },
+    description:
+      "`v1=` + lowercase hex HMAC-SHA256 of `<X-SVC-Webhook-Id>.<X-SVC-Webhook-Timestamp>.<raw body>`, keyed with the UTF-8 bytes of the endpoint's secret; compare in constant time, answer 401 when it differs",
+  },
+  LegacySignature: {
+    name: "X-SVC-Signature",
+    in: "header",
+    required: false,
+    schema: { type: "string", pattern: "^[0-9a-f]{64}$" },
+    description: "legacy form: lowercase hex HMAC-SHA256 of the raw body alone",
+  },
+}
+
+const deliveryMetadata: Json = {
+  type: "object",
+  required: ["deliveryId", "webhookId", "attempt"],
+  properties: {
+    deliveryId: { type: "string", description: "`dlv_…`, also in `X-SVC-Webhook-Id`" },
+    webhookId: { type: "string", description: "`whk_…`" },
+    attempt: { type: "integer", minimum: 1, description: "attempt number, starting at 1" },
+  },
+}
+
+/**
+ * OpenAPI 3.1 `webhooks`: one entry per system event name, the POST the service makes to a
+ * subscribed endpoint, its body the event envelope (spec: id, type, timestamp, workspaceId, data,
+ * metadata) with that event's `data` schema from the catalog in `components.schemas`.
+ */
+const buildWebhooks = (schemaOf: (s: Parameters<typeof toJsonSchema>[0]) => { schema: Json }) => {
+  const schemas: Record<string, Json> = {}
+  const webhooks: Record<string, Json> = {}
+  const aliasesOf = (name: string) => Object.keys(EVENT_ALIASES).filter((a) => EVENT_ALIASES[a] === name)
+  for (const [name, def] of Object.entries(SYSTEM_EVENTS)) {
+    const component = eventDataComponent(name)
+    schemas[component] = {
+      ...schemaOf(def.data).schema,
+      description: `The \`data\` of \`${name}\`: ${def.description}.`,
+    }
+    const aliases = aliasesOf(name)
+    webhooks[name] = {
+      post: {
+        operationId: `webhook.${name}`,
+        summary: `${name}: ${def.description}`,
+        description: [
+          `Emitted by ${def.emittedBy}. Delivered to every enabled webhook subscribed to \`${name}\`, a matching \`prefix.*\`, or \`*\`; also on \`GET /events/stream\` and in \`GET /events\`.`,
+          aliases.length > 0
+            ? `Subscribing as ${aliases.map((a) => `\`${a}\``).join(", ")} (alias) is the same; the delivered \`type\` is \`${name}\`.`
+            : "",
+          "Receivers should ignore fields they do not know: fields may be added.",
+        ]
+          .filter(Boolean)
+          .join("\n\n"),
+        tags: ["Webhook events"],
+        "x-emitted-by": def.emittedBy,
+        parameters: Object.keys(WEBHOOK_HEADERS).map((k) => ({ $ref: `#/components/parameters/${k}` })),
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: {
+                type: "object",
+                required: ["id", "type", "timestamp", "workspaceId", "data", "metadata"],
+                properties: {
+                  id: { type: "string", description: "the event id (`evt_…`); de-duplicate by it" },
+                  type: { const: name },
+                  timestamp: {
+                    type: "string",
+                    format: "date-time",
+                    description: "when the event was recorded, ISO 8601 UTC with milliseconds",
+                  },
+                  workspaceId: { type: "string" },
+                  data: { $ref: `#/components/schemas/${component}` },
+                  metadata: { $ref: "#/components/schemas/WebhookDeliveryMetadata" },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          "2XX": { description: "delivered: any 2xx answer is success; answer 200" },
+          "410": { description: "Gone: the webhook is disabled at once" },
+          default: {
+            description:
+              "any other answer, or none within the time-out, is a failed attempt, retried per the webhook's `retryPolicy`; when every attempt fails the webhook is disabled",
+          },
+        },
+      },
+    }
+  }
+  return { schemas, webhooks }
 }
 
 export interface OpenApiOptions {
@@ -203,6 +317,9 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       },
     },
   }
+  const events = buildWebhooks(schemaOf)
+  Object.assign(components, events.schemas, { WebhookDeliveryMetadata: deliveryMetadata })
+
   paths["/healthz"] = {
     get: {
       operationId: "health.live",
@@ -228,13 +345,20 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       title: options.title ?? "agentgov API",
       version: options.version ?? "1.0.0",
       description:
-        "Governance for autonomous software agents. Every response is an envelope: `{ok: true, data, meta?}` or `{ok: false, error: {code, message, details?}}`. Lists are newest first with cursor pagination (`limit` 1..100, default 25; `cursor` from `meta.cursor`).",
+        "Governance for autonomous software agents. Every response is an envelope: `{ok: true, data, meta?}` or `{ok: false, error: {code, message, details?}}`. Lists are newest first with cursor pagination (`limit` 1..100, default 25; `cursor` from `meta.cursor`). `webhooks` documents every system event: the body delivered for it, with its `data` schema (`components.schemas.EventData_<name with dots as underscores>`).",
     },
     servers: [{ url: options.serverUrl ?? "/" }],
-    tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name })).concat([{ name: "Service" }]),
+    tags: [...new Set(operations.map((o) => o.tag))]
+      .map((name): Json => ({ name }))
+      .concat([
+        { name: "Service" },
+        { name: "Webhook events", description: "The system's events, as delivered to webhooks (signed POSTs)." },
+      ]),
     paths,
+    webhooks: events.webhooks,
     components: {
       schemas: components,
+      parameters: WEBHOOK_HEADERS,
       securitySchemes: {
         bearer: {
           type: "http",

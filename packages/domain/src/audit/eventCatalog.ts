@@ -1,139 +1,435 @@
+import { Schema } from "effect"
+import type { RevokeReason } from "../apikeys/ApiKeyRepo.ts"
+import { isTimestamp } from "../shared/schemas.ts"
+import { Environment, GuardDefault, Plan } from "../workspaces/Workspace.ts"
+
 /**
  * The system's own event names: the spec's catalog plus the project's
- * additions (docs/decisions.md). Clients cannot ingest these names (D8), and
- * each says which operation emits it and what its data holds.
+ * additions (docs/decisions.md). Clients cannot ingest these names (D8). Each
+ * says which operation emits it and, as a schema, what its `data` holds: the
+ * contract of the event stream, the webhooks and the connectors. Events of
+ * features not built yet carry the data those features must emit.
+ *
+ * The schemas describe exactly what is emitted; receivers should still ignore
+ * fields they do not know, as fields may be added.
  */
 export interface EventDefinition {
   readonly description: string
   readonly emittedBy: string
-  /** Field → description of `data`. */
-  readonly data: Readonly<Record<string, string>>
+  /** The schema of the event's `data`: a struct, JSON-Schema-able, needing no services. */
+  readonly data: EventDataSchema
 }
+
+/** A `data` schema of the catalog. */
+export type EventDataSchema = Schema.Codec<any, any>
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+const AgentId = Schema.String.annotate({ description: "the agent's id (`agt_…`)" })
+const AgentName = Schema.String.annotate({ description: "the agent's name at the time of the event" })
+const Action = Schema.String.annotate({ description: "the action name evaluated, as the agent sent it" })
+const Score = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 }))
+/**
+ * A timestamp field (D3). Unlike the shared `Timestamp`, whose filter has no JSON Schema form (so
+ * its description and format are dropped from the document), this one shows as `format: date-time`.
+ */
+const At = (description: string) =>
+  Schema.String.annotate({ description }).check(
+    Schema.makeFilter(
+      (s: string) => isTimestamp(s) || "expected an ISO 8601 timestamp with a zone, e.g. 2026-11-20T23:59:59.123Z",
+      { toJsonSchema: () => ({ format: "date-time" }) },
+    ),
+  )
+
+/** D6: the guard's outcome. */
+const Decision = Schema.Literals(["allow", "deny", "require_approval"])
+/** D6: a rule's effect. */
+const RuleEffect = Schema.Literals(["allow", "deny", "require_approval"])
+/** D6: `monitor` policies never change the decision; their matches are recorded. */
+const PolicyMode = Schema.Literals(["enforce", "monitor"])
+
+/** D6: one matched rule, as in the guard's response. */
+const PolicyMatch = Schema.Struct({
+  policyId: Schema.String.annotate({ description: "`pol_…`" }),
+  ruleId: Schema.String.annotate({ description: "the rule's id within its policy" }),
+  effect: RuleEffect,
+})
+
+/** D6: one reason of a decision, as in the guard's response. */
+const GuardReason = Schema.Struct({
+  code: Schema.String.annotate({
+    description: "UPPER_SNAKE reason code, e.g. `NO_MATCHING_POLICY`, `AGENT_SUSPENDED`, `AGENT_DEREGISTERED`",
+  }),
+  message: Schema.String,
+  policyId: Schema.optionalKey(Schema.String),
+  ruleId: Schema.optionalKey(Schema.String),
+})
+
+/** D7. */
+const EnforcementId = Schema.String.annotate({ description: "the enforcement's id (`enf_…`)" })
+const EnforcementType = Schema.Literals(["warning", "throttle", "suspension", "revocation"]).annotate({
+  description: "a suspension suspends the agent; a revocation also revokes its keys",
+})
+const ApprovalId = Schema.String.annotate({ description: "the approval's id (`apr_…`)" })
+
+/** D11: 0–1000 in six tiers. */
+const TrustTier = Schema.Literals(["untrusted", "probation", "bronze", "silver", "gold", "platinum"])
+/** D11: a badge exists from `bronze` up. */
+const BadgeTier = Schema.Literals(["bronze", "silver", "gold", "platinum"])
+
+const ContentId = Schema.String.annotate({ description: "the content item's id (`cnt_…`)" })
+
+const AGENT_CHANGES = ["name", "description", "labels", "metadata", "currentVersion"] as const
+const WORKSPACE_CHANGES = ["name", "plan", "guardDefault"] as const
+/** What `apikey.revoked` can say; a deleted workspace records `workspace.deleted` with a count instead. */
+const EVENT_REVOKE_REASONS = [
+  "revoked",
+  "expired",
+  "rotated",
+  "agent_deregistered",
+  "agent_revoked",
+] as const satisfies ReadonlyArray<RevokeReason>
+
+// ---------------------------------------------------------------------------------------------
 
 export const SYSTEM_EVENTS = {
   "agent.registered": {
     description: "new agent registered",
     emittedBy: "POST /agents",
-    data: { agentId: "string", agentName: "string", trustScore: "number, 0..1000" },
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      trustScore: Score.annotate({ description: "the initial trust score, 0..1000" }),
+    }),
   },
   "agent.updated": {
     description: "agent metadata or configuration changed",
     emittedBy: "PATCH /agents/:id, POST /agents/:id/versions",
-    data: {
-      agentId: "string",
-      agentName: "string",
-      changes: "array of the changed field names",
-      version: "string, for a new version",
-      versionId: "string, for a new version",
-      previousVersion: "string or null, for a new version",
-    },
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName.annotate({ description: "the agent's name after the change" }),
+      changes: Schema.Array(Schema.Literals(AGENT_CHANGES)).annotate({
+        description: "the fields that changed; `[currentVersion]` for a new version",
+      }),
+      version: Schema.optionalKey(Schema.String).annotate({ description: "the new version; for a new version only" }),
+      versionId: Schema.optionalKey(Schema.String).annotate({
+        description: "the new version's id (`ver_…`); for a new version only",
+      }),
+      previousVersion: Schema.optionalKey(Schema.NullOr(Schema.String)).annotate({
+        description: "the version it replaced, null for the first; for a new version only",
+      }),
+    }),
   },
   "agent.deregistered": {
     description: "agent deregistered (soft); its keys are revoked",
     emittedBy: "DELETE /agents/:id",
-    data: { agentId: "string", agentName: "string" },
+    data: Schema.Struct({ agentId: AgentId, agentName: AgentName }),
   },
   "agent.suspended": {
     description: "agent suspended due to enforcement",
     emittedBy: "enforcement (suspension)",
-    data: { agentId: "string" },
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      enforcementId: EnforcementId.annotate({ description: "the suspension that suspended it (`enf_…`)" }),
+      reason: Schema.String.annotate({ description: "the enforcement's reason" }),
+      expiresAt: Schema.optionalKey(At("when the suspension ends, if it does")),
+    }),
   },
   "policy.evaluated": {
     description: "policy check completed",
     emittedBy: "POST /guard, POST /policies/evaluate",
-    data: {},
+    data: Schema.Struct({
+      agentId: AgentId,
+      action: Action,
+      decision: Decision,
+      allowed: Schema.Boolean.annotate({ description: "whether the action may proceed now" }),
+      matched: Schema.Array(PolicyMatch).annotate({
+        description: "every matched rule, `monitor` policies included",
+      }),
+      reasons: Schema.Array(GuardReason).annotate({ description: "why, as in the guard's response" }),
+      approvalId: Schema.optionalKey(ApprovalId).annotate({
+        description: "the approval created (`require_approval`) or consumed by this call (`apr_…`)",
+      }),
+      durationMs: Schema.optionalKey(
+        Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)).annotate({ description: "evaluation time" }),
+      ),
+    }),
   },
-  "policy.denied": { description: "action blocked by policy", emittedBy: "POST /guard", data: {} },
-  "policy.violated": { description: "agent action violated a policy rule", emittedBy: "POST /guard", data: {} },
-  "enforcement.created": { description: "enforcement action applied", emittedBy: "POST /enforcement", data: {} },
+  "policy.denied": {
+    description: "action blocked by policy",
+    emittedBy: "POST /guard, POST /policies/evaluate",
+    data: Schema.Struct({
+      agentId: AgentId,
+      action: Action,
+      matched: Schema.Array(PolicyMatch).annotate({
+        description: "the matched rules; empty when the workspace default or the agent's status denied",
+      }),
+      reasons: Schema.Array(GuardReason).annotate({ description: "why it was denied" }),
+    }),
+  },
+  "policy.violated": {
+    description: "agent action violated a policy rule",
+    emittedBy: "POST /guard, POST /policies/evaluate (a deny, or a matched rule of a monitor policy)",
+    data: Schema.Struct({
+      agentId: AgentId,
+      action: Action,
+      decision: Decision.annotate({
+        description: "the guard's decision; a violation of `monitor` policies alone leaves it unchanged",
+      }),
+      violations: Schema.Array(
+        Schema.Struct({
+          code: Schema.String.annotate({ description: "reason code, as in the guard's `reasons`" }),
+          message: Schema.String,
+          policyId: Schema.optionalKey(Schema.String),
+          ruleId: Schema.optionalKey(Schema.String),
+          effect: Schema.optionalKey(RuleEffect),
+          mode: Schema.optionalKey(PolicyMode).annotate({
+            description: "`monitor`: recorded only, the decision did not change",
+          }),
+        }),
+      ).annotate({ description: "one entry per violated rule (or the deny without a rule)" }),
+    }),
+  },
+  "enforcement.created": {
+    description: "enforcement action applied",
+    emittedBy: "POST /enforcement",
+    data: Schema.Struct({
+      enforcementId: EnforcementId,
+      agentId: AgentId,
+      type: EnforcementType,
+      status: Schema.Literal("active"),
+      reason: Schema.String.annotate({ description: "why the enforcement was applied" }),
+      policyId: Schema.optionalKey(Schema.String).annotate({ description: "the policy that led to it, if any" }),
+      expiresAt: Schema.optionalKey(At("when it expires, if it does")),
+    }),
+  },
   "enforcement.appealed": {
     description: "agent appealed an enforcement",
     emittedBy: "POST /enforcement/:id/appeal",
-    data: {},
+    data: Schema.Struct({
+      enforcementId: EnforcementId,
+      agentId: AgentId,
+      type: EnforcementType,
+      status: Schema.Literal("appealed"),
+      reason: Schema.String.annotate({ description: "the grounds of the appeal" }),
+    }),
   },
   "enforcement.resolved": {
     description: "enforcement resolved or expired",
     emittedBy: "PATCH /enforcement/:id, expiry",
-    data: {},
+    data: Schema.Struct({
+      enforcementId: EnforcementId,
+      agentId: AgentId,
+      type: EnforcementType,
+      status: Schema.Literals(["resolved", "expired"]),
+      resolution: Schema.optionalKey(Schema.Literals(["upheld", "overturned"])).annotate({
+        description: "present when resolved by an operator; `overturned` reinstates the agent",
+      }),
+      reason: Schema.optionalKey(Schema.String).annotate({ description: "the operator's note" }),
+    }),
   },
   "approval.requested": {
     description: "operator approval needed",
     emittedBy: "POST /guard, POST /approvals",
-    data: {},
+    data: Schema.Struct({
+      approvalId: ApprovalId,
+      agentId: AgentId,
+      action: Action,
+      status: Schema.Literal("pending"),
+      expiresAt: At("undecided by then, it is denied (default 1 h)"),
+      policyId: Schema.optionalKey(Schema.String).annotate({ description: "the rule's policy, from a guard call" }),
+      ruleId: Schema.optionalKey(Schema.String).annotate({ description: "the `require_approval` rule" }),
+      reason: Schema.optionalKey(Schema.String).annotate({ description: "the rule's or the requester's reason" }),
+      approvers: Schema.optionalKey(Schema.Array(Schema.String)).annotate({
+        description: "who may decide, as the rule names them",
+      }),
+    }),
   },
   "approval.decided": {
     description: "approval approved or denied",
     emittedBy: "POST /approvals/:id/decide, expiry",
-    data: {},
+    data: Schema.Struct({
+      approvalId: ApprovalId,
+      agentId: AgentId,
+      action: Action,
+      decision: Schema.Literals(["approved", "denied"]),
+      expired: Schema.Boolean.annotate({ description: "nobody decided in time, so it was denied" }),
+      decidedBy: Schema.optionalKey(Schema.String).annotate({
+        description: "the credential that decided; absent on expiry",
+      }),
+      reason: Schema.optionalKey(Schema.String).annotate({ description: "the decider's reason" }),
+    }),
   },
   "trust.score.changed": {
     description: "trust score updated",
     emittedBy: "trust scoring",
-    data: {
-      agentId: "string",
-      agentName: "string",
-      previousScore: "number",
-      newScore: "number",
-      delta: "number",
-      reason: "string",
-      newTier: "string",
-    },
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      previousScore: Score,
+      newScore: Score,
+      delta: Schema.Int.annotate({ description: "newScore − previousScore" }),
+      reason: Schema.String.annotate({ description: "what moved the score" }),
+      newTier: TrustTier,
+    }),
   },
-  "trust.tier.upgraded": { description: "promoted to a higher badge tier", emittedBy: "trust scoring", data: {} },
-  "trust.tier.downgraded": { description: "demoted to a lower badge tier", emittedBy: "trust scoring", data: {} },
-  "content.registered": { description: "content registered for protection", emittedBy: "POST /content", data: {} },
+  "trust.tier.upgraded": {
+    description: "promoted to a higher badge tier",
+    emittedBy: "trust scoring",
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      previousTier: TrustTier,
+      newTier: TrustTier,
+      score: Score.annotate({ description: "the score that crossed the threshold" }),
+    }),
+  },
+  "trust.tier.downgraded": {
+    description: "demoted to a lower badge tier",
+    emittedBy: "trust scoring",
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      previousTier: TrustTier,
+      newTier: TrustTier,
+      score: Score.annotate({ description: "the score that crossed the threshold" }),
+    }),
+  },
+  "content.registered": {
+    description: "content registered for protection",
+    emittedBy: "POST /content",
+    data: Schema.Struct({
+      contentId: ContentId,
+      mediaType: Schema.String.annotate({ description: "MIME type, e.g. `image/png`" }),
+      fingerprint: Schema.String.annotate({ description: "`<algorithm>:<hex>`" }),
+      watermarked: Schema.Boolean,
+      c2pa: Schema.Boolean.annotate({ description: "whether C2PA provenance data was registered" }),
+      agentId: Schema.optionalKey(AgentId).annotate({ description: "the agent that produced it, if any" }),
+    }),
+  },
   "content.match.detected": {
     description: "potential infringement detected",
     emittedBy: "POST /content/:id/scan",
-    data: {},
+    data: Schema.Struct({
+      contentId: ContentId.annotate({ description: "the registered content that was matched (`cnt_…`)" }),
+      matchId: Schema.String,
+      similarity: Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 })).annotate({
+        description: "0..1",
+      }),
+      url: Schema.optionalKey(Schema.String).annotate({ description: "where the match was found" }),
+      matchedContentId: Schema.optionalKey(Schema.String).annotate({
+        description: "the other registered content it matched, if any",
+      }),
+    }),
   },
-  "content.takedown.submitted": { description: "takedown notice sent", emittedBy: "takedown", data: {} },
-  "badge.earned": { description: "trust badge awarded", emittedBy: "trust scoring", data: {} },
-  "badge.revoked": { description: "trust badge removed", emittedBy: "trust scoring, suspension", data: {} },
+  "content.takedown.submitted": {
+    description: "takedown notice sent",
+    emittedBy: "takedown",
+    data: Schema.Struct({
+      contentId: ContentId,
+      takedownId: Schema.String,
+      url: Schema.String.annotate({ description: "the infringing location" }),
+      matchId: Schema.optionalKey(Schema.String).annotate({ description: "the match it answers, if any" }),
+    }),
+  },
+  "badge.earned": {
+    description: "trust badge awarded",
+    emittedBy: "trust scoring",
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      tier: BadgeTier,
+      score: Score,
+    }),
+  },
+  "badge.revoked": {
+    description: "trust badge removed",
+    emittedBy: "trust scoring, suspension",
+    data: Schema.Struct({
+      agentId: AgentId,
+      agentName: AgentName,
+      tier: BadgeTier.annotate({ description: "the tier of the badge removed" }),
+      reason: Schema.Literals(["tier_below_bronze", "agent_suspended"]),
+    }),
+  },
   "workspace.created": {
     description: "workspace created",
     emittedBy: "POST /workspaces, first start, CLI",
-    data: { workspaceId: "string", name: "string", environment: "live | test", plan: "free | pro | enterprise" },
+    data: Schema.Struct({
+      workspaceId: Schema.String.annotate({ description: "`ws_…`" }),
+      name: Schema.String,
+      environment: Environment,
+      plan: Plan,
+    }),
   },
   "workspace.updated": {
     description: "workspace settings changed",
     emittedBy: "PATCH /workspaces/:id",
-    data: { workspaceId: "string", changes: "array of field names", "<field>": "the new value of each changed field" },
+    data: Schema.Struct({
+      workspaceId: Schema.String,
+      changes: Schema.Array(Schema.Literals(WORKSPACE_CHANGES)).annotate({
+        description: "the fields that changed; each also appears with its new value",
+      }),
+      name: Schema.optionalKey(Schema.String).annotate({ description: "the new name, when changed" }),
+      plan: Schema.optionalKey(Plan).annotate({ description: "the new plan, when changed" }),
+      guardDefault: Schema.optionalKey(GuardDefault).annotate({
+        description: "the new guard default, when changed",
+      }),
+    }),
   },
   "workspace.deleted": {
     description: "workspace deleted (soft); its keys are revoked",
     emittedBy: "DELETE /workspaces/:id",
-    data: { workspaceId: "string", name: "string", revokedKeys: "number" },
+    data: Schema.Struct({
+      workspaceId: Schema.String,
+      name: Schema.String,
+      revokedKeys: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "how many active keys were revoked (no `apikey.revoked` for each)",
+      }),
+    }),
   },
   "apikey.created": {
     description: "API key created",
-    emittedBy: "POST /api-keys, POST /api-keys/:id/rotate, POST /workspaces",
-    data: {
-      keyId: "string",
-      name: "string",
-      type: "workspace | agent",
-      prefix: "string",
-      scopes: "array of scope names",
-    },
+    emittedBy: "POST /api-keys, POST /api-keys/:id/rotate, POST /workspaces, first start, CLI",
+    data: Schema.Struct({
+      keyId: Schema.String.annotate({ description: "`key_…`" }),
+      name: Schema.String,
+      type: Schema.Literals(["workspace", "agent"]).annotate({
+        description: "an agent key's agent is the event's `agentId`",
+      }),
+      prefix: Schema.String.annotate({ description: "the 6-character lookup prefix" }),
+      scopes: Schema.Array(Schema.String).annotate({ description: "scope names" }),
+    }),
   },
   "apikey.revoked": {
     description: "API key revoked",
     emittedBy: "DELETE /api-keys/:id, expiry, rotation, agent deregistration",
-    data: {
-      keyId: "string",
-      name: "string",
-      prefix: "string",
-      reason: "revoked | expired | rotated | agent_deregistered | …",
-    },
+    data: Schema.Struct({
+      keyId: Schema.String,
+      name: Schema.String,
+      prefix: Schema.String,
+      reason: Schema.Literals(EVENT_REVOKE_REASONS),
+    }),
   },
   "apikey.rotated": {
     description: "API key replaced by a new one",
     emittedBy: "POST /api-keys/:id/rotate",
-    data: { keyId: "string", newKeyId: "string", overlapSeconds: "number" },
+    data: Schema.Struct({
+      keyId: Schema.String.annotate({ description: "the old key" }),
+      newKeyId: Schema.String.annotate({ description: "the replacement" }),
+      overlapSeconds: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "how long the old key keeps working; 0 revoked it at once",
+      }),
+    }),
   },
 } satisfies Record<string, EventDefinition>
 
 export type SystemEventName = keyof typeof SYSTEM_EVENTS
+
+/** The `data` of a system event, as its catalog schema types it. */
+export type SystemEventData<N extends SystemEventName> = (typeof SYSTEM_EVENTS)[N]["data"]["Type"]
 
 /** The spec's example alias of `enforcement.created` (D7). */
 export const EVENT_ALIASES: Readonly<Record<string, SystemEventName>> = { "enforcement.issued": "enforcement.created" }
@@ -141,6 +437,12 @@ export const EVENT_ALIASES: Readonly<Record<string, SystemEventName>> = { "enfor
 const reserved: ReadonlySet<string> = new Set([...Object.keys(SYSTEM_EVENTS), ...Object.keys(EVENT_ALIASES)])
 
 export const isSystemEvent = (name: string): boolean => reserved.has(name)
+
+/** The schema of a system event's `data` (an alias gives its target's); undefined for other names. */
+export const eventDataSchema = (name: string): EventDataSchema | undefined => {
+  const target = Object.hasOwn(EVENT_ALIASES, name) ? EVENT_ALIASES[name]! : name
+  return Object.hasOwn(SYSTEM_EVENTS, target) ? SYSTEM_EVENTS[target as SystemEventName].data : undefined
+}
 
 /** `lowercase.dotted`: at least two segments of [a-z0-9_], each starting with a letter. */
 export const INGESTED_EVENT_TYPE = /^[a-z][a-z0-9_]{0,62}(\.[a-z][a-z0-9_]{0,62}){1,7}$/
