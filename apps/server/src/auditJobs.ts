@@ -1,4 +1,4 @@
-import { EventService, SCOPES, systemActor } from "@agentgov/domain"
+import { Checkpoints, EventService, SCOPES, systemActor } from "@agentgov/domain"
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 
@@ -33,4 +33,20 @@ export const verifyAllChains = Effect.gen(function* () {
       return { skipped: false, failed }
     }),
   )
+}).pipe(Effect.orDie)
+
+/**
+ * Signs a checkpoint for every workspace whose chain grew since its last one
+ * (every minute by default). Instances may overlap: checkpointing a workspace
+ * is serialised by an advisory lock, and the later one finds nothing to do.
+ * Returns how many checkpoints were signed.
+ */
+export const checkpointAll = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const checkpoints = yield* Checkpoints
+  const stale = yield* sql<{ id: string; environment: "live" | "test" }>`SELECT w.id, w.environment
+      FROM workspaces w JOIN chain_heads h ON h.workspace_id = w.id
+      WHERE h.sequence > coalesce((SELECT max(tree_size) FROM checkpoints c WHERE c.workspace_id = w.id), 0)`
+  for (const w of stale) yield* checkpoints.latest(systemActor(w.id, w.environment, new Set(SCOPES)))
+  return stale.length
 }).pipe(Effect.orDie)

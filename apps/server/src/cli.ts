@@ -5,6 +5,7 @@ import {
   ApiKeyService,
   DomainLayer,
   type Environment,
+  MasterKey,
   type Plan,
   SCOPES,
   systemActor,
@@ -13,6 +14,7 @@ import {
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { ConfigError, loadConfig } from "./config.ts"
 import { acquireDataDirLock } from "./dataDirLock.ts"
+import { resolveMasterKey } from "./masterKey.ts"
 import { migratedStore, storeLayer } from "./store.ts"
 
 const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in AGENTGOV_DATA_DIR)
@@ -61,7 +63,11 @@ try {
   throw e
 }
 const release = config.databaseUrl ? () => {} : acquireDataDirLock(config.dataDir)
-const runtime = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(migratedStore(storeLayer(config)))))
+const runtime = ManagedRuntime.make(
+  DomainLayer.pipe(
+    Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config)), MasterKey.layer(resolveMasterKey(config)))),
+  ),
+)
 const operator = (workspaceId = "ws_operator", environment: "live" | "test" = "live"): Actor =>
   systemActor(workspaceId, environment, new Set(SCOPES))
 

@@ -1,4 +1,5 @@
 import { resolve } from "node:path"
+import { parseMasterKey } from "./masterKey.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
 
@@ -15,6 +16,10 @@ export interface ServerConfig {
   /** How often every workspace's chain is verified (D8: 6 hours). */
   readonly verifyIntervalMs: number
   readonly bootstrap: boolean
+  /** AGENTGOV_MASTER_KEY; when unset, a key kept in the data directory (masterKey.ts). */
+  readonly masterKey: Buffer | undefined
+  /** How often a checkpoint is signed for every workspace whose chain grew. */
+  readonly checkpointIntervalMs: number
 }
 
 export class ConfigError extends Error {
@@ -54,6 +59,17 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     }
   }
 
+  const masterKey = () => {
+    const raw = env.AGENTGOV_MASTER_KEY
+    if (raw === undefined || raw === "") return undefined
+    try {
+      return parseMasterKey(raw)
+    } catch (e) {
+      problems.push(`AGENTGOV_MASTER_KEY: ${(e as Error).message}`)
+      return undefined
+    }
+  }
+
   const port = int("PORT", 3000, 0, 65535)
   const level = (env.LOG_LEVEL ?? "info").toLowerCase()
   if (!["debug", "info", "warn", "error"].includes(level))
@@ -76,6 +92,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     sweepIntervalMs: int("AGENTGOV_SWEEP_INTERVAL_MS", 30_000, 100, 86_400_000),
     verifyIntervalMs: int("AGENTGOV_VERIFY_INTERVAL_MS", 6 * 3_600_000, 1_000, 30 * 86_400_000),
     bootstrap: bootstrapRaw === "true" || bootstrapRaw === "1",
+    masterKey: masterKey(),
+    checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

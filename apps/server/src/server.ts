@@ -15,15 +15,16 @@ import {
   sendError,
   sendJson,
 } from "@agentgov/api"
-import { ApiKeyService, DomainLayer } from "@agentgov/domain"
+import { ApiKeyService, DomainLayer, MasterKey, SigningKeys } from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { checkpointAll, verifyAllChains } from "./auditJobs.ts"
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import type { ServerConfig } from "./config.ts"
 import { type Logger, makeLogger } from "./logger.ts"
+import { resolveMasterKey } from "./masterKey.ts"
 import { migratedStore, type StoreLayer, storeLayer } from "./store.ts"
-import { verifyAllChains } from "./verifier.ts"
 
 export interface RunningServer {
   readonly url: string
@@ -43,6 +44,7 @@ export interface StartOptions {
 }
 
 const API_PREFIXES = ["/api/v1", "/v1"] as const
+const JWKS_PATH = "/.well-known/jwks.json"
 
 /**
  * Starts the service: migrates the store, bootstraps an empty one, and serves
@@ -52,8 +54,11 @@ const API_PREFIXES = ["/api/v1", "/v1"] as const
 export const startServer = async (config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
   const log = options.logger ?? makeLogger(config.logLevel)
   const store = migratedStore(options.store ?? storeLayer(config))
-  const runtime: Runtime = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(store)))
+  const masterKey = MasterKey.layer(resolveMasterKey(config))
+  const runtime: Runtime = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store, masterKey))))
   const bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
+  // The JWKS is never empty: a signing key exists before the first request.
+  await runtime.runPromise(SigningKeys.use((k) => k.current))
 
   const executor = makeExecutor(runtime, log)
   const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
@@ -79,6 +84,16 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const openapi = buildOpenApi(operations, { serverUrl: config.publicUrl })
   const openapiBody = JSON.stringify(openapi)
   const referenceHtml = renderReference(openapi)
+
+  /** The public signing keys as a plain JWKS document (RFC 7517), the form JWT libraries fetch. */
+  const jwks = async (req: IncomingMessage, res: ServerResponse, requestId: string) => {
+    if (req.method !== "GET" && req.method !== "HEAD")
+      return sendError(res, new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed`), requestId, {
+        allow: "GET",
+      })
+    const keys = await runtime.runPromise(SigningKeys.use((k) => k.jwks))
+    return sendJson(res, 200, JSON.stringify(keys), requestId, { "cache-control": "public, max-age=300" })
+  }
 
   const ready = async (res: ServerResponse, requestId: string) => {
     const exit = await runtime.runPromiseExit(SqlClient.SqlClient.use((sql) => sql`SELECT 1`))
@@ -106,6 +121,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     const path = url.pathname
     if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
     if (path === "/readyz") return ready(res, requestId)
+    if (path === JWKS_PATH || path === `/api/v1${JWKS_PATH}` || path === `/v1${JWKS_PATH}`)
+      return jwks(req, res, requestId)
     if (path === "/trpc" || path.startsWith("/trpc/")) {
       // tRPC reads the request id from the header: make sure one is there.
       req.headers["x-request-id"] = requestId
@@ -187,6 +204,14 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   }, config.sweepIntervalMs)
   sweep.unref()
 
+  const checkpoint = setInterval(() => {
+    runtime
+      .runPromise(checkpointAll)
+      .then((n) => n > 0 && log.debug("signed checkpoints", { count: n }))
+      .catch((cause) => log.error("checkpointing failed", { cause: String(cause) }))
+  }, config.checkpointIntervalMs)
+  checkpoint.unref()
+
   const verify = setInterval(() => {
     runtime
       .runPromise(verifyAllChains)
@@ -200,6 +225,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const close = async () => {
     clearInterval(sweep)
     clearInterval(verify)
+    clearInterval(checkpoint)
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
     eventStream.closeAll()
     server.closeIdleConnections()

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 import { SCOPES } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { expect } from "vitest"
@@ -82,6 +83,8 @@ export const credentialFixtures = async (t: TestServer): Promise<CredentialFixtu
   }
 }
 
+const TEST_MASTER_KEY = randomBytes(32)
+
 export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig => ({
   port: 0,
   host: "127.0.0.1",
@@ -94,6 +97,8 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
   sweepIntervalMs: 60_000,
   verifyIntervalMs: 3_600_000,
   bootstrap: true,
+  masterKey: TEST_MASTER_KEY,
+  checkpointIntervalMs: 3_600_000,
   ...overrides,
 })
 

@@ -5,6 +5,7 @@ import type {
   AgentVersionExists,
   ApiKeyNotFound,
   ApiKeyNotRotatable,
+  CheckpointNotFound,
   EventNotFound,
   IdempotencyKeyReused,
   InvalidCursor,
@@ -49,6 +50,7 @@ export type DomainError =
   | AgentVersionExists
   | ApiKeyNotFound
   | ApiKeyNotRotatable
+  | CheckpointNotFound
   | EventNotFound
   | IdempotencyKeyReused
   | InvalidCursor
@@ -76,6 +78,11 @@ const mapping: Mapping = {
   ApiKeyNotFound: (e) => new ApiError(404, "API_KEY_NOT_FOUND", `API key ${e.keyId} not found`),
   ApiKeyNotRotatable: (e) =>
     new ApiError(409, "API_KEY_NOT_ROTATABLE", `API key ${e.keyId} cannot be rotated: ${e.reason}`),
+  CheckpointNotFound: (e) =>
+    new ApiError(404, "CHECKPOINT_NOT_FOUND", `no checkpoint of tree size ${e.treeSize}`, {
+      field: "treeSize",
+      issue: "no checkpoint of this size",
+    }),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
   IdempotencyKeyReused: () =>
     new ApiError(409, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request", {

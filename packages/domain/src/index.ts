@@ -4,15 +4,19 @@ import { AgentService } from "./agents/AgentService.ts"
 import { ApiKeyRepo } from "./apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { Checkpoints } from "./audit/Checkpoints.ts"
 import { EventAppender } from "./audit/EventAppender.ts"
 import { EventFeed } from "./audit/EventFeed.ts"
 import { EventRepo } from "./audit/EventRepo.ts"
 import { EventService } from "./audit/EventService.ts"
+import { MerkleStore } from "./audit/MerkleStore.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
+import { SigningKeys } from "./keys/SigningKeys.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
 import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
+export { canonicalize, chainHash, GENESIS_HASH } from "@agentgov/verifier"
 export * from "./agents/Agent.ts"
 export * from "./agents/AgentErrors.ts"
 export { type AgentListFilter, AgentService } from "./agents/AgentService.ts"
@@ -22,7 +26,7 @@ export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } f
 export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
 export * from "./audit/AuditEvent.ts"
 export { type AppendGroup, AuditLog, EVENTS_CHANNEL } from "./audit/AuditLog.ts"
-export { chainHash, GENESIS_HASH } from "./audit/chainHash.ts"
+export { CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
 export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"
@@ -30,18 +34,21 @@ export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
 export { EventService } from "./audit/EventService.ts"
 export {
   EVENT_ALIASES,
+  type EventDataSchema,
   type EventDefinition,
+  eventDataSchema,
   isSystemEvent,
   SYSTEM_EVENTS,
+  type SystemEventData,
   type SystemEventName,
 } from "./audit/eventCatalog.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./idempotency/Idempotency.ts"
+export { MasterKey, type PublicJwk, type SigningKey, SigningKeys } from "./keys/SigningKeys.ts"
 export * from "./shared/errors.ts"
 export { newId } from "./shared/ids.ts"
-export { canonicalize } from "./shared/jcs.ts"
 export { DEFAULT_LIMIT, MAX_LIMIT, type Page, type PageRequest } from "./shared/pagination.ts"
 export { InvalidCursor } from "./shared/paginationErrors.ts"
 export * from "./shared/schemas.ts"
@@ -57,6 +64,8 @@ const repos = Layer.mergeAll(
   AuditLog.layer,
   EventRepo.layer,
   Idempotency.layer,
+  MerkleStore.layer,
+  SigningKeys.layer,
 )
 const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
 const apiKeys = ApiKeyService.layer.pipe(Layer.provideMerge(writers))
@@ -68,6 +77,7 @@ export const DomainLayer = Layer.mergeAll(
   Authenticator.layer,
   EventService.layer,
   EventFeed.layer,
+  Checkpoints.layer,
 ).pipe(Layer.provideMerge(apiKeys))
 
 export type DomainServices =
@@ -80,3 +90,5 @@ export type DomainServices =
   | Idempotency
   | EventService
   | EventFeed
+  | Checkpoints
+  | SigningKeys

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 import { type Database, PostgresClient } from "@agentgov/db"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -14,6 +15,7 @@ import {
   type DomainServices,
   GENESIS_HASH,
   hashKey,
+  MasterKey,
   mintKey,
   SCOPES,
   WorkspaceService,
@@ -23,11 +25,12 @@ type R = DomainServices | SqlClient.SqlClient | Database
 type Runtime = ManagedRuntime.ManagedRuntime<R, never>
 
 let store: TestStore
+const masterKey = MasterKey.layer(randomBytes(32))
 let rt: Runtime
 
 beforeAll(async () => {
   store = await makeTestStore()
-  rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(store.layer)))
+  rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store.layer, masterKey))))
 })
 
 afterAll(async () => {
@@ -558,7 +561,7 @@ describe("audit chain", () => {
   it("stays linear when two instances write to one PostgreSQL workspace at once", async () => {
     if (store.kind !== "postgres") return
     const second: Runtime = ManagedRuntime.make(
-      DomainLayer.pipe(Layer.provideMerge(PostgresClient.layer({ url: store.url!, max: 5 }))),
+      DomainLayer.pipe(Layer.provideMerge(Layer.merge(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey))),
     )
     try {
       const { workspace, actor } = await newWorkspace()

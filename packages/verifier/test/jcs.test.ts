@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import { chainHash, GENESIS_HASH } from "../src/audit/chainHash.ts"
-import { canonicalize } from "../src/shared/jcs.ts"
+import { chainHash, GENESIS_HASH } from "../src/chain.ts"
+import { canonicalize } from "../src/jcs.ts"
 
 /** The IEEE 754 double with the given bit pattern (RFC 8785 appendix B lists its vectors this way). */
 const double = (hex: string): number => {

@@ -1,16 +1,26 @@
 import {
   AuditEvent,
+  Checkpoint,
+  Checkpoints,
+  ConsistencyProofQuery,
+  ConsistencyProofResult,
+  EventGetQuery,
   EventQueryInput,
   EventService,
+  EventWithProof,
+  ExportBundle,
+  ExportQuery,
+  InclusionProofQuery,
+  InclusionProofResult,
   IngestEvents,
   IngestResult,
+  MAX_EXPORT_EVENTS,
   MAX_INGEST_BATCH,
   PageOf,
   Verification,
 } from "@agentgov/domain"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField } from "./common.ts"
 
 const tag = "Events"
 
@@ -57,15 +67,75 @@ export const eventOperations = [
     handler: (_input, actor) => EventService.use((s) => s.verify(actor, "api")),
   }),
   defineOperation({
+    name: "events.checkpoint",
+    method: "GET",
+    path: "/events/checkpoint",
+    scope: "events:read",
+    tag,
+    summary: "Get the signed checkpoint",
+    description:
+      "The checkpoint of the current chain head: the RFC 6962 Merkle root over every event, the head's chain hash and the time, signed with Ed25519 by a key in `/.well-known/jwks.json`. Signed now if the chain grew since the last one (also every minute).",
+    input: Schema.Struct({}),
+    output: Checkpoint,
+    handler: (_input, actor) => Checkpoints.use((c) => c.latest(actor)),
+  }),
+  defineOperation({
+    name: "events.inclusionProof",
+    method: "GET",
+    path: "/events/proofs/inclusion",
+    scope: "events:read",
+    tag,
+    summary: "Prove an event is in the tree",
+    description:
+      "The audit path of event `sequence` (leaf `sequence − 1`) in the tree of a checkpoint: the newest one that covers the event unless `treeSize` names another. Verify with RFC 9162 §2.1.3.2 or `@agentgov/verifier`.",
+    errors: ["CHECKPOINT_NOT_FOUND"],
+    input: InclusionProofQuery,
+    output: InclusionProofResult,
+    handler: (input, actor) => Checkpoints.use((c) => c.inclusion(actor, input.sequence, input.treeSize)),
+  }),
+  defineOperation({
+    name: "events.consistencyProof",
+    method: "GET",
+    path: "/events/proofs/consistency",
+    scope: "events:read",
+    tag,
+    summary: "Prove the trail only grew",
+    description:
+      "Proof that the tree of the first `fromSize` events (a checkpoint you kept) is a prefix of a later checkpoint's tree (the latest unless `toSize` names one): nothing was changed or removed in between. RFC 9162 §2.1.4.",
+    errors: ["CHECKPOINT_NOT_FOUND"],
+    input: ConsistencyProofQuery,
+    output: ConsistencyProofResult,
+    handler: (input, actor) => Checkpoints.use((c) => c.consistency(actor, input.fromSize, input.toSize)),
+  }),
+  defineOperation({
+    name: "events.export",
+    method: "GET",
+    path: "/events/export",
+    scope: "events:read",
+    tag,
+    summary: "Export a verifiable bundle",
+    description: `Events \`fromSequence..toSequence\` (at most ${MAX_EXPORT_EVENTS}; the latest by default) with a fresh signed checkpoint, every event's inclusion proof, the JWKS and, with \`sinceTreeSize\`, a consistency proof from an older checkpoint. Check it offline, with no server: \`npx agentgov-verify bundle.json\` (package \`@agentgov/verifier\`). Not for agent-bound credentials.`,
+    input: ExportQuery,
+    output: ExportBundle,
+    handler: (input, actor) => Checkpoints.use((c) => c.exportBundle(actor, input)),
+  }),
+  defineOperation({
     name: "events.get",
     method: "GET",
     path: "/events/:id",
     scope: "events:read",
     tag,
     summary: "Get an event",
+    description: "With `proof=true`, also its inclusion proof against the newest checkpoint that covers it.",
     errors: ["EVENT_NOT_FOUND"],
-    input: Schema.Struct(idField),
-    output: AuditEvent,
-    handler: (input, actor) => EventService.use((s) => s.get(actor, input.id)),
+    input: EventGetQuery,
+    output: EventWithProof,
+    handler: (input, actor) =>
+      Effect.gen(function* () {
+        const event = yield* EventService.use((s) => s.get(actor, input.id))
+        if (!input.proof) return event
+        const proof = yield* Checkpoints.use((c) => c.inclusion(actor, event.sequence))
+        return { ...event, proof }
+      }),
   }),
 ]

@@ -1,11 +1,11 @@
 import { jsonb } from "@agentgov/db"
+import { chainHash, GENESIS_HASH } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
 import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { chainHash, GENESIS_HASH } from "./chainHash.ts"
 
 /** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
 export const EVENTS_CHANNEL = "agentgov_events"

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { Cursor, Limit, Timestamp } from "../shared/schemas.ts"
+import { AuditEvent } from "./AuditEvent.ts"
 
 export const MAX_INGEST_BATCH = 100
 export const MAX_EVENT_DATA_BYTES = 32 * 1024
@@ -52,3 +53,84 @@ export const Verification = Schema.Struct({
   verifiedAt: Timestamp,
 }).annotate({ identifier: "ChainVerification" })
 export type Verification = typeof Verification.Type
+
+const Hash = Schema.String.annotate({ description: "lowercase hex SHA-256" })
+const Sequence = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+const TreeSize = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+export const Checkpoint = Schema.Struct({
+  workspaceId: Schema.String,
+  treeSize: Schema.Int.annotate({ description: "events in the tree: sequences 1..treeSize" }),
+  rootHash: Hash.annotate({
+    description: "RFC 6962 Merkle tree hash; leaf i = SHA-256(0x00 ‖ bytes of event i+1's hash)",
+  }),
+  headHash: Hash.annotate({ description: "the chain hash of event treeSize" }),
+  timestamp: Timestamp,
+  kid: Schema.String.annotate({ description: "the signing key in /.well-known/jwks.json" }),
+  signature: Schema.String.annotate({
+    description:
+      'base64url Ed25519 over UTF-8 "agentgov-checkpoint/v1\\n" + JCS({workspaceId, treeSize, rootHash, headHash, timestamp})',
+  }),
+}).annotate({ identifier: "Checkpoint" })
+
+export const InclusionProof = Schema.Struct({
+  sequence: Schema.Int,
+  leafIndex: Schema.Int.annotate({ description: "sequence − 1" }),
+  treeSize: Schema.Int,
+  path: Schema.Array(Hash).annotate({ description: "audit path, leaf to root (RFC 9162 §2.1.3)" }),
+}).annotate({ identifier: "InclusionProof" })
+
+export const InclusionProofResult = Schema.Struct({ ...InclusionProof.fields, checkpoint: Checkpoint }).annotate({
+  identifier: "InclusionProofResult",
+})
+
+export const ConsistencyProofResult = Schema.Struct({
+  fromSize: Schema.Int,
+  fromRoot: Hash,
+  toSize: Schema.Int,
+  path: Schema.Array(Hash).annotate({ description: "RFC 9162 §2.1.4 consistency proof" }),
+  checkpoint: Checkpoint,
+}).annotate({ identifier: "ConsistencyProofResult" })
+
+export const InclusionProofQuery = Schema.Struct({
+  sequence: Sequence,
+  treeSize: Schema.optionalKey(TreeSize.annotate({ description: "a checkpoint's tree size; the latest by default" })),
+})
+
+export const ConsistencyProofQuery = Schema.Struct({
+  fromSize: TreeSize.annotate({ description: "the tree size of the older checkpoint you hold" }),
+  toSize: Schema.optionalKey(TreeSize.annotate({ description: "a checkpoint's tree size; the latest by default" })),
+})
+
+export const ExportQuery = Schema.Struct({
+  fromSequence: Schema.optionalKey(Sequence),
+  toSequence: Schema.optionalKey(Sequence),
+  sinceTreeSize: Schema.optionalKey(
+    TreeSize.annotate({ description: "add a consistency proof from this older tree size to the bundle's checkpoint" }),
+  ),
+})
+
+export const ExportBundle = Schema.Struct({
+  format: Schema.Literal("agentgov.audit-bundle/v1"),
+  workspaceId: Schema.String,
+  exportedAt: Timestamp,
+  events: Schema.Array(AuditEvent),
+  checkpoint: Checkpoint,
+  inclusionProofs: Schema.Array(InclusionProof),
+  consistency: Schema.optionalKey(
+    Schema.Struct({ fromSize: Schema.Int, fromRoot: Hash, toSize: Schema.Int, path: Schema.Array(Hash) }),
+  ),
+  jwks: Schema.Struct({ keys: Schema.Array(Schema.Record(Schema.String, Schema.Unknown)) }),
+}).annotate({ identifier: "AuditBundle" })
+
+export const EventWithProof = Schema.Struct({
+  ...AuditEvent.fields,
+  proof: Schema.optionalKey(InclusionProofResult),
+}).annotate({ identifier: "EventWithProof" })
+
+export const EventGetQuery = Schema.Struct({
+  id: Schema.String,
+  proof: Schema.optionalKey(
+    Schema.Boolean.annotate({ description: "add the event's inclusion proof and the checkpoint it is made against" }),
+  ),
+})

@@ -56,6 +56,8 @@ export class EventRepo extends Context.Service<
       afterSequence: number,
       limit: number,
     ) => Effect.Effect<ReadonlyArray<EventRow>>
+    /** Events `from..to` by sequence, oldest first. */
+    readonly range: (workspaceId: string, from: number, to: number) => Effect.Effect<ReadonlyArray<AuditEvent>>
     readonly head: (workspaceId: string) => Effect.Effect<{ sequence: number; hash: string } | undefined>
   }
 >()("@agentgov/domain/audit/EventRepo") {
@@ -92,6 +94,12 @@ export class EventRepo extends Context.Service<
         batch: (workspaceId, afterSequence, limit) =>
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
               ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
+        range: (workspaceId, from, to) =>
+          sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId}
+              AND sequence >= ${from} AND sequence <= ${to} ORDER BY sequence`.pipe(
+            Effect.map((rows) => rows.map(toEvent)),
+            Effect.orDie,
+          ),
         head: (workspaceId) =>
           sql<{
             sequence: number

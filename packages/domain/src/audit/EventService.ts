@@ -1,3 +1,4 @@
+import { chainHash, GENESIS_HASH } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentRepo } from "../agents/AgentRepo.ts"
@@ -10,7 +11,6 @@ import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { chainHash, GENESIS_HASH } from "./chainHash.ts"
 import {
   type EventQueryInput,
   type IngestEvent,

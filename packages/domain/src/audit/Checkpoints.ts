@@ -1,0 +1,239 @@
+import {
+  BUNDLE_FORMAT,
+  type Bundle,
+  type Checkpoint,
+  type ConsistencyProof,
+  consistencyProofRanges,
+  EMPTY_ROOT,
+  GENESIS_HASH,
+  type InclusionProof,
+  inclusionProofRanges,
+  signCheckpoint,
+} from "@agentgov/verifier"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { Actor } from "../auth/Actor.ts"
+import { SigningKeys } from "../keys/SigningKeys.ts"
+import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { transactional } from "../shared/transaction.ts"
+import { EventRepo } from "./EventRepo.ts"
+import { MerkleStore } from "./MerkleStore.ts"
+
+/** At most this many events per export bundle (each carries its inclusion proof). */
+export const MAX_EXPORT_EVENTS = 10_000
+
+/** No checkpoint of that tree size (checkpoints are made as the chain grows, and on demand). */
+export class CheckpointNotFound extends Schema.TaggedError<CheckpointNotFound>()("CheckpointNotFound", {
+  treeSize: Schema.Number,
+}) {}
+
+interface CheckpointRow {
+  readonly workspace_id: string
+  readonly tree_size: number
+  readonly root_hash: string
+  readonly head_hash: string
+  readonly signed_at: Date
+  readonly kid: string
+  readonly signature: string
+}
+
+const toCheckpoint = (r: CheckpointRow): Checkpoint => ({
+  workspaceId: r.workspace_id,
+  treeSize: r.tree_size,
+  rootHash: r.root_hash,
+  headHash: r.head_hash,
+  timestamp: r.signed_at.toISOString(),
+  kid: r.kid,
+  signature: r.signature,
+})
+
+/** Serialises checkpointing per workspace across instances (transaction-scoped advisory lock). */
+const CHECKPOINT_LOCK = 72_410_004
+
+/**
+ * Signed checkpoints of each workspace's Merkle tree, and the proofs and
+ * export bundles that let anyone check the audit trail offline with
+ * `@agentgov/verifier`. A checkpoint signs (tree size, Merkle root, chain
+ * head hash, time) with the service's Ed25519 key published in the JWKS.
+ */
+export class Checkpoints extends Context.Service<
+  Checkpoints,
+  {
+    /** The checkpoint of the current chain head, signed now if the head moved since the last one. */
+    readonly latest: (actor: Actor) => Effect.Effect<Checkpoint>
+    /** The audit path of event `sequence` in the tree of a checkpoint (the latest covering it by default). */
+    readonly inclusion: (
+      actor: Actor,
+      sequence: number,
+      treeSize?: number,
+    ) => Effect.Effect<InclusionProof & { readonly checkpoint: Checkpoint }, CheckpointNotFound | InvalidInput>
+    /** Proof that the tree of `fromSize` leaves is a prefix of a checkpoint's tree (the latest by default). */
+    readonly consistency: (
+      actor: Actor,
+      fromSize: number,
+      toSize?: number,
+    ) => Effect.Effect<ConsistencyProof & { readonly checkpoint: Checkpoint }, CheckpointNotFound | InvalidInput>
+    /** Events `from..to` with a checkpoint covering them, their inclusion proofs and the JWKS. */
+    readonly exportBundle: (
+      actor: Actor,
+      q: { readonly fromSequence?: number; readonly toSequence?: number; readonly sinceTreeSize?: number },
+    ) => Effect.Effect<Bundle, CheckpointNotFound | InvalidInput | PermissionDenied>
+  }
+>()("@agentgov/domain/audit/Checkpoints") {
+  static readonly layer = Layer.effect(
+    Checkpoints,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const merkle = yield* MerkleStore
+      const keys = yield* SigningKeys
+      const events = yield* EventRepo
+      const inTransaction = transactional(sql)
+
+      const find = (workspaceId: string, treeSize: number) =>
+        sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${workspaceId} AND tree_size = ${treeSize}`.pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0] ? Effect.succeed(toCheckpoint(rows[0])) : Effect.fail(new CheckpointNotFound({ treeSize })),
+          ),
+        )
+
+      const latest = (actor: Actor) =>
+        inTransaction(
+          Effect.gen(function* () {
+            const workspaceId = actor.workspaceId
+            yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
+            const [last] = yield* sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${workspaceId}
+                ORDER BY tree_size DESC LIMIT 1`
+            const head = (yield* events.head(workspaceId)) ?? { sequence: 0, hash: GENESIS_HASH }
+            if (last && last.tree_size >= head.sequence) return toCheckpoint(last)
+            yield* merkle.extend(workspaceId, head.sequence)
+            const rootHash = head.sequence === 0 ? EMPTY_ROOT : yield* merkle.hasher(workspaceId).hash(0, head.sequence)
+            const key = yield* keys.current
+            const now = yield* Clock.currentTimeMillis
+            const checkpoint = signCheckpoint(
+              {
+                workspaceId,
+                treeSize: head.sequence,
+                rootHash,
+                headHash: head.hash,
+                timestamp: new Date(now).toISOString(),
+              },
+              key.privateKey,
+              key.kid,
+            )
+            yield* sql`INSERT INTO checkpoints (workspace_id, tree_size, root_hash, head_hash, signed_at, kid, signature)
+                VALUES (${workspaceId}, ${checkpoint.treeSize}, ${checkpoint.rootHash}, ${checkpoint.headHash},
+                        ${checkpoint.timestamp}::timestamptz, ${checkpoint.kid}, ${checkpoint.signature})`
+            return checkpoint
+          }),
+        )
+
+      /** The checkpoint a proof is made against: the one asked for, or the latest (which covers `atLeast`). */
+      const target = (actor: Actor, treeSize: number | undefined, atLeast: number, field: string) =>
+        Effect.gen(function* () {
+          let checkpoint: Checkpoint
+          if (treeSize !== undefined) checkpoint = yield* find(actor.workspaceId, treeSize)
+          else {
+            // The newest signed checkpoint when it covers the event; a new one only when none does.
+            const [last] = yield* sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${actor.workspaceId}
+                ORDER BY tree_size DESC LIMIT 1`.pipe(Effect.orDie)
+            checkpoint = last && last.tree_size >= atLeast ? toCheckpoint(last) : yield* latest(actor)
+          }
+          if (atLeast > checkpoint.treeSize)
+            return yield* new InvalidInput({
+              field,
+              message: `is beyond the tree size ${checkpoint.treeSize} (the chain has ${checkpoint.treeSize} events)`,
+            })
+          return checkpoint
+        })
+
+      const inclusion = Effect.fn("Checkpoints.inclusion")(function* (
+        actor: Actor,
+        sequence: number,
+        treeSize?: number,
+      ) {
+        const checkpoint = yield* target(actor, treeSize, sequence, "sequence")
+        const hasher = merkle.hasher(actor.workspaceId)
+        const path = yield* Effect.forEach(inclusionProofRanges(sequence - 1, checkpoint.treeSize), ([s, e]) =>
+          hasher.hash(s, e),
+        )
+        return { sequence, leafIndex: sequence - 1, treeSize: checkpoint.treeSize, path, checkpoint }
+      })
+
+      const consistency = Effect.fn("Checkpoints.consistency")(function* (
+        actor: Actor,
+        fromSize: number,
+        toSize?: number,
+      ) {
+        const checkpoint = yield* target(actor, toSize, fromSize, "fromSize")
+        const hasher = merkle.hasher(actor.workspaceId)
+        const fromRoot = yield* hasher.hash(0, fromSize)
+        const path = yield* Effect.forEach(consistencyProofRanges(fromSize, checkpoint.treeSize), ([s, e]) =>
+          hasher.hash(s, e),
+        )
+        return { fromSize, fromRoot, toSize: checkpoint.treeSize, path, checkpoint }
+      })
+
+      const exportBundle = Effect.fn("Checkpoints.exportBundle")(function* (
+        actor: Actor,
+        q: { readonly fromSequence?: number; readonly toSequence?: number; readonly sinceTreeSize?: number },
+      ) {
+        if (actor.agentId !== undefined)
+          return yield* new PermissionDenied({ message: "an agent-bound credential cannot export the audit trail" })
+        const checkpoint = yield* latest(actor)
+        const to = q.toSequence ?? checkpoint.treeSize
+        const from = q.fromSequence ?? Math.max(1, to - MAX_EXPORT_EVENTS + 1)
+        if (to > checkpoint.treeSize)
+          return yield* new InvalidInput({
+            field: "toSequence",
+            message: `the chain has ${checkpoint.treeSize} events`,
+          })
+        if (checkpoint.treeSize === 0)
+          return yield* new InvalidInput({ field: "fromSequence", message: "the chain has no events yet" })
+        if (from > to) return yield* new InvalidInput({ field: "fromSequence", message: "must not exceed toSequence" })
+        if (to - from + 1 > MAX_EXPORT_EVENTS)
+          return yield* new InvalidInput({
+            field: "toSequence",
+            message: `a bundle holds at most ${MAX_EXPORT_EVENTS} events; export in several ranges`,
+          })
+        if (q.sinceTreeSize !== undefined && q.sinceTreeSize > checkpoint.treeSize)
+          return yield* new InvalidInput({
+            field: "sinceTreeSize",
+            message: `is beyond the tree size ${checkpoint.treeSize}`,
+          })
+        const rows = yield* events.range(actor.workspaceId, from, to)
+        const hasher = merkle.hasher(actor.workspaceId)
+        yield* hasher.preload(from - 1, to)
+        const inclusionProofs: Array<InclusionProof> = []
+        for (const e of rows) {
+          const path = yield* Effect.forEach(inclusionProofRanges(e.sequence - 1, checkpoint.treeSize), ([s, end]) =>
+            hasher.hash(s, end),
+          )
+          inclusionProofs.push({ sequence: e.sequence, leafIndex: e.sequence - 1, treeSize: checkpoint.treeSize, path })
+        }
+        let consistency: ConsistencyProof | undefined
+        if (q.sinceTreeSize !== undefined) {
+          const fromRoot = yield* hasher.hash(0, q.sinceTreeSize)
+          const path = yield* Effect.forEach(consistencyProofRanges(q.sinceTreeSize, checkpoint.treeSize), ([s, e]) =>
+            hasher.hash(s, e),
+          )
+          consistency = { fromSize: q.sinceTreeSize, fromRoot, toSize: checkpoint.treeSize, path }
+        }
+        const now = yield* Clock.currentTimeMillis
+        const bundle: Bundle = {
+          format: BUNDLE_FORMAT,
+          workspaceId: actor.workspaceId,
+          exportedAt: new Date(now).toISOString(),
+          events: rows,
+          checkpoint,
+          inclusionProofs,
+          ...(consistency ? { consistency } : {}),
+          jwks: yield* keys.jwks,
+        }
+        return bundle
+      })
+
+      return Checkpoints.of({ latest, inclusion, consistency, exportBundle })
+    }),
+  )
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+/**
+ * agentgov-verify <bundle.json | -> [--jwks <file>] [--json]
+ *
+ * Verifies an audit-trail export bundle offline. Exit code 0: valid; 1: invalid;
+ * 2: usage or I/O error (bundle or JWKS file unreadable or not JSON).
+ */
+import { readFileSync } from "node:fs"
+import { parseArgs } from "node:util"
+import { type BundleVerification, verifyBundle } from "./bundle.ts"
+import type { Jwks } from "./checkpoint.ts"
+
+const USAGE = "usage: agentgov-verify <bundle.json | -> [--jwks <trusted-jwks.json>] [--json]"
+
+/** The parsed JSON of a file, or of stdin for "-"; throws with a message fit for the user. */
+const readJson = (path: string, what: string): unknown => {
+  let text: string
+  try {
+    text = readFileSync(path === "-" ? 0 : path, "utf8")
+  } catch (e) {
+    throw new Error(`cannot read the ${what} ${path}: ${(e as Error).message}`)
+  }
+  try {
+    return JSON.parse(text)
+  } catch (e) {
+    throw new Error(`the ${what} ${path} is not JSON: ${(e as Error).message}`)
+  }
+}
+
+const readJwks = (path: string): Jwks => {
+  const jwks = readJson(path, "JWKS")
+  if (typeof jwks !== "object" || jwks === null || !Array.isArray((jwks as Jwks).keys)) {
+    throw new Error(`the JWKS ${path} has no "keys" array`)
+  }
+  return jwks as Jwks
+}
+
+const short = (hash: string): string => `${hash.slice(0, 12)}…`
+
+const summary = (r: BundleVerification): string[] => {
+  const lines: string[] = []
+  if (r.valid && r.checkpoint) {
+    const { treeSize, rootHash, kid } = r.checkpoint
+    lines.push(
+      `OK: ${r.checked} event${r.checked === 1 ? "" : "s"}, checkpoint tree size ${treeSize}, root ${short(rootHash)}, signed by kid ${kid}`,
+    )
+    if (r.consistency) {
+      lines.push(`consistent with the tree of size ${r.consistency.fromSize}, root ${r.consistency.fromRoot}`)
+    }
+  } else {
+    lines.push(`INVALID: ${r.errors.length} error${r.errors.length === 1 ? "" : "s"}`)
+    for (const e of r.errors) lines.push(`  ${e.sequence === undefined ? "" : `event ${e.sequence}: `}${e.reason}`)
+  }
+  for (const w of r.warnings) lines.push(`warning: ${w}`)
+  return lines
+}
+
+const parseOptions = (argv: string[]) => {
+  try {
+    const parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { jwks: { type: "string" }, json: { type: "boolean" } },
+    })
+    if (parsed.positionals.length !== 1) throw new Error("expected exactly one bundle file")
+    return parsed
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${USAGE}`)
+  }
+}
+
+const main = (argv: string[]): number => {
+  try {
+    const { values, positionals } = parseOptions(argv)
+    const trustedJwks = values.jwks === undefined ? undefined : readJwks(values.jwks)
+    const bundle = readJson(positionals[0]!, "bundle")
+    const result = verifyBundle(bundle, trustedJwks ? { trustedJwks } : {})
+    const output = values.json ? [JSON.stringify(result, null, 2)] : summary(result)
+    process.stdout.write(`${output.join("\n")}\n`)
+    return result.valid ? 0 : 1
+  } catch (e) {
+    process.stderr.write(`agentgov-verify: ${(e as Error).message}\n`)
+    return 2
+  }
+}
+
+process.exitCode = main(process.argv.slice(2))

@@ -1,0 +1,5 @@
+export * from "./bundle.ts"
+export * from "./chain.ts"
+export * from "./checkpoint.ts"
+export * from "./jcs.ts"
+export * from "./merkle.ts"

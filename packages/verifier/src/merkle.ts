@@ -1,0 +1,228 @@
+/**
+ * RFC 6962 / RFC 9162 §2.1 Merkle tree over the audit trail. Hashes cross the
+ * public API as lowercase hex strings; leaf data is raw bytes.
+ *
+ * Leaf index s − 1 holds event s, whose leaf data is the 32 raw bytes of its
+ * chain hash (see `eventLeaf`).
+ */
+import { createHash } from "node:crypto"
+
+/** A half-open range [start, end) of leaf indices. */
+export type LeafRange = [start: number, end: number]
+
+const LEAF_PREFIX = Uint8Array.of(0x00)
+const NODE_PREFIX = Uint8Array.of(0x01)
+const HEX_HASH = /^[0-9a-f]{64}$/
+
+const sha256 = (...parts: Uint8Array[]): Buffer => {
+  const hash = createHash("sha256")
+  for (const part of parts) hash.update(part)
+  return hash.digest()
+}
+
+/** Whether `value` is a SHA-256 hash as this module writes it: 64 lowercase hex digits. */
+export const isHashHex = (value: unknown): value is string => typeof value === "string" && HEX_HASH.test(value)
+
+const toBytes = (hex: string): Buffer => {
+  if (!isHashHex(hex)) throw new TypeError(`not a SHA-256 hash in lowercase hex: ${JSON.stringify(hex)}`)
+  return Buffer.from(hex, "hex")
+}
+
+const isSize = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
+
+/** The largest power of two smaller than n (n ≥ 2): the size of the left subtree. */
+const split = (n: number): number => {
+  let k = 1
+  while (k * 2 < n) k *= 2
+  return k
+}
+
+const half = (n: number): number => Math.floor(n / 2)
+
+const hashChildren = (left: Uint8Array, right: Uint8Array): Buffer => sha256(NODE_PREFIX, left, right)
+
+/** MTH({}) = SHA-256() — the root of the empty tree. */
+export const EMPTY_ROOT = sha256().toString("hex")
+
+/** MTH({d}) = SHA-256(0x00 ‖ d). */
+export const leafHash = (data: Uint8Array): string => sha256(LEAF_PREFIX, data).toString("hex")
+
+/** SHA-256(0x01 ‖ left ‖ right). */
+export const nodeHash = (leftHex: string, rightHex: string): string =>
+  hashChildren(toBytes(leftHex), toBytes(rightHex)).toString("hex")
+
+/** The leaf hash of an audit event: the leaf data is its chain hash, hex-decoded. */
+export const eventLeaf = (chainHashHex: string): string => leafHash(toBytes(chainHashHex))
+
+const mth = (leaves: readonly Buffer[], start: number, end: number): Buffer => {
+  const n = end - start
+  if (n === 0) return sha256()
+  if (n === 1) return leaves[start]!
+  const k = split(n)
+  return hashChildren(mth(leaves, start, start + k), mth(leaves, start + k, end))
+}
+
+const checkRange = (length: number, start: number, end: number): void => {
+  if (!isSize(start) || !isSize(end) || start > end || end > length) {
+    throw new RangeError(`leaf range [${start}, ${end}) is not within 0..${length}`)
+  }
+}
+
+/** MTH(D[start:end]) of the given leaf hashes. */
+export const hashRange = (leafHashes: readonly string[], start: number, end: number): string => {
+  checkRange(leafHashes.length, start, end)
+  return mth(leafHashes.slice(start, end).map(toBytes), 0, end - start).toString("hex")
+}
+
+/** MTH of all the given leaf hashes (EMPTY_ROOT for none). */
+export const rootOf = (leafHashes: readonly string[]): string => hashRange(leafHashes, 0, leafHashes.length)
+
+/**
+ * The leaf ranges whose hashes form the audit path PATH(index, D[size])
+ * (RFC 6962 §2.1.1), ordered from the leaf up to the root.
+ */
+export const inclusionProofRanges = (index: number, size: number): LeafRange[] => {
+  if (!isSize(index) || !isSize(size) || index >= size) {
+    throw new RangeError(`leaf index ${index} is not within a tree of size ${size}`)
+  }
+  const fromRoot: LeafRange[] = []
+  let start = 0
+  let end = size
+  while (end - start > 1) {
+    const k = split(end - start)
+    if (index < start + k) {
+      fromRoot.push([start + k, end])
+      end = start + k
+    } else {
+      fromRoot.push([start, start + k])
+      start += k
+    }
+  }
+  return fromRoot.reverse()
+}
+
+/**
+ * The leaf ranges whose hashes form the consistency proof PROOF(m, D[n])
+ * (RFC 6962 §2.1.2, SUBPROOF), in the RFC's order. Defined for 1 ≤ m ≤ n;
+ * m = n gives the empty proof.
+ */
+export const consistencyProofRanges = (m: number, n: number): LeafRange[] => {
+  if (!isSize(m) || !isSize(n) || m < 1 || m > n) {
+    throw new RangeError(`no consistency proof from tree size ${m} to ${n}`)
+  }
+  const fromRoot: LeafRange[] = []
+  let start = 0
+  let end = n
+  // SUBPROOF(m − start, D[start:end], b); b stays true while the old tree is a prefix of the subtree.
+  let b = true
+  while (m - start !== end - start) {
+    const k = split(end - start)
+    if (m - start <= k) {
+      fromRoot.push([start + k, end])
+      end = start + k
+    } else {
+      fromRoot.push([start, start + k])
+      start += k
+      b = false
+    }
+  }
+  if (!b) fromRoot.push([start, end])
+  return fromRoot.reverse()
+}
+
+const rangeHashes = (leafHashes: readonly string[], ranges: LeafRange[]): string[] => {
+  const leaves = leafHashes.map(toBytes)
+  return ranges.map(([start, end]) => mth(leaves, start, end).toString("hex"))
+}
+
+/** The audit path of leaf `index` in the tree of the first `size` leaf hashes. */
+export const inclusionProof = (leafHashes: readonly string[], index: number, size: number): string[] => {
+  checkRange(leafHashes.length, 0, size)
+  return rangeHashes(leafHashes, inclusionProofRanges(index, size))
+}
+
+/** The consistency proof from the tree of the first m leaf hashes to that of the first n. */
+export const consistencyProof = (leafHashes: readonly string[], m: number, n: number): string[] => {
+  checkRange(leafHashes.length, 0, n)
+  return rangeHashes(leafHashes, consistencyProofRanges(m, n))
+}
+
+const pathBytes = (path: unknown): Buffer[] | undefined =>
+  Array.isArray(path) && path.every(isHashHex) ? path.map((p) => Buffer.from(p, "hex")) : undefined
+
+/** RFC 9162 §2.1.3.2: whether `path` proves leaf `index` of a tree of `size` leaves with root `rootHex`. */
+export const verifyInclusion = (
+  leafHashHex: string,
+  index: number,
+  size: number,
+  path: readonly string[],
+  rootHex: string,
+): boolean => {
+  const proof = pathBytes(path)
+  if (!proof || !isHashHex(leafHashHex) || !isHashHex(rootHex) || !isSize(index) || !isSize(size)) return false
+  if (index >= size) return false
+  let fn = index
+  let sn = size - 1
+  let r = toBytes(leafHashHex)
+  for (const p of proof) {
+    if (sn === 0) return false
+    if (fn % 2 === 1 || fn === sn) {
+      r = hashChildren(p, r)
+      while (fn % 2 === 0 && fn !== 0) {
+        fn = half(fn)
+        sn = half(sn)
+      }
+    } else {
+      r = hashChildren(r, p)
+    }
+    fn = half(fn)
+    sn = half(sn)
+  }
+  return sn === 0 && r.equals(toBytes(rootHex))
+}
+
+const isPowerOfTwo = (n: number): boolean => n === split(n + 1)
+
+/**
+ * RFC 9162 §2.1.4.2: whether `path` proves the tree of size m with root `rootM`
+ * is a prefix of the tree of size n with root `rootN`. Defined for 1 ≤ m ≤ n;
+ * m = n holds with an empty path and equal roots.
+ */
+export const verifyConsistency = (
+  m: number,
+  n: number,
+  rootM: string,
+  rootN: string,
+  path: readonly string[],
+): boolean => {
+  const given = pathBytes(path)
+  if (!given || !isHashHex(rootM) || !isHashHex(rootN) || !isSize(m) || !isSize(n)) return false
+  if (m < 1 || m > n) return false
+  if (m === n) return given.length === 0 && rootM === rootN
+  if (given.length === 0) return false
+  const proof = isPowerOfTwo(m) ? [toBytes(rootM), ...given] : given
+  let fn = m - 1
+  let sn = n - 1
+  while (fn % 2 === 1) {
+    fn = half(fn)
+    sn = half(sn)
+  }
+  let fr = proof[0]!
+  let sr = proof[0]!
+  for (const c of proof.slice(1)) {
+    if (sn === 0) return false
+    if (fn % 2 === 1 || fn === sn) {
+      fr = hashChildren(c, fr)
+      sr = hashChildren(c, sr)
+      while (fn % 2 === 0 && fn !== 0) {
+        fn = half(fn)
+        sn = half(sn)
+      }
+    } else {
+      sr = hashChildren(sr, c)
+    }
+    fn = half(fn)
+    sn = half(sn)
+  }
+  return sn === 0 && fr.equals(toBytes(rootM)) && sr.equals(toBytes(rootN))
+}

@@ -1,0 +1,80 @@
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "vitest"
+import { copy, makeBundle, makeChain, makeSigner } from "./fixtures.ts"
+
+const cliPath = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+const dir = mkdtempSync(join(tmpdir(), "agentgov-verify-"))
+const signer = makeSigner("ckp_cli")
+const bundle = makeBundle(makeChain(12), signer, { from: 3, to: 7 })
+
+const write = (name: string, value: unknown): string => {
+  const path = join(dir, name)
+  writeFileSync(path, typeof value === "string" ? value : JSON.stringify(value))
+  return path
+}
+
+const validFile = write("valid.json", bundle)
+const tampered = copy(bundle)
+tampered.events[1].data.step = 99
+const tamperedFile = write("tampered.json", tampered)
+const jwksFile = write("jwks.json", signer.jwks)
+
+const run = (args: string[], input?: string) =>
+  spawnSync(process.execPath, [cliPath, ...args], { encoding: "utf8", ...(input === undefined ? {} : { input }) })
+
+describe("agentgov-verify", () => {
+  it("prints a summary and exits 0 for a valid bundle", () => {
+    const r = run([validFile, "--jwks", jwksFile])
+    expect(r.stderr).toBe("")
+    expect(r.status).toBe(0)
+    expect(r.stdout).toBe(
+      `OK: 5 events, checkpoint tree size 12, root ${bundle.checkpoint.rootHash.slice(0, 12)}…, signed by kid ckp_cli\n`,
+    )
+  })
+
+  it("warns when no trusted key is given", () => {
+    const r = run([validFile])
+    expect(r.status).toBe(0)
+    expect(r.stdout).toMatch(/^OK: .*\nwarning: the checkpoint key is not pinned/)
+  })
+
+  it("lists the errors and exits 1 for a tampered bundle", () => {
+    const r = run([tamperedFile, "--jwks", jwksFile])
+    expect(r.status).toBe(1)
+    expect(r.stdout).toBe(
+      "INVALID: 1 error\n  event 4: hash does not match the event's prevHash, type, data and timestamp\n",
+    )
+  })
+
+  it("prints the result as JSON with --json", () => {
+    const ok = run(["--json", validFile, "--jwks", jwksFile])
+    expect(ok.status).toBe(0)
+    expect(JSON.parse(ok.stdout)).toMatchObject({ valid: true, checked: 5, errors: [], warnings: [] })
+    const bad = run([tamperedFile, "--json"])
+    expect(bad.status).toBe(1)
+    expect(JSON.parse(bad.stdout)).toMatchObject({ valid: false, errors: [{ sequence: 4 }] })
+  })
+
+  it("reads the bundle from stdin for -", () => {
+    const r = run(["-", "--jwks", jwksFile], JSON.stringify(bundle))
+    expect(r.status).toBe(0)
+    expect(r.stdout).toMatch(/^OK: 5 events/)
+  })
+
+  it.each([
+    ["a missing file", [join(dir, "missing.json")], /cannot read the bundle/],
+    ["a file that is not JSON", [write("garbage.json", "{ nope")], /is not JSON/],
+    ["a JWKS without keys", [validFile, "--jwks", write("nokeys.json", {})], /has no "keys" array/],
+    ["no bundle argument", [], /usage: agentgov-verify/],
+    ["an unknown option", [validFile, "--verbose"], /Unknown option/],
+  ])("exits 2 with a message on stderr for %s", (_, args, message) => {
+    const r = run(args)
+    expect(r.status).toBe(2)
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toMatch(message)
+  })
+})
