@@ -31,7 +31,10 @@ export const isTimestamp = (s: string): boolean => {
   if (y < 1970 || mo < 1 || mo > 12 || h > 23 || mi > 59 || sec > 59) return false
   if (m[8] !== undefined && (Number(m[8]) > 23 || Number(m[9]) > 59)) return false
   const day = new Date(Date.UTC(y, mo - 1, d))
-  return day.getUTCMonth() === mo - 1 && day.getUTCDate() === d && !Number.isNaN(Date.parse(s))
+  if (day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return false
+  // The instant, not the year as written, must be within 1970..9999 in UTC: an offset can cross either end.
+  const utcYear = new Date(Date.parse(s)).getUTCFullYear()
+  return utcYear >= 1970 && utcYear <= 9999
 }
 
 export const Timestamp = Schema.String.check(
