@@ -116,7 +116,7 @@ afterAll(async () => t?.close())
 const sql = <A>(f: (sql: SqlClient.SqlClient) => any): Promise<A> =>
   t.server.runtime.runPromise(SqlClient.SqlClient.use(f) as any) as Promise<A>
 
-/** The events of a workspace as an API would return them: `timestamp` is `ts.toISOString()`, `data` the jsonb object. */
+/** The events of a workspace as an API would return them: `timestamp` is `ts.toISOString()`, `data` the parsed object. */
 const readChain = async (workspaceId: string): Promise<Array<ChainEvent>> => {
   const rows = await sql<ReadonlyArray<Record<string, any>>>(
     (q) => q`SELECT * FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
@@ -495,7 +495,7 @@ describe("negative controls: the verifier rejects a tampered chain", () => {
     // 1. Edit the data of one row.
     await sql(
       (q) =>
-        q`UPDATE events SET data = data || ${JSON.stringify({ agentName: "mallory" })}::text::jsonb WHERE workspace_id = ${ws} AND sequence = ${k}`,
+        q`UPDATE events SET data = (data::jsonb || ${JSON.stringify({ agentName: "mallory" })}::text::jsonb)::json WHERE workspace_id = ${ws} AND sequence = ${k}`,
     )
     expect((await readChain(ws)).find((e) => e.sequence === k)!.data).toEqual({
       ...(victim.data as object),
@@ -550,7 +550,7 @@ describe("negative controls: the verifier rejects a tampered chain", () => {
       const victim = chain[Math.floor(chain.length / 2)]!
       await sql(
         (q) =>
-          q`UPDATE events SET data = data || '{"tampered":true}'::jsonb WHERE workspace_id = ${ws} AND sequence = ${victim.sequence}`,
+          q`UPDATE events SET data = (data::jsonb || '{"tampered":true}'::jsonb)::json WHERE workspace_id = ${ws} AND sequence = ${victim.sequence}`,
       )
       try {
         expect(verifyChain(await readChain(ws))).toMatchObject({ valid: false, firstBadSequence: victim.sequence })

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import { canonicalize } from "./jcs.ts"
 
 /** prevHash of the first event of every chain. */
@@ -9,4 +9,14 @@ export const GENESIS_HASH = "0".repeat(64)
  * separators; `timestamp` is the exact string the API returns.
  */
 export const chainHash = (prevHash: string, type: string, data: unknown, timestamp: string): string =>
-  createHash("sha256").update(prevHash).update(type).update(canonicalize(data)).update(timestamp).digest("hex")
+  chainHashOfCanonical(prevHash, type, canonicalize(data), timestamp)
+
+/** `chainHash` for data already in JCS form (the server stores it so, and hashes it without parsing). */
+export const chainHashOfCanonical = (
+  prevHash: string,
+  type: string,
+  canonicalData: string,
+  timestamp: string,
+): string =>
+  // One-shot hash of one string: a third faster than a Hash object per event.
+  hash("sha256", prevHash + type + canonicalData + timestamp, "hex")

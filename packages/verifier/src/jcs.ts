@@ -15,12 +15,22 @@ export const canonicalize = (value: unknown): string => {
     case "string":
       return JSON.stringify(value)
     case "object": {
-      if (Array.isArray(value)) return `[${value.map(canonicalize).join(",")}]`
+      // Plain loops, not map/join: this runs for every event hashed or verified.
+      if (Array.isArray(value)) {
+        let out = "["
+        for (let i = 0; i < value.length; i++) out += (i === 0 ? "" : ",") + canonicalize(value[i])
+        return `${out}]`
+      }
       const obj = value as Record<string, unknown>
-      const keys = Object.keys(obj)
-        .filter((k) => obj[k] !== undefined)
-        .sort()
-      return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalize(obj[k])}`).join(",")}}`
+      let out = "{"
+      let first = true
+      for (const k of Object.keys(obj).sort()) {
+        const v = obj[k]
+        if (v === undefined) continue
+        out += `${first ? "" : ","}${JSON.stringify(k)}:${canonicalize(v)}`
+        first = false
+      }
+      return `${out}}`
     }
     default:
       throw new TypeError(`JCS: cannot canonicalize ${typeof value}`)

@@ -1,5 +1,4 @@
-import { jsonb } from "@agentgov/db"
-import { chainHash, GENESIS_HASH } from "@agentgov/verifier"
+import { canonicalize, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
@@ -75,7 +74,8 @@ export class AuditLog extends Context.Service<
           const by = actorOf(g.actor)
           return g.events.map((e) => {
             sequence += 1
-            const hash = chainHash(prevHash, e.type, e.data, timestamp)
+            const canonical = canonicalize(e.data)
+            const hash = chainHashOfCanonical(prevHash, e.type, canonical, timestamp)
             const event: AuditEvent = {
               id: newId("evt", now),
               type: e.type,
@@ -91,7 +91,7 @@ export class AuditLog extends Context.Service<
             }
             rows.push(
               sql`(${workspaceId}, ${sequence}, ${event.id}, ${e.type}, ${event.agentId}, ${by.type}, ${by.id},
-                   ${jsonb(sql, e.data)}, ${timestamp}::timestamptz, ${event.occurredAt}::timestamptz, ${prevHash}, ${hash})`,
+                   ${canonical}::text::json, ${timestamp}::timestamptz, ${event.occurredAt}::timestamptz, ${prevHash}, ${hash})`,
             )
             prevHash = hash
             return event

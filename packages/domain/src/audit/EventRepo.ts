@@ -17,6 +17,9 @@ export interface EventRow {
   readonly hash: string
 }
 
+/** `data` is the stored JSON text, unparsed. */
+export type ChainRow = Pick<EventRow, "sequence" | "type" | "ts" | "prev_hash" | "hash"> & { readonly data: string }
+
 export const toEvent = (r: EventRow): AuditEvent => ({
   id: r.id,
   type: r.type,
@@ -56,6 +59,12 @@ export class EventRepo extends Context.Service<
       afterSequence: number,
       limit: number,
     ) => Effect.Effect<ReadonlyArray<EventRow>>
+    /** The hashed fields only, oldest first from `afterSequence`: what verification reads. */
+    readonly chainBatch: (
+      workspaceId: string,
+      afterSequence: number,
+      limit: number,
+    ) => Effect.Effect<ReadonlyArray<ChainRow>>
     /** Events `from..to` by sequence, oldest first. */
     readonly range: (workspaceId: string, from: number, to: number) => Effect.Effect<ReadonlyArray<AuditEvent>>
     readonly head: (workspaceId: string) => Effect.Effect<{ sequence: number; hash: string } | undefined>
@@ -93,6 +102,10 @@ export class EventRepo extends Context.Service<
           ),
         batch: (workspaceId, afterSequence, limit) =>
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
+              ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
+        chainBatch: (workspaceId, afterSequence, limit) =>
+          sql<ChainRow>`SELECT sequence, type, data::text AS data, ts, prev_hash, hash FROM events
+              WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
               ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
         range: (workspaceId, from, to) =>
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId}

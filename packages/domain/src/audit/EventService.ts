@@ -1,5 +1,5 @@
-import { chainHash, GENESIS_HASH } from "@agentgov/verifier"
-import { Clock, Context, Effect, Layer } from "effect"
+import { chainHash, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
+import { Clock, Context, Effect, Fiber, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
@@ -23,7 +23,7 @@ import { EventNotFound } from "./EventErrors.ts"
 import { EventRepo } from "./EventRepo.ts"
 import { INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
 
-const VERIFY_BATCH = 5_000
+const VERIFY_BATCH = 10_000
 
 // Events page by sequence, the chain's own order, not by id.
 const encodeSequenceCursor = (sequence: number) => Buffer.from(`e1:${sequence}`).toString("base64url")
@@ -162,8 +162,12 @@ export class EventService extends Context.Service<
         let expected = 1
         let prevHash = GENESIS_HASH
         let failure: { sequence: number; reason: string } | undefined
+        // The next batch is read while this one is hashed.
+        let next = yield* Effect.forkChild(repo.chainBatch(workspaceId, 0, VERIFY_BATCH))
         while (failure === undefined) {
-          const rows = yield* repo.batch(workspaceId, expected - 1, VERIFY_BATCH)
+          const rows = yield* Fiber.join(next)
+          const more = rows.length === VERIFY_BATCH
+          if (more) next = yield* Effect.forkChild(repo.chainBatch(workspaceId, rows.at(-1)!.sequence, VERIFY_BATCH))
           for (const r of rows) {
             if (r.sequence !== expected) {
               failure = { sequence: expected, reason: `event ${expected} is missing (found ${r.sequence} next)` }
@@ -173,7 +177,10 @@ export class EventService extends Context.Service<
               failure = { sequence: expected, reason: "prevHash does not link to the previous event" }
               break
             }
-            const hash = chainHash(prevHash, r.type, r.data, r.ts.toISOString())
+            const timestamp = r.ts.toISOString()
+            // Stored data is the hashed JCS text; only text that is not canonical needs parsing.
+            let hash = chainHashOfCanonical(prevHash, r.type, r.data, timestamp)
+            if (hash !== r.hash) hash = chainHash(prevHash, r.type, JSON.parse(r.data), timestamp)
             if (hash !== r.hash) {
               failure = { sequence: expected, reason: "hash does not match the event's type, data and timestamp" }
               break
@@ -181,7 +188,7 @@ export class EventService extends Context.Service<
             prevHash = hash
             expected += 1
           }
-          if (rows.length < VERIFY_BATCH) break
+          if (!more) break
         }
         const checked = expected - 1
         if (failure === undefined && head && (head.sequence !== checked || head.hash !== prevHash)) {
