@@ -5,7 +5,6 @@ import {
   ApiKeyService,
   DomainLayer,
   type Environment,
-  MasterKey,
   type Plan,
   SCOPES,
   systemActor,
@@ -14,7 +13,7 @@ import {
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { ConfigError, loadConfig } from "./config.ts"
 import { acquireDataDirLock } from "./dataDirLock.ts"
-import { resolveMasterKey } from "./masterKey.ts"
+import { domainSettings } from "./domainSettings.ts"
 import { migratedStore, storeLayer } from "./store.ts"
 
 const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in AGENTGOV_DATA_DIR)
@@ -64,9 +63,7 @@ try {
 }
 const release = config.databaseUrl ? () => {} : acquireDataDirLock(config.dataDir)
 const runtime = ManagedRuntime.make(
-  DomainLayer.pipe(
-    Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config)), MasterKey.layer(resolveMasterKey(config)))),
-  ),
+  DomainLayer.pipe(Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config)), domainSettings(config)))),
 )
 const operator = (workspaceId = "ws_operator", environment: "live" | "test" = "live"): Actor =>
   systemActor(workspaceId, environment, new Set(SCOPES))

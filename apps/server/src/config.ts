@@ -1,5 +1,5 @@
 import { resolve } from "node:path"
-import { parseMasterKey } from "./masterKey.ts"
+import { parseMasterKey } from "./domainSettings.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
 
@@ -16,8 +16,11 @@ export interface ServerConfig {
   /** How often every workspace's chain is verified (D8: 6 hours). */
   readonly verifyIntervalMs: number
   readonly bootstrap: boolean
-  /** AGENTGOV_MASTER_KEY; when unset, a key kept in the data directory (masterKey.ts). */
+  /** AGENTGOV_MASTER_KEY; when unset, a key kept in the data directory (domainSettings.ts). */
   readonly masterKey: Buffer | undefined
+  /** SDK tokens (D5): lifetime, and the `aud` claim (`iss` is the public URL). */
+  readonly tokenTtlSeconds: number
+  readonly tokenAudience: string
   /** How often a checkpoint is signed for every workspace whose chain grew. */
   readonly checkpointIntervalMs: number
 }
@@ -93,6 +96,9 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     verifyIntervalMs: int("AGENTGOV_VERIFY_INTERVAL_MS", 6 * 3_600_000, 1_000, 30 * 86_400_000),
     bootstrap: bootstrapRaw === "true" || bootstrapRaw === "1",
     masterKey: masterKey(),
+    tokenTtlSeconds: int("AGENTGOV_TOKEN_TTL_SECONDS", 900, 1, 86_400),
+    tokenAudience:
+      env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
   }
   if (problems.length > 0) throw new ConfigError(problems)

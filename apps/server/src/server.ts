@@ -15,15 +15,15 @@ import {
   sendError,
   sendJson,
 } from "@agentgov/api"
-import { ApiKeyService, DomainLayer, MasterKey, SigningKeys } from "@agentgov/domain"
+import { ApiKeyService, DomainLayer, SigningKeys } from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { checkpointAll, verifyAllChains } from "./auditJobs.ts"
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import type { ServerConfig } from "./config.ts"
+import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
-import { resolveMasterKey } from "./masterKey.ts"
 import { migratedStore, type StoreLayer, storeLayer } from "./store.ts"
 
 export interface RunningServer {
@@ -54,8 +54,9 @@ const JWKS_PATH = "/.well-known/jwks.json"
 export const startServer = async (config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
   const log = options.logger ?? makeLogger(config.logLevel)
   const store = migratedStore(options.store ?? storeLayer(config))
-  const masterKey = MasterKey.layer(resolveMasterKey(config))
-  const runtime: Runtime = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store, masterKey))))
+  const runtime: Runtime = ManagedRuntime.make(
+    DomainLayer.pipe(Layer.provideMerge(Layer.merge(store, domainSettings(config)))),
+  )
   const bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
   // The JWKS is never empty: a signing key exists before the first request.
   await runtime.runPromise(SigningKeys.use((k) => k.current))

@@ -98,6 +98,8 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
   verifyIntervalMs: 3_600_000,
   bootstrap: true,
   masterKey: TEST_MASTER_KEY,
+  tokenTtlSeconds: 900,
+  tokenAudience: "agentgov",
   checkpointIntervalMs: 3_600_000,
   ...overrides,
 })

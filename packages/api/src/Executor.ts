@@ -78,7 +78,8 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
           issue: `requires ${scope}`,
         })
 
-  const authorize = (op: Operation, actor: Actor): ApiError | undefined => requireScope(actor, op.scope)
+  const authorize = (op: Operation, actor: Actor): ApiError | undefined =>
+    op.scope === null ? undefined : requireScope(actor, op.scope)
 
   /** Decodes raw input; `status` is 422 for bodies and 400 for query strings (decision D2). */
   const decode = (op: Operation, raw: unknown, status: 400 | 422): Result<unknown> => {

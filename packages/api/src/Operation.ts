@@ -17,7 +17,8 @@ export interface Operation<I = any, O = any> {
   readonly method: HttpMethod
   /** Under `/api/v1` (and `/v1`); `:param` segments are fields of `input`. */
   readonly path: string
-  readonly scope: Scope
+  /** The scope the credential must hold; `null`: any valid credential (e.g. exchanging a key for a token). */
+  readonly scope: Scope | null
   readonly summary: string
   readonly description?: string
   readonly tag: string

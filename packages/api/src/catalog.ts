@@ -2,6 +2,7 @@ import type { Operation } from "./Operation.ts"
 import { agentOperations } from "./operations/agents.ts"
 import { apiKeyOperations } from "./operations/apikeys.ts"
 import { eventOperations } from "./operations/events.ts"
+import { tokenOperations } from "./operations/tokens.ts"
 import { workspaceOperations } from "./operations/workspaces.ts"
 
 /** Every operation of the API, in the order the reference lists them. */
@@ -9,5 +10,6 @@ export const operations: ReadonlyArray<Operation> = [
   ...workspaceOperations,
   ...agentOperations,
   ...apiKeyOperations,
+  ...tokenOperations,
   ...eventOperations,
 ]

@@ -267,7 +267,12 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     paths[openapiPath][op.method.toLowerCase()] = {
       operationId: op.name,
       summary: op.summary,
-      description: [op.description, `Requires scope \`${op.scope}\`. Also served under \`/v1${op.path}\`.`]
+      description: [
+        op.description,
+        op.scope === null
+          ? `Any valid API key. Also served under \`/v1${op.path}\`.`
+          : `Requires scope \`${op.scope}\`. Also served under \`/v1${op.path}\`.`,
+      ]
         .filter(Boolean)
         .join("\n\n"),
       tags: [op.tag],

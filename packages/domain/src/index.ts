@@ -11,6 +11,7 @@ import { EventRepo } from "./audit/EventRepo.ts"
 import { EventService } from "./audit/EventService.ts"
 import { MerkleStore } from "./audit/MerkleStore.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
+import { SdkTokens } from "./auth/SdkTokens.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
@@ -44,6 +45,7 @@ export {
 } from "./audit/eventCatalog.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
+export { looksLikeJwt, SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./idempotency/Idempotency.ts"
 export { MasterKey, type PublicJwk, type SigningKey, SigningKeys } from "./keys/SigningKeys.ts"
@@ -68,9 +70,12 @@ const repos = Layer.mergeAll(
   SigningKeys.layer,
 )
 const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
-const apiKeys = ApiKeyService.layer.pipe(Layer.provideMerge(writers))
+const apiKeys = Layer.merge(ApiKeyService.layer, SdkTokens.layer).pipe(Layer.provideMerge(writers))
 
-/** Every domain service, needing only a SqlClient. */
+/**
+ * Every domain service. Needs the store (SqlClient, Database), the master key
+ * and the token settings from the operator's configuration.
+ */
 export const DomainLayer = Layer.mergeAll(
   WorkspaceService.layer,
   AgentService.layer,
@@ -92,3 +97,4 @@ export type DomainServices =
   | EventFeed
   | Checkpoints
   | SigningKeys
+  | SdkTokens

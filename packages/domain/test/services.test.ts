@@ -18,6 +18,8 @@ import {
   MasterKey,
   mintKey,
   SCOPES,
+  SdkTokens,
+  TokenSettings,
   WorkspaceService,
 } from "../src/index.ts"
 
@@ -25,7 +27,10 @@ type R = DomainServices | SqlClient.SqlClient | Database
 type Runtime = ManagedRuntime.ManagedRuntime<R, never>
 
 let store: TestStore
-const masterKey = MasterKey.layer(randomBytes(32))
+const masterKey = Layer.merge(
+  MasterKey.layer(randomBytes(32)),
+  TokenSettings.layer({ issuer: "http://test", audience: "agentgov", ttlSeconds: 900 }),
+)
 let rt: Runtime
 
 beforeAll(async () => {
@@ -184,6 +189,7 @@ describe("Authenticator", () => {
         insert: unexpected("insert"),
         find: unexpected("find"),
         findForUpdate: unexpected("findForUpdate"),
+        findById: unexpected("findById"),
         findByHash: (hash) => {
           calls.push(hash)
           return Effect.succeed(undefined)
@@ -196,7 +202,10 @@ describe("Authenticator", () => {
         touch: unexpected("touch"),
       }),
     )
-    const isolated = Authenticator.layer.pipe(Layer.provide(stubRepo))
+    const noTokens = Layer.succeed(SdkTokens)(
+      SdkTokens.of({ issue: () => Effect.die(new Error("unused")), verify: () => Effect.die(new Error("unused")) }),
+    )
+    const isolated = Authenticator.layer.pipe(Layer.provide(Layer.merge(stubRepo, noTokens)))
     const attempt = (bearer: string) =>
       Effect.runPromise(authenticate(bearer).pipe(Effect.flip, Effect.provide(isolated)))
 

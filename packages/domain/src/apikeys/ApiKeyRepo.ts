@@ -51,6 +51,13 @@ const toKey = (r: Row): StoredKey => ({
 /** Strips what must never leave the service: the hash and the internal workspace id. */
 export const publicKey = ({ hash: _hash, workspaceId: _ws, ...key }: StoredKey): ApiKey => key
 
+/**
+ * Announces (at commit) the id of every key whose validity changed: revoked,
+ * or given an expiry by rotation. Instances drop what they cached about it,
+ * so its SDK tokens stop working everywhere at once.
+ */
+export const KEYS_CHANNEL = "agentgov_keys"
+
 export type RevokeReason = NonNullable<ApiKey["revokedReason"]>
 
 /** SQL for API keys. Keys are found by the SHA-256 of their full value, never by the value. */
@@ -61,6 +68,8 @@ export class ApiKeyRepo extends Context.Service<
     readonly find: (workspaceId: string, id: string) => Effect.Effect<StoredKey | undefined>
     readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<StoredKey | undefined>
     readonly findByHash: (hash: string) => Effect.Effect<(StoredKey & { workspaceDeleted: boolean }) | undefined>
+    /** By id in any workspace: what an SDK token's `sub` names. */
+    readonly findById: (id: string) => Effect.Effect<(StoredKey & { workspaceDeleted: boolean }) | undefined>
     readonly list: (
       workspaceId: string,
       opts: {
@@ -116,6 +125,14 @@ export class ApiKeyRepo extends Context.Service<
             ),
             Effect.orDie,
           ),
+        findById: (id) =>
+          sql<Row & { workspace_deleted: boolean }>`SELECT k.*, (w.deleted_at IS NOT NULL) AS workspace_deleted
+              FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.id = ${id}`.pipe(
+            Effect.map((rows) =>
+              rows[0] ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted } : undefined,
+            ),
+            Effect.orDie,
+          ),
         list: (workspaceId, { before, limit, agentId, status, now }) =>
           sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId}
               ${agentId ? sql`AND agent_id = ${agentId}` : sql``}
@@ -132,21 +149,21 @@ export class ApiKeyRepo extends Context.Service<
             Effect.orDie,
           ),
         revoke: (workspaceId, id, reason, at) =>
-          sql<Row>`UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
-              WHERE workspace_id = ${workspaceId} AND id = ${id} AND status = 'active' RETURNING *`.pipe(
-            Effect.map(one),
-            Effect.orDie,
-          ),
+          sql<Row>`WITH r AS (UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
+              WHERE workspace_id = ${workspaceId} AND id = ${id} AND status = 'active' RETURNING *)
+              SELECT r.*, pg_notify(${KEYS_CHANNEL}, r.id) FROM r`.pipe(Effect.map(one), Effect.orDie),
         revokeAll: (workspaceId, agentId, reason, at) =>
-          sql<Row>`UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
+          sql<Row>`WITH r AS (UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
               WHERE workspace_id = ${workspaceId} AND status = 'active'
-              ${agentId ? sql`AND agent_id = ${agentId}` : sql``} RETURNING *`.pipe(
+              ${agentId ? sql`AND agent_id = ${agentId}` : sql``} RETURNING *)
+              SELECT r.*, pg_notify(${KEYS_CHANNEL}, r.id) FROM r`.pipe(
             Effect.map((rows) => rows.map(toKey)),
             Effect.orDie,
           ),
         markRotated: (workspaceId, id, rotatedTo, expiresAt) =>
-          sql`UPDATE api_keys SET rotated_to = ${rotatedTo}, expires_at = ${expiresAt}::timestamptz
-              WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
+          sql`WITH r AS (UPDATE api_keys SET rotated_to = ${rotatedTo}, expires_at = ${expiresAt}::timestamptz
+              WHERE workspace_id = ${workspaceId} AND id = ${id} RETURNING id)
+              SELECT pg_notify(${KEYS_CHANNEL}, r.id) FROM r`.pipe(Effect.asVoid, Effect.orDie),
         revokeExpired: (at) =>
           sql<Row>`UPDATE api_keys SET status = 'revoked', revoked_at = expires_at,
                 revoked_reason = CASE WHEN rotated_to IS NULL THEN 'expired' ELSE 'rotated' END

@@ -4,12 +4,14 @@ import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
 import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { hashKey, looksLikeApiKey, parseKey } from "../apikeys/keyFormat.ts"
 import type { Actor } from "./Actor.ts"
+import { looksLikeJwt, SdkTokens } from "./SdkTokens.ts"
 import { canonicalScope, type Scope } from "./scopes.ts"
 
 const TOUCH_INTERVAL_MS = 60_000
 
 /**
- * Turns a bearer credential into an Actor. API keys: the checksum is checked
+ * Turns a bearer credential into an Actor: an API key, or an SDK token
+ * (SdkTokens). API keys: the checksum is checked
  * before any read, the key is looked up by its SHA-256, the stored hash is
  * compared in constant time, and revocation or expiry refuse it at once.
  * Shared by every transport.
@@ -22,6 +24,7 @@ export class Authenticator extends Context.Service<
     Authenticator,
     Effect.gen(function* () {
       const repo = yield* ApiKeyRepo
+      const tokens = yield* SdkTokens
       const lastTouched = new Map<string, number>()
       const invalid = new Unauthenticated({ message: "invalid API key" })
 
@@ -62,7 +65,9 @@ export class Authenticator extends Context.Service<
         authenticate: (bearer) =>
           looksLikeApiKey(bearer)
             ? authenticateKey(bearer)
-            : Effect.fail(new Unauthenticated({ message: "unrecognised credential" })),
+            : looksLikeJwt(bearer)
+              ? tokens.verify(bearer)
+              : Effect.fail(new Unauthenticated({ message: "unrecognised credential" })),
       })
     }),
   )

@@ -2,6 +2,7 @@ import {
   createCipheriv,
   createDecipheriv,
   createPrivateKey,
+  createPublicKey,
   generateKeyPairSync,
   type KeyObject,
   randomBytes,
@@ -84,6 +85,8 @@ export class SigningKeys extends Context.Service<
     readonly current: Effect.Effect<SigningKey>
     /** Every published public key. */
     readonly jwks: Effect.Effect<{ readonly keys: ReadonlyArray<PublicJwk> }>
+    /** The public key of `kid`, or undefined when no such key was ever published. */
+    readonly publicKey: (kid: string) => Effect.Effect<KeyObject | undefined>
     /** Publishes a new key that signs from `activatesInMs` on; the previous ones retire then. */
     readonly rotate: (activatesInMs: number) => Effect.Effect<{ readonly kid: string; readonly activatesAt: string }>
   }
@@ -94,6 +97,9 @@ export class SigningKeys extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const { key: master } = yield* MasterKey
       let cached: { key: SigningKey; until: number } | undefined
+      // Public keys never change for a kid: cached for good. Unknown kids are looked up at most once a second.
+      const publicKeys = new Map<string, KeyObject>()
+      let lastMiss = 0
 
       const create = (activatesAt: Date) =>
         Effect.gen(function* () {
@@ -103,6 +109,7 @@ export class SigningKeys extends Context.Service<
           const { x } = publicKey.export({ format: "jwk" })
           const jwk: PublicJwk = { kty: "OKP", crv: "Ed25519", x: x!, kid, alg: "EdDSA", use: "sig" }
           const sealed = encrypt(master, kid, privateKey.export({ format: "der", type: "pkcs8" }))
+          publicKeys.set(kid, publicKey)
           yield* sql`INSERT INTO signing_keys (kid, public_jwk, private_key, created_at, activates_at)
               VALUES (${kid}, ${jsonb(sql, jwk)}, ${sealed}, ${new Date(now).toISOString()}::timestamptz,
                       ${activatesAt.toISOString()}::timestamptz)`
@@ -146,7 +153,19 @@ export class SigningKeys extends Context.Service<
           return { kid: made.kid, activatesAt: made.activatesAt.toISOString() }
         }).pipe(Effect.orDie)
 
-      return SigningKeys.of({ current, jwks, rotate })
+      const publicKey = (kid: string) =>
+        Effect.gen(function* () {
+          const known = publicKeys.get(kid)
+          if (known) return known
+          const now = yield* Clock.currentTimeMillis
+          if (now - lastMiss < 1_000) return undefined
+          const rows = yield* sql<{ kid: string; public_jwk: PublicJwk }>`SELECT kid, public_jwk FROM signing_keys`
+          for (const r of rows) publicKeys.set(r.kid, createPublicKey({ key: r.public_jwk, format: "jwk" }))
+          if (!publicKeys.has(kid)) lastMiss = now
+          return publicKeys.get(kid)
+        }).pipe(Effect.orDie)
+
+      return SigningKeys.of({ current, jwks, publicKey, rotate })
     }),
   )
 }

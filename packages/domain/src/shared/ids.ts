@@ -17,6 +17,7 @@ export type IdPrefix =
   | "key"
   | "rpt"
   | "crt"
+  | "tok"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)

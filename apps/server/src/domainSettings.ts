@@ -1,7 +1,20 @@
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { MasterKey, TokenSettings } from "@agentgov/domain"
+import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
+
+/** What the domain takes from configuration: the master key and the SDK token settings. */
+export const domainSettings = (config: ServerConfig) =>
+  Layer.merge(
+    MasterKey.layer(resolveMasterKey(config)),
+    TokenSettings.layer({
+      issuer: config.publicUrl,
+      audience: config.tokenAudience,
+      ttlSeconds: config.tokenTtlSeconds,
+    }),
+  )
 
 /**
  * The 32-byte key that encrypts the signing keys at rest:

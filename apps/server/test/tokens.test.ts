@@ -1,0 +1,233 @@
+import { createHmac, generateKeyPairSync, sign } from "node:crypto"
+import { PostgresClient } from "@agentgov/db"
+import { SigningKeys } from "@agentgov/domain"
+import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startServer } from "../src/server.ts"
+import { expectError, startTestServer, type TestServer, testConfig } from "./helpers.ts"
+
+let t: TestServer
+beforeAll(async () => {
+  t = await startTestServer()
+})
+afterAll(async () => t?.close())
+
+const ISSUER = "http://127.0.0.1"
+const AUDIENCE = "agentgov"
+
+const exchange = async (key: string) => {
+  const res = await t.call("POST", "/api/v1/tokens", { key })
+  expect(res.status, JSON.stringify(res.body)).toBe(201)
+  return res.body.data as { token: string; expiresAt: string }
+}
+
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
+const parts = (token: string) => {
+  const [h, p, s] = token.split(".") as [string, string, string]
+  return {
+    header: JSON.parse(Buffer.from(h, "base64url").toString()),
+    claims: JSON.parse(Buffer.from(p, "base64url").toString()),
+    signature: s,
+  }
+}
+
+/** A token signed with the server's own current key, with claims of our choosing (for edge cases). */
+const forge = async (claims: Record<string, unknown>, header: Record<string, unknown> = {}) => {
+  const key = await t.server.runtime.runPromise(SigningKeys.use((k) => k.current))
+  const input = `${b64({ alg: "EdDSA", typ: "JWT", kid: key.kid, ...header })}.${b64(claims)}`
+  return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString("base64url")}`
+}
+
+const events = (token: string) => t.call("GET", "/api/v1/events?limit=1", { key: token })
+
+describe("POST /tokens", () => {
+  it("issues a 900 s EdDSA token that jose verifies against the served JWKS with issuer and audience", async () => {
+    const before = Date.now()
+    const { token, expiresAt } = await exchange(t.key)
+    expect(Date.parse(expiresAt) - before).toBeGreaterThan(895_000)
+    expect(Date.parse(expiresAt) - before).toBeLessThanOrEqual(901_000)
+    const jwks = createRemoteJWKSet(new URL(`${t.url}/.well-known/jwks.json`))
+    const { payload, protectedHeader } = await jwtVerify(token, jwks, { issuer: ISSUER, audience: AUDIENCE })
+    expect(protectedHeader.alg).toBe("EdDSA")
+    expect(protectedHeader.kid).toMatch(/^key_/)
+    expect(payload).toMatchObject({ workspaceId: t.workspaceId, environment: "live" })
+    expect(payload.sub).toMatch(/^key_/)
+    expect(payload.jti).toMatch(/^tok_/)
+    expect(payload.exp! - payload.iat!).toBe(900)
+    expect(payload.scopes).toContain("events:read")
+    expect(payload.agentId).toBeUndefined()
+  })
+
+  it("authenticates requests with the key's scopes and agent binding", async () => {
+    const { token } = await exchange(t.key)
+    expect((await events(token)).status).toBe(200)
+    const narrow = await t.createKey({ name: "agents only", type: "workspace", scopes: ["agents:read"] })
+    const narrowToken = (await exchange(narrow)).token
+    expect((await t.call("GET", "/api/v1/agents", { key: narrowToken })).status).toBe(200)
+    expectError(await events(narrowToken), 403, "FORBIDDEN", "scope")
+
+    const agent = await t.call("POST", "/api/v1/agents", { body: { name: `tok-${Date.now()}` } })
+    const agentKey = await t.createKey({
+      name: "agent",
+      type: "agent",
+      agentId: agent.body.data.id,
+      scopes: ["events:write", "events:read"],
+    })
+    const agentToken = (await exchange(agentKey)).token
+    expect(parts(agentToken).claims.agentId).toBe(agent.body.data.id)
+    const ingest = await t.call("POST", "/api/v1/events/ingest", {
+      key: agentToken,
+      body: { events: [{ type: "tool.called", data: {} }] },
+    })
+    expect(ingest.status).toBe(201)
+    const stored = await t.call("GET", `/api/v1/events/${ingest.body.data.events[0].id}`)
+    expect(stored.body.data).toMatchObject({ agentId: agent.body.data.id, actor: { type: "sdk_token" } })
+  })
+
+  it("is not minted from a token, and not without a credential", async () => {
+    const { token } = await exchange(t.key)
+    expectError(await t.call("POST", "/api/v1/tokens", { key: token }), 403, "FORBIDDEN")
+    expectError(await t.call("POST", "/api/v1/tokens", { key: null }), 401, "UNAUTHORIZED")
+  })
+})
+
+describe("tokens the server refuses", () => {
+  const valid = () => {
+    const now = Math.floor(Date.now() / 1000)
+    return {
+      iss: ISSUER,
+      aud: AUDIENCE,
+      sub: "",
+      jti: "tok_x",
+      iat: now,
+      nbf: now,
+      exp: now + 600,
+      workspaceId: t.workspaceId,
+      environment: "live",
+      scopes: ["events:read"],
+    }
+  }
+  let keyId: string
+  beforeAll(async () => {
+    keyId = parts((await exchange(t.key)).token).claims.sub
+  })
+
+  it("accepts the forged-but-correctly-signed control token (so each refusal below is for its one flaw)", async () => {
+    expect((await events(await forge({ ...valid(), sub: keyId }))).status).toBe(200)
+  })
+
+  it("refuses alg none", async () => {
+    const token = `${b64({ alg: "none", typ: "JWT" })}.${b64({ ...valid(), sub: keyId })}.`
+    expectError(await events(token), 401, "UNAUTHORIZED")
+  })
+
+  it("refuses an HS256 token whose secret is the server's public key", async () => {
+    const jwks = (await (await fetch(`${t.url}/.well-known/jwks.json`)).json()) as {
+      keys: Array<Record<string, string>>
+    }
+    const jwk = jwks.keys[0]!
+    const input = `${b64({ alg: "HS256", typ: "JWT", kid: jwk.kid })}.${b64({ ...valid(), sub: keyId })}`
+    for (const secret of [JSON.stringify(jwk), jwk.x!, Buffer.from(jwk.x!, "base64url")]) {
+      const sig = createHmac("sha256", secret).update(input).digest("base64url")
+      expectError(await events(`${input}.${sig}`), 401, "UNAUTHORIZED")
+    }
+  })
+
+  it("refuses an unknown kid and a bad signature", async () => {
+    const other = generateKeyPairSync("ed25519").privateKey
+    const input = `${b64({ alg: "EdDSA", typ: "JWT", kid: "key_unknown" })}.${b64({ ...valid(), sub: keyId })}`
+    expectError(
+      await events(`${input}.${sign(null, Buffer.from(input), other).toString("base64url")}`),
+      401,
+      "UNAUTHORIZED",
+    )
+    const good = await forge({ ...valid(), sub: keyId })
+    const { header } = parts(good)
+    const reSigned = `${b64(header)}.${b64({ ...valid(), sub: keyId })}`
+    expectError(
+      await events(`${reSigned}.${sign(null, Buffer.from(reSigned), other).toString("base64url")}`),
+      401,
+      "UNAUTHORIZED",
+    )
+    const flipped = good.slice(0, -2) + (good.at(-2) === "A" ? "B" : "A") + good.at(-1)
+    expectError(await events(flipped), 401, "UNAUTHORIZED")
+  })
+
+  it("refuses expired, not-yet-valid, wrong issuer and wrong audience", async () => {
+    const now = Math.floor(Date.now() / 1000)
+    for (const claims of [
+      { ...valid(), sub: keyId, iat: now - 2000, nbf: now - 2000, exp: now - 60 },
+      { ...valid(), sub: keyId, nbf: now + 600, exp: now + 1200 },
+      { ...valid(), sub: keyId, iss: "https://evil.example" },
+      { ...valid(), sub: keyId, aud: "someone-else" },
+    ]) {
+      const res = await events(await forge(claims))
+      expectError(res, 401, "UNAUTHORIZED")
+    }
+  })
+
+  it("stops a token as soon as its API key is revoked, even after it was cached", async () => {
+    const created = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "to revoke", type: "workspace", scopes: ["events:read"] },
+    })
+    const { token } = await exchange(created.body.data.apiKey)
+    expect((await events(token)).status).toBe(200)
+    expect((await events(token)).status).toBe(200)
+    expect((await t.call("DELETE", `/api/v1/api-keys/${created.body.data.id}`)).status).toBe(200)
+    // The revocation is announced at commit; allow the notification a moment to arrive.
+    let res = await events(token)
+    for (let i = 0; i < 50 && res.status === 200; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      res = await events(token)
+    }
+    expectError(res, 401, "UNAUTHORIZED")
+    expect(res.body.error.message).toMatch(/revoked/)
+  })
+})
+
+describe("signing key rotation", () => {
+  it("keeps old tokens valid and signs new ones with the new kid", async () => {
+    const old = await exchange(t.key)
+    const oldKid = decodeProtectedHeader(old.token).kid
+    const rotated = await t.server.runtime.runPromise(SigningKeys.use((k) => k.rotate(0)))
+    const jwks = (await (await fetch(`${t.url}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string }> }
+    expect(jwks.keys.map((k) => k.kid)).toEqual(expect.arrayContaining([oldKid, rotated.kid]))
+    const fresh = await exchange(t.key)
+    expect(decodeProtectedHeader(fresh.token).kid).toBe(rotated.kid)
+    expect((await events(old.token)).status).toBe(200)
+    expect((await events(fresh.token)).status).toBe(200)
+    const remote = createRemoteJWKSet(new URL(`${t.url}/.well-known/jwks.json`))
+    for (const token of [old.token, fresh.token]) {
+      await expect(jwtVerify(token, remote, { issuer: ISSUER, audience: AUDIENCE })).resolves.toBeDefined()
+    }
+  })
+})
+
+describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)", () => {
+  it("a key revoked on one instance stops its cached token on another within 5 s", async () => {
+    const other = await startServer(testConfig({ bootstrap: false }), {
+      store: PostgresClient.layer({ url: t.store.url! }),
+    })
+    try {
+      const created = await t.call("POST", "/api/v1/api-keys", {
+        body: { name: "revoked elsewhere", type: "workspace", scopes: ["events:read"] },
+      })
+      const { token } = await exchange(created.body.data.apiKey)
+      const onOther = () =>
+        fetch(`${other.url}/api/v1/events?limit=1`, { headers: { authorization: `Bearer ${token}` } })
+      expect((await onOther()).status).toBe(200)
+      expect((await onOther()).status, "now served from the other instance's cache").toBe(200)
+      expect((await t.call("DELETE", `/api/v1/api-keys/${created.body.data.id}`)).status).toBe(200)
+      const revokedAt = Date.now()
+      let status = (await onOther()).status
+      while (status === 200 && Date.now() - revokedAt < 5_000) {
+        await new Promise((r) => setTimeout(r, 50))
+        status = (await onOther()).status
+      }
+      expect(status).toBe(401)
+      expect(Date.now() - revokedAt).toBeLessThan(5_000)
+    } finally {
+      await other.close()
+    }
+  })
+})

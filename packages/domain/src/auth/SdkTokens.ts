@@ -1,0 +1,186 @@
+import { createHash, sign, verify } from "node:crypto"
+import { Database } from "@agentgov/db"
+import { Clock, Context, Effect, Layer } from "effect"
+import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
+import { ApiKeyRepo, KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
+import { SigningKeys } from "../keys/SigningKeys.ts"
+import { PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import type { Actor } from "./Actor.ts"
+import { canonicalScope, type Scope } from "./scopes.ts"
+
+/** Issuer, audience and lifetime of SDK tokens (D5: 900 s), from the operator's configuration. */
+export class TokenSettings extends Context.Service<
+  TokenSettings,
+  { readonly issuer: string; readonly audience: string; readonly ttlSeconds: number }
+>()("@agentgov/domain/auth/TokenSettings") {
+  static readonly layer = (settings: { issuer: string; audience: string; ttlSeconds: number }) =>
+    Layer.succeed(TokenSettings, TokenSettings.of(settings))
+}
+
+/** The claims of an SDK token (D5). */
+export interface TokenClaims {
+  readonly iss: string
+  readonly aud: string
+  /** The API key the token was exchanged for. */
+  readonly sub: string
+  readonly jti: string
+  readonly iat: number
+  readonly nbf: number
+  readonly exp: number
+  readonly workspaceId: string
+  readonly agentId?: string
+  readonly environment: "live" | "test"
+  readonly scopes: ReadonlyArray<string>
+}
+
+interface Cached {
+  readonly actor: Actor
+  readonly exp: number
+  readonly keyId: string
+  readonly keyExpiresAt: number | null
+}
+
+/** Verified tokens kept at most; the oldest entry goes first beyond it. */
+const CACHE_LIMIT = 100_000
+/** Clock skew tolerated on `nbf` and `exp`. */
+const LEEWAY_S = 5
+
+const b64json = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
+const parseSegment = (segment: string): Record<string, unknown> | undefined => {
+  try {
+    const value = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"))
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Three base64url segments, the first an encoded JSON object (`eyJ`). */
+export const looksLikeJwt = (credential: string) => /^eyJ[\w-]*\.[\w-]+\.[\w-]*$/.test(credential)
+
+/**
+ * SDK tokens (D5): an API key is exchanged for an Ed25519-signed JWT, which
+ * then authenticates like the key it came from. Verified tokens are cached
+ * until they expire, keyed by a hash of the token. When a key is revoked or
+ * rotated, every instance hears it (LISTEN on the keys channel) and drops its
+ * tokens at once; a token is also refused once its key has expired.
+ */
+export class SdkTokens extends Context.Service<
+  SdkTokens,
+  {
+    readonly issue: (actor: Actor) => Effect.Effect<{ token: string; expiresAt: string }, PermissionDenied>
+    readonly verify: (token: string) => Effect.Effect<Actor, Unauthenticated>
+  }
+>()("@agentgov/domain/auth/SdkTokens") {
+  static readonly layer = Layer.effect(
+    SdkTokens,
+    Effect.gen(function* () {
+      const settings = yield* TokenSettings
+      const keys = yield* SigningKeys
+      const apiKeys = yield* ApiKeyRepo
+      const db = yield* Database
+      const cache = new Map<string, Cached>()
+      const byKey = new Map<string, Set<string>>()
+
+      const forget = (keyId: string) => {
+        for (const digest of byKey.get(keyId) ?? []) cache.delete(digest)
+        byKey.delete(keyId)
+      }
+      const remember = (digest: string, entry: Cached) => {
+        if (cache.size >= CACHE_LIMIT) {
+          const oldest = cache.keys().next().value as string
+          const old = cache.get(oldest)!
+          cache.delete(oldest)
+          byKey.get(old.keyId)?.delete(oldest)
+        }
+        cache.set(digest, entry)
+        const set = byKey.get(entry.keyId) ?? new Set<string>()
+        set.add(digest)
+        byKey.set(entry.keyId, set)
+      }
+
+      yield* Effect.acquireRelease(
+        Effect.promise(() => db.listen(KEYS_CHANNEL, forget)),
+        (stop) => Effect.promise(() => stop()),
+      )
+
+      const issue = Effect.fn("SdkTokens.issue")(function* (actor: Actor) {
+        if (actor.credential.type !== "api_key")
+          return yield* new PermissionDenied({ message: "SDK tokens are exchanged for an API key, not another token" })
+        const key = yield* keys.current
+        const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        const claims: TokenClaims = {
+          iss: settings.issuer,
+          aud: settings.audience,
+          sub: actor.credential.id,
+          jti: newId("tok"),
+          iat: now,
+          nbf: now,
+          exp: now + settings.ttlSeconds,
+          workspaceId: actor.workspaceId,
+          ...(actor.agentId !== undefined ? { agentId: actor.agentId } : {}),
+          environment: actor.environment,
+          scopes: [...actor.scopes],
+        }
+        const input = `${b64json({ alg: "EdDSA", typ: "JWT", kid: key.kid })}.${b64json(claims)}`
+        const signature = sign(null, Buffer.from(input), key.privateKey).toString("base64url")
+        return { token: `${input}.${signature}`, expiresAt: new Date(claims.exp * 1000).toISOString() }
+      })
+
+      const refuse = (message: string) => Effect.fail(new Unauthenticated({ message: `invalid SDK token: ${message}` }))
+
+      const verifyToken = Effect.fn("SdkTokens.verify")(function* (token: string) {
+        const nowMs = yield* Clock.currentTimeMillis
+        const now = nowMs / 1000
+        const digest = createHash("sha256").update(token).digest("base64url")
+        const hit = cache.get(digest)
+        if (hit) {
+          if (hit.exp + LEEWAY_S <= now) return yield* refuse("expired")
+          if (hit.keyExpiresAt !== null && hit.keyExpiresAt <= nowMs) return yield* refuse("its API key has expired")
+          return hit.actor
+        }
+        const [h = "", p = "", s = ""] = token.split(".")
+        const header = parseSegment(h)
+        const claims = parseSegment(p) as Partial<TokenClaims> | undefined
+        if (!header || !claims) return yield* refuse("malformed")
+        // Only EdDSA: `none`, HMAC with the public key as secret and every other algorithm are refused here.
+        if (header.alg !== "EdDSA") return yield* refuse(`algorithm ${JSON.stringify(header.alg)} is not accepted`)
+        if (typeof header.kid !== "string") return yield* refuse("no kid")
+        const publicKey = yield* keys.publicKey(header.kid)
+        if (!publicKey) return yield* refuse("unknown signing key")
+        if (!verify(null, Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s, "base64url")))
+          return yield* refuse("bad signature")
+        if (claims.iss !== settings.issuer) return yield* refuse("wrong issuer")
+        if (claims.aud !== settings.audience) return yield* refuse("wrong audience")
+        if (typeof claims.exp !== "number" || claims.exp + LEEWAY_S <= now) return yield* refuse("expired")
+        if (typeof claims.nbf !== "number" || claims.nbf - LEEWAY_S > now) return yield* refuse("not yet valid")
+        if (typeof claims.sub !== "string" || typeof claims.workspaceId !== "string" || !Array.isArray(claims.scopes))
+          return yield* refuse("missing claims")
+        const stored = yield* apiKeys.findById(claims.sub)
+        if (!stored || stored.workspaceDeleted || stored.workspaceId !== claims.workspaceId)
+          return yield* refuse("its API key no longer exists")
+        if (stored.status === "revoked") return yield* refuse("its API key is revoked")
+        const keyExpiresAt = stored.expiresAt === null ? null : Date.parse(stored.expiresAt)
+        if (keyExpiresAt !== null && keyExpiresAt <= nowMs) return yield* refuse("its API key has expired")
+        const scopes = new Set<Scope>()
+        for (const name of claims.scopes) {
+          const scope = canonicalScope(String(name))
+          if (scope) scopes.add(scope)
+        }
+        const actor: Actor = {
+          workspaceId: stored.workspaceId,
+          environment: stored.environment,
+          credential: { type: "sdk_token", id: stored.id },
+          keyType: stored.type,
+          agentId: stored.agentId ?? undefined,
+          scopes,
+        }
+        remember(digest, { actor, exp: claims.exp, keyId: stored.id, keyExpiresAt })
+        return actor
+      })
+
+      return SdkTokens.of({ issue, verify: verifyToken })
+    }),
+  )
+}
