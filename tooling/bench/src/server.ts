@@ -1,0 +1,154 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { Agent, request } from "node:http"
+import { join } from "node:path"
+import { createInterface } from "node:readline"
+
+export interface Response {
+  readonly status: number
+  readonly body: any
+}
+
+export interface BenchServer {
+  readonly url: string
+  /** The bootstrap key: workspace `default`, every scope. */
+  readonly key: string
+  readonly pid: number
+  /** Warnings and errors the server logged (JSON lines). */
+  readonly problems: Array<string>
+  /** A JSON request over a keep-alive connection; `body` is sent as is when it is a string. */
+  readonly call: (method: string, path: string, body?: unknown) => Promise<Response>
+  /** CPU time (user + system) the server process has used so far, in ms; undefined off Linux. */
+  readonly cpuMs: () => number | undefined
+  readonly stop: () => Promise<void>
+}
+
+export interface StartOptions {
+  readonly root: string
+  readonly databaseUrl: string
+  readonly dataDir: string
+  /** Directory for a V8 CPU profile of the server (`--cpu-prof`), written when it exits. */
+  readonly cpuProfDir?: string | undefined
+}
+
+/** Linux: utime + stime of a process from /proc, in ms (clock ticks are 10 ms on every common kernel). */
+export const processCpuMs = (pid: number): number | undefined => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * 10
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Starts `apps/server/src/main.ts` as a child process, so that the server and
+ * the load generator do not share an event loop, and waits for its
+ * "agentgov listening" log line and the bootstrap key it prints on first start.
+ */
+export const startServer = async (options: StartOptions): Promise<BenchServer> => {
+  const args = options.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfDir}`] : []
+  const child = spawn(process.execPath, [...args, join(options.root, "apps/server/src/main.ts")], {
+    cwd: options.root,
+    env: {
+      ...process.env,
+      DATABASE_URL: options.databaseUrl,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      AGENTGOV_DATA_DIR: options.dataDir,
+      AGENTGOV_BOOTSTRAP: "true",
+      LOG_LEVEL: "info",
+      // The minute's checkpoint signing would land inside whichever timed window is running then.
+      AGENTGOV_CHECKPOINT_INTERVAL_MS: "86400000",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  })
+  const problems: Array<string> = []
+  /** What the server printed while starting, for the error when it does not. */
+  const output: Array<string> = []
+  const { url, key } = await new Promise<{ url: string; key: string }>((resolve, reject) => {
+    let url: string | undefined
+    let key: string | undefined
+    const timer = setTimeout(() => fail(new Error("the server did not start within 60 s")), 60_000)
+    const fail = (e: Error) => {
+      clearTimeout(timer)
+      child.kill("SIGKILL")
+      reject(new Error(`${e.message}\n${output.join("\n")}`))
+    }
+    const check = () => {
+      if (url && key) {
+        clearTimeout(timer)
+        child.off("exit", onExit)
+        resolve({ url, key })
+      }
+    }
+    const onExit = (code: number | null) => fail(new Error(`the server exited with ${code} while starting`))
+    child.on("exit", onExit)
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      if (!(url && key)) output.push(line)
+      key ??= /\b(svc_ws_(?:live|test)_\S+)/.exec(line)?.[1]
+      check()
+    })
+    createInterface({ input: child.stderr! }).on("line", (line) => {
+      if (!(url && key)) output.push(line)
+      let entry: { level?: string; msg?: string; url?: string } = {}
+      try {
+        entry = JSON.parse(line)
+      } catch {
+        problems.push(line)
+      }
+      if (entry.msg === "agentgov listening") url = entry.url
+      else if (entry.level === "warn" || entry.level === "error") problems.push(line)
+      check()
+    })
+  })
+
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 })
+  const call = (method: string, path: string, body?: unknown) =>
+    new Promise<Response>((resolve, reject) => {
+      const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
+      const req = request(`${url}${path}`, {
+        method,
+        agent,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(payload === undefined
+            ? {}
+            : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }),
+        },
+      })
+      req.on("error", reject)
+      req.on("response", (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("error", reject)
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8")
+          try {
+            resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) })
+          } catch {
+            resolve({ status: res.statusCode ?? 0, body: text })
+          }
+        })
+      })
+      req.end(payload)
+    })
+
+  const stop = async () => {
+    agent.destroy()
+    await stopChild(child)
+  }
+  return { url, key, pid: child.pid!, problems, call, cpuMs: () => processCpuMs(child.pid!), stop }
+}
+
+/** SIGTERM (a clean shutdown, which also writes the CPU profile), SIGKILL after 15 s. */
+const stopChild = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+    child.once("exit", () => {
+      clearTimeout(timer)
+      resolve()
+    })
+    child.kill("SIGTERM")
+  })
