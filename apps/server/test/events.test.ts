@@ -1,3 +1,4 @@
+import { canonicalize } from "@agentgov/verifier"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { startTestServer, type TestServer } from "./helpers.ts"
@@ -17,6 +18,13 @@ const ingest = (
 ) => t.call("POST", "/api/v1/events/ingest", { body: { events }, ...options })
 
 describe("POST /events/ingest", () => {
+  it("stores each event's data as the exact JCS text its hash covers", async () => {
+    const data = { z: 1, a: { y: [true, null, "é"], b: 0.5 }, "\u00e9": "key" }
+    const res = await ingest([{ type: "canon.check", data }])
+    const [row] = await sql((s) => s`SELECT data::text AS text FROM events WHERE id = ${res.body.data.events[0].id}`)
+    expect(row.text).toBe(canonicalize(data))
+  })
+
   it("stores a batch atomically, in order, and answers ids, sequences and hashes", async () => {
     const res = await ingest([
       { type: "tool.called", data: { tool: "search" } },

@@ -33,4 +33,6 @@ export interface NewEvent {
   readonly data: Record<string, unknown>
   /** Ingested events only: when the client says it happened. */
   readonly occurredAt?: string | undefined
+  /** JCS of `data` when the caller already has it (ingest computes it before the chain is locked). */
+  readonly canonicalData?: string | undefined
 }

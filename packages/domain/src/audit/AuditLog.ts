@@ -1,7 +1,6 @@
 import { canonicalize, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import type * as Statement from "effect/sql/Statement"
 import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
@@ -68,13 +67,16 @@ export class AuditLog extends Context.Service<
         const timestamp = new Date(now).toISOString()
         let prevHash = head.hash
         let sequence = head.sequence
-        const rows: Array<Statement.Fragment> = []
+        // The rows travel as one JSON array (json_to_recordset), not as 12 bind parameters each: the data is
+        // spliced in as its canonical text, which PostgreSQL's json type stores verbatim.
+        let rows = ""
         const stored = groups.map((g) => {
           if (g.actor.workspaceId !== workspaceId) throw new Error("an append group of another workspace")
           const by = actorOf(g.actor)
+          const actorJson = `${JSON.stringify(by.type)},"ai":${JSON.stringify(by.id)}`
           return g.events.map((e) => {
             sequence += 1
-            const canonical = canonicalize(e.data)
+            const canonical = e.canonicalData ?? canonicalize(e.data)
             const hash = chainHashOfCanonical(prevHash, e.type, canonical, timestamp)
             const event: AuditEvent = {
               id: newId("evt", now),
@@ -89,19 +91,22 @@ export class AuditLog extends Context.Service<
               prevHash,
               hash,
             }
-            rows.push(
-              sql`(${workspaceId}, ${sequence}, ${event.id}, ${e.type}, ${event.agentId}, ${by.type}, ${by.id},
-                   ${canonical}::text::json, ${timestamp}::timestamptz, ${event.occurredAt}::timestamptz, ${prevHash}, ${hash})`,
-            )
+            rows += `${rows === "" ? "[" : ","}{"s":${sequence},"id":"${event.id}","t":${JSON.stringify(e.type)},"a":${JSON.stringify(event.agentId)},"at":${actorJson},"d":${canonical},"o":${JSON.stringify(event.occurredAt)},"p":"${prevHash}","h":"${hash}"}`
             prevHash = hash
             return event
           })
         })
-        yield* sql`INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
-          VALUES ${sql.csv(rows)}`
-        yield* sql`UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}`
-        // Delivered by PostgreSQL only when this transaction commits: live streams on every instance pull from here.
-        yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${sequence}`})`
+        // One round trip: the rows, the new head, and the announcement (delivered by PostgreSQL only when this
+        // transaction commits: live streams on every instance pull from here).
+        yield* sql`WITH appended AS (
+            INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
+            SELECT ${workspaceId}, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, ${timestamp}::timestamptz, r.o, r.p, r.h
+            FROM json_to_recordset(${`${rows}]`}::text::json)
+              AS r(s int8, id text, t text, a text, at text, ai text, d json, o timestamptz, p text, h text)
+          ), head AS (
+            UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}
+          )
+          SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${sequence}`})`
         return stored
       }, Effect.orDie)
 

@@ -59,12 +59,18 @@ export class EventRepo extends Context.Service<
       afterSequence: number,
       limit: number,
     ) => Effect.Effect<ReadonlyArray<EventRow>>
-    /** The hashed fields only, oldest first from `afterSequence`: what verification reads. */
+    /**
+     * The hashed fields of the events numbered `afterSequence + 1 .. afterSequence + limit`, oldest
+     * first: what verification reads. Bounded by sequence, not LIMIT, so the plan stays an index range
+     * scan even before the table has statistics.
+     */
     readonly chainBatch: (
       workspaceId: string,
       afterSequence: number,
       limit: number,
     ) => Effect.Effect<ReadonlyArray<ChainRow>>
+    /** The highest sequence stored (0 when none), whatever the chain head says. */
+    readonly lastSequence: (workspaceId: string) => Effect.Effect<number>
     /** Events `from..to` by sequence, oldest first. */
     readonly range: (workspaceId: string, from: number, to: number) => Effect.Effect<ReadonlyArray<AuditEvent>>
     readonly head: (workspaceId: string) => Effect.Effect<{ sequence: number; hash: string } | undefined>
@@ -106,7 +112,15 @@ export class EventRepo extends Context.Service<
         chainBatch: (workspaceId, afterSequence, limit) =>
           sql<ChainRow>`SELECT sequence, type, data::text AS data, ts, prev_hash, hash FROM events
               WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
-              ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
+                AND sequence <= ${afterSequence + limit}
+              ORDER BY sequence`.pipe(Effect.orDie),
+        lastSequence: (workspaceId) =>
+          sql<{
+            last: number | null
+          }>`SELECT max(sequence)::int8 AS last FROM events WHERE workspace_id = ${workspaceId}`.pipe(
+            Effect.map((rows) => rows[0]?.last ?? 0),
+            Effect.orDie,
+          ),
         range: (workspaceId, from, to) =>
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId}
               AND sequence >= ${from} AND sequence <= ${to} ORDER BY sequence`.pipe(

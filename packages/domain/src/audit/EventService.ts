@@ -1,4 +1,4 @@
-import { chainHash, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
+import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
 import { Clock, Context, Effect, Fiber, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentRepo } from "../agents/AgentRepo.ts"
@@ -92,7 +92,9 @@ export class EventService extends Context.Service<
               message: `events[${i}].agentId: this credential is bound to another agent`,
             })
           }
-          if (Buffer.byteLength(JSON.stringify(e.data)) > MAX_EVENT_DATA_BYTES) {
+          // Canonicalised here, outside the chain's lock; its size is the stored size.
+          const canonicalData = canonicalize(e.data)
+          if (Buffer.byteLength(canonicalData) > MAX_EVENT_DATA_BYTES) {
             return yield* new InvalidInput({
               field: `events[${i}].data`,
               message: `must encode to at most ${MAX_EVENT_DATA_BYTES} bytes`,
@@ -106,7 +108,7 @@ export class EventService extends Context.Service<
           }
           const agentId = e.agentId ?? actor.agentId
           if (agentId !== undefined) agentIds.add(agentId)
-          prepared.push({ type: e.type, agentId, data: e.data, occurredAt })
+          prepared.push({ type: e.type, agentId, data: e.data, occurredAt, canonicalData })
         }
         // Agents are deregistered softly, never deleted: checked before the append, the answer stays true.
         for (const id of agentIds) {
@@ -162,12 +164,15 @@ export class EventService extends Context.Service<
         let expected = 1
         let prevHash = GENESIS_HASH
         let failure: { sequence: number; reason: string } | undefined
-        // The next batch is read while this one is hashed.
-        let next = yield* Effect.forkChild(repo.chainBatch(workspaceId, 0, VERIFY_BATCH))
-        while (failure === undefined) {
+        // Every stored row is read, up to the highest sequence (rows past the head are caught too).
+        const last = Math.max(head?.sequence ?? 0, yield* repo.lastSequence(workspaceId))
+        // The next page is read while this one is hashed.
+        let from = 0
+        let next = yield* Effect.forkChild(repo.chainBatch(workspaceId, from, VERIFY_BATCH))
+        while (failure === undefined && from < last) {
           const rows = yield* Fiber.join(next)
-          const more = rows.length === VERIFY_BATCH
-          if (more) next = yield* Effect.forkChild(repo.chainBatch(workspaceId, rows.at(-1)!.sequence, VERIFY_BATCH))
+          from += VERIFY_BATCH
+          if (from < last) next = yield* Effect.forkChild(repo.chainBatch(workspaceId, from, VERIFY_BATCH))
           for (const r of rows) {
             if (r.sequence !== expected) {
               failure = { sequence: expected, reason: `event ${expected} is missing (found ${r.sequence} next)` }
@@ -188,7 +193,6 @@ export class EventService extends Context.Service<
             prevHash = hash
             expected += 1
           }
-          if (!more) break
         }
         const checked = expected - 1
         if (failure === undefined && head && (head.sequence !== checked || head.hash !== prevHash)) {
