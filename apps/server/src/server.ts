@@ -15,7 +15,7 @@ import {
   sendError,
   sendJson,
 } from "@agentgov/api"
-import { ApiKeyService, DomainLayer, SigningKeys } from "@agentgov/domain"
+import { ApiKeyService, DomainLayer, Idempotency, SigningKeys } from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -195,8 +195,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       .runPromise(
         Effect.gen(function* () {
           const n = yield* ApiKeyService.use((s) => s.revokeExpired)
-          const sql = yield* SqlClient.SqlClient
-          yield* sql`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'`.pipe(Effect.orDie)
+          yield* Idempotency.use((i) => i.purgeExpired)
           return n
         }),
       )

@@ -1,6 +1,7 @@
 import { jsonb } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import type { ApiKey } from "./ApiKey.ts"
 
 interface Row {
@@ -108,6 +109,15 @@ export class ApiKeyRepo extends Context.Service<
       const find = (lock: boolean) => (workspaceId: string, id: string) =>
         sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId} AND id = ${id}
             ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Effect.map(one), Effect.orDie)
+      /** One key in any workspace, with whether its workspace is deleted: what authentication needs. */
+      const findWithWorkspace = (where: Statement.Fragment) =>
+        sql<Row & { workspace_deleted: boolean }>`SELECT k.*, (w.deleted_at IS NOT NULL) AS workspace_deleted
+            FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE ${where}`.pipe(
+          Effect.map((rows) =>
+            rows[0] ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted } : undefined,
+          ),
+          Effect.orDie,
+        )
       return ApiKeyRepo.of({
         insert: (k) =>
           sql`INSERT INTO api_keys (id, workspace_id, name, type, agent_id, environment, scopes, prefix, key_hash,
@@ -117,22 +127,8 @@ export class ApiKeyRepo extends Context.Service<
                 ${k.createdAt}::timestamptz)`.pipe(Effect.asVoid, Effect.orDie),
         find: find(false),
         findForUpdate: find(true),
-        findByHash: (hash) =>
-          sql<Row & { workspace_deleted: boolean }>`SELECT k.*, (w.deleted_at IS NOT NULL) AS workspace_deleted
-              FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = ${hash}`.pipe(
-            Effect.map((rows) =>
-              rows[0] ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted } : undefined,
-            ),
-            Effect.orDie,
-          ),
-        findById: (id) =>
-          sql<Row & { workspace_deleted: boolean }>`SELECT k.*, (w.deleted_at IS NOT NULL) AS workspace_deleted
-              FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.id = ${id}`.pipe(
-            Effect.map((rows) =>
-              rows[0] ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted } : undefined,
-            ),
-            Effect.orDie,
-          ),
+        findByHash: (hash) => findWithWorkspace(sql`k.key_hash = ${hash}`),
+        findById: (id) => findWithWorkspace(sql`k.id = ${id}`),
         list: (workspaceId, { before, limit, agentId, status, now }) =>
           sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId}
               ${agentId ? sql`AND agent_id = ${agentId}` : sql``}

@@ -17,7 +17,7 @@ import { SigningKeys } from "../keys/SigningKeys.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { transactional } from "../shared/transaction.ts"
 import { EventRepo } from "./EventRepo.ts"
-import { MerkleStore } from "./MerkleStore.ts"
+import { MerkleStore, type RangeHasher } from "./MerkleStore.ts"
 
 /** At most this many events per export bundle (each carries its inclusion proof). */
 export const MAX_EXPORT_EVENTS = 10_000
@@ -97,13 +97,33 @@ export class Checkpoints extends Context.Service<
           ),
         )
 
+      const newest = (workspaceId: string) =>
+        sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${workspaceId}
+            ORDER BY tree_size DESC LIMIT 1`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie,
+        )
+
+      /** The audit path of event `sequence` in the tree of the first `treeSize` events. */
+      const inclusionProof = (hasher: RangeHasher, sequence: number, treeSize: number) =>
+        Effect.forEach(inclusionProofRanges(sequence - 1, treeSize), ([s, e]) => hasher.hash(s, e)).pipe(
+          Effect.map((path): InclusionProof => ({ sequence, leafIndex: sequence - 1, treeSize, path })),
+        )
+
+      /** The proof that the tree of `fromSize` events is a prefix of the tree of `toSize`. */
+      const consistencyProof = (hasher: RangeHasher, fromSize: number, toSize: number) =>
+        Effect.gen(function* () {
+          const fromRoot = yield* hasher.hash(0, fromSize)
+          const path = yield* Effect.forEach(consistencyProofRanges(fromSize, toSize), ([s, e]) => hasher.hash(s, e))
+          return { fromSize, fromRoot, toSize, path } satisfies ConsistencyProof
+        })
+
       const latest = (actor: Actor) =>
         inTransaction(
           Effect.gen(function* () {
             const workspaceId = actor.workspaceId
             yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
-            const [last] = yield* sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${workspaceId}
-                ORDER BY tree_size DESC LIMIT 1`
+            const last = yield* newest(workspaceId)
             const head = (yield* events.head(workspaceId)) ?? { sequence: 0, hash: GENESIS_HASH }
             if (last && last.tree_size >= head.sequence) return toCheckpoint(last)
             yield* merkle.extend(workspaceId, head.sequence)
@@ -135,8 +155,7 @@ export class Checkpoints extends Context.Service<
           if (treeSize !== undefined) checkpoint = yield* find(actor.workspaceId, treeSize)
           else {
             // The newest signed checkpoint when it covers the event; a new one only when none does.
-            const [last] = yield* sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${actor.workspaceId}
-                ORDER BY tree_size DESC LIMIT 1`.pipe(Effect.orDie)
+            const last = yield* newest(actor.workspaceId)
             checkpoint = last && last.tree_size >= atLeast ? toCheckpoint(last) : yield* latest(actor)
           }
           if (atLeast > checkpoint.treeSize)
@@ -153,11 +172,8 @@ export class Checkpoints extends Context.Service<
         treeSize?: number,
       ) {
         const checkpoint = yield* target(actor, treeSize, sequence, "sequence")
-        const hasher = merkle.hasher(actor.workspaceId)
-        const path = yield* Effect.forEach(inclusionProofRanges(sequence - 1, checkpoint.treeSize), ([s, e]) =>
-          hasher.hash(s, e),
-        )
-        return { sequence, leafIndex: sequence - 1, treeSize: checkpoint.treeSize, path, checkpoint }
+        const proof = yield* inclusionProof(merkle.hasher(actor.workspaceId), sequence, checkpoint.treeSize)
+        return { ...proof, checkpoint }
       })
 
       const consistency = Effect.fn("Checkpoints.consistency")(function* (
@@ -166,12 +182,8 @@ export class Checkpoints extends Context.Service<
         toSize?: number,
       ) {
         const checkpoint = yield* target(actor, toSize, fromSize, "fromSize")
-        const hasher = merkle.hasher(actor.workspaceId)
-        const fromRoot = yield* hasher.hash(0, fromSize)
-        const path = yield* Effect.forEach(consistencyProofRanges(fromSize, checkpoint.treeSize), ([s, e]) =>
-          hasher.hash(s, e),
-        )
-        return { fromSize, fromRoot, toSize: checkpoint.treeSize, path, checkpoint }
+        const proof = yield* consistencyProof(merkle.hasher(actor.workspaceId), fromSize, checkpoint.treeSize)
+        return { ...proof, checkpoint }
       })
 
       const exportBundle = Effect.fn("Checkpoints.exportBundle")(function* (
@@ -204,21 +216,13 @@ export class Checkpoints extends Context.Service<
         const rows = yield* events.range(actor.workspaceId, from, to)
         const hasher = merkle.hasher(actor.workspaceId)
         yield* hasher.preload(from - 1, to)
-        const inclusionProofs: Array<InclusionProof> = []
-        for (const e of rows) {
-          const path = yield* Effect.forEach(inclusionProofRanges(e.sequence - 1, checkpoint.treeSize), ([s, end]) =>
-            hasher.hash(s, end),
-          )
-          inclusionProofs.push({ sequence: e.sequence, leafIndex: e.sequence - 1, treeSize: checkpoint.treeSize, path })
-        }
-        let consistency: ConsistencyProof | undefined
-        if (q.sinceTreeSize !== undefined) {
-          const fromRoot = yield* hasher.hash(0, q.sinceTreeSize)
-          const path = yield* Effect.forEach(consistencyProofRanges(q.sinceTreeSize, checkpoint.treeSize), ([s, e]) =>
-            hasher.hash(s, e),
-          )
-          consistency = { fromSize: q.sinceTreeSize, fromRoot, toSize: checkpoint.treeSize, path }
-        }
+        const inclusionProofs = yield* Effect.forEach(rows, (e) =>
+          inclusionProof(hasher, e.sequence, checkpoint.treeSize),
+        )
+        const consistency =
+          q.sinceTreeSize === undefined
+            ? undefined
+            : yield* consistencyProof(hasher, q.sinceTreeSize, checkpoint.treeSize)
         const now = yield* Clock.currentTimeMillis
         const bundle: Bundle = {
           format: BUNDLE_FORMAT,

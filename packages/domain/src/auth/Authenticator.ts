@@ -4,8 +4,8 @@ import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
 import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { hashKey, looksLikeApiKey, parseKey } from "../apikeys/keyFormat.ts"
 import type { Actor } from "./Actor.ts"
+import { actorOfKey, keyRefusal } from "./keyActor.ts"
 import { looksLikeJwt, SdkTokens } from "./SdkTokens.ts"
-import { canonicalScope, type Scope } from "./scopes.ts"
 
 const TOUCH_INTERVAL_MS = 60_000
 
@@ -34,31 +34,17 @@ export class Authenticator extends Context.Service<
         const stored = yield* repo.findByHash(hash)
         if (!stored || !timingSafeEqual(Buffer.from(stored.hash, "hex"), Buffer.from(hash, "hex")))
           return yield* invalid
-        if (stored.workspaceDeleted) return yield* invalid
         const now = yield* Clock.currentTimeMillis
-        if (stored.status === "revoked") return yield* new Unauthenticated({ message: "API key is revoked" })
-        if (stored.expiresAt !== null && Date.parse(stored.expiresAt) <= now) {
-          return yield* new Unauthenticated({ message: "API key has expired" })
-        }
+        const refusal = keyRefusal(stored, now)
+        if (refusal === "gone") return yield* invalid
+        if (refusal === "revoked") return yield* new Unauthenticated({ message: "API key is revoked" })
+        if (refusal === "expired") return yield* new Unauthenticated({ message: "API key has expired" })
         // last_used_at is for operators, not for accounting: write it at most once a minute per key.
         if ((lastTouched.get(stored.id) ?? 0) + TOUCH_INTERVAL_MS <= now) {
           lastTouched.set(stored.id, now)
           yield* repo.touch(stored.id, new Date(now).toISOString())
         }
-        const scopes = new Set<Scope>()
-        for (const s of stored.scopes) {
-          const scope = canonicalScope(s)
-          if (scope) scopes.add(scope)
-        }
-        const actor: Actor = {
-          workspaceId: stored.workspaceId,
-          environment: stored.environment,
-          credential: { type: "api_key", id: stored.id },
-          keyType: stored.type,
-          agentId: stored.agentId ?? undefined,
-          scopes,
-        }
-        return actor
+        return actorOfKey(stored, "api_key", stored.scopes)
       })
 
       return Authenticator.of({

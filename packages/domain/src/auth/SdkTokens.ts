@@ -7,7 +7,7 @@ import { SigningKeys } from "../keys/SigningKeys.ts"
 import { PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import type { Actor } from "./Actor.ts"
-import { canonicalScope, type Scope } from "./scopes.ts"
+import { actorOfKey, keyRefusal } from "./keyActor.ts"
 
 /** Issuer, audience and lifetime of SDK tokens (D5: 900 s), from the operator's configuration. */
 export class TokenSettings extends Context.Service<
@@ -158,24 +158,13 @@ export class SdkTokens extends Context.Service<
         if (typeof claims.sub !== "string" || typeof claims.workspaceId !== "string" || !Array.isArray(claims.scopes))
           return yield* refuse("missing claims")
         const stored = yield* apiKeys.findById(claims.sub)
-        if (!stored || stored.workspaceDeleted || stored.workspaceId !== claims.workspaceId)
-          return yield* refuse("its API key no longer exists")
-        if (stored.status === "revoked") return yield* refuse("its API key is revoked")
+        if (!stored || stored.workspaceId !== claims.workspaceId) return yield* refuse("its API key no longer exists")
+        const refusal = keyRefusal(stored, nowMs)
+        if (refusal === "gone") return yield* refuse("its API key no longer exists")
+        if (refusal === "revoked") return yield* refuse("its API key is revoked")
+        if (refusal === "expired") return yield* refuse("its API key has expired")
+        const actor = actorOfKey(stored, "sdk_token", claims.scopes)
         const keyExpiresAt = stored.expiresAt === null ? null : Date.parse(stored.expiresAt)
-        if (keyExpiresAt !== null && keyExpiresAt <= nowMs) return yield* refuse("its API key has expired")
-        const scopes = new Set<Scope>()
-        for (const name of claims.scopes) {
-          const scope = canonicalScope(String(name))
-          if (scope) scopes.add(scope)
-        }
-        const actor: Actor = {
-          workspaceId: stored.workspaceId,
-          environment: stored.environment,
-          credential: { type: "sdk_token", id: stored.id },
-          keyType: stored.type,
-          agentId: stored.agentId ?? undefined,
-          scopes,
-        }
         remember(digest, { actor, exp: claims.exp, keyId: stored.id, keyExpiresAt })
         return actor
       })

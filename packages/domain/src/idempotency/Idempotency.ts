@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 
 /** Stored responses are replayed for 24 hours (Stripe's window). */
@@ -59,6 +59,8 @@ export class Idempotency extends Context.Service<
       workspaceId: string,
       requests: ReadonlyArray<IdempotencyRequest>,
     ) => Effect.Effect<ReadonlyArray<Claim | IdempotencyKeyReused>>
+    /** Deletes the records older than the replay window (the periodic sweep). */
+    readonly purgeExpired: Effect.Effect<void>
     /** Stores the responses of claimed keys. */
     readonly complete: (
       workspaceId: string,
@@ -76,7 +78,7 @@ export class Idempotency extends Context.Service<
         requests: ReadonlyArray<IdempotencyRequest>,
       ) {
         if (requests.length === 0) return []
-        const now = Date.now()
+        const now = yield* Clock.currentTimeMillis
         const keys = requests.map((r) => r.key)
         if (new Set(keys).size !== keys.length) return yield* Effect.die(new Error("claimMany: keys must be distinct"))
         yield* sql`DELETE FROM idempotency_keys WHERE workspace_id = ${workspaceId} AND key IN ${sql.in(keys)}
@@ -123,7 +125,13 @@ export class Idempotency extends Context.Service<
             WHERE k.workspace_id = ${workspaceId} AND k.key = v.key`
       }, Effect.orDie)
 
-      return Idempotency.of({ claim, claimMany, complete })
+      const purgeExpired = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        yield* sql`DELETE FROM idempotency_keys
+            WHERE created_at < ${new Date(now - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`
+      }).pipe(Effect.orDie)
+
+      return Idempotency.of({ claim, claimMany, complete, purgeExpired })
     }),
   )
 }

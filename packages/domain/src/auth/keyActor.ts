@@ -1,0 +1,39 @@
+import type { StoredKey } from "../apikeys/ApiKeyRepo.ts"
+import type { Actor } from "./Actor.ts"
+import { canonicalScope, type Scope } from "./scopes.ts"
+
+/**
+ * Why a stored API key cannot act at `nowMs` (its workspace is deleted, it is
+ * revoked, or it has expired), or undefined when it can. One rule for the key
+ * itself and for the SDK tokens minted from it.
+ */
+export const keyRefusal = (
+  stored: StoredKey & { readonly workspaceDeleted: boolean },
+  nowMs: number,
+): "gone" | "revoked" | "expired" | undefined => {
+  if (stored.workspaceDeleted) return "gone"
+  if (stored.status === "revoked") return "revoked"
+  if (stored.expiresAt !== null && Date.parse(stored.expiresAt) <= nowMs) return "expired"
+  return undefined
+}
+
+/** The Actor of a usable key (or of a token minted from it, with the token's scope names). */
+export const actorOfKey = (
+  stored: StoredKey,
+  credential: "api_key" | "sdk_token",
+  scopeNames: ReadonlyArray<unknown>,
+): Actor => {
+  const scopes = new Set<Scope>()
+  for (const name of scopeNames) {
+    const scope = canonicalScope(String(name))
+    if (scope) scopes.add(scope)
+  }
+  return {
+    workspaceId: stored.workspaceId,
+    environment: stored.environment,
+    credential: { type: credential, id: stored.id },
+    keyType: stored.type,
+    agentId: stored.agentId ?? undefined,
+    scopes,
+  }
+}
