@@ -7,6 +7,7 @@ import {
   type Environment,
   type Plan,
   SCOPES,
+  SigningKeys,
   systemActor,
   WorkspaceService,
 } from "@agentgov/domain"
@@ -22,11 +23,20 @@ const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in
   npm run cli -- workspace list
   npm run cli -- key create --workspace <ws_id> --name <name> --scopes <a,b,...|all>
                             [--type workspace|agent] [--agent <agt_id>] [--expires-at <ISO 8601>]
+  npm run cli -- signing-key list
+  npm run cli -- signing-key rotate [--activate-in <seconds>]   (default 600)
   npm run cli -- migrate
 
 Add --json for machine-readable output. Keys are printed once and stored only as a hash.
 With the embedded store, stop the server first: one process owns the data directory.
 `
+
+/**
+ * How long a new signing key is published before it signs: longer than the
+ * JWKS's Cache-Control max-age (300 s) plus an instance's key cache (60 s), so
+ * every verifier that caches the JWKS has the key before the first token it signs.
+ */
+const DEFAULT_ACTIVATION_LEAD_SECONDS = 600
 
 const fail = (message: string): never => {
   process.stderr.write(`agentgov: ${message}\n`)
@@ -44,6 +54,7 @@ const { positionals, values } = parseArgs({
     type: { type: "string" },
     agent: { type: "string" },
     "expires-at": { type: "string" },
+    "activate-in": { type: "string" },
     json: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   },
@@ -116,6 +127,27 @@ const program = Effect.gen(function* () {
         }),
       )
       return out(key, `key ${key.id} (${key.type}, ${key.scopes.join(" ")}), shown once:\n\n  ${key.apiKey}\n`)
+    }
+    case "signing-key list": {
+      const keys = yield* SigningKeys.use((k) => k.list)
+      return out(
+        keys,
+        keys
+          .map((k) => `${k.kid}  ${k.state.padEnd(8)}  activates ${k.activatesAt}  retires ${k.retiresAt ?? "-"}`)
+          .join("\n") || "no signing keys yet (the server makes one at start)",
+      )
+    }
+    case "signing-key rotate": {
+      const raw = values["activate-in"] ?? String(DEFAULT_ACTIVATION_LEAD_SECONDS)
+      if (!/^\d+$/.test(raw) || Number(raw) > 30 * 86_400)
+        return fail("--activate-in must be whole seconds, 0 to 2592000")
+      const next = yield* SigningKeys.use((k) => k.rotate(Number(raw) * 1000))
+      return out(
+        next,
+        `signing key ${next.kid} published now; it signs from ${next.activatesAt}.\n` +
+          "The keys before it stop signing then; their public parts stay in the JWKS, so tokens they signed\n" +
+          "verify until they expire and signed checkpoints stay verifiable.",
+      )
     }
     default:
       return fail(`unknown command "${command}"\n\n${HELP}`)

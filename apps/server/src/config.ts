@@ -1,4 +1,5 @@
 import { resolve } from "node:path"
+import { DEFAULT_RATE_LIMITS, parseAllowlist, type RateLimitConfig } from "@agentgov/domain"
 import { parseMasterKey } from "./domainSettings.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
@@ -23,7 +24,19 @@ export interface ServerConfig {
   readonly tokenAudience: string
   /** How often a checkpoint is signed for every workspace whose chain grew. */
   readonly checkpointIntervalMs: number
+  /** D10's limits, per minute by default; counters in Redis when `redisUrl` is set. */
+  readonly rateLimits: RateLimitConfig
+  /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks; default both (webhookWorker.ts). */
+  readonly roles?: ReadonlyArray<ServerRole>
+  /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
+  readonly webhookTimeScale?: number
+  /** AGENTGOV_WEBHOOK_ALLOWLIST: CIDRs, addresses and host names webhooks may target although not public. */
+  readonly webhookAllowlist?: ReadonlyArray<string>
+  /** Webhooks of every workspace may target loopback: the embedded default (no DATABASE_URL). */
+  readonly webhookAllowLoopback?: boolean
 }
+
+export type ServerRole = "api" | "worker"
 
 export class ConfigError extends Error {
   readonly problems: ReadonlyArray<string>
@@ -79,6 +92,42 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     problems.push(`LOG_LEVEL=${JSON.stringify(env.LOG_LEVEL)}: expected debug, info, warn or error`)
   const bootstrapRaw = (env.AGENTGOV_BOOTSTRAP ?? "true").toLowerCase()
   if (!["true", "false", "1", "0"].includes(bootstrapRaw)) problems.push("AGENTGOV_BOOTSTRAP: expected true or false")
+  const flag = (name: string, fallback: boolean) => {
+    const raw = env[name]
+    if (raw === undefined || raw === "") return fallback
+    const v = raw.toLowerCase()
+    if (["true", "1", "on"].includes(v)) return true
+    if (["false", "0", "off"].includes(v)) return false
+    problems.push(`${name}=${JSON.stringify(raw)}: expected true or false`)
+    return fallback
+  }
+  const d = DEFAULT_RATE_LIMITS
+  const rateLimits: RateLimitConfig = {
+    enabled: flag("AGENTGOV_RATE_LIMITS", d.enabled),
+    windowMs: int("AGENTGOV_RATE_LIMIT_WINDOW_MS", d.windowMs, 1_000, 86_400_000),
+    plans: {
+      free: int("AGENTGOV_RATE_LIMIT_FREE", d.plans.free, 1, 1e9),
+      pro: int("AGENTGOV_RATE_LIMIT_PRO", d.plans.pro, 1, 1e9),
+      enterprise: int("AGENTGOV_RATE_LIMIT_ENTERPRISE", d.plans.enterprise, 1, 1e9),
+    },
+    agent: int("AGENTGOV_RATE_LIMIT_AGENT", d.agent, 1, 1e9),
+    anonymous: int("AGENTGOV_RATE_LIMIT_ANONYMOUS", d.anonymous, 1, 1e9),
+  }
+  const list = (name: string) =>
+    (env[name] ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "")
+  const roles = list("AGENTGOV_ROLES")
+  for (const r of roles)
+    if (r !== "api" && r !== "worker")
+      problems.push(`AGENTGOV_ROLES: unknown role ${JSON.stringify(r)}; expected api, worker`)
+  const webhookAllowlist = list("AGENTGOV_WEBHOOK_ALLOWLIST")
+  for (const p of parseAllowlist(webhookAllowlist).problems) problems.push(`AGENTGOV_WEBHOOK_ALLOWLIST: ${p}`)
+  const scaleRaw = env.AGENTGOV_WEBHOOK_TIME_SCALE
+  const webhookTimeScale = scaleRaw === undefined || scaleRaw === "" ? 1 : Number(scaleRaw)
+  if (!(webhookTimeScale >= 0.00001 && webhookTimeScale <= 1))
+    problems.push("AGENTGOV_WEBHOOK_TIME_SCALE: expected a number from 0.00001 to 1 (tests only)")
   const host = env.HOST && env.HOST !== "" ? env.HOST : "127.0.0.1"
   const publicUrl =
     url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ?? `http://${host === "0.0.0.0" ? "localhost" : host}:${port}`
@@ -100,6 +149,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     tokenAudience:
       env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
+    rateLimits,
+    roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),
+    webhookTimeScale,
+    webhookAllowlist,
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

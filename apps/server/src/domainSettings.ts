@@ -1,19 +1,24 @@
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { MasterKey, TokenSettings } from "@agentgov/domain"
+import { Counters, MasterKey, RateLimitSettings, TokenSettings } from "@agentgov/domain"
 import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
 
-/** What the domain takes from configuration: the master key and the SDK token settings. */
+/**
+ * What the domain takes from configuration: the master key, the SDK token
+ * settings, the rate limits and where their counters live.
+ */
 export const domainSettings = (config: ServerConfig) =>
-  Layer.merge(
+  Layer.mergeAll(
     MasterKey.layer(resolveMasterKey(config)),
     TokenSettings.layer({
       issuer: config.publicUrl,
       audience: config.tokenAudience,
       ttlSeconds: config.tokenTtlSeconds,
     }),
+    RateLimitSettings.layer(config.rateLimits),
+    config.redisUrl ? Counters.redis(config.redisUrl) : Counters.memory,
   )
 
 /**

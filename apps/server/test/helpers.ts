@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { SCOPES } from "@agentgov/domain"
+import { DEFAULT_RATE_LIMITS, SCOPES } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { expect } from "vitest"
 import type { ServerConfig } from "../src/config.ts"
@@ -101,6 +101,8 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
   tokenTtlSeconds: 900,
   tokenAudience: "agentgov",
   checkpointIntervalMs: 3_600_000,
+  // Counted and reported on every response, but out of the way of suites that are not about limits.
+  rateLimits: { ...DEFAULT_RATE_LIMITS, plans: { free: 1e9, pro: 1e9, enterprise: 1e9 }, agent: 1e9, anonymous: 1e9 },
   ...overrides,
 })
 

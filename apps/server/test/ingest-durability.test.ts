@@ -1,13 +1,12 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { isDeepStrictEqual } from "node:util"
 import { EventService, SCOPES, systemActor } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Exit } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { type ChildServer, KEY_LINE, kill9, spawnServer, stopChildren } from "./childServer.ts"
 import { startTestServer, type TestServer } from "./helpers.ts"
 
 /**
@@ -15,8 +14,6 @@ import { startTestServer, type TestServer } from "./helpers.ts"
  * concurrency (one process and two), and across a kill -9 of the server.
  * Runs on the selected store: PGlite by default, PostgreSQL with DATABASE_URL.
  */
-
-const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 
 // ---------------------------------------------------------------- HTTP client
 
@@ -137,117 +134,6 @@ const ackedOf = (res: Res, sent: ReadonlyArray<{ data: unknown }>): Array<Acked>
 }
 
 // ------------------------------------------------------------ child servers
-
-interface ChildServer {
-  readonly proc: ChildProcess
-  readonly url: string
-  readonly output: () => string
-  /** The bootstrap key, once this process has printed it (first start on an empty store only). */
-  readonly waitForKey: (ms?: number) => Promise<string>
-  readonly exited: Promise<void>
-}
-
-const live = new Set<ChildProcess>()
-const killAll = () => {
-  for (const proc of live) proc.kill("SIGKILL")
-}
-// Last resort if the worker goes away without running the hooks.
-process.once("exit", killAll)
-
-const KEY_LINE = /^\s+(svc_[A-Za-z0-9_]+)\s*$/m
-
-/** Starts `node apps/server/src/main.ts` and resolves once it logs "agentgov listening". */
-const spawnServer = async (env: Record<string, string>): Promise<ChildServer> => {
-  const base = { ...process.env }
-  for (const name of ["DATABASE_URL", "AGENTGOV_DATA_DIR", "PORT", "HOST", "REDIS_URL", "AGENTGOV_PUBLIC_URL"])
-    delete base[name]
-  const proc = spawn(process.execPath, [MAIN], {
-    env: { ...base, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", AGENTGOV_BOOTSTRAP: "true", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  })
-  live.add(proc)
-  let stdout = ""
-  let stderr = ""
-  let exitedWith: string | undefined
-  const listeners = new Set<() => void>()
-  const notify = () => {
-    for (const l of listeners) l()
-  }
-  proc.stdout!.setEncoding("utf8").on("data", (c: string) => {
-    stdout += c
-    notify()
-  })
-  proc.stderr!.setEncoding("utf8").on("data", (c: string) => {
-    stderr += c
-    notify()
-  })
-  const exited = new Promise<void>((resolve) =>
-    proc.once("exit", (code, signal) => {
-      live.delete(proc)
-      exitedWith = signal ?? String(code)
-      notify()
-      resolve()
-    }),
-  )
-  const output = () => `--- stdout\n${stdout}\n--- stderr\n${stderr}`
-  const waitFor = <A>(find: () => A | undefined, what: string, ms: number) =>
-    new Promise<A>((resolve, reject) => {
-      const check = () => {
-        const found = find()
-        if (found !== undefined) done(() => resolve(found))
-        else if (exitedWith !== undefined)
-          done(() => reject(new Error(`server exited (${exitedWith}) ${what}\n${output()}`)))
-      }
-      const timer = setTimeout(() => done(() => reject(new Error(`timed out ${what}\n${output()}`))), ms)
-      const done = (settle: () => void) => {
-        clearTimeout(timer)
-        listeners.delete(check)
-        settle()
-      }
-      listeners.add(check)
-      check()
-    })
-  const url = await waitFor(
-    () => {
-      for (const line of stderr.split("\n")) {
-        if (!line.includes("agentgov listening")) continue
-        try {
-          return JSON.parse(line).url as string
-        } catch {
-          // a partial line; wait for the rest
-        }
-      }
-      return undefined
-    },
-    "waiting for 'agentgov listening'",
-    45_000,
-  )
-  return {
-    proc,
-    url,
-    output,
-    waitForKey: (ms = 10_000) => waitFor(() => KEY_LINE.exec(stdout)?.[1], "waiting for the bootstrap key", ms),
-    exited,
-  }
-}
-
-const kill9 = async (child: ChildServer) => {
-  child.proc.kill("SIGKILL")
-  await child.exited
-}
-
-/** Kills every child server still running and waits for them to exit. */
-const stopChildren = async () => {
-  const running = [...live]
-  killAll()
-  await Promise.all(
-    running.map((p) =>
-      p.exitCode !== null || p.signalCode !== null
-        ? undefined
-        : new Promise<void>((resolve) => p.once("exit", () => resolve())),
-    ),
-  )
-}
 
 /** The store a child server runs on: a fresh PostgreSQL database (DATABASE_URL) or a new PGlite data dir. */
 interface ChildStore {

@@ -1,6 +1,8 @@
 import { createHmac, generateKeyPairSync, sign } from "node:crypto"
 import { PostgresClient } from "@agentgov/db"
 import { SigningKeys } from "@agentgov/domain"
+import type { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startServer } from "../src/server.ts"
@@ -186,6 +188,50 @@ describe("tokens the server refuses", () => {
 })
 
 describe("signing key rotation", () => {
+  it("publishes the next key before it signs, then erases the old private part but keeps its public one", async () => {
+    const before = await exchange(t.key)
+    const oldKid = decodeProtectedHeader(before.token).kid!
+    const run = <A>(effect: Effect.Effect<A, never, SigningKeys>) => t.server.runtime.runPromise(effect)
+    const next = await run(SigningKeys.use((k) => k.rotate(1_500)))
+    const published = async () =>
+      ((await (await fetch(`${t.url}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map(
+        (k) => k.kid,
+      )
+    // Published at once, not yet signing.
+    expect(await published()).toContain(next.kid)
+    expect(decodeProtectedHeader((await exchange(t.key)).token).kid).toBe(oldKid)
+    expect((await run(SigningKeys.use((k) => k.list))).find((k) => k.kid === next.kid)?.state).toBe("pending")
+    await new Promise((r) => setTimeout(r, Date.parse(next.activatesAt) - Date.now() + 50))
+    const after = await exchange(t.key)
+    expect(decodeProtectedHeader(after.token).kid).toBe(next.kid)
+
+    // Its retirement is due a minute after the successor activates; nothing is erased before.
+    expect(await run(SigningKeys.use((k) => k.retire))).toEqual([])
+    await t.server.runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql`UPDATE signing_keys SET retires_at = now() - interval '1 second' WHERE kid = ${oldKid}`,
+      ),
+    )
+    expect(await run(SigningKeys.use((k) => k.retire))).toEqual([oldKid])
+    const keys = await run(SigningKeys.use((k) => k.list))
+    expect(keys.find((k) => k.kid === oldKid)?.state).toBe("retired")
+    expect(keys.find((k) => k.kid === next.kid)?.state).toBe("active")
+    const [row] = await t.server.runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ erased: boolean }>`SELECT private_key IS NULL AS erased FROM signing_keys WHERE kid = ${oldKid}`,
+      ),
+    )
+    expect(row?.erased).toBe(true)
+    // The old token still verifies until it expires: its public key is still published.
+    expect(await published()).toContain(oldKid)
+    expect((await events(before.token)).status).toBe(200)
+    const remote = createRemoteJWKSet(new URL(`${t.url}/.well-known/jwks.json`))
+    await expect(jwtVerify(before.token, remote, { issuer: ISSUER, audience: AUDIENCE })).resolves.toBeDefined()
+    // The active key is never retired, even when asked again.
+    expect(await run(SigningKeys.use((k) => k.retire))).toEqual([])
+    expect(decodeProtectedHeader((await exchange(t.key)).token).kid).toBe(next.kid)
+  })
+
   it("keeps old tokens valid and signs new ones with the new kid", async () => {
     const old = await exchange(t.key)
     const oldKid = decodeProtectedHeader(old.token).kid

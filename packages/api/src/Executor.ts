@@ -6,8 +6,12 @@ import {
   type DomainServices,
   Idempotency,
   type IdempotencyRequest,
+  looksLikeJwt,
+  RateLimiter,
+  type RateLimitVerdict,
   Replayed,
   type Scope,
+  SdkTokens,
 } from "@agentgov/domain"
 import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -20,6 +24,12 @@ export type Result<A> = { readonly ok: true; readonly value: A } | { readonly ok
 
 export interface Logger {
   readonly error: (message: string, fields: Record<string, unknown>) => void
+}
+
+export interface Admission {
+  readonly result: Result<Actor>
+  /** Rate-limit headers for the response, whatever its status. */
+  readonly headers: Readonly<Record<string, string>>
 }
 
 export interface IdempotentResponse {
@@ -56,18 +66,97 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     return { ok: false, error: internalError() }
   }
 
+  let hot: { readonly tokens: SdkTokens["Service"]; readonly limiter: RateLimiter["Service"] } | undefined
+
+  const unauthorized = (message: string) => Effect.fail(new ApiError(401, "UNAUTHORIZED", message))
+
   /** Bearer credential → Actor, or a 401. */
-  const authenticate = async (authorization: string | undefined): Promise<Result<Actor>> => {
-    if (!authorization)
-      return {
-        ok: false,
-        error: new ApiError(401, "UNAUTHORIZED", "missing credential: send Authorization: Bearer <key>"),
-      }
+  const credentialOf = (
+    authorization: string | undefined,
+  ): Effect.Effect<Actor, DomainError | ApiError, Authenticator> => {
+    if (!authorization) return unauthorized("missing credential: send Authorization: Bearer <key>")
     const m = /^Bearer +(\S+) *$/i.exec(authorization)
-    if (!m)
-      return { ok: false, error: new ApiError(401, "UNAUTHORIZED", "Authorization must be 'Bearer <credential>'") }
-    const exit = await runtime.runPromiseExit(Authenticator.use((a) => a.authenticate(m[1]!)))
-    return settle(exit, { stage: "authenticate" })
+    if (!m) return unauthorized("Authorization must be 'Bearer <credential>'")
+    return Authenticator.use((a) => a.authenticate(m[1]!))
+  }
+
+  /**
+   * Authenticates and applies the rate limits of decision D10 in one step:
+   * the credential's limits (key, workspace by plan, agent) when it is valid,
+   * the client address's otherwise, so that guessing keys is limited too.
+   * `headers` are the X-RateLimit-* of the most restrictive limit, for every
+   * response; over a limit the result is a 429 with Retry-After.
+   */
+  const authenticate = async (authorization: string | undefined, address = "unknown"): Promise<Admission> => {
+    // The hot path: a token verified before, counted in-process, answers without entering the runtime.
+    const bearer = authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined
+    if (bearer !== undefined && looksLikeJwt(bearer)) {
+      if (hot === undefined)
+        hot = await runtime.runPromise(
+          Effect.gen(function* () {
+            return { tokens: yield* SdkTokens, limiter: yield* RateLimiter }
+          }),
+        )
+      const services = hot
+      const now = Date.now()
+      const actor = services.tokens.cached(bearer, now)
+      if (actor) {
+        const pending = services.limiter.checkNow(actor, now)
+        const verdict = pending instanceof Promise ? await pending : pending
+        if (verdict === "off") return { result: { ok: true, value: actor }, headers: {} }
+        if (verdict !== undefined) return admission({ _tag: "Success", success: actor }, verdict)
+      }
+    }
+    const program = Effect.gen(function* () {
+      const limiter = yield* RateLimiter
+      const actor = yield* Effect.result(credentialOf(authorization))
+      const verdict =
+        actor._tag === "Success" ? yield* limiter.check(actor.success) : yield* limiter.checkAnonymous(address)
+      return { actor, verdict }
+    })
+    const exit = await runtime.runPromiseExit(program)
+    if (Exit.isFailure(exit))
+      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "authenticate" }), headers: {} }
+    const { actor, verdict } = exit.value
+    return admission(actor, verdict)
+  }
+
+  const admission = (
+    actor:
+      | { readonly _tag: "Success"; readonly success: Actor }
+      | { readonly _tag: "Failure"; readonly failure: unknown },
+    verdict: RateLimitVerdict | undefined,
+  ): Admission => {
+    const headers: Record<string, string> = verdict
+      ? {
+          "x-ratelimit-limit": String(verdict.limit),
+          "x-ratelimit-remaining": String(verdict.remaining),
+          "x-ratelimit-reset": String(verdict.reset),
+        }
+      : {}
+    if (verdict && !verdict.admitted) {
+      const retryAfter = String(verdict.retryAfter)
+      return {
+        result: {
+          ok: false,
+          error: new ApiError(
+            429,
+            "RATE_LIMITED",
+            `rate limit of ${verdict.limit} requests exceeded; retry after ${retryAfter} s`,
+            undefined,
+            {
+              "retry-after": retryAfter,
+            },
+          ),
+        },
+        headers,
+      }
+    }
+    if (actor._tag === "Failure") {
+      const error = actor.failure instanceof ApiError ? actor.failure : toApiError(actor.failure as DomainError)
+      return { result: { ok: false, error }, headers }
+    }
+    return { result: { ok: true, value: actor.success }, headers }
   }
 
   const requireScope = (actor: Actor, scope: Scope): ApiError | undefined =>

@@ -7,6 +7,8 @@ import { findUnstorable } from "./rest/http.ts"
 export interface TrpcContext {
   readonly authorization: string | undefined
   readonly requestId: string
+  /** The client's address, for the rate limit of requests without a valid credential. */
+  readonly address?: string | undefined
 }
 
 type TrpcCode = ConstructorParameters<typeof TRPCError>[0]["code"]
@@ -57,7 +59,7 @@ export const makeTrpcRouter = (operations: ReadonlyArray<Operation>, executor: E
 
   const procedure = (op: Operation) => {
     const resolve = async ({ ctx, input }: { ctx: TrpcContext; input: unknown }) => {
-      const auth = await executor.authenticate(ctx.authorization)
+      const auth = (await executor.authenticate(ctx.authorization, ctx.address)).result
       if (!auth.ok) return fail(auth.error)
       const denied = executor.authorize(op, auth.value)
       if (denied) return fail(denied)

@@ -10,13 +10,16 @@ import {
   AgentService,
   ApiKeyService,
   Authenticator,
+  Counters,
   chainHash,
+  DEFAULT_RATE_LIMITS,
   DomainLayer,
   type DomainServices,
   GENESIS_HASH,
   hashKey,
   MasterKey,
   mintKey,
+  RateLimitSettings,
   SCOPES,
   SdkTokens,
   TokenSettings,
@@ -27,9 +30,11 @@ type R = DomainServices | SqlClient.SqlClient | Database
 type Runtime = ManagedRuntime.ManagedRuntime<R, never>
 
 let store: TestStore
-const masterKey = Layer.merge(
+const masterKey = Layer.mergeAll(
   MasterKey.layer(randomBytes(32)),
   TokenSettings.layer({ issuer: "http://test", audience: "agentgov", ttlSeconds: 900 }),
+  RateLimitSettings.layer(DEFAULT_RATE_LIMITS),
+  Counters.memory,
 )
 let rt: Runtime
 
@@ -203,7 +208,11 @@ describe("Authenticator", () => {
       }),
     )
     const noTokens = Layer.succeed(SdkTokens)(
-      SdkTokens.of({ issue: () => Effect.die(new Error("unused")), verify: () => Effect.die(new Error("unused")) }),
+      SdkTokens.of({
+        issue: () => Effect.die(new Error("unused")),
+        verify: () => Effect.die(new Error("unused")),
+        cached: () => undefined,
+      }),
     )
     const isolated = Authenticator.layer.pipe(Layer.provide(Layer.merge(stubRepo, noTokens)))
     const attempt = (bearer: string) =>

@@ -29,6 +29,8 @@ export interface StartOptions {
   readonly dataDir: string
   /** Directory for a V8 CPU profile of the server (`--cpu-prof`), written when it exits. */
   readonly cpuProfDir?: string | undefined
+  /** Extra environment for the server (e.g. REDIS_URL). */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 /** Linux: utime + stime of a process from /proc, in ms (clock ticks are 10 ms on every common kernel). */
@@ -46,6 +48,15 @@ export const processCpuMs = (pid: number): number | undefined => {
  * the load generator do not share an event loop, and waits for its
  * "agentgov listening" log line and the bootstrap key it prints on first start.
  */
+/** Rate limits the benchmarks' load never reaches; the counting still happens. */
+export const UNREACHABLE_LIMITS = {
+  AGENTGOV_RATE_LIMIT_FREE: "1000000000",
+  AGENTGOV_RATE_LIMIT_PRO: "1000000000",
+  AGENTGOV_RATE_LIMIT_ENTERPRISE: "1000000000",
+  AGENTGOV_RATE_LIMIT_AGENT: "1000000000",
+  AGENTGOV_RATE_LIMIT_ANONYMOUS: "1000000000",
+}
+
 export const startServer = async (options: StartOptions): Promise<BenchServer> => {
   const args = options.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfDir}`] : []
   const child = spawn(process.execPath, [...args, join(options.root, "apps/server/src/main.ts")], {
@@ -60,6 +71,9 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
       LOG_LEVEL: "info",
       // The minute's checkpoint signing would land inside whichever timed window is running then.
       AGENTGOV_CHECKPOINT_INTERVAL_MS: "86400000",
+      // Limits are checked (their cost is part of every number) but set out of reach of the load.
+      ...UNREACHABLE_LIMITS,
+      ...options.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   })

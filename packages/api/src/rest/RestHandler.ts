@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
+import type { Actor } from "@agentgov/domain"
 import { ApiError, formatPath } from "../ApiError.ts"
-import type { Executor } from "../Executor.ts"
+import type { Executor, Result } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
 import type { Operation } from "../Operation.ts"
 import { errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
@@ -13,7 +14,10 @@ export interface RestOptions {
   readonly maxBodyBytes?: number
   /** Streaming GET endpoints outside the JSON catalog, by path (the SSE stream). */
   readonly streams?: Readonly<
-    Record<string, (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string) => Promise<void>>
+    Record<
+      string,
+      (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string, auth: Result<Actor>) => Promise<void>
+    >
   >
 }
 
@@ -79,9 +83,15 @@ export const makeRestHandler = (options: RestOptions) => {
     requestId: string,
   ): Promise<void> => {
     const method = req.method ?? "GET"
+    // Every response carries the rate-limit headers (D10), so every request is counted,
+    // also one to a path or with a method that does not exist.
+    const admission = await executor.authenticate(req.headers.authorization, req.socket.remoteAddress)
+    for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
+    if (!admission.result.ok && admission.result.error.status === 429)
+      return sendError(res, admission.result.error, requestId)
     const stream = options.streams?.[path]
     if (stream) {
-      if (method === "GET") return stream(req, res, url, requestId)
+      if (method === "GET") return stream(req, res, url, requestId, admission.result)
       return sendError(
         res,
         new ApiError(405, "METHOD_NOT_ALLOWED", `${method} is not allowed on ${url.pathname}`),
@@ -104,7 +114,7 @@ export const makeRestHandler = (options: RestOptions) => {
     }
     const { op, params } = match
 
-    const auth = await executor.authenticate(req.headers.authorization)
+    const auth = admission.result
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
     const actor = auth.value
     const denied = executor.authorize(op, actor)

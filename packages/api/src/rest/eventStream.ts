@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { EventFeed } from "@agentgov/domain"
+import { type Actor, canonicalEventFilter, EventFeed } from "@agentgov/domain"
 import { ApiError } from "../ApiError.ts"
-import type { Executor, Runtime } from "../Executor.ts"
+import type { Executor, Result, Runtime } from "../Executor.ts"
 import { sendError } from "./http.ts"
 
 export interface EventStreamOptions {
@@ -26,8 +26,14 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
   const maxBuffered = options.maxBufferedBytes ?? 1024 * 1024
   const open = new Set<() => void>()
 
-  const handler = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string): Promise<void> => {
-    const auth = await executor.authenticate(req.headers.authorization)
+  /** `auth`: the request's credential, already authenticated and counted by the REST facade. */
+  const handler = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+    requestId: string,
+    auth: Result<Actor>,
+  ): Promise<void> => {
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
     const actor = auth.value
     const denied = executor.requireScope(actor, "events:read")
@@ -48,6 +54,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       .getAll("types")
       .flatMap((t) => t.split(","))
       .filter((t) => t !== "")
+      .map(canonicalEventFilter)
     const requestedAgent = url.searchParams.get("agentId") ?? undefined
     if (actor.agentId !== undefined && requestedAgent !== undefined && requestedAgent !== actor.agentId) {
       return sendError(

@@ -71,6 +71,11 @@ export class SdkTokens extends Context.Service<
   {
     readonly issue: (actor: Actor) => Effect.Effect<{ token: string; expiresAt: string }, PermissionDenied>
     readonly verify: (token: string) => Effect.Effect<Actor, Unauthenticated>
+    /**
+     * The hot path, outside any fiber: the Actor of a token verified before
+     * and still good at `nowMs`, else undefined (then `verify` decides).
+     */
+    readonly cached: (token: string, nowMs: number) => Actor | undefined
   }
 >()("@agentgov/domain/auth/SdkTokens") {
   static readonly layer = Layer.effect(
@@ -169,7 +174,14 @@ export class SdkTokens extends Context.Service<
         return actor
       })
 
-      return SdkTokens.of({ issue, verify: verifyToken })
+      const cached = (token: string, nowMs: number) => {
+        const hit = cache.get(createHash("sha256").update(token).digest("base64url"))
+        if (!hit || hit.exp + LEEWAY_S <= nowMs / 1000) return undefined
+        if (hit.keyExpiresAt !== null && hit.keyExpiresAt <= nowMs) return undefined
+        return hit.actor
+      }
+
+      return SdkTokens.of({ issue, verify: verifyToken, cached })
     }),
   )
 }

@@ -1,0 +1,129 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+/**
+ * Real server processes (`node apps/server/src/main.ts`) for the tests that
+ * need several instances or a kill -9. Configured by environment, like
+ * production; rate limits are off unless the test's `env` sets them.
+ */
+
+const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url))
+
+export interface ChildServer {
+  readonly proc: ChildProcess
+  readonly url: string
+  readonly output: () => string
+  /** The bootstrap key, once this process has printed it (first start on an empty store only). */
+  readonly waitForKey: (ms?: number) => Promise<string>
+  readonly exited: Promise<void>
+}
+
+const live = new Set<ChildProcess>()
+const killAll = () => {
+  for (const proc of live) proc.kill("SIGKILL")
+}
+// Last resort if the worker goes away without running the hooks.
+process.once("exit", killAll)
+
+export const KEY_LINE = /^\s+(svc_[A-Za-z0-9_]+)\s*$/m
+
+/** Starts `node apps/server/src/main.ts` and resolves once it logs "agentgov listening". */
+export const spawnServer = async (env: Record<string, string>): Promise<ChildServer> => {
+  const base = { ...process.env }
+  for (const name of ["DATABASE_URL", "AGENTGOV_DATA_DIR", "PORT", "HOST", "REDIS_URL", "AGENTGOV_PUBLIC_URL"])
+    delete base[name]
+  const proc = spawn(process.execPath, [MAIN], {
+    env: {
+      ...base,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "info",
+      AGENTGOV_BOOTSTRAP: "true",
+      AGENTGOV_RATE_LIMITS: "false",
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  })
+  live.add(proc)
+  let stdout = ""
+  let stderr = ""
+  let exitedWith: string | undefined
+  const listeners = new Set<() => void>()
+  const notify = () => {
+    for (const l of listeners) l()
+  }
+  proc.stdout!.setEncoding("utf8").on("data", (c: string) => {
+    stdout += c
+    notify()
+  })
+  proc.stderr!.setEncoding("utf8").on("data", (c: string) => {
+    stderr += c
+    notify()
+  })
+  const exited = new Promise<void>((resolve) =>
+    proc.once("exit", (code, signal) => {
+      live.delete(proc)
+      exitedWith = signal ?? String(code)
+      notify()
+      resolve()
+    }),
+  )
+  const output = () => `--- stdout\n${stdout}\n--- stderr\n${stderr}`
+  const waitFor = <A>(find: () => A | undefined, what: string, ms: number) =>
+    new Promise<A>((resolve, reject) => {
+      const check = () => {
+        const found = find()
+        if (found !== undefined) done(() => resolve(found))
+        else if (exitedWith !== undefined)
+          done(() => reject(new Error(`server exited (${exitedWith}) ${what}\n${output()}`)))
+      }
+      const timer = setTimeout(() => done(() => reject(new Error(`timed out ${what}\n${output()}`))), ms)
+      const done = (settle: () => void) => {
+        clearTimeout(timer)
+        listeners.delete(check)
+        settle()
+      }
+      listeners.add(check)
+      check()
+    })
+  const url = await waitFor(
+    () => {
+      for (const line of stderr.split("\n")) {
+        if (!line.includes("agentgov listening")) continue
+        try {
+          return JSON.parse(line).url as string
+        } catch {
+          // a partial line; wait for the rest
+        }
+      }
+      return undefined
+    },
+    "waiting for 'agentgov listening'",
+    45_000,
+  )
+  return {
+    proc,
+    url,
+    output,
+    waitForKey: (ms = 10_000) => waitFor(() => KEY_LINE.exec(stdout)?.[1], "waiting for the bootstrap key", ms),
+    exited,
+  }
+}
+
+export const kill9 = async (child: ChildServer) => {
+  child.proc.kill("SIGKILL")
+  await child.exited
+}
+
+/** Kills every child server still running and waits for them to exit. */
+export const stopChildren = async () => {
+  const running = [...live]
+  killAll()
+  await Promise.all(
+    running.map((p) =>
+      p.exitCode !== null || p.signalCode !== null
+        ? undefined
+        : new Promise<void>((resolve) => p.once("exit", () => resolve())),
+    ),
+  )
+}

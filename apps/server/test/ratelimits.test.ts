@@ -1,0 +1,173 @@
+import { DEFAULT_RATE_LIMITS, type RateLimitConfig } from "@agentgov/domain"
+import { makeTestStore } from "@agentgov/testing"
+import { afterAll, describe, expect, it } from "vitest"
+import { type ChildServer, spawnServer, stopChildren } from "./childServer.ts"
+import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
+
+/**
+ * Decision D10 over HTTP: the headers on every response, the 429, the
+ * all-or-nothing check of key, workspace and agent limits, a truthful
+ * Retry-After, and counters shared by two server processes through Redis.
+ */
+
+const limits = (overrides: Partial<RateLimitConfig>): RateLimitConfig => ({ ...DEFAULT_RATE_LIMITS, ...overrides })
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+const servers: Array<TestServer> = []
+const start = async (rateLimits: RateLimitConfig) => {
+  const t = await startTestServer({ rateLimits })
+  servers.push(t)
+  return t
+}
+afterAll(async () => {
+  await Promise.all(servers.map((t) => t.close()))
+  await stopChildren()
+})
+
+const headersOf = (res: { headers: Headers }) => ({
+  limit: Number(res.headers.get("x-ratelimit-limit")),
+  remaining: Number(res.headers.get("x-ratelimit-remaining")),
+  reset: Number(res.headers.get("x-ratelimit-reset")),
+})
+
+describe("the headers", () => {
+  it("are on every response: success, 401, 404, 405, 422 and the stream's refusals", async () => {
+    const t = await start(limits({ plans: { free: 1_000, pro: 1_000, enterprise: 1_000 }, anonymous: 50 }))
+    const responses = [
+      await t.call("GET", "/api/v1/agents"),
+      await t.call("GET", "/v1/agents"),
+      await t.call("GET", "/api/v1/agents", { key: null }),
+      await t.call("GET", "/api/v1/no-such-thing"),
+      await t.call("PUT", "/api/v1/agents"),
+      await t.call("POST", "/api/v1/agents", { body: { name: "" } }),
+      await t.call("GET", "/api/v1/events/stream", { key: null }),
+    ]
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 401, 404, 405, 422, 401])
+    const now = Math.floor(Date.now() / 1000)
+    for (const res of responses) {
+      const h = headersOf(res)
+      expect(h.limit).toBeGreaterThan(0)
+      expect(h.remaining).toBeGreaterThanOrEqual(0)
+      expect(h.remaining).toBeLessThan(h.limit)
+      expect(h.reset).toBeGreaterThanOrEqual(now)
+      expect(h.reset).toBeLessThanOrEqual(now + 121)
+    }
+    // An authenticated request counts against the workspace's plan; one without a credential, against the address.
+    expect(headersOf(responses[0]!).limit).toBe(1_000)
+    expect(headersOf(responses[2]!).limit).toBe(50)
+    // Each request of the key is one less remaining.
+    expect(headersOf(responses[1]!).remaining).toBe(headersOf(responses[0]!).remaining - 1)
+  })
+})
+
+describe("limits", () => {
+  it("refuse with 429 RATE_LIMITED and Retry-After once a key, its workspace or its agent is over", async () => {
+    const t = await start(limits({ plans: { free: 8, pro: 8, enterprise: 8 }, agent: 3 }))
+    // 1, 2: an agent and a key bound to it.
+    const agent = (await t.call("POST", "/api/v1/agents", { body: { name: unique("limited") } })).body.data
+    const agentKey = await t.createKey({ type: "agent", agentId: agent.id, scopes: ["agents:read"] })
+    const asAgent = () => t.call("GET", `/api/v1/agents/${agent.id}`, { key: agentKey })
+    // The agent's 3 per window is the most restrictive limit its key meets.
+    const seen = []
+    for (let i = 0; i < 3; i++) {
+      const res = await asAgent()
+      expect(res.status).toBe(200)
+      seen.push(headersOf(res))
+    }
+    expect(seen.map((h) => [h.limit, h.remaining])).toEqual([
+      [3, 2],
+      [3, 1],
+      [3, 0],
+    ])
+    const refused = await asAgent()
+    expectError(refused, 429, "RATE_LIMITED")
+    const retryAfter = Number(refused.headers.get("retry-after"))
+    expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 120).toBe(true)
+    expect(headersOf(refused)).toMatchObject({ limit: 3, remaining: 0 })
+
+    // All-or-nothing: the refused request moved no counter, so the workspace has used 5 of 8.
+    const ws = await t.call("GET", "/api/v1/agents")
+    expect(ws.status).toBe(200)
+    expect(headersOf(ws)).toMatchObject({ limit: 8, remaining: 2 })
+    expect((await t.call("GET", "/api/v1/agents")).status).toBe(200)
+    expect((await t.call("GET", "/api/v1/agents")).status).toBe(200)
+    // The workspace is now full: every credential of it is refused, the agent's too.
+    expectError(await t.call("GET", "/api/v1/agents"), 429, "RATE_LIMITED")
+    expectError(await asAgent(), 429, "RATE_LIMITED")
+  })
+
+  it("limit requests without a valid credential by address, so keys cannot be guessed at speed", async () => {
+    const t = await start(limits({ anonymous: 4 }))
+    for (let i = 0; i < 4; i++)
+      expectError(await t.call("GET", "/api/v1/agents", { key: "svc_ws_live_guess" }), 401, "UNAUTHORIZED")
+    const refused = await t.call("GET", "/api/v1/agents", { key: null })
+    expectError(refused, 429, "RATE_LIMITED")
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    // A valid key is counted against its own workspace, not the address.
+    expect((await t.call("GET", "/api/v1/agents")).status).toBe(200)
+  })
+
+  it("tell the truth in Retry-After: a request after it succeeds", async () => {
+    const t = await start(limits({ windowMs: 2_000, plans: { free: 3, pro: 3, enterprise: 3 } }))
+    let refused = await t.call("GET", "/api/v1/agents")
+    while (refused.status === 200) refused = await t.call("GET", "/api/v1/agents")
+    expectError(refused, 429, "RATE_LIMITED")
+    const retryAfter = Number(refused.headers.get("retry-after"))
+    expect(retryAfter).toBeGreaterThanOrEqual(1)
+    expect(retryAfter).toBeLessThanOrEqual(4)
+    await sleep(retryAfter * 1000)
+    expect((await t.call("GET", "/api/v1/agents")).status).toBe(200)
+  })
+
+  it("can be switched off by the operator: no headers, no refusals", async () => {
+    const t = await start(limits({ enabled: false, plans: { free: 1, pro: 1, enterprise: 1 } }))
+    for (let i = 0; i < 3; i++) {
+      const res = await t.call("GET", "/api/v1/agents")
+      expect(res.status).toBe(200)
+      expect(res.headers.get("x-ratelimit-limit")).toBeNull()
+    }
+  })
+})
+
+describe.runIf(process.env.DATABASE_URL && process.env.REDIS_URL)("two server processes sharing one Redis", () => {
+  it("limit requests spread over both as one, and Retry-After holds on either", async () => {
+    const store = await makeTestStore()
+    try {
+      const env = {
+        DATABASE_URL: store.url!,
+        REDIS_URL: process.env.REDIS_URL!,
+        AGENTGOV_RATE_LIMITS: "true",
+        AGENTGOV_RATE_LIMIT_FREE: "6",
+        AGENTGOV_RATE_LIMIT_WINDOW_MS: "2000",
+      }
+      const first: ChildServer = await spawnServer(env)
+      const key = await first.waitForKey()
+      const second: ChildServer = await spawnServer(env)
+      const get = (server: ChildServer) =>
+        fetch(`${server.url}/api/v1/agents`, { headers: { authorization: `Bearer ${key}` } })
+
+      // Start at the beginning of a window, so that the six fit in one.
+      await sleep(2_000 - (Date.now() % 2_000))
+      const statuses: Array<number> = []
+      const remaining: Array<number> = []
+      for (let i = 0; i < 8; i++) {
+        const res = await get(i % 2 === 0 ? first : second)
+        await res.arrayBuffer()
+        statuses.push(res.status)
+        remaining.push(Number(res.headers.get("x-ratelimit-remaining")))
+      }
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 429, 429])
+      expect(remaining).toEqual([5, 4, 3, 2, 1, 0, 0, 0])
+
+      const refused = await get(second)
+      expect(refused.status).toBe(429)
+      const retryAfter = Number(refused.headers.get("retry-after"))
+      expect(retryAfter).toBeGreaterThanOrEqual(1)
+      await sleep(retryAfter * 1000)
+      expect((await get(first)).status).toBe(200)
+    } finally {
+      await stopChildren()
+      await store.cleanup()
+    }
+  })
+})

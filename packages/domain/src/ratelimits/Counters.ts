@@ -1,0 +1,190 @@
+import { Context, Effect, Layer } from "effect"
+import { Redis } from "ioredis"
+import { admits, windowPosition } from "./slidingWindow.ts"
+
+export interface LimitKey {
+  /** Counter name, e.g. `ws:ws_…` or `key:key_…`; the window index is appended by the store. */
+  readonly key: string
+  readonly limit: number
+}
+
+export interface Counts {
+  readonly previous: number
+  /** Includes this request when it was admitted. */
+  readonly current: number
+}
+
+export interface HitResult {
+  readonly admitted: boolean
+  /** One per limit, in the order given. */
+  readonly counts: ReadonlyArray<Counts>
+}
+
+/**
+ * Where the sliding-window counters live. `hit` is all-or-nothing (D10): the
+ * request is admitted only if every limit admits it, and only then does every
+ * counter move. `group` names the counters' owner (the workspace): a Redis
+ * Cluster keeps one group's keys in one slot so that one script sees them all.
+ */
+export class Counters extends Context.Service<
+  Counters,
+  {
+    readonly hit: (
+      group: string,
+      limits: ReadonlyArray<LimitKey>,
+      nowMs: number,
+      windowMs: number,
+    ) => Effect.Effect<HitResult>
+    readonly kind: "memory" | "redis"
+    /** `hit` outside any fiber, for the hot path: synchronous in-process, a promise from Redis. */
+    readonly hitNow: (
+      group: string,
+      limits: ReadonlyArray<LimitKey>,
+      nowMs: number,
+      windowMs: number,
+    ) => HitResult | Promise<HitResult>
+  }
+>()("@agentgov/domain/ratelimits/Counters") {
+  /** In-process counters: one server instance, or tests. */
+  static readonly memory = Layer.sync(Counters, () => {
+    const hit = memoryCounters()
+    return Counters.of({
+      kind: "memory",
+      hit: (group, limits, nowMs, windowMs) => Effect.sync(() => hit(group, limits, nowMs, windowMs)),
+      hitNow: hit,
+    })
+  })
+
+  /** Counters shared by every instance through one Redis: one Lua script per check. */
+  static readonly redis = (url: string) =>
+    Layer.effect(
+      Counters,
+      Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new Redis(url, {
+            lazyConnect: true,
+            enableAutoPipelining: true,
+            maxRetriesPerRequest: 2,
+          })
+          client.defineCommand("agentgovRateLimit", { lua: HIT_SCRIPT })
+          // Fail at start, not on the first request, when Redis is unreachable.
+          await client.connect()
+          return client
+        }),
+        (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),
+      ).pipe(
+        Effect.map((client) => {
+          const run = (
+            client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>
+          ).agentgovRateLimit!.bind(client)
+          const fallback = memoryCounters()
+          let warnedAt = 0
+          const hitNow = async (
+            group: string,
+            limits: ReadonlyArray<LimitKey>,
+            nowMs: number,
+            windowMs: number,
+          ): Promise<HitResult> => {
+            const { index, elapsed } = windowPosition(nowMs, windowMs)
+            // The hash tag {group} keeps a workspace's counters in one Cluster slot.
+            const prefix = `agentgov:rl:{${group}}:`
+            const keys: Array<string> = []
+            const args: Array<number> = [elapsed, windowMs, limits.length]
+            for (const l of limits) {
+              keys.push(`${prefix}${l.key}:${index}`, `${prefix}${l.key}:${index - 1}`)
+              args.push(l.limit)
+            }
+            let reply: Array<number>
+            try {
+              reply = await run(keys.length, ...keys, ...args)
+            } catch (cause) {
+              // Redis unreachable: keep limiting, per instance, rather than fail every request.
+              if (Date.now() - warnedAt > 60_000) {
+                warnedAt = Date.now()
+                process.emitWarning(`rate-limit counters: Redis failed (${String(cause)}); counting in-process`)
+              }
+              return fallback(group, limits, nowMs, windowMs)
+            }
+            const counts: Array<Counts> = []
+            for (let i = 0; i < limits.length; i++)
+              counts.push({ previous: Number(reply[1 + 2 * i]), current: Number(reply[2 + 2 * i]) })
+            return { admitted: reply[0] === 1, counts }
+          }
+          return Counters.of({
+            kind: "redis",
+            hit: (group, limits, nowMs, windowMs) => Effect.promise(() => hitNow(group, limits, nowMs, windowMs)),
+            hitNow,
+          })
+        }),
+      ),
+    )
+}
+
+/**
+ * KEYS: per limit, the current window's counter then the previous one's.
+ * ARGV: elapsed ms, window ms, number of limits, then each limit.
+ * Returns {admitted (0|1), previous₁, current₁, previous₂, …}. The admission
+ * test is slidingWindow.ts's `admits`, in the same integer arithmetic.
+ */
+const HIT_SCRIPT = `
+local elapsed = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local counts = {}
+local admitted = 1
+for i = 1, n do
+  local current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  local previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+  counts[2 * i - 1] = previous
+  counts[2 * i] = current
+  local limit = tonumber(ARGV[3 + i])
+  if previous * (window - elapsed) + (current + 1) * window > limit * window then admitted = 0 end
+end
+if admitted == 1 then
+  for i = 1, n do
+    counts[2 * i] = redis.call('INCR', KEYS[2 * i - 1])
+    redis.call('PEXPIRE', KEYS[2 * i - 1], 2 * window + 1000)
+  end
+end
+local reply = {admitted}
+for i = 1, 2 * n do reply[i + 1] = counts[i] end
+return reply
+`
+
+/** The in-process store: two counts per limit, forgotten once they are older than the previous window. */
+const memoryCounters = () => {
+  interface Cell {
+    index: number
+    current: number
+    previous: number
+  }
+  const cells = new Map<string, Cell>()
+  let sweptAt = 0
+  // Drop stale counters once a window, so that a stream of distinct callers
+  // (e.g. client addresses) cannot grow the map for ever.
+  const sweep = (index: number) => {
+    if (index === sweptAt) return
+    sweptAt = index
+    for (const [name, cell] of cells) if (cell.index < index - 1) cells.delete(name)
+  }
+  const read = (name: string, index: number): Cell => {
+    let cell = cells.get(name)
+    if (!cell) {
+      cell = { index, current: 0, previous: 0 }
+      cells.set(name, cell)
+    } else if (cell.index !== index) {
+      cell.previous = cell.index === index - 1 ? cell.current : 0
+      cell.current = 0
+      cell.index = index
+    }
+    return cell
+  }
+  return (group: string, limits: ReadonlyArray<LimitKey>, nowMs: number, windowMs: number): HitResult => {
+    const { index, elapsed } = windowPosition(nowMs, windowMs)
+    sweep(index)
+    const row = limits.map((l) => read(`${group}|${l.key}`, index))
+    const admitted = row.every((c, i) => admits(limits[i]!.limit, c.previous, c.current, elapsed, windowMs))
+    if (admitted) for (const c of row) c.current++
+    return { admitted, counts: row.map((c) => ({ previous: c.previous, current: c.current })) }
+  }
+}

@@ -1,0 +1,150 @@
+import { spawn } from "node:child_process"
+import { Agent, request } from "node:http"
+import { join } from "node:path"
+import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
+
+/**
+ * The credential benchmarks of issue 4, against authServer.ts in a child
+ * process (so that load generation and serving do not share an event loop):
+ *
+ * - throughput of `GET /v1/ping` with an SDK token (verified once, then
+ *   cached; rate limits counted in-process) against the same route with no
+ *   credential check at all: target ≥ 0.6×;
+ * - the latency the Redis rate-limit check adds: p99 of sequential requests
+ *   with Redis counters minus p99 with rate limiting off: target ≤ 1 ms.
+ */
+
+const CONCURRENCY = 32
+const THROUGHPUT_MS = 3_000
+const ROUNDS = 3
+const LATENCY_REQUESTS = 5_000
+
+interface Child {
+  readonly ports: Record<string, number>
+  readonly token: string
+  readonly stop: () => void
+}
+
+const startChild = (root: string, databaseUrl: string): Promise<Child> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(root, "tooling/bench/src/authServer.ts")], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: databaseUrl },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let out = ""
+    let err = ""
+    child.stderr.setEncoding("utf8").on("data", (c: string) => {
+      err += c
+    })
+    child.stdout.setEncoding("utf8").on("data", (c: string) => {
+      out += c
+      const line = out.split("\n").find((l) => l.startsWith("{"))
+      if (line) resolve({ ...JSON.parse(line), stop: () => child.kill("SIGKILL") })
+    })
+    child.once("exit", (code) => reject(new Error(`auth bench server exited (${code}):\n${err}`)))
+  })
+
+const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
+
+const get = (port: number, token: string | undefined): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port, path: "/v1/ping", agent, headers: token ? { authorization: `Bearer ${token}` } : {} },
+      (res) => {
+        res.resume()
+        res.on("end", () => resolve(res.statusCode ?? 0))
+      },
+    )
+    req.on("error", reject)
+    req.end()
+  })
+
+/** Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS. */
+const throughput = async (port: number, token: string | undefined) => {
+  let done = 0
+  const until = performance.now() + THROUGHPUT_MS
+  const start = performance.now()
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < until) {
+        const status = await get(port, token)
+        if (status !== 200) throw new Error(`ping answered ${status}`)
+        done++
+      }
+    }),
+  )
+  return done / ((performance.now() - start) / 1000)
+}
+
+/** Per-request latency in µs, one request at a time. */
+const latencies = async (port: number, token: string) => {
+  const out: Array<number> = []
+  for (let i = 0; i < LATENCY_REQUESTS; i++) {
+    const t0 = performance.now()
+    const status = await get(port, token)
+    out.push((performance.now() - t0) * 1000)
+    if (status !== 200) throw new Error(`ping answered ${status}`)
+  }
+  return out
+}
+
+export const runAuthBenchmarks = async (
+  root: string,
+  databaseUrl: string,
+  log: (line: string) => void,
+): Promise<Array<BenchmarkResult>> => {
+  const child = await startChild(root, databaseUrl)
+  try {
+    const { ports, token } = child
+    // Warm-up: the token's one signature check happens here, and the JIT settles.
+    await throughput(ports.open!, undefined)
+    await throughput(ports.token!, token)
+    const rounds: Array<{ open: number; token: number }> = []
+    for (let r = 1; r <= ROUNDS; r++) {
+      const open = await throughput(ports.open!, undefined)
+      const tok = await throughput(ports.token!, token)
+      log(`auth round ${r}: open ${round(open, 0)} req/s, SDK token ${round(tok, 0)} req/s`)
+      rounds.push({ open, token: tok })
+    }
+    const value = median(rounds.map((r) => r.token))
+    const baseline = median(rounds.map((r) => r.open))
+    const results: Array<BenchmarkResult> = [
+      benchmark({
+        name: "token-auth",
+        what: `GET /v1/ping through the REST facade with a cached SDK token and in-process rate limits, ${CONCURRENCY} keep-alive connections, ${THROUGHPUT_MS} ms per round; median of ${ROUNDS}`,
+        unit: "requests/s",
+        value,
+        baseline: { what: "the same route and facade with no credential check", value: round(baseline) },
+        targets: [target("ratio to no authentication", "min", 0.6, value / baseline)],
+        details: { rounds },
+      }),
+    ]
+
+    if (ports["token-redis"] === undefined) {
+      log("rate-limit overhead: REDIS_URL is not set; skipped")
+      return results
+    }
+    await latencies(ports["token-redis"]!, token)
+    await latencies(ports["token-nolimit"]!, token)
+    const off = summarise(await latencies(ports["token-nolimit"]!, token))
+    const redis = summarise(await latencies(ports["token-redis"]!, token))
+    const added = (redis.p99 - off.p99) / 1000
+    log(`rate-limit overhead: p99 ${off.p99} µs without limits, ${redis.p99} µs with Redis counters`)
+    results.push(
+      benchmark({
+        name: "rate-limit-redis",
+        what: `p99 latency added by the Redis rate-limit check: ${LATENCY_REQUESTS} sequential token-authenticated GET /v1/ping, with Redis counters and with rate limiting off`,
+        unit: "ms added at p99",
+        value: round(added, 3),
+        baseline: { what: "p99 with rate limiting off (ms)", value: round(off.p99 / 1000, 3) },
+        targets: [target("added p99 ms", "max", 1, added)],
+        details: { withoutLimitsUs: off, withRedisUs: redis },
+      }),
+    )
+    return results
+  } finally {
+    child.stop()
+    agent.destroy()
+  }
+}
