@@ -1,0 +1,418 @@
+/**
+ * `@agentgov/connector-sdk/testing`: deliveries signed exactly as the service signs them, and a
+ * valid sample event of every type, for testing connectors without a server.
+ */
+import { createHmac, randomBytes } from "node:crypto"
+import {
+  type AnyWebhookEvent,
+  type CustomWebhookEvent,
+  canonicalEventName,
+  type DeliveryMetadata,
+  type EventAlias,
+  type SystemEventDataMap,
+  type SystemEventName,
+  type SystemWebhookEvent,
+} from "./events.ts"
+import { WEBHOOK_HEADERS } from "./Webhook.ts"
+
+const CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+/** A D3-style id: prefix, then a lowercase ULID (48-bit time, 80 random bits). */
+const newId = (prefix: string, now = Date.now()): string => {
+  let time = ""
+  for (let t = now, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = CROCKFORD[t % 32] + time
+  const random = Array.from(randomBytes(16), (b) => CROCKFORD[b % 32]).join("")
+  return `${prefix}_${time}${random}`
+}
+
+const SAMPLE_AGENT = "agt_01jd8x3m9q7k2v5w0b4c6e8f1g"
+const SAMPLE_AGENT_NAME = "invoice-bot"
+
+const inAnHour = () => new Date(Date.now() + 3600_000).toISOString()
+
+/** One valid `data` per system event: every required field, and the optional ones a connector would show. */
+const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N] } = {
+  "agent.registered": () => ({ agentId: SAMPLE_AGENT, agentName: SAMPLE_AGENT_NAME, trustScore: 400 }),
+  "agent.updated": () => ({
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    changes: ["currentVersion"],
+    version: "1.2.0",
+    versionId: "ver_01jd8x4a0b1c2d3e4f5g6h7j8k",
+    previousVersion: "1.1.0",
+  }),
+  "agent.deregistered": () => ({ agentId: SAMPLE_AGENT, agentName: SAMPLE_AGENT_NAME }),
+  "agent.suspended": () => ({
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    enforcementId: "enf_01jd8x5b2c3d4e5f6g7h8j9k0m",
+    reason: "repeated policy violations",
+    expiresAt: inAnHour(),
+  }),
+  "policy.evaluated": () => ({
+    agentId: SAMPLE_AGENT,
+    action: "payments.transfer",
+    decision: "require_approval",
+    allowed: false,
+    matched: [{ policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n", ruleId: "large-transfers", effect: "require_approval" }],
+    reasons: [
+      {
+        code: "APPROVAL_REQUIRED",
+        message: "transfers above 10,000 need an operator's approval",
+        policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+        ruleId: "large-transfers",
+      },
+    ],
+    approvalId: "apr_01jd8x7d4e5f6g7h8j9k0m1n2p",
+    durationMs: 0.4,
+  }),
+  "policy.created": () => ({
+    policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+    name: "payments",
+    version: 1,
+    mode: "enforce",
+    enabled: true,
+    rules: 3,
+  }),
+  "policy.updated": () => ({
+    policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+    name: "payments",
+    version: 2,
+    mode: "monitor",
+    enabled: true,
+    rules: 3,
+    previousVersion: 1,
+    changes: ["mode"],
+  }),
+  "policy.deleted": () => ({
+    policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+    name: "payments",
+    version: 2,
+    mode: "monitor",
+    enabled: true,
+    rules: 3,
+  }),
+  "policy.denied": () => ({
+    agentId: SAMPLE_AGENT,
+    action: "files.delete",
+    matched: [{ policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n", ruleId: "no-deletes", effect: "deny" }],
+    reasons: [
+      {
+        code: "POLICY_DENIED",
+        message: "deleting files is not allowed",
+        policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+        ruleId: "no-deletes",
+      },
+    ],
+  }),
+  "policy.violated": () => ({
+    agentId: SAMPLE_AGENT,
+    action: "files.delete",
+    decision: "deny",
+    violations: [
+      {
+        code: "POLICY_DENIED",
+        message: "deleting files is not allowed",
+        policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+        ruleId: "no-deletes",
+        effect: "deny",
+        mode: "enforce",
+      },
+    ],
+  }),
+  "enforcement.created": () => ({
+    enforcementId: "enf_01jd8x5b2c3d4e5f6g7h8j9k0m",
+    agentId: SAMPLE_AGENT,
+    type: "suspension",
+    status: "active",
+    reason: "repeated policy violations",
+    policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+    ruleId: "repeat-offenders",
+    expiresAt: inAnHour(),
+  }),
+  "enforcement.updated": () => ({
+    enforcementId: "enf_01jd8x5b2c3d4e5f6g7h8j9k0m",
+    agentId: SAMPLE_AGENT,
+    type: "suspension",
+    changes: ["expiresAt"],
+    expiresAt: inAnHour(),
+  }),
+  "enforcement.appealed": () => ({
+    enforcementId: "enf_01jd8x5b2c3d4e5f6g7h8j9k0m",
+    agentId: SAMPLE_AGENT,
+    type: "suspension",
+    status: "appealed",
+    reason: "the violations came from a misconfigured test",
+  }),
+  "enforcement.resolved": () => ({
+    enforcementId: "enf_01jd8x5b2c3d4e5f6g7h8j9k0m",
+    agentId: SAMPLE_AGENT,
+    type: "suspension",
+    status: "resolved",
+    resolution: "overturned",
+    reason: "appeal accepted",
+    reinstated: true,
+  }),
+  "approval.requested": () => ({
+    approvalId: "apr_01jd8x7d4e5f6g7h8j9k0m1n2p",
+    agentId: SAMPLE_AGENT,
+    action: "payments.transfer",
+    status: "pending",
+    expiresAt: inAnHour(),
+    policyId: "pol_01jd8x6c3d4e5f6g7h8j9k0m1n",
+    ruleId: "large-transfers",
+    reason: "transfers above 10,000 need an operator's approval",
+    approvers: ["finance-oncall"],
+  }),
+  "approval.decided": () => ({
+    approvalId: "apr_01jd8x7d4e5f6g7h8j9k0m1n2p",
+    agentId: SAMPLE_AGENT,
+    action: "payments.transfer",
+    decision: "approved",
+    expired: false,
+    decidedBy: "key_01jd8x8e5f6g7h8j9k0m1n2p3q",
+    reason: "invoice checked",
+  }),
+  "trust.score.changed": () => ({
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    previousScore: 480,
+    newScore: 520,
+    delta: 40,
+    reason: "30 days without violations",
+    newTier: "bronze",
+  }),
+  "trust.tier.upgraded": () => ({
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    previousTier: "probation",
+    newTier: "bronze",
+    score: 520,
+  }),
+  "trust.tier.downgraded": () => ({
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    previousTier: "bronze",
+    newTier: "probation",
+    score: 470,
+  }),
+  "content.registered": () => ({
+    contentId: "cnt_01jd8x9f6g7h8j9k0m1n2p3q4r",
+    mediaType: "image/png",
+    fingerprint: "phash:c3a5e1f00f1e5a3c",
+    watermarked: true,
+    c2pa: true,
+    agentId: SAMPLE_AGENT,
+  }),
+  "content.match.detected": () => ({
+    contentId: "cnt_01jd8x9f6g7h8j9k0m1n2p3q4r",
+    matchId: "mch_01jd8xag7h8j9k0m1n2p3q4r5s",
+    similarity: 0.93,
+    url: "https://example.com/copied.png",
+  }),
+  "content.takedown.submitted": () => ({
+    contentId: "cnt_01jd8x9f6g7h8j9k0m1n2p3q4r",
+    takedownId: "tdn_01jd8xbh8j9k0m1n2p3q4r5s6t",
+    url: "https://example.com/copied.png",
+    matchId: "mch_01jd8xag7h8j9k0m1n2p3q4r5s",
+  }),
+  "badge.earned": () => ({ agentId: SAMPLE_AGENT, agentName: SAMPLE_AGENT_NAME, tier: "bronze", score: 520 }),
+  "badge.revoked": () => ({
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    tier: "bronze",
+    reason: "tier_below_bronze",
+  }),
+  "workspace.created": () => ({
+    workspaceId: "ws_01jd8xcj9k0m1n2p3q4r5s6t7v",
+    name: "acme",
+    environment: "live",
+    plan: "pro",
+  }),
+  "workspace.updated": () => ({
+    workspaceId: "ws_01jd8xcj9k0m1n2p3q4r5s6t7v",
+    changes: ["guardDefault"],
+    guardDefault: "deny",
+  }),
+  "workspace.deleted": () => ({ workspaceId: "ws_01jd8xcj9k0m1n2p3q4r5s6t7v", name: "acme", revokedKeys: 3 }),
+  "apikey.created": () => ({
+    keyId: "key_01jd8x8e5f6g7h8j9k0m1n2p3q",
+    name: "ci",
+    type: "workspace",
+    prefix: "a1B2c3",
+    scopes: ["agents:read", "events:write"],
+  }),
+  "apikey.revoked": () => ({
+    keyId: "key_01jd8x8e5f6g7h8j9k0m1n2p3q",
+    name: "ci",
+    prefix: "a1B2c3",
+    reason: "revoked",
+  }),
+  "apikey.rotated": () => ({
+    keyId: "key_01jd8x8e5f6g7h8j9k0m1n2p3q",
+    newKeyId: "key_01jd8xdk0m1n2p3q4r5s6t7v8w",
+    overlapSeconds: 86_400,
+  }),
+}
+
+/**
+ * What {@link sampleEvent} may override: envelope fields, `data` fields (merged over the sample's),
+ * and `metadata` fields.
+ *
+ * @example
+ * ```ts
+ * import type { SampleEventOverrides } from "@agentgov/connector-sdk/testing"
+ *
+ * const o: SampleEventOverrides<"badge.earned"> = { workspaceId: "ws_acme", data: { tier: "gold" } }
+ * ```
+ */
+export interface SampleEventOverrides<N extends string = string> {
+  readonly id?: string
+  readonly timestamp?: string
+  readonly workspaceId?: string
+  readonly data?: N extends SystemEventName | EventAlias
+    ? Partial<SystemEventDataMap[SystemWebhookEvent<N>["type"]]>
+    : Readonly<Record<string, unknown>>
+  readonly metadata?: Partial<DeliveryMetadata>
+}
+
+/**
+ * The event {@link sampleEvent} returns for `type`.
+ *
+ * @example
+ * ```ts
+ * import type { SampleEvent } from "@agentgov/connector-sdk/testing"
+ *
+ * type E = SampleEvent<"enforcement.issued"> // WebhookEvent<"enforcement.created">
+ * ```
+ */
+export type SampleEvent<N extends string> = N extends SystemEventName | EventAlias
+  ? SystemWebhookEvent<N>
+  : CustomWebhookEvent
+
+/**
+ * A valid event envelope of `type`, with realistic `data` for every system event (an alias gives
+ * its canonical type) and empty `data` for a custom type. Fresh `evt_…`/`dlv_…` ids each call.
+ *
+ * @example
+ * ```ts
+ * import { sampleEvent } from "@agentgov/connector-sdk/testing"
+ *
+ * const event = sampleEvent("approval.requested", { data: { action: "deploy.production" } })
+ * expect(formatForSlack(event)).toContain("deploy.production")
+ * ```
+ */
+export const sampleEvent = <N extends string>(type: N, overrides: SampleEventOverrides<N> = {}): SampleEvent<N> => {
+  const canonical = canonicalEventName(type)
+  const base = Object.hasOwn(sampleData, canonical) ? sampleData[canonical as SystemEventName]() : {}
+  const deliveryId = overrides.metadata?.deliveryId ?? newId("dlv")
+  // the key order of the service's envelope
+  return {
+    id: overrides.id ?? newId("evt"),
+    type: canonical,
+    timestamp: overrides.timestamp ?? new Date().toISOString(),
+    workspaceId: overrides.workspaceId ?? "ws_01jd8xcj9k0m1n2p3q4r5s6t7v",
+    data: { ...base, ...overrides.data },
+    metadata: {
+      deliveryId,
+      webhookId: overrides.metadata?.webhookId ?? "whk_01jd8xem1n2p3q4r5s6t7v8w9x",
+      attempt: overrides.metadata?.attempt ?? 1,
+    },
+  } as unknown as SampleEvent<N>
+}
+
+/**
+ * Options of {@link signDelivery}.
+ *
+ * @example
+ * ```ts
+ * import type { SignDeliveryOptions } from "@agentgov/connector-sdk/testing"
+ *
+ * const options: SignDeliveryOptions = { secret: "whsec_test", event: "badge.earned", legacy: false }
+ * ```
+ */
+export interface SignDeliveryOptions {
+  /** The signing secret; several give several `v1=` signatures, as during a rotation. */
+  readonly secret: string | ReadonlyArray<string>
+  /** The envelope to send, as is. */
+  readonly envelope?: AnyWebhookEvent | Readonly<Record<string, unknown>>
+  /** Or an event type, for a {@link sampleEvent} of it (default `"agent.registered"`), or an event to send as is. */
+  readonly event?: string | AnyWebhookEvent
+  /** Unix seconds (or a Date). Default now. */
+  readonly timestamp?: number | Date
+  /** `X-SVC-Webhook-Id`. Default the envelope's `metadata.deliveryId`, else a fresh `dlv_…`. */
+  readonly webhookId?: string
+  /**
+   * The legacy `X-SVC-Signature`: `true` (default) sends it beside the current headers, as the
+   * service does (D9); `false` leaves it out; `"only"` sends nothing else, as an old sender would.
+   */
+  readonly legacy?: boolean | "only"
+}
+
+/**
+ * A signed delivery: the body and headers to POST.
+ *
+ * @example
+ * ```ts
+ * import type { SignedDelivery } from "@agentgov/connector-sdk/testing"
+ *
+ * const post = (url: string, d: SignedDelivery) => fetch(url, { method: "POST", headers: d.headers, body: d.body })
+ * ```
+ */
+export interface SignedDelivery {
+  /** The raw body (compact JSON of the envelope). */
+  readonly body: string
+  /** Header names as the service writes them. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly envelope: AnyWebhookEvent
+  readonly webhookId: string
+  /** Unix seconds. */
+  readonly timestamp: number
+}
+
+/**
+ * Signs a delivery exactly as the service does: `Content-Type`, `X-SVC-Webhook-Id`,
+ * `X-SVC-Webhook-Timestamp` (Unix seconds), `X-SVC-Webhook-Signature`
+ * (`v1=<hex HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>`, space-separated for several
+ * secrets) and the legacy `X-SVC-Signature` (`<hex HMAC-SHA256(secret, body)>`).
+ *
+ * @example
+ * ```ts
+ * import { signDelivery } from "@agentgov/connector-sdk/testing"
+ *
+ * const { body, headers } = signDelivery({ secret: "whsec_test", event: "approval.requested" })
+ * const res = await fetch("http://127.0.0.1:3000/webhooks", { method: "POST", headers, body })
+ * expect(res.status).toBe(202)
+ * ```
+ */
+export const signDelivery = (options: SignDeliveryOptions): SignedDelivery => {
+  const secrets = typeof options.secret === "string" ? [options.secret] : [...options.secret]
+  if (secrets.length === 0) throw new TypeError("signDelivery: at least one secret is needed")
+  const envelope = (options.envelope ??
+    (typeof options.event === "object"
+      ? options.event
+      : sampleEvent(options.event ?? "agent.registered"))) as AnyWebhookEvent
+  const body = JSON.stringify(envelope)
+  const timestamp =
+    options.timestamp instanceof Date
+      ? Math.floor(options.timestamp.getTime() / 1000)
+      : (options.timestamp ?? Math.floor(Date.now() / 1000))
+  const metadataId = (envelope as { metadata?: { deliveryId?: unknown } }).metadata?.deliveryId
+  const webhookId = options.webhookId ?? (typeof metadataId === "string" ? metadataId : newId("dlv"))
+  const hmac = (secret: string, ...parts: Array<string>) => {
+    const h = createHmac("sha256", Buffer.from(secret, "utf8"))
+    for (const part of parts) h.update(part, "utf8")
+    return h.digest("hex")
+  }
+  const legacy = options.legacy ?? true
+  const headers: Record<string, string> = { "Content-Type": "application/json" }
+  if (legacy !== "only") {
+    headers[WEBHOOK_HEADERS.id] = webhookId
+    headers[WEBHOOK_HEADERS.timestamp] = String(timestamp)
+    headers[WEBHOOK_HEADERS.signature] = secrets
+      .map((s) => `v1=${hmac(s, `${webhookId}.${timestamp}.`, body)}`)
+      .join(" ")
+  }
+  if (legacy !== false) headers[WEBHOOK_HEADERS.legacySignature] = secrets.map((s) => hmac(s, body)).join(" ")
+  return { body, headers, envelope, webhookId, timestamp }
+}
