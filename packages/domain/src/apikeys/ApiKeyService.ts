@@ -5,7 +5,7 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { type Actor, systemActor } from "../auth/Actor.ts"
 import { AGENT_KEY_SCOPES, canonicalScope, SCOPES, type Scope } from "../auth/scopes.ts"
-import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
@@ -44,7 +44,7 @@ export class ApiKeyService extends Context.Service<
     readonly create: (
       actor: Actor,
       input: CreateApiKey,
-    ) => Effect.Effect<ApiKeyWithSecret, InvalidInput | PermissionDenied | AgentNotFound>
+    ) => Effect.Effect<ApiKeyWithSecret, InvalidInput | PermissionDenied | AgentNotFound | StateConflict>
     /** The all-scope key of a new workspace (bootstrap, CLI, workspace creation); in the caller's transaction. */
     readonly createInitial: (
       actor: Actor,
@@ -159,6 +159,16 @@ export class ApiKeyService extends Context.Service<
             if (input.agentId !== undefined) {
               const agent = yield* agents.find(actor.workspaceId, input.agentId)
               if (!agent || agent.status === "deregistered") return yield* new AgentNotFound({ agentId: input.agentId })
+              // A revocation (D7) revoked the agent's keys; a new key must not undo it while it is in force.
+              const [revoked] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM enforcements
+                  WHERE workspace_id = ${actor.workspaceId} AND agent_id = ${input.agentId} AND type = 'revocation'
+                    AND (status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))
+                    AND (expires_at IS NULL OR expires_at > now())`.pipe(Effect.orDie)
+              if (revoked!.n > 0)
+                return yield* new StateConflict({
+                  code: "AGENT_REVOKED",
+                  message: `agent ${input.agentId} is under a revocation; overturn it before issuing new keys`,
+                })
             }
             return yield* insertKey(actor, {
               workspaceId: actor.workspaceId,

@@ -1,0 +1,174 @@
+import { jsonb } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
+import type { Approval, ApprovalStatus } from "./Approval.ts"
+
+interface Row {
+  readonly id: string
+  readonly workspace_id: string
+  readonly agent_id: string
+  readonly action: string
+  readonly context: Record<string, unknown>
+  readonly binding_hash: string
+  readonly status: ApprovalStatus
+  readonly reason: string | null
+  readonly policy_id: string | null
+  readonly rule_id: string | null
+  readonly approvers: ReadonlyArray<string>
+  readonly decided_by: string | null
+  readonly decision_reason: string | null
+  readonly decided_at: Date | null
+  readonly expires_at: Date
+  readonly used_at: Date | null
+  readonly created_at: Date
+}
+
+const iso = (d: Date | null) => d?.toISOString() ?? null
+
+const toApproval = (r: Row): Approval => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  agentId: r.agent_id,
+  action: r.action,
+  context: r.context,
+  status: r.status,
+  reason: r.reason,
+  policyId: r.policy_id,
+  ruleId: r.rule_id,
+  approvers: r.approvers,
+  bindingHash: r.binding_hash,
+  decidedBy: r.decided_by,
+  decisionReason: r.decision_reason,
+  decidedAt: iso(r.decided_at),
+  expiresAt: r.expires_at.toISOString(),
+  usedAt: iso(r.used_at),
+  createdAt: r.created_at.toISOString(),
+})
+
+export interface ApprovalFilter {
+  /** The statuses as the API shows them at `now` (a pending approval past its expiry is `expired`). */
+  readonly statuses: ReadonlyArray<ApprovalStatus>
+  readonly agentId?: string | undefined
+  readonly action?: string | undefined
+  readonly before?: string | undefined
+  readonly limit: number
+  readonly now: string
+}
+
+/** How many approvals one sweep transaction expires per workspace; the rest wait for the next sweep. */
+const EXPIRE_BATCH = 1000
+
+/** SQL for approvals; every statement is scoped by workspace. */
+export class ApprovalRepo extends Context.Service<
+  ApprovalRepo,
+  {
+    readonly insert: (a: Approval) => Effect.Effect<void>
+    readonly find: (workspaceId: string, id: string) => Effect.Effect<Approval | undefined>
+    readonly list: (workspaceId: string, filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<Approval>>
+    /** Decides a pending approval that has not expired at `now`; undefined when there is none. */
+    readonly decide: (
+      workspaceId: string,
+      id: string,
+      decision: {
+        readonly status: "approved" | "denied"
+        readonly decidedBy: string
+        readonly reason: string | null
+        readonly now: string
+      },
+    ) => Effect.Effect<Approval | undefined>
+    /**
+     * Marks an approved, unexpired, unused approval of this agent with this binding hash as used, in one
+     * statement (so two guard calls can never both use it); undefined when no such approval exists.
+     */
+    readonly consume: (
+      workspaceId: string,
+      id: string,
+      agentId: string,
+      bindingHash: string,
+      now: string,
+    ) => Effect.Effect<Approval | undefined>
+    /** Workspaces that have pending approvals past their expiry at `now`. */
+    readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
+    /** Records the expiry of a workspace's pending approvals past `now` (up to a batch); returns them. */
+    readonly expire: (workspaceId: string, now: string) => Effect.Effect<ReadonlyArray<Approval>>
+  }
+>()("@agentgov/domain/approvals/ApprovalRepo") {
+  static readonly layer = Layer.effect(
+    ApprovalRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const one = (rows: ReadonlyArray<Row>) => (rows[0] ? toApproval(rows[0]) : undefined)
+
+      // The status as shown at `now`: a pending approval past its expiry reads as expired (decision D7).
+      const statusIs = (status: ApprovalStatus, now: string): Statement.Fragment => {
+        switch (status) {
+          case "pending":
+            return sql`(status = 'pending' AND expires_at > ${now}::timestamptz)`
+          case "expired":
+            return sql`(status = 'expired' OR (status = 'pending' AND expires_at <= ${now}::timestamptz))`
+          default:
+            return sql`status = ${status}`
+        }
+      }
+
+      return ApprovalRepo.of({
+        insert: (a) =>
+          sql`INSERT INTO approvals (id, workspace_id, agent_id, action, context, binding_hash, status, reason,
+                policy_id, rule_id, approvers, expires_at, created_at)
+              VALUES (${a.id}, ${a.workspaceId}, ${a.agentId}, ${a.action}, ${jsonb(sql, a.context)}, ${a.bindingHash},
+                ${a.status}, ${a.reason}, ${a.policyId}, ${a.ruleId}, ${jsonb(sql, a.approvers)},
+                ${a.expiresAt}::timestamptz, ${a.createdAt}::timestamptz)`.pipe(Effect.asVoid, Effect.orDie),
+        find: (workspaceId, id) =>
+          sql<Row>`SELECT * FROM approvals WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(
+            Effect.map(one),
+            Effect.orDie,
+          ),
+        list: (workspaceId, f) =>
+          sql<Row>`SELECT * FROM approvals WHERE workspace_id = ${workspaceId}
+              AND ${sql.or(f.statuses.map((s) => statusIs(s, f.now)))}
+              ${f.agentId !== undefined ? sql`AND agent_id = ${f.agentId}` : sql``}
+              ${f.action !== undefined ? sql`AND action = ${f.action}` : sql``}
+              ${f.before !== undefined ? sql`AND id < ${f.before}` : sql``}
+              ORDER BY id DESC LIMIT ${f.limit}`.pipe(
+            Effect.map((rows) => rows.map(toApproval)),
+            Effect.orDie,
+          ),
+        decide: (workspaceId, id, d) =>
+          sql<Row>`UPDATE approvals SET status = ${d.status}, decided_by = ${d.decidedBy},
+                decision_reason = ${d.reason}, decided_at = ${d.now}::timestamptz
+              WHERE workspace_id = ${workspaceId} AND id = ${id} AND status = 'pending'
+                AND expires_at > ${d.now}::timestamptz
+              RETURNING *`.pipe(Effect.map(one), Effect.orDie),
+        consume: (workspaceId, id, agentId, bindingHash, now) =>
+          sql<Row>`UPDATE approvals SET used_at = ${now}::timestamptz
+              WHERE workspace_id = ${workspaceId} AND id = ${id} AND agent_id = ${agentId}
+                AND binding_hash = ${bindingHash} AND status = 'approved' AND used_at IS NULL
+                AND expires_at > ${now}::timestamptz
+              RETURNING *`.pipe(Effect.map(one), Effect.orDie),
+        workspacesWithExpired: (now) =>
+          sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM approvals
+              WHERE status = 'pending' AND expires_at <= ${now}::timestamptz`.pipe(
+            Effect.map((rows) => rows.map((r) => r.workspace_id)),
+            Effect.orDie,
+          ),
+        // SKIP LOCKED: an approval being decided right now is left to its decision (which then finds it
+        // expired and refuses) or to the next sweep; two instances sweeping never wait on each other.
+        expire: (workspaceId, now) =>
+          sql<Row>`WITH due AS (
+                SELECT id FROM approvals
+                WHERE workspace_id = ${workspaceId} AND status = 'pending' AND expires_at <= ${now}::timestamptz
+                ORDER BY expires_at, id LIMIT ${EXPIRE_BATCH} FOR UPDATE SKIP LOCKED
+              )
+              UPDATE approvals a SET status = 'expired', decided_at = a.expires_at
+              FROM due WHERE a.id = due.id AND a.status = 'pending'
+              RETURNING a.*`.pipe(
+            Effect.map((rows) =>
+              rows.map(toApproval).sort((x, y) => x.expiresAt.localeCompare(y.expiresAt) || x.id.localeCompare(y.id)),
+            ),
+            Effect.orDie,
+          ),
+      })
+    }),
+  )
+}

@@ -1,0 +1,177 @@
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
+import type { EnforcementStatus, EnforcementType, Resolution, StoredEnforcement } from "./Enforcement.ts"
+
+interface Row {
+  readonly id: string
+  readonly workspace_id: string
+  readonly agent_id: string
+  readonly type: EnforcementType
+  readonly status: EnforcementStatus
+  readonly reason: string
+  readonly policy_id: string | null
+  readonly rule_id: string | null
+  readonly limit_per_minute: number | null
+  readonly expires_at: Date | null
+  readonly appeal_reason: string | null
+  readonly appealed_at: Date | null
+  readonly resolution: Resolution | null
+  readonly resolution_note: string | null
+  readonly resolved_at: Date | null
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+const iso = (d: Date | null) => d?.toISOString() ?? null
+
+const toEnforcement = (r: Row): StoredEnforcement => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  agentId: r.agent_id,
+  type: r.type,
+  status: r.status,
+  reason: r.reason,
+  policyId: r.policy_id,
+  ruleId: r.rule_id,
+  limitPerMinute: r.limit_per_minute,
+  expiresAt: iso(r.expires_at),
+  appealReason: r.appeal_reason,
+  appealedAt: iso(r.appealed_at),
+  resolution: r.resolution,
+  resolutionNote: r.resolution_note,
+  resolvedAt: iso(r.resolved_at),
+  createdAt: r.created_at.toISOString(),
+  updatedAt: r.updated_at.toISOString(),
+})
+
+export interface EnforcementFilter {
+  /** The statuses as shown at `now`; undefined: the enforcements in force at `now`. */
+  readonly statuses: ReadonlyArray<EnforcementStatus> | undefined
+  readonly types?: ReadonlyArray<EnforcementType> | undefined
+  readonly agentId?: string | undefined
+  readonly before?: string | undefined
+  readonly limit: number
+  readonly now: string
+}
+
+/** How many expiries one sweep transaction records per workspace; the rest wait for the next sweep. */
+const EXPIRE_BATCH = 500
+
+/** SQL for enforcements; every statement is scoped by workspace. */
+export class EnforcementRepo extends Context.Service<
+  EnforcementRepo,
+  {
+    readonly insert: (e: StoredEnforcement) => Effect.Effect<void>
+    readonly find: (workspaceId: string, id: string) => Effect.Effect<StoredEnforcement | undefined>
+    /** Locks the row for the rest of the transaction. */
+    readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<StoredEnforcement | undefined>
+    readonly list: (workspaceId: string, filter: EnforcementFilter) => Effect.Effect<ReadonlyArray<StoredEnforcement>>
+    readonly update: (e: StoredEnforcement) => Effect.Effect<void>
+    /** Suspensions and revocations of the agent in force at `now`, other than `exceptId`. */
+    readonly countSuspending: (
+      workspaceId: string,
+      agentId: string,
+      exceptIds: ReadonlyArray<string>,
+      now: string,
+    ) => Effect.Effect<number>
+    /** The lowest `limitPerMinute` of the agent's throttles in force at `now`. */
+    readonly lowestThrottle: (workspaceId: string, agentId: string, now: string) => Effect.Effect<number | undefined>
+    /** Workspaces holding enforcements in force whose expiry has passed at `now`. */
+    readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
+    /**
+     * Locks a workspace's enforcements in force whose expiry has passed (up to a batch), skipping rows
+     * another transaction holds, and marks them `expired` as of their expiry; returns them as they were.
+     */
+    readonly expire: (workspaceId: string, now: string) => Effect.Effect<ReadonlyArray<StoredEnforcement>>
+  }
+>()("@agentgov/domain/enforcement/EnforcementRepo") {
+  static readonly layer = Layer.effect(
+    EnforcementRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const one = (rows: ReadonlyArray<Row>) => (rows[0] ? toEnforcement(rows[0]) : undefined)
+
+      /** In force by status, regardless of time: active, appealed, or resolved as upheld. */
+      const inForceStatus = sql`(status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))`
+      const notPast = (now: string) => sql`(expires_at IS NULL OR expires_at > ${now}::timestamptz)`
+      const inForce = (now: string) => sql`(${inForceStatus} AND ${notPast(now)})`
+
+      // The status as shown at `now`: an enforcement in force past its expiry reads as expired.
+      const statusIs = (status: EnforcementStatus, now: string): Statement.Fragment => {
+        switch (status) {
+          case "active":
+          case "appealed":
+            return sql`(status = ${status} AND ${notPast(now)})`
+          case "resolved":
+            return sql`(status = 'resolved' AND (resolution = 'overturned' OR ${notPast(now)}))`
+          case "expired":
+            return sql`(status = 'expired' OR (${inForceStatus} AND expires_at <= ${now}::timestamptz))`
+        }
+      }
+
+      const find = (lock: boolean) => (workspaceId: string, id: string) =>
+        sql<Row>`SELECT * FROM enforcements WHERE workspace_id = ${workspaceId} AND id = ${id}
+            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Effect.map(one), Effect.orDie)
+
+      return EnforcementRepo.of({
+        insert: (e) =>
+          sql`INSERT INTO enforcements (id, workspace_id, agent_id, type, status, reason, policy_id, rule_id,
+                limit_per_minute, expires_at, created_at, updated_at)
+              VALUES (${e.id}, ${e.workspaceId}, ${e.agentId}, ${e.type}, ${e.status}, ${e.reason}, ${e.policyId},
+                ${e.ruleId}, ${e.limitPerMinute}, ${e.expiresAt}::timestamptz, ${e.createdAt}::timestamptz,
+                ${e.updatedAt}::timestamptz)`.pipe(Effect.asVoid, Effect.orDie),
+        find: find(false),
+        findForUpdate: find(true),
+        list: (workspaceId, f) =>
+          sql<Row>`SELECT * FROM enforcements WHERE workspace_id = ${workspaceId}
+              AND ${f.statuses === undefined ? inForce(f.now) : sql.or(f.statuses.map((s) => statusIs(s, f.now)))}
+              ${f.types !== undefined ? sql`AND type IN ${sql.in(f.types)}` : sql``}
+              ${f.agentId !== undefined ? sql`AND agent_id = ${f.agentId}` : sql``}
+              ${f.before !== undefined ? sql`AND id < ${f.before}` : sql``}
+              ORDER BY id DESC LIMIT ${f.limit}`.pipe(
+            Effect.map((rows) => rows.map(toEnforcement)),
+            Effect.orDie,
+          ),
+        update: (e) =>
+          sql`UPDATE enforcements SET status = ${e.status}, reason = ${e.reason},
+                limit_per_minute = ${e.limitPerMinute}, expires_at = ${e.expiresAt}::timestamptz,
+                appeal_reason = ${e.appealReason}, appealed_at = ${e.appealedAt}::timestamptz,
+                resolution = ${e.resolution}, resolution_note = ${e.resolutionNote},
+                resolved_at = ${e.resolvedAt}::timestamptz, updated_at = ${e.updatedAt}::timestamptz
+              WHERE workspace_id = ${e.workspaceId} AND id = ${e.id}`.pipe(Effect.asVoid, Effect.orDie),
+        countSuspending: (workspaceId, agentId, exceptIds, now) =>
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM enforcements
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId}
+                AND type IN ('suspension', 'revocation') AND ${inForce(now)}
+                ${exceptIds.length > 0 ? sql`AND id NOT IN ${sql.in(exceptIds)}` : sql``}`.pipe(
+            Effect.map((rows) => rows[0]?.n ?? 0),
+            Effect.orDie,
+          ),
+        lowestThrottle: (workspaceId, agentId, now) =>
+          sql<{ n: number | null }>`SELECT min(limit_per_minute)::int AS n FROM enforcements
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND type = 'throttle'
+                AND ${inForce(now)}`.pipe(
+            Effect.map((rows) => rows[0]?.n ?? undefined),
+            Effect.orDie,
+          ),
+        workspacesWithExpired: (now) =>
+          sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM enforcements
+              WHERE ${inForceStatus} AND expires_at <= ${now}::timestamptz`.pipe(
+            Effect.map((rows) => rows.map((r) => r.workspace_id)),
+            Effect.orDie,
+          ),
+        expire: (workspaceId, now) =>
+          Effect.gen(function* () {
+            const due = yield* sql<Row>`SELECT * FROM enforcements
+                WHERE workspace_id = ${workspaceId} AND ${inForceStatus} AND expires_at <= ${now}::timestamptz
+                ORDER BY expires_at, id LIMIT ${EXPIRE_BATCH} FOR UPDATE SKIP LOCKED`
+            if (due.length === 0) return []
+            yield* sql`UPDATE enforcements SET status = 'expired', updated_at = expires_at
+                WHERE workspace_id = ${workspaceId} AND id IN ${sql.in(due.map((r) => r.id))}`
+            return due.map(toEnforcement)
+          }).pipe(Effect.orDie),
+      })
+    }),
+  )
+}

@@ -1,0 +1,267 @@
+import { createHash, randomBytes } from "node:crypto"
+import type { Database } from "@agentgov/db"
+import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { TestClock } from "effect/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import {
+  type Actor,
+  AgentService,
+  ApprovalService,
+  Authenticator,
+  approvalBindingHash,
+  Counters,
+  DEFAULT_RATE_LIMITS,
+  DomainLayer,
+  type DomainServices,
+  MasterKey,
+  RateLimitSettings,
+  TokenSettings,
+  WorkspaceService,
+} from "../../src/index.ts"
+
+type R = DomainServices | SqlClient.SqlClient | Database
+
+let store: TestStore
+let rt: ManagedRuntime.ManagedRuntime<R, never>
+const settings = Layer.mergeAll(
+  MasterKey.layer(randomBytes(32)),
+  TokenSettings.layer({ issuer: "http://test", audience: "agentgov", ttlSeconds: 900 }),
+  RateLimitSettings.layer(DEFAULT_RATE_LIMITS),
+  Counters.memory,
+)
+
+beforeAll(async () => {
+  store = await makeTestStore()
+  rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store.layer, settings))))
+})
+afterAll(async () => {
+  await rt?.dispose()
+  await store?.cleanup()
+})
+
+const run = <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => rt.runPromise(effect)
+const failure = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => rt.runPromise(Effect.flip(effect))
+
+/** Runs `effect` with effect's clock at `ms`: every expiry is judged by it (the store's clock never is). */
+const at = <A, E>(ms: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    yield* TestClock.setTime(ms)
+    return yield* effect
+  }).pipe(Effect.provide(TestClock.layer()))
+
+let counter = 0
+/** A fresh workspace with its all-scope actor and one agent. */
+const setup = async () => {
+  const { apiKey } = await run(
+    WorkspaceService.use((s) => s.create(null, { name: `approvals-${++counter}`, environment: "test" })),
+  )
+  const actor = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+  const agent = await run(AgentService.use((s) => s.register(actor, { name: "worker" })))
+  return { actor, agentId: agent.id }
+}
+
+const approvalEvents = async (workspaceId: string, approvalId: string) =>
+  (
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ type: string; actor_type: string; data: any }>`SELECT type, actor_type, data FROM events
+          WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
+      ),
+    )
+  ).filter((e) => e.data.approvalId === approvalId)
+
+const T = Date.parse("2031-03-01T12:00:00.000Z")
+
+describe("approvalBindingHash", () => {
+  it("is the hex SHA-256 of the RFC 8785 text of {agentId, action, context}", () => {
+    const jcs = '{"action":"pay","agentId":"agt_1","context":{"a":[1,"x",{"c":true,"d":null}],"b":1.5}}'
+    const expected = createHash("sha256").update(jcs).digest("hex")
+    expect(
+      approvalBindingHash({ agentId: "agt_1", action: "pay", context: { b: 1.5, a: [1, "x", { d: null, c: true }] } }),
+    ).toBe(expected)
+  })
+
+  it("differs for any other agent, action, value or array order", () => {
+    const base = { agentId: "agt_1", action: "pay", context: { to: "acme", items: [1, 2] } }
+    const hash = approvalBindingHash(base)
+    expect(approvalBindingHash({ ...base, agentId: "agt_2" })).not.toBe(hash)
+    expect(approvalBindingHash({ ...base, action: "pay2" })).not.toBe(hash)
+    expect(approvalBindingHash({ ...base, context: { to: "acme", items: [2, 1] } })).not.toBe(hash)
+    expect(approvalBindingHash({ ...base, context: { to: "acme", items: [1, 2], extra: null } })).not.toBe(hash)
+    expect(approvalBindingHash({ ...base, context: { items: [1, 2], to: "acme" } })).toBe(hash)
+  })
+})
+
+describe("expiry, judged by the clock at the millisecond", () => {
+  it("reads pending until expiresAt and expired (decidedAt = expiresAt) from that instant, in get and list", async () => {
+    const { actor, agentId } = await setup()
+    const a = await run(
+      at(
+        T,
+        ApprovalService.use((s) => s.create(actor, { agentId, action: "x", timeoutSeconds: 60 })),
+      ),
+    )
+    expect(a.expiresAt).toBe(new Date(T + 60_000).toISOString())
+    const get = (ms: number) =>
+      run(
+        at(
+          ms,
+          ApprovalService.use((s) => s.get(actor, a.id)),
+        ),
+      )
+    const listed = (ms: number, status: "pending" | "expired") =>
+      run(
+        at(
+          ms,
+          ApprovalService.use((s) => s.list(actor, { status: [status] })),
+        ),
+      ).then((p) => p.data.map((x) => x.id))
+    expect((await get(T + 59_999)).status).toBe("pending")
+    expect(await listed(T + 59_999, "pending")).toEqual([a.id])
+    expect(await listed(T + 59_999, "expired")).toEqual([])
+    expect(await get(T + 60_000)).toEqual({ ...a, status: "expired", decidedAt: a.expiresAt })
+    expect(await listed(T + 60_000, "pending")).toEqual([])
+    expect(await listed(T + 60_000, "expired")).toEqual([a.id])
+  })
+
+  it("can be decided until the last millisecond, not at expiresAt", async () => {
+    const { actor, agentId } = await setup()
+    const create = () =>
+      run(
+        at(
+          T,
+          ApprovalService.use((s) => s.create(actor, { agentId, action: "x", timeoutSeconds: 60 })),
+        ),
+      )
+    const late = await create()
+    const error = await failure(
+      at(
+        T + 60_000,
+        ApprovalService.use((s) => s.decide(actor, late.id, { decision: "approved" })),
+      ),
+    )
+    expect(error).toMatchObject({ _tag: "ApprovalNotPending", status: "expired" })
+    const inTime = await create()
+    const decided = await run(
+      at(
+        T + 59_999,
+        ApprovalService.use((s) => s.decide(actor, inTime.id, { decision: "approved" })),
+      ),
+    )
+    expect(decided).toMatchObject({ status: "approved", decidedAt: new Date(T + 59_999).toISOString() })
+  })
+
+  it("the sweep records only what has expired, once, and never touches a decided approval", async () => {
+    const { actor, agentId } = await setup()
+    const create = (timeoutSeconds: number) =>
+      run(
+        at(
+          T,
+          ApprovalService.use((s) => s.create(actor, { agentId, action: "x", timeoutSeconds })),
+        ),
+      )
+    const due = await create(60)
+    const notYet = await create(61)
+    const approved = await create(60)
+    await run(
+      at(
+        T + 1000,
+        ApprovalService.use((s) => s.decide(actor, approved.id, { decision: "approved" })),
+      ),
+    )
+    const sweep = (ms: number) =>
+      run(
+        at(
+          ms,
+          ApprovalService.use((s) => s.expireDue),
+        ),
+      )
+
+    await sweep(T + 59_999)
+    expect(await approvalEvents(actor.workspaceId, due.id)).toHaveLength(1) // approval.requested only
+    await sweep(T + 60_000)
+    const events = await approvalEvents(actor.workspaceId, due.id)
+    expect(events.map((e) => [e.type, e.actor_type])).toEqual([
+      ["approval.requested", "api_key"],
+      ["approval.decided", "system"],
+    ])
+    expect(events[1]!.data).toEqual({ approvalId: due.id, agentId, action: "x", decision: "denied", expired: true })
+    await sweep(T + 60_500)
+    expect(await approvalEvents(actor.workspaceId, due.id)).toHaveLength(2)
+    // The stored record now says what reads said before the sweep.
+    expect(
+      await run(
+        at(
+          T,
+          ApprovalService.use((s) => s.get(actor, due.id)),
+        ),
+      ),
+    ).toMatchObject({
+      status: "expired",
+      decidedAt: due.expiresAt,
+      decidedBy: null,
+    })
+    expect(
+      (
+        await run(
+          at(
+            T,
+            ApprovalService.use((s) => s.get(actor, notYet.id)),
+          ),
+        )
+      ).status,
+    ).toBe("pending")
+    expect((await approvalEvents(actor.workspaceId, approved.id)).map((e) => e.data.decision ?? "requested")).toEqual([
+      "requested",
+      "approved",
+    ])
+    expect(
+      (
+        await run(
+          at(
+            T,
+            ApprovalService.use((s) => s.get(actor, approved.id)),
+          ),
+        )
+      ).status,
+    ).toBe("approved")
+  })
+})
+
+describe("who decides", () => {
+  it("never an agent-bound credential, even with approvals:manage", async () => {
+    const { actor, agentId } = await setup()
+    const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
+    const agentActor: Actor = { ...actor, keyType: "agent", agentId }
+    const error = await failure(ApprovalService.use((s) => s.decide(agentActor, a.id, { decision: "approved" })))
+    expect(error._tag).toBe("PermissionDenied")
+    expect((await run(ApprovalService.use((s) => s.get(actor, a.id)))).status).toBe("pending")
+  })
+
+  it("only a named approver, when the approval names any", async () => {
+    const { actor, agentId } = await setup()
+    const a = await run(
+      ApprovalService.use((s) =>
+        s.requestForGuard({
+          workspaceId: actor.workspaceId,
+          agentId,
+          action: "x",
+          context: {},
+          policyId: "pol_1",
+          ruleId: "r1",
+          approvers: ["key_other", "key_other"],
+          actor,
+        }),
+      ),
+    )
+    expect(a.approvers).toEqual(["key_other"])
+    const error = await failure(ApprovalService.use((s) => s.decide(actor, a.id, { decision: "denied" })))
+    expect(error._tag).toBe("ApproverNotListed")
+    const approver: Actor = { ...actor, credential: { type: "api_key", id: "key_other" } }
+    expect((await run(ApprovalService.use((s) => s.decide(approver, a.id, { decision: "denied" })))).decidedBy).toBe(
+      "key_other",
+    )
+  })
+})
