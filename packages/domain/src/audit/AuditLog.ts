@@ -3,6 +3,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
+import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 
 /** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
@@ -17,6 +18,8 @@ export interface AppendGroup {
 interface HeadRow {
   readonly sequence: number
   readonly hash: string
+  /** Enabled webhooks of the workspace (migration 0008): at 0 the append queues no deliveries. */
+  readonly webhooks: number
 }
 
 const actorOf = (actor: Actor) =>
@@ -54,12 +57,46 @@ export class AuditLog extends Context.Service<
         sql`INSERT INTO chain_heads (workspace_id, sequence, hash) VALUES (${workspaceId}, 0, ${GENESIS_HASH})
             ON CONFLICT (workspace_id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
 
+      /**
+       * The append of a workspace with enabled webhooks: the same rows, plus one delivery per event and
+       * matching webhook (exact name, `prefix.*`, `*`; aliases were resolved when the filters were saved),
+       * written in this transaction, and a wake-up for the delivery workers once it commits. A delivery's id
+       * is derived from its event and webhook (see migration 0008).
+       */
+      const appendWithDeliveries = (
+        workspaceId: string,
+        rows: string,
+        timestamp: string,
+        sequence: number,
+        hash: string,
+      ) =>
+        sql`WITH appended AS (
+            INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
+            SELECT ${workspaceId}, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, ${timestamp}::timestamptz, r.o, r.p, r.h
+            FROM json_to_recordset(${rows}::text::json)
+              AS r(s int8, id text, t text, a text, at text, ai text, d json, o timestamptz, p text, h text)
+            RETURNING id, type, sequence
+          ), head AS (
+            UPDATE chain_heads SET sequence = ${sequence}, hash = ${hash} WHERE workspace_id = ${workspaceId}
+          ), queued AS (
+            INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_sequence, event_id, event_type, status,
+              next_attempt_at, created_at, updated_at)
+            SELECT 'dlv_' || substr(a.id, 5, 10) || substr(md5(a.id || w.id), 1, 16), ${workspaceId}, w.id, a.sequence,
+              a.id, a.type, 'pending', ${timestamp}::timestamptz, ${timestamp}::timestamptz, ${timestamp}::timestamptz
+            FROM appended a JOIN webhooks w ON w.workspace_id = ${workspaceId} AND w.enabled
+              AND (w.match_all OR w.match_types ? a.type
+                   OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.match_prefixes) p WHERE starts_with(a.type, p)))
+            RETURNING 1
+          )
+          SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${sequence}`}),
+            (SELECT count(*) FROM (SELECT pg_notify(${WEBHOOKS_CHANNEL}, ${workspaceId}) FROM queued LIMIT 1) n)`
+
       const appendGroups = Effect.fn("AuditLog.appendGroups")(function* (
         workspaceId: string,
         groups: ReadonlyArray<AppendGroup>,
       ) {
         if (groups.every((g) => g.events.length === 0)) return groups.map(() => [])
-        const heads = yield* sql<HeadRow>`SELECT sequence, hash FROM chain_heads
+        const heads = yield* sql<HeadRow>`SELECT sequence, hash, webhooks FROM chain_heads
           WHERE workspace_id = ${workspaceId} FOR UPDATE`
         const head = heads[0]
         if (head === undefined) return yield* Effect.die(new Error(`no chain head for workspace ${workspaceId}`))
@@ -98,6 +135,10 @@ export class AuditLog extends Context.Service<
         })
         // One round trip: the rows, the new head, and the announcement (delivered by PostgreSQL only when this
         // transaction commits: live streams on every instance pull from here).
+        if (head.webhooks > 0) {
+          yield* appendWithDeliveries(workspaceId, `${rows}]`, timestamp, sequence, prevHash)
+          return stored
+        }
         yield* sql`WITH appended AS (
             INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
             SELECT ${workspaceId}, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, ${timestamp}::timestamptz, r.o, r.p, r.h

@@ -1,16 +1,9 @@
-import {
-  createCipheriv,
-  createDecipheriv,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-  randomBytes,
-} from "node:crypto"
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto"
 import { jsonb } from "@agentgov/db"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { newId } from "../shared/ids.ts"
+import { seal, unseal } from "./sealed.ts"
 
 /** The operator's 32-byte master key: it encrypts the private parts of the signing keys at rest. */
 export class MasterKey extends Context.Service<MasterKey, { readonly key: Buffer }>()(
@@ -32,6 +25,14 @@ export type PublicJwk = {
   readonly use: "sig"
 }
 
+export interface SigningKeyInfo {
+  readonly kid: string
+  readonly state: "pending" | "active" | "retiring" | "retired"
+  readonly createdAt: string
+  readonly activatesAt: string
+  readonly retiresAt: string | null
+}
+
 export interface SigningKey {
   readonly kid: string
   readonly privateKey: KeyObject
@@ -47,24 +48,13 @@ interface KeyRow {
 /** How long an instance signs with the key it loaded before it looks again (a rotation takes effect within this). */
 const CACHE_MS = 60_000
 
-const encrypt = (master: Buffer, kid: string, plain: Buffer): string => {
-  const iv = randomBytes(12)
-  const cipher = createCipheriv("aes-256-gcm", master, iv).setAAD(Buffer.from(kid))
-  const body = Buffer.concat([cipher.update(plain), cipher.final()])
-  return ["v1", iv, cipher.getAuthTag(), body]
-    .map((p) => (typeof p === "string" ? p : p.toString("base64url")))
-    .join(".")
-}
+const encrypt = (master: Buffer, kid: string, plain: Buffer): string => seal(master, kid, plain)
 
 /** The private key, or undefined when this master key did not encrypt it (another installation's key). */
 const decrypt = (master: Buffer, kid: string, stored: string): KeyObject | undefined => {
-  const [version, iv, tag, body] = stored.split(".")
-  if (version !== "v1" || !iv || !tag || !body) return undefined
+  const der = unseal(master, kid, stored)
+  if (der === undefined) return undefined
   try {
-    const decipher = createDecipheriv("aes-256-gcm", master, Buffer.from(iv, "base64url"))
-      .setAAD(Buffer.from(kid))
-      .setAuthTag(Buffer.from(tag, "base64url"))
-    const der = Buffer.concat([decipher.update(Buffer.from(body, "base64url")), decipher.final()])
     return createPrivateKey({ key: der, format: "der", type: "pkcs8" })
   } catch {
     return undefined
@@ -87,8 +77,20 @@ export class SigningKeys extends Context.Service<
     readonly jwks: Effect.Effect<{ readonly keys: ReadonlyArray<PublicJwk> }>
     /** The public key of `kid`, or undefined when no such key was ever published. */
     readonly publicKey: (kid: string) => Effect.Effect<KeyObject | undefined>
-    /** Publishes a new key that signs from `activatesInMs` on; the previous ones retire then. */
+    /**
+     * Publishes a new key now that signs from `activatesInMs` on (clients that
+     * cache the JWKS see it before the first token it signs); the keys signing
+     * until then are scheduled to retire shortly after.
+     */
     readonly rotate: (activatesInMs: number) => Effect.Effect<{ readonly kid: string; readonly activatesAt: string }>
+    /**
+     * Erases the private part of every key past its retirement (a successor
+     * signs by then). The public part stays published: tokens it signed
+     * verify until they expire, and checkpoints it signed stay verifiable for good.
+     */
+    readonly retire: Effect.Effect<ReadonlyArray<string>>
+    /** Every key, newest first, with its state at `now`. */
+    readonly list: Effect.Effect<ReadonlyArray<SigningKeyInfo>>
   }
 >()("@agentgov/domain/keys/SigningKeys") {
   static readonly layer = Layer.effect(
@@ -146,12 +148,62 @@ export class SigningKeys extends Context.Service<
       )
 
       const rotate = (activatesInMs: number) =>
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          const made = yield* create(new Date(now + activatesInMs))
-          cached = undefined
-          return { kid: made.kid, activatesAt: made.activatesAt.toISOString() }
-        }).pipe(Effect.orDie)
+        sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const now = yield* Clock.currentTimeMillis
+              const activatesAt = new Date(now + activatesInMs)
+              // Instances pick the successor up at its activation (load() caches no longer than that);
+              // CACHE_MS more covers one whose clock runs behind.
+              const retiresAt = new Date(activatesAt.getTime() + CACHE_MS).toISOString()
+              yield* sql`UPDATE signing_keys SET retires_at = ${retiresAt}::timestamptz
+                WHERE private_key IS NOT NULL AND activates_at <= ${activatesAt.toISOString()}::timestamptz
+                  AND (retires_at IS NULL OR retires_at > ${retiresAt}::timestamptz)`
+              const made = yield* create(activatesAt)
+              cached = undefined
+              return { kid: made.kid, activatesAt: made.activatesAt.toISOString() }
+            }),
+          )
+          .pipe(Effect.orDie)
+
+      const retire = Effect.gen(function* () {
+        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+        // Never the last key that can sign: a retirement always has an active successor.
+        const rows = yield* sql<{ kid: string }>`UPDATE signing_keys SET private_key = NULL
+            WHERE private_key IS NOT NULL AND retires_at <= ${now}::timestamptz
+              AND EXISTS (SELECT 1 FROM signing_keys s WHERE s.private_key IS NOT NULL AND s.retires_at IS NULL
+                            AND s.activates_at <= ${now}::timestamptz)
+            RETURNING kid`
+        return rows.map((r) => r.kid)
+      }).pipe(Effect.orDie)
+
+      const list = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql<{
+          kid: string
+          private_key: string | null
+          created_at: Date
+          activates_at: Date
+          retires_at: Date | null
+        }>`SELECT kid, private_key, created_at, activates_at, retires_at FROM signing_keys
+            ORDER BY activates_at DESC, kid DESC`
+        return rows.map(
+          (r): SigningKeyInfo => ({
+            kid: r.kid,
+            state:
+              r.private_key === null
+                ? "retired"
+                : r.activates_at.getTime() > now
+                  ? "pending"
+                  : r.retires_at !== null
+                    ? "retiring"
+                    : "active",
+            createdAt: r.created_at.toISOString(),
+            activatesAt: r.activates_at.toISOString(),
+            retiresAt: r.retires_at?.toISOString() ?? null,
+          }),
+        )
+      }).pipe(Effect.orDie)
 
       const publicKey = (kid: string) =>
         Effect.gen(function* () {
@@ -165,7 +217,7 @@ export class SigningKeys extends Context.Service<
           return publicKeys.get(kid)
         }).pipe(Effect.orDie)
 
-      return SigningKeys.of({ current, jwks, publicKey, rotate })
+      return SigningKeys.of({ current, jwks, publicKey, rotate, retire, list })
     }),
   )
 }

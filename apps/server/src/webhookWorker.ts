@@ -1,0 +1,202 @@
+import type { Runtime } from "@agentgov/api"
+import { type AttemptResult, DeliveryQueue, parseAllowlist, systemResolver, WebhookSettings } from "@agentgov/domain"
+import { Layer } from "effect"
+import type { ServerConfig } from "./config.ts"
+import type { Logger } from "./logger.ts"
+
+/** The webhook settings the domain takes from configuration. */
+export const webhookSettings = (config: ServerConfig) =>
+  Layer.succeed(WebhookSettings, {
+    timeScale: config.webhookTimeScale ?? 1,
+    targets: {
+      // The embedded store is a developer's own machine: its webhooks may point at localhost.
+      allowLoopback: config.webhookAllowLoopback ?? config.databaseUrl === undefined,
+      allowlist: parseAllowlist(config.webhookAllowlist ?? []).allowlist,
+    },
+    resolver: systemResolver,
+  })
+
+export interface WebhookWorkerOptions {
+  /** Attempts in flight at once in this process. */
+  readonly concurrency?: number
+  /** Deliveries taken per claim. */
+  readonly batch?: number
+  /** The longest sleep without a look at the queue (the fallback when a notification is missed). */
+  readonly pollMs?: number
+}
+
+export interface WebhookWorker {
+  readonly stop: () => Promise<void>
+}
+
+/** Results are recorded together: at most this many per transaction, and none waits longer than FLUSH_MS. */
+const FLUSH_SIZE = 200
+const FLUSH_MS = 5
+/** How long `stop` waits for attempts in flight before it leaves them to their leases. */
+const STOP_GRACE_MS = 5_000
+/** Finished deliveries (and their attempts) are kept this long after their event, then purged hourly. */
+export const WEBHOOK_HISTORY_DAYS = 30
+const PURGE_EVERY_MS = 3_600_000
+
+/**
+ * The delivery worker: wakes on the `agentgov_webhooks` notification that an
+ * append (or a redelivery, or a re-enabled webhook) queued deliveries, at the
+ * next retry's due time, and at least every `pollMs`; claims due deliveries
+ * in short transactions (DeliveryQueue), sends them concurrently outside any
+ * transaction, and records the results in batches. Any number of processes
+ * may run one on the same database: claims skip each other's rows.
+ */
+export const startWebhookWorker = async (
+  runtime: Runtime,
+  log: Logger,
+  options: WebhookWorkerOptions = {},
+): Promise<WebhookWorker> => {
+  const concurrency = options.concurrency ?? 256
+  const batch = options.batch ?? 100
+  const pollMs = options.pollMs ?? 2_000
+  const queue = await runtime.runPromise(DeliveryQueue.useSync((q) => q))
+
+  let stopping = false
+  let inFlight = 0
+  let pumping = false
+  let again = false
+  let saturated = false
+  let wakeTimer: NodeJS.Timeout | undefined
+  let results: Array<AttemptResult> = []
+  let flushTimer: NodeJS.Timeout | undefined
+  let flushing: Promise<void> | undefined
+  let idle: (() => void) | undefined
+
+  const wakeIn = (ms: number) => {
+    if (stopping) return
+    clearTimeout(wakeTimer)
+    wakeTimer = setTimeout(() => void pump(), ms)
+    wakeTimer.unref()
+  }
+
+  const flush = async (): Promise<void> => {
+    if (flushing) return flushing
+    flushing = (async () => {
+      while (results.length > 0) {
+        const taken = results.slice(0, FLUSH_SIZE)
+        try {
+          await runtime.runPromise(queue.record(taken))
+          results = results.slice(taken.length)
+        } catch (cause) {
+          // Kept for the next try; if this process dies first, the leases run out and the attempts are made again.
+          log.error("recording webhook attempts failed", { cause: String(cause), count: taken.length })
+          if (stopping) return
+          await new Promise((r) => setTimeout(r, 500))
+        }
+        // A retry is due at its own time: look again when that is.
+        if (taken.some((r) => r.next.kind === "retry")) void pump()
+      }
+    })().finally(() => {
+      flushing = undefined
+      // Results that arrived as the loop ended would otherwise wait for the next one.
+      if (results.length > 0 && !stopping) scheduleFlush()
+    })
+    return flushing
+  }
+
+  const scheduleFlush = () => {
+    if (results.length >= FLUSH_SIZE) {
+      clearTimeout(flushTimer)
+      flushTimer = undefined
+      void flush()
+    } else if (flushTimer === undefined) {
+      flushTimer = setTimeout(() => {
+        flushTimer = undefined
+        void flush()
+      }, FLUSH_MS)
+    }
+  }
+
+  const dispatch = (claimed: Parameters<typeof queue.attempt>[0]) => {
+    inFlight++
+    queue
+      .attempt(claimed)
+      .then((result) => {
+        results.push(result)
+        scheduleFlush()
+      })
+      .catch((cause) => log.error("webhook attempt failed unexpectedly", { cause: String(cause) }))
+      .finally(() => {
+        inFlight--
+        if (inFlight === 0) idle?.()
+        // A saturated worker claims again once a batch's worth of room is free, not per finished attempt.
+        if (saturated && !stopping && concurrency - inFlight >= Math.min(batch, Math.ceil(concurrency / 4))) void pump()
+      })
+  }
+
+  const pump = async (): Promise<void> => {
+    if (stopping) return
+    if (pumping) {
+      again = true
+      return
+    }
+    pumping = true
+    try {
+      do {
+        again = false
+        saturated = false
+        while (!stopping) {
+          const room = Math.min(batch, concurrency - inFlight)
+          if (room <= 0) {
+            saturated = true
+            break
+          }
+          const claimed = await runtime.runPromise(queue.claim(room))
+          for (const d of claimed) dispatch(d)
+          if (claimed.length < room) break
+        }
+      } while (again && !stopping)
+      if (!stopping && !saturated) {
+        const due = await runtime.runPromise(queue.untilNextDue)
+        // Due now but not claimable: another worker holds those rows for a moment. Look again shortly.
+        wakeIn(due === undefined ? pollMs : Math.min(pollMs, Math.max(due, 10)))
+      }
+    } catch (cause) {
+      if (!stopping) {
+        log.error("webhook worker could not read its queue", { cause: String(cause) })
+        wakeIn(1_000)
+      }
+    } finally {
+      pumping = false
+    }
+  }
+
+  const purge = async () => {
+    const before = new Date(Date.now() - WEBHOOK_HISTORY_DAYS * 86_400_000).toISOString()
+    let total = 0
+    while (!stopping) {
+      const n = await runtime.runPromise(queue.purgeFinished(before))
+      total += n
+      if (n === 0) break
+    }
+    if (total > 0) log.info("purged old webhook deliveries", { count: total })
+  }
+  const purger = setInterval(() => {
+    purge().catch((cause) => log.error("purging webhook deliveries failed", { cause: String(cause) }))
+  }, PURGE_EVERY_MS)
+  purger.unref()
+
+  const unlisten = await queue.wakeups(() => void pump())
+  void pump()
+
+  return {
+    stop: async () => {
+      stopping = true
+      clearTimeout(wakeTimer)
+      clearInterval(purger)
+      await unlisten().catch(() => {})
+      if (inFlight > 0)
+        await new Promise<void>((resolve) => {
+          idle = resolve
+          setTimeout(resolve, STOP_GRACE_MS).unref()
+        })
+      clearTimeout(flushTimer)
+      await flush()
+    },
+  }
+}

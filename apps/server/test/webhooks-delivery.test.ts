@@ -1,0 +1,337 @@
+import { AuditLog, SCOPES, systemActor, WebhookService } from "@agentgov/domain"
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { expectError, startTestServer, type TestServer } from "./helpers.ts"
+import {
+  type Answer,
+  eventually,
+  type Received,
+  type Receiver,
+  signedWith,
+  sleep,
+  startReceiver,
+} from "./webhooks-support.ts"
+
+/**
+ * The delivery engine end to end on a sped-up clock (AGENTGOV_WEBHOOK_TIME_SCALE): the retry
+ * schedules A and B, time-outs, disabling after the last failure and on 410 Gone, pausing and
+ * resuming, and redelivery. Timings are asserted as recorded values (nextRetryAt against
+ * attemptedAt and responseTimeMs), never against the wall clock.
+ */
+
+interface Rig {
+  t: TestServer
+  r: Receiver
+  answers: Map<string, (x: Received) => Answer>
+}
+
+const rig = (scale: number) => {
+  const self = {} as Rig
+  beforeAll(async () => {
+    self.t = await startTestServer({ webhookTimeScale: scale })
+    self.r = await startReceiver()
+    self.answers = new Map()
+    self.r.answer = (x) => self.answers.get(new URL(x.url, "http://x").searchParams.get("w") ?? "")?.(x) ?? 200
+  })
+  afterAll(async () => {
+    await self.t?.close()
+    await self.r?.close()
+  })
+  return self
+}
+
+const helpers = (s: Rig) => {
+  const at = (tag: string) => s.r.received.filter((x) => x.url === `/hook?w=${tag}`)
+  const create = async (tag: string, body: Record<string, unknown>) => {
+    const res = await s.t.call("POST", "/api/v1/webhooks", { body: { url: `${s.r.url}?w=${tag}`, ...body } })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    return res.body.data as { id: string; secret: string }
+  }
+  const ingest = async (type: string, data: Record<string, unknown> = {}) => {
+    const res = await s.t.call("POST", "/api/v1/events/ingest", { body: { events: [{ type, data }] } })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    return res.body.data.events[0].id as string
+  }
+  const webhook = async (id: string, limit = 100) =>
+    (await s.t.call("GET", `/api/v1/webhooks/${id}?includeDeliveries=true&limit=${limit}`)).body.data
+  const disabled = (id: string, ms = 30_000) =>
+    eventually(
+      async () => {
+        const w = await webhook(id)
+        return w.enabled ? undefined : w
+      },
+      ms,
+      `webhook ${id} to be disabled`,
+    )
+  /** Waits until `n` attempts are recorded; returns them oldest first. */
+  const attempts = async (id: string, n: number, ms = 30_000) =>
+    eventually(
+      async () => {
+        const w = await webhook(id)
+        return w.deliveries.length >= n ? [...w.deliveries].reverse() : undefined
+      },
+      ms,
+      `${n} recorded attempts`,
+    )
+  const deliveryRows = (webhookId: string) =>
+    s.t.server.runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) =>
+          sql<{ id: string; event_id: string; status: string; attempts: number; next_attempt_at: Date | null }>`
+          SELECT id, event_id, status, attempts, next_attempt_at FROM webhook_deliveries WHERE webhook_id = ${webhookId}
+          ORDER BY created_at`,
+      ),
+    )
+  /** The spacing the schedule put after each failed attempt: nextRetryAt − (attemptedAt + responseTimeMs). */
+  const spacing = (recorded: ReadonlyArray<any>) =>
+    recorded
+      .filter((a) => a.nextRetryAt !== undefined)
+      .map((a) => Date.parse(a.nextRetryAt) - Date.parse(a.attemptedAt) - a.responseTimeMs)
+  /** Each attempt started no earlier than the retry time its predecessor recorded. */
+  const expectInOrder = (recorded: ReadonlyArray<any>) => {
+    for (let i = 1; i < recorded.length; i++) {
+      expect(recorded[i].attempt).toBe(recorded[i - 1].attempt + 1)
+      expect(Date.parse(recorded[i].attemptedAt)).toBeGreaterThanOrEqual(Date.parse(recorded[i - 1].nextRetryAt))
+    }
+  }
+  return { at, create, ingest, webhook, disabled, attempts, deliveryRows, spacing, expectInOrder }
+}
+
+describe("schedule A (exponential), clock 50× fast", () => {
+  const s = rig(0.02)
+  const h = helpers(s)
+
+  it("five attempts spaced 1, 2, 4, 8 s (scaled), then the webhook is disabled; re-enabled, it delivers again", async () => {
+    const w = await h.create("a", { events: ["sched.a"] })
+    s.answers.set("a", () => 500)
+    const eventId = await h.ingest("sched.a", { n: 1 })
+    const off = await h.disabled(w.id)
+    expect(off.disabledReason).toBe("all_attempts_failed")
+    expect(off.disabledAt).toEqual(expect.any(String))
+    expect(off.stats).toEqual({ total: 5, successful: 0, failed: 5, successRate: 0 })
+
+    const recorded = [...off.deliveries].reverse()
+    expect(recorded.map((a: any) => a.attempt)).toEqual([1, 2, 3, 4, 5])
+    expect(recorded.every((a: any) => a.status === "failed" && a.statusCode === 500 && a.eventId === eventId)).toBe(
+      true,
+    )
+    expect(new Set(recorded.map((a: any) => a.id)).size).toBe(1)
+    expect(h.spacing(recorded)).toEqual([20, 40, 80, 160])
+    expect(recorded[4].nextRetryAt).toBeUndefined()
+    h.expectInOrder(recorded)
+
+    // The receiver saw the same five, each signed, numbered in metadata, under one delivery id.
+    const seen = h.at("a")
+    expect(seen.map((x) => x.body.metadata.attempt)).toEqual([1, 2, 3, 4, 5])
+    expect(new Set(seen.map((x) => x.headers["x-svc-webhook-id"]))).toEqual(new Set([recorded[0].id]))
+    expect(seen.every((x) => signedWith(x, w.secret))).toBe(true)
+    // Finished: no further attempt is due.
+    expect(await h.deliveryRows(w.id)).toEqual([
+      expect.objectContaining({ status: "failed", attempts: 5, next_attempt_at: null }),
+    ])
+
+    // Events recorded while disabled get no delivery at all.
+    const missed = await h.ingest("sched.a", { n: 2 })
+    expect((await h.deliveryRows(w.id)).map((d) => d.event_id)).toEqual([eventId])
+
+    s.answers.set("a", () => 200)
+    const on = await s.t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { enabled: true } })
+    expect(on.body.data).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null })
+    const later = await h.ingest("sched.a", { n: 3 })
+    await s.r.waitFor(() => h.at("a").some((x) => x.body.id === later), 10_000, "the delivery after re-enabling")
+    const after = await eventually(async () => {
+      const x = await h.webhook(w.id)
+      return x.stats.successful === 1 ? x : undefined
+    })
+    expect(after.deliveries[0]).toMatchObject({ eventId: later, status: "success", statusCode: 200, attempt: 1 })
+    expect(after.stats).toEqual({ total: 6, successful: 1, failed: 5, successRate: 1 / 6 })
+    expect(h.at("a").some((x) => x.body.id === missed)).toBe(false)
+  })
+
+  it("an endpoint that never answers fails each attempt at the (scaled) time-out", async () => {
+    const w = await h.create("hang", { events: ["sched.hang"] })
+    s.answers.set("hang", () => "hang")
+    await h.ingest("sched.hang")
+    const off = await h.disabled(w.id)
+    expect(off.disabledReason).toBe("all_attempts_failed")
+    const recorded = [...off.deliveries].reverse()
+    expect(recorded).toHaveLength(5)
+    for (const a of recorded) {
+      expect(a.status).toBe("failed")
+      expect("statusCode" in a).toBe(false)
+      // 10 s × 0.02 is 200 ms; scaled time-outs never go below 1 s (a loaded machine answers late).
+      expect(a.error).toBe("no answer within 1000 ms")
+      expect(a.responseTimeMs).toBeGreaterThanOrEqual(999)
+    }
+    expect(h.spacing(recorded)).toEqual([20, 40, 80, 160])
+    expect(h.at("hang")).toHaveLength(5)
+  })
+
+  it("410 Gone disables the webhook at once: one attempt, no retry, no more deliveries", async () => {
+    const w = await h.create("gone", { events: ["sched.gone"] })
+    s.answers.set("gone", () => 410)
+    await h.ingest("sched.gone")
+    const off = await h.disabled(w.id)
+    expect(off.disabledReason).toBe("endpoint_gone")
+    expect(off.deliveries).toHaveLength(1)
+    expect(off.deliveries[0]).toMatchObject({ attempt: 1, status: "failed", statusCode: 410 })
+    expect(off.deliveries[0].nextRetryAt).toBeUndefined()
+    expect(await h.deliveryRows(w.id)).toEqual([expect.objectContaining({ status: "failed", next_attempt_at: null })])
+    await h.ingest("sched.gone")
+    expect(await h.deliveryRows(w.id)).toHaveLength(1)
+    expect(h.at("gone")).toHaveLength(1)
+  })
+
+  it("disabling pauses a pending retry; enabling resumes it", async () => {
+    // Extended: the first retry waits 30 s × 0.02 = 600 ms, time enough to disable the webhook first.
+    const w = await h.create("pause", { events: ["sched.pause"], retryPolicy: "extended" })
+    s.answers.set("pause", (x) => (x.body.metadata.attempt === 1 ? 500 : 200))
+    await h.ingest("sched.pause")
+    await s.r.waitFor(() => h.at("pause").length === 1, 10_000, "the first attempt")
+    const off = await s.t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { enabled: false } })
+    expect(off.body.data.enabled).toBe(false)
+    const [row] = await eventually(async () => {
+      const rows = await h.deliveryRows(w.id)
+      return rows[0]?.attempts === 1 ? rows : undefined
+    })
+    expect(row!.status).toBe("paused")
+    await sleep(1_200)
+    expect(h.at("pause")).toHaveLength(1)
+    await s.t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { enabled: true } })
+    await s.r.waitFor(() => h.at("pause").length === 2, 10_000, "the resumed attempt")
+    expect(h.at("pause")[1]!.body.metadata.attempt).toBe(2)
+    const recorded = await h.attempts(w.id, 2)
+    expect(recorded.map((a: any) => [a.attempt, a.status])).toEqual([
+      [1, "failed"],
+      [2, "success"],
+    ])
+  })
+
+  it("redeliver re-sends failed deliveries in a new round, numbering on; refuses what it cannot do", async () => {
+    const w = await h.create("redo", { events: ["sched.redo"] })
+    s.answers.set("redo", () => 500)
+    const first = await h.ingest("sched.redo", { n: 1 })
+    await h.disabled(w.id)
+    const [failed] = await h.deliveryRows(w.id)
+    expect(failed!.status).toBe("failed")
+
+    const path = `/api/v1/webhooks/${w.id}/redeliver`
+    expectError(await s.t.call("POST", path, { body: { deliveryIds: [failed!.id] } }), 409, "WEBHOOK_DISABLED")
+    s.answers.set("redo", () => 200)
+    await s.t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { enabled: true } })
+    expectError(await s.t.call("POST", path, { body: {} }), 422, "VALIDATION_ERROR", "deliveryIds")
+    expectError(
+      await s.t.call("POST", path, { body: { since: "2030-01-01T00:00:00Z", until: "2029-01-01T00:00:00Z" } }),
+      422,
+      "VALIDATION_ERROR",
+      "until",
+    )
+    expectError(
+      await s.t.call("POST", path, { body: { deliveryIds: [failed!.id, "dlv_nope"] } }),
+      422,
+      "VALIDATION_ERROR",
+      "deliveryIds[1]",
+    )
+    expectError(await s.t.call("POST", path, { body: { since: "yesterday" } }), 422, "VALIDATION_ERROR", "since")
+    expect((await h.deliveryRows(w.id))[0]!.status).toBe("failed")
+
+    const res = await s.t.call("POST", path, { body: { deliveryIds: [failed!.id] } })
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    expect(res.body.data).toEqual({
+      queued: [{ id: failed!.id, eventId: first, eventType: "sched.redo", attempt: 6 }],
+      skipped: [],
+      hasMore: false,
+    })
+    await s.r.waitFor(() => h.at("redo").length === 6, 10_000, "the redelivery")
+    const resent = h.at("redo")[5]!
+    expect(resent.headers["x-svc-webhook-id"]).toBe(failed!.id)
+    expect(resent.body).toMatchObject({ id: first, metadata: { attempt: 6, deliveryId: failed!.id } })
+    const recorded = await h.attempts(w.id, 6)
+    expect(recorded.at(-1)).toMatchObject({ attempt: 6, status: "success", statusCode: 200 })
+
+    // Not failed any more: named again, it is skipped.
+    const again = await s.t.call("POST", path, { body: { deliveryIds: [failed!.id] } })
+    expect(again.body.data).toEqual({ queued: [], skipped: [{ id: failed!.id, status: "success" }], hasMore: false })
+
+    // By time: every failed delivery of events in the window, oldest first.
+    const since = new Date().toISOString()
+    s.answers.set("redo", () => 500)
+    const a = await h.ingest("sched.redo", { n: 2 })
+    await h.disabled(w.id)
+    const b = await h.ingest("sched.redo", { n: 3 })
+    expect((await h.deliveryRows(w.id)).map((d) => d.event_id)).toEqual([first, a])
+    s.answers.set("redo", () => 200)
+    await s.t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { enabled: true } })
+    const byTime = await s.t.call("POST", path, { body: { since } })
+    expect(byTime.body.data.queued.map((q: any) => [q.eventId, q.attempt])).toEqual([[a, 6]])
+    expect(byTime.body.data.hasMore).toBe(false)
+    await s.r.waitFor(() => h.at("redo").some((x) => x.body.id === a && x.body.metadata.attempt === 6))
+    expect(h.at("redo").some((x) => x.body.id === b)).toBe(false)
+  })
+})
+
+describe("schedule B (extended), clock 10,000× fast", () => {
+  const s = rig(0.0001)
+  const h = helpers(s)
+
+  it("eight attempts spaced 30 s, 2 min, 10 min, 30 min, 2 h, 8 h, 24 h (scaled), then the webhook is disabled", async () => {
+    const w = await h.create("b", { events: ["sched.b"], retryPolicy: "extended" })
+    s.answers.set("b", () => 503)
+    await h.ingest("sched.b")
+    const off = await h.disabled(w.id, 60_000)
+    expect(off.disabledReason).toBe("all_attempts_failed")
+    const recorded = [...off.deliveries].reverse()
+    expect(recorded.map((a: any) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+    expect(recorded.every((a: any) => a.status === "failed" && a.statusCode === 503)).toBe(true)
+    expect(h.spacing(recorded)).toEqual([3, 12, 60, 180, 720, 2880, 8640])
+    expect(recorded[7].nextRetryAt).toBeUndefined()
+    h.expectInOrder(recorded)
+    expect(h.at("b").map((x) => x.body.metadata.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+    expect(off.stats).toEqual({ total: 8, successful: 0, failed: 8, successRate: 0 })
+  }, 90_000)
+})
+
+describe("roles", () => {
+  it("a worker-only process serves health checks, not the API, and delivers what any instance queued", async () => {
+    const t = await startTestServer({ roles: ["worker"] })
+    const r = await startReceiver()
+    try {
+      expect((await t.call("GET", "/healthz", { key: null })).status).toBe(200)
+      expectError(await t.call("GET", "/api/v1/webhooks"), 404, "NOT_FOUND")
+      const actor = systemActor(t.workspaceId, "live", new Set(SCOPES))
+      await t.server.runtime.runPromise(
+        Effect.gen(function* () {
+          yield* WebhookService.use((s) => s.create(actor, { url: r.url, events: ["roles.*"] }))
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.withTransaction(AuditLog.use((a) => a.append(actor, [{ type: "roles.event", data: {} }])))
+        }).pipe(Effect.orDie),
+      )
+      await r.waitFor((all) => all.some((x) => x.body.type === "roles.event"), 10_000, "the delivery")
+    } finally {
+      await t.close()
+      await r.close()
+    }
+  })
+
+  it("an api-only process queues deliveries but sends none", async () => {
+    const t = await startTestServer({ roles: ["api"] })
+    const r = await startReceiver()
+    try {
+      const w = await t.call("POST", "/api/v1/webhooks", { body: { url: r.url, events: ["roles.*"] } })
+      expect(w.status).toBe(201)
+      await t.call("POST", "/api/v1/events/ingest", { body: { events: [{ type: "roles.api", data: {} }] } })
+      await sleep(1_000)
+      const rows = await t.server.runtime.runPromise(
+        SqlClient.SqlClient.use(
+          (sql) => sql<{ status: string; attempts: number }>`SELECT status, attempts FROM webhook_deliveries`,
+        ),
+      )
+      expect(rows).toEqual([{ status: "pending", attempts: 0 }])
+      expect(r.received).toEqual([])
+    } finally {
+      await t.close()
+      await r.close()
+    }
+  })
+})

@@ -1,0 +1,307 @@
+import { randomBytes } from "node:crypto"
+import { Database } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { MasterKey } from "../keys/SigningKeys.ts"
+import { unseal } from "../keys/sealed.ts"
+import { leaseMs, type Schedule, scaledSchedule } from "./schedules.ts"
+import { envelopeBody, signatureHeaders } from "./signing.ts"
+import type { DisabledReason, RetryPolicy } from "./Webhook.ts"
+import { type AttemptOutcome, WebhookClient } from "./WebhookClient.ts"
+import { WEBHOOKS_CHANNEL } from "./WebhookRepo.ts"
+import { WebhookSettings } from "./WebhookSettings.ts"
+
+/** A delivery taken by a worker, with what its attempt needs. */
+export interface ClaimedDelivery {
+  readonly id: string
+  readonly workspaceId: string
+  readonly webhookId: string
+  readonly eventId: string
+  readonly eventType: string
+  readonly eventTimestamp: string
+  /** The event's `data`, as its stored JSON text. */
+  readonly dataJson: string
+  /** The number this attempt carries (attempts made so far + 1). */
+  readonly attempt: number
+  /** Its place in the current round of the schedule, from 1. */
+  readonly roundAttempt: number
+  readonly retryPolicy: RetryPolicy
+  readonly url: string
+  readonly environment: "live" | "test"
+  /** Sealed secrets: the current one, and the previous one while a rotation's overlap lasts. */
+  readonly secret: string
+  readonly previousSecret: string | null
+  readonly leaseToken: string
+}
+
+/** What follows an attempt. */
+export type NextStep =
+  | { readonly kind: "delivered" }
+  | { readonly kind: "retry"; readonly at: number }
+  | { readonly kind: "failed"; readonly disable: DisabledReason | undefined }
+
+export interface AttemptResult {
+  readonly delivery: ClaimedDelivery
+  readonly outcome: AttemptOutcome
+  readonly next: NextStep
+}
+
+/**
+ * The step after an attempt: success ends the delivery; `410 Gone` fails it
+ * and disables the webhook at once; a failure is retried after the
+ * schedule's delay, counted from the end of the attempt, until the round's
+ * last attempt fails, which fails the delivery and disables the webhook (D9).
+ */
+export const nextStep = (schedule: Schedule, roundAttempt: number, outcome: AttemptOutcome): NextStep => {
+  if (outcome.success) return { kind: "delivered" }
+  if (outcome.statusCode === 410) return { kind: "failed", disable: "endpoint_gone" }
+  if (roundAttempt >= schedule.attempts) return { kind: "failed", disable: "all_attempts_failed" }
+  return { kind: "retry", at: outcome.startedAt + outcome.responseTimeMs + schedule.delaysMs[roundAttempt - 1]! }
+}
+
+/** The associated data that binds a sealed webhook secret to its webhook. */
+export const secretAad = (webhookId: string) => `webhook:${webhookId}`
+
+interface ClaimRow {
+  readonly id: string
+  readonly workspace_id: string
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly attempts: number
+  readonly round_start: number
+  readonly type: string
+  readonly ts: Date
+  readonly data: string
+  readonly url: string
+  readonly retry_policy: RetryPolicy
+  readonly secret: string
+  readonly previous_secret: string | null
+  readonly environment: "live" | "test"
+}
+
+/**
+ * The delivery side of webhooks, for workers. `claim` takes due deliveries
+ * with `FOR UPDATE SKIP LOCKED` in one short statement and leases them (their
+ * due time moves to the lease's end), so concurrent workers never take the
+ * same one; `attempt` sends outside any transaction; `record` stores each
+ * result with its lease token, so a worker whose lease ran out (and whose
+ * attempt another worker has taken over) records nothing. A worker that dies
+ * loses nothing: its leases run out and the attempts are taken again.
+ */
+export class DeliveryQueue extends Context.Service<
+  DeliveryQueue,
+  {
+    readonly claim: (limit: number) => Effect.Effect<ReadonlyArray<ClaimedDelivery>>
+    /** Signs and sends one attempt; never fails (a failure is an outcome). */
+    readonly attempt: (delivery: ClaimedDelivery) => Promise<AttemptResult>
+    /** Records results in one transaction; disables webhooks whose results say so. */
+    readonly record: (results: ReadonlyArray<AttemptResult>) => Effect.Effect<void>
+    /** Milliseconds until the next pending delivery is due (≤ 0: due now); undefined when none is pending. */
+    readonly untilNextDue: Effect.Effect<number | undefined>
+    /**
+     * Deletes finished (delivered or failed) deliveries of events older than `before`, with their
+     * attempts, at most `limit` at a time; returns how many. Pending and paused ones stay.
+     */
+    readonly purgeFinished: (before: string, limit?: number) => Effect.Effect<number>
+    /** Calls `onWake` whenever deliveries were queued on any instance; resolves to the unsubscribe function. */
+    readonly wakeups: (onWake: () => void) => Promise<() => Promise<void>>
+  }
+>()("@agentgov/domain/webhooks/DeliveryQueue") {
+  static readonly layer = Layer.effect(
+    DeliveryQueue,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const db = yield* Database
+      const { key: master } = yield* MasterKey
+      const settings = yield* WebhookSettings
+      const client = yield* WebhookClient
+      const scale = settings.timeScale
+      const schedules = {
+        exponential: scaledSchedule("exponential", scale),
+        extended: scaledSchedule("extended", scale),
+      } as const
+      // Leases are as long as the longer schedule's: a claim does not know which policy each row has.
+      const lease = Math.max(leaseMs(schedules.exponential, scale), leaseMs(schedules.extended, scale))
+      const instance = randomBytes(6).toString("hex")
+      let claims = 0
+
+      const claim = Effect.fn("DeliveryQueue.claim")(function* (limit: number) {
+        const token = `${instance}.${++claims}`
+        const rows = yield* sql<ClaimRow>`WITH due AS (
+            SELECT id FROM webhook_deliveries
+            WHERE status = 'pending' AND next_attempt_at <= now()
+            ORDER BY next_attempt_at LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          ), claimed AS (
+            UPDATE webhook_deliveries d SET lease_token = ${token},
+              next_attempt_at = now() + ${lease} * interval '1 millisecond'
+            FROM due WHERE d.id = due.id
+            RETURNING d.id, d.workspace_id, d.webhook_id, d.event_sequence, d.event_id, d.attempts, d.round_start
+          )
+          SELECT c.id, c.workspace_id, c.webhook_id, c.event_id, c.attempts, c.round_start,
+            e.type, e.ts, e.data, w.url, w.retry_policy, w.secret,
+            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret,
+            ws.environment
+          FROM claimed c
+          -- One primary-key lookup per delivery, whatever the planner knows of the events table's size.
+          CROSS JOIN LATERAL (
+            SELECT type, ts, data::text AS data FROM events
+            WHERE workspace_id = c.workspace_id AND sequence = c.event_sequence LIMIT 1
+          ) e
+          JOIN webhooks w ON w.id = c.webhook_id
+          JOIN workspaces ws ON ws.id = c.workspace_id`
+        return rows.map(
+          (r): ClaimedDelivery => ({
+            id: r.id,
+            workspaceId: r.workspace_id,
+            webhookId: r.webhook_id,
+            eventId: r.event_id,
+            eventType: r.type,
+            eventTimestamp: r.ts.toISOString(),
+            dataJson: r.data,
+            attempt: r.attempts + 1,
+            roundAttempt: r.attempts + 1 - r.round_start,
+            retryPolicy: r.retry_policy,
+            url: r.url,
+            environment: r.environment,
+            secret: r.secret,
+            previousSecret: r.previous_secret,
+            leaseToken: token,
+          }),
+        )
+      }, Effect.orDie)
+
+      const attempt = async (d: ClaimedDelivery): Promise<AttemptResult> => {
+        const schedule = schedules[d.retryPolicy]
+        const current = unseal(master, secretAad(d.webhookId), d.secret)
+        if (current === undefined) {
+          const outcome: AttemptOutcome = {
+            success: false,
+            startedAt: Date.now(),
+            responseTimeMs: 0,
+            error:
+              "the webhook's secret cannot be opened: this instance's AGENTGOV_MASTER_KEY is not the one that sealed it",
+          }
+          return { delivery: d, outcome, next: nextStep(schedule, d.roundAttempt, outcome) }
+        }
+        const previous =
+          d.previousSecret === null ? undefined : unseal(master, secretAad(d.webhookId), d.previousSecret)
+        const body = envelopeBody({
+          eventId: d.eventId,
+          type: d.eventType,
+          timestamp: d.eventTimestamp,
+          workspaceId: d.workspaceId,
+          dataJson: d.dataJson,
+          deliveryId: d.id,
+          webhookId: d.webhookId,
+          attempt: d.attempt,
+        })
+        const headers = signatureHeaders(
+          { current: current.toString("utf8"), previous: previous?.toString("utf8") },
+          d.id,
+          Math.floor(Date.now() / 1000),
+          body,
+        )
+        const outcome = await client.send({
+          url: d.url,
+          environment: d.environment,
+          headers,
+          body,
+          timeoutMs: schedule.timeoutMs,
+        })
+        return { delivery: d, outcome, next: nextStep(schedule, d.roundAttempt, outcome) }
+      }
+
+      const record = Effect.fn("DeliveryQueue.record")(function* (results: ReadonlyArray<AttemptResult>) {
+        if (results.length === 0) return
+        const rows = JSON.stringify(
+          results.map(({ delivery: d, outcome: o, next }) => ({
+            id: d.id,
+            tok: d.leaseToken,
+            n: d.attempt,
+            st: o.success ? "success" : "failed",
+            code: o.statusCode ?? null,
+            ms: o.responseTimeMs,
+            err: o.error?.slice(0, 1000) ?? null,
+            at: new Date(o.startedAt).toISOString(),
+            nxt: next.kind === "retry" ? new Date(next.at).toISOString() : null,
+            fin: next.kind === "delivered" ? "success" : next.kind === "failed" ? "failed" : null,
+          })),
+        )
+        const disabling = results.flatMap((r) =>
+          r.next.kind === "failed" && r.next.disable !== undefined ? [{ ...r.delivery, reason: r.next.disable }] : [],
+        )
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            if (disabling.length > 0) {
+              // The lock order of every webhook change: chain heads, webhook rows, then deliveries.
+              const workspaces = [...new Set(disabling.map((d) => d.workspaceId))].sort()
+              yield* sql`SELECT 1 FROM chain_heads WHERE workspace_id IN ${sql.in(workspaces)}
+                  ORDER BY workspace_id FOR UPDATE`
+              const at = new Date().toISOString()
+              for (const d of [...disabling].sort((a, b) => (a.webhookId < b.webhookId ? -1 : 1))) {
+                // Only while the attempt is still this worker's: a worker that lost its lease decides nothing.
+                const disabled = yield* sql<{ id: string }>`UPDATE webhooks SET enabled = false,
+                      disabled_reason = ${d.reason}, disabled_at = ${at}::timestamptz, updated_at = ${at}::timestamptz
+                    WHERE id = ${d.webhookId} AND enabled AND EXISTS (SELECT 1 FROM webhook_deliveries
+                      WHERE id = ${d.id} AND lease_token = ${d.leaseToken})
+                    RETURNING id`
+                if (disabled.length === 0) continue
+                yield* sql`UPDATE chain_heads SET webhooks =
+                      (SELECT count(*) FROM webhooks WHERE workspace_id = ${d.workspaceId} AND enabled)
+                    WHERE workspace_id = ${d.workspaceId}`
+                yield* sql`UPDATE webhook_deliveries SET status = 'paused', updated_at = now()
+                    WHERE webhook_id = ${d.webhookId} AND status = 'pending'`
+              }
+            }
+            yield* sql`WITH r AS (
+                SELECT * FROM json_to_recordset(${rows}::text::json) AS r(id text, tok text, n int, st text, code int,
+                  ms int, err text, at timestamptz, nxt timestamptz, fin text)
+              ), done AS (
+                UPDATE webhook_deliveries d SET attempts = r.n,
+                  status = CASE WHEN r.fin IS NOT NULL THEN r.fin WHEN d.status = 'paused' THEN 'paused' ELSE 'pending' END,
+                  next_attempt_at = r.nxt, lease_token = NULL, updated_at = now()
+                -- The id list keeps this a primary-key lookup even before the table has statistics.
+                FROM r WHERE d.id IN ${sql.in(results.map((x) => x.delivery.id))} AND d.id = r.id AND d.lease_token = r.tok
+                RETURNING d.id, d.webhook_id, d.event_id, d.event_type
+              )
+              INSERT INTO webhook_attempts (delivery_id, attempt, webhook_id, event_id, event_type, status, status_code,
+                response_time_ms, error, attempted_at, next_retry_at)
+              SELECT r.id, r.n, done.webhook_id, done.event_id, done.event_type, r.st, r.code, r.ms, r.err, r.at, r.nxt
+              FROM r JOIN done ON done.id = r.id
+              ON CONFLICT (delivery_id, attempt) DO NOTHING`
+          }),
+        )
+      }, Effect.orDie)
+
+      const untilNextDue = sql<{ ms: number | null }>`SELECT
+          (extract(epoch FROM min(next_attempt_at) - now()) * 1000)::float8 AS ms
+        FROM webhook_deliveries WHERE status = 'pending'`.pipe(
+        Effect.map((rows) => rows[0]?.ms ?? undefined),
+        Effect.orDie,
+      )
+
+      // Per webhook, so that each scan is a range of the (webhook_id, status, created_at) index.
+      const purgeFinished = (before: string, limit = 10_000) =>
+        sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id IN (
+            SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
+              SELECT id FROM webhook_deliveries
+              WHERE webhook_id = w.id AND status IN ('success', 'failed') AND created_at < ${before}::timestamptz
+              LIMIT ${limit}
+            ) d LIMIT ${limit})
+          RETURNING id`.pipe(
+          Effect.map((rows) => rows.length),
+          Effect.orDie,
+        )
+
+      return DeliveryQueue.of({
+        claim,
+        purgeFinished,
+        attempt,
+        record,
+        untilNextDue,
+        wakeups: (onWake) => db.listen(WEBHOOKS_CHANNEL, () => onWake()),
+      })
+    }),
+  )
+}

@@ -1,0 +1,181 @@
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http"
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
+import type { LookupFunction } from "node:net"
+import { Context, Effect, Layer } from "effect"
+import { checkUrlSyntax, type ResolvedAddress, resolveTarget } from "./targets.ts"
+import { WebhookSettings } from "./WebhookSettings.ts"
+
+/** One POST of a delivery. */
+export interface DeliveryRequest {
+  readonly url: string
+  /** The workspace's environment: `test` workspaces may target loopback. */
+  readonly environment: "live" | "test"
+  /** The signature headers (`signatureHeaders`). */
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+  readonly timeoutMs: number
+}
+
+/** What one attempt came to. */
+export interface AttemptOutcome {
+  /** The endpoint answered 2xx. */
+  readonly success: boolean
+  /** The status it answered; absent when it did not answer. */
+  readonly statusCode?: number | undefined
+  /** Epoch ms when the attempt started. */
+  readonly startedAt: number
+  /** Whole ms from start to the end of the answer (or the failure). */
+  readonly responseTimeMs: number
+  readonly error?: string | undefined
+}
+
+export const USER_AGENT = "agentgov-webhooks/1.0"
+
+/** Bytes of an answer read (and discarded) to keep the connection reusable; a longer answer is cut off. */
+const MAX_ANSWER_BYTES = 64 * 1024
+const ERROR_SNIPPET = 200
+
+class Timeout extends Error {}
+
+/** Connects to the addresses that were checked, whatever DNS answers now. */
+const pinnedLookup =
+  (pinned: ReadonlyArray<ResolvedAddress>): LookupFunction =>
+  (_host, options, callback) => {
+    const { all, family } = options as { all?: boolean; family?: number }
+    if (all)
+      (callback as (e: null, a: Array<{ address: string; family: number }>) => void)(
+        null,
+        pinned.map((a) => ({ address: a.address, family: a.family })),
+      )
+    else {
+      const one = pinned.find((a) => !family || a.family === family) ?? pinned[0]!
+      callback(null, one.address, one.family)
+    }
+  }
+
+/** The text with control characters (which PostgreSQL text or a log line should not carry) as spaces. */
+const printable = (text: string) =>
+  [...text]
+    .map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c))
+    .join("")
+    .replace(/ +/g, " ")
+    .trim()
+
+/**
+ * Sends webhook deliveries: resolves the host, refuses addresses the target
+ * policy forbids, connects to the checked address (no second DNS lookup),
+ * does not follow redirects, and enforces the time-out over the whole
+ * exchange, DNS included. Keep-alive connections are pooled per host.
+ */
+export class WebhookClient extends Context.Service<
+  WebhookClient,
+  { readonly send: (request: DeliveryRequest) => Promise<AttemptOutcome> }
+>()("@agentgov/domain/webhooks/WebhookClient") {
+  static readonly layer = Layer.effect(
+    WebhookClient,
+    Effect.gen(function* () {
+      const settings = yield* WebhookSettings
+      // Idle pooled sockets close after 4 s, before the common 5 s server keep-alive, so a reused socket is rarely stale.
+      const agents = yield* Effect.acquireRelease(
+        Effect.sync(() => ({
+          http: new HttpAgent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: 4_000 }),
+          https: new HttpsAgent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: 4_000 }),
+        })),
+        (a) =>
+          Effect.sync(() => {
+            a.http.destroy()
+            a.https.destroy()
+          }),
+      )
+
+      const exchange = (
+        url: URL,
+        pinned: ReadonlyArray<ResolvedAddress>,
+        request: DeliveryRequest,
+        signal: AbortSignal,
+      ) =>
+        new Promise<{ statusCode: number; snippet: string; location?: string | undefined }>((resolve, reject) => {
+          const body = Buffer.from(request.body, "utf8")
+          const https = url.protocol === "https:"
+          const req = (https ? httpsRequest : httpRequest)(url, {
+            method: "POST",
+            agent: https ? agents.https : agents.http,
+            lookup: pinnedLookup(pinned),
+            signal,
+            headers: {
+              "content-type": "application/json",
+              "content-length": String(body.length),
+              "user-agent": USER_AGENT,
+              ...request.headers,
+            },
+          })
+          req.on("error", reject)
+          req.on("response", (res: IncomingMessage) => {
+            let read = 0
+            let snippet = ""
+            res.on("data", (chunk: Buffer) => {
+              if (snippet.length < ERROR_SNIPPET) snippet += chunk.toString("utf8", 0, ERROR_SNIPPET - snippet.length)
+              read += chunk.length
+              if (read > MAX_ANSWER_BYTES) res.destroy()
+            })
+            const done = () =>
+              resolve({
+                statusCode: res.statusCode ?? 0,
+                snippet,
+                location: typeof res.headers.location === "string" ? res.headers.location : undefined,
+              })
+            res.on("end", done)
+            res.on("close", done)
+            res.on("error", () => done())
+          })
+          req.end(body)
+        })
+
+      const send = async (request: DeliveryRequest): Promise<AttemptOutcome> => {
+        const startedAt = Date.now()
+        const t0 = performance.now()
+        const finish = (outcome: Omit<AttemptOutcome, "startedAt" | "responseTimeMs">): AttemptOutcome => ({
+          ...outcome,
+          startedAt,
+          responseTimeMs: Math.round(performance.now() - t0),
+        })
+        const aborter = new AbortController()
+        let timer: NodeJS.Timeout | undefined
+        const timedOut = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            aborter.abort(new Timeout())
+            reject(new Timeout())
+          }, request.timeoutMs)
+        })
+        timedOut.catch(() => {})
+        try {
+          const syntax = checkUrlSyntax(request.url)
+          if ("issue" in syntax) return finish({ success: false, error: `refused: ${syntax.issue}` })
+          const target = await Promise.race([
+            resolveTarget(settings.targets, request.environment, syntax.url, settings.resolver),
+            timedOut,
+          ])
+          if (!target.ok)
+            return finish({ success: false, error: target.unresolved ? target.issue : `refused: ${target.issue}` })
+          const answer = await Promise.race([exchange(syntax.url, target.pinned, request, aborter.signal), timedOut])
+          const code = answer.statusCode
+          if (code >= 200 && code < 300) return finish({ success: true, statusCode: code })
+          const detail =
+            code >= 300 && code < 400
+              ? `redirect${answer.location ? ` to ${printable(answer.location).slice(0, ERROR_SNIPPET)}` : ""} not followed`
+              : printable(answer.snippet)
+          return finish({ success: false, statusCode: code, error: `HTTP ${code}${detail ? `: ${detail}` : ""}` })
+        } catch (e) {
+          if (e instanceof Timeout || aborter.signal.aborted)
+            return finish({ success: false, error: `no answer within ${request.timeoutMs} ms` })
+          const err = e as NodeJS.ErrnoException
+          return finish({ success: false, error: `connection failed: ${err.code ?? printable(err.message)}` })
+        } finally {
+          clearTimeout(timer)
+        }
+      }
+
+      return WebhookClient.of({ send })
+    }),
+  )
+}
