@@ -15,7 +15,14 @@ import {
   sendError,
   sendJson,
 } from "@agentgov/api"
-import { ApiKeyService, DomainLayer, Idempotency, SigningKeys } from "@agentgov/domain"
+import {
+  ApiKeyService,
+  ApprovalService,
+  DomainLayer,
+  EnforcementService,
+  Idempotency,
+  SigningKeys,
+} from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -25,6 +32,7 @@ import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
 import { migratedStore, type StoreLayer, storeLayer } from "./store.ts"
+import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
 
 export interface RunningServer {
   readonly url: string
@@ -55,7 +63,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const log = options.logger ?? makeLogger(config.logLevel)
   const store = migratedStore(options.store ?? storeLayer(config))
   const runtime: Runtime = ManagedRuntime.make(
-    DomainLayer.pipe(Layer.provideMerge(Layer.merge(store, domainSettings(config)))),
+    DomainLayer.pipe(Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config)))),
   )
   const bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
   // The JWKS is never empty: a signing key exists before the first request.
@@ -76,6 +84,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     createContext: ({ req }) => ({
       authorization: req.headers.authorization,
       requestId: String(req.headers["x-request-id"]),
+      address: req.socket.remoteAddress,
     }),
     onError: ({ error, path }) => {
       if (error.code === "INTERNAL_SERVER_ERROR")
@@ -111,6 +120,9 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     )
   }
 
+  // AGENTGOV_ROLES: which parts this process runs (the API, the webhook worker); both by default.
+  const roles = config.roles ?? ["api", "worker"]
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const requestId = requestIdOf(req)
     let url: URL
@@ -122,6 +134,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     const path = url.pathname
     if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
     if (path === "/readyz") return ready(res, requestId)
+    if (!roles.includes("api"))
+      return sendError(res, new ApiError(404, "NOT_FOUND", "this instance runs the worker role only"), requestId)
     if (path === JWKS_PATH || path === `/api/v1${JWKS_PATH}` || path === `/v1${JWKS_PATH}`)
       return jwks(req, res, requestId)
     if (path === "/trpc" || path.startsWith("/trpc/")) {
@@ -188,6 +202,9 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     server.listen(config.port, config.host, () => resolve())
   })
   const port = (server.address() as AddressInfo).port
+  const worker: WebhookWorker | undefined = roles.includes("worker")
+    ? await startWebhookWorker(runtime, log)
+    : undefined
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation.
   const sweep = setInterval(() => {
@@ -196,6 +213,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
         Effect.gen(function* () {
           const n = yield* ApiKeyService.use((s) => s.revokeExpired)
           yield* Idempotency.use((i) => i.purgeExpired)
+          yield* SigningKeys.use((k) => k.retire)
           return n
         }),
       )
@@ -203,6 +221,22 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       .catch((cause) => log.error("sweep failed", { cause: String(cause) }))
   }, config.sweepIntervalMs)
   sweep.unref()
+
+  // Undecided approvals and enforcements past their expiry read as expired at once; this records it
+  // (approval.decided, enforcement.resolved) and reinstates agents whose last suspension ended.
+  const expiries = setInterval(() => {
+    runtime
+      .runPromise(
+        Effect.gen(function* () {
+          const approvals = yield* ApprovalService.use((s) => s.expireDue)
+          const enforcements = yield* EnforcementService.use((s) => s.expireDue)
+          return { approvals, enforcements }
+        }),
+      )
+      .then((n) => (n.approvals > 0 || n.enforcements > 0) && log.info("recorded expiries", n))
+      .catch((cause) => log.error("expiry sweep failed", { cause: String(cause) }))
+  }, config.sweepIntervalMs)
+  expiries.unref()
 
   const checkpoint = setInterval(() => {
     runtime
@@ -224,12 +258,14 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
 
   const close = async () => {
     clearInterval(sweep)
+    clearInterval(expiries)
     clearInterval(verify)
     clearInterval(checkpoint)
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
     eventStream.closeAll()
     server.closeIdleConnections()
     await closed
+    await worker?.stop()
     await runtime.dispose()
   }
 

@@ -3,7 +3,7 @@
  * service emits today has `data` that decodes with its catalog schema, with no field the schema
  * does not declare, and every event name implemented today is emitted by some operation.
  */
-import { ApiKeyService, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
+import { ApiKeyService, ApprovalService, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
 import { Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -20,6 +20,19 @@ const IMPLEMENTED: ReadonlyArray<SystemEventName> = [
   "apikey.created",
   "apikey.revoked",
   "apikey.rotated",
+  "policy.created",
+  "policy.updated",
+  "policy.deleted",
+  "policy.evaluated",
+  "policy.denied",
+  "policy.violated",
+  "approval.requested",
+  "approval.decided",
+  "enforcement.created",
+  "enforcement.updated",
+  "enforcement.appealed",
+  "enforcement.resolved",
+  "agent.suspended",
 ]
 
 interface SeenEvent {
@@ -96,6 +109,65 @@ beforeAll(async () => {
   await new Promise((r) => setTimeout(r, 1100))
   await t.server.runtime.runPromise(ApiKeyService.use((s) => s.revokeExpired) as any)
 
+  // Governance: a policy through its versions, guard decisions of every kind, approvals decided and
+  // expired, enforcement through appeal and resolution.
+  const actor = (await call("POST", "/agents", { name: unique("governed") }, key, 201)).id as string
+  const policy = (
+    await call(
+      "POST",
+      "/policies",
+      {
+        name: unique("catalog-policy"),
+        rules: [
+          { id: "deny-rm", effect: "deny", actions: ["fs.rm"], reason: "never" },
+          { id: "ask", effect: "require_approval", actions: ["deploy.*"] },
+          { id: "ok", effect: "allow", actions: ["fs.read"] },
+        ],
+      },
+      key,
+      201,
+    )
+  ).id as string
+  await call(
+    "POST",
+    "/policies",
+    { name: unique("watch"), mode: "monitor", rules: [{ id: "w", effect: "deny", actions: ["fs.read"] }] },
+    key,
+    201,
+  )
+  await call("PATCH", `/policies/${policy}`, { description: "v2" }, key)
+  await call("POST", "/guard", { agentId: actor, action: "fs.read" }, key)
+  await call("POST", "/guard", { agentId: actor, action: "fs.rm" }, key)
+  const asked = await call("POST", "/guard", { agentId: actor, action: "deploy.prod", context: { v: 1 } }, key)
+  await call("POST", `/approvals/${asked.approvalId}/decide`, { decision: "approved", reason: "fine" }, key)
+  await call(
+    "POST",
+    "/guard",
+    { agentId: actor, action: "deploy.prod", context: { v: 1 }, approvalId: asked.approvalId },
+    key,
+  )
+  const explicit = await call("POST", "/approvals", { agentId: actor, action: "x.y", timeoutSeconds: 1 }, key, 201)
+  await new Promise((r) => setTimeout(r, 1100))
+  await t.server.runtime.runPromise(ApprovalService.use((s) => s.expireDue) as any)
+  expect((await call("GET", `/approvals/${explicit.id}`, undefined, key)).status).toBe("expired")
+  const warning = await call("POST", "/enforcement", { agentId: actor, type: "warning", reason: "careful" }, key, 201)
+  await call("PATCH", `/enforcement/${warning.id}`, { reason: "more careful" }, key)
+  const suspension = await call(
+    "POST",
+    "/enforcement",
+    { agentId: actor, type: "suspension", reason: "stop" },
+    key,
+    201,
+  )
+  await call("POST", `/enforcement/${suspension.id}/appeal`, { reason: "please" }, key)
+  await call("PATCH", `/enforcement/${suspension.id}`, { resolution: "overturned" }, key)
+  await call("DELETE", `/policies/${policy}`, undefined, key)
+  aliasCheck = async () => {
+    const byAlias = await t.call("GET", "/api/v1/events?type=enforcement.issued&limit=100", { key })
+    const byName = await t.call("GET", "/api/v1/events?type=enforcement.created&limit=100", { key })
+    return { byAlias: byAlias.body.data, byName: byName.body.data }
+  }
+
   seen.push(...(await listAll(key)), ...(await listAll(t.key)))
 
   // A deleted workspace: workspace.deleted is recorded in its own chain, which no key can read any
@@ -119,6 +191,7 @@ beforeAll(async () => {
   seen.push(...rows.map((r) => ({ id: r.id, type: r.type, agentId: r.agent_id, data: r.data })))
 })
 afterAll(async () => t?.close())
+let aliasCheck: () => Promise<{ byAlias: Array<{ id: string }>; byName: Array<{ id: string }> }>
 
 describe("the event catalog", () => {
   it("has a data schema, a description and an emitter for every system event name", () => {
@@ -151,6 +224,12 @@ describe("the event catalog", () => {
         throw new Error(`${event.type} ${event.id} ${JSON.stringify(event.data)}: ${String(error)}`)
       }
     }
+  })
+
+  it("an alias filters as the name it stands for (D7: enforcement.issued)", async () => {
+    const { byAlias, byName } = await aliasCheck()
+    expect(byName.length).toBe(2)
+    expect(byAlias.map((e) => e.id)).toEqual(byName.map((e) => e.id))
   })
 
   it("every event name implemented today was emitted at least once", () => {

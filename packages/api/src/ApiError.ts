@@ -5,14 +5,24 @@ import type {
   AgentVersionExists,
   ApiKeyNotFound,
   ApiKeyNotRotatable,
+  ApprovalNotFound,
+  ApprovalNotPending,
+  ApproverNotListed,
   CheckpointNotFound,
+  EnforcementAlreadyAppealed,
+  EnforcementClosed,
+  EnforcementNotFound,
   EventNotFound,
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
   PermissionDenied,
+  PolicyInvalid,
+  PolicyNameTaken,
+  PolicyNotFound,
   StateConflict,
   Unauthenticated,
+  WebhookNotFound,
   WorkspaceNotFound,
 } from "@agentgov/domain"
 
@@ -50,14 +60,24 @@ export type DomainError =
   | AgentVersionExists
   | ApiKeyNotFound
   | ApiKeyNotRotatable
+  | ApprovalNotFound
+  | ApprovalNotPending
+  | ApproverNotListed
   | CheckpointNotFound
+  | EnforcementAlreadyAppealed
+  | EnforcementClosed
+  | EnforcementNotFound
   | EventNotFound
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
   | PermissionDenied
+  | PolicyInvalid
+  | PolicyNameTaken
+  | PolicyNotFound
   | StateConflict
   | Unauthenticated
+  | WebhookNotFound
   | WorkspaceNotFound
 
 type Mapping = { readonly [K in DomainError["_tag"]]: (e: Extract<DomainError, { _tag: K }>) => ApiError }
@@ -78,6 +98,24 @@ const mapping: Mapping = {
   ApiKeyNotFound: (e) => new ApiError(404, "API_KEY_NOT_FOUND", `API key ${e.keyId} not found`),
   ApiKeyNotRotatable: (e) =>
     new ApiError(409, "API_KEY_NOT_ROTATABLE", `API key ${e.keyId} cannot be rotated: ${e.reason}`),
+  ApprovalNotFound: (e) => new ApiError(404, "APPROVAL_NOT_FOUND", `approval ${e.approvalId} not found`),
+  ApprovalNotPending: (e) =>
+    new ApiError(
+      409,
+      "APPROVAL_NOT_PENDING",
+      e.status === "expired"
+        ? `approval ${e.approvalId} expired undecided (it counts as denied)`
+        : `approval ${e.approvalId} was already ${e.status}`,
+    ),
+  ApproverNotListed: (e) =>
+    new ApiError(403, "FORBIDDEN", `approval ${e.approvalId} can be decided only by the approvers it names`, {
+      field: "approvers",
+      issue: "this credential is not one of the approvers",
+    }),
+  EnforcementNotFound: (e) => new ApiError(404, "ENFORCEMENT_NOT_FOUND", `enforcement ${e.enforcementId} not found`),
+  EnforcementClosed: (e) => new ApiError(409, "ENFORCEMENT_CLOSED", e.message),
+  EnforcementAlreadyAppealed: (e) =>
+    new ApiError(409, "ENFORCEMENT_ALREADY_APPEALED", `enforcement ${e.enforcementId} was already appealed`),
   CheckpointNotFound: (e) =>
     new ApiError(404, "CHECKPOINT_NOT_FOUND", `no checkpoint of tree size ${e.treeSize}`, {
       field: "treeSize",
@@ -89,6 +127,7 @@ const mapping: Mapping = {
       field: "Idempotency-Key",
       issue: "reused with a different request",
     }),
+  WebhookNotFound: (e) => new ApiError(404, "WEBHOOK_NOT_FOUND", `webhook ${e.webhookId} not found`),
   WorkspaceNotFound: (e) => new ApiError(404, "WORKSPACE_NOT_FOUND", `workspace ${e.workspaceId} not found`),
   InvalidCursor: () =>
     new ApiError(400, "BAD_REQUEST", "cursor is not valid", { field: "cursor", issue: "not a cursor of this list" }),
@@ -103,6 +142,24 @@ const mapping: Mapping = {
         ? { field: "scope", issue: `requires ${e.scope}` }
         : { field: "agentId", issue: "outside this credential's agent" },
     ),
+  PolicyInvalid: (e) =>
+    new ApiError(
+      422,
+      "VALIDATION_ERROR",
+      e.issues.length > 1
+        ? `${e.field}: ${e.issue} (and ${e.issues.length - 1} more: ${e.issues
+            .slice(1, 6)
+            .map((i) => `${i.field}: ${i.issue}`)
+            .join("; ")})`
+        : `${e.field}: ${e.issue}`,
+      { field: e.field, issue: e.issue },
+    ),
+  PolicyNameTaken: (e) =>
+    new ApiError(409, "POLICY_NAME_TAKEN", `a policy named "${e.name}" already exists`, {
+      field: "name",
+      issue: "already taken",
+    }),
+  PolicyNotFound: (e) => new ApiError(404, "POLICY_NOT_FOUND", `policy ${e.policyId} not found`),
   StateConflict: (e) => new ApiError(409, e.code, e.message),
   Unauthenticated: (e) => new ApiError(401, "UNAUTHORIZED", e.message),
 }

@@ -1,8 +1,12 @@
 import type { Operation } from "./Operation.ts"
 import { agentOperations } from "./operations/agents.ts"
 import { apiKeyOperations } from "./operations/apikeys.ts"
+import { approvalOperations } from "./operations/approvals.ts"
+import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
+import { policyOperations } from "./operations/policies.ts"
 import { tokenOperations } from "./operations/tokens.ts"
+import { webhookOperations } from "./operations/webhooks.ts"
 import { workspaceOperations } from "./operations/workspaces.ts"
 
 /** Every operation of the API, in the order the reference lists them. */
@@ -12,4 +16,8 @@ export const operations: ReadonlyArray<Operation> = [
   ...apiKeyOperations,
   ...tokenOperations,
   ...eventOperations,
+  ...policyOperations,
+  ...enforcementOperations,
+  ...approvalOperations,
+  ...webhookOperations,
 ]

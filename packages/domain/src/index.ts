@@ -3,6 +3,8 @@ import { AgentRepo } from "./agents/AgentRepo.ts"
 import { AgentService } from "./agents/AgentService.ts"
 import { ApiKeyRepo } from "./apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
+import { ApprovalRepo } from "./approvals/ApprovalRepo.ts"
+import { ApprovalService } from "./approvals/ApprovalService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
 import { Checkpoints } from "./audit/Checkpoints.ts"
 import { EventAppender } from "./audit/EventAppender.ts"
@@ -12,8 +14,19 @@ import { EventService } from "./audit/EventService.ts"
 import { MerkleStore } from "./audit/MerkleStore.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
+import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
+import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
+import { GuardService } from "./policies/GuardService.ts"
+import { PolicyRepo } from "./policies/PolicyRepo.ts"
+import { PolicyService } from "./policies/PolicyService.ts"
+import { PolicySets } from "./policies/PolicySets.ts"
+import { RateLimiter } from "./ratelimits/RateLimiter.ts"
+import { DeliveryQueue } from "./webhooks/DeliveryQueue.ts"
+import { WebhookClient } from "./webhooks/WebhookClient.ts"
+import { WebhookRepo } from "./webhooks/WebhookRepo.ts"
+import { WebhookService } from "./webhooks/WebhookService.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
 import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
@@ -25,6 +38,18 @@ export * from "./apikeys/ApiKey.ts"
 export * from "./apikeys/ApiKeyErrors.ts"
 export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } from "./apikeys/ApiKeyService.ts"
 export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
+export * from "./approvals/Approval.ts"
+// The approval record, not the engine's rule-level `approval` settings (exported as RuleApproval).
+export { Approval } from "./approvals/Approval.ts"
+export * from "./approvals/ApprovalErrors.ts"
+export {
+  type ApprovalRefusal,
+  ApprovalService,
+  type ApprovalUse,
+  approvalBindingHash,
+  type GuardApprovalRequest,
+  type GuardApprovalUse,
+} from "./approvals/ApprovalService.ts"
 export * from "./audit/AuditEvent.ts"
 export { type AppendGroup, AuditLog, EVENTS_CHANNEL } from "./audit/AuditLog.ts"
 export { CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
@@ -34,6 +59,7 @@ export * from "./audit/EventErrors.ts"
 export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
 export { EventService } from "./audit/EventService.ts"
 export {
+  canonicalEventFilter,
   EVENT_ALIASES,
   type EventDataSchema,
   type EventDefinition,
@@ -47,14 +73,65 @@ export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export { looksLikeJwt, SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
+export * from "./enforcement/Enforcement.ts"
+export * from "./enforcement/EnforcementErrors.ts"
+export { type AutoEnforcement, EnforcementService } from "./enforcement/EnforcementService.ts"
 export * from "./idempotency/Idempotency.ts"
-export { MasterKey, type PublicJwk, type SigningKey, SigningKeys } from "./keys/SigningKeys.ts"
+export {
+  MasterKey,
+  type PublicJwk,
+  type SigningKey,
+  type SigningKeyInfo,
+  SigningKeys,
+} from "./keys/SigningKeys.ts"
+export type { Approval as RuleApproval } from "./policies/engine/index.ts"
+export * from "./policies/engine/index.ts"
+export * from "./policies/Guard.ts"
+export { GuardService } from "./policies/GuardService.ts"
+export * from "./policies/Policy.ts"
+export * from "./policies/PolicyErrors.ts"
+export { POLICIES_CHANNEL } from "./policies/PolicyRepo.ts"
+export { type PolicyListFilter, PolicyService } from "./policies/PolicyService.ts"
+export { PolicySets, type WorkspaceGuardState } from "./policies/PolicySets.ts"
+export { Counters, type Counts, type HitResult, type LimitKey } from "./ratelimits/Counters.ts"
+export {
+  DEFAULT_RATE_LIMITS,
+  type RateLimitConfig,
+  RateLimiter,
+  RateLimitSettings,
+  type RateLimitVerdict,
+} from "./ratelimits/RateLimiter.ts"
+export * from "./ratelimits/slidingWindow.ts"
 export * from "./shared/errors.ts"
 export { newId } from "./shared/ids.ts"
 export { DEFAULT_LIMIT, MAX_LIMIT, type Page, type PageRequest } from "./shared/pagination.ts"
 export { InvalidCursor } from "./shared/paginationErrors.ts"
 export * from "./shared/schemas.ts"
 export { findUnstorable, requireStorable } from "./shared/storable.ts"
+export {
+  type AttemptResult,
+  type ClaimedDelivery,
+  DeliveryQueue,
+  type NextStep,
+  nextStep,
+} from "./webhooks/DeliveryQueue.ts"
+export { compileFilters } from "./webhooks/filters.ts"
+export { sampleEvent } from "./webhooks/samples.ts"
+export { leaseMs, SCHEDULES, type Schedule, scaledSchedule } from "./webhooks/schedules.ts"
+export { envelopeBody, signatureHeaders } from "./webhooks/signing.ts"
+export {
+  classifyAddress,
+  parseAllowlist,
+  type Resolver,
+  systemResolver,
+  type TargetPolicy,
+} from "./webhooks/targets.ts"
+export * from "./webhooks/Webhook.ts"
+export { type AttemptOutcome, USER_AGENT, WebhookClient } from "./webhooks/WebhookClient.ts"
+export * from "./webhooks/WebhookErrors.ts"
+export { WEBHOOKS_CHANNEL } from "./webhooks/WebhookRepo.ts"
+export { MAX_WEBHOOKS_PER_WORKSPACE, WebhookService } from "./webhooks/WebhookService.ts"
+export { WebhookSettings, type WebhookSettingsShape } from "./webhooks/WebhookSettings.ts"
 export * from "./workspaces/Workspace.ts"
 export * from "./workspaces/WorkspaceErrors.ts"
 export { WorkspaceService } from "./workspaces/WorkspaceService.ts"
@@ -68,13 +145,26 @@ const repos = Layer.mergeAll(
   Idempotency.layer,
   MerkleStore.layer,
   SigningKeys.layer,
+  ApprovalRepo.layer,
+  EnforcementRepo.layer,
+  WebhookRepo.layer,
+  WebhookClient.layer,
 )
 const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
 const apiKeys = Layer.merge(ApiKeyService.layer, SdkTokens.layer).pipe(Layer.provideMerge(writers))
+/** Policies, the guard and the approvals it creates and uses. */
+const governance = GuardService.layer.pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(ApprovalService.layer, EnforcementService.layer, PolicySets.layer, PolicyService.layer).pipe(
+      Layer.provideMerge(PolicyRepo.layer),
+    ),
+  ),
+)
 
 /**
- * Every domain service. Needs the store (SqlClient, Database), the master key
- * and the token settings from the operator's configuration.
+ * Every domain service. Needs the store (SqlClient, Database), the master key,
+ * the token and rate-limit settings from the operator's configuration, and the
+ * rate-limit Counters (in-process, or Redis when several instances share them).
  */
 export const DomainLayer = Layer.mergeAll(
   WorkspaceService.layer,
@@ -83,6 +173,10 @@ export const DomainLayer = Layer.mergeAll(
   EventService.layer,
   EventFeed.layer,
   Checkpoints.layer,
+  governance,
+  RateLimiter.layer,
+  WebhookService.layer,
+  DeliveryQueue.layer,
 ).pipe(Layer.provideMerge(apiKeys))
 
 export type DomainServices =
@@ -96,5 +190,13 @@ export type DomainServices =
   | EventService
   | EventFeed
   | Checkpoints
+  | ApprovalService
+  | PolicyService
+  | PolicySets
+  | GuardService
+  | EnforcementService
   | SigningKeys
   | SdkTokens
+  | RateLimiter
+  | WebhookService
+  | DeliveryQueue

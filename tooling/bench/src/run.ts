@@ -3,6 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { availableParallelism, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os"
 import { join, resolve } from "node:path"
 import postgres from "postgres"
+import { runAuthBenchmarks } from "./auth.ts"
+import { runGuardHttpBenchmark } from "./guard.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert } from "./ingest.ts"
 import { type BenchmarkResult, benchmark, failed, median, printSummary, round, target, writeReport } from "./report.ts"
 import { type BenchServer, startServer } from "./server.ts"
@@ -14,7 +16,10 @@ import { runVerify, runVerifyBaseline } from "./verify.ts"
  * chain verification, and SSE delivery to 1,000 subscribers. A fresh
  * database, dropped at the end; the server runs as a child process.
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse picks benchmarks; AGENTGOV_BENCH_CPU_PROF=1
+ * Also the credential benchmarks (auth.ts): SDK-token authentication against
+ * none, and the latency a Redis rate-limit check adds (when REDIS_URL is set).
+ *
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard picks benchmarks; AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
 
@@ -215,11 +220,13 @@ const main = async () => {
       ["ingest", () => ingestBenchmark(server!, sql, workspaceId)],
       ["verify", () => verifyBenchmark(server!, sql, workspaceId)],
       ["sse", () => sseBenchmark(server!, sql)],
+      ["auth", () => runAuthBenchmarks(root, url.href, log)],
+      ["guard", () => runGuardHttpBenchmark(server!, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue
       try {
-        results.push(await run())
+        results.push(...[await run()].flat())
       } catch (cause) {
         log(`${name} failed: ${cause instanceof Error ? cause.stack : cause}`)
         results.push(failed(name, "did not finish", cause))

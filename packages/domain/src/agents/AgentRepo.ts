@@ -73,6 +73,12 @@ export class AgentRepo extends Context.Service<
     readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<Agent | undefined>
     readonly list: (workspaceId: string, filter: AgentFilter) => Effect.Effect<ReadonlyArray<Agent>>
     readonly update: (a: Agent) => Effect.Effect<void, SqlError>
+    /**
+     * Called with the agent's id right after an update statement of this
+     * instance (before its commit); other instances hear of it through the
+     * `agentgov_agents` trigger (migration 0006) at commit. For caches.
+     */
+    readonly onUpdate: (listener: (agentId: string) => void) => void
     readonly insertVersion: (workspaceId: string, v: AgentVersion) => Effect.Effect<void, SqlError>
     readonly listVersions: (
       workspaceId: string,
@@ -85,6 +91,7 @@ export class AgentRepo extends Context.Service<
     AgentRepo,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const listeners = new Set<(agentId: string) => void>()
       const find = (lock: boolean) => (workspaceId: string, id: string) =>
         sql<AgentRow>`SELECT * FROM agents WHERE workspace_id = ${workspaceId} AND id = ${id}
             ${lock ? sql`FOR UPDATE` : sql``}`.pipe(
@@ -116,7 +123,17 @@ export class AgentRepo extends Context.Service<
                 metadata = ${jsonb(sql, a.metadata)}, status = ${a.status}, current_version = ${a.currentVersion},
                 trust_score = ${a.trustScore}, updated_at = ${a.updatedAt}::timestamptz,
                 deregistered_at = ${a.deregisteredAt}::timestamptz
-              WHERE workspace_id = ${a.workspaceId} AND id = ${a.id}`.pipe(Effect.asVoid),
+              WHERE workspace_id = ${a.workspaceId} AND id = ${a.id}`.pipe(
+            Effect.tap(() =>
+              Effect.sync(() => {
+                for (const listener of listeners) listener(a.id)
+              }),
+            ),
+            Effect.asVoid,
+          ),
+        onUpdate: (listener) => {
+          listeners.add(listener)
+        },
         insertVersion: (workspaceId, v) =>
           sql`INSERT INTO agent_versions (id, workspace_id, agent_id, version, description, metadata, created_at)
               VALUES (${v.id}, ${workspaceId}, ${v.agentId}, ${v.version}, ${v.description}, ${jsonb(sql, v.metadata)},

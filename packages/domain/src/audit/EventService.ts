@@ -21,7 +21,7 @@ import {
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
 import { EventRepo } from "./EventRepo.ts"
-import { INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
+import { canonicalEventFilter, INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
 
 const VERIFY_BATCH = 10_000
 
@@ -139,7 +139,7 @@ export class EventService extends Context.Service<
         }
         const { limit, before } = yield* pageWindow(q, decodeSequenceCursor)
         const rows = yield* repo.list(actor.workspaceId, {
-          types: q.type,
+          types: q.type?.map(canonicalEventFilter),
           agentId: actor.agentId ?? q.agentId,
           since: q.since,
           until: q.until,

@@ -54,7 +54,19 @@ const PolicyMatch = Schema.Struct({
   policyId: Schema.String.annotate({ description: "`pol_…`" }),
   ruleId: Schema.String.annotate({ description: "the rule's id within its policy" }),
   effect: RuleEffect,
+  policyVersion: Schema.optionalKey(Schema.Int.annotate({ description: "the version of the policy that matched" })),
+  mode: Schema.optionalKey(PolicyMode),
 })
+
+/** Policies (D6): what a saved version looks like in the audit trail. */
+const PolicySummary = {
+  policyId: Schema.String.annotate({ description: "`pol_…`" }),
+  name: Schema.String,
+  version: Schema.Int.annotate({ description: "the version saved (1 at creation); for a deletion, the last one" }),
+  mode: PolicyMode,
+  enabled: Schema.Boolean,
+  rules: Schema.Int.annotate({ description: "how many rules it has" }),
+}
 
 /** D6: one reason of a decision, as in the guard's response. */
 const GuardReason = Schema.Struct({
@@ -128,7 +140,7 @@ export const SYSTEM_EVENTS = {
   },
   "agent.suspended": {
     description: "agent suspended due to enforcement",
-    emittedBy: "enforcement (suspension)",
+    emittedBy: "POST /enforcement (suspension or revocation of an active agent), automatic enforcement",
     data: Schema.Struct({
       agentId: AgentId,
       agentName: AgentName,
@@ -156,6 +168,25 @@ export const SYSTEM_EVENTS = {
         Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)).annotate({ description: "evaluation time" }),
       ),
     }),
+  },
+  "policy.created": {
+    description: "policy created (a project addition to the spec's catalog: every state change is recorded, D8)",
+    emittedBy: "POST /policies",
+    data: Schema.Struct(PolicySummary),
+  },
+  "policy.updated": {
+    description: "policy changed: a new version (project addition)",
+    emittedBy: "PATCH /policies/:id",
+    data: Schema.Struct({
+      ...PolicySummary,
+      previousVersion: Schema.Int,
+      changes: Schema.Array(Schema.String).annotate({ description: "the document fields the update named" }),
+    }),
+  },
+  "policy.deleted": {
+    description: "policy deleted; its versions stay on record (project addition)",
+    emittedBy: "DELETE /policies/:id",
+    data: Schema.Struct(PolicySummary),
   },
   "policy.denied": {
     description: "action blocked by policy",
@@ -194,7 +225,7 @@ export const SYSTEM_EVENTS = {
   },
   "enforcement.created": {
     description: "enforcement action applied",
-    emittedBy: "POST /enforcement",
+    emittedBy: "POST /enforcement, automatic enforcement by a policy rule",
     data: Schema.Struct({
       enforcementId: EnforcementId,
       agentId: AgentId,
@@ -202,7 +233,27 @@ export const SYSTEM_EVENTS = {
       status: Schema.Literal("active"),
       reason: Schema.String.annotate({ description: "why the enforcement was applied" }),
       policyId: Schema.optionalKey(Schema.String).annotate({ description: "the policy that led to it, if any" }),
+      ruleId: Schema.optionalKey(Schema.String).annotate({ description: "the rule that led to it, if any" }),
+      limitPerMinute: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))).annotate({
+        description: "a throttle's requests per minute",
+      }),
       expiresAt: Schema.optionalKey(At("when it expires, if it does")),
+    }),
+  },
+  "enforcement.updated": {
+    description: "enforcement's reason or expiry changed",
+    emittedBy: "PATCH /enforcement/:id (reason, expiresAt, durationSeconds)",
+    data: Schema.Struct({
+      enforcementId: EnforcementId,
+      agentId: AgentId,
+      type: EnforcementType,
+      changes: Schema.Array(Schema.Literals(["reason", "expiresAt"])).annotate({
+        description: "the fields that changed; each also appears with its new value",
+      }),
+      reason: Schema.optionalKey(Schema.String).annotate({ description: "the new reason, when changed" }),
+      expiresAt: Schema.optionalKey(Schema.NullOr(At("the new expiry, when changed"))).annotate({
+        description: "the new expiry, when changed; null: until resolved",
+      }),
     }),
   },
   "enforcement.appealed": {
@@ -218,16 +269,20 @@ export const SYSTEM_EVENTS = {
   },
   "enforcement.resolved": {
     description: "enforcement resolved or expired",
-    emittedBy: "PATCH /enforcement/:id, expiry",
+    emittedBy: "PATCH /enforcement/:id (resolution), expiry",
     data: Schema.Struct({
       enforcementId: EnforcementId,
       agentId: AgentId,
       type: EnforcementType,
       status: Schema.Literals(["resolved", "expired"]),
       resolution: Schema.optionalKey(Schema.Literals(["upheld", "overturned"])).annotate({
-        description: "present when resolved by an operator; `overturned` reinstates the agent",
+        description: "present when resolved by an operator; `overturned` lifts it at once",
       }),
       reason: Schema.optionalKey(Schema.String).annotate({ description: "the operator's note" }),
+      reinstated: Schema.Boolean.annotate({
+        description:
+          "whether the agent went back to `active` because of this (the last suspension or revocation in force was lifted)",
+      }),
     }),
   },
   "approval.requested": {
@@ -437,6 +492,9 @@ export const EVENT_ALIASES: Readonly<Record<string, SystemEventName>> = { "enfor
 const reserved: ReadonlySet<string> = new Set([...Object.keys(SYSTEM_EVENTS), ...Object.keys(EVENT_ALIASES)])
 
 export const isSystemEvent = (name: string): boolean => reserved.has(name)
+
+/** A type filter with aliases resolved (D7: `enforcement.issued` finds `enforcement.created`). */
+export const canonicalEventFilter = (name: string): string => EVENT_ALIASES[name] ?? name
 
 /** The schema of a system event's `data` (an alias gives its target's); undefined for other names. */
 export const eventDataSchema = (name: string): EventDataSchema | undefined => {

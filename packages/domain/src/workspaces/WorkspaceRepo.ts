@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { POLICIES_CHANNEL } from "../policies/PolicyRepo.ts"
 import type { Workspace } from "./Workspace.ts"
 
 interface Row {
@@ -63,8 +64,10 @@ export class WorkspaceRepo extends Context.Service<
             Effect.orDie,
           ),
         update: (w) =>
-          sql`UPDATE workspaces SET name = ${w.name}, plan = ${w.plan}, guard_default = ${w.guardDefault},
-              updated_at = ${w.updatedAt}::timestamptz WHERE id = ${w.id}`.pipe(Effect.asVoid, Effect.orDie),
+          // guardDefault is part of the guard's compiled state: announce the change like a policy's (PolicySets).
+          sql`WITH u AS (UPDATE workspaces SET name = ${w.name}, plan = ${w.plan}, guard_default = ${w.guardDefault},
+              updated_at = ${w.updatedAt}::timestamptz WHERE id = ${w.id} RETURNING id)
+              SELECT pg_notify(${POLICIES_CHANNEL}, u.id) FROM u`.pipe(Effect.asVoid, Effect.orDie),
         markDeleted: (id, at) =>
           sql`UPDATE workspaces SET deleted_at = ${at}::timestamptz WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
         isEmpty: sql<{ n: number }>`SELECT count(*)::int AS n FROM workspaces`.pipe(

@@ -1,0 +1,431 @@
+import { PostgresClient } from "@agentgov/db"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startServer } from "../src/server.ts"
+import {
+  type CredentialFixtures,
+  credentialFixtures,
+  expectError,
+  startTestServer,
+  type TestServer,
+  testConfig,
+  unique,
+} from "./helpers.ts"
+
+/**
+ * Policies and the guard over HTTP (decision D6, D7): CRUD with exact field
+ * errors and versions, decisions and their events, approvals used once,
+ * suspension, security, and a change reaching another instance.
+ */
+
+let t: TestServer
+let creds: CredentialFixtures
+
+beforeAll(async () => {
+  t = await startTestServer()
+  creds = await credentialFixtures(t)
+})
+afterAll(() => t.close())
+
+const register = async (spec: Record<string, unknown> = {}) => {
+  const res = await t.call("POST", "/api/v1/agents", { body: { name: unique("guarded"), ...spec } })
+  expect(res.status, JSON.stringify(res.body)).toBe(201)
+  return res.body.data as { id: string }
+}
+
+const createPolicy = async (doc: Record<string, unknown>) => {
+  const res = await t.call("POST", "/api/v1/policies", { body: { name: unique("policy"), ...doc } })
+  expect(res.status, JSON.stringify(res.body)).toBe(201)
+  return res.body.data as { id: string; version: number; name: string }
+}
+
+const guard = (body: Record<string, unknown>, key?: string) => t.call("POST", "/v1/guard", { body, key })
+
+const eventsOf = async (type: string) =>
+  t.server.runtime.runPromise(
+    SqlClient.SqlClient.use(
+      (sql) => sql<{ id: string; data: any }>`SELECT id, data FROM events WHERE workspace_id = ${t.workspaceId}
+          AND type = ${type} ORDER BY sequence`,
+    ),
+  )
+
+describe("policies CRUD", () => {
+  it("creates with defaults, reads, lists, versions every update and deletes", async () => {
+    const created = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("crud"),
+        rules: [{ id: "no-delete", effect: "deny", actions: ["files.delete"] }],
+      },
+    })
+    expect(created.status).toBe(201)
+    const p = created.body.data
+    expect(p).toMatchObject({ id: expect.stringMatching(/^pol_/), version: 1, enabled: true, mode: "enforce" })
+    expect((await t.call("GET", `/api/v1/policies/${p.id}`)).body.data).toEqual(p)
+    const listed = await t.call("GET", "/api/v1/policies?limit=100")
+    expect(listed.body.data.map((x: { id: string }) => x.id)).toContain(p.id)
+
+    const updated = await t.call("PATCH", `/api/v1/policies/${p.id}`, { body: { mode: "monitor" } })
+    expect(updated.status).toBe(200)
+    expect(updated.body.data).toMatchObject({ version: 2, mode: "monitor", rules: p.rules })
+    const events = await eventsOf("policy.updated")
+    expect(events.at(-1)!.data).toMatchObject({ policyId: p.id, version: 2, previousVersion: 1, changes: ["mode"] })
+
+    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
+    expectError(await t.call("GET", `/api/v1/policies/${p.id}`), 404, "POLICY_NOT_FOUND")
+    expect((await eventsOf("policy.deleted")).at(-1)!.data.policyId).toBe(p.id)
+  })
+
+  it("names the exact field of an invalid document and stores nothing", async () => {
+    const before = (await eventsOf("policy.created")).length
+    const bad = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("bad"),
+        rules: [
+          { id: "a", effect: "allow", actions: ["x"] },
+          { id: "b", effect: "deny", actions: ["y"] },
+          { id: "c", effect: "deny", actions: ["z"], when: { all: [{ field: "context.n", op: "roughly", value: 1 }] } },
+        ],
+      },
+    })
+    expectError(bad, 422, "VALIDATION_ERROR", "rules[2].when.all[0].op")
+    const dup = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("dup"),
+        rules: [
+          { id: "same", effect: "allow", actions: ["x"] },
+          { id: "same", effect: "deny", actions: ["y"] },
+        ],
+      },
+    })
+    expectError(dup, 422, "VALIDATION_ERROR", "rules[1].id")
+    expect((await eventsOf("policy.created")).length).toBe(before)
+  })
+
+  it("refuses a second policy of the same name, and a PATCH that breaks the document", async () => {
+    const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: ["a"] }] })
+    expectError(
+      await t.call("POST", "/api/v1/policies", {
+        body: { name: p.name, rules: [{ id: "r", effect: "allow", actions: ["a"] }] },
+      }),
+      409,
+      "POLICY_NAME_TAKEN",
+      "name",
+    )
+    expectError(
+      await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+        body: { rules: [{ id: "r", effect: "maybe", actions: ["a"] }] },
+      }),
+      422,
+      "VALIDATION_ERROR",
+      "rules[0].effect",
+    )
+    expect((await t.call("GET", `/api/v1/policies/${p.id}`)).body.data.version).toBe(1)
+  })
+})
+
+describe("the guard", () => {
+  it("denies on a matching deny rule, records evaluated, denied and violated, and explains itself", async () => {
+    const agent = await register()
+    const p = await createPolicy({
+      rules: [
+        { id: "allow-read", effect: "allow", actions: ["db.read"] },
+        {
+          id: "no-big-transfers",
+          effect: "deny",
+          actions: ["payments.*"],
+          when: { field: "context.amount", op: "gt", value: 1000 },
+          reason: "transfers above 1000 need a human",
+        },
+      ],
+    })
+    const denied = await guard({ agentId: agent.id, action: "payments.transfer", context: { amount: 5000 } })
+    expect(denied.status).toBe(200)
+    expect(denied.body.data).toMatchObject({
+      decision: "deny",
+      allowed: false,
+      matched: [{ policyId: p.id, ruleId: "no-big-transfers", effect: "deny", policyVersion: 1, mode: "enforce" }],
+    })
+    expect(denied.body.data.reasons[0]).toMatchObject({
+      code: "POLICY_DENIED",
+      message: "transfers above 1000 need a human",
+      policyId: p.id,
+      ruleId: "no-big-transfers",
+    })
+    const evaluated = await eventsOf("policy.evaluated")
+    expect(evaluated.at(-1)!.id).toBe(denied.body.data.eventId)
+    expect(evaluated.at(-1)!.data).toMatchObject({ agentId: agent.id, action: "payments.transfer", decision: "deny" })
+    expect((await eventsOf("policy.denied")).at(-1)!.data.agentId).toBe(agent.id)
+    expect((await eventsOf("policy.violated")).at(-1)!.data.decision).toBe("deny")
+
+    const small = await guard({ agentId: agent.id, action: "payments.transfer", context: { amount: 10 } })
+    expect(small.body.data.decision).toBe("allow")
+    const read = await guard({ agentId: agent.id, action: "db.read" })
+    expect(read.body.data).toMatchObject({ decision: "allow", allowed: true })
+    expect(read.body.data.reasons[0].code).toBe("POLICY_ALLOWED")
+  })
+
+  it("answers the same under /api/v1/guard and /policies/evaluate", async () => {
+    const agent = await register()
+    for (const path of ["/api/v1/guard", "/v1/guard", "/api/v1/policies/evaluate", "/v1/policies/evaluate"]) {
+      const res = await t.call("POST", path, { body: { agentId: agent.id, action: "unmatched.action.xyz" } })
+      expect(res.status, path).toBe(200)
+      expect(res.body.data.reasons[0].code).toBe("NO_MATCHING_POLICY")
+    }
+  })
+
+  it("falls back to the workspace's guardDefault, and a change of it applies at once", async () => {
+    const agent = await register()
+    const action = `${unique("nothing")}.matches`
+    expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+    expect(
+      (await t.call("PATCH", `/api/v1/workspaces/${t.workspaceId}`, { body: { guardDefault: "deny" } })).status,
+    ).toBe(200)
+    try {
+      const res = await guard({ agentId: agent.id, action })
+      expect(res.body.data).toMatchObject({ decision: "deny", allowed: false })
+      expect(res.body.data.reasons[0].code).toBe("NO_MATCHING_POLICY")
+    } finally {
+      await t.call("PATCH", `/api/v1/workspaces/${t.workspaceId}`, { body: { guardDefault: "allow" } })
+    }
+  })
+
+  it("records monitor matches without changing the decision", async () => {
+    const agent = await register()
+    const action = `${unique("mon")}.send`
+    await createPolicy({ mode: "monitor", rules: [{ id: "watch", effect: "deny", actions: [action] }] })
+    const res = await guard({ agentId: agent.id, action })
+    expect(res.body.data.decision).toBe("allow")
+    expect(res.body.data.matched).toEqual([expect.objectContaining({ ruleId: "watch", mode: "monitor" })])
+    const violated = (await eventsOf("policy.violated")).at(-1)!.data
+    expect(violated).toMatchObject({ agentId: agent.id, action, decision: "allow" })
+    expect(violated.violations[0]).toMatchObject({ code: "POLICY_MONITORED", ruleId: "watch", mode: "monitor" })
+  })
+
+  it("applies a policy change to the next call", async () => {
+    const agent = await register()
+    const action = `${unique("flip")}.run`
+    const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: [action] }] })
+    expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+    await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+      body: { rules: [{ id: "r", effect: "deny", actions: [action] }] },
+    })
+    const res = await guard({ agentId: agent.id, action })
+    expect(res.body.data.decision).toBe("deny")
+    expect(res.body.data.matched[0].policyVersion).toBe(2)
+    await t.call("DELETE", `/api/v1/policies/${p.id}`)
+    expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+  })
+
+  it("validates its input and names the agent it cannot find", async () => {
+    expectError(await guard({ action: "x.y" }), 422, "VALIDATION_ERROR", "agentId")
+    expectError(await guard({ agentId: "agt_nope" }), 422, "VALIDATION_ERROR", "action")
+    expectError(await guard({ agentId: "agt_nope", action: "x.y" }), 404, "AGENT_NOT_FOUND")
+    expectError(await guard({ agentId: "agt_nope", action: "x.y", context: [1] }), 422, "VALIDATION_ERROR", "context")
+  })
+})
+
+describe("approvals through the guard", () => {
+  it("require_approval → decide → allowed once with the approval; not twice, not for another context", async () => {
+    const agent = await register()
+    const action = `${unique("deploy")}.prod`
+    await createPolicy({
+      rules: [{ id: "human", effect: "require_approval", actions: [action], approval: { timeoutSeconds: 600 } }],
+    })
+    const context = { service: "api", version: "1.2.3" }
+    const first = await guard({ agentId: agent.id, action, context })
+    expect(first.body.data).toMatchObject({ decision: "require_approval", allowed: false })
+    const approvalId = first.body.data.approvalId as string
+    expect(approvalId).toMatch(/^apr_/)
+    expect((await eventsOf("approval.requested")).at(-1)!.data.approvalId).toBe(approvalId)
+
+    // Pending: still waiting, the same approval, no new one.
+    const waiting = await guard({ agentId: agent.id, action, context, approvalId })
+    expect(waiting.body.data).toMatchObject({ decision: "require_approval", approvalId })
+    expect(waiting.body.data.reasons.map((r: { code: string }) => r.code)).toContain("APPROVAL_PENDING")
+
+    const decided = await t.call("POST", `/api/v1/approvals/${approvalId}/decide`, { body: { decision: "approved" } })
+    expect(decided.status, JSON.stringify(decided.body)).toBe(200)
+
+    const other = await guard({ agentId: agent.id, action, context: { ...context, version: "9.9.9" }, approvalId })
+    expect(other.body.data.decision).toBe("require_approval")
+    expect(other.body.data.approvalId).not.toBe(approvalId)
+    expect(other.body.data.reasons.map((r: { code: string }) => r.code)).toContain("APPROVAL_MISMATCH")
+
+    const allowed = await guard({
+      agentId: agent.id,
+      action,
+      context: { version: "1.2.3", service: "api" },
+      approvalId,
+    })
+    expect(allowed.body.data).toMatchObject({ decision: "allow", allowed: true, approvalId })
+    expect(allowed.body.data.reasons[0].code).toBe("APPROVAL_GRANTED")
+
+    const again = await guard({ agentId: agent.id, action, context, approvalId })
+    expect(again.body.data.decision).toBe("require_approval")
+    expect(again.body.data.reasons.map((r: { code: string }) => r.code)).toContain("APPROVAL_USED")
+  })
+
+  it("a denied approval denies the call that carries it", async () => {
+    const agent = await register()
+    const action = `${unique("wire")}.money`
+    await createPolicy({ rules: [{ id: "human", effect: "require_approval", actions: [action] }] })
+    const first = await guard({ agentId: agent.id, action })
+    const approvalId = first.body.data.approvalId
+    await t.call("POST", `/api/v1/approvals/${approvalId}/decide`, { body: { decision: "denied", reason: "no" } })
+    const res = await guard({ agentId: agent.id, action, approvalId })
+    expect(res.body.data).toMatchObject({ decision: "deny", allowed: false })
+    expect(res.body.data.reasons.map((r: { code: string }) => r.code)).toContain("APPROVAL_DENIED")
+  })
+})
+
+describe("enforcement and the guard", () => {
+  it("suspend → denied AGENT_SUSPENDED → appeal → overturn → allowed", async () => {
+    const agent = await register()
+    const agentKey = await t.createKey({
+      type: "agent",
+      agentId: agent.id,
+      scopes: ["guard:evaluate", "enforcement:read", "agents:read"],
+    })
+    const action = "anything.at.all"
+    expect((await guard({ action }, agentKey)).body.data.decision).toBe("allow")
+    const enf = await t.call("POST", "/api/v1/enforcement", {
+      body: { agentId: agent.id, type: "suspension", reason: "investigation" },
+    })
+    expect(enf.status, JSON.stringify(enf.body)).toBe(201)
+    const denied = await guard({ action }, agentKey)
+    expect(denied.body.data).toMatchObject({ decision: "deny", allowed: false })
+    expect(denied.body.data.reasons[0].code).toBe("AGENT_SUSPENDED")
+    const appeal = await t.call("POST", `/api/v1/enforcement/${enf.body.data.id}/appeal`, {
+      body: { reason: "it was a test" },
+      key: agentKey,
+    })
+    expect(appeal.status, JSON.stringify(appeal.body)).toBe(200)
+    const resolved = await t.call("PATCH", `/api/v1/enforcement/${enf.body.data.id}`, {
+      body: { resolution: "overturned" },
+    })
+    expect(resolved.status, JSON.stringify(resolved.body)).toBe(200)
+    expect((await guard({ action }, agentKey)).body.data.decision).toBe("allow")
+  })
+
+  it("a suspension that expires lets the agent act again", async () => {
+    const agent = await register()
+    const enf = await t.call("POST", "/api/v1/enforcement", {
+      body: { agentId: agent.id, type: "suspension", reason: "cool down", durationSeconds: 1 },
+    })
+    expect(enf.status, JSON.stringify(enf.body)).toBe(201)
+    expect((await guard({ agentId: agent.id, action: "a.b" })).body.data.reasons[0].code).toBe("AGENT_SUSPENDED")
+    let decision = "deny"
+    for (let i = 0; i < 40 && decision === "deny"; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      decision = (await guard({ agentId: agent.id, action: "a.b" })).body.data.decision
+    }
+    expect(decision).toBe("allow")
+  })
+
+  it("a throttle caps the agent's guard calls per minute", async () => {
+    const agent = await register()
+    const enf = await t.call("POST", "/api/v1/enforcement", {
+      body: { agentId: agent.id, type: "throttle", reason: "too chatty", limitPerMinute: 3 },
+    })
+    expect(enf.status, JSON.stringify(enf.body)).toBe(201)
+    const decisions = []
+    for (let i = 0; i < 5; i++) decisions.push((await guard({ agentId: agent.id, action: "a.b" })).body.data)
+    expect(decisions.map((d) => d.decision)).toEqual(["allow", "allow", "allow", "deny", "deny"])
+    expect(decisions[3].reasons[0].code).toBe("AGENT_THROTTLED")
+  })
+
+  it("denies a deregistered agent", async () => {
+    const agent = await register()
+    await t.call("DELETE", `/api/v1/agents/${agent.id}`)
+    const res = await guard({ agentId: agent.id, action: "a.b" })
+    expect(res.body.data.reasons[0].code).toBe("AGENT_DEREGISTERED")
+  })
+})
+
+describe("security", () => {
+  it("needs a credential, the right scope, and the caller's own agent", async () => {
+    const agent = await register()
+    const other = await register()
+    expectError(
+      await t.call("POST", "/v1/guard", { body: { agentId: agent.id, action: "a" }, key: null }),
+      401,
+      "UNAUTHORIZED",
+    )
+    expectError(
+      await guard({ agentId: agent.id, action: "a" }, await creds.keyWithout("guard:evaluate")),
+      403,
+      "FORBIDDEN",
+      "scope",
+    )
+    const agentKey = await t.createKey({
+      type: "agent",
+      agentId: agent.id,
+      scopes: ["guard:evaluate", "policies:read"],
+    })
+    expectError(await guard({ agentId: other.id, action: "a" }, agentKey), 403, "FORBIDDEN", "agentId")
+    expect((await guard({ action: "a" }, agentKey)).status).toBe(200)
+    // The alias scope is accepted as guard:evaluate.
+    const aliasKey = await t.createKey({ type: "workspace", scopes: ["policies:evaluate"] })
+    expect((await guard({ agentId: agent.id, action: "a" }, aliasKey)).status).toBe(200)
+    // An agent key reads policies but never changes them.
+    expect((await t.call("GET", "/api/v1/policies", { key: agentKey })).status).toBe(200)
+    expectError(
+      await t.call("POST", "/api/v1/policies", {
+        body: { name: unique("x"), rules: [{ id: "r", effect: "allow", actions: ["a"] }] },
+        key: agentKey,
+      }),
+      403,
+      "FORBIDDEN",
+    )
+    expectError(
+      await t.call("POST", "/api/v1/approvals/apr_x/decide", { body: { decision: "approved" }, key: agentKey }),
+      403,
+      "FORBIDDEN",
+    )
+  })
+
+  it("treats another workspace's policies and agents as missing", async () => {
+    const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: unique("policies-other") } })
+    expect(ws.status, JSON.stringify(ws.body)).toBe(201)
+    const otherKey = ws.body.data.apiKey.apiKey as string
+    const p = await createPolicy({ rules: [{ id: "r", effect: "deny", actions: ["a"] }] })
+    const agent = await register()
+    expectError(await t.call("GET", `/api/v1/policies/${p.id}`, { key: otherKey }), 404, "POLICY_NOT_FOUND")
+    expectError(
+      await t.call("PATCH", `/api/v1/policies/${p.id}`, { body: { mode: "monitor" }, key: otherKey }),
+      404,
+      "POLICY_NOT_FOUND",
+    )
+    expectError(await t.call("DELETE", `/api/v1/policies/${p.id}`, { key: otherKey }), 404, "POLICY_NOT_FOUND")
+    expectError(await guard({ agentId: agent.id, action: "a" }, otherKey), 404, "AGENT_NOT_FOUND")
+  })
+})
+
+describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)", () => {
+  it("a policy saved on one instance decides on another within a second", async () => {
+    const other = await startServer(testConfig({ bootstrap: false }), {
+      store: PostgresClient.layer({ url: t.store.url! }),
+    })
+    try {
+      const agent = await register()
+      const action = `${unique("remote")}.call`
+      const onOther = async () => {
+        const res = await fetch(`${other.url}/v1/guard`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${t.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ agentId: agent.id, action }),
+        })
+        const body = (await res.json()) as { data: { decision: string } }
+        return body.data.decision
+      }
+      expect(await onOther()).toBe("allow")
+      await createPolicy({ rules: [{ id: "r", effect: "deny", actions: [action] }] })
+      const saved = Date.now()
+      let decision = await onOther()
+      while (decision === "allow" && Date.now() - saved < 1_000) decision = await onOther()
+      expect(decision).toBe("deny")
+    } finally {
+      await other.close()
+    }
+  })
+})

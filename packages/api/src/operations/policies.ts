@@ -1,0 +1,114 @@
+import {
+  GuardRequestInput,
+  GuardResult,
+  GuardService,
+  PageOf,
+  Policy,
+  PolicyDocument,
+  PolicyService,
+  UpdatePolicy,
+} from "@agentgov/domain"
+import { Schema } from "effect"
+import { defineOperation } from "../Operation.ts"
+import { idField, pageFields } from "./common.ts"
+
+const tag = "Policies"
+
+const guardDescription =
+  "Decision D6. Any matching enforced `deny` wins; else any `require_approval` (an approval is created and its id " +
+  "returned); else any `allow`; else the workspace's `guardDefault` (`NO_MATCHING_POLICY`). `monitor` policies never " +
+  "change the decision; their matches are reported and recorded. A condition that cannot be evaluated counts as " +
+  "matched for `deny` and `require_approval` rules (fail closed). A suspended or deregistered agent is denied " +
+  "(`AGENT_SUSPENDED`, `AGENT_DEREGISTERED`). With `approvalId`, an approved approval bound to the same agent, " +
+  "action and context lets exactly one call through. Records `policy.evaluated`, and `policy.denied` / " +
+  "`policy.violated` when they apply; `eventId` is the `policy.evaluated` event."
+
+const guard = (name: string, path: string, summary: string) =>
+  defineOperation({
+    name,
+    method: "POST",
+    path,
+    scope: "guard:evaluate",
+    tag,
+    summary,
+    description: guardDescription,
+    errors: ["AGENT_NOT_FOUND"],
+    input: GuardRequestInput,
+    output: GuardResult,
+    handler: (input, actor) => GuardService.use((s) => s.evaluate(actor, input)),
+  })
+
+export const policyOperations = [
+  guard("guard.evaluate", "/guard", "Ask the guard whether an agent may take an action"),
+  guard("policies.evaluate", "/policies/evaluate", "Evaluate an action against the policies (same as POST /guard)"),
+  defineOperation({
+    name: "policies.create",
+    method: "POST",
+    path: "/policies",
+    scope: "policies:write",
+    tag,
+    summary: "Create a policy",
+    description:
+      "The document is validated and compiled when saved; an invalid one is a 422 whose `details.field` names the " +
+      "exact field (`rules[2].when.all[0].op`). Takes effect on every instance within a second. Emits `policy.created`.",
+    successStatus: 201,
+    errors: ["POLICY_NAME_TAKEN"],
+    input: PolicyDocument,
+    output: Policy,
+    handler: (input, actor) => PolicyService.use((s) => s.create(actor, input as unknown as Record<string, unknown>)),
+  }),
+  defineOperation({
+    name: "policies.list",
+    method: "GET",
+    path: "/policies",
+    scope: "policies:read",
+    tag,
+    summary: "List policies",
+    description: "Newest first.",
+    paginated: true,
+    input: Schema.Struct({ ...pageFields, enabled: Schema.optionalKey(Schema.Boolean) }),
+    output: PageOf(Policy),
+    handler: (input, actor) => PolicyService.use((s) => s.list(actor, input)),
+  }),
+  defineOperation({
+    name: "policies.get",
+    method: "GET",
+    path: "/policies/:id",
+    scope: "policies:read",
+    tag,
+    summary: "Get a policy",
+    errors: ["POLICY_NOT_FOUND"],
+    input: Schema.Struct(idField),
+    output: Policy,
+    handler: (input, actor) => PolicyService.use((s) => s.get(actor, input.id)),
+  }),
+  defineOperation({
+    name: "policies.update",
+    method: "PATCH",
+    path: "/policies/:id",
+    scope: "policies:write",
+    tag,
+    summary: "Update a policy",
+    description:
+      "Any of the document's fields (`description` and `target` take null to remove them). The merged document is " +
+      "validated like a new one, saved as the next `version`, and emits `policy.updated` naming both versions.",
+    errors: ["POLICY_NOT_FOUND", "POLICY_NAME_TAKEN"],
+    input: Schema.Struct({ ...idField, ...UpdatePolicy.fields }),
+    output: Policy,
+    handler: ({ id, ...patch }, actor) => PolicyService.use((s) => s.update(actor, id, patch)),
+  }),
+  defineOperation({
+    name: "policies.delete",
+    method: "DELETE",
+    path: "/policies/:id",
+    scope: "policies:write",
+    tag,
+    summary: "Delete a policy",
+    description:
+      "It stops applying on every instance within a second; its versions stay on record. Emits `policy.deleted`.",
+    errors: ["POLICY_NOT_FOUND"],
+    input: Schema.Struct(idField),
+    output: Policy,
+    handler: (input, actor) => PolicyService.use((s) => s.remove(actor, input.id)),
+  }),
+]

@@ -1,0 +1,323 @@
+import { Database } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { Agent } from "../agents/Agent.ts"
+import { AgentNotFound } from "../agents/AgentErrors.ts"
+import { AgentRepo } from "../agents/AgentRepo.ts"
+import { MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
+import { ApprovalService, type ApprovalUse } from "../approvals/ApprovalService.ts"
+import type { NewEvent } from "../audit/AuditEvent.ts"
+import { EventAppender } from "../audit/EventAppender.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { EnforcementService } from "../enforcement/EnforcementService.ts"
+import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { transactional } from "../shared/transaction.ts"
+import { type AgentFacts, type Decision, evaluate, InMemoryRateCounter } from "./engine/index.ts"
+import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
+import { PolicySets } from "./PolicySets.ts"
+
+const THROTTLE_TTL_MS = 5_000
+/** Where the agents trigger announces a change (payload: the agent id). */
+const AGENTS_CHANNEL = "agentgov_agents"
+/** A safety net for a missed notification. */
+const AGENT_MAX_AGE_MS = 30_000
+
+/** D11's tiers by score, for `agent.trustTier` conditions. */
+const tierOf = (score: number) =>
+  score >= 950
+    ? "platinum"
+    : score >= 850
+      ? "gold"
+      : score >= 700
+        ? "silver"
+        : score >= 500
+          ? "bronze"
+          : score >= 300
+            ? "probation"
+            : "untrusted"
+
+const factsOf = (agent: Agent): { -readonly [K in keyof AgentFacts]: AgentFacts[K] } => ({
+  id: agent.id,
+  name: agent.name,
+  status: agent.status,
+  labels: agent.labels,
+  version: agent.currentVersion,
+  trustScore: agent.trustScore,
+  trustTier: tierOf(agent.trustScore),
+})
+
+const REFUSAL: Record<Exclude<ApprovalUse, { ok: true }>["reason"], [string, string]> = {
+  not_found: ["APPROVAL_NOT_FOUND", "no such approval in this workspace"],
+  mismatch: ["APPROVAL_MISMATCH", "it was requested for another agent, action or context"],
+  pending: ["APPROVAL_PENDING", "nobody has decided it yet"],
+  denied: ["APPROVAL_DENIED", "an approver denied it"],
+  expired: ["APPROVAL_EXPIRED", "it expired"],
+  used: ["APPROVAL_USED", "an earlier call already used it; an approval allows one call"],
+}
+
+/**
+ * The guard (decision D6): may this agent take this action, with this
+ * context? Evaluates the workspace's compiled policies, applies approvals
+ * (D7), and records the decision in the audit chain: `policy.evaluated`
+ * always, `policy.denied` on a deny, `policy.violated` on a deny or a
+ * matched monitor rule. Group-committed with other calls unless an approval
+ * is created or used, which shares the events' transaction.
+ */
+export class GuardService extends Context.Service<
+  GuardService,
+  {
+    readonly evaluate: (
+      actor: Actor,
+      input: GuardRequestInput,
+    ) => Effect.Effect<GuardResult, AgentNotFound | PermissionDenied | InvalidInput>
+  }
+>()("@agentgov/domain/policies/GuardService") {
+  static readonly layer = Layer.effect(
+    GuardService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const db = yield* Database
+      const agents = yield* AgentRepo
+      const sets = yield* PolicySets
+      const approvals = yield* ApprovalService
+      const appender = yield* EventAppender
+      const enforcement = yield* EnforcementService
+      const tx = transactional(sql)
+      // Rate conditions count per instance (documented in docs/decisions.md, "Guard").
+      const rate = new InMemoryRateCounter()
+      // A throttle enforcement (D7) caps the agent's guard calls per minute; looked up at most every THROTTLE_TTL_MS.
+      const throttles = new Map<string, { limit: number | undefined; until: number }>()
+      const throttleOf = (workspaceId: string, agentId: string, now: number) => {
+        const hit = throttles.get(agentId)
+        if (hit && hit.until > now) return Effect.succeed(hit.limit)
+        return enforcement.throttleFor(workspaceId, agentId).pipe(
+          Effect.tap((limit) =>
+            Effect.sync(() => {
+              if (throttles.size > 100_000) throttles.clear()
+              throttles.set(agentId, { limit, until: now + THROTTLE_TTL_MS })
+            }),
+          ),
+        )
+      }
+
+      // Agents as the guard sees them, per instance; any update of an agent row is announced by a trigger
+      // (migration 0006) and drops the copy on every instance at commit.
+      const agentCache = new Map<string, { agent: Agent; workspaceId: string; at: number }>()
+      const agentGenerations = new Map<string, number>()
+      const forgetAgent = (agentId: string) => {
+        agentGenerations.set(agentId, (agentGenerations.get(agentId) ?? 0) + 1)
+        agentCache.delete(agentId)
+      }
+      // This instance's own writes drop the copy at once (and again at commit, through the trigger).
+      agents.onUpdate(forgetAgent)
+      yield* Effect.acquireRelease(
+        Effect.promise(() => db.listen(AGENTS_CHANNEL, forgetAgent)),
+        (stop) => Effect.promise(() => stop()),
+      )
+      const agentCached = (workspaceId: string, agentId: string) => {
+        const hit = agentCache.get(agentId)
+        if (hit && hit.workspaceId === workspaceId && Date.now() - hit.at < AGENT_MAX_AGE_MS)
+          return Effect.succeed(hit.agent)
+        const generation = agentGenerations.get(agentId) ?? 0
+        return agents.find(workspaceId, agentId).pipe(
+          Effect.tap((agent) =>
+            Effect.sync(() => {
+              if (!agent || (agentGenerations.get(agentId) ?? 0) !== generation) return
+              if (agentCache.size >= 100_000) agentCache.clear()
+              agentCache.set(agentId, { agent, workspaceId, at: Date.now() })
+            }),
+          ),
+        )
+      }
+
+      const suspensionInForce = (workspaceId: string, agentId: string) =>
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM enforcements
+            WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND type IN ('suspension', 'revocation')
+              AND (status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))
+              AND (expires_at IS NULL OR expires_at > now())`.pipe(
+          Effect.map((rows) => rows[0]!.n > 0),
+          Effect.orDie,
+        )
+
+      const agentOf = (actor: Actor, requested: string | undefined) => {
+        if (actor.agentId !== undefined) {
+          if (requested !== undefined && requested !== actor.agentId)
+            return Effect.fail(new PermissionDenied({ message: "this credential is bound to another agent" }))
+          return Effect.succeed(actor.agentId)
+        }
+        if (requested === undefined)
+          return Effect.fail(new InvalidInput({ field: "agentId", message: "is required with a workspace credential" }))
+        return Effect.succeed(requested)
+      }
+
+      const run = Effect.fn("GuardService.evaluate")(function* (actor: Actor, input: GuardRequestInput) {
+        const agentId = yield* agentOf(actor, input.agentId)
+        const context = input.context ?? {}
+        if (input.context !== undefined && Buffer.byteLength(JSON.stringify(context)) > MAX_APPROVAL_CONTEXT_BYTES)
+          return yield* new InvalidInput({
+            field: "context",
+            message: `must encode to at most ${MAX_APPROVAL_CONTEXT_BYTES} bytes`,
+          })
+        const agent = yield* agentCached(actor.workspaceId, agentId)
+        const state = yield* sets.get(actor.workspaceId)
+        if (!agent) return yield* new AgentNotFound({ agentId })
+        // A suspension ends at its expiry, not when the sweep gets to reinstating the agent.
+        const facts = factsOf(agent)
+        if (agent.status === "suspended" && !(yield* suspensionInForce(actor.workspaceId, agentId)))
+          facts.status = "active"
+        const now = Date.now()
+        const throttle = facts.status === "active" ? yield* throttleOf(actor.workspaceId, agentId, now) : undefined
+        const throttled =
+          throttle !== undefined && rate.hit(`throttle:${agentId}`, 60_000, throttle, now).exceeded
+            ? ({
+                decision: "deny",
+                allowed: false,
+                reasons: [
+                  {
+                    code: "AGENT_THROTTLED",
+                    message: `agent ${agentId} is throttled to ${throttle} guard calls a minute by an enforcement`,
+                  },
+                ],
+                matched: [],
+              } as unknown as Decision)
+            : undefined
+        const decided: Decision =
+          throttled ??
+          evaluate(
+            state.set,
+            { action: input.action, context, agent: facts },
+            { now, guardDefault: state.guardDefault, rate },
+          )
+
+        let decision = decided.decision
+        let reasons: Array<GuardReason> = [...decided.reasons]
+        let approvalId: string | undefined
+        // An approval is consulted only when the rules ask for one: a deny still wins, an allow needs none.
+        const approvalWork =
+          decision !== "require_approval"
+            ? undefined
+            : Effect.gen(function* () {
+                if (input.approvalId !== undefined) {
+                  const use = yield* approvals.consumeForGuard({
+                    workspaceId: actor.workspaceId,
+                    approvalId: input.approvalId,
+                    agentId,
+                    action: input.action,
+                    context,
+                  })
+                  if (use.ok) {
+                    decision = "allow"
+                    approvalId = use.approval.id
+                    reasons = [
+                      {
+                        code: "APPROVAL_GRANTED",
+                        message: `approval ${use.approval.id} was granted; this call uses it`,
+                      },
+                      ...reasons,
+                    ]
+                    return
+                  }
+                  const [code, why] = REFUSAL[use.reason]
+                  reasons.push({ code, message: `approval ${input.approvalId} cannot be used: ${why}` })
+                  if (use.reason === "pending") {
+                    approvalId = input.approvalId
+                    return
+                  }
+                  if (use.reason === "denied") {
+                    decision = "deny"
+                    return
+                  }
+                }
+                const rule = decided.approval!
+                const approval = yield* approvals.requestForGuard({
+                  workspaceId: actor.workspaceId,
+                  agentId,
+                  action: input.action,
+                  context,
+                  policyId: rule.policyId,
+                  ruleId: rule.ruleId,
+                  timeoutSeconds: rule.timeoutSeconds,
+                  approvers: rule.approvers,
+                  reason: reasons.find((r) => r.code === "APPROVAL_REQUIRED")?.message,
+                  actor,
+                })
+                approvalId = approval.id
+              })
+
+        const record = Effect.gen(function* () {
+          if (approvalWork) yield* approvalWork
+          const allowed = decision === "allow"
+          const events: Array<NewEvent> = [
+            {
+              type: "policy.evaluated",
+              agentId,
+              data: {
+                agentId,
+                action: input.action,
+                decision,
+                allowed,
+                matched: decided.matched,
+                reasons,
+                ...(approvalId !== undefined ? { approvalId } : {}),
+              },
+            },
+          ]
+          if (decision === "deny")
+            events.push({
+              type: "policy.denied",
+              agentId,
+              data: {
+                agentId,
+                action: input.action,
+                matched: decided.matched.filter((m) => m.mode === "enforce"),
+                reasons,
+              },
+            })
+          const monitored = decided.matched.filter((m) => m.mode === "monitor")
+          if (decision === "deny" || monitored.length > 0) {
+            const violations = [
+              ...(decision === "deny"
+                ? reasons
+                    .filter((r) => r.code !== "POLICY_MONITORED")
+                    .slice(0, 1)
+                    .map((r) => ({ ...r }))
+                : []),
+              ...monitored.map((m) => ({
+                code: "POLICY_MONITORED",
+                message:
+                  reasons.find((r) => r.code === "POLICY_MONITORED" && r.ruleId === m.ruleId)?.message ??
+                  `monitored rule "${m.ruleId}" matched`,
+                policyId: m.policyId,
+                ruleId: m.ruleId,
+                effect: m.effect,
+                mode: m.mode,
+              })),
+            ]
+            events.push({
+              type: "policy.violated",
+              agentId,
+              data: { agentId, action: input.action, decision, violations },
+            })
+          }
+          const stored = yield* appender.append({ actor, events })
+          if (!Array.isArray(stored))
+            return yield* Effect.die(new Error("a guard call has no Idempotency-Key of its own"))
+          return {
+            decision,
+            allowed,
+            reasons,
+            matched: decided.matched,
+            ...(approvalId !== undefined ? { approvalId } : {}),
+            eventId: stored[0]!.id,
+          } satisfies GuardResult
+        })
+        // Creating or using an approval and recording the decision commit together.
+        return yield* (approvalWork ? tx(record) : record).pipe(
+          Effect.catchTag("IdempotencyKeyReused", (e) => Effect.die(e)),
+        )
+      })
+
+      return GuardService.of({ evaluate: run })
+    }),
+  )
+}

@@ -1,0 +1,36 @@
+import { Schema } from "effect"
+import { Id, Timestamp } from "../shared/schemas.ts"
+import { PolicyDocumentShape, PolicyRule } from "./engine/index.ts"
+
+const { name, description, mode, target } = PolicyDocumentShape.fields
+
+/** A stored policy: its current document (defaults applied) and the version it is at. */
+export const Policy = Schema.Struct({
+  id: Id("pol"),
+  workspaceId: Schema.String,
+  version: Schema.Int.annotate({ description: "1 at creation, one more at every update" }),
+  name: Schema.toType(name),
+  description: Schema.optionalKey(Schema.toType(description)),
+  enabled: Schema.Boolean,
+  mode: Schema.toType(mode),
+  target: Schema.optionalKey(Schema.toType(target)),
+  rules: Schema.Array(Schema.toType(PolicyRule)),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+}).annotate({ identifier: "Policy" })
+export type Policy = typeof Policy.Type
+
+/**
+ * PATCH /policies/:id: any of the document's fields; `description` and
+ * `target` take null to remove them. The merged document is validated as a
+ * whole, with the same field paths as a create.
+ */
+export const UpdatePolicy = Schema.Struct({
+  name: Schema.optionalKey(Schema.Unknown),
+  description: Schema.optionalKey(Schema.Unknown),
+  enabled: Schema.optionalKey(Schema.Unknown),
+  mode: Schema.optionalKey(Schema.Unknown),
+  target: Schema.optionalKey(Schema.Unknown),
+  rules: Schema.optionalKey(Schema.Unknown),
+}).annotate({ identifier: "UpdatePolicy" })
+export type UpdatePolicy = typeof UpdatePolicy.Type

@@ -1,0 +1,166 @@
+import { uniqueViolation } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import { AuditLog } from "../audit/AuditLog.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { nowIso } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
+import { decodePolicyDocument, type PolicyDocument, type PolicyInvalid } from "./engine/index.ts"
+import type { Policy, UpdatePolicy } from "./Policy.ts"
+import { PolicyNameTaken, PolicyNotFound } from "./PolicyErrors.ts"
+import { PolicyRepo } from "./PolicyRepo.ts"
+
+export interface PolicyListFilter extends PageRequest {
+  readonly enabled?: boolean | undefined
+}
+
+const documentOf = (p: Policy): Record<string, unknown> => {
+  const { id: _id, workspaceId: _ws, version: _v, createdAt: _c, updatedAt: _u, ...document } = p
+  return document
+}
+
+const nameTaken =
+  (name: string) =>
+  <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, PolicyNameTaken, R> =>
+    Effect.catchTag(effect, "SqlError", (e) =>
+      uniqueViolation(e) === "policies_name_unique" ? Effect.fail(new PolicyNameTaken({ name })) : Effect.die(e),
+    )
+
+const summary = (p: Policy) => ({
+  policyId: p.id,
+  name: p.name,
+  version: p.version,
+  mode: p.mode,
+  enabled: p.enabled,
+  rules: p.rules.length,
+})
+
+/**
+ * Policies (decision D6): validated on save with errors that name the exact
+ * field, stored with every version, and announced so that every instance
+ * recompiles the workspace's set (PolicySets) at commit. Agent-bound
+ * credentials may read policies, never change them.
+ */
+export class PolicyService extends Context.Service<
+  PolicyService,
+  {
+    readonly create: (
+      actor: Actor,
+      input: Record<string, unknown>,
+    ) => Effect.Effect<Policy, PolicyInvalid | PolicyNameTaken | PermissionDenied>
+    readonly list: (actor: Actor, filter: PolicyListFilter) => Effect.Effect<Page<Policy>, InvalidCursor>
+    readonly get: (actor: Actor, id: string) => Effect.Effect<Policy, PolicyNotFound>
+    readonly update: (
+      actor: Actor,
+      id: string,
+      patch: UpdatePolicy,
+    ) => Effect.Effect<Policy, PolicyNotFound | PolicyInvalid | PolicyNameTaken | PermissionDenied>
+    readonly remove: (actor: Actor, id: string) => Effect.Effect<Policy, PolicyNotFound | PermissionDenied>
+  }
+>()("@agentgov/domain/policies/PolicyService") {
+  static readonly layer = Layer.effect(
+    PolicyService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* PolicyRepo
+      const audit = yield* AuditLog
+      const tx = transactional(sql)
+
+      const writer = (actor: Actor) =>
+        actor.agentId !== undefined
+          ? Effect.fail(new PermissionDenied({ message: "agent-bound credentials cannot change policies" }))
+          : Effect.void
+
+      const found = (actor: Actor, id: string, lock = false) =>
+        Effect.flatMap(repo.find(actor.workspaceId, id, lock), (p) =>
+          p ? Effect.succeed(p) : Effect.fail(new PolicyNotFound({ policyId: id })),
+        )
+
+      const create = Effect.fn("PolicyService.create")(function* (actor: Actor, input: Record<string, unknown>) {
+        yield* writer(actor)
+        const document: PolicyDocument = yield* decodePolicyDocument(input)
+        const now = yield* nowIso
+        const policy: Policy = {
+          id: newId("pol"),
+          workspaceId: actor.workspaceId,
+          version: 1,
+          ...document,
+          createdAt: now,
+          updatedAt: now,
+        }
+        return yield* tx(
+          Effect.gen(function* () {
+            yield* repo.insert(policy, document).pipe(nameTaken(policy.name))
+            yield* audit.append(actor, [{ type: "policy.created", data: summary(policy) }])
+            return policy
+          }),
+        )
+      })
+
+      const list = Effect.fn("PolicyService.list")(function* (actor: Actor, filter: PolicyListFilter) {
+        const { limit, before } = yield* pageWindow(filter)
+        const rows = yield* repo.list(actor.workspaceId, { before, limit: limit + 1, enabled: filter.enabled })
+        return toPage(rows, limit)
+      })
+
+      const get = Effect.fn("PolicyService.get")(function* (actor: Actor, id: string) {
+        return yield* found(actor, id)
+      })
+
+      const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, patch: UpdatePolicy) {
+        yield* writer(actor)
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* found(actor, id, true)
+            const merged: Record<string, unknown> = { ...documentOf(current) }
+            for (const [field, value] of Object.entries(patch)) {
+              if (value === null && (field === "description" || field === "target")) delete merged[field]
+              else merged[field] = value
+            }
+            const document = yield* decodePolicyDocument(merged)
+            const now = yield* nowIso
+            const policy: Policy = {
+              id: current.id,
+              workspaceId: current.workspaceId,
+              version: current.version + 1,
+              ...document,
+              createdAt: current.createdAt,
+              updatedAt: now,
+            }
+            yield* repo.update(policy, document).pipe(nameTaken(policy.name))
+            yield* audit.append(actor, [
+              {
+                type: "policy.updated",
+                data: {
+                  ...summary(policy),
+                  previousVersion: current.version,
+                  changes: Object.keys(patch).sort(),
+                },
+              },
+            ])
+            return policy
+          }),
+        )
+      })
+
+      const remove = Effect.fn("PolicyService.remove")(function* (actor: Actor, id: string) {
+        yield* writer(actor)
+        return yield* tx(
+          Effect.gen(function* () {
+            const current = yield* found(actor, id, true)
+            yield* repo.markDeleted(actor.workspaceId, id, yield* nowIso)
+            yield* audit.append(actor, [{ type: "policy.deleted", data: summary(current) }])
+            return current
+          }),
+        )
+      })
+
+      return PolicyService.of({ create, list, get, update, remove })
+    }),
+  )
+}

@@ -1,0 +1,74 @@
+import { Database } from "@agentgov/db"
+import { Context, Effect, Layer } from "effect"
+import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
+import { type CompiledPolicySet, compilePolicies } from "./engine/index.ts"
+import { POLICIES_CHANNEL, PolicyRepo } from "./PolicyRepo.ts"
+
+export interface WorkspaceGuardState {
+  readonly set: CompiledPolicySet
+  readonly guardDefault: "allow" | "deny"
+}
+
+/**
+ * Safety net only: a missed notification (a dropped LISTEN connection) heals
+ * within this. Changes normally reach every instance at their commit.
+ */
+const MAX_AGE_MS = 30_000
+const MAX_WORKSPACES = 10_000
+
+/**
+ * Each workspace's policies compiled into an action index, with its
+ * guardDefault: built on first use and again after every change announced on
+ * the policies channel (a policy saved or deleted, the workspace updated), on
+ * every instance. Evaluation never parses or compiles.
+ */
+export class PolicySets extends Context.Service<
+  PolicySets,
+  { readonly get: (workspaceId: string) => Effect.Effect<WorkspaceGuardState> }
+>()("@agentgov/domain/policies/PolicySets") {
+  static readonly layer = Layer.effect(
+    PolicySets,
+    Effect.gen(function* () {
+      const repo = yield* PolicyRepo
+      const workspaces = yield* WorkspaceRepo
+      const db = yield* Database
+      const sets = new Map<string, { state: WorkspaceGuardState; at: number }>()
+      // Bumped by every announcement: a load that started before one must not be cached after it.
+      const generations = new Map<string, number>()
+
+      yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          db.listen(POLICIES_CHANNEL, (workspaceId) => {
+            generations.set(workspaceId, (generations.get(workspaceId) ?? 0) + 1)
+            sets.delete(workspaceId)
+          }),
+        ),
+        (stop) => Effect.promise(() => stop()),
+      )
+
+      const load = (workspaceId: string) =>
+        Effect.gen(function* () {
+          const generation = generations.get(workspaceId) ?? 0
+          const [policies, workspace] = yield* Effect.all([repo.all(workspaceId), workspaces.find(workspaceId)], {
+            concurrency: 2,
+          })
+          const state: WorkspaceGuardState = {
+            set: compilePolicies(policies.map((p) => ({ id: p.id, version: p.version, document: p.document }))),
+            guardDefault: workspace?.guardDefault ?? "allow",
+          }
+          if ((generations.get(workspaceId) ?? 0) === generation) {
+            if (sets.size >= MAX_WORKSPACES) sets.delete(sets.keys().next().value!)
+            sets.set(workspaceId, { state, at: Date.now() })
+          }
+          return state
+        })
+
+      return PolicySets.of({
+        get: (workspaceId) => {
+          const hit = sets.get(workspaceId)
+          return hit && Date.now() - hit.at < MAX_AGE_MS ? Effect.succeed(hit.state) : load(workspaceId)
+        },
+      })
+    }),
+  )
+}

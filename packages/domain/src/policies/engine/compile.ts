@@ -1,0 +1,212 @@
+import { type CompiledCondition, compileCondition } from "./conditions.ts"
+import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
+import { compileGlob, type Glob } from "./glob.ts"
+import { LIMITS, type Mode, type PolicyDocument, type RuleEffect } from "./language.ts"
+import { policyInvalid } from "./PolicyInvalid.ts"
+import { validatePolicyDocument } from "./validate.ts"
+
+/** A stored policy as the engine takes it. */
+export interface PolicyInput {
+  readonly id: string
+  readonly version: number
+  readonly document: PolicyDocument
+}
+
+export interface CompiledPolicy {
+  readonly id: string
+  readonly version: number
+  readonly name: string
+  readonly mode: Mode
+  /** Undefined: every agent. */
+  readonly targetIds: ReadonlySet<string> | undefined
+  readonly targetLabels: ReadonlySet<string> | undefined
+  readonly targeted: boolean
+}
+
+export interface CompiledRule {
+  /** Position over the whole set: policy order, then rule order. */
+  readonly ordinal: number
+  readonly policy: CompiledPolicy
+  readonly id: string
+  readonly effect: RuleEffect
+  readonly condition: CompiledCondition | undefined
+  /** Built once and shared by every decision that reports them. */
+  readonly matched: MatchedRule
+  readonly reason: DecisionReason
+  readonly monitorNote: DecisionReason
+  readonly approval: ApprovalRequirement | undefined
+}
+
+/** How many distinct actions keep their candidate rules cached; past it the cache starts over. */
+export const ACTION_CACHE_SIZE = 10_000
+const CACHEABLE_ACTION_LENGTH = 512
+
+/**
+ * Policies compiled and indexed by action. Immutable apart from a memo of the candidate rules
+ * of each action seen (bounded), so one set may serve any number of evaluations.
+ */
+export class CompiledPolicySet {
+  readonly policies: ReadonlyArray<CompiledPolicy>
+  readonly rules: ReadonlyArray<CompiledRule>
+  readonly #exact = new Map<string, Array<CompiledRule>>()
+  /** `P.*`, keyed by `P.`. */
+  readonly #segment = new Map<string, Array<CompiledRule>>()
+  /** `P.**`, keyed by `P.`. */
+  readonly #deep = new Map<string, Array<CompiledRule>>()
+  readonly #everything: Array<CompiledRule> = []
+  readonly #general: Array<{ readonly glob: Glob; readonly rule: CompiledRule }> = []
+  readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
+
+  constructor(
+    policies: ReadonlyArray<CompiledPolicy>,
+    rules: ReadonlyArray<{ rule: CompiledRule; actions: ReadonlyArray<string> }>,
+  ) {
+    this.policies = policies
+    this.rules = rules.map((r) => r.rule)
+    const push = (map: Map<string, Array<CompiledRule>>, key: string, rule: CompiledRule) => {
+      const list = map.get(key)
+      if (list) list.push(rule)
+      else map.set(key, [rule])
+    }
+    for (const { rule, actions } of rules) {
+      for (const pattern of actions) {
+        const glob = compileGlob(pattern)
+        switch (glob.kind) {
+          case "all":
+            this.#everything.push(rule)
+            break
+          case "exact":
+            push(this.#exact, glob.prefix, rule)
+            break
+          case "segment":
+            push(this.#segment, glob.prefix, rule)
+            break
+          case "deep":
+            push(this.#deep, glob.prefix, rule)
+            break
+          case "general":
+            this.#general.push({ glob, rule })
+        }
+      }
+    }
+  }
+
+  /** The enabled rules whose actions match `action`, in policy order then rule order, each once. */
+  candidates(action: string): ReadonlyArray<CompiledRule> {
+    const cached = this.#cache.get(action)
+    if (cached !== undefined) return cached
+    const found = this.#lookup(action)
+    if (action.length <= CACHEABLE_ACTION_LENGTH) {
+      if (this.#cache.size >= ACTION_CACHE_SIZE) this.#cache.clear()
+      this.#cache.set(action, found)
+    }
+    return found
+  }
+
+  #lookup(action: string): ReadonlyArray<CompiledRule> {
+    const found: Array<CompiledRule> = []
+    const add = (list: ReadonlyArray<CompiledRule> | undefined) => {
+      if (list) for (const r of list) found.push(r)
+    }
+    add(this.#everything)
+    add(this.#exact.get(action))
+    const lastDot = action.lastIndexOf(".")
+    if (lastDot >= 0) {
+      if (this.#segment.size > 0) add(this.#segment.get(action.slice(0, lastDot + 1)))
+      if (this.#deep.size > 0) {
+        for (let i = action.indexOf("."); i >= 0; i = action.indexOf(".", i + 1)) {
+          add(this.#deep.get(action.slice(0, i + 1)))
+        }
+      }
+    }
+    for (const { glob, rule } of this.#general) if (glob.test(action)) found.push(rule)
+    if (found.length < 2) return found
+    found.sort((a, b) => a.ordinal - b.ordinal)
+    // A rule with several matching patterns is found once per pattern.
+    let n = 1
+    for (let i = 1; i < found.length; i++) if (found[i] !== found[n - 1]) found[n++] = found[i]!
+    found.length = n
+    return found
+  }
+}
+
+const defaultMessage = (effect: RuleEffect, ruleId: string, policyName: string) =>
+  effect === "deny"
+    ? `denied by rule "${ruleId}" of policy "${policyName}"`
+    : effect === "require_approval"
+      ? `rule "${ruleId}" of policy "${policyName}" requires approval`
+      : `allowed by rule "${ruleId}" of policy "${policyName}"`
+
+const REASON_CODE_OF: Readonly<Record<RuleEffect, "POLICY_DENIED" | "APPROVAL_REQUIRED" | "POLICY_ALLOWED">> = {
+  deny: "POLICY_DENIED",
+  require_approval: "APPROVAL_REQUIRED",
+  allow: "POLICY_ALLOWED",
+}
+
+/**
+ * Compiles a workspace's policies, once, when they are saved or loaded: documents are
+ * validated again (a stored document that no longer validates is a {@link PolicyInvalid}
+ * naming the policy), conditions become trees for one interpreter, CEL is parsed and checked, and rules are
+ * indexed by action. Disabled policies are left out. Order matters only for reporting: it is
+ * the order of `matched`, of reasons, and which approval rule's settings apply first.
+ */
+export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledPolicySet => {
+  const compiled: Array<CompiledPolicy> = []
+  const rules: Array<{ rule: CompiledRule; actions: ReadonlyArray<string> }> = []
+  for (const input of policies) {
+    const validation = validatePolicyDocument(input.document)
+    if (!validation.ok) throw policyInvalid(validation.issues, input.id)
+    const doc = validation.document
+    if (!doc.enabled) continue
+    const policy: CompiledPolicy = {
+      id: input.id,
+      version: input.version,
+      name: doc.name,
+      mode: doc.mode,
+      targetIds: doc.target?.agentIds ? new Set(doc.target.agentIds) : undefined,
+      targetLabels: doc.target?.labels ? new Set(doc.target.labels) : undefined,
+      targeted: doc.target !== undefined,
+    }
+    compiled.push(policy)
+    for (const r of doc.rules) {
+      const rateKey = `${input.id}\u0000${r.id}`
+      const rule: CompiledRule = {
+        ordinal: rules.length,
+        policy,
+        id: r.id,
+        effect: r.effect,
+        condition: r.when === undefined ? undefined : compileCondition(r.when, rateKey),
+        matched: Object.freeze({
+          policyId: input.id,
+          policyVersion: input.version,
+          ruleId: r.id,
+          effect: r.effect,
+          mode: doc.mode,
+        }),
+        reason: Object.freeze({
+          code: REASON_CODE_OF[r.effect],
+          message: r.reason ?? defaultMessage(r.effect, r.id, doc.name),
+          policyId: input.id,
+          ruleId: r.id,
+        }),
+        monitorNote: Object.freeze({
+          code: "POLICY_MONITORED" as const,
+          message: `monitor-mode policy "${doc.name}" matched rule "${r.id}" (${r.effect}${r.reason ? `: ${r.reason}` : ""}); not enforced`,
+          policyId: input.id,
+          ruleId: r.id,
+        }),
+        approval:
+          r.effect === "require_approval"
+            ? Object.freeze({
+                policyId: input.id,
+                ruleId: r.id,
+                timeoutSeconds: r.approval?.timeoutSeconds ?? LIMITS.approvalTimeoutSeconds.default,
+                ...(r.approval?.approvers ? { approvers: Object.freeze([...r.approval.approvers]) } : {}),
+              })
+            : undefined,
+      }
+      rules.push({ rule, actions: r.actions })
+    }
+  }
+  return new CompiledPolicySet(compiled, rules)
+}

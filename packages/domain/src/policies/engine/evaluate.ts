@@ -1,0 +1,159 @@
+import type { CompiledPolicy, CompiledPolicySet, CompiledRule } from "./compile.ts"
+import { type AgentFacts, ERROR, type EvalState, evalCondition, FALSE } from "./conditions.ts"
+import type { Decision, DecisionKind, DecisionReason, MatchedRule } from "./Decision.ts"
+import type { RateCounter } from "./RateCounter.ts"
+
+/** What is being asked: may this agent do this action, with these details? */
+export interface GuardRequest {
+  readonly action: string
+  /** Free-form details of the action (a JSON object). */
+  readonly context?: Readonly<Record<string, unknown>> | undefined
+  readonly agent: AgentFacts
+}
+
+export interface EvaluationEnv {
+  /** Milliseconds since the epoch: the clock of time windows and rate conditions. */
+  readonly now: number
+  /** The workspace's decision when no enforced rule matches. */
+  readonly guardDefault: "allow" | "deny"
+  readonly rate: RateCounter
+}
+
+const EMPTY_CONTEXT: Readonly<Record<string, unknown>> = Object.freeze({})
+const NOTHING: ReadonlyArray<never> = Object.freeze([])
+
+const applies = (policy: CompiledPolicy, agent: AgentFacts): boolean => {
+  if (policy.targetIds?.has(agent.id)) return true
+  const labels = policy.targetLabels
+  if (labels) for (let i = 0; i < agent.labels.length; i++) if (labels.has(agent.labels[i]!)) return true
+  return false
+}
+
+const refused = (code: "AGENT_SUSPENDED" | "AGENT_DEREGISTERED", agent: AgentFacts): Decision => ({
+  decision: "deny",
+  allowed: false,
+  reasons: [
+    {
+      code,
+      message:
+        code === "AGENT_SUSPENDED"
+          ? `agent ${agent.id} is suspended; it may not act until reinstated`
+          : `agent ${agent.id} is deregistered`,
+    },
+  ],
+  matched: NOTHING,
+})
+
+const conditionError = (rule: CompiledRule, error: string | undefined, failClosed: boolean): DecisionReason => ({
+  code: "CONDITION_ERROR",
+  message:
+    `rule "${rule.id}" of policy "${rule.policy.name}": ${error ?? "the condition could not be evaluated"}; ` +
+    (failClosed ? `the ${rule.effect} rule counts as matched (fail closed)` : "the allow rule does not apply"),
+  policyId: rule.policy.id,
+  ruleId: rule.id,
+})
+
+/**
+ * Decides a guard request (decision D6). A suspended or deregistered agent is denied before
+ * any rule. Otherwise every rule whose actions match and whose policy targets the agent is
+ * evaluated (so each rate condition it reaches counts the call once), and enforced matches
+ * combine: any deny wins; else any require_approval; else any allow; else the workspace's
+ * `guardDefault` with `NO_MATCHING_POLICY`. Monitor-mode matches are reported, never decide.
+ * A condition that cannot be evaluated matches deny and require_approval rules (fail closed)
+ * and not allow rules; either way a `CONDITION_ERROR` reason says so.
+ */
+export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: EvaluationEnv): Decision => {
+  const agent = request.agent
+  if (agent.status === "suspended") return refused("AGENT_SUSPENDED", agent)
+  if (agent.status === "deregistered") return refused("AGENT_DEREGISTERED", agent)
+
+  const candidates = set.candidates(request.action)
+  const context = request.context
+  const state: EvalState = {
+    action: request.action,
+    context: typeof context === "object" && context !== null && !Array.isArray(context) ? context : EMPTY_CONTEXT,
+    agent,
+    now: env.now,
+    rate: env.rate,
+    error: undefined,
+    cel: undefined,
+  }
+
+  // Arrays are made only when something lands in them: most calls match a rule or two.
+  let matched: Array<MatchedRule> | undefined
+  // Enforced matches by effect; a rule that matched by failing closed brings its error reason instead.
+  let denies: Array<DecisionReason> | undefined
+  let approvals: Array<DecisionReason> | undefined
+  let firstApproval: CompiledRule | undefined
+  let allows: Array<DecisionReason> | undefined
+  let notes: Array<DecisionReason> | undefined
+
+  for (let i = 0; i < candidates.length; i++) {
+    const rule = candidates[i]!
+    const policy = rule.policy
+    if (policy.targeted && !applies(policy, agent)) continue
+    let reason = rule.reason
+    if (rule.condition !== undefined) {
+      const outcome = evalCondition(state, rule.condition)
+      if (outcome === FALSE) continue
+      if (outcome === ERROR) {
+        const failClosed = rule.effect !== "allow"
+        const error = conditionError(rule, state.error, failClosed)
+        if (!failClosed || policy.mode === "monitor") {
+          if (notes === undefined) notes = [error]
+          else notes.push(error)
+        }
+        if (!failClosed) continue
+        reason = error
+      }
+    }
+    if (matched === undefined) matched = [rule.matched]
+    else matched.push(rule.matched)
+    if (policy.mode === "monitor") {
+      if (notes === undefined) notes = [rule.monitorNote]
+      else notes.push(rule.monitorNote)
+      continue
+    }
+    if (rule.effect === "deny") {
+      if (denies === undefined) denies = [reason]
+      else denies.push(reason)
+    } else if (rule.effect === "require_approval") {
+      if (approvals === undefined) {
+        approvals = [reason]
+        firstApproval = rule
+      } else approvals.push(reason)
+    } else if (allows === undefined) allows = [reason]
+    else allows.push(reason)
+  }
+
+  let decision: DecisionKind
+  let deciding: ReadonlyArray<DecisionReason>
+  if (denies !== undefined) {
+    decision = "deny"
+    deciding = denies
+  } else if (approvals !== undefined) {
+    decision = "require_approval"
+    deciding = approvals
+  } else if (allows !== undefined) {
+    decision = "allow"
+    deciding = allows
+  } else {
+    decision = env.guardDefault
+    deciding = [
+      {
+        code: "NO_MATCHING_POLICY",
+        message: `no enforced policy rule matched action "${request.action}"; the workspace default is ${env.guardDefault}`,
+      },
+    ]
+  }
+  const reasons = notes === undefined ? deciding : [...deciding, ...notes]
+  const result: {
+    decision: DecisionKind
+    allowed: boolean
+    reasons: ReadonlyArray<DecisionReason>
+    matched: ReadonlyArray<MatchedRule>
+    approval?: Decision["approval"]
+  } = { decision, allowed: decision === "allow", reasons, matched: matched ?? NOTHING }
+  if (decision === "require_approval" && firstApproval?.approval) result.approval = firstApproval.approval
+  return result
+}

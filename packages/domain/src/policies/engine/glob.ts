@@ -1,0 +1,154 @@
+/**
+ * Globs over dotted names (`tool.fs.read`), used for rule actions and the `glob` operator.
+ *
+ * - `*` matches any run of characters except `.`, the empty run included: `tool.*` matches
+ *   `tool.read`, not `tool.fs.read`.
+ * - `**` matches any run of characters, dots included: `tool.**` matches `tool.read` and
+ *   `tool.fs.read`; `db.**.drop` matches `db.main.users.drop`.
+ * - A pattern that is exactly `*` matches everything (it reads as "any action").
+ * - Every other character is literal; there is no escaping, no `?`, no classes and no
+ *   regular expression anywhere.
+ *
+ * Matching is a simulation of the pattern's automaton over the subject, one pass, no
+ * backtracking: time is at most (subject length) × (number of active states), and the
+ * number of active states is bounded by the number of stars (at most {@link GLOB_MAX_STARS}).
+ */
+
+export const GLOB_MAX_LENGTH = 256
+export const GLOB_MAX_STARS = 16
+
+/** One step of a compiled pattern: a literal character code, or a star. */
+const STAR = -1 // `*`: any character but `.`
+const GLOBSTAR = -2 // `**`: any character
+const DOT = 46
+
+export interface Glob {
+  readonly source: string
+  readonly kind: "all" | "exact" | "segment" | "deep" | "general"
+  /** exact: the literal; segment (`P.*`) and deep (`P.**`): the prefix `P.`; otherwise the literal text before the first star. */
+  readonly prefix: string
+  /** Literal text after the last star ("" for exact and all). */
+  readonly suffix: string
+  readonly test: (subject: string) => boolean
+}
+
+/** Why a pattern is refused, or undefined when it is a valid glob. */
+export const globProblem = (pattern: string): string | undefined => {
+  if (pattern.length === 0) return "must not be empty"
+  if (pattern.length > GLOB_MAX_LENGTH) return `must be at most ${GLOB_MAX_LENGTH} characters`
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/[\s\u0000-\u001f\u007f]/.test(pattern)) return "must not contain whitespace or control characters"
+  if (pattern.includes("***")) return "`***` is not a glob: use `*` (within a segment) or `**` (across segments)"
+  let stars = 0
+  for (let i = 0; i < pattern.length; i++) {
+    if (pattern.charCodeAt(i) === 42) {
+      stars++
+      if (pattern.charCodeAt(i + 1) === 42) i++
+    }
+  }
+  if (stars > GLOB_MAX_STARS) return `must have at most ${GLOB_MAX_STARS} wildcards`
+  return undefined
+}
+
+const tokenize = (pattern: string): Int32Array => {
+  const out: Array<number> = []
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern.charCodeAt(i)
+    if (c === 42) {
+      if (pattern.charCodeAt(i + 1) === 42) {
+        out.push(GLOBSTAR)
+        i++
+      } else out.push(STAR)
+    } else out.push(c)
+  }
+  return Int32Array.from(out)
+}
+
+/**
+ * The automaton: state i means "tokens[0..i) consumed". Star states loop on themselves and
+ * may be skipped (an empty run). Two preallocated state lists are swapped per character,
+ * with a generation stamp per state instead of clearing a set.
+ */
+const automaton = (tokens: Int32Array) => {
+  const m = tokens.length
+  let current = new Int32Array(m + 1)
+  let next = new Int32Array(m + 1)
+  const stamp = new Uint32Array(m + 1)
+  let generation = 0
+
+  // Adds state s and everything reachable from it by skipping stars, once per generation.
+  const add = (list: Int32Array, size: number, s: number): number => {
+    while (true) {
+      if (stamp[s] === generation) return size
+      stamp[s] = generation
+      list[size++] = s
+      if (s < m && tokens[s]! < 0) s++
+      else return size
+    }
+  }
+  const nextGeneration = () => {
+    if (++generation === 0xffffffff) {
+      stamp.fill(0)
+      generation = 1
+    }
+  }
+
+  return (subject: string): boolean => {
+    nextGeneration()
+    let currentSize = add(current, 0, 0)
+    let nextSize = 0
+    for (let i = 0; i < subject.length && currentSize > 0; i++) {
+      const c = subject.charCodeAt(i)
+      nextGeneration()
+      nextSize = 0
+      for (let k = 0; k < currentSize; k++) {
+        const s = current[k]!
+        if (s === m) continue
+        const t = tokens[s]!
+        if (t === GLOBSTAR || (t === STAR && c !== DOT)) nextSize = add(next, nextSize, s)
+        else if (t === c) nextSize = add(next, nextSize, s + 1)
+      }
+      const swap = current
+      current = next
+      next = swap
+      currentSize = nextSize
+    }
+    for (let k = 0; k < currentSize; k++) if (current[k] === m) return true
+    return false
+  }
+}
+
+/** Compiles a valid pattern (see {@link globProblem}); the result is safe to call on any string. */
+export const compileGlob = (source: string): Glob => {
+  if (source === "*" || source === "**") return { source, kind: "all", prefix: "", suffix: "", test: () => true }
+  const first = source.indexOf("*")
+  if (first === -1) return { source, kind: "exact", prefix: source, suffix: "", test: (s) => s === source }
+  const last = source.lastIndexOf("*")
+  const prefix = source.slice(0, first)
+  const suffix = source.slice(last + 1)
+  const rest = source.slice(first)
+  const lastDotBeforeStar = prefix.endsWith(".")
+  if (lastDotBeforeStar && suffix === "" && (rest === "*" || rest === "**")) {
+    const deep = rest === "**"
+    const n = prefix.length
+    return {
+      source,
+      kind: deep ? "deep" : "segment",
+      prefix,
+      suffix,
+      test: deep
+        ? (s) => s.length >= n && s.startsWith(prefix)
+        : (s) => s.length >= n && s.startsWith(prefix) && s.indexOf(".", n) === -1,
+    }
+  }
+  const run = automaton(tokenize(source))
+  const minLength = prefix.length + suffix.length
+  return {
+    source,
+    kind: "general",
+    prefix,
+    suffix,
+    // The literal ends rule most subjects out before the automaton runs.
+    test: (s) => s.length >= minLength && s.startsWith(prefix) && s.endsWith(suffix) && run(s),
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * The policy engine (decision D6): the policy language, its validation, compilation into an
+ * action index, and evaluation of guard requests. Pure: no I/O, no clock but the one passed in.
+ */
+export { CEL_MAX_COST } from "./cel.ts"
+export { ACTION_CACHE_SIZE, CompiledPolicySet, compilePolicies, type PolicyInput } from "./compile.ts"
+export { type AgentFacts, GLOB_SUBJECT_MAX } from "./conditions.ts"
+export {
+  ApprovalRequirement,
+  DECISIONS,
+  Decision,
+  type DecisionKind,
+  DecisionReason,
+  MatchedRule,
+  REASON_CODES,
+  ReasonCode,
+} from "./Decision.ts"
+export { type EvaluationEnv, evaluate, type GuardRequest } from "./evaluate.ts"
+export { compileGlob, GLOB_MAX_LENGTH, GLOB_MAX_STARS, type Glob, globProblem } from "./glob.ts"
+export {
+  AGENT_FIELDS,
+  type AgentField,
+  type AllCondition,
+  type AnyCondition,
+  type Approval,
+  type CelCondition,
+  type Condition,
+  EFFECTS,
+  type LeafCondition,
+  LIMITS,
+  MODES,
+  type Mode,
+  type NotCondition,
+  OPERATORS,
+  type Operator,
+  RATE_PERIOD_MS,
+  RATE_PERIODS,
+  RATE_SCOPES,
+  type RateCondition,
+  type RateLimit,
+  type RatePeriod,
+  type RateScope,
+  type Rule,
+  type RuleEffect,
+  type Target,
+  type TimeCondition,
+  type TimeWindow,
+  WEEKDAYS,
+  type Weekday,
+} from "./language.ts"
+export {
+  decodePolicyDocument,
+  PolicyCondition,
+  PolicyDocument,
+  PolicyDocumentShape,
+  PolicyRule,
+} from "./PolicyDocument.ts"
+export { PolicyInvalid, PolicyIssueSchema, policyInvalid } from "./PolicyInvalid.ts"
+export { InMemoryRateCounter, type RateCounter, type RateHit } from "./RateCounter.ts"
+export { type PolicyIssue, type PolicyValidation, validatePolicyDocument } from "./validate.ts"

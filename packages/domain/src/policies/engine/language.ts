@@ -1,0 +1,161 @@
+/**
+ * The policy language (decision D6; the details are in docs/decisions.md, "Policy language"):
+ * the types of a policy document after validation, and the language's fixed vocabularies and
+ * limits. Plain data, no behaviour.
+ */
+
+export const EFFECTS = ["allow", "deny", "require_approval"] as const
+export type RuleEffect = (typeof EFFECTS)[number]
+
+export const MODES = ["enforce", "monitor"] as const
+export type Mode = (typeof MODES)[number]
+
+export const OPERATORS = [
+  "eq",
+  "ne",
+  "gt",
+  "gte",
+  "lt",
+  "lte",
+  "in",
+  "nin",
+  "contains",
+  "startsWith",
+  "endsWith",
+  "glob",
+  "exists",
+  "between",
+] as const
+export type Operator = (typeof OPERATORS)[number]
+
+/** Index = `Date.getUTCDay()` numbering: 0 is Sunday. */
+export const WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"] as const
+export type Weekday = (typeof WEEKDAYS)[number]
+
+export const RATE_PERIODS = ["second", "minute", "hour", "day"] as const
+export type RatePeriod = (typeof RATE_PERIODS)[number]
+export const RATE_PERIOD_MS: Readonly<Record<RatePeriod, number>> = {
+  second: 1_000,
+  minute: 60_000,
+  hour: 3_600_000,
+  day: 86_400_000,
+}
+
+export const RATE_SCOPES = ["agent", "workspace"] as const
+export type RateScope = (typeof RATE_SCOPES)[number]
+
+/** Fields a leaf condition may name besides `context.<path>`, with the JSON type each holds. */
+export const AGENT_FIELDS = {
+  "agent.id": "string",
+  "agent.name": "string",
+  "agent.status": "string",
+  "agent.labels": "array",
+  "agent.version": "string",
+  "agent.trustScore": "number",
+  "agent.trustTier": "string",
+} as const
+export type AgentField = keyof typeof AGENT_FIELDS
+
+export const LIMITS = {
+  nameLength: 200,
+  descriptionLength: 2_000,
+  rules: 1_000,
+  ruleIdPattern: /^[A-Za-z0-9_.-]{1,64}$/,
+  actionsPerRule: 50,
+  reasonLength: 500,
+  targetEntries: 100,
+  approvers: 20,
+  approverLength: 200,
+  /** `when` is depth 1; each `all` / `any` / `not` adds one. */
+  conditionDepth: 16,
+  /** Condition nodes (every combinator and leaf) summed over all rules of one policy. */
+  conditionNodes: 10_000,
+  /** Segments of a `context.<path>` field. */
+  contextPathSegments: 16,
+  /** Elements of an `in` / `nin` list. */
+  listValues: 1_000,
+  stringValueLength: 1_000,
+  celLength: 2_000,
+  rateMax: 1_000_000,
+  approvalTimeoutSeconds: { min: 60, max: 604_800, default: 3_600 },
+  /** Issues reported for one document; the rest are dropped. */
+  issues: 100,
+} as const
+
+export interface LeafCondition {
+  readonly field: string
+  readonly op: Operator
+  readonly value?: unknown
+}
+export interface AllCondition {
+  readonly all: ReadonlyArray<Condition>
+}
+export interface AnyCondition {
+  readonly any: ReadonlyArray<Condition>
+}
+export interface NotCondition {
+  readonly not: Condition
+}
+export interface TimeWindow {
+  /** The days a window starts on (every day when absent). */
+  readonly days?: ReadonlyArray<Weekday>
+  /** `HH:MM`, 00:00..23:59, inclusive. */
+  readonly from: string
+  /** `HH:MM`, 00:01..24:00, exclusive; earlier than `from` means the window runs past midnight. */
+  readonly to: string
+  /** IANA time zone, e.g. `America/New_York` or `UTC`. */
+  readonly tz: string
+}
+export interface TimeCondition {
+  readonly time: TimeWindow
+}
+export interface RateLimit {
+  readonly max: number
+  readonly per: RatePeriod
+  /** `agent` (default): one counter per agent; `workspace`: one shared by every agent. */
+  readonly scope?: RateScope
+}
+export interface RateCondition {
+  readonly rate: RateLimit
+}
+export interface CelCondition {
+  readonly cel: string
+}
+export type Condition =
+  | AllCondition
+  | AnyCondition
+  | NotCondition
+  | LeafCondition
+  | TimeCondition
+  | RateCondition
+  | CelCondition
+
+export interface Approval {
+  readonly timeoutSeconds: number
+  readonly approvers?: ReadonlyArray<string>
+}
+
+export interface Rule {
+  readonly id: string
+  readonly effect: RuleEffect
+  readonly actions: ReadonlyArray<string>
+  readonly when?: Condition
+  readonly reason?: string
+  /** Only on `require_approval` rules, where it defaults to `{timeoutSeconds: 3600}`. */
+  readonly approval?: Approval
+}
+
+export interface Target {
+  readonly agentIds?: ReadonlyArray<string>
+  readonly labels?: ReadonlyArray<string>
+}
+
+/** A validated policy document, defaults applied. */
+export interface PolicyDocument {
+  readonly name: string
+  readonly description?: string
+  readonly enabled: boolean
+  readonly mode: Mode
+  readonly target?: Target
+  readonly rules: ReadonlyArray<Rule>
+}

@@ -1,0 +1,162 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { Agent, request } from "node:http"
+import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
+import type { BenchServer } from "./server.ts"
+
+/**
+ * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
+ * connections, against the server child on PostgreSQL (every evaluation is
+ * recorded in the chain), and a bare node:http JSON echo server in another
+ * child process measured in the same run with the same client and bodies.
+ * Targets: throughput ≥ 0.4× the echo server's, p99 ≤ 10 ms.
+ */
+
+const CONNECTIONS = 50
+const ROUND_MS = 4_000
+const ROUNDS = 3
+const RULES = 100
+
+/** The baseline: read the body, parse it, answer a small JSON document. Nothing else. */
+const ECHO_SERVER = `
+const http = require("node:http")
+const server = http.createServer((req, res) => {
+  const chunks = []
+  req.on("data", (c) => chunks.push(c))
+  req.on("end", () => {
+    const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}")
+    const out = JSON.stringify({ ok: true, data: { echo: body } })
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out) })
+    res.end(out)
+  })
+})
+server.keepAliveTimeout = 65000
+server.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: server.address().port })))
+`
+
+const startEcho = (): Promise<{ url: string; child: ChildProcess }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["-e", ECHO_SERVER], { stdio: ["ignore", "pipe", "inherit"] })
+    child.stdout!.setEncoding("utf8").once("data", (line: string) => {
+      resolve({ url: `http://127.0.0.1:${JSON.parse(line).port}`, child })
+    })
+    child.once("error", reject)
+  })
+
+interface Load {
+  readonly requestsPerSecond: number
+  readonly latencyMs: ReturnType<typeof summarise>
+}
+
+/** CONNECTIONS clients, each sending `bodyOf(i)` one after another for ROUND_MS. */
+const drive = async (url: string, path: string, headers: Record<string, string>, bodyOf: (i: number) => string) => {
+  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
+  const { hostname, port } = new URL(url)
+  const latencies: Array<number> = []
+  let n = 0
+  const send = (body: string) =>
+    new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: hostname,
+          port,
+          path,
+          method: "POST",
+          agent,
+          headers: { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.resume()
+          res.on("end", () => resolve(res.statusCode ?? 0))
+        },
+      )
+      req.on("error", reject)
+      req.end(body)
+    })
+  const until = performance.now() + ROUND_MS
+  const start = performance.now()
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < until) {
+        const t0 = performance.now()
+        const status = await send(bodyOf(n++))
+        latencies.push(performance.now() - t0)
+        if (status !== 200) throw new Error(`${path} answered ${status}`)
+      }
+    }),
+  )
+  const seconds = (performance.now() - start) / 1000
+  agent.destroy()
+  return { requestsPerSecond: latencies.length / seconds, latencyMs: summarise(latencies) } satisfies Load
+}
+
+/** A workspace-sized policy set: RULES rules over exact, prefix and glob actions, half with conditions. */
+const policies = () =>
+  Array.from({ length: RULES / 10 }, (_, p) => ({
+    name: `bench-policy-${p}`,
+    rules: Array.from({ length: 10 }, (_, r) => {
+      const i = p * 10 + r
+      const actions = i % 3 === 0 ? [`tool.t${i}`] : i % 3 === 1 ? [`svc${i}.*`] : [`*.op${i}`]
+      return {
+        id: `r${i}`,
+        effect: i % 7 === 0 ? "deny" : "allow",
+        actions,
+        ...(i % 2 === 0 ? { when: { all: [{ field: "context.amount", op: "lt", value: 1000 + i }] } } : {}),
+      }
+    }),
+  }))
+
+export const runGuardHttpBenchmark = async (
+  server: BenchServer,
+  log: (line: string) => void,
+): Promise<BenchmarkResult> => {
+  for (const doc of policies()) {
+    const res = await server.call("POST", "/api/v1/policies", doc)
+    if (res.status !== 201) throw new Error(`policy: ${res.status} ${JSON.stringify(res.body)}`)
+  }
+  const agent = await server.call("POST", "/api/v1/agents", { name: `bench-guard-${Date.now()}` })
+  if (agent.status !== 201) throw new Error(`agent: ${agent.status}`)
+  const token = await server.call("POST", "/api/v1/tokens")
+  if (token.status !== 201) throw new Error(`token: ${token.status} ${JSON.stringify(token.body)}`)
+  const agentId = agent.body.data.id as string
+  const bodies = Array.from({ length: 64 }, (_, i) =>
+    JSON.stringify({
+      agentId,
+      action: i % 4 === 0 ? `tool.t${(i * 3) % RULES}` : i % 4 === 1 ? `svc${(i * 3 + 1) % RULES}.read` : "files.read",
+      context: { amount: (i * 37) % 2000, path: `/data/${i}.csv` },
+    }),
+  )
+  const echo = await startEcho()
+  try {
+    const auth = { authorization: `Bearer ${token.body.data.token}` }
+    const bodyOf = (i: number) => bodies[i % bodies.length]!
+    log(`guard warm-up (${CONNECTIONS} connections)`)
+    await drive(echo.url, "/echo", {}, bodyOf)
+    await drive(server.url, "/v1/guard", auth, bodyOf)
+    const rounds: Array<{ guard: Load; echo: Load }> = []
+    for (let r = 1; r <= ROUNDS; r++) {
+      const e = await drive(echo.url, "/echo", {}, bodyOf)
+      const g = await drive(server.url, "/v1/guard", auth, bodyOf)
+      log(
+        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms); echo ${round(e.requestsPerSecond, 0)} req/s`,
+      )
+      rounds.push({ guard: g, echo: e })
+    }
+    const value = median(rounds.map((r) => r.guard.requestsPerSecond))
+    const baseline = median(rounds.map((r) => r.echo.requestsPerSecond))
+    const p99 = median(rounds.map((r) => r.guard.latencyMs.p99))
+    return benchmark({
+      name: "guard-http",
+      what: `POST /v1/guard with an SDK token, ${CONNECTIONS} keep-alive connections, ${RULES} rules, every decision recorded in the chain on PostgreSQL; ${ROUND_MS} ms per round, median of ${ROUNDS}`,
+      unit: "requests/s",
+      value,
+      baseline: {
+        what: "a bare node:http JSON echo server (child process), same client and bodies",
+        value: round(baseline),
+      },
+      targets: [target("ratio to the echo server", "min", 0.4, value / baseline), target("p99 ms", "max", 10, p99)],
+      details: { rounds },
+    })
+  } finally {
+    echo.child.kill("SIGKILL")
+  }
+}
