@@ -1,0 +1,197 @@
+import { AgentGovError } from "../errors.ts"
+import type { StreamEvent } from "../types.ts"
+import type { HttpClient } from "./HttpClient.ts"
+import { backoffMs, isTransient, sleep } from "./retry.ts"
+
+/** One dispatched server-sent event. */
+export interface SseMessage {
+  /** The last event id seen on the stream (it persists across messages, per the standard). */
+  readonly id: string | undefined
+  readonly event: string
+  readonly data: string
+}
+
+/**
+ * An incremental parser of `text/event-stream` (WHATWG HTML, "server-sent events"): lines end
+ * with CRLF, LF or CR (also split across chunks), `:` starts a comment, a blank line dispatches,
+ * `data` lines are joined with LF, `id` persists, a value loses one leading space.
+ */
+export class SseParser {
+  private buffer = ""
+  private pendingCR = false
+  private data: Array<string> = []
+  private eventType = ""
+  private lastId: string | undefined
+
+  /** Feeds decoded text; returns the messages it completed. */
+  feed(chunk: string): Array<SseMessage> {
+    const out: Array<SseMessage> = []
+    let text = chunk
+    if (this.pendingCR && text.startsWith("\n")) text = text.slice(1)
+    this.pendingCR = false
+    const buf = this.buffer + text
+    let start = 0
+    for (let i = 0; i < buf.length; i++) {
+      const c = buf.charCodeAt(i)
+      if (c !== 10 && c !== 13) continue
+      this.line(buf.slice(start, i), out)
+      if (c === 13) {
+        if (i + 1 < buf.length) {
+          if (buf.charCodeAt(i + 1) === 10) i++
+        } else {
+          this.pendingCR = true
+        }
+      }
+      start = i + 1
+    }
+    this.buffer = buf.slice(start)
+    return out
+  }
+
+  private line(line: string, out: Array<SseMessage>): void {
+    if (line === "") {
+      if (this.data.length > 0) {
+        out.push({ id: this.lastId, event: this.eventType || "message", data: this.data.join("\n") })
+      }
+      this.data = []
+      this.eventType = ""
+      return
+    }
+    if (line.charCodeAt(0) === 58) return // ":" comment (heartbeats)
+    const colon = line.indexOf(":")
+    const field = colon === -1 ? line : line.slice(0, colon)
+    let value = colon === -1 ? "" : line.slice(colon + 1)
+    if (value.startsWith(" ")) value = value.slice(1)
+    if (field === "data") this.data.push(value)
+    else if (field === "event") this.eventType = value
+    else if (field === "id" && !value.includes("\0")) this.lastId = value
+  }
+}
+
+/**
+ * Options of `events.stream()`.
+ *
+ * @example
+ * ```ts
+ * import type { EventStreamParams } from "@agentgov/sdk"
+ *
+ * const controller = new AbortController()
+ * const params: EventStreamParams = { types: ["approval.*"], signal: controller.signal }
+ * ```
+ */
+export interface EventStreamParams {
+  /** Event names, exact, `prefix.*` or `*`; all when omitted. */
+  readonly types?: ReadonlyArray<string> | string
+  readonly agentId?: string
+  /** Resume after this event (the `id` of a message you saw): nothing in between is lost. */
+  readonly lastEventId?: string
+  /** Ends the stream: iteration finishes normally. */
+  readonly signal?: AbortSignal
+  /** Reconnect with `Last-Event-ID` when the connection drops or the service is briefly down. Default true. */
+  readonly reconnect?: boolean
+  /** With no byte for this long (the service sends a heartbeat every 10 s), reconnect. Default 45,000 ms. */
+  readonly idleTimeoutMs?: number
+}
+
+const RECONNECT_INITIAL_MS = 500
+const RECONNECT_MAX_MS = 15_000
+
+/** Reads one connection's messages; rejects when the body fails, resolves when it ends. */
+async function* readMessages(
+  response: Response,
+  connection: AbortController,
+  idleTimeoutMs: number,
+): AsyncGenerator<SseMessage, void, undefined> {
+  if (!response.body) return
+  const reader = response.body.getReader()
+  const decoder = new TextDecoder()
+  const parser = new SseParser()
+  let idle = setTimeout(() => connection.abort(), idleTimeoutMs)
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      clearTimeout(idle)
+      idle = setTimeout(() => connection.abort(), idleTimeoutMs)
+      for (const message of parser.feed(decoder.decode(value, { stream: true }))) yield message
+    }
+  } finally {
+    clearTimeout(idle)
+    reader.cancel().catch(() => {})
+  }
+}
+
+/**
+ * `GET /events/stream` (D9) as an async iterator of events, reconnecting with `Last-Event-ID`
+ * (so no event is lost or repeated) after a dropped connection, a silent one, or a transient
+ * failure. Errors the request itself causes (401, 403, 400) end the iteration with an
+ * {@link AgentGovError}.
+ */
+export async function* streamEvents(
+  http: HttpClient,
+  params: EventStreamParams,
+  auth: "key" | "token",
+): AsyncGenerator<StreamEvent, void, undefined> {
+  const outer = params.signal
+  const reconnect = params.reconnect ?? true
+  const idleTimeoutMs = params.idleTimeoutMs ?? 45_000
+  const types = params.types === undefined ? undefined : ([] as Array<string>).concat(params.types)
+  let lastEventId = params.lastEventId
+  let failures = 0
+  while (!outer?.aborted) {
+    const connection = new AbortController()
+    const onAbort = () => connection.abort(outer!.reason)
+    outer?.addEventListener("abort", onAbort, { once: true })
+    try {
+      let response: Response
+      try {
+        response = await http.stream(
+          { path: "/events/stream", query: { types, agentId: params.agentId }, auth },
+          lastEventId === undefined ? {} : { "last-event-id": lastEventId },
+          connection.signal,
+        )
+      } catch (error) {
+        if (outer?.aborted) return
+        if (!reconnect || !isTransient(error)) throw error
+        failures++
+        const wait = error.retryAfter !== undefined ? error.retryAfter * 1000 : undefined
+        await sleep(wait ?? backoffMs(failures, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS), outer).catch(() => {})
+        continue
+      }
+      failures = 0
+      try {
+        for await (const message of readMessages(response, connection, idleTimeoutMs)) {
+          let parsed: { type?: unknown; payload?: unknown }
+          try {
+            parsed = JSON.parse(message.data)
+          } catch {
+            throw new AgentGovError({
+              status: response.status,
+              code: "INVALID_RESPONSE",
+              message: `a stream message is not JSON: ${message.data.slice(0, 200)}`,
+            })
+          }
+          if (message.id !== undefined) lastEventId = message.id
+          yield {
+            id: message.id ?? "",
+            type: String(parsed.type),
+            payload: parsed.payload as StreamEvent["payload"],
+          }
+        }
+      } catch (error) {
+        if (outer?.aborted) return
+        if (error instanceof AgentGovError) throw error
+        if (!reconnect) {
+          throw new AgentGovError({ status: 0, code: "NETWORK_ERROR", message: "the event stream broke", cause: error })
+        }
+      }
+      if (!reconnect || outer?.aborted) return
+      // The service closed the stream (a restart, a slow-reader cut-off): resume where we were.
+      failures++
+      await sleep(backoffMs(failures, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS), outer).catch(() => {})
+    } finally {
+      outer?.removeEventListener("abort", onAbort)
+      connection.abort()
+    }
+  }
+}

@@ -1,0 +1,1348 @@
+/**
+ * The records and inputs of the REST API, written out by hand so that the SDK depends on nothing
+ * of the server. Field names and meanings are those of the API reference
+ * (`GET /api/v1/openapi.json`); timestamps are ISO 8601 UTC strings with milliseconds.
+ */
+
+/**
+ * A JSON object, as sent in `context`, `data` and `metadata`.
+ *
+ * @example
+ * ```ts
+ * import type { JsonObject } from "@agentgov/sdk"
+ *
+ * const context: JsonObject = { table: "users", rows: 12, dryRun: false }
+ * ```
+ */
+export type JsonObject = { readonly [key: string]: unknown }
+
+// ---------------------------------------------------------------------------------------------
+// Pagination
+
+/**
+ * Query fields every list takes.
+ *
+ * @example
+ * ```ts
+ * import type { ListParams } from "@agentgov/sdk"
+ *
+ * const params: ListParams = { limit: 100 } // then continue with `cursor: page.cursor`
+ * ```
+ */
+export interface ListParams {
+  /** Page size, 1..100; default 25. */
+  readonly limit?: number
+  /** `cursor` of the previous page, to continue after it. */
+  readonly cursor?: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workspaces
+
+/**
+ * A workspace: owns agents, policies, keys, webhooks and one audit chain.
+ *
+ * @example
+ * ```ts
+ * import type { Workspace } from "@agentgov/sdk"
+ *
+ * const isLive = (w: Workspace) => w.environment === "live"
+ * ```
+ */
+export interface Workspace {
+  readonly id: string
+  readonly name: string
+  readonly environment: "live" | "test"
+  readonly plan: "free" | "pro" | "enterprise"
+  /** The guard's decision when no policy matches. */
+  readonly guardDefault: "allow" | "deny"
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+/**
+ * Input of `workspaces.create` (needs `workspaces:admin`).
+ *
+ * @example
+ * ```ts
+ * import type { WorkspaceCreateParams } from "@agentgov/sdk"
+ *
+ * const params: WorkspaceCreateParams = { name: "staging", environment: "test", guardDefault: "deny" }
+ * ```
+ */
+export interface WorkspaceCreateParams {
+  readonly name: string
+  /** Fixed at creation; default `live`. */
+  readonly environment?: "live" | "test"
+  readonly plan?: "free" | "pro" | "enterprise"
+  readonly guardDefault?: "allow" | "deny"
+}
+
+/**
+ * Input of `workspaces.update`.
+ *
+ * @example
+ * ```ts
+ * import type { WorkspaceUpdateParams } from "@agentgov/sdk"
+ *
+ * const params: WorkspaceUpdateParams = { guardDefault: "deny" }
+ * ```
+ */
+export interface WorkspaceUpdateParams {
+  readonly name?: string
+  /** Needs `workspaces:admin`. */
+  readonly plan?: "free" | "pro" | "enterprise"
+  readonly guardDefault?: "allow" | "deny"
+}
+
+/**
+ * What `workspaces.create` returns: the workspace and its first all-scope key, shown once.
+ *
+ * @example
+ * ```ts
+ * import type { CreatedWorkspace } from "@agentgov/sdk"
+ *
+ * const keyOf = (created: CreatedWorkspace) => created.apiKey.apiKey
+ * ```
+ */
+export interface CreatedWorkspace {
+  readonly workspace: Workspace
+  readonly apiKey: ApiKeyWithSecret
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents
+
+/**
+ * An agent's status: `suspended` by an enforcement; `deregistered` is final.
+ *
+ * @example
+ * ```ts
+ * import type { AgentStatus } from "@agentgov/sdk"
+ *
+ * const canAct = (status: AgentStatus) => status === "active"
+ * ```
+ */
+export type AgentStatus = "active" | "suspended" | "deregistered"
+
+/**
+ * A registered agent.
+ *
+ * @example
+ * ```ts
+ * import type { Agent } from "@agentgov/sdk"
+ *
+ * const label = (a: Agent) => `${a.name} (${a.status}, trust ${a.trustScore})`
+ * ```
+ */
+export interface Agent {
+  readonly id: string
+  readonly workspaceId: string
+  readonly name: string
+  readonly description: string | null
+  readonly labels: ReadonlyArray<string>
+  readonly metadata: JsonObject
+  readonly status: AgentStatus
+  readonly currentVersion: string | null
+  /** 0..1000; new agents start at 400 (`probation`). */
+  readonly trustScore: number
+  readonly createdAt: string
+  readonly updatedAt: string
+  readonly deregisteredAt: string | null
+}
+
+/**
+ * Input of `agents.create`.
+ *
+ * @example
+ * ```ts
+ * import type { AgentCreateParams } from "@agentgov/sdk"
+ *
+ * const params: AgentCreateParams = { name: "billing-bot", labels: ["finance"], metadata: { team: "payments" } }
+ * ```
+ */
+export interface AgentCreateParams {
+  /** Unique among the workspace's registered agents; 1..200 characters. */
+  readonly name: string
+  readonly description?: string
+  /** Lowercase `[a-z0-9][a-z0-9_.:/-]{0,62}`, at most 50. */
+  readonly labels?: ReadonlyArray<string>
+  /** Free-form JSON object, at most 16 KiB encoded. */
+  readonly metadata?: JsonObject
+}
+
+/**
+ * Input of `agents.update`: any of the fields; `description: null` removes it.
+ *
+ * @example
+ * ```ts
+ * import type { AgentUpdateParams } from "@agentgov/sdk"
+ *
+ * const params: AgentUpdateParams = { labels: ["finance", "eu"], description: null }
+ * ```
+ */
+export interface AgentUpdateParams {
+  readonly name?: string
+  readonly description?: string | null
+  readonly labels?: ReadonlyArray<string>
+  readonly metadata?: JsonObject
+}
+
+/**
+ * Filters of `agents.list`.
+ *
+ * @example
+ * ```ts
+ * import type { AgentListParams } from "@agentgov/sdk"
+ *
+ * const params: AgentListParams = { label: "finance", limit: 100 }
+ * ```
+ */
+export interface AgentListParams extends ListParams {
+  /** Deregistered agents are listed only when asked for. */
+  readonly status?: AgentStatus
+  readonly label?: string
+  readonly namePrefix?: string
+}
+
+/**
+ * A version of an agent; the newest becomes its `currentVersion`.
+ *
+ * @example
+ * ```ts
+ * import type { AgentVersion } from "@agentgov/sdk"
+ *
+ * const describe = (v: AgentVersion) => `${v.version} at ${v.createdAt}`
+ * ```
+ */
+export interface AgentVersion {
+  readonly id: string
+  readonly agentId: string
+  readonly version: string
+  readonly description: string | null
+  readonly metadata: JsonObject
+  readonly createdAt: string
+}
+
+/**
+ * Input of `agents.versions.create`.
+ *
+ * @example
+ * ```ts
+ * import type { AgentVersionCreateParams } from "@agentgov/sdk"
+ *
+ * const params: AgentVersionCreateParams = { version: "1.4.0", metadata: { model: "gpt-x" } }
+ * ```
+ */
+export interface AgentVersionCreateParams {
+  /** Unique per agent; 1..100 characters. */
+  readonly version: string
+  readonly description?: string
+  readonly metadata?: JsonObject
+}
+
+// ---------------------------------------------------------------------------------------------
+// API keys and tokens
+
+/**
+ * An API key as listed: never its value.
+ *
+ * @example
+ * ```ts
+ * import type { ApiKey } from "@agentgov/sdk"
+ *
+ * const usable = (k: ApiKey) => k.status === "active"
+ * ```
+ */
+export interface ApiKey {
+  readonly id: string
+  readonly name: string
+  readonly type: "workspace" | "agent"
+  readonly agentId: string | null
+  readonly environment: "live" | "test"
+  readonly scopes: ReadonlyArray<string>
+  /** The first 6 characters of the secret, to recognise a key. */
+  readonly prefix: string
+  readonly status: "active" | "revoked"
+  readonly expiresAt: string | null
+  readonly revokedAt: string | null
+  readonly revokedReason:
+    | "revoked"
+    | "expired"
+    | "rotated"
+    | "agent_deregistered"
+    | "agent_revoked"
+    | "workspace_deleted"
+    | null
+  /** The key that replaced this one by rotation. */
+  readonly rotatedTo: string | null
+  readonly lastUsedAt: string | null
+  readonly createdAt: string
+}
+
+/**
+ * A key with its full value, returned once by create and rotate. Store `apiKey` now: it is never
+ * shown again (a replay of the same Idempotency-Key answers it redacted).
+ *
+ * @example
+ * ```ts
+ * import type { ApiKeyWithSecret } from "@agentgov/sdk"
+ *
+ * const secretOf = (k: ApiKeyWithSecret) => k.apiKey // "svc_ag_sk_live_…"
+ * ```
+ */
+export interface ApiKeyWithSecret extends ApiKey {
+  readonly apiKey: string
+}
+
+/**
+ * Input of `apiKeys.create`. A key can only be given scopes the calling credential holds.
+ *
+ * @example
+ * ```ts
+ * import type { ApiKeyCreateParams } from "@agentgov/sdk"
+ *
+ * const params: ApiKeyCreateParams = {
+ *   name: "billing-bot production",
+ *   type: "agent",
+ *   agentId: "agt_…",
+ *   scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read"],
+ * }
+ * ```
+ */
+export interface ApiKeyCreateParams {
+  readonly name: string
+  readonly type: "workspace" | "agent"
+  /** Required for agent keys. */
+  readonly agentId?: string
+  readonly scopes: ReadonlyArray<string>
+  /** In the future; the key is revoked then. */
+  readonly expiresAt?: string
+}
+
+/**
+ * Filters of `apiKeys.list`.
+ *
+ * @example
+ * ```ts
+ * import type { ApiKeyListParams } from "@agentgov/sdk"
+ *
+ * const params: ApiKeyListParams = { status: "active", agentId: "agt_…" }
+ * ```
+ */
+export interface ApiKeyListParams extends ListParams {
+  readonly agentId?: string
+  readonly status?: "active" | "revoked"
+}
+
+/**
+ * Input of `apiKeys.rotate`.
+ *
+ * @example
+ * ```ts
+ * import type { ApiKeyRotateParams } from "@agentgov/sdk"
+ *
+ * const params: ApiKeyRotateParams = { overlapSeconds: 3600 } // the old key works one more hour
+ * ```
+ */
+export interface ApiKeyRotateParams {
+  /** How long the old key keeps working, 0..2,592,000; default 86,400; 0 revokes it now. */
+  readonly overlapSeconds?: number
+}
+
+/**
+ * An SDK token (D5): an Ed25519 JWT to send as `Authorization: Bearer <token>`.
+ *
+ * @example
+ * ```ts
+ * import type { SdkToken } from "@agentgov/sdk"
+ *
+ * const secondsLeft = (t: SdkToken) => (Date.parse(t.expiresAt) - Date.now()) / 1000
+ * ```
+ */
+export interface SdkToken {
+  readonly token: string
+  readonly expiresAt: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+/**
+ * Who caused an event. Not part of the chain hash.
+ *
+ * @example
+ * ```ts
+ * import type { EventActor } from "@agentgov/sdk"
+ *
+ * const bySystem = (a: EventActor) => a.type === "system"
+ * ```
+ */
+export interface EventActor {
+  readonly type: "api_key" | "sdk_token" | "oauth" | "system"
+  readonly id: string | null
+}
+
+/**
+ * An event of the audit trail, with the fields its hash is computed from:
+ * `hash = hex(SHA-256(prevHash ‖ type ‖ JCS(data) ‖ timestamp))`.
+ *
+ * @example
+ * ```ts
+ * import type { AuditEvent } from "@agentgov/sdk"
+ *
+ * const line = (e: AuditEvent) => `#${e.sequence} ${e.type} ${e.timestamp}`
+ * ```
+ */
+export interface AuditEvent {
+  readonly id: string
+  readonly type: string
+  /** The server's time of recording; hashed exactly as returned. */
+  readonly timestamp: string
+  readonly workspaceId: string
+  readonly agentId: string | null
+  /** The client's own time of an ingested event; not hashed. */
+  readonly occurredAt: string | null
+  readonly actor: EventActor
+  readonly data: JsonObject
+  readonly sequence: number
+  readonly prevHash: string
+  readonly hash: string
+}
+
+/**
+ * One event to ingest. `type` is `lowercase.dotted` (2–8 segments of `[a-z][a-z0-9_]*`) and may
+ * not be one of the system's own names.
+ *
+ * @example
+ * ```ts
+ * import type { IngestEvent } from "@agentgov/sdk"
+ *
+ * const event: IngestEvent = { type: "invoice.sent", data: { invoiceId: "inv_42", amount: 120 } }
+ * ```
+ */
+export interface IngestEvent {
+  readonly type: string
+  /** Defaults to the agent of an agent-bound credential. */
+  readonly agentId?: string
+  /** A JSON object, at most 32 KiB encoded. */
+  readonly data: JsonObject
+  /** When it happened, by the client's clock; stored, not hashed. */
+  readonly occurredAt?: string
+}
+
+/**
+ * Where an ingested event landed in the chain.
+ *
+ * @example
+ * ```ts
+ * import type { IngestedEvent } from "@agentgov/sdk"
+ *
+ * const where = (e: IngestedEvent) => `${e.id} at #${e.sequence}`
+ * ```
+ */
+export interface IngestedEvent {
+  readonly id: string
+  readonly sequence: number
+  readonly hash: string
+  readonly timestamp: string
+}
+
+/**
+ * What `events.ingest` returns: one entry per event, in order.
+ *
+ * @example
+ * ```ts
+ * import type { IngestResult } from "@agentgov/sdk"
+ *
+ * const last = (r: IngestResult) => r.events.at(-1)?.sequence
+ * ```
+ */
+export interface IngestResult {
+  readonly events: ReadonlyArray<IngestedEvent>
+}
+
+/**
+ * Filters of `events.list`: newest first by sequence.
+ *
+ * @example
+ * ```ts
+ * import type { EventListParams } from "@agentgov/sdk"
+ *
+ * const params: EventListParams = { type: ["policy.*"], since: "2026-11-20T00:00:00.000Z" }
+ * ```
+ */
+export interface EventListParams extends ListParams {
+  /** Event names, exact or `prefix.*`. */
+  readonly type?: ReadonlyArray<string> | string
+  readonly agentId?: string
+  /** At or after this time. */
+  readonly since?: string
+  /** Before this time. */
+  readonly until?: string
+  readonly fromSequence?: number
+  readonly toSequence?: number
+}
+
+/**
+ * The result of a chain verification (D8).
+ *
+ * @example
+ * ```ts
+ * import type { ChainVerification } from "@agentgov/sdk"
+ *
+ * const report = (v: ChainVerification) => (v.valid ? `ok (${v.checked})` : `broken at #${v.firstBadSequence}`)
+ * ```
+ */
+export interface ChainVerification {
+  readonly valid: boolean
+  readonly checked: number
+  readonly firstBadSequence?: number
+  readonly reason?: string
+  readonly verifiedAt: string
+}
+
+/**
+ * A signed checkpoint of a workspace's Merkle tree.
+ *
+ * @example
+ * ```ts
+ * import type { Checkpoint } from "@agentgov/sdk"
+ *
+ * const covers = (c: Checkpoint, sequence: number) => sequence <= c.treeSize
+ * ```
+ */
+export interface Checkpoint {
+  readonly workspaceId: string
+  readonly treeSize: number
+  readonly rootHash: string
+  readonly headHash: string
+  readonly timestamp: string
+  /** The signing key in `/.well-known/jwks.json`. */
+  readonly kid: string
+  /** base64url Ed25519 over `"agentgov-checkpoint/v1\n" + JCS({workspaceId, treeSize, rootHash, headHash, timestamp})`. */
+  readonly signature: string
+}
+
+/**
+ * An RFC 9162 inclusion proof of one event, with the checkpoint it is made against.
+ *
+ * @example
+ * ```ts
+ * import type { InclusionProof } from "@agentgov/sdk"
+ *
+ * const depth = (p: InclusionProof) => p.path.length
+ * ```
+ */
+export interface InclusionProof {
+  readonly sequence: number
+  readonly leafIndex: number
+  readonly treeSize: number
+  readonly path: ReadonlyArray<string>
+  readonly checkpoint: Checkpoint
+}
+
+/**
+ * An RFC 9162 consistency proof: the older tree is a prefix of the newer one.
+ *
+ * @example
+ * ```ts
+ * import type { ConsistencyProof } from "@agentgov/sdk"
+ *
+ * const grew = (p: ConsistencyProof) => p.toSize - p.fromSize
+ * ```
+ */
+export interface ConsistencyProof {
+  readonly fromSize: number
+  readonly fromRoot: string
+  readonly toSize: number
+  readonly path: ReadonlyArray<string>
+  readonly checkpoint: Checkpoint
+}
+
+/**
+ * An event with, on request, its inclusion proof.
+ *
+ * @example
+ * ```ts
+ * import type { EventWithProof } from "@agentgov/sdk"
+ *
+ * const proven = (e: EventWithProof) => e.proof !== undefined
+ * ```
+ */
+export interface EventWithProof extends AuditEvent {
+  readonly proof?: InclusionProof
+}
+
+/**
+ * An offline-verifiable export (`npx agentgov-verify bundle.json`).
+ *
+ * @example
+ * ```ts
+ * import type { AuditBundle } from "@agentgov/sdk"
+ *
+ * const size = (b: AuditBundle) => b.events.length
+ * ```
+ */
+export interface AuditBundle {
+  readonly format: "agentgov.audit-bundle/v1"
+  readonly workspaceId: string
+  readonly exportedAt: string
+  readonly events: ReadonlyArray<AuditEvent>
+  readonly checkpoint: Checkpoint
+  readonly inclusionProofs: ReadonlyArray<Omit<InclusionProof, "checkpoint">>
+  readonly consistency?: {
+    readonly fromSize: number
+    readonly fromRoot: string
+    readonly toSize: number
+    readonly path: ReadonlyArray<string>
+  }
+  readonly jwks: { readonly keys: ReadonlyArray<JsonObject> }
+}
+
+/**
+ * Range of `events.export`: at most 10,000 events, the latest by default.
+ *
+ * @example
+ * ```ts
+ * import type { EventExportParams } from "@agentgov/sdk"
+ *
+ * const params: EventExportParams = { fromSequence: 1, toSequence: 5000 }
+ * ```
+ */
+export interface EventExportParams {
+  readonly fromSequence?: number
+  readonly toSequence?: number
+  /** Adds a consistency proof from this older tree size. */
+  readonly sinceTreeSize?: number
+}
+
+/**
+ * One message of the live stream (D9): `id` is the event id, for resuming.
+ *
+ * @example
+ * ```ts
+ * import type { StreamEvent } from "@agentgov/sdk"
+ *
+ * const show = (m: StreamEvent) => `${m.type}: ${JSON.stringify(m.payload.data)}`
+ * ```
+ */
+export interface StreamEvent {
+  readonly id: string
+  readonly type: string
+  readonly payload: AuditEvent
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policies and the guard (D6)
+
+/**
+ * A condition of a policy rule: `all` / `any` / `not`, a leaf `{field, op, value}` over
+ * `action`, `context.*` and `agent.*`, a time window, a rate, or a CEL expression.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyCondition } from "@agentgov/sdk"
+ *
+ * const bigPayment: PolicyCondition = { all: [{ field: "context.amount", op: "gt", value: 1000 }] }
+ * ```
+ */
+export type PolicyCondition =
+  | { readonly all: ReadonlyArray<PolicyCondition> }
+  | { readonly any: ReadonlyArray<PolicyCondition> }
+  | { readonly not: PolicyCondition }
+  | {
+      readonly field: string
+      readonly op:
+        | "eq"
+        | "ne"
+        | "gt"
+        | "gte"
+        | "lt"
+        | "lte"
+        | "in"
+        | "nin"
+        | "contains"
+        | "startsWith"
+        | "endsWith"
+        | "glob"
+        | "exists"
+        | "between"
+      readonly value?: unknown
+    }
+  | {
+      readonly time: {
+        readonly days?: ReadonlyArray<"sun" | "mon" | "tue" | "wed" | "thu" | "fri" | "sat">
+        /** HH:MM, inclusive. */
+        readonly from: string
+        /** HH:MM, exclusive. */
+        readonly to: string
+        /** IANA time zone. */
+        readonly tz: string
+      }
+    }
+  | {
+      readonly rate: {
+        readonly max: number
+        readonly per: "second" | "minute" | "hour" | "day"
+        readonly scope?: "agent" | "workspace"
+      }
+    }
+  | { readonly cel: string }
+
+/**
+ * A rule of a policy.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyRule } from "@agentgov/sdk"
+ *
+ * const rule: PolicyRule = {
+ *   id: "big-payments",
+ *   effect: "require_approval",
+ *   actions: ["payment.*"],
+ *   when: { field: "context.amount", op: "gt", value: 1000 },
+ *   approval: { timeoutSeconds: 900 },
+ * }
+ * ```
+ */
+export interface PolicyRule {
+  readonly id: string
+  readonly effect: "allow" | "deny" | "require_approval"
+  /** Action globs. */
+  readonly actions: ReadonlyArray<string>
+  readonly when?: PolicyCondition
+  readonly reason?: string
+  readonly approval?: { readonly timeoutSeconds?: number; readonly approvers?: ReadonlyArray<string> }
+}
+
+/**
+ * A policy document, as created.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyCreateParams } from "@agentgov/sdk"
+ *
+ * const policy: PolicyCreateParams = {
+ *   name: "no deletes",
+ *   rules: [{ id: "deny-delete", effect: "deny", actions: ["*.delete"], reason: "deletes need a human" }],
+ * }
+ * ```
+ */
+export interface PolicyCreateParams {
+  readonly name: string
+  readonly description?: string
+  /** Default true. */
+  readonly enabled?: boolean
+  /** `monitor` policies record their matches and never change a decision. Default `enforce`. */
+  readonly mode?: "enforce" | "monitor"
+  readonly target?: { readonly agentIds?: ReadonlyArray<string>; readonly labels?: ReadonlyArray<string> }
+  readonly rules: ReadonlyArray<PolicyRule>
+}
+
+/**
+ * Input of `policies.update`: any of the document's fields; `description` and `target` take null
+ * to remove them.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyUpdateParams } from "@agentgov/sdk"
+ *
+ * const params: PolicyUpdateParams = { mode: "monitor" }
+ * ```
+ */
+export interface PolicyUpdateParams {
+  readonly name?: string
+  readonly description?: string | null
+  readonly enabled?: boolean
+  readonly mode?: "enforce" | "monitor"
+  readonly target?: PolicyCreateParams["target"] | null
+  readonly rules?: ReadonlyArray<PolicyRule>
+}
+
+/**
+ * A stored policy, at its current version.
+ *
+ * @example
+ * ```ts
+ * import type { Policy } from "@agentgov/sdk"
+ *
+ * const summary = (p: Policy) => `${p.name} v${p.version}: ${p.rules.length} rules`
+ * ```
+ */
+export interface Policy {
+  readonly id: string
+  readonly workspaceId: string
+  readonly version: number
+  readonly name: string
+  readonly description?: string
+  readonly enabled: boolean
+  readonly mode: "enforce" | "monitor"
+  readonly target?: PolicyCreateParams["target"]
+  /** As saved: a `require_approval` rule's `approval.timeoutSeconds` is filled in (default 3,600). */
+  readonly rules: ReadonlyArray<
+    PolicyRule & {
+      readonly approval?: { readonly timeoutSeconds: number; readonly approvers?: ReadonlyArray<string> }
+    }
+  >
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+/**
+ * Filters of `policies.list`.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyListParams } from "@agentgov/sdk"
+ *
+ * const params: PolicyListParams = { enabled: true }
+ * ```
+ */
+export interface PolicyListParams extends ListParams {
+  readonly enabled?: boolean
+}
+
+/**
+ * The body of `POST /guard` (D6).
+ *
+ * @example
+ * ```ts
+ * import type { GuardRequest } from "@agentgov/sdk"
+ *
+ * const request: GuardRequest = { action: "payment.send", context: { amount: 50 }, agentId: "agt_…" }
+ * ```
+ */
+export interface GuardRequest {
+  /** The action name, 1..200 characters. */
+  readonly action: string
+  /** What the action would do, a JSON object of at most 32 KiB; rules read it as `context.*`. */
+  readonly context?: JsonObject
+  /** Required with a workspace credential; implied by an agent-bound one. */
+  readonly agentId?: string
+  /** An approved approval for this very agent, action and context: lets exactly one call through. */
+  readonly approvalId?: string
+}
+
+/**
+ * Why the guard decided as it did. Codes: `POLICY_DENIED`, `APPROVAL_REQUIRED`,
+ * `POLICY_ALLOWED`, `NO_MATCHING_POLICY`, `CONDITION_ERROR`, `POLICY_MONITORED`,
+ * `AGENT_SUSPENDED`, `AGENT_DEREGISTERED`, the approval's `APPROVAL_GRANTED`,
+ * `APPROVAL_PENDING`, `APPROVAL_DENIED`, `APPROVAL_EXPIRED`, `APPROVAL_USED`,
+ * `APPROVAL_MISMATCH`, `APPROVAL_NOT_FOUND`, and the SDK's own `SERVICE_UNAVAILABLE`.
+ *
+ * @example
+ * ```ts
+ * import type { GuardReason } from "@agentgov/sdk"
+ *
+ * const fromPolicy = (r: GuardReason) => r.policyId !== undefined
+ * ```
+ */
+export interface GuardReason {
+  readonly code: string
+  readonly message: string
+  readonly policyId?: string
+  readonly ruleId?: string
+}
+
+/**
+ * A rule that matched, monitor ones included.
+ *
+ * @example
+ * ```ts
+ * import type { MatchedRule } from "@agentgov/sdk"
+ *
+ * const enforced = (m: MatchedRule) => m.mode === "enforce"
+ * ```
+ */
+export interface MatchedRule {
+  readonly policyId: string
+  readonly policyVersion: number
+  readonly ruleId: string
+  readonly effect: "allow" | "deny" | "require_approval"
+  readonly mode: "enforce" | "monitor"
+}
+
+/**
+ * The guard's answer (D6), as the service sends it.
+ *
+ * @example
+ * ```ts
+ * import type { GuardResult } from "@agentgov/sdk"
+ *
+ * const needsHuman = (r: GuardResult) => r.decision === "require_approval" && r.approvalId !== undefined
+ * ```
+ */
+export interface GuardResult {
+  readonly decision: "allow" | "deny" | "require_approval"
+  readonly allowed: boolean
+  readonly reasons: ReadonlyArray<GuardReason>
+  readonly matched: ReadonlyArray<MatchedRule>
+  /** The approval created (`require_approval`) or used (allowed) by this call. */
+  readonly approvalId?: string
+  /** The `policy.evaluated` event that records this decision. */
+  readonly eventId: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approvals (D7)
+
+/**
+ * An approval's status; `expired` counts as denied.
+ *
+ * @example
+ * ```ts
+ * import type { ApprovalStatus } from "@agentgov/sdk"
+ *
+ * const decided = (s: ApprovalStatus) => s !== "pending"
+ * ```
+ */
+export type ApprovalStatus = "pending" | "approved" | "denied" | "expired"
+
+/**
+ * An approval request, bound to one agent, action and context.
+ *
+ * @example
+ * ```ts
+ * import type { Approval } from "@agentgov/sdk"
+ *
+ * const usable = (a: Approval) => a.status === "approved" && a.usedAt === null
+ * ```
+ */
+export interface Approval {
+  readonly id: string
+  readonly workspaceId: string
+  readonly agentId: string
+  readonly action: string
+  readonly context: JsonObject
+  readonly status: ApprovalStatus
+  readonly reason: string | null
+  readonly policyId: string | null
+  readonly ruleId: string | null
+  /** Credential ids that may decide; empty: any credential with `approvals:manage`. */
+  readonly approvers: ReadonlyArray<string>
+  /** hex SHA-256 of JCS({agentId, action, context}). */
+  readonly bindingHash: string
+  readonly decidedBy: string | null
+  readonly decisionReason: string | null
+  readonly decidedAt: string | null
+  /** Undecided by then, it is denied; approved, it must be used by then. */
+  readonly expiresAt: string
+  /** When a guard call used it (it allows one call). */
+  readonly usedAt: string | null
+  readonly createdAt: string
+}
+
+/**
+ * Input of `approvals.create` (needs `approvals:write`; agents ask through the guard).
+ *
+ * @example
+ * ```ts
+ * import type { ApprovalCreateParams } from "@agentgov/sdk"
+ *
+ * const params: ApprovalCreateParams = { agentId: "agt_…", action: "db.drop", context: { table: "users" } }
+ * ```
+ */
+export interface ApprovalCreateParams {
+  readonly agentId: string
+  readonly action: string
+  /** Default `{}`; the guard call that uses the approval must send the same. */
+  readonly context?: JsonObject
+  readonly reason?: string
+  /** 1..2,592,000; default 3,600. */
+  readonly timeoutSeconds?: number
+}
+
+/**
+ * Filters of `approvals.list`: pending ones unless `status` says otherwise.
+ *
+ * @example
+ * ```ts
+ * import type { ApprovalListParams } from "@agentgov/sdk"
+ *
+ * const params: ApprovalListParams = { status: ["approved", "denied"], agentId: "agt_…" }
+ * ```
+ */
+export interface ApprovalListParams extends ListParams {
+  readonly status?: ReadonlyArray<ApprovalStatus | "all"> | ApprovalStatus | "all"
+  readonly agentId?: string
+  readonly action?: string
+}
+
+/**
+ * Input of `approvals.decide` (needs `approvals:manage`).
+ *
+ * @example
+ * ```ts
+ * import type { ApprovalDecideParams } from "@agentgov/sdk"
+ *
+ * const params: ApprovalDecideParams = { decision: "approved", reason: "checked with finance" }
+ * ```
+ */
+export interface ApprovalDecideParams {
+  readonly decision: "approved" | "denied"
+  readonly reason?: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enforcement (D7)
+
+/**
+ * Kinds of enforcement.
+ *
+ * @example
+ * ```ts
+ * import type { EnforcementType } from "@agentgov/sdk"
+ *
+ * const suspends = (t: EnforcementType) => t === "suspension" || t === "revocation"
+ * ```
+ */
+export type EnforcementType = "warning" | "throttle" | "suspension" | "revocation"
+
+/**
+ * An enforcement action against an agent.
+ *
+ * @example
+ * ```ts
+ * import type { Enforcement } from "@agentgov/sdk"
+ *
+ * const appealable = (e: Enforcement) => e.status === "active"
+ * ```
+ */
+export interface Enforcement {
+  readonly id: string
+  readonly workspaceId: string
+  readonly agentId: string
+  readonly type: EnforcementType
+  readonly status: "active" | "appealed" | "resolved" | "expired"
+  /** Whether it applies now. */
+  readonly inForce: boolean
+  readonly reason: string
+  readonly policyId: string | null
+  readonly ruleId: string | null
+  readonly limitPerMinute: number | null
+  readonly expiresAt: string | null
+  readonly appealReason: string | null
+  readonly appealedAt: string | null
+  readonly resolution: "upheld" | "overturned" | null
+  readonly resolutionNote: string | null
+  readonly resolvedAt: string | null
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+/**
+ * Input of `enforcement.create`.
+ *
+ * @example
+ * ```ts
+ * import type { EnforcementCreateParams } from "@agentgov/sdk"
+ *
+ * const params: EnforcementCreateParams = { agentId: "agt_…", type: "suspension", reason: "spam", durationSeconds: 3600 }
+ * ```
+ */
+export interface EnforcementCreateParams {
+  readonly agentId: string
+  readonly type: EnforcementType
+  readonly reason: string
+  /** Not with `durationSeconds`. */
+  readonly expiresAt?: string
+  readonly durationSeconds?: number
+  /** Throttles only, and required for them. */
+  readonly limitPerMinute?: number
+}
+
+/**
+ * Input of `enforcement.update`: either change `reason` and the expiry, or resolve with
+ * `resolution` (and an optional `note`).
+ *
+ * @example
+ * ```ts
+ * import type { EnforcementUpdateParams } from "@agentgov/sdk"
+ *
+ * const params: EnforcementUpdateParams = { resolution: "overturned", note: "false positive" }
+ * ```
+ */
+export interface EnforcementUpdateParams {
+  readonly reason?: string
+  readonly expiresAt?: string | null
+  readonly durationSeconds?: number
+  readonly resolution?: "upheld" | "overturned"
+  readonly note?: string
+}
+
+/**
+ * Filters of `enforcement.list`: those in force unless `status` says otherwise.
+ *
+ * @example
+ * ```ts
+ * import type { EnforcementListParams } from "@agentgov/sdk"
+ *
+ * const params: EnforcementListParams = { status: "all", type: ["suspension"] }
+ * ```
+ */
+export interface EnforcementListParams extends ListParams {
+  readonly status?:
+    | ReadonlyArray<"active" | "appealed" | "resolved" | "expired" | "all">
+    | "active"
+    | "appealed"
+    | "resolved"
+    | "expired"
+    | "all"
+  readonly agentId?: string
+  readonly type?: ReadonlyArray<EnforcementType> | EnforcementType
+}
+
+/**
+ * Input of `enforcement.appeal`.
+ *
+ * @example
+ * ```ts
+ * import type { EnforcementAppealParams } from "@agentgov/sdk"
+ *
+ * const params: EnforcementAppealParams = { reason: "the flagged messages were customer-requested" }
+ * ```
+ */
+export interface EnforcementAppealParams {
+  readonly reason: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks (D9)
+
+/**
+ * Delivery statistics of a webhook.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookStats } from "@agentgov/sdk"
+ *
+ * const healthy = (s: WebhookStats) => s.total === 0 || s.successRate > 0.95
+ * ```
+ */
+export interface WebhookStats {
+  readonly total: number
+  readonly successful: number
+  readonly failed: number
+  /** 0..1. */
+  readonly successRate: number
+}
+
+/**
+ * One attempt to deliver one event.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookDelivery } from "@agentgov/sdk"
+ *
+ * const retrying = (d: WebhookDelivery) => d.status === "failed" && d.nextRetryAt !== undefined
+ * ```
+ */
+export interface WebhookDelivery {
+  readonly id: string
+  readonly eventId: string
+  readonly eventType: string
+  readonly status: "success" | "failed"
+  readonly statusCode?: number
+  readonly responseTimeMs: number
+  readonly attempt: number
+  readonly nextRetryAt?: string
+  readonly attemptedAt: string
+  readonly error?: string
+}
+
+/**
+ * A registered webhook.
+ *
+ * @example
+ * ```ts
+ * import type { Webhook } from "@agentgov/sdk"
+ *
+ * const broken = (w: Webhook) => !w.enabled && w.disabledReason !== "disabled_by_user"
+ * ```
+ */
+export interface Webhook {
+  readonly id: string
+  readonly url: string
+  /** Event filters: exact names, `prefix.*`, `*`. */
+  readonly events: ReadonlyArray<string>
+  readonly description: string | null
+  readonly retryPolicy: "exponential" | "extended"
+  readonly enabled: boolean
+  readonly disabledReason: "disabled_by_user" | "all_attempts_failed" | "endpoint_gone" | null
+  readonly disabledAt: string | null
+  /** The secret's last 4 characters. */
+  readonly secretHint: string
+  readonly previousSecretExpiresAt: string | null
+  readonly createdAt: string
+  readonly updatedAt: string
+  readonly stats: WebhookStats
+  /** Only with `includeDeliveries: true`. */
+  readonly deliveries?: ReadonlyArray<WebhookDelivery>
+}
+
+/**
+ * A webhook with its signing secret: returned once, by create and rotate.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookWithSecret } from "@agentgov/sdk"
+ *
+ * const secretOf = (w: WebhookWithSecret) => w.secret // "whsec_…"
+ * ```
+ */
+export interface WebhookWithSecret extends Webhook {
+  readonly secret: string
+}
+
+/**
+ * Input of `webhooks.create`.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookCreateParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookCreateParams = { url: "https://example.com/hooks/agentgov", events: ["approval.*", "enforcement.*"] }
+ * ```
+ */
+export interface WebhookCreateParams {
+  readonly url: string
+  readonly events: ReadonlyArray<string>
+  /** 16..256 printable ASCII characters; generated when omitted. */
+  readonly secret?: string
+  readonly retryPolicy?: "exponential" | "extended"
+  readonly description?: string
+  readonly enabled?: boolean
+}
+
+/**
+ * Input of `webhooks.update`.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookUpdateParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookUpdateParams = { enabled: true } // re-enable after fixing the endpoint
+ * ```
+ */
+export interface WebhookUpdateParams {
+  readonly url?: string
+  readonly events?: ReadonlyArray<string>
+  readonly retryPolicy?: "exponential" | "extended"
+  readonly description?: string | null
+  readonly enabled?: boolean
+}
+
+/**
+ * Options of `webhooks.get`.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookGetParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookGetParams = { includeDeliveries: true, limit: 50 }
+ * ```
+ */
+export interface WebhookGetParams {
+  readonly includeDeliveries?: boolean
+  /** How many attempts with `includeDeliveries`, default 25. */
+  readonly limit?: number
+}
+
+/**
+ * Filters of `webhooks.list`.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookListParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookListParams = { enabled: false }
+ * ```
+ */
+export interface WebhookListParams extends ListParams {
+  readonly enabled?: boolean
+}
+
+/**
+ * Input of `webhooks.rotate`.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookRotateParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookRotateParams = { overlapSeconds: 3600 }
+ * ```
+ */
+export interface WebhookRotateParams {
+  readonly secret?: string
+  /** How long deliveries also carry the old secret's signature; default 86,400. */
+  readonly overlapSeconds?: number
+}
+
+/**
+ * Input of `webhooks.test`.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookTestParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookTestParams = { eventType: "approval.requested" }
+ * ```
+ */
+export interface WebhookTestParams {
+  /** A system event name (or alias); a sample event of that type is sent. */
+  readonly eventType: string
+}
+
+/**
+ * What `webhooks.test` returns.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookTestResult } from "@agentgov/sdk"
+ *
+ * const explain = (r: WebhookTestResult) => (r.delivered ? "ok" : `failed: ${r.delivery.error ?? r.delivery.statusCode}`)
+ * ```
+ */
+export interface WebhookTestResult {
+  readonly delivered: boolean
+  readonly delivery: Omit<WebhookDelivery, "nextRetryAt">
+}
+
+/**
+ * Input of `webhooks.redeliver`: at least one of the fields.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookRedeliverParams } from "@agentgov/sdk"
+ *
+ * const params: WebhookRedeliverParams = { since: "2026-11-20T00:00:00.000Z" }
+ * ```
+ */
+export interface WebhookRedeliverParams {
+  readonly deliveryIds?: ReadonlyArray<string>
+  readonly since?: string
+  readonly until?: string
+}
+
+/**
+ * What `webhooks.redeliver` returns.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookRedeliverResult } from "@agentgov/sdk"
+ *
+ * const count = (r: WebhookRedeliverResult) => r.queued.length
+ * ```
+ */
+export interface WebhookRedeliverResult {
+  readonly queued: ReadonlyArray<{
+    readonly id: string
+    readonly eventId: string
+    readonly eventType: string
+    readonly attempt: number
+  }>
+  readonly skipped: ReadonlyArray<{ readonly id: string; readonly status: "pending" | "paused" | "success" }>
+  /** More failed deliveries match than one call queues; call again. */
+  readonly hasMore: boolean
+}
