@@ -5,21 +5,29 @@ import { join, resolve } from "node:path"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
+import { runGuardEvalBenchmark } from "./guardEval.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert } from "./ingest.ts"
 import { type BenchmarkResult, benchmark, failed, median, printSummary, round, target, writeReport } from "./report.ts"
+import { runSdkBenchmarks } from "./sdk.ts"
 import { type BenchServer, startServer } from "./server.ts"
 import { runSse, type SseShape } from "./sse.ts"
 import { runVerify, runVerifyBaseline } from "./verify.ts"
+import { runWebhookBenchmark } from "./webhooks.ts"
 
 /**
- * The audit-trail benchmarks: ingest against a plain INSERT of the same rows,
- * chain verification, and SSE delivery to 1,000 subscribers. A fresh
- * database, dropped at the end; the server runs as a child process.
+ * Every benchmark of the issues, on a fresh PostgreSQL database dropped at
+ * the end, against the server as a child process; results in
+ * bench-results/results.json, each with its baseline measured in the same run:
+ * - audit trail: ingest against a plain INSERT of the same rows, chain
+ *   verification, SSE delivery to 1,000 subscribers;
+ * - credentials (auth.ts): SDK-token authentication against none, and the
+ *   latency a Redis rate-limit check adds (when REDIS_URL is set);
+ * - the guard: in-process evaluation at 1,000 rules (guardEval.ts), and
+ *   POST /guard over HTTP against a bare node:http echo server (guard.ts);
+ * - webhooks: event written → delivered, and sustained deliveries/s;
+ * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
  *
- * Also the credential benchmarks (auth.ts): SDK-token authentication against
- * none, and the latency a Redis rate-limit check adds (when REDIS_URL is set).
- *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard picks benchmarks; AGENTGOV_BENCH_CPU_PROF=1
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,webhooks,sdk picks benchmarks; AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
 
@@ -31,7 +39,7 @@ const VERIFY_RUNS = 5
 const SSE: SseShape = { subscribers: 1_000, events: 50, intervalMs: 100 }
 
 const root = resolve(import.meta.dirname, "../../..")
-const output = join(root, "bench-results/audit.json")
+const output = join(root, "bench-results/results.json")
 const adminUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres"
 const only = process.env.AGENTGOV_BENCH_ONLY?.split(",").map((s) => s.trim())
 const enabled = (name: string) => !only || only.includes(name)
@@ -221,7 +229,10 @@ const main = async () => {
       ["verify", () => verifyBenchmark(server!, sql, workspaceId)],
       ["sse", () => sseBenchmark(server!, sql)],
       ["auth", () => runAuthBenchmarks(root, url.href, log)],
+      ["guard-eval", () => runGuardEvalBenchmark()],
       ["guard", () => runGuardHttpBenchmark(server!, log)],
+      ["webhooks", () => runWebhookBenchmark(server!)],
+      ["sdk", () => runSdkBenchmarks(server!, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue
@@ -241,7 +252,7 @@ const main = async () => {
   }
 
   writeReport(output, {
-    suite: "audit",
+    suite: "agentgov",
     date,
     revision: code,
     machine: info,
