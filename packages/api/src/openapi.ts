@@ -58,9 +58,9 @@ const WEBHOOK_HEADERS: Record<string, Json> = {
     name: "X-SVC-Webhook-Signature",
     in: "header",
     required: true,
-    schema: { type: "string", pattern: "^v1=[0-9a-f]{64}$" },
+    schema: { type: "string", pattern: "^v1=[0-9a-f]{64}( v1=[0-9a-f]{64})*$" },
     description:
-      "`v1=` + lowercase hex HMAC-SHA256 of `<X-SVC-Webhook-Id>.<X-SVC-Webhook-Timestamp>.<raw body>`, keyed with the UTF-8 bytes of the endpoint's secret; compare in constant time, answer 401 when it differs",
+      "`v1=` + lowercase hex HMAC-SHA256 of `<X-SVC-Webhook-Id>.<X-SVC-Webhook-Timestamp>.<raw body>`, keyed with the UTF-8 bytes of the endpoint's secret; during a secret's rotation one `v1=` per secret, space-separated (accept when any matches); compare in constant time, answer 401 when none does",
   },
   LegacySignature: {
     name: "X-SVC-Signature",
