@@ -1,9 +1,6 @@
-import { createHash, randomBytes } from "node:crypto"
-import type { Database } from "@agentgov/db"
-import { makeTestStore, type TestStore } from "@agentgov/testing"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { createHash } from "node:crypto"
+import type { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type Actor,
@@ -11,45 +8,18 @@ import {
   ApprovalService,
   Authenticator,
   approvalBindingHash,
-  Counters,
-  DEFAULT_RATE_LIMITS,
-  DomainLayer,
-  type DomainServices,
-  MasterKey,
-  RateLimitSettings,
-  TokenSettings,
   WorkspaceService,
 } from "../../src/index.ts"
+import { at, type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
 
-type R = DomainServices | SqlClient.SqlClient | Database
-
-let store: TestStore
-let rt: ManagedRuntime.ManagedRuntime<R, never>
-const settings = Layer.mergeAll(
-  MasterKey.layer(randomBytes(32)),
-  TokenSettings.layer({ issuer: "http://test", audience: "agentgov", ttlSeconds: 900 }),
-  RateLimitSettings.layer(DEFAULT_RATE_LIMITS),
-  Counters.memory,
-)
-
+let env: DomainTestRuntime
 beforeAll(async () => {
-  store = await makeTestStore()
-  rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store.layer, settings))))
+  env = await makeDomainRuntime()
 })
-afterAll(async () => {
-  await rt?.dispose()
-  await store?.cleanup()
-})
+afterAll(async () => env?.dispose())
 
-const run = <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => rt.runPromise(effect)
-const failure = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => rt.runPromise(Effect.flip(effect))
-
-/** Runs `effect` with effect's clock at `ms`: every expiry is judged by it (the store's clock never is). */
-const at = <A, E>(ms: number, effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    yield* TestClock.setTime(ms)
-    return yield* effect
-  }).pipe(Effect.provide(TestClock.layer()))
+const run = <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => env.run(effect)
+const failure = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => env.failure(effect)
 
 let counter = 0
 /** A fresh workspace with its all-scope actor and one agent. */

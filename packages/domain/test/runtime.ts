@@ -1,0 +1,56 @@
+import { randomBytes } from "node:crypto"
+import type { Database } from "@agentgov/db"
+import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import type * as SqlClient from "effect/sql/SqlClient"
+import { TestClock } from "effect/testing"
+import {
+  Counters,
+  DEFAULT_RATE_LIMITS,
+  DomainLayer,
+  type DomainServices,
+  MasterKey,
+  RateLimitSettings,
+  TokenSettings,
+} from "../src/index.ts"
+
+export type R = DomainServices | SqlClient.SqlClient | Database
+
+/** What the domain takes from configuration, as the domain tests set it. */
+export const testSettings = Layer.mergeAll(
+  MasterKey.layer(randomBytes(32)),
+  TokenSettings.layer({ issuer: "http://test", audience: "agentgov", ttlSeconds: 900 }),
+  RateLimitSettings.layer(DEFAULT_RATE_LIMITS),
+  Counters.memory,
+)
+
+export interface DomainTestRuntime {
+  readonly store: TestStore
+  readonly rt: ManagedRuntime.ManagedRuntime<R, never>
+  readonly run: <A, E>(effect: Effect.Effect<A, E, R>) => Promise<A>
+  readonly failure: <A, E>(effect: Effect.Effect<A, E, R>) => Promise<E>
+  readonly dispose: () => Promise<void>
+}
+
+/** Every domain service over this test file's own fresh database. */
+export const makeDomainRuntime = async (): Promise<DomainTestRuntime> => {
+  const store = await makeTestStore()
+  const rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store.layer, testSettings))))
+  return {
+    store,
+    rt,
+    run: (effect) => rt.runPromise(effect),
+    failure: (effect) => rt.runPromise(Effect.flip(effect)),
+    dispose: async () => {
+      await rt.dispose()
+      await store.cleanup()
+    },
+  }
+}
+
+/** Runs `effect` with effect's clock at `ms`: every expiry is judged by it (the store's clock never is). */
+export const at = <A, E>(ms: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    yield* TestClock.setTime(ms)
+    return yield* effect
+  }).pipe(Effect.provide(TestClock.layer()))
