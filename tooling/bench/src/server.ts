@@ -117,11 +117,25 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
     })
   })
 
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 })
+  const { call, close } = jsonClient(url, key, 256)
+
+  const stop = async () => {
+    close()
+    await stopChild(child)
+  }
+  return { url, key, pid: child.pid!, problems, call, cpuMs: () => processCpuMs(child.pid!), stop }
+}
+
+/**
+ * JSON requests with a Bearer key over keep-alive connections; a string body
+ * is sent as is, and a body that is not JSON comes back as text.
+ */
+export const jsonClient = (base: string, key: string, maxSockets: number) => {
+  const agent = new Agent({ keepAlive: true, maxSockets })
   const call = (method: string, path: string, body?: unknown) =>
     new Promise<Response>((resolve, reject) => {
       const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
-      const req = request(`${url}${path}`, {
+      const req = request(`${base}${path}`, {
         method,
         agent,
         headers: {
@@ -147,12 +161,7 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
       })
       req.end(payload)
     })
-
-  const stop = async () => {
-    agent.destroy()
-    await stopChild(child)
-  }
-  return { url, key, pid: child.pid!, problems, call, cpuMs: () => processCpuMs(child.pid!), stop }
+  return { call, close: () => agent.destroy() }
 }
 
 /** SIGTERM (a clean shutdown, which also writes the CPU profile), SIGKILL after 15 s. */

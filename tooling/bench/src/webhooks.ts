@@ -1,9 +1,9 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
-import { Agent, createServer, request } from "node:http"
+import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { setTimeout as sleep } from "node:timers/promises"
 import { type BenchmarkResult, benchmark, measure, round, summarise, target } from "./report.ts"
-import type { BenchServer } from "./server.ts"
+import { type BenchServer, jsonClient } from "./server.ts"
 
 export interface WebhookShape {
   /** Latency: single-event ingest calls ... */
@@ -69,35 +69,6 @@ const startReceiver = async (onArrival: (a: Arrival) => void) => {
   }
 }
 
-/** JSON calls with another key than the bootstrap one, over keep-alive connections. */
-const client = (base: string, key: string) => {
-  const agent = new Agent({ keepAlive: true, maxSockets: 64 })
-  const call = (method: string, path: string, body?: unknown) =>
-    new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const payload = body === undefined ? undefined : JSON.stringify(body)
-      const req = request(`${base}${path}`, {
-        method,
-        agent,
-        headers: {
-          authorization: `Bearer ${key}`,
-          ...(payload === undefined
-            ? {}
-            : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }),
-        },
-      })
-      req.on("error", reject)
-      req.on("response", (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (c: Buffer) => chunks.push(c))
-        res.on("end", () =>
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) }),
-        )
-      })
-      req.end(payload)
-    })
-  return { call, close: () => agent.destroy() }
-}
-
 const expectStatus = (res: { status: number; body: any }, status: number, what: string) => {
   if (res.status !== status) throw new Error(`${what} answered ${res.status}: ${JSON.stringify(res.body)}`)
   return res.body.data
@@ -130,7 +101,7 @@ export async function runWebhookBenchmark(
     201,
     "creating the workspace",
   )
-  const api = client(server.url, ws.apiKey.apiKey as string)
+  const api = jsonClient(server.url, ws.apiKey.apiKey as string, 64)
   try {
     const hook = expectStatus(
       await api.call("POST", "/api/v1/webhooks", { url: receiver.url, events: ["bench.webhook.*"] }),
