@@ -5,14 +5,15 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
-import { type Actor, systemActor } from "../auth/Actor.ts"
+import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { requireStorable } from "../shared/storable.ts"
+import { isoOf } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
+import { systemActorIn, WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import {
   type Approval,
   type ApprovalListQuery,
@@ -153,11 +154,8 @@ export class ApprovalService extends Context.Service<
       const tx = transactional(sql)
 
       const nowMs = Clock.currentTimeMillis
-      const isoOf = (ms: number) => new Date(ms).toISOString()
 
-      /** The system, acting in a workspace (the sweep, or a guard request without an actor). */
-      const systemIn = (workspaceId: string) =>
-        Effect.map(workspaces.find(workspaceId), (w) => systemActor(workspaceId, w?.environment ?? "live", new Set()))
+      const systemIn = (workspaceId: string) => systemActorIn(workspaces, workspaceId)
 
       const insert = Effect.fn("ApprovalService.insert")(function* (
         actor: Actor,

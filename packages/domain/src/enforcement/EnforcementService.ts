@@ -6,15 +6,16 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
-import { type Actor, systemActor } from "../auth/Actor.ts"
+import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
+import { isoOf } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
+import { systemActorIn, WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import {
   type AppealEnforcement,
   type CreateEnforcement,
@@ -114,10 +115,8 @@ export class EnforcementService extends Context.Service<
       const tx = transactional(sql)
 
       const nowMs = Clock.currentTimeMillis
-      const isoOf = (ms: number) => new Date(ms).toISOString()
 
-      const systemIn = (workspaceId: string) =>
-        Effect.map(workspaces.find(workspaceId), (w) => systemActor(workspaceId, w?.environment ?? "live", new Set()))
+      const systemIn = (workspaceId: string) => systemActorIn(workspaces, workspaceId)
 
       const setAgentStatus = (agent: Agent, status: Agent["status"], now: number) =>
         agents.update({ ...agent, status, updatedAt: isoOf(now) }).pipe(Effect.catchTag("SqlError", Effect.die))

@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { type Actor, systemActor } from "../auth/Actor.ts"
 import { POLICIES_CHANNEL } from "../policies/PolicyRepo.ts"
 import type { Workspace } from "./Workspace.ts"
 
@@ -78,3 +79,7 @@ export class WorkspaceRepo extends Context.Service<
     }),
   )
 }
+
+/** The system (a sweep, a worker) acting in a workspace with no scopes of its own; its events are recorded as the system's. */
+export const systemActorIn = (repo: WorkspaceRepo["Service"], workspaceId: string): Effect.Effect<Actor> =>
+  Effect.map(repo.find(workspaceId), (w) => systemActor(workspaceId, w?.environment ?? "live", new Set()))
