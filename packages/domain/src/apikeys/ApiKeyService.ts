@@ -5,6 +5,7 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { type Actor, systemActor } from "../auth/Actor.ts"
 import { AGENT_KEY_SCOPES, canonicalScope, SCOPES, type Scope } from "../auth/scopes.ts"
+import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
 import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
@@ -70,6 +71,7 @@ export class ApiKeyService extends Context.Service<
     ApiKeyService,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const enforcements = yield* EnforcementRepo
       const repo = yield* ApiKeyRepo
       const agents = yield* AgentRepo
       const audit = yield* AuditLog
@@ -160,11 +162,8 @@ export class ApiKeyService extends Context.Service<
               const agent = yield* agents.find(actor.workspaceId, input.agentId)
               if (!agent || agent.status === "deregistered") return yield* new AgentNotFound({ agentId: input.agentId })
               // A revocation (D7) revoked the agent's keys; a new key must not undo it while it is in force.
-              const [revoked] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM enforcements
-                  WHERE workspace_id = ${actor.workspaceId} AND agent_id = ${input.agentId} AND type = 'revocation'
-                    AND (status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))
-                    AND (expires_at IS NULL OR expires_at > now())`.pipe(Effect.orDie)
-              if (revoked!.n > 0)
+              const revoked = yield* enforcements.revocationInForce(actor.workspaceId, input.agentId, yield* nowIso)
+              if (revoked)
                 return yield* new StateConflict({
                   code: "AGENT_REVOKED",
                   message: `agent ${input.agentId} is under a revocation; overturn it before issuing new keys`,

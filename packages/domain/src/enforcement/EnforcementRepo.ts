@@ -75,6 +75,8 @@ export class EnforcementRepo extends Context.Service<
       exceptIds: ReadonlyArray<string>,
       now: string,
     ) => Effect.Effect<number>
+    /** Whether a revocation of the agent is in force at `now` (it bars new keys for the agent). */
+    readonly revocationInForce: (workspaceId: string, agentId: string, now: string) => Effect.Effect<boolean>
     /** The lowest `limitPerMinute` of the agent's throttles in force at `now`. */
     readonly lowestThrottle: (workspaceId: string, agentId: string, now: string) => Effect.Effect<number | undefined>
     /** Workspaces holding enforcements in force whose expiry has passed at `now`. */
@@ -146,6 +148,13 @@ export class EnforcementRepo extends Context.Service<
                 AND type IN ('suspension', 'revocation') AND ${inForce(now)}
                 ${exceptIds.length > 0 ? sql`AND id NOT IN ${sql.in(exceptIds)}` : sql``}`.pipe(
             Effect.map((rows) => rows[0]?.n ?? 0),
+            Effect.orDie,
+          ),
+        revocationInForce: (workspaceId, agentId, now) =>
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM enforcements
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND type = 'revocation'
+                AND ${inForce(now)}`.pipe(
+            Effect.map((rows) => (rows[0]?.n ?? 0) > 0),
             Effect.orDie,
           ),
         lowestThrottle: (workspaceId, agentId, now) =>

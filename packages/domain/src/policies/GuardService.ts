@@ -9,8 +9,10 @@ import { ApprovalService, type ApprovalUse } from "../approvals/ApprovalService.
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { EventAppender } from "../audit/EventAppender.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "../enforcement/EnforcementService.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import { type AgentFacts, type Decision, evaluate, InMemoryRateCounter } from "./engine/index.ts"
 import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
@@ -82,6 +84,7 @@ export class GuardService extends Context.Service<
       const approvals = yield* ApprovalService
       const appender = yield* EventAppender
       const enforcement = yield* EnforcementService
+      const enforcements = yield* EnforcementRepo
       const tx = transactional(sql)
       // Rate conditions count per instance (documented in docs/decisions.md, "Guard").
       const rate = new InMemoryRateCounter()
@@ -131,12 +134,8 @@ export class GuardService extends Context.Service<
       }
 
       const suspensionInForce = (workspaceId: string, agentId: string) =>
-        sql<{ n: number }>`SELECT count(*)::int AS n FROM enforcements
-            WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND type IN ('suspension', 'revocation')
-              AND (status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))
-              AND (expires_at IS NULL OR expires_at > now())`.pipe(
-          Effect.map((rows) => rows[0]!.n > 0),
-          Effect.orDie,
+        Effect.flatMap(nowIso, (now) => enforcements.countSuspending(workspaceId, agentId, [], now)).pipe(
+          Effect.map((n) => n > 0),
         )
 
       const agentOf = (actor: Actor, requested: string | undefined) => {
