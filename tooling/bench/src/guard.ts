@@ -48,7 +48,7 @@ interface Load {
 }
 
 /** CONNECTIONS clients, each sending `bodyOf(i)` one after another for ROUND_MS. */
-const drive = async (url: string, path: string, headers: Record<string, string>, bodyOf: (i: number) => string) => {
+export const drive = async (url: string, path: string, headers: Record<string, string>, bodyOf: (i: number) => string) => {
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
   const { hostname, port } = new URL(url)
   const latencies: Array<number> = []
@@ -90,7 +90,7 @@ const drive = async (url: string, path: string, headers: Record<string, string>,
 }
 
 /** A workspace-sized policy set: RULES rules over exact, prefix and glob actions, half with conditions. */
-const policies = () =>
+export const policies = () =>
   Array.from({ length: RULES / 10 }, (_, p) => ({
     name: `bench-policy-${p}`,
     rules: Array.from({ length: 10 }, (_, r) => {

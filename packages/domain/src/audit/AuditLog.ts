@@ -15,15 +15,72 @@ export interface AppendGroup {
   readonly events: ReadonlyArray<NewEvent>
 }
 
-interface HeadRow {
+/** The last link of a workspace's chain (sequence 0 and the genesis hash when it is empty). */
+export interface ChainHead {
   readonly sequence: number
   readonly hash: string
-  /** Enabled webhooks of the workspace (migration 0008): at 0 the append queues no deliveries. */
-  readonly webhooks: number
+}
+
+/** Events numbered and hashed after a given head, ready to be written in one statement. */
+export interface PreparedAppend {
+  /** Per group, in order: the events as they will be stored. */
+  readonly stored: ReadonlyArray<ReadonlyArray<AuditEvent>>
+  /** The rows as one JSON array (json_to_recordset). */
+  readonly rows: string
+  /** Shared by every event of the append. */
+  readonly timestamp: string
+  /** The head after these events. */
+  readonly head: ChainHead
 }
 
 const actorOf = (actor: Actor) =>
   ({ type: actor.credential.type, id: actor.credential.type === "system" ? null : actor.credential.id }) as const
+
+/**
+ * Numbers and hashes the events of several writers after `after`, in the
+ * order given, at one timestamp. Pure but for the ids it draws. The rows
+ * travel as one JSON array, not as 12 bind parameters each: the data is
+ * spliced in as its canonical text, which PostgreSQL's json type stores
+ * verbatim.
+ */
+export const prepareAppend = (
+  workspaceId: string,
+  groups: ReadonlyArray<AppendGroup>,
+  after: ChainHead,
+  now: number,
+): PreparedAppend => {
+  const timestamp = new Date(now).toISOString()
+  let prevHash = after.hash
+  let sequence = after.sequence
+  let rows = ""
+  const stored = groups.map((g) => {
+    if (g.actor.workspaceId !== workspaceId) throw new Error("an append group of another workspace")
+    const by = actorOf(g.actor)
+    const actorJson = `${JSON.stringify(by.type)},"ai":${JSON.stringify(by.id)}`
+    return g.events.map((e) => {
+      sequence += 1
+      const canonical = e.canonicalData ?? canonicalize(e.data)
+      const hash = chainHashOfCanonical(prevHash, e.type, canonical, timestamp)
+      const event: AuditEvent = {
+        id: newId("evt", now),
+        type: e.type,
+        timestamp,
+        workspaceId,
+        agentId: e.agentId ?? null,
+        occurredAt: e.occurredAt ?? null,
+        actor: by,
+        data: e.data,
+        sequence,
+        prevHash,
+        hash,
+      }
+      rows += `${rows === "" ? "[" : ","}{"s":${sequence},"id":"${event.id}","t":${JSON.stringify(e.type)},"a":${JSON.stringify(event.agentId)},"at":${actorJson},"d":${canonical},"o":${JSON.stringify(event.occurredAt)},"p":"${prevHash}","h":"${hash}"}`
+      prevHash = hash
+      return event
+    })
+  })
+  return { stored, rows: rows === "" ? "[]" : `${rows}]`, timestamp, head: { sequence, hash: prevHash } }
+}
 
 /**
  * The write side of the audit trail. `append` must run inside the caller's
@@ -44,6 +101,14 @@ export class AuditLog extends Context.Service<
       workspaceId: string,
       groups: ReadonlyArray<AppendGroup>,
     ) => Effect.Effect<ReadonlyArray<ReadonlyArray<AuditEvent>>>
+    /**
+     * Writes a prepared append if the chain's head is still `expected`, in one
+     * statement (its own transaction outside one); false, with nothing
+     * written, when another writer moved the head first. The group-commit
+     * appender's path: it keeps the head in memory and overlaps the next
+     * batch's round trip with this one's commit.
+     */
+    readonly appendAt: (workspaceId: string, prepared: PreparedAppend, expected: ChainHead) => Effect.Effect<boolean>
     /** Creates the empty chain of a new workspace (in the workspace's creating transaction). */
     readonly initChain: (workspaceId: string) => Effect.Effect<void>
   }
@@ -58,26 +123,28 @@ export class AuditLog extends Context.Service<
             ON CONFLICT (workspace_id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
 
       /**
-       * The append of a workspace with enabled webhooks: the same rows, plus one delivery per event and
-       * matching webhook (exact name, `prefix.*`, `*`; aliases were resolved when the filters were saved),
-       * written in this transaction, and a wake-up for the delivery workers once it commits. A delivery's id
-       * is derived from its event and webhook (see migration 0008).
+       * One statement that appends prepared rows after the head `expected`, and only there: it moves the
+       * head with a compare-and-set (under the head's row lock, which PostgreSQL re-checks after waiting
+       * for a concurrent writer), inserts the rows only when the head moved, queues one delivery per
+       * event and matching enabled webhook (exact name, `prefix.*`, `*`; aliases were resolved when the
+       * filters were saved; a delivery's id is derived from its event and webhook, see migration 0008),
+       * and announces the append to live streams and delivery workers (PostgreSQL delivers the
+       * notifications only at commit). Run alone it is its own transaction; inside one it joins it.
+       * False when the head was no longer `expected`: nothing was written.
        */
-      const appendWithDeliveries = (
-        workspaceId: string,
-        rows: string,
-        timestamp: string,
-        sequence: number,
-        hash: string,
-      ) =>
-        sql`WITH appended AS (
+      const write = (workspaceId: string, prepared: PreparedAppend, expected: ChainHead) => {
+        const { timestamp, head } = prepared
+        return sql<{ ok: number }>`WITH head AS (
+            UPDATE chain_heads SET sequence = ${head.sequence}, hash = ${head.hash}
+            WHERE workspace_id = ${workspaceId} AND sequence = ${expected.sequence} AND hash = ${expected.hash}
+            RETURNING webhooks
+          ), appended AS (
             INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
             SELECT ${workspaceId}, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, ${timestamp}::timestamptz, r.o, r.p, r.h
-            FROM json_to_recordset(${rows}::text::json)
+            FROM json_to_recordset(${prepared.rows}::text::json)
               AS r(s int8, id text, t text, a text, at text, ai text, d json, o timestamptz, p text, h text)
+            WHERE EXISTS (SELECT 1 FROM head)
             RETURNING id, type, sequence
-          ), head AS (
-            UPDATE chain_heads SET sequence = ${sequence}, hash = ${hash} WHERE workspace_id = ${workspaceId}
           ), queued AS (
             INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_sequence, event_id, event_type, status,
               next_attempt_at, created_at, updated_at)
@@ -86,75 +153,45 @@ export class AuditLog extends Context.Service<
             FROM appended a JOIN webhooks w ON w.workspace_id = ${workspaceId} AND w.enabled
               AND (w.match_all OR w.match_types ? a.type
                    OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.match_prefixes) p WHERE starts_with(a.type, p)))
+            WHERE (SELECT webhooks FROM head) > 0
             RETURNING 1
           )
-          SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${sequence}`}),
-            (SELECT count(*) FROM (SELECT pg_notify(${WEBHOOKS_CHANNEL}, ${workspaceId}) FROM queued LIMIT 1) n)`
+          SELECT (SELECT count(*) FROM head)::int AS ok,
+            (SELECT count(*) FROM (SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${head.sequence}`}) FROM head) n) AS events,
+            (SELECT count(*) FROM (SELECT pg_notify(${WEBHOOKS_CHANNEL}, ${workspaceId}) FROM queued LIMIT 1) n) AS deliveries`.pipe(
+          Effect.map((rows) => rows[0]?.ok === 1),
+        )
+      }
+
+      const appendAt = Effect.fn("AuditLog.appendAt")(function* (
+        workspaceId: string,
+        prepared: PreparedAppend,
+        expected: ChainHead,
+      ) {
+        if (prepared.head.sequence === expected.sequence) return true
+        return yield* write(workspaceId, prepared, expected)
+      }, Effect.orDie)
 
       const appendGroups = Effect.fn("AuditLog.appendGroups")(function* (
         workspaceId: string,
         groups: ReadonlyArray<AppendGroup>,
       ) {
         if (groups.every((g) => g.events.length === 0)) return groups.map(() => [])
-        const heads = yield* sql<HeadRow>`SELECT sequence, hash, webhooks FROM chain_heads
+        const heads = yield* sql<ChainHead>`SELECT sequence, hash FROM chain_heads
           WHERE workspace_id = ${workspaceId} FOR UPDATE`
         const head = heads[0]
         if (head === undefined) return yield* Effect.die(new Error(`no chain head for workspace ${workspaceId}`))
-        const now = yield* Clock.currentTimeMillis
-        const timestamp = new Date(now).toISOString()
-        let prevHash = head.hash
-        let sequence = head.sequence
-        // The rows travel as one JSON array (json_to_recordset), not as 12 bind parameters each: the data is
-        // spliced in as its canonical text, which PostgreSQL's json type stores verbatim.
-        let rows = ""
-        const stored = groups.map((g) => {
-          if (g.actor.workspaceId !== workspaceId) throw new Error("an append group of another workspace")
-          const by = actorOf(g.actor)
-          const actorJson = `${JSON.stringify(by.type)},"ai":${JSON.stringify(by.id)}`
-          return g.events.map((e) => {
-            sequence += 1
-            const canonical = e.canonicalData ?? canonicalize(e.data)
-            const hash = chainHashOfCanonical(prevHash, e.type, canonical, timestamp)
-            const event: AuditEvent = {
-              id: newId("evt", now),
-              type: e.type,
-              timestamp,
-              workspaceId,
-              agentId: e.agentId ?? null,
-              occurredAt: e.occurredAt ?? null,
-              actor: by,
-              data: e.data,
-              sequence,
-              prevHash,
-              hash,
-            }
-            rows += `${rows === "" ? "[" : ","}{"s":${sequence},"id":"${event.id}","t":${JSON.stringify(e.type)},"a":${JSON.stringify(event.agentId)},"at":${actorJson},"d":${canonical},"o":${JSON.stringify(event.occurredAt)},"p":"${prevHash}","h":"${hash}"}`
-            prevHash = hash
-            return event
-          })
-        })
-        // One round trip: the rows, the new head, and the announcement (delivered by PostgreSQL only when this
-        // transaction commits: live streams on every instance pull from here).
-        if (head.webhooks > 0) {
-          yield* appendWithDeliveries(workspaceId, `${rows}]`, timestamp, sequence, prevHash)
-          return stored
-        }
-        yield* sql`WITH appended AS (
-            INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
-            SELECT ${workspaceId}, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, ${timestamp}::timestamptz, r.o, r.p, r.h
-            FROM json_to_recordset(${`${rows}]`}::text::json)
-              AS r(s int8, id text, t text, a text, at text, ai text, d json, o timestamptz, p text, h text)
-          ), head AS (
-            UPDATE chain_heads SET sequence = ${sequence}, hash = ${prevHash} WHERE workspace_id = ${workspaceId}
-          )
-          SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${sequence}`})`
-        return stored
+        const prepared = prepareAppend(workspaceId, groups, head, yield* Clock.currentTimeMillis)
+        // Under the lock the head cannot have moved.
+        if (!(yield* write(workspaceId, prepared, head)))
+          return yield* Effect.die(new Error("the chain head moved under its lock"))
+        return prepared.stored
       }, Effect.orDie)
 
       const append = (actor: Actor, events: ReadonlyArray<NewEvent>) =>
         appendGroups(actor.workspaceId, [{ actor, events }]).pipe(Effect.map((stored) => stored[0]!))
 
-      return AuditLog.of({ append, appendGroups, initChain })
+      return AuditLog.of({ append, appendGroups, appendAt, initChain })
     }),
   )
 }

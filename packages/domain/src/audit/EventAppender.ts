@@ -1,4 +1,4 @@
-import { Context, Deferred, Effect, Exit, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Actor } from "../auth/Actor.ts"
 import {
@@ -10,7 +10,8 @@ import {
 } from "../idempotency/Idempotency.ts"
 import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { AuditLog } from "./AuditLog.ts"
+import { AuditLog, type ChainHead, type PreparedAppend, prepareAppend } from "./AuditLog.ts"
+import { EventRepo } from "./EventRepo.ts"
 
 /** One writer's append: its events, and the Idempotency-Key it was made under, if any. */
 export interface AppendRequest {
@@ -25,6 +26,12 @@ export type AppendOutcome = ReadonlyArray<AuditEvent> | Replayed
 /** A batch stops growing here; the rest waits for the next transaction. */
 const MAX_BATCH_EVENTS = 2_000
 
+/** Batches of one workspace a process has on their way to the database at once. */
+const PIPELINE_DEPTH = 3
+
+/** Workspaces whose chain head a process remembers (the map is cleared beyond). */
+const MAX_REMEMBERED_HEADS = 10_000
+
 interface Job {
   readonly request: AppendRequest
   readonly done: Deferred.Deferred<AppendOutcome, IdempotencyKeyReused>
@@ -34,18 +41,38 @@ interface Queue {
   pending: Array<Job>
 }
 
+/** A batch written optimistically after a head this process predicted. */
+interface Flight {
+  readonly jobs: ReadonlyArray<Job>
+  readonly prepared: PreparedAppend
+  readonly fiber: Fiber.Fiber<Exit.Exit<boolean>>
+}
+
 /**
- * Group commit for the audit trail's hot path (event ingest). Concurrent
- * appends to one workspace are handed to a single writer per workspace and
- * process, which writes everything waiting in one transaction: one claim of
- * the idempotency keys, one lock of the chain head, one INSERT, one commit.
- * Each caller resumes only after that commit, so an answered append is
- * durable. Several processes serialise on the chain-head row lock, so the
- * chain stays linear under any concurrency.
+ * Group commit for the audit trail's hot paths (event ingest, the guard).
+ * Concurrent appends to one workspace are handed to a single writer per
+ * workspace and process, which writes everything waiting as one batch. Each
+ * caller resumes only after its batch committed, so an answered append is
+ * durable.
  *
- * A batch that fails is retried one append at a time, so one bad append
- * fails alone. Inside a caller's transaction the append joins that
- * transaction instead (its change and its events commit together).
+ * Appends without an Idempotency-Key take the fast path: the writer keeps
+ * the chain's head in memory, numbers and hashes the batch after it, and
+ * writes it in one statement that moves the head only if it is still the one
+ * predicted (`AuditLog.appendAt`). It does not wait for that commit to
+ * prepare and send the next batches (up to PIPELINE_DEPTH), each predicted on
+ * top of the one before; PostgreSQL queues them on the head's row lock, so
+ * one round trip overlaps the previous commit. Writers of other processes
+ * serialise on the same lock, so the chain stays linear under any
+ * concurrency: a batch whose head moved writes nothing, and it and every
+ * batch after it go again.
+ *
+ * Everything else (keyed appends, batches that lost such a race or failed,
+ * the first batch of an unknown head) goes through the locked path: one
+ * transaction that claims the keys, locks the head, appends, completes the
+ * keys and commits. A locked batch that fails is retried one append at a
+ * time, so one bad append fails alone. Inside a caller's transaction the
+ * append joins that transaction instead (its change and its events commit
+ * together).
  */
 export class EventAppender extends Context.Service<
   EventAppender,
@@ -56,9 +83,17 @@ export class EventAppender extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const audit = yield* AuditLog
+      const repo = yield* EventRepo
       const idempotency = yield* Idempotency
       const inTransaction = transactional(sql)
       const queues = new Map<string, Queue>()
+      /** Per workspace, the head after this process's last append; a wrong one costs one refused statement. */
+      const heads = new Map<string, ChainHead>()
+      const remember = (workspaceId: string, head: ChainHead | undefined) => {
+        if (head === undefined) return heads.delete(workspaceId)
+        if (heads.size >= MAX_REMEMBERED_HEADS) heads.clear()
+        heads.set(workspaceId, head)
+      }
 
       /** Writes the given appends of one workspace in the current transaction; the outcome is per append. */
       const write = (workspaceId: string, requests: ReadonlyArray<AppendRequest>) =>
@@ -92,7 +127,9 @@ export class EventAppender extends Context.Service<
             if (!("claimed" in claim)) outcomes[i] = Exit.fail(claim)
             else if (!claim.claimed) outcomes[i] = Exit.succeed(claim.replay)
           }
-          return outcomes
+          const last = stored.flat().at(-1)
+          const head: ChainHead | undefined = last ? { sequence: last.sequence, hash: last.hash } : undefined
+          return { outcomes, head }
         })
 
       const settle = (
@@ -100,8 +137,11 @@ export class EventAppender extends Context.Service<
         outcomes: ReadonlyArray<Exit.Exit<AppendOutcome, IdempotencyKeyReused>>,
       ) => Effect.forEach(jobs, (job, i) => Deferred.done(job.done, outcomes[i]!), { discard: true })
 
-      /** One transaction for the batch; when it fails, each append alone, so that only the bad one fails. */
-      const commit = (workspaceId: string, jobs: ReadonlyArray<Job>): Effect.Effect<void> =>
+      /**
+       * The locked path: one transaction for the batch; when it fails, each append alone, so that only the
+       * bad one fails. The head after it, when it appended anything and that is known.
+       */
+      const commit = (workspaceId: string, jobs: ReadonlyArray<Job>): Effect.Effect<ChainHead | undefined> =>
         Effect.gen(function* () {
           const exit = yield* Effect.exit(
             inTransaction(
@@ -111,14 +151,36 @@ export class EventAppender extends Context.Service<
               ),
             ),
           )
-          if (Exit.isSuccess(exit)) return yield* settle(jobs, exit.value)
-          if (jobs.length > 1)
-            return yield* Effect.forEach(jobs, (job) => commit(workspaceId, [job]), { discard: true })
+          if (Exit.isSuccess(exit)) {
+            yield* settle(jobs, exit.value.outcomes)
+            return exit.value.head
+          }
+          if (jobs.length > 1) {
+            yield* Effect.forEach(jobs, (job) => commit(workspaceId, [job]), { discard: true })
+            return undefined
+          }
           yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never>)
+          return undefined
         })
 
-      /** Takes the waiting appends up to the batch limit; an Idempotency-Key seen twice waits for the next batch. */
-      const take = (queue: Queue): Array<Job> => {
+      /** The fast path: prepares the batch after `after` and sends it without waiting for the answer. */
+      const launch = (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead) =>
+        Effect.gen(function* () {
+          const prepared = prepareAppend(
+            workspaceId,
+            jobs.map((j) => j.request),
+            after,
+            yield* Clock.currentTimeMillis,
+          )
+          const fiber = yield* Effect.forkChild(Effect.exit(audit.appendAt(workspaceId, prepared, after)))
+          return { jobs, prepared, fiber } satisfies Flight
+        })
+
+      /**
+       * Takes the waiting appends up to the batch limit (only those without a key when `unkeyed`); an
+       * Idempotency-Key seen twice waits for the next batch.
+       */
+      const take = (queue: Queue, unkeyed: boolean): Array<Job> => {
         const batch: Array<Job> = []
         const rest: Array<Job> = []
         const keys = new Set<string>()
@@ -126,7 +188,7 @@ export class EventAppender extends Context.Service<
         for (const job of queue.pending) {
           const key = job.request.idempotency?.key
           const fits = batch.length === 0 || events + job.request.events.length <= MAX_BATCH_EVENTS
-          if (fits && (key === undefined || !keys.has(key))) {
+          if (fits && (key === undefined || (!unkeyed && !keys.has(key)))) {
             batch.push(job)
             events += job.request.events.length
             if (key !== undefined) keys.add(key)
@@ -138,7 +200,67 @@ export class EventAppender extends Context.Service<
 
       const drain = (workspaceId: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
-          while (queue.pending.length > 0) yield* commit(workspaceId, take(queue))
+          const flying: Array<Flight> = []
+          /** The head after the last batch sent; undefined when not known. */
+          let predicted = heads.get(workspaceId)
+          /** After a refused or failed fast batch, the next one takes the lock: it cannot lose again. */
+          let lock = false
+          while (queue.pending.length > 0 || flying.length > 0) {
+            const next = queue.pending[0]
+            const fast = next !== undefined && next.request.idempotency === undefined && !lock
+            if (fast && flying.length < PIPELINE_DEPTH && (predicted !== undefined || flying.length === 0)) {
+              if (predicted === undefined) {
+                const head = yield* Effect.exit(repo.head(workspaceId))
+                if (Exit.isSuccess(head)) predicted = head.value
+              }
+              if (predicted !== undefined) {
+                const jobs = take(queue, true)
+                const flight = yield* Effect.exit(launch(workspaceId, jobs, predicted))
+                if (Exit.isSuccess(flight)) {
+                  flying.push(flight.value)
+                  predicted = flight.value.prepared.head
+                } else {
+                  // Events that cannot be prepared (a defect): the locked path fails them one by one.
+                  queue.pending.unshift(...jobs)
+                  lock = true
+                }
+                continue
+              }
+            }
+            if (flying.length > 0) {
+              const landed = flying.shift()!
+              const exit = yield* Fiber.join(landed.fiber)
+              if (Exit.isSuccess(exit) && exit.value) {
+                yield* settle(
+                  landed.jobs,
+                  landed.prepared.stored.map((events) => Exit.succeed(events)),
+                )
+                remember(workspaceId, landed.prepared.head)
+                continue
+              }
+              // Every later flight was predicted on top of this one. One that went through anyway proves the
+              // ones before it went through (a failure reported after the commit): those are answered; the
+              // rest go again, in order, ahead of everything waiting.
+              const later = flying.splice(0)
+              const exits = [exit, ...(yield* Effect.forEach(later, (f) => Fiber.join(f.fiber)))]
+              const flights = [landed, ...later]
+              const through = exits.findLastIndex((e) => Exit.isSuccess(e) && e.value)
+              for (const [i, flight] of flights.entries())
+                if (i <= through)
+                  yield* settle(
+                    flight.jobs,
+                    flight.prepared.stored.map((events) => Exit.succeed(events)),
+                  )
+              if (through >= 0) remember(workspaceId, flights[through]!.prepared.head)
+              queue.pending.unshift(...flights.slice(through + 1).flatMap((f) => f.jobs))
+              predicted = undefined
+              lock = true
+              continue
+            }
+            predicted = yield* commit(workspaceId, take(queue, false))
+            remember(workspaceId, predicted)
+            lock = false
+          }
           // Checked and removed in one synchronous step: an append arriving later starts a new writer.
           queues.delete(workspaceId)
         })
@@ -146,8 +268,10 @@ export class EventAppender extends Context.Service<
       const append = Effect.fn("EventAppender.append")(function* (request: AppendRequest) {
         const workspaceId = request.actor.workspaceId
         if (Option.isSome(yield* Effect.serviceOption(sql.transactionService))) {
-          const [outcome] = yield* write(workspaceId, [request]).pipe(Effect.orDie)
-          return yield* outcome!
+          const { outcomes } = yield* write(workspaceId, [request]).pipe(Effect.orDie)
+          // This write moves the head behind the fast path's back; forgetting it spares a refused statement.
+          heads.delete(workspaceId)
+          return yield* outcomes[0]!
         }
         const done = yield* Deferred.make<AppendOutcome, IdempotencyKeyReused>()
         const queue = queues.get(workspaceId)
