@@ -106,6 +106,7 @@ export * from "./shared/errors.ts"
 export { newId } from "./shared/ids.ts"
 export { DEFAULT_LIMIT, MAX_LIMIT, type Page, type PageRequest } from "./shared/pagination.ts"
 export { InvalidCursor } from "./shared/paginationErrors.ts"
+export { randomId } from "./shared/random.ts"
 export * from "./shared/schemas.ts"
 export { findUnstorable, requireStorable } from "./shared/storable.ts"
 export {

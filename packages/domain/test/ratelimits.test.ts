@@ -94,6 +94,40 @@ describe.each(stores)("sliding-window counters (%s)", (_name, layer) => {
     expect(refused).toBeGreaterThan(10)
   })
 
+  it("checks issued in one turn (one script call in Redis) decide in order, each all-or-nothing, per group", async () => {
+    const group = `test-${randomBytes(6).toString("hex")}`
+    const other = `test-${randomBytes(6).toString("hex")}`
+    const limit = 5
+    const reference = new Reference(limit)
+    const otherReference = new Reference(limit)
+    // A window boundary falls inside the batch: each check carries its own window position.
+    const start = 2_000_000_000_000 - (2_000_000_000_000 % WINDOW) + WINDOW - 3
+    const times = Array.from({ length: 12 }, (_, i) => start + i)
+    const results = await Promise.all(
+      times.flatMap((now) => [
+        hit(group, [{ key: "k", limit }], now),
+        // A check one limit refuses moves nothing for the checks after it.
+        hit(
+          group,
+          [
+            { key: "k", limit: 1_000 },
+            { key: "never", limit: 0 },
+          ],
+          now,
+        ),
+        hit(other, [{ key: "k", limit }], now),
+      ]),
+    )
+    times.forEach((now, i) => {
+      expect(results[3 * i]!.admitted, `at ${now}`).toBe(reference.hit(now))
+      expect(results[3 * i + 1]!.admitted).toBe(false)
+      expect(results[3 * i + 2]!.admitted, `other group at ${now}`).toBe(otherReference.hit(now))
+    })
+    // Three before the boundary; just after it they still count almost fully, so two more fit.
+    expect(results.filter((r, i) => i % 3 === 0 && r.admitted).length).toBe(limit)
+    expect(results.filter((r, i) => i % 3 === 0 && !r.admitted).length).toBeGreaterThan(0)
+  })
+
   it("is all-or-nothing: a request one limit refuses moves no counter", async () => {
     const group = `test-${randomBytes(6).toString("hex")}`
     const now = 1_800_000_000_000 - (1_800_000_000_000 % WINDOW) + 5_000

@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { randomId } from "@agentgov/domain"
 import type { ApiError } from "../ApiError.ts"
 
 export { findUnstorable } from "@agentgov/domain"
@@ -9,7 +9,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** The caller's X-Request-Id when it is sane, else a fresh one. */
 export const requestIdOf = (req: IncomingMessage): string => {
   const given = req.headers["x-request-id"]
-  return typeof given === "string" && REQUEST_ID.test(given) ? given : `req_${randomBytes(12).toString("base64url")}`
+  return typeof given === "string" && REQUEST_ID.test(given) ? given : `req_${randomId(12).toString("base64url")}`
 }
 
 export const sendJson = (

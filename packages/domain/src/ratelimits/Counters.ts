@@ -55,17 +55,18 @@ export class Counters extends Context.Service<
     })
   })
 
-  /** Counters shared by every instance through one Redis: one Lua script per check. */
+  /**
+   * Counters shared by every instance through one Redis. The checks a process
+   * makes in one turn of its event loop go as one Lua script call per
+   * workspace (the script runs them one after the other, each all-or-nothing),
+   * so a busy instance sends one command where it would send dozens.
+   */
   static readonly redis = (url: string) =>
     Layer.effect(
       Counters,
       Effect.acquireRelease(
         Effect.promise(async () => {
-          const client = new Redis(url, {
-            lazyConnect: true,
-            enableAutoPipelining: true,
-            maxRetriesPerRequest: 2,
-          })
+          const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 })
           client.defineCommand("agentgovRateLimit", { lua: HIT_SCRIPT })
           // Fail at start, not on the first request, when Redis is unreachable.
           await client.connect()
@@ -79,20 +80,29 @@ export class Counters extends Context.Service<
           ).agentgovRateLimit!.bind(client)
           const fallback = memoryCounters()
           let warnedAt = 0
-          const hitNow = async (
-            group: string,
-            limits: ReadonlyArray<LimitKey>,
-            nowMs: number,
-            windowMs: number,
-          ): Promise<HitResult> => {
-            const { index, elapsed } = windowPosition(nowMs, windowMs)
+
+          interface Check {
+            readonly group: string
+            readonly limits: ReadonlyArray<LimitKey>
+            readonly nowMs: number
+            readonly windowMs: number
+            readonly resolve: (result: HitResult) => void
+          }
+          /** Checks waiting for this turn's flush, by workspace (a Cluster keeps one workspace in one slot). */
+          let waiting = new Map<string, Array<Check>>()
+
+          const send = async (group: string, checks: ReadonlyArray<Check>) => {
             // The hash tag {group} keeps a workspace's counters in one Cluster slot.
             const prefix = `agentgov:rl:{${group}}:`
             const keys: Array<string> = []
-            const args: Array<number> = [elapsed, windowMs, limits.length]
-            for (const l of limits) {
-              keys.push(`${prefix}${l.key}:${index}`, `${prefix}${l.key}:${index - 1}`)
-              args.push(l.limit)
+            const args: Array<number> = [checks.length]
+            for (const check of checks) {
+              const { index, elapsed } = windowPosition(check.nowMs, check.windowMs)
+              args.push(elapsed, check.windowMs, check.limits.length)
+              for (const l of check.limits) {
+                keys.push(`${prefix}${l.key}:${index}`, `${prefix}${l.key}:${index - 1}`)
+                args.push(l.limit)
+              }
             }
             let reply: Array<number>
             try {
@@ -103,13 +113,36 @@ export class Counters extends Context.Service<
                 warnedAt = Date.now()
                 process.emitWarning(`rate-limit counters: Redis failed (${String(cause)}); counting in-process`)
               }
-              return fallback(group, limits, nowMs, windowMs)
+              for (const c of checks) c.resolve(fallback(c.group, c.limits, c.nowMs, c.windowMs))
+              return
             }
-            const counts: Array<Counts> = []
-            for (let i = 0; i < limits.length; i++)
-              counts.push({ previous: Number(reply[1 + 2 * i]), current: Number(reply[2 + 2 * i]) })
-            return { admitted: reply[0] === 1, counts }
+            let at = 0
+            for (const check of checks) {
+              const admitted = reply[at++] === 1
+              const counts: Array<Counts> = []
+              for (let i = 0; i < check.limits.length; i++) {
+                counts.push({ previous: Number(reply[at]), current: Number(reply[at + 1]) })
+                at += 2
+              }
+              check.resolve({ admitted, counts })
+            }
           }
+
+          const flush = () => {
+            const batch = waiting
+            waiting = new Map()
+            for (const [group, checks] of batch) void send(group, checks)
+          }
+
+          const hitNow = (group: string, limits: ReadonlyArray<LimitKey>, nowMs: number, windowMs: number) =>
+            new Promise<HitResult>((resolve) => {
+              // setImmediate runs once this turn's I/O callbacks (the requests read in it) are done.
+              if (waiting.size === 0) setImmediate(flush)
+              const checks = waiting.get(group)
+              const check = { group, limits, nowMs, windowMs, resolve }
+              if (checks) checks.push(check)
+              else waiting.set(group, [check])
+            })
           return Counters.of({
             kind: "redis",
             hit: (group, limits, nowMs, windowMs) => Effect.promise(() => hitNow(group, limits, nowMs, windowMs)),
@@ -121,33 +154,43 @@ export class Counters extends Context.Service<
 }
 
 /**
- * KEYS: per limit, the current window's counter then the previous one's.
- * ARGV: elapsed ms, window ms, number of limits, then each limit.
- * Returns {admitted (0|1), previous₁, current₁, previous₂, …}. The admission
- * test is slidingWindow.ts's `admits`, in the same integer arithmetic.
+ * Several checks in one call, each all-or-nothing, in order (a later check sees the earlier ones' counts).
+ * KEYS: per check and limit, the current window's counter then the previous one's.
+ * ARGV: the number of checks, then per check its elapsed ms, window ms, number of limits and each limit.
+ * Returns, per check, {admitted (0|1), previous₁, current₁, previous₂, …}. The admission test is
+ * slidingWindow.ts's `admits`, in the same integer arithmetic.
  */
 const HIT_SCRIPT = `
-local elapsed = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local counts = {}
-local admitted = 1
-for i = 1, n do
-  local current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
-  local previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
-  counts[2 * i - 1] = previous
-  counts[2 * i] = current
-  local limit = tonumber(ARGV[3 + i])
-  if previous * (window - elapsed) + (current + 1) * window > limit * window then admitted = 0 end
-end
-if admitted == 1 then
+local checks = tonumber(ARGV[1])
+local a = 2
+local k = 0
+local reply = {}
+for c = 1, checks do
+  local elapsed = tonumber(ARGV[a])
+  local window = tonumber(ARGV[a + 1])
+  local n = tonumber(ARGV[a + 2])
+  a = a + 3
+  local counts = {}
+  local admitted = 1
   for i = 1, n do
-    counts[2 * i] = redis.call('INCR', KEYS[2 * i - 1])
-    redis.call('PEXPIRE', KEYS[2 * i - 1], 2 * window + 1000)
+    local current = tonumber(redis.call('GET', KEYS[k + 2 * i - 1]) or '0')
+    local previous = tonumber(redis.call('GET', KEYS[k + 2 * i]) or '0')
+    counts[2 * i - 1] = previous
+    counts[2 * i] = current
+    local limit = tonumber(ARGV[a + i - 1])
+    if previous * (window - elapsed) + (current + 1) * window > limit * window then admitted = 0 end
   end
+  if admitted == 1 then
+    for i = 1, n do
+      counts[2 * i] = redis.call('INCR', KEYS[k + 2 * i - 1])
+      redis.call('PEXPIRE', KEYS[k + 2 * i - 1], 2 * window + 1000)
+    end
+  end
+  reply[#reply + 1] = admitted
+  for i = 1, 2 * n do reply[#reply + 1] = counts[i] end
+  k = k + 2 * n
+  a = a + n
 end
-local reply = {admitted}
-for i = 1, 2 * n do reply[i + 1] = counts[i] end
 return reply
 `
 

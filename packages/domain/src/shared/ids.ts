@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto"
+import { randomId } from "./random.ts"
 
 const CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -40,7 +40,7 @@ export const newId = (prefix: IdPrefix, now: number = Date.now()): string => {
     }
     now = lastMs
   } else {
-    random = randomBytes(10)
+    random = randomId(10)
   }
   lastMs = now
   lastRandom = random
