@@ -51,7 +51,14 @@ export {
   type GuardApprovalUse,
 } from "./approvals/ApprovalService.ts"
 export * from "./audit/AuditEvent.ts"
-export { type AppendGroup, AuditLog, EVENTS_CHANNEL } from "./audit/AuditLog.ts"
+export {
+  type AppendGroup,
+  AuditLog,
+  type ChainHead,
+  EVENTS_CHANNEL,
+  type PreparedAppend,
+  prepareAppend,
+} from "./audit/AuditLog.ts"
 export { CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
 export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"

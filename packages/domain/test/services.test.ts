@@ -7,18 +7,23 @@ import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeyRepo } from "../src/apikeys/ApiKeyRepo.ts"
 import {
+  type Actor,
   AgentService,
   ApiKeyService,
+  type AuditEvent,
+  AuditLog,
   Authenticator,
   Counters,
   chainHash,
   DEFAULT_RATE_LIMITS,
   DomainLayer,
   type DomainServices,
+  EventAppender,
   GENESIS_HASH,
   hashKey,
   MasterKey,
   mintKey,
+  prepareAppend,
   RateLimitSettings,
   SCOPES,
   SdkTokens,
@@ -629,6 +634,94 @@ describe("audit chain", () => {
       const revoked = rows.filter((r) => r.type === "apikey.revoked")
       expect(revoked.map((r) => r.data.reason)).toEqual(["expired", "expired"])
       expect(revoked.map((r) => r.data.name).sort()).toEqual(["k1", "k2"])
+    }
+  })
+})
+
+describe("group-commit appender", () => {
+  const appendVia = (runtime: Runtime, actor: Actor, type: string, n = 1) =>
+    run(
+      EventAppender.use((a) =>
+        a.append({ actor, events: Array.from({ length: n }, (_, i) => ({ type, data: { i } })) }),
+      ),
+      runtime,
+    ) as Promise<ReadonlyArray<AuditEvent>>
+
+  it("appendAt writes nothing when the head is not the one the batch was hashed after", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const before = await eventsOf(workspace.id)
+    const stale = { sequence: 1, hash: before[0]!.hash }
+    const prepared = prepareAppend(
+      workspace.id,
+      [{ actor, events: [{ type: "probe.event", data: {} }] }],
+      stale,
+      Date.now(),
+    )
+    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, stale)))).toBe(false)
+    expect(await eventsOf(workspace.id)).toEqual(before)
+    const last = before.at(-1)!
+    const current = { sequence: last.sequence, hash: last.hash }
+    const next = prepareAppend(
+      workspace.id,
+      [{ actor, events: [{ type: "probe.event", data: {} }] }],
+      current,
+      Date.now(),
+    )
+    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, next, current)))).toBe(true)
+    const rows = await expectLinearChain(workspace.id)
+    expect(rows.at(-1)!.id).toBe(next.stored[0]![0]!.id)
+  })
+
+  it("recovers when the head moves behind its back, and answers each append with its own events", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const first = await appendVia(rt, actor, "probe.first", 3)
+    // A write the appender does not see: its remembered head is now stale.
+    await run(
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(AuditLog.use((a) => a.append(actor, [{ type: "probe.aside", data: {} }]))),
+      ),
+    )
+    const later = await run(
+      Effect.all(
+        Array.from({ length: 12 }, (_, i) =>
+          EventAppender.use((a) => a.append({ actor, events: [{ type: "probe.later", data: { i } }] })),
+        ),
+        { concurrency: "unbounded" },
+      ),
+    )
+    const rows = await expectLinearChain(workspace.id)
+    expect(rows.map((r) => r.type).slice(-16)).toEqual([
+      ...Array(3).fill("probe.first"),
+      "probe.aside",
+      ...Array(12).fill("probe.later"),
+    ])
+    const byId = new Map(rows.map((r) => [r.id, r]))
+    for (const [i, events] of [first, ...later].entries()) {
+      expect(Array.isArray(events), `append ${i}`).toBe(true)
+      for (const e of events as ReadonlyArray<AuditEvent>) {
+        expect(byId.get(e.id)?.sequence).toBe(e.sequence)
+        expect(byId.get(e.id)?.hash).toBe(e.hash)
+      }
+    }
+  })
+
+  it("keeps one linear chain when two instances' appenders race on one PostgreSQL workspace", async () => {
+    if (store.kind !== "postgres") return
+    const second: Runtime = ManagedRuntime.make(
+      DomainLayer.pipe(Layer.provideMerge(Layer.merge(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey))),
+    )
+    try {
+      const { workspace, actor } = await newWorkspace()
+      const burst = (runtime: Runtime, tag: string) =>
+        Promise.all(Array.from({ length: 40 }, (_, i) => appendVia(runtime, actor, `probe.${tag}`, 1 + (i % 3))))
+      const [x, y] = await Promise.all([burst(rt, "x"), burst(second, "y")])
+      const rows = await expectLinearChain(workspace.id)
+      const answered = [...x, ...y].flat()
+      expect(answered).toHaveLength(2 * (14 * 1 + 13 * 2 + 13 * 3))
+      const stored = new Map(rows.map((r) => [r.id, r.sequence]))
+      for (const e of answered) expect(stored.get(e.id)).toBe(e.sequence)
+    } finally {
+      await second.dispose()
     }
   })
 })

@@ -1,4 +1,4 @@
-import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Layer, Option } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Actor } from "../auth/Actor.ts"
 import {
@@ -26,9 +26,6 @@ export type AppendOutcome = ReadonlyArray<AuditEvent> | Replayed
 /** A batch stops growing here; the rest waits for the next transaction. */
 const MAX_BATCH_EVENTS = 2_000
 
-/** Batches of one workspace a process has on their way to the database at once. */
-const PIPELINE_DEPTH = 3
-
 /** Workspaces whose chain head a process remembers (the map is cleared beyond). */
 const MAX_REMEMBERED_HEADS = 10_000
 
@@ -41,13 +38,6 @@ interface Queue {
   pending: Array<Job>
 }
 
-/** A batch written optimistically after a head this process predicted. */
-interface Flight {
-  readonly jobs: ReadonlyArray<Job>
-  readonly prepared: PreparedAppend
-  readonly fiber: Fiber.Fiber<Exit.Exit<boolean>>
-}
-
 /**
  * Group commit for the audit trail's hot paths (event ingest, the guard).
  * Concurrent appends to one workspace are handed to a single writer per
@@ -57,16 +47,13 @@ interface Flight {
  *
  * Appends without an Idempotency-Key take the fast path: the writer keeps
  * the chain's head in memory, numbers and hashes the batch after it, and
- * writes it in one statement that moves the head only if it is still the one
- * predicted (`AuditLog.appendAt`). It does not wait for that commit to
- * prepare and send the next batches (up to PIPELINE_DEPTH), each predicted on
- * top of the one before; PostgreSQL queues them on the head's row lock, so
- * one round trip overlaps the previous commit. Writers of other processes
- * serialise on the same lock, so the chain stays linear under any
- * concurrency: a batch whose head moved writes nothing, and it and every
- * batch after it go again.
+ * writes it in one statement (one round trip, its own transaction) that moves
+ * the head only if it is still the one predicted (`AuditLog.appendAt`).
+ * Writers of other processes serialise on the head's row lock, so the chain
+ * stays linear under any concurrency: a batch whose head moved writes nothing
+ * and goes again.
  *
- * Everything else (keyed appends, batches that lost such a race or failed,
+ * Everything else (keyed appends, a batch that lost such a race or failed,
  * the first batch of an unknown head) goes through the locked path: one
  * transaction that claims the keys, locks the head, appends, completes the
  * keys and commits. A locked batch that fails is retried one append at a
@@ -163,8 +150,8 @@ export class EventAppender extends Context.Service<
           return undefined
         })
 
-      /** The fast path: prepares the batch after `after` and sends it without waiting for the answer. */
-      const launch = (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead) =>
+      /** The fast path: the batch after `after`, in one statement. Its events, or undefined when it wrote nothing. */
+      const fast = (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead) =>
         Effect.gen(function* () {
           const prepared = prepareAppend(
             workspaceId,
@@ -172,8 +159,7 @@ export class EventAppender extends Context.Service<
             after,
             yield* Clock.currentTimeMillis,
           )
-          const fiber = yield* Effect.forkChild(Effect.exit(audit.appendAt(workspaceId, prepared, after)))
-          return { jobs, prepared, fiber } satisfies Flight
+          return (yield* audit.appendAt(workspaceId, prepared, after)) ? prepared : undefined
         })
 
       /**
@@ -200,65 +186,37 @@ export class EventAppender extends Context.Service<
 
       const drain = (workspaceId: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
-          const flying: Array<Flight> = []
-          /** The head after the last batch sent; undefined when not known. */
-          let predicted = heads.get(workspaceId)
+          /** The head after the last batch; undefined when not known. */
+          let head = heads.get(workspaceId)
           /** After a refused or failed fast batch, the next one takes the lock: it cannot lose again. */
           let lock = false
-          while (queue.pending.length > 0 || flying.length > 0) {
-            const next = queue.pending[0]
-            const fast = next !== undefined && next.request.idempotency === undefined && !lock
-            if (fast && flying.length < PIPELINE_DEPTH && (predicted !== undefined || flying.length === 0)) {
-              if (predicted === undefined) {
-                const head = yield* Effect.exit(repo.head(workspaceId))
-                if (Exit.isSuccess(head)) predicted = head.value
+          while (queue.pending.length > 0) {
+            if (queue.pending[0]!.request.idempotency === undefined && !lock) {
+              if (head === undefined) {
+                const read = yield* Effect.exit(repo.head(workspaceId))
+                if (Exit.isSuccess(read)) head = read.value
               }
-              if (predicted !== undefined) {
+              if (head !== undefined) {
                 const jobs = take(queue, true)
-                const flight = yield* Effect.exit(launch(workspaceId, jobs, predicted))
-                if (Exit.isSuccess(flight)) {
-                  flying.push(flight.value)
-                  predicted = flight.value.prepared.head
+                const written = yield* Effect.exit(fast(workspaceId, jobs, head))
+                if (Exit.isSuccess(written) && written.value !== undefined) {
+                  yield* settle(
+                    jobs,
+                    written.value.stored.map((events) => Exit.succeed(events)),
+                  )
+                  head = written.value.head
+                  remember(workspaceId, head)
                 } else {
-                  // Events that cannot be prepared (a defect): the locked path fails them one by one.
+                  // Another writer moved the head, or the batch failed: the locked path, in order, ahead of the rest.
                   queue.pending.unshift(...jobs)
+                  head = undefined
                   lock = true
                 }
                 continue
               }
             }
-            if (flying.length > 0) {
-              const landed = flying.shift()!
-              const exit = yield* Fiber.join(landed.fiber)
-              if (Exit.isSuccess(exit) && exit.value) {
-                yield* settle(
-                  landed.jobs,
-                  landed.prepared.stored.map((events) => Exit.succeed(events)),
-                )
-                remember(workspaceId, landed.prepared.head)
-                continue
-              }
-              // Every later flight was predicted on top of this one. One that went through anyway proves the
-              // ones before it went through (a failure reported after the commit): those are answered; the
-              // rest go again, in order, ahead of everything waiting.
-              const later = flying.splice(0)
-              const exits = [exit, ...(yield* Effect.forEach(later, (f) => Fiber.join(f.fiber)))]
-              const flights = [landed, ...later]
-              const through = exits.findLastIndex((e) => Exit.isSuccess(e) && e.value)
-              for (const [i, flight] of flights.entries())
-                if (i <= through)
-                  yield* settle(
-                    flight.jobs,
-                    flight.prepared.stored.map((events) => Exit.succeed(events)),
-                  )
-              if (through >= 0) remember(workspaceId, flights[through]!.prepared.head)
-              queue.pending.unshift(...flights.slice(through + 1).flatMap((f) => f.jobs))
-              predicted = undefined
-              lock = true
-              continue
-            }
-            predicted = yield* commit(workspaceId, take(queue, false))
-            remember(workspaceId, predicted)
+            head = yield* commit(workspaceId, take(queue, false))
+            remember(workspaceId, head)
             lock = false
           }
           // Checked and removed in one synchronous step: an append arriving later starts a new writer.
