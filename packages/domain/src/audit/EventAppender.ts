@@ -10,7 +10,7 @@ import {
 } from "../idempotency/Idempotency.ts"
 import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { AuditLog, type ChainHead, type PreparedAppend, prepareAppend } from "./AuditLog.ts"
+import { AuditLog, type ChainHead, prepareAppend } from "./AuditLog.ts"
 import { EventRepo } from "./EventRepo.ts"
 
 /** One writer's append: its events, and the Idempotency-Key it was made under, if any. */
