@@ -48,7 +48,12 @@ interface Load {
 }
 
 /** CONNECTIONS clients, each sending `bodyOf(i)` one after another for ROUND_MS. */
-export const drive = async (url: string, path: string, headers: Record<string, string>, bodyOf: (i: number) => string) => {
+export const drive = async (
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  bodyOf: (i: number) => string,
+) => {
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
   const { hostname, port } = new URL(url)
   const latencies: Array<number> = []

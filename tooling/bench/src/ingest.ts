@@ -103,11 +103,26 @@ const insertStatement = (table: string, rows: number, dataType: string) => {
   return `INSERT INTO ${table} (${COLUMNS.join(", ")}) VALUES ${tuples.join(", ")}`
 }
 
-/** Tables for the baselines: `bench_plain` has only a primary key; `bench_indexed` has every index of `events`. */
+/**
+ * Tables for the baselines: `bench_plain` has only a primary key; `bench_indexed` and `bench_serial` have
+ * every index of `events`.
+ */
 export const createBaselineTables = async (sql: postgres.Sql) => {
   await sql`CREATE TABLE bench_plain (LIKE events INCLUDING DEFAULTS, PRIMARY KEY (workspace_id, sequence))`
   await sql`CREATE TABLE bench_indexed (LIKE events INCLUDING ALL)`
+  await sql`CREATE TABLE bench_serial (LIKE events INCLUDING ALL)`
 }
+
+/**
+ * The shape of one ordered writer with the same load: one connection, each statement the rows of one call
+ * from every client (what one group-committed batch holds at most). A chain has one writer per workspace,
+ * so this, not `clients` parallel writers, is the ceiling of any chained ingest into one workspace.
+ */
+export const serialShape = (shape: IngestShape): IngestShape => ({
+  clients: 1,
+  calls: shape.calls,
+  batch: shape.batch * shape.clients,
+})
 
 /** The stored rows of an ingest run, as the parameters of the server's INSERT: JSON as text, times as ISO strings. */
 export const fetchRows = async (sql: postgres.Sql, workspaceId: string, run: IngestRun) => {

@@ -6,7 +6,7 @@ import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
-import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert } from "./ingest.ts"
+import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert, serialShape } from "./ingest.ts"
 import { type BenchmarkResult, benchmark, failed, median, printSummary, round, target, writeReport } from "./report.ts"
 import { runSdkBenchmarks } from "./sdk.ts"
 import { type BenchServer, startServer } from "./server.ts"
@@ -55,6 +55,7 @@ const ingestBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
   const warmRows = await fetchRows(sql, workspaceId, warm)
   await runPlainInsert(sql, server, "bench_plain", warmRows, WARMUP)
   await runPlainInsert(sql, server, "bench_indexed", warmRows, WARMUP)
+  await runPlainInsert(sql, server, "bench_serial", warmRows, serialShape(WARMUP))
 
   const rounds = []
   for (let r = 1; r <= ROUNDS; r++) {
@@ -63,11 +64,13 @@ const ingestBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
     const rows = await fetchRows(sql, workspaceId, ingest)
     const plain = await runPlainInsert(sql, server, "bench_plain", rows, INGEST)
     const indexed = await runPlainInsert(sql, server, "bench_indexed", rows, INGEST)
+    const serial = await runPlainInsert(sql, server, "bench_serial", rows, serialShape(INGEST))
     log(
       `ingest round ${r}: ${round(ingest.eventsPerSecond, 0)} events/s; plain INSERT ${round(plain.eventsPerSecond, 0)}, ` +
-        `with the events table's indexes ${round(indexed.eventsPerSecond, 0)}`,
+        `with the events table's indexes ${round(indexed.eventsPerSecond, 0)}, ` +
+        `one ordered writer with them ${round(serial.eventsPerSecond, 0)}`,
     )
-    rounds.push({ ingest, plain, indexed })
+    rounds.push({ ingest, plain, indexed, serial })
   }
   const value = median(rounds.map((r) => r.ingest.eventsPerSecond))
   const baseline = median(rounds.map((r) => r.plain.eventsPerSecond))
@@ -90,10 +93,16 @@ const ingestBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
         what: "the same INSERTs into a copy of events with all its indexes (bench_indexed); informational",
         eventsPerSecond: round(median(rounds.map((r) => r.indexed.eventsPerSecond))),
       },
-      rounds: rounds.map(({ ingest, plain, indexed }) => ({
+      serialBaseline: {
+        what: `the same rows into a copy of events with all its indexes by one connection, ${INGEST.clients * INGEST.batch} rows per INSERT (bench_serial): one ordered writer, as a chain has per workspace; informational`,
+        eventsPerSecond: round(median(rounds.map((r) => r.serial.eventsPerSecond))),
+        ratio: round(value / median(rounds.map((r) => r.serial.eventsPerSecond)), 3),
+      },
+      rounds: rounds.map(({ ingest, plain, indexed, serial }) => ({
         ingest: { ...ingest, eventsPerSecond: round(ingest.eventsPerSecond) },
         plain: { ...plain, eventsPerSecond: round(plain.eventsPerSecond) },
         indexed: { ...indexed, eventsPerSecond: round(indexed.eventsPerSecond) },
+        serial: { ...serial, eventsPerSecond: round(serial.eventsPerSecond) },
         ratio: round(ingest.eventsPerSecond / plain.eventsPerSecond, 3),
       })),
     },
