@@ -13,29 +13,38 @@ export const findUnstorable = (
   value: unknown,
   path: Array<string | number> = [],
 ): { path: Array<string | number>; issue: string } | undefined => {
-  if (path.length > MAX_DEPTH) return { path, issue: `nested deeper than ${MAX_DEPTH} levels` }
+  // One path stack for the whole walk (this runs on every request body): copied only for the answer.
+  const stack = [...path]
+  const issue = walk(value, stack, path.length)
+  return issue === undefined ? undefined : { path: stack, issue }
+}
+
+const UNSTORABLE = "contains a NUL character or an unpaired surrogate"
+
+/** The issue of the first unstorable part, with `stack` left at its path; undefined when all is storable. */
+const walk = (value: unknown, stack: Array<string | number>, depth: number): string | undefined => {
+  if (depth > MAX_DEPTH) return `nested deeper than ${MAX_DEPTH} levels`
   if (typeof value === "number") {
     // JSON.parse turns 1e400 into Infinity, which JSON cannot carry back and JCS cannot hash.
-    return Number.isFinite(value) ? undefined : { path, issue: "number out of range" }
+    return Number.isFinite(value) ? undefined : "number out of range"
   }
-  if (typeof value === "string") {
-    if (value.includes("\u0000") || !value.isWellFormed())
-      return { path, issue: "contains a NUL character or an unpaired surrogate" }
-    return undefined
-  }
+  if (typeof value === "string") return value.includes("\u0000") || !value.isWellFormed() ? UNSTORABLE : undefined
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = findUnstorable(value[i], [...path, i])
-      if (found) return found
+      stack.push(i)
+      const found = walk(value[i], stack, depth + 1)
+      if (found !== undefined) return found
+      stack.pop()
     }
     return undefined
   }
   if (value !== null && typeof value === "object") {
-    for (const [k, v] of Object.entries(value)) {
-      if (k.includes("\u0000") || !k.isWellFormed())
-        return { path: [...path, k], issue: "key contains a NUL character or an unpaired surrogate" }
-      const found = findUnstorable(v, [...path, k])
-      if (found) return found
+    for (const k of Object.keys(value)) {
+      stack.push(k)
+      if (k.includes("\u0000") || !k.isWellFormed()) return `key ${UNSTORABLE}`
+      const found = walk((value as Record<string, unknown>)[k], stack, depth + 1)
+      if (found !== undefined) return found
+      stack.pop()
     }
   }
   return undefined
