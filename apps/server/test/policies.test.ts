@@ -216,6 +216,32 @@ describe("the guard", () => {
     expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
   })
 
+  it("fails closed, not with a 500, when a stored policy no longer validates; deleting it lifts that", async () => {
+    const agent = await register()
+    const action = `${unique("legacy")}.run`
+    const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: [action] }] })
+    expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+    // What a stricter validation after an upgrade, or a hand-edited row, leaves behind.
+    await t.server.runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql`WITH changed AS (
+            UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}') WHERE id = ${p.id}
+            RETURNING workspace_id
+          ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
+      ),
+    )
+    for (const a of [action, "anything.else"]) {
+      const res = await guard({ agentId: agent.id, action: a })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.data.decision).toBe("deny")
+      const reason = res.body.data.reasons.find((r: { policyId?: string }) => r.policyId === p.id)
+      expect(reason.code).toBe("CONDITION_ERROR")
+      expect(reason.message).toContain("rules[0].when")
+    }
+    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
+    expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+  })
+
   it("validates its input and names the agent it cannot find", async () => {
     expectError(await guard({ action: "x.y" }), 422, "VALIDATION_ERROR", "agentId")
     expectError(await guard({ agentId: "agt_nope" }), 422, "VALIDATION_ERROR", "action")

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { compileGlob, GLOB_SUBJECT_MAX, InMemoryRateCounter } from "../../src/policies/engine/index.ts"
+import { compileGlob, compilePolicies, GLOB_SUBJECT_MAX, InMemoryRateCounter } from "../../src/policies/engine/index.ts"
 import { codesOf, compile, matchedOf, run } from "./helpers.ts"
 
 describe("globs", () => {
@@ -80,6 +80,34 @@ describe("the action index", () => {
     ])
     // The second lookup comes from the per-action memo and must be the same.
     expect(matchedOf(run(set, { action: "tool.read" }))).toEqual(matchedOf(first))
+  })
+})
+
+describe("a stored document that no longer validates", () => {
+  const valid = { name: "reads", rules: [{ id: "allow-read", effect: "allow", actions: ["files.read"] }] }
+  const broken = { name: "old", rules: [{ id: "r", effect: "allow", actions: ["files.*"], when: { op: "gone" } }] }
+
+  it("denies every action of the workspace, naming the policy and the issue (fail closed)", () => {
+    const set = compilePolicies([
+      { id: "pol_ok", version: 1, document: valid as never },
+      { id: "pol_bad", version: 3, document: broken as never },
+    ])
+    for (const action of ["files.read", "anything.else", "x"]) {
+      const d = run(set, { action })
+      expect(d.decision, action).toBe("deny")
+      expect(matchedOf(d)).toContain("pol_bad/(invalid)/enforce")
+      const reason = d.reasons.find((r) => r.policyId === "pol_bad")!
+      expect(reason.code).toBe("CONDITION_ERROR")
+      expect(reason.message).toMatch(/^policy pol_bad \(version 3\) no longer validates \(rules\[0\]\.when/)
+    }
+  })
+
+  it("is left out when it still says it is disabled", () => {
+    const set = compilePolicies([
+      { id: "pol_ok", version: 1, document: valid as never },
+      { id: "pol_bad", version: 1, document: { ...broken, enabled: false } as never },
+    ])
+    expect(run(set, { action: "files.read" }).decision).toBe("allow")
   })
 })
 

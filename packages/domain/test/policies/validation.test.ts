@@ -328,19 +328,17 @@ describe("PolicyInvalid and the schemas", () => {
     expect(good.value).toEqual({ ...base(), enabled: true, mode: "enforce" })
   })
 
-  it("compilePolicies refuses a stored document that no longer validates, naming the policy", () => {
+  it("compilePolicies turns a stored document that no longer validates into a fail-closed deny naming the field", () => {
     const broken = {
       ...base(),
       rules: [
         { id: "r", effect: "deny", actions: ["x"], when: { time: { from: "09:00", to: "10:00", tz: "Nowhere/Gone" } } },
       ],
     }
-    try {
-      compilePolicies([{ id: "pol_9", version: 3, document: broken as never }])
-      expect.unreachable("compile should throw")
-    } catch (e) {
-      expect(e).toBeInstanceOf(PolicyInvalid)
-      expect(e).toMatchObject({ policyId: "pol_9", field: "rules[0].when.time.tz" })
-    }
+    const set = compilePolicies([{ id: "pol_9", version: 3, document: broken as never }])
+    expect(set.rules).toHaveLength(1)
+    expect(set.rules[0]!.effect).toBe("deny")
+    expect(set.rules[0]!.reason).toMatchObject({ code: "CONDITION_ERROR", policyId: "pol_9" })
+    expect(set.rules[0]!.reason.message).toContain("rules[0].when.time.tz")
   })
 })

@@ -2,7 +2,6 @@ import { type CompiledCondition, compileCondition } from "./conditions.ts"
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
 import { LIMITS, type Mode, type PolicyDocument, type RuleEffect } from "./language.ts"
-import { policyInvalid } from "./PolicyInvalid.ts"
 import { validatePolicyDocument } from "./validate.ts"
 
 /** A stored policy as the engine takes it. */
@@ -144,9 +143,56 @@ const REASON_CODE_OF: Readonly<Record<RuleEffect, "POLICY_DENIED" | "APPROVAL_RE
 }
 
 /**
+ * The stand-in for a stored policy whose document no longer validates (a stricter check after
+ * an upgrade, a hand-edited row): one enforced deny rule on every action, whose reason names
+ * the policy and the first issue. The guard fails closed for the workspace, as for a condition
+ * that cannot be evaluated (D6), instead of failing every call, and says why in `reasons`;
+ * updating or deleting the policy lifts it. A document that still says `enabled: false` is
+ * left out, as when it was valid.
+ */
+const invalidStandIn = (input: PolicyInput, issue: { field: string; issue: string } | undefined) => {
+  const policy: CompiledPolicy = {
+    id: input.id,
+    version: input.version,
+    name: input.id,
+    mode: "enforce",
+    targetIds: undefined,
+    targetLabels: undefined,
+    targeted: false,
+  }
+  const ruleId = "(invalid)"
+  const rule = (ordinal: number): CompiledRule => ({
+    ordinal,
+    policy,
+    id: ruleId,
+    effect: "deny",
+    condition: undefined,
+    matched: Object.freeze({
+      policyId: input.id,
+      policyVersion: input.version,
+      ruleId,
+      effect: "deny" as const,
+      mode: "enforce" as const,
+    }),
+    reason: Object.freeze({
+      code: "CONDITION_ERROR" as const,
+      message:
+        `policy ${input.id} (version ${input.version}) no longer validates` +
+        (issue ? ` (${issue.field || "document"}: ${issue.issue})` : "") +
+        "; every action is denied until it is updated or deleted (fail closed)",
+      policyId: input.id,
+      ruleId,
+    }),
+    monitorNote: Object.freeze({ code: "POLICY_MONITORED" as const, message: "", policyId: input.id, ruleId }),
+    approval: undefined,
+  })
+  return { policy, rule }
+}
+
+/**
  * Compiles a workspace's policies, once, when they are saved or loaded: documents are
- * validated again (a stored document that no longer validates is a {@link PolicyInvalid}
- * naming the policy), conditions become trees for one interpreter, CEL is parsed and checked, and rules are
+ * validated again (a stored document that no longer validates becomes a fail-closed deny,
+ * see {@link invalidStandIn}), conditions become trees for one interpreter, CEL is parsed and checked, and rules are
  * indexed by action. Disabled policies are left out. Order matters only for reporting: it is
  * the order of `matched`, of reasons, and which approval rule's settings apply first.
  */
@@ -155,7 +201,14 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
   const rules: Array<{ rule: CompiledRule; actions: ReadonlyArray<string> }> = []
   for (const input of policies) {
     const validation = validatePolicyDocument(input.document)
-    if (!validation.ok) throw policyInvalid(validation.issues, input.id)
+    if (!validation.ok) {
+      const raw = input.document as { enabled?: unknown } | null
+      if (typeof raw === "object" && raw !== null && raw.enabled === false) continue
+      const standIn = invalidStandIn(input, validation.issues[0])
+      compiled.push(standIn.policy)
+      rules.push({ rule: standIn.rule(rules.length), actions: ["*"] })
+      continue
+    }
     const doc = validation.document
     if (!doc.enabled) continue
     const policy: CompiledPolicy = {
