@@ -56,6 +56,12 @@ afterAll(async () => {
 const run = <A, E>(effect: Effect.Effect<A, E, R>, runtime: Runtime = rt): Promise<A> => runtime.runPromise(effect)
 const runFailure = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => rt.runPromise(Effect.flip(effect))
 
+/** Another server instance's domain on the same PostgreSQL database (dispose it). */
+const secondInstance = (): Runtime =>
+  ManagedRuntime.make(
+    DomainLayer.pipe(Layer.provideMerge(Layer.merge(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey))),
+  )
+
 /** Runs `effect` with effect's TestClock set to `ms` (the database clock is not involved). */
 const atTime = <A, E, Rq>(ms: number, effect: Effect.Effect<A, E, Rq>) =>
   Effect.gen(function* () {
@@ -583,9 +589,7 @@ describe("audit chain", () => {
 
   it("stays linear when two instances write to one PostgreSQL workspace at once", async () => {
     if (store.kind !== "postgres") return
-    const second: Runtime = ManagedRuntime.make(
-      DomainLayer.pipe(Layer.provideMerge(Layer.merge(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey))),
-    )
+    const second = secondInstance()
     try {
       const { workspace, actor } = await newWorkspace()
       const burst = (runtime: Runtime, tag: string) =>
@@ -707,9 +711,7 @@ describe("group-commit appender", () => {
 
   it("keeps one linear chain when two instances' appenders race on one PostgreSQL workspace", async () => {
     if (store.kind !== "postgres") return
-    const second: Runtime = ManagedRuntime.make(
-      DomainLayer.pipe(Layer.provideMerge(Layer.merge(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey))),
-    )
+    const second = secondInstance()
     try {
       const { workspace, actor } = await newWorkspace()
       const burst = (runtime: Runtime, tag: string) =>
