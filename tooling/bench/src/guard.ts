@@ -48,12 +48,7 @@ interface Load {
 }
 
 /** CONNECTIONS clients, each sending `bodyOf(i)` one after another for ROUND_MS. */
-export const drive = async (
-  url: string,
-  path: string,
-  headers: Record<string, string>,
-  bodyOf: (i: number) => string,
-) => {
+const drive = async (url: string, path: string, headers: Record<string, string>, bodyOf: (i: number) => string) => {
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
   const { hostname, port } = new URL(url)
   const latencies: Array<number> = []
@@ -95,7 +90,7 @@ export const drive = async (
 }
 
 /** A workspace-sized policy set: RULES rules over exact, prefix and glob actions, half with conditions. */
-export const policies = () =>
+const policies = () =>
   Array.from({ length: RULES / 10 }, (_, p) => ({
     name: `bench-policy-${p}`,
     rules: Array.from({ length: 10 }, (_, r) => {

@@ -74,7 +74,10 @@ export class EventAppender extends Context.Service<
       const idempotency = yield* Idempotency
       const inTransaction = transactional(sql)
       const queues = new Map<string, Queue>()
-      /** Per workspace, the head after this process's last append; a wrong one costs one refused statement. */
+      /**
+       * Per workspace, the head after this process's last append: what the fast path hashes after. Absent
+       * when not known; a wrong one costs one refused statement.
+       */
       const heads = new Map<string, ChainHead>()
       const remember = (workspaceId: string, head: ChainHead | undefined) => {
         if (head === undefined) return heads.delete(workspaceId)
@@ -186,16 +189,15 @@ export class EventAppender extends Context.Service<
 
       const drain = (workspaceId: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
-          /** The head after the last batch; undefined when not known. */
-          let head = heads.get(workspaceId)
           /** After a refused or failed fast batch, the next one takes the lock: it cannot lose again. */
           let lock = false
           while (queue.pending.length > 0) {
             if (queue.pending[0]!.request.idempotency === undefined && !lock) {
-              if (head === undefined) {
+              if (!heads.has(workspaceId)) {
                 const read = yield* Effect.exit(repo.head(workspaceId))
-                if (Exit.isSuccess(read)) head = read.value
+                if (Exit.isSuccess(read)) remember(workspaceId, read.value)
               }
+              const head = heads.get(workspaceId)
               if (head !== undefined) {
                 const jobs = take(queue, true)
                 const written = yield* Effect.exit(fast(workspaceId, jobs, head))
@@ -204,19 +206,17 @@ export class EventAppender extends Context.Service<
                     jobs,
                     written.value.stored.map((events) => Exit.succeed(events)),
                   )
-                  head = written.value.head
-                  remember(workspaceId, head)
+                  remember(workspaceId, written.value.head)
                 } else {
                   // Another writer moved the head, or the batch failed: the locked path, in order, ahead of the rest.
                   queue.pending.unshift(...jobs)
-                  head = undefined
+                  remember(workspaceId, undefined)
                   lock = true
                 }
                 continue
               }
             }
-            head = yield* commit(workspaceId, take(queue, false))
-            remember(workspaceId, head)
+            remember(workspaceId, yield* commit(workspaceId, take(queue, false)))
             lock = false
           }
           // Checked and removed in one synchronous step: an append arriving later starts a new writer.
@@ -228,7 +228,7 @@ export class EventAppender extends Context.Service<
         if (Option.isSome(yield* Effect.serviceOption(sql.transactionService))) {
           const { outcomes } = yield* write(workspaceId, [request]).pipe(Effect.orDie)
           // This write moves the head behind the fast path's back; forgetting it spares a refused statement.
-          heads.delete(workspaceId)
+          remember(workspaceId, undefined)
           return yield* outcomes[0]!
         }
         const done = yield* Deferred.make<AppendOutcome, IdempotencyKeyReused>()

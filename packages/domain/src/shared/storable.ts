@@ -15,15 +15,15 @@ export const findUnstorable = (
 ): { path: Array<string | number>; issue: string } | undefined => {
   // One path stack for the whole walk (this runs on every request body): copied only for the answer.
   const stack = [...path]
-  const issue = walk(value, stack, path.length)
+  const issue = walk(value, stack)
   return issue === undefined ? undefined : { path: stack, issue }
 }
 
 const UNSTORABLE = "contains a NUL character or an unpaired surrogate"
 
 /** The issue of the first unstorable part, with `stack` left at its path; undefined when all is storable. */
-const walk = (value: unknown, stack: Array<string | number>, depth: number): string | undefined => {
-  if (depth > MAX_DEPTH) return `nested deeper than ${MAX_DEPTH} levels`
+const walk = (value: unknown, stack: Array<string | number>): string | undefined => {
+  if (stack.length > MAX_DEPTH) return `nested deeper than ${MAX_DEPTH} levels`
   if (typeof value === "number") {
     // JSON.parse turns 1e400 into Infinity, which JSON cannot carry back and JCS cannot hash.
     return Number.isFinite(value) ? undefined : "number out of range"
@@ -32,7 +32,7 @@ const walk = (value: unknown, stack: Array<string | number>, depth: number): str
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       stack.push(i)
-      const found = walk(value[i], stack, depth + 1)
+      const found = walk(value[i], stack)
       if (found !== undefined) return found
       stack.pop()
     }
@@ -42,7 +42,7 @@ const walk = (value: unknown, stack: Array<string | number>, depth: number): str
     for (const k of Object.keys(value)) {
       stack.push(k)
       if (k.includes("\u0000") || !k.isWellFormed()) return `key ${UNSTORABLE}`
-      const found = walk((value as Record<string, unknown>)[k], stack, depth + 1)
+      const found = walk((value as Record<string, unknown>)[k], stack)
       if (found !== undefined) return found
       stack.pop()
     }

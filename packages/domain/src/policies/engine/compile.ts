@@ -150,7 +150,11 @@ const REASON_CODE_OF: Readonly<Record<RuleEffect, "POLICY_DENIED" | "APPROVAL_RE
  * updating or deleting the policy lifts it. A document that still says `enabled: false` is
  * left out, as when it was valid.
  */
-const invalidStandIn = (input: PolicyInput, issue: { field: string; issue: string } | undefined) => {
+const invalidStandIn = (
+  input: PolicyInput,
+  issue: { field: string; issue: string } | undefined,
+  ordinal: number,
+): CompiledRule => {
   const policy: CompiledPolicy = {
     id: input.id,
     version: input.version,
@@ -161,7 +165,7 @@ const invalidStandIn = (input: PolicyInput, issue: { field: string; issue: strin
     targeted: false,
   }
   const ruleId = "(invalid)"
-  const rule = (ordinal: number): CompiledRule => ({
+  return {
     ordinal,
     policy,
     id: ruleId,
@@ -185,8 +189,7 @@ const invalidStandIn = (input: PolicyInput, issue: { field: string; issue: strin
     }),
     monitorNote: Object.freeze({ code: "POLICY_MONITORED" as const, message: "", policyId: input.id, ruleId }),
     approval: undefined,
-  })
-  return { policy, rule }
+  }
 }
 
 /**
@@ -204,9 +207,9 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
     if (!validation.ok) {
       const raw = input.document as { enabled?: unknown } | null
       if (typeof raw === "object" && raw !== null && raw.enabled === false) continue
-      const standIn = invalidStandIn(input, validation.issues[0])
+      const standIn = invalidStandIn(input, validation.issues[0], rules.length)
       compiled.push(standIn.policy)
-      rules.push({ rule: standIn.rule(rules.length), actions: ["*"] })
+      rules.push({ rule: standIn, actions: ["*"] })
       continue
     }
     const doc = validation.document
