@@ -1,11 +1,11 @@
 import { mintKey, SCOPES } from "@agentgov/domain"
-import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type ApiResponse,
   type CredentialFixtures,
   credentialFixtures,
   expectError,
+  ISO_MS,
   startTestServer,
   type TestServer,
   tamper,
@@ -23,15 +23,9 @@ let bound: string
 /** An agent key bound to `bound`, with agents:read. */
 let agentKey: string
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
 const events = (workspaceId = t.workspaceId) =>
-  t.server.runtime.runPromise(
-    SqlClient.SqlClient.use(
-      (sql) =>
-        sql<{ type: string; data: any; agent_id: string | null }>`SELECT type, data, agent_id FROM events
-          WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
-    ),
+  t.query<{ type: string; data: any; agent_id: string | null }>(
+    (sql) => sql`SELECT type, data, agent_id FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
   )
 const eventCount = async (workspaceId = t.workspaceId) => (await events(workspaceId)).length
 

@@ -1,12 +1,12 @@
 import { createHash } from "node:crypto"
 import { AGENT_KEY_SCOPES, mintKey, SCOPES } from "@agentgov/domain"
-import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type ApiResponse,
   type CredentialFixtures,
   credentialFixtures,
   expectError,
+  ISO_MS,
   startTestServer,
   type TestServer,
   tamper,
@@ -23,15 +23,12 @@ let targetKeyId: string
 let agentId: string
 let agentKey: string
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const WS_LIVE = /^svc_ws_live_[0-9A-Za-z]{38,}$/
 const AG_LIVE = /^svc_ag_sk_live_[0-9A-Za-z]{38,}$/
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex")
 
-const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>
 const events = (workspaceId = t.workspaceId) =>
-  query<{ type: string; data: any }>(
+  t.query<{ type: string; data: any }>(
     (sql) => sql`SELECT type, data FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
   )
 const eventCount = async (workspaceId = t.workspaceId) => (await events(workspaceId)).length
@@ -557,14 +554,14 @@ describe("key values at rest", () => {
     const key: string = res.body.data.apiKey
     const count = async (table: string, column: string) =>
       (
-        await query<{ n: number }>(
+        await t.query<{ n: number }>(
           (sql) => sql`SELECT count(*)::int AS n FROM ${sql(table)} WHERE strpos(${sql(column)}::text, ${key}) > 0`,
         )
       )[0]!.n
     expect(await count("events", "data"), "events.data holds the key").toBe(0)
     expect(await count("api_keys", "name"), "api_keys.name holds the key").toBe(0)
     expect(await count("idempotency_keys", "response_body"), "idempotency_keys.response_body holds the key").toBe(0)
-    const [row] = await query<{ key_hash: string }>(
+    const [row] = await t.query<{ key_hash: string }>(
       (sql) => sql`SELECT key_hash FROM api_keys WHERE id = ${res.body.data.id}`,
     )
     expect(row!.key_hash).toBe(sha256(key))

@@ -8,6 +8,7 @@ import {
   type CredentialFixtures,
   credentialFixtures,
   expectError,
+  ISO_MS,
   startTestServer,
   type TestServer,
   unique,
@@ -24,8 +25,6 @@ let elsewhere: string
 let agentKey: string
 /** A workspace key with approvals:manage (and everything else), and its id. */
 let manager: { id: string; key: string }
-
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 const run = <A, E>(effect: Effect.Effect<A, E, any>): Promise<A> => t.server.runtime.runPromise(effect as any) as any
 

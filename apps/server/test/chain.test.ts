@@ -9,7 +9,7 @@
  */
 import { createHash } from "node:crypto"
 import { operations } from "@agentgov/api"
-import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ApiResponse, startTestServer, type TestServer } from "./helpers.ts"
 
@@ -113,8 +113,7 @@ beforeAll(async () => {
 })
 afterAll(async () => t?.close())
 
-const sql = <A>(f: (sql: SqlClient.SqlClient) => any): Promise<A> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(f) as any) as Promise<A>
+const sql = <A>(f: (sql: SqlClient.SqlClient) => any): Promise<A> => t.query(f) as Promise<any>
 
 /** The events of a workspace as an API would return them: `timestamp` is `ts.toISOString()`, `data` the parsed object. */
 const readChain = async (workspaceId: string): Promise<Array<ChainEvent>> => {

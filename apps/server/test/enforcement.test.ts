@@ -6,6 +6,7 @@ import {
   type CredentialFixtures,
   credentialFixtures,
   expectError,
+  ISO_MS,
   startTestServer,
   type TestServer,
   unique,
@@ -15,8 +16,6 @@ let t: TestServer
 let creds: CredentialFixtures
 /** A second workspace with its all-scope key and an agent of its own. */
 let other: { id: string; key: string; agent: string }
-
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 const run = <A>(effect: unknown): Promise<A> => t.server.runtime.runPromise(effect as any) as Promise<A>
 

@@ -1,25 +1,22 @@
 import { request } from "node:http"
-import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
 let other: { id: string; key: string }
 
-const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>
 const agentsNamed = async (name: string) =>
-  (await query<{ id: string }>((sql) => sql`SELECT id FROM agents WHERE name = ${name}`)).map((r) => r.id)
+  (await t.query<{ id: string }>((sql) => sql`SELECT id FROM agents WHERE name = ${name}`)).map((r) => r.id)
 const registeredEvents = async (name: string) =>
   (
-    await query<{ n: number }>(
+    await t.query<{ n: number }>(
       (sql) =>
         sql`SELECT count(*)::int AS n FROM events WHERE type = 'agent.registered' AND data->>'agentName' = ${name}`,
     )
   )[0]!.n
 const eventCount = async () =>
   (
-    await query<{ n: number }>(
+    await t.query<{ n: number }>(
       (sql) => sql`SELECT count(*)::int AS n FROM events WHERE workspace_id = ${t.workspaceId}`,
     )
   )[0]!.n

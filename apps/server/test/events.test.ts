@@ -1,5 +1,5 @@
 import { canonicalize } from "@agentgov/verifier"
-import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { startTestServer, type TestServer } from "./helpers.ts"
 
@@ -9,8 +9,7 @@ beforeAll(async () => {
 })
 afterAll(async () => t?.close())
 
-const sql = <T = any>(run: (sql: SqlClient.SqlClient) => any): Promise<T> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(run) as any) as Promise<T>
+const sql = <T = any>(run: (sql: SqlClient.SqlClient) => any): Promise<T> => t.query(run) as Promise<any>
 
 const ingest = (
   events: Array<Record<string, unknown>>,

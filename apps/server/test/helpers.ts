@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { DEFAULT_RATE_LIMITS, SCOPES } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
+import * as SqlClient from "effect/sql/SqlClient"
 import { expect } from "vitest"
 import type { ServerConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
@@ -31,8 +32,13 @@ export interface TestServer {
   readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
   /** Creates a key in the bootstrap workspace (or with `as`) and returns its value. */
   readonly createKey: (spec: Record<string, unknown>, as?: string) => Promise<string>
+  /** Runs SQL on the server's own store: what it stored, or a row changed behind its back. */
+  readonly query: <A extends object>(f: (sql: SqlClient.SqlClient) => any) => Promise<ReadonlyArray<A>>
   readonly close: () => Promise<void>
 }
+
+/** An ISO 8601 UTC timestamp with milliseconds, as every API timestamp is written. */
+export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 let counter = 0
 /** A name no other test of this run uses. */
@@ -151,6 +157,8 @@ export const startTestServer = async (
     store,
     call,
     createKey,
+    query: <A extends object>(f: (sql: SqlClient.SqlClient) => any) =>
+      server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>,
     close: async () => {
       await server.close()
       await store.cleanup()

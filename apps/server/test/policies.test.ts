@@ -1,5 +1,4 @@
 import { PostgresClient } from "@agentgov/db"
-import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startServer } from "../src/server.ts"
 import {
@@ -42,11 +41,9 @@ const createPolicy = async (doc: Record<string, unknown>) => {
 const guard = (body: Record<string, unknown>, key?: string) => t.call("POST", "/v1/guard", { body, key })
 
 const eventsOf = async (type: string) =>
-  t.server.runtime.runPromise(
-    SqlClient.SqlClient.use(
-      (sql) => sql<{ id: string; data: any }>`SELECT id, data FROM events WHERE workspace_id = ${t.workspaceId}
-          AND type = ${type} ORDER BY sequence`,
-    ),
+  t.query<{ id: string; data: any }>(
+    (sql) =>
+      sql`SELECT id, data FROM events WHERE workspace_id = ${t.workspaceId} AND type = ${type} ORDER BY sequence`,
   )
 
 describe("policies CRUD", () => {
@@ -222,13 +219,11 @@ describe("the guard", () => {
     const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: [action] }] })
     expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
     // What a stricter validation after an upgrade, or a hand-edited row, leaves behind.
-    await t.server.runtime.runPromise(
-      SqlClient.SqlClient.use(
-        (sql) => sql`WITH changed AS (
-            UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}') WHERE id = ${p.id}
-            RETURNING workspace_id
-          ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
-      ),
+    await t.query(
+      (sql) => sql`WITH changed AS (
+          UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}') WHERE id = ${p.id}
+          RETURNING workspace_id
+        ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
     )
     for (const a of [action, "anything.else"]) {
       const res = await guard({ agentId: agent.id, action: a })

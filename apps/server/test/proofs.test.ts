@@ -11,7 +11,7 @@ import {
   verifyConsistency,
   verifyInclusion,
 } from "@agentgov/verifier"
-import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { checkpointAll } from "../src/auditJobs.ts"
 import { expectError, startTestServer, type TestServer } from "./helpers.ts"
@@ -27,8 +27,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-const sql = <T = any>(run: (sql: SqlClient.SqlClient) => any): Promise<T> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(run) as any) as Promise<T>
+const sql = <T = any>(run: (sql: SqlClient.SqlClient) => any): Promise<T> => t.query(run) as Promise<any>
 
 const ingestMany = async (n: number, tag: string) => {
   for (let done = 0; done < n; done += 100) {

@@ -6,6 +6,7 @@ import {
   type CredentialFixtures,
   credentialFixtures,
   expectError,
+  ISO_MS,
   startTestServer,
   type TestServer,
   unique,
@@ -22,11 +23,6 @@ let t: TestServer
 let creds: CredentialFixtures
 let r: Receiver
 let other: { id: string; key: string }
-
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
-const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>
 
 const create = async (body: Record<string, unknown>, key?: string) => {
   const res = await t.call("POST", "/api/v1/webhooks", { body, key })
@@ -45,7 +41,7 @@ const at = (tag: string) => r.received.filter((x) => x.url === `/hook?w=${tag}`)
 const urlFor = (tag: string) => `${r.url}?w=${tag}`
 
 const deliveryRows = (webhookId: string) =>
-  query<{ event_id: string; status: string }>(
+  t.query<{ event_id: string; status: string }>(
     (sql) => sql`SELECT event_id, status FROM webhook_deliveries WHERE webhook_id = ${webhookId}`,
   )
 
@@ -94,7 +90,7 @@ describe("POST /webhooks", () => {
     expect(JSON.stringify(listed.body)).not.toContain(secret)
     expect(JSON.stringify(got.body)).not.toContain(secret)
     // Sealed at rest, not stored in the clear.
-    const [row] = await query<{ secret: string }>((sql) => sql`SELECT secret FROM webhooks WHERE id = ${w.id}`)
+    const [row] = await t.query<{ secret: string }>((sql) => sql`SELECT secret FROM webhooks WHERE id = ${w.id}`)
     expect(row!.secret).not.toContain(secret)
     expect(row!.secret).not.toContain(secret.slice(6))
   })
@@ -128,7 +124,7 @@ describe("POST /webhooks", () => {
     expect(second.body.data.id).toBe(first.body.data.id)
     expect(second.body.data.secret).not.toBe(first.body.data.secret)
     expect(second.body.data.secret).toMatch(/redacted/)
-    const rows = await query((sql) => sql`SELECT id FROM webhooks WHERE url = ${urlFor("idem")}`)
+    const rows = await t.query((sql) => sql`SELECT id FROM webhooks WHERE url = ${urlFor("idem")}`)
     expect(rows).toHaveLength(1)
     const reused = await t.call("POST", "/api/v1/webhooks", { body: { ...body, events: ["other.event"] }, headers })
     expectError(reused, 409, "IDEMPOTENCY_KEY_REUSED")
@@ -161,10 +157,10 @@ describe("POST /webhooks", () => {
     [{ url: "http://127.0.0.1/x", events: ["*"], enabled: "yes" }, "enabled"],
     [{ url: "http://127.0.0.1/x", events: ["*"], colour: "red" }, "colour"],
   ])("refuses %j with 422 naming %s, and stores nothing", async (body, field) => {
-    const before = await query((sql) => sql`SELECT id FROM webhooks`)
+    const before = await t.query((sql) => sql`SELECT id FROM webhooks`)
     const res = await t.call("POST", "/api/v1/webhooks", { body })
     expectError(res, 422, "VALIDATION_ERROR", field)
-    expect(await query((sql) => sql`SELECT id FROM webhooks`)).toHaveLength(before.length)
+    expect(await t.query((sql) => sql`SELECT id FROM webhooks`)).toHaveLength(before.length)
   })
 })
 
@@ -321,7 +317,7 @@ describe("deliveries of events", () => {
     )
     const types = async (id: string) =>
       (
-        await query<{ event_type: string }>(
+        await t.query<{ event_type: string }>(
           (sql) => sql`SELECT event_type FROM webhook_deliveries WHERE webhook_id = ${id}`,
         )
       )
@@ -618,7 +614,7 @@ describe("history retention", () => {
         DeliveryQueue.use((q) => q.purgeFinished(new Date(Date.now() + 60_000).toISOString())),
       )
       expect(purged).toBeGreaterThanOrEqual(1)
-      const rows = await query<{ status: string }>(
+      const rows = await t.query<{ status: string }>(
         (sql) => sql`SELECT status FROM webhook_deliveries WHERE webhook_id = ${w.id}`,
       )
       // The failed attempt waits for its retry (30 s away): pending, so kept.

@@ -1,11 +1,11 @@
 import { mintKey, SCOPES } from "@agentgov/domain"
-import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type ApiResponse,
   type CredentialFixtures,
   credentialFixtures,
   expectError,
+  ISO_MS,
   startTestServer,
   type TestServer,
   tamper,
@@ -22,17 +22,13 @@ let otherMember: string
 let revokedKey: string
 let agentKey: string
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
-const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any): Promise<ReadonlyArray<A>> =>
-  t.server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>
 const events = (workspaceId: string) =>
-  query<{ type: string; data: any }>(
+  t.query<{ type: string; data: any }>(
     (sql) => sql`SELECT type, data FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
   )
 const eventCount = async (workspaceId = t.workspaceId) => (await events(workspaceId)).length
 const workspaceCount = async () =>
-  (await query<{ n: number }>((sql) => sql`SELECT count(*)::int AS n FROM workspaces`))[0]!.n
+  (await t.query<{ n: number }>((sql) => sql`SELECT count(*)::int AS n FROM workspaces`))[0]!.n
 
 const createWorkspace = async (spec: Record<string, unknown> = {}) => {
   const res = await t.call("POST", "/api/v1/workspaces", { body: { name: unique("ws"), ...spec } })
@@ -331,7 +327,7 @@ describe("DELETE /workspaces/:id", () => {
     expectError(await t.call("GET", `/api/v1/workspaces/${workspace.id}`), 404, "WORKSPACE_NOT_FOUND")
     const listed = await t.call("GET", "/api/v1/workspaces?limit=100")
     expect(listed.body.data.map((w: any) => w.id)).not.toContain(workspace.id)
-    const keys = await query<{ id: string; status: string; revoked_reason: string }>(
+    const keys = await t.query<{ id: string; status: string; revoked_reason: string }>(
       (sql) => sql`SELECT id, status, revoked_reason FROM api_keys WHERE workspace_id = ${workspace.id}`,
     )
     expect(keys).toHaveLength(2)
