@@ -245,6 +245,88 @@ describe("the guard", () => {
   })
 })
 
+describe("the guard under an Idempotency-Key (as the SDK calls it)", () => {
+  const keyed = (body: Record<string, unknown>, key: string) =>
+    t.call("POST", "/v1/guard", { body, headers: { "idempotency-key": key } })
+  const chainHead = async () =>
+    (
+      await t.query<{ sequence: number }>(
+        (sql) => sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${t.workspaceId}`,
+      )
+    )[0]!.sequence
+
+  it("answers a retry with the first decision and records nothing more", async () => {
+    const agent = await register()
+    const action = `${unique("keyed")}.read`
+    await createPolicy({ rules: [{ id: "deny-it", effect: "deny", actions: [action] }] })
+    const key = unique("guard-key")
+    const first = await keyed({ agentId: agent.id, action }, key)
+    expect(first.status).toBe(200)
+    expect(first.body.data.decision).toBe("deny")
+    expect(first.headers.get("idempotent-replayed")).toBeNull()
+    const before = await chainHead()
+    const again = await keyed({ agentId: agent.id, action }, key)
+    expect(again.status).toBe(200)
+    expect(again.headers.get("idempotent-replayed")).toBe("true")
+    expect(again.body.data).toEqual(first.body.data)
+    expect(await chainHead()).toBe(before)
+    // The decision's three events were recorded once.
+    const ids = (await eventsOf("policy.evaluated")).filter((e) => e.data.action === action)
+    expect(ids.map((e) => e.id)).toEqual([first.body.data.eventId])
+  })
+
+  it("refuses the key with another request (409) and records nothing", async () => {
+    const agent = await register()
+    const key = unique("guard-key")
+    expect((await keyed({ agentId: agent.id, action: "a.first" }, key)).status).toBe(200)
+    const before = await chainHead()
+    expectError(await keyed({ agentId: agent.id, action: "a.second" }, key), 409, "IDEMPOTENCY_KEY_REUSED")
+    expect(await chainHead()).toBe(before)
+  })
+
+  it("records one decision for concurrent calls with one key, and one per distinct key", async () => {
+    const agent = await register()
+    const action = `${unique("race")}.go`
+    const key = unique("guard-key")
+    const same = await Promise.all(Array.from({ length: 6 }, () => keyed({ agentId: agent.id, action }, key)))
+    expect(same.map((r) => r.status)).toEqual(Array(6).fill(200))
+    expect(new Set(same.map((r) => r.body.data.eventId)).size).toBe(1)
+    const distinct = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => keyed({ agentId: agent.id, action }, `${key}-${i}`)),
+    )
+    expect(new Set(distinct.map((r) => r.body.data.eventId)).size).toBe(6)
+    const recorded = (await eventsOf("policy.evaluated")).filter((e) => e.data.action === action)
+    expect(recorded).toHaveLength(7)
+  })
+
+  it("requests an approval once however often the call is retried, and spends an approval once", async () => {
+    const agent = await register()
+    const action = `${unique("approve")}.prod`
+    await createPolicy({ rules: [{ id: "human", effect: "require_approval", actions: [action] }] })
+    const requested = unique("guard-key")
+    const first = await keyed({ agentId: agent.id, action }, requested)
+    const retried = await keyed({ agentId: agent.id, action }, requested)
+    expect(first.body.data.decision).toBe("require_approval")
+    expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    expect(retried.body.data.approvalId).toBe(first.body.data.approvalId)
+    const approvalId = first.body.data.approvalId as string
+    const requests = (await eventsOf("approval.requested")).filter((e) => e.data.action === action)
+    expect(requests).toHaveLength(1)
+
+    await t.call("POST", `/api/v1/approvals/${approvalId}/decide`, { body: { decision: "approved" } })
+    const using = unique("guard-key")
+    const allowed = await keyed({ agentId: agent.id, action, approvalId }, using)
+    expect(allowed.body.data).toMatchObject({ decision: "allow", approvalId })
+    // The retry of the call that used it gets that answer, not APPROVAL_USED.
+    const replayed = await keyed({ agentId: agent.id, action, approvalId }, using)
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true")
+    expect(replayed.body.data).toEqual(allowed.body.data)
+    // A new call is a new use: refused.
+    const fresh = await keyed({ agentId: agent.id, action, approvalId }, unique("guard-key"))
+    expect(fresh.body.data.reasons.map((r: { code: string }) => r.code)).toContain("APPROVAL_USED")
+  })
+})
+
 describe("approvals through the guard", () => {
   it("require_approval → decide → allowed once with the approval; not twice, not for another context", async () => {
     const agent = await register()

@@ -21,7 +21,8 @@ const guardDescription =
   "matched for `deny` and `require_approval` rules (fail closed). A suspended or deregistered agent is denied " +
   "(`AGENT_SUSPENDED`, `AGENT_DEREGISTERED`). With `approvalId`, an approved approval bound to the same agent, " +
   "action and context lets exactly one call through. Records `policy.evaluated`, and `policy.denied` / " +
-  "`policy.violated` when they apply; `eventId` is the `policy.evaluated` event."
+  "`policy.violated` when they apply; `eventId` is the `policy.evaluated` event. Under an `Idempotency-Key` " +
+  "a retry answers the first decision again and records nothing (the SDK sends one with every call)."
 
 const guard = (name: string, path: string, summary: string) =>
   defineOperation({
@@ -35,7 +36,9 @@ const guard = (name: string, path: string, summary: string) =>
     errors: ["AGENT_NOT_FOUND"],
     input: GuardRequestInput,
     output: GuardResult,
-    handler: (input, actor) => GuardService.use((s) => s.evaluate(actor, input)),
+    // The key is claimed with the decision's events, in their group commit (GuardService.evaluate).
+    ownsIdempotency: true,
+    handler: (input, actor, { idempotency }) => GuardService.use((s) => s.evaluate(actor, input, idempotency)),
   })
 
 export const policyOperations = [

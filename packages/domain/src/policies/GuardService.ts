@@ -6,11 +6,17 @@ import { AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import { MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
 import { ApprovalService, type ApprovalUse } from "../approvals/ApprovalService.ts"
-import type { NewEvent } from "../audit/AuditEvent.ts"
+import type { AuditEvent, NewEvent } from "../audit/AuditEvent.ts"
 import { EventAppender } from "../audit/EventAppender.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "../enforcement/EnforcementService.ts"
+import {
+  Idempotency,
+  type IdempotencyKeyReused,
+  type IdempotencyRequest,
+  Replayed,
+} from "../idempotency/Idempotency.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
@@ -68,10 +74,16 @@ const REFUSAL: Record<Exclude<ApprovalUse, { ok: true }>["reason"], [string, str
 export class GuardService extends Context.Service<
   GuardService,
   {
+    /**
+     * Under an Idempotency-Key a retry replays the first answer: the key is claimed with the decision's
+     * events (group-committed like any other), or, when an approval is created or used, first in that
+     * transaction, so a retry never requests or spends an approval twice.
+     */
     readonly evaluate: (
       actor: Actor,
       input: GuardRequestInput,
-    ) => Effect.Effect<GuardResult, AgentNotFound | PermissionDenied | InvalidInput>
+      idempotency?: IdempotencyRequest,
+    ) => Effect.Effect<GuardResult | Replayed, AgentNotFound | PermissionDenied | InvalidInput | IdempotencyKeyReused>
   }
 >()("@agentgov/domain/policies/GuardService") {
   static readonly layer = Layer.effect(
@@ -85,6 +97,7 @@ export class GuardService extends Context.Service<
       const appender = yield* EventAppender
       const enforcement = yield* EnforcementService
       const enforcements = yield* EnforcementRepo
+      const idempotencyStore = yield* Idempotency
       const tx = transactional(sql)
       // Rate conditions count per instance (documented in docs/decisions.md, "Guard").
       const rate = new InMemoryRateCounter()
@@ -149,7 +162,11 @@ export class GuardService extends Context.Service<
         return Effect.succeed(requested)
       }
 
-      const run = Effect.fn("GuardService.evaluate")(function* (actor: Actor, input: GuardRequestInput) {
+      const run = Effect.fn("GuardService.evaluate")(function* (
+        actor: Actor,
+        input: GuardRequestInput,
+        idempotency?: IdempotencyRequest,
+      ) {
         const agentId = yield* agentOf(actor, input.agentId)
         const context = input.context ?? {}
         if (input.context !== undefined && Buffer.byteLength(JSON.stringify(context)) > MAX_APPROVAL_CONTEXT_BYTES)
@@ -244,7 +261,6 @@ export class GuardService extends Context.Service<
               })
 
         const record = Effect.gen(function* () {
-          if (approvalWork) yield* approvalWork
           const allowed = decision === "allow"
           const events: Array<NewEvent> = [
             {
@@ -298,21 +314,43 @@ export class GuardService extends Context.Service<
               data: { agentId, action: input.action, decision, violations },
             })
           }
-          const stored = yield* appender.append({ actor, events })
-          if (!Array.isArray(stored))
-            return yield* Effect.die(new Error("a guard call has no Idempotency-Key of its own"))
-          return {
+          const resultOf = (stored: ReadonlyArray<AuditEvent>): GuardResult => ({
             decision,
             allowed,
             reasons,
             matched: decided.matched,
             ...(approvalId !== undefined ? { approvalId } : {}),
             eventId: stored[0]!.id,
-          } satisfies GuardResult
+          })
+          // Without approval work the key rides with the events (the appender claims it in their batch);
+          // with it, the key was claimed first in this transaction and the append joins it.
+          const key = approvalWork ? undefined : idempotency
+          const outcome = yield* appender.append({
+            actor,
+            events,
+            idempotency: key && {
+              ...key,
+              render: (stored) => key.render(resultOf(stored as ReadonlyArray<AuditEvent>)),
+            },
+          })
+          return outcome instanceof Replayed ? outcome : resultOf(outcome)
         })
-        // Creating or using an approval and recording the decision commit together.
-        return yield* (approvalWork ? tx(record) : record).pipe(
-          Effect.catchTag("IdempotencyKeyReused", (e) => Effect.die(e)),
+        if (!approvalWork) return yield* record
+        // Creating or using an approval and recording the decision commit together, after the key's claim.
+        return yield* tx(
+          Effect.gen(function* () {
+            if (idempotency) {
+              const claim = yield* idempotencyStore.claim(actor.workspaceId, idempotency)
+              if (!claim.claimed) return claim.replay
+            }
+            yield* approvalWork
+            const result = yield* record
+            if (idempotency && !(result instanceof Replayed))
+              yield* idempotencyStore.complete(actor.workspaceId, [
+                { key: idempotency.key, ...idempotency.render(result) },
+              ])
+            return result
+          }),
         )
       })
 
