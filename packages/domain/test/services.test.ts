@@ -709,6 +709,113 @@ describe("group-commit appender", () => {
     }
   })
 
+  const keysOf = (workspaceId: string) =>
+    run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ key: string; status_code: number; response_body: string }>`SELECT key, status_code, response_body
+          FROM idempotency_keys WHERE workspace_id = ${workspaceId} ORDER BY key`,
+      ),
+    )
+  const headOf = async (workspaceId: string) => {
+    const rows = await eventsOf(workspaceId)
+    const last = rows.at(-1)!
+    return { sequence: last.sequence, hash: last.hash }
+  }
+  const completed = (key: string, body = `{"key":"${key}"}`) => ({
+    key,
+    operation: "probe.op",
+    requestHash: `hash-of-${key}`,
+    status: 201,
+    body,
+  })
+
+  it("appendAt claims the keys with their responses in the statement that appends", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const head = await headOf(workspace.id)
+    const prepared = prepareAppend(
+      workspace.id,
+      [{ actor, events: [{ type: "probe.keyed", data: {} }] }],
+      head,
+      Date.now(),
+    )
+    const keys = [completed("k-b"), completed("k-a")]
+    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, head, keys)))).toBe(true)
+    expect((await expectLinearChain(workspace.id)).at(-1)!.id).toBe(prepared.stored[0]![0]!.id)
+    expect(await keysOf(workspace.id)).toEqual([
+      { key: "k-a", status_code: 201, response_body: '{"key":"k-a"}' },
+      { key: "k-b", status_code: 201, response_body: '{"key":"k-b"}' },
+    ])
+  })
+
+  it.each([
+    ["one of its keys is already taken", "taken"],
+    ["the head moved", "stale"],
+  ])("appendAt with keys writes nothing, claims included, when %s", async (_, why) => {
+    const { workspace, actor } = await newWorkspace()
+    const head = await headOf(workspace.id)
+    const taken = prepareAppend(
+      workspace.id,
+      [{ actor, events: [{ type: "probe.first", data: {} }] }],
+      head,
+      Date.now(),
+    )
+    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, taken, head, [completed("k-taken")])))).toBe(true)
+    const before = await eventsOf(workspace.id)
+    const after = why === "stale" ? head : taken.head
+    const prepared = prepareAppend(
+      workspace.id,
+      [{ actor, events: [{ type: "probe.second", data: {} }] }],
+      after,
+      Date.now(),
+    )
+    const keys = why === "taken" ? [completed("k-new"), completed("k-taken", "other")] : [completed("k-new")]
+    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, after, keys)))).toBe(false)
+    expect(await eventsOf(workspace.id)).toEqual(before)
+    expect((await keysOf(workspace.id)).map((k) => k.key)).toEqual(["k-taken"])
+  })
+
+  it("answers each keyed append of a batch: stored, replayed, or refused for another request", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const keyed = (key: string, requestHash: string, i: number) =>
+      EventAppender.use((a) =>
+        a.append({
+          actor,
+          events: [{ type: "probe.keyed", data: { i } }],
+          idempotency: {
+            key,
+            operation: "probe.op",
+            requestHash,
+            render: (stored) => ({ status: 201, body: JSON.stringify((stored as ReadonlyArray<AuditEvent>)[0]!.id) }),
+          },
+        }),
+      ).pipe(Effect.result)
+    const first = await run(keyed("k-0", "h-0", 0))
+    expect(first._tag).toBe("Success")
+    const firstId = (first as { success: ReadonlyArray<AuditEvent> }).success[0]!.id
+    // One batch: fresh keys, the retry of k-0, and k-0 again with another request.
+    const outcomes = await run(
+      Effect.all([keyed("k-1", "h-1", 1), keyed("k-0", "h-0", 0), keyed("k-2", "h-2", 2), keyed("k-0", "h-other", 9)], {
+        concurrency: "unbounded",
+      }),
+    )
+    const [one, replay, two, reused] = outcomes
+    expect(replay).toMatchObject({ _tag: "Success", success: { status: 201, body: JSON.stringify(firstId) } })
+    expect(reused).toMatchObject({ _tag: "Failure", failure: { _tag: "IdempotencyKeyReused", key: "k-0" } })
+    const rows = await expectLinearChain(workspace.id)
+    const keyedRows = rows.filter((r) => r.type === "probe.keyed")
+    expect(keyedRows.map((r) => (r.data as { i: number }).i).sort()).toEqual([0, 1, 2])
+    const stored = await keysOf(workspace.id)
+    for (const [key, outcome] of [
+      ["k-1", one],
+      ["k-2", two],
+    ] as const) {
+      const events = (outcome as { success: ReadonlyArray<AuditEvent> }).success
+      expect(keyedRows.some((r) => r.id === events[0]!.id)).toBe(true)
+      expect(stored.find((k) => k.key === key)?.response_body).toBe(JSON.stringify(events[0]!.id))
+    }
+  })
+
   it("keeps one linear chain when two instances' appenders race on one PostgreSQL workspace", async () => {
     if (store.kind !== "postgres") return
     const second = secondInstance()

@@ -33,6 +33,21 @@ export interface PreparedAppend {
   readonly head: ChainHead
 }
 
+/**
+ * An Idempotency-Key claimed together with the events it stored, and the response it replays: what the
+ * appender's one-statement path writes to the idempotency store (see Idempotency.ts).
+ */
+export interface CompletedKey {
+  readonly key: string
+  readonly operation: string
+  readonly requestHash: string
+  readonly status: number
+  readonly body: string
+}
+
+/** The SQLSTATE of `agentgov_abort_append()` (migration 0009). */
+const APPEND_ABORTED = "AGA01"
+
 const actorOf = (actor: Actor) =>
   ({ type: actor.credential.type, id: actor.credential.type === "system" ? null : actor.credential.id }) as const
 
@@ -103,12 +118,18 @@ export class AuditLog extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<ReadonlyArray<AuditEvent>>>
     /**
      * Writes a prepared append if the chain's head is still `expected`, in one
-     * statement (its own transaction outside one); false, with nothing
-     * written, when another writer moved the head first. The group-commit
+     * statement (its own transaction outside one), claiming `keys` with their
+     * responses in it; false, with nothing written, when another writer moved
+     * the head first or one of the keys is already taken. The group-commit
      * appender's path: it keeps the head in memory, so that a batch costs one
-     * round trip instead of a transaction's four.
+     * round trip instead of a transaction's six.
      */
-    readonly appendAt: (workspaceId: string, prepared: PreparedAppend, expected: ChainHead) => Effect.Effect<boolean>
+    readonly appendAt: (
+      workspaceId: string,
+      prepared: PreparedAppend,
+      expected: ChainHead,
+      keys?: ReadonlyArray<CompletedKey>,
+    ) => Effect.Effect<boolean>
     /** Creates the empty chain of a new workspace (in the workspace's creating transaction). */
     readonly initChain: (workspaceId: string) => Effect.Effect<void>
   }
@@ -131,12 +152,33 @@ export class AuditLog extends Context.Service<
        * and announces the append to live streams and delivery workers (PostgreSQL delivers the
        * notifications only at commit). Run alone it is its own transaction; inside one it joins it.
        * False when the head was no longer `expected`: nothing was written.
+       *
+       * With `keys`, it first claims them (ascending, the idempotency store's lock order) with their
+       * final responses, and moves the head only if it claimed every one; if it did not, or the head
+       * moved, `agentgov_abort_append()` aborts the whole statement, claims included, and the answer is
+       * false as well.
        */
-      const write = (workspaceId: string, prepared: PreparedAppend, expected: ChainHead) => {
+      const write = (
+        workspaceId: string,
+        prepared: PreparedAppend,
+        expected: ChainHead,
+        keys: ReadonlyArray<CompletedKey> = [],
+      ) => {
         const { timestamp, head } = prepared
-        return sql<{ ok: number }>`WITH head AS (
+        const claims = JSON.stringify(
+          keys.map((k) => ({ k: k.key, op: k.operation, rh: k.requestHash, st: k.status, b: k.body })),
+        )
+        return sql<{ ok: number }>`WITH claimed AS (
+            INSERT INTO idempotency_keys (workspace_id, key, operation, request_hash, status_code, response_body, created_at)
+            SELECT ${workspaceId}, c.k, c.op, c.rh, c.st, c.b, ${timestamp}::timestamptz
+            FROM json_to_recordset(${claims}::text::json) AS c(k text, op text, rh text, st int4, b text)
+            ORDER BY c.k
+            ON CONFLICT (workspace_id, key) DO NOTHING
+            RETURNING 1
+          ), head AS (
             UPDATE chain_heads SET sequence = ${head.sequence}, hash = ${head.hash}
             WHERE workspace_id = ${workspaceId} AND sequence = ${expected.sequence} AND hash = ${expected.hash}
+              AND (SELECT count(*) FROM claimed) = ${keys.length}::int4
             RETURNING webhooks
           ), appended AS (
             INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
@@ -156,10 +198,15 @@ export class AuditLog extends Context.Service<
             WHERE (SELECT webhooks FROM head) > 0
             RETURNING 1
           )
-          SELECT (SELECT count(*) FROM head)::int AS ok,
+          SELECT CASE WHEN ${keys.length}::int4 > 0 AND NOT EXISTS (SELECT 1 FROM head) THEN agentgov_abort_append()
+              ELSE (SELECT count(*) FROM head)::int END AS ok,
             (SELECT count(*) FROM (SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${head.sequence}`}) FROM head) n) AS events,
             (SELECT count(*) FROM (SELECT pg_notify(${WEBHOOKS_CHANNEL}, ${workspaceId}) FROM queued LIMIT 1) n) AS deliveries`.pipe(
           Effect.map((rows) => rows[0]?.ok === 1),
+          Effect.catchIf(
+            (e) => (e.reason.cause as { code?: unknown } | undefined)?.code === APPEND_ABORTED,
+            () => Effect.succeed(false),
+          ),
         )
       }
 
@@ -167,9 +214,10 @@ export class AuditLog extends Context.Service<
         workspaceId: string,
         prepared: PreparedAppend,
         expected: ChainHead,
+        keys: ReadonlyArray<CompletedKey> = [],
       ) {
-        if (prepared.head.sequence === expected.sequence) return true
-        return yield* write(workspaceId, prepared, expected)
+        if (prepared.head.sequence === expected.sequence && keys.length === 0) return true
+        return yield* write(workspaceId, prepared, expected, keys)
       }, Effect.orDie)
 
       const appendGroups = Effect.fn("AuditLog.appendGroups")(function* (

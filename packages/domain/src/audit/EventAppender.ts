@@ -10,7 +10,7 @@ import {
 } from "../idempotency/Idempotency.ts"
 import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { AuditLog, type ChainHead, prepareAppend } from "./AuditLog.ts"
+import { AuditLog, type ChainHead, type CompletedKey, prepareAppend } from "./AuditLog.ts"
 import { EventRepo } from "./EventRepo.ts"
 
 /** One writer's append: its events, and the Idempotency-Key it was made under, if any. */
@@ -45,21 +45,21 @@ interface Queue {
  * caller resumes only after its batch committed, so an answered append is
  * durable.
  *
- * Appends without an Idempotency-Key take the fast path: the writer keeps
- * the chain's head in memory, numbers and hashes the batch after it, and
- * writes it in one statement (one round trip, its own transaction) that moves
- * the head only if it is still the one predicted (`AuditLog.appendAt`).
+ * A batch takes the fast path: the writer keeps the chain's head in memory,
+ * numbers and hashes the batch after it, renders the responses of its
+ * Idempotency-Keys, and writes it all in one statement (one round trip, its
+ * own transaction) that claims the keys and moves the head only if every key
+ * was free and the head is still the one predicted (`AuditLog.appendAt`).
  * Writers of other processes serialise on the head's row lock, so the chain
- * stays linear under any concurrency: a batch whose head moved writes nothing
- * and goes again.
+ * stays linear under any concurrency: a batch whose head moved, or that
+ * carries a key already taken (a retry), writes nothing and goes again.
  *
- * Everything else (keyed appends, a batch that lost such a race or failed,
- * the first batch of an unknown head) goes through the locked path: one
- * transaction that claims the keys, locks the head, appends, completes the
- * keys and commits. A locked batch that fails is retried one append at a
- * time, so one bad append fails alone. Inside a caller's transaction the
- * append joins that transaction instead (its change and its events commit
- * together).
+ * Again means the locked path, as for the first batch of an unknown head:
+ * one transaction that claims the keys (replaying or refusing the taken
+ * ones), locks the head, appends, completes the keys and commits. A locked
+ * batch that fails is retried one append at a time, so one bad append fails
+ * alone. Inside a caller's transaction the append joins that transaction
+ * instead (its change and its events commit together).
  */
 export class EventAppender extends Context.Service<
   EventAppender,
@@ -162,14 +162,17 @@ export class EventAppender extends Context.Service<
             after,
             yield* Clock.currentTimeMillis,
           )
-          return (yield* audit.appendAt(workspaceId, prepared, after)) ? prepared : undefined
+          const keys = jobs.flatMap((job, i): Array<CompletedKey> => {
+            const key = job.request.idempotency
+            if (!key) return []
+            const { status, body } = key.render(prepared.stored[i]!)
+            return [{ key: key.key, operation: key.operation, requestHash: key.requestHash, status, body }]
+          })
+          return (yield* audit.appendAt(workspaceId, prepared, after, keys)) ? prepared : undefined
         })
 
-      /**
-       * Takes the waiting appends up to the batch limit (only those without a key when `unkeyed`); an
-       * Idempotency-Key seen twice waits for the next batch.
-       */
-      const take = (queue: Queue, unkeyed: boolean): Array<Job> => {
+      /** Takes the waiting appends up to the batch limit; an Idempotency-Key seen twice waits for the next batch. */
+      const take = (queue: Queue): Array<Job> => {
         const batch: Array<Job> = []
         const rest: Array<Job> = []
         const keys = new Set<string>()
@@ -177,7 +180,7 @@ export class EventAppender extends Context.Service<
         for (const job of queue.pending) {
           const key = job.request.idempotency?.key
           const fits = batch.length === 0 || events + job.request.events.length <= MAX_BATCH_EVENTS
-          if (fits && (key === undefined || (!unkeyed && !keys.has(key)))) {
+          if (fits && (key === undefined || !keys.has(key))) {
             batch.push(job)
             events += job.request.events.length
             if (key !== undefined) keys.add(key)
@@ -192,14 +195,14 @@ export class EventAppender extends Context.Service<
           /** After a refused or failed fast batch, the next one takes the lock: it cannot lose again. */
           let lock = false
           while (queue.pending.length > 0) {
-            if (queue.pending[0]!.request.idempotency === undefined && !lock) {
+            if (!lock) {
               if (!heads.has(workspaceId)) {
                 const read = yield* Effect.exit(repo.head(workspaceId))
                 if (Exit.isSuccess(read)) remember(workspaceId, read.value)
               }
               const head = heads.get(workspaceId)
               if (head !== undefined) {
-                const jobs = take(queue, true)
+                const jobs = take(queue)
                 const written = yield* Effect.exit(fast(workspaceId, jobs, head))
                 if (Exit.isSuccess(written) && written.value !== undefined) {
                   yield* settle(
@@ -208,7 +211,8 @@ export class EventAppender extends Context.Service<
                   )
                   remember(workspaceId, written.value.head)
                 } else {
-                  // Another writer moved the head, or the batch failed: the locked path, in order, ahead of the rest.
+                  // Another writer moved the head, a key was taken, or the batch failed: the locked path, in order,
+                  // ahead of the rest.
                   queue.pending.unshift(...jobs)
                   remember(workspaceId, undefined)
                   lock = true
@@ -216,7 +220,7 @@ export class EventAppender extends Context.Service<
                 continue
               }
             }
-            remember(workspaceId, yield* commit(workspaceId, take(queue, false)))
+            remember(workspaceId, yield* commit(workspaceId, take(queue)))
             lock = false
           }
           // Checked and removed in one synchronous step: an append arriving later starts a new writer.
