@@ -445,6 +445,93 @@ describe("enforcement and the guard", () => {
   })
 })
 
+describe("automatic enforcement by a deny rule", () => {
+  const enforcementsOf = async (agentId: string) => {
+    const res = await t.call("GET", `/api/v1/enforcement?agentId=${agentId}&status=all`)
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    return res.body.data as Array<{ id: string; type: string; status: string; policyId: string; reason: string }>
+  }
+  const denyRule = (action: string, enforce: Record<string, unknown>) => ({
+    rules: [{ id: "no-deletes", effect: "deny", actions: [action], reason: "deleting is not allowed", enforce }],
+  })
+
+  it("suspends the agent at the Nth denial within the window; the guard then answers AGENT_SUSPENDED", async () => {
+    const agent = await register()
+    const action = `${unique("db")}.delete`
+    const p = await createPolicy(denyRule(action, { type: "suspension", after: 3, withinSeconds: 600 }))
+    for (let i = 0; i < 2; i++) expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("deny")
+    expect(await enforcementsOf(agent.id)).toEqual([])
+    const third = await guard({ agentId: agent.id, action })
+    expect(third.body.data.reasons[0].code).toBe("POLICY_DENIED")
+    const [enf, ...more] = await enforcementsOf(agent.id)
+    expect(more).toEqual([])
+    expect(enf).toMatchObject({ type: "suspension", status: "active", policyId: p.id, ruleId: "no-deletes" })
+    expect(enf!.reason).toContain("deleting is not allowed")
+    expect((await t.call("GET", `/api/v1/agents/${agent.id}`)).body.data.status).toBe("suspended")
+    const created = (await eventsOf("enforcement.created")).at(-1)!.data
+    expect(created).toMatchObject({ enforcementId: enf!.id, policyId: p.id, ruleId: "no-deletes" })
+    expect((await eventsOf("agent.suspended")).at(-1)!.data.enforcementId).toBe(enf!.id)
+    const next = await guard({ agentId: agent.id, action: "files.read" })
+    expect(next.body.data.reasons[0].code).toBe("AGENT_SUSPENDED")
+  })
+
+  it("issues one enforcement for concurrent denials, and counts again only after it is lifted", async () => {
+    const agent = await register()
+    const action = `${unique("net")}.scan`
+    await createPolicy(denyRule(action, { type: "warning", after: 2 }))
+    const burst = await Promise.all(Array.from({ length: 8 }, () => guard({ agentId: agent.id, action })))
+    expect(burst.every((r) => r.body.data.decision === "deny")).toBe(true)
+    const [warning, ...others] = await enforcementsOf(agent.id)
+    expect(others).toEqual([])
+    expect(warning).toMatchObject({ type: "warning", status: "active" })
+    // Denials while it is in force issue nothing more.
+    await guard({ agentId: agent.id, action })
+    expect(await enforcementsOf(agent.id)).toHaveLength(1)
+    const resolved = await t.call("PATCH", `/api/v1/enforcement/${warning!.id}`, { body: { resolution: "overturned" } })
+    expect(resolved.status, JSON.stringify(resolved.body)).toBe(200)
+    // Denials until it was lifted were answered by it: one more is not enough, two are.
+    await guard({ agentId: agent.id, action })
+    expect(await enforcementsOf(agent.id)).toHaveLength(1)
+    await guard({ agentId: agent.id, action })
+    const all = await enforcementsOf(agent.id)
+    expect(all).toHaveLength(2)
+    expect(all[0]).toMatchObject({ type: "warning", status: "active" })
+  })
+
+  it("is inert in a monitor-mode policy", async () => {
+    const agent = await register()
+    const action = `${unique("dry")}.run`
+    await createPolicy({ mode: "monitor", ...denyRule(action, { type: "suspension" }) })
+    const res = await guard({ agentId: agent.id, action })
+    expect(res.body.data.decision).toBe("allow")
+    expect(await enforcementsOf(agent.id)).toEqual([])
+  })
+
+  it.each([
+    ["on an allow rule", { effect: "allow", enforce: { type: "warning" } }, "rules[0].enforce"],
+    ["without a type", { enforce: { after: 2 } }, "rules[0].enforce.type"],
+    ["with an unknown type", { enforce: { type: "ban" } }, "rules[0].enforce.type"],
+    ["a throttle without a limit", { enforce: { type: "throttle" } }, "rules[0].enforce.limitPerMinute"],
+    [
+      "a limit on a suspension",
+      { enforce: { type: "suspension", limitPerMinute: 5 } },
+      "rules[0].enforce.limitPerMinute",
+    ],
+    [
+      "a revocation with a duration",
+      { enforce: { type: "revocation", durationSeconds: 60 } },
+      "rules[0].enforce.durationSeconds",
+    ],
+    ["after 0", { enforce: { type: "warning", after: 0 } }, "rules[0].enforce.after"],
+    ["a fractional window", { enforce: { type: "warning", withinSeconds: 1.5 } }, "rules[0].enforce.withinSeconds"],
+    ["an unknown field", { enforce: { type: "warning", every: 3 } }, "rules[0].enforce.every"],
+  ])("refuses enforce %s, naming the field", async (_, patch, field) => {
+    const rule = { id: "r", effect: "deny", actions: ["x.y"], ...patch }
+    const res = await t.call("POST", "/api/v1/policies", { body: { name: unique("enf"), rules: [rule] } })
+    expectError(res, 422, "VALIDATION_ERROR", field)
+  })
+})
+
 describe("security", () => {
   it("needs a credential, the right scope, and the caller's own agent", async () => {
     const agent = await register()

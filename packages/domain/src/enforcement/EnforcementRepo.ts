@@ -79,6 +79,25 @@ export class EnforcementRepo extends Context.Service<
     readonly revocationInForce: (workspaceId: string, agentId: string, now: string) => Effect.Effect<boolean>
     /** The lowest `limitPerMinute` of the agent's throttles in force at `now`. */
     readonly lowestThrottle: (workspaceId: string, agentId: string, now: string) => Effect.Effect<number | undefined>
+    /** The agent's latest enforcement issued by a policy rule (any status). */
+    readonly latestByRule: (
+      workspaceId: string,
+      agentId: string,
+      policyId: string,
+      ruleId: string,
+    ) => Effect.Effect<StoredEnforcement | undefined>
+    /**
+     * How often the rule denied the agent since `since` (exclusive): its `policy.denied` events that name
+     * it among `matched` (partial index `events_denials`, migration 0010). The needle travels as text: a
+     * parameter typed jsonb would be encoded once more by postgres.js.
+     */
+    readonly countDenials: (
+      workspaceId: string,
+      agentId: string,
+      policyId: string,
+      ruleId: string,
+      since: string,
+    ) => Effect.Effect<number>
     /** Workspaces holding enforcements in force whose expiry has passed at `now`. */
     readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
     /**
@@ -125,6 +144,20 @@ export class EnforcementRepo extends Context.Service<
                 ${e.updatedAt}::timestamptz)`.pipe(Effect.asVoid, Effect.orDie),
         find: find(false),
         findForUpdate: find(true),
+        latestByRule: (workspaceId, agentId, policyId, ruleId) =>
+          sql<Row>`SELECT * FROM enforcements WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId}
+              AND policy_id = ${policyId} AND rule_id = ${ruleId} ORDER BY id DESC LIMIT 1`.pipe(
+            Effect.map(one),
+            Effect.orDie,
+          ),
+        countDenials: (workspaceId, agentId, policyId, ruleId, since) =>
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM events
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND type = 'policy.denied'
+                AND ts > ${since}::timestamptz
+                AND (data::jsonb) -> 'matched' @> ${JSON.stringify([{ policyId, ruleId }])}::text::jsonb`.pipe(
+            Effect.map((rows) => rows[0]?.n ?? 0),
+            Effect.orDie,
+          ),
         list: (workspaceId, f) =>
           sql<Row>`SELECT * FROM enforcements WHERE workspace_id = ${workspaceId}
               AND ${f.statuses === undefined ? inForce(f.now) : sql.or(f.statuses.map((s) => statusIs(s, f.now)))}

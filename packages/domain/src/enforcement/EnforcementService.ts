@@ -7,6 +7,7 @@ import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
+import type { RuleEnforcement } from "../policies/engine/index.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
@@ -49,6 +50,17 @@ export interface AutoEnforcement {
   readonly actor?: Actor | undefined
 }
 
+/** A deny rule with `enforce` that has just denied an agent (its policy.denied event committed). */
+export interface RuleDenial {
+  readonly workspaceId: string
+  readonly agentId: string
+  readonly policyId: string
+  readonly ruleId: string
+  readonly enforce: RuleEnforcement
+  /** The enforcement's reason when the rule's `enforce` gives none. */
+  readonly defaultReason: string
+}
+
 type CreateError = AgentNotFound | AgentDeregistered | InvalidInput | PermissionDenied
 type ChangeError = EnforcementNotFound | EnforcementClosed | InvalidInput | PermissionDenied
 
@@ -81,7 +93,18 @@ export class EnforcementService extends Context.Service<
   EnforcementService,
   {
     readonly create: (actor: Actor, input: CreateEnforcement) => Effect.Effect<Enforcement, CreateError>
-    /** For the guard: an enforcement issued by a policy rule, in the caller's transaction. */
+    /**
+     * For the guard, after a deny rule with `enforce` denied an agent: issues the rule's enforcement
+     * (as the system) when none by this rule is in force and the rule has now denied the agent `after`
+     * times within `withinSeconds`, counting from the end of its previous enforcement by this rule if
+     * that is later. Serialised per agent by its row lock, so concurrent denials issue it once. The
+     * enforcement, or undefined when none was due.
+     */
+    readonly enforceOnDenial: (denial: RuleDenial) => Effect.Effect<Enforcement | undefined, InvalidInput>
+    /**
+     * An enforcement issued by a policy rule, as the system or `actor`, in the caller's transaction
+     * (enforceOnDenial's last step).
+     */
     readonly autoEnforce: (
       input: AutoEnforcement,
     ) => Effect.Effect<Enforcement, AgentNotFound | AgentDeregistered | InvalidInput>
@@ -291,6 +314,41 @@ export class EnforcementService extends Context.Service<
               policyId: input.policyId,
               ruleId: input.ruleId,
             })
+          }),
+        )
+      })
+
+      /** When an enforcement no longer in force stopped being in force. */
+      const endedAt = (e: StoredEnforcement) =>
+        e.resolution === "overturned" && e.resolvedAt !== null ? e.resolvedAt : (e.expiresAt ?? e.updatedAt)
+
+      const enforceOnDenial = Effect.fn("EnforcementService.enforceOnDenial")(function* (denial: RuleDenial) {
+        const { workspaceId, agentId, policyId, ruleId, enforce } = denial
+        return yield* tx(
+          Effect.gen(function* () {
+            const agent = yield* agents.findForUpdate(workspaceId, agentId)
+            if (!agent || agent.status === "deregistered") return undefined
+            const now = yield* nowMs
+            const last = yield* repo.latestByRule(workspaceId, agentId, policyId, ruleId)
+            if (last && present(last, now).inForce) return undefined
+            const windowStart = now - enforce.withinSeconds * 1000
+            // Denials until the previous one ended were answered by it: the count starts again there.
+            const since = last ? Math.max(windowStart, Date.parse(endedAt(last))) : windowStart
+            const denials = yield* repo.countDenials(workspaceId, agentId, policyId, ruleId, isoOf(since))
+            if (denials < enforce.after) return undefined
+            return yield* autoEnforce({
+              workspaceId,
+              agentId,
+              type: enforce.type,
+              reason: enforce.reason ?? denial.defaultReason,
+              durationSeconds: enforce.durationSeconds,
+              limitPerMinute: enforce.limitPerMinute,
+              policyId,
+              ruleId,
+            }).pipe(
+              // The agent's row is locked and checked above: neither can happen here.
+              Effect.catchTags({ AgentNotFound: Effect.die, AgentDeregistered: Effect.die }),
+            )
           }),
         )
       })
@@ -530,7 +588,17 @@ export class EnforcementService extends Context.Service<
         return count
       }).pipe(Effect.withSpan("EnforcementService.expireDue"))
 
-      return EnforcementService.of({ create, autoEnforce, list, get, update, appeal, throttleFor, expireDue })
+      return EnforcementService.of({
+        create,
+        autoEnforce,
+        enforceOnDenial,
+        list,
+        get,
+        update,
+        appeal,
+        throttleFor,
+        expireDue,
+      })
     }),
   )
 }

@@ -1,5 +1,5 @@
 import { Database } from "@agentgov/db"
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Agent } from "../agents/Agent.ts"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
@@ -20,7 +20,13 @@ import {
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { type AgentFacts, type Decision, evaluate, InMemoryRateCounter } from "./engine/index.ts"
+import {
+  type AgentFacts,
+  type CompiledPolicySet,
+  type Decision,
+  evaluate,
+  InMemoryRateCounter,
+} from "./engine/index.ts"
 import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
 import { PolicySets } from "./PolicySets.ts"
 
@@ -149,6 +155,44 @@ export class GuardService extends Context.Service<
       const suspensionInForce = (workspaceId: string, agentId: string) =>
         Effect.flatMap(nowIso, (now) => enforcements.countSuspending(workspaceId, agentId, [], now)).pipe(
           Effect.map((n) => n > 0),
+        )
+
+      /**
+       * After a recorded deny: the automatic enforcement of each enforced deny rule that matched, when it is
+       * due. The decision stands whatever happens here; a failure is logged, not answered.
+       */
+      const enforceDenials = (workspaceId: string, agentId: string, set: CompiledPolicySet, decided: Decision) =>
+        Effect.forEach(
+          decided.matched,
+          (m) => {
+            const enforce =
+              m.effect === "deny" && m.mode === "enforce" ? set.enforcementOf(m.policyId, m.ruleId) : undefined
+            if (!enforce) return Effect.void
+            const ruleReason = decided.reasons.find((r) => r.policyId === m.policyId && r.ruleId === m.ruleId)?.message
+            return enforcement
+              .enforceOnDenial({
+                workspaceId,
+                agentId,
+                policyId: m.policyId,
+                ruleId: m.ruleId,
+                enforce,
+                // A rule's reason is at most 500 characters: this stays within an enforcement's 2000.
+                defaultReason:
+                  `rule "${m.ruleId}" of policy ${m.policyId} denied this agent ${enforce.after} time(s) within ` +
+                  `${enforce.withinSeconds} s${ruleReason ? `: ${ruleReason}` : ""}`,
+              })
+              .pipe(
+                Effect.catchCause((cause) =>
+                  Effect.logWarning("automatic enforcement failed; the decision stands", {
+                    policyId: m.policyId,
+                    ruleId: m.ruleId,
+                    agentId,
+                    cause: Cause.pretty(cause),
+                  }),
+                ),
+              )
+          },
+          { discard: true },
         )
 
       const agentOf = (actor: Actor, requested: string | undefined) => {
@@ -335,23 +379,27 @@ export class GuardService extends Context.Service<
           })
           return outcome instanceof Replayed ? outcome : resultOf(outcome)
         })
-        if (!approvalWork) return yield* record
         // Creating or using an approval and recording the decision commit together, after the key's claim.
-        return yield* tx(
-          Effect.gen(function* () {
-            if (idempotency) {
-              const claim = yield* idempotencyStore.claim(actor.workspaceId, idempotency)
-              if (!claim.claimed) return claim.replay
-            }
-            yield* approvalWork
-            const result = yield* record
-            if (idempotency && !(result instanceof Replayed))
-              yield* idempotencyStore.complete(actor.workspaceId, [
-                { key: idempotency.key, ...idempotency.render(result) },
-              ])
-            return result
-          }),
-        )
+        const result = approvalWork
+          ? yield* tx(
+              Effect.gen(function* () {
+                if (idempotency) {
+                  const claim = yield* idempotencyStore.claim(actor.workspaceId, idempotency)
+                  if (!claim.claimed) return claim.replay
+                }
+                yield* approvalWork
+                const result = yield* record
+                if (idempotency && !(result instanceof Replayed))
+                  yield* idempotencyStore.complete(actor.workspaceId, [
+                    { key: idempotency.key, ...idempotency.render(result) },
+                  ])
+                return result
+              }),
+            )
+          : yield* record
+        if (!(result instanceof Replayed) && result.decision === "deny")
+          yield* enforceDenials(actor.workspaceId, agentId, state.set, decided)
+        return result
       })
 
       return GuardService.of({ evaluate: run })

@@ -2,6 +2,7 @@ import { Effect, Schema, SchemaTransformation } from "effect"
 import {
   type Condition,
   EFFECTS,
+  ENFORCE_TYPES,
   LIMITS,
   MODES,
   OPERATORS,
@@ -68,6 +69,36 @@ export const PolicyRule = Schema.Struct({
         }),
       ).pipe(Schema.withDecodingDefaultKey(Effect.succeed(LIMITS.approvalTimeoutSeconds.default))),
       approvers: Schema.optionalKey(Schema.Array(Text(LIMITS.approverLength))),
+    }),
+  ),
+  enforce: Schema.optionalKey(
+    Schema.Struct({
+      type: Schema.Literals(ENFORCE_TYPES),
+      after: Schema.Int.check(Schema.isBetween({ minimum: LIMITS.enforceAfter.min, maximum: LIMITS.enforceAfter.max }))
+        .pipe(Schema.withDecodingDefaultKey(Effect.succeed(LIMITS.enforceAfter.default)))
+        .annotate({ description: "denials by this rule that trigger it (default 1)" }),
+      withinSeconds: Schema.Int.check(
+        Schema.isBetween({ minimum: LIMITS.enforceWithinSeconds.min, maximum: LIMITS.enforceWithinSeconds.max }),
+      )
+        .pipe(Schema.withDecodingDefaultKey(Effect.succeed(LIMITS.enforceWithinSeconds.default)))
+        .annotate({ description: "the window the denials are counted over (default 3600)" }),
+      durationSeconds: Schema.optionalKey(
+        Schema.Int.check(
+          Schema.isBetween({
+            minimum: LIMITS.enforceDurationSeconds.min,
+            maximum: LIMITS.enforceDurationSeconds.max,
+          }),
+        ).annotate({ description: "how long it lasts; absent: until resolved (a revocation takes none)" }),
+      ),
+      limitPerMinute: Schema.optionalKey(
+        Schema.Int.check(
+          Schema.isBetween({ minimum: LIMITS.enforceLimitPerMinute.min, maximum: LIMITS.enforceLimitPerMinute.max }),
+        ).annotate({ description: "a throttle's guard calls per minute (throttle only, required there)" }),
+      ),
+      reason: Schema.optionalKey(Text(LIMITS.reasonLength)),
+    }).annotate({
+      description:
+        "deny rules only: issue an enforcement against the agent after `after` denials by this rule within `withinSeconds`; inert in monitor mode",
     }),
   ),
 }).annotate({ identifier: "PolicyRule" })

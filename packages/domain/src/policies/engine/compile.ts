@@ -1,7 +1,7 @@
 import { type CompiledCondition, compileCondition } from "./conditions.ts"
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
-import { LIMITS, type Mode, type PolicyDocument, type RuleEffect } from "./language.ts"
+import { LIMITS, type Mode, type PolicyDocument, type RuleEffect, type RuleEnforcement } from "./language.ts"
 import { validatePolicyDocument } from "./validate.ts"
 
 /** A stored policy as the engine takes it. */
@@ -34,6 +34,8 @@ export interface CompiledRule {
   readonly reason: DecisionReason
   readonly monitorNote: DecisionReason
   readonly approval: ApprovalRequirement | undefined
+  /** A deny rule's automatic enforcement; undefined in monitor mode, where it is inert. */
+  readonly enforce: RuleEnforcement | undefined
 }
 
 /** How many distinct actions keep their candidate rules cached; past it the cache starts over. */
@@ -55,6 +57,8 @@ export class CompiledPolicySet {
   readonly #everything: Array<CompiledRule> = []
   readonly #general: Array<{ readonly glob: Glob; readonly rule: CompiledRule }> = []
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
+  /** Rules with an automatic enforcement, by `policyId \u0000 ruleId`. */
+  readonly #enforcing = new Map<string, RuleEnforcement>()
 
   constructor(
     policies: ReadonlyArray<CompiledPolicy>,
@@ -68,6 +72,7 @@ export class CompiledPolicySet {
       else map.set(key, [rule])
     }
     for (const { rule, actions } of rules) {
+      if (rule.enforce) this.#enforcing.set(`${rule.policy.id}\u0000${rule.id}`, rule.enforce)
       for (const pattern of actions) {
         const glob = compileGlob(pattern)
         switch (glob.kind) {
@@ -88,6 +93,11 @@ export class CompiledPolicySet {
         }
       }
     }
+  }
+
+  /** The automatic enforcement of a rule (deny rules of enforce-mode policies only), if it has one. */
+  enforcementOf(policyId: string, ruleId: string): RuleEnforcement | undefined {
+    return this.#enforcing.size === 0 ? undefined : this.#enforcing.get(`${policyId}\u0000${ruleId}`)
   }
 
   /** The enabled rules whose actions match `action`, in policy order then rule order, each once. */
@@ -189,6 +199,7 @@ const invalidStandIn = (
     }),
     monitorNote: Object.freeze({ code: "POLICY_MONITORED" as const, message: "", policyId: input.id, ruleId }),
     approval: undefined,
+    enforce: undefined,
   }
 }
 
@@ -260,6 +271,8 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
                 ...(r.approval?.approvers ? { approvers: Object.freeze([...r.approval.approvers]) } : {}),
               })
             : undefined,
+        enforce:
+          r.effect === "deny" && doc.mode === "enforce" && r.enforce ? Object.freeze({ ...r.enforce }) : undefined,
       }
       rules.push({ rule, actions: r.actions })
     }

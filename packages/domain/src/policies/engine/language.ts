@@ -78,6 +78,11 @@ export const LIMITS = {
   celLength: 2_000,
   rateMax: 1_000_000,
   approvalTimeoutSeconds: { min: 60, max: 604_800, default: 3_600 },
+  /** A rule's `enforce`: violations counted, over a window of seconds, and the sanction's own bounds. */
+  enforceAfter: { min: 1, max: 10_000, default: 1 },
+  enforceWithinSeconds: { min: 1, max: 2_592_000, default: 3_600 },
+  enforceDurationSeconds: { min: 1, max: 10 * 365 * 86_400 },
+  enforceLimitPerMinute: { min: 1, max: 1_000_000 },
   /** Issues reported for one document; the rest are dropped. */
   issues: 100,
 } as const
@@ -135,6 +140,27 @@ export interface Approval {
   readonly approvers?: ReadonlyArray<string>
 }
 
+/** What an enforcement issued by a rule may be (D7's types). */
+export const ENFORCE_TYPES = ["warning", "throttle", "suspension", "revocation"] as const
+export type EnforceType = (typeof ENFORCE_TYPES)[number]
+
+/**
+ * A `deny` rule's automatic enforcement: issued against the agent when the rule has denied it
+ * `after` times within `withinSeconds` (counting from the end of its previous enforcement by this
+ * rule, if later), while no earlier one by this rule is in force. Inert while the policy is in
+ * `monitor` mode.
+ */
+export interface RuleEnforcement {
+  readonly type: EnforceType
+  readonly after: number
+  readonly withinSeconds: number
+  /** Absent: until an operator resolves it. Not for a revocation. */
+  readonly durationSeconds?: number
+  /** Required for `throttle`, refused otherwise. */
+  readonly limitPerMinute?: number
+  readonly reason?: string
+}
+
 export interface Rule {
   readonly id: string
   readonly effect: RuleEffect
@@ -143,6 +169,8 @@ export interface Rule {
   readonly reason?: string
   /** Only on `require_approval` rules, where it defaults to `{timeoutSeconds: 3600}`. */
   readonly approval?: Approval
+  /** Only on `deny` rules. */
+  readonly enforce?: RuleEnforcement
 }
 
 export interface Target {

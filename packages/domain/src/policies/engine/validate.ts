@@ -7,6 +7,7 @@ import {
   type Approval,
   type Condition,
   EFFECTS,
+  ENFORCE_TYPES,
   LIMITS,
   MODES,
   type Mode,
@@ -18,6 +19,7 @@ import {
   type RateLimit,
   type Rule,
   type RuleEffect,
+  type RuleEnforcement,
   type Target,
   type TimeWindow,
   WEEKDAYS,
@@ -178,7 +180,7 @@ class Validator {
 
   rule(v: unknown, path: string): Rule | undefined {
     if (!isObject(v)) return void this.add(path, `a rule must be an object, not ${typeName(v)}`)
-    this.unknownKeys(v, path, ["id", "effect", "actions", "when", "reason", "approval"])
+    this.unknownKeys(v, path, ["id", "effect", "actions", "when", "reason", "approval", "enforce"])
     let id: string | undefined
     if (v.id === undefined) this.add(at(path, "id"), "is required")
     else if (typeof v.id !== "string" || !LIMITS.ruleIdPattern.test(v.id))
@@ -208,6 +210,12 @@ class Validator {
     }
     if (effect === "require_approval" && approval === undefined && v.approval === undefined)
       approval = { timeoutSeconds: LIMITS.approvalTimeoutSeconds.default }
+    let enforce: RuleEnforcement | undefined
+    if (v.enforce !== undefined) {
+      if (effect !== undefined && effect !== "deny")
+        this.add(at(path, "enforce"), "applies only to rules whose effect is deny")
+      else enforce = this.enforce(v.enforce, at(path, "enforce"))
+    }
     if (id === undefined || effect === undefined) return undefined
     return {
       id,
@@ -216,6 +224,64 @@ class Validator {
       ...(when === undefined ? {} : { when }),
       ...(reason === undefined ? {} : { reason }),
       ...(approval === undefined ? {} : { approval }),
+      ...(enforce === undefined ? {} : { enforce }),
+    }
+  }
+
+  /** A whole number within `bounds`, or undefined (with an issue when it was given but is not). */
+  integer(v: unknown, path: string, bounds: { readonly min: number; readonly max: number }, unit: string) {
+    if (v === undefined) return undefined
+    if (typeof v !== "number" || !Number.isInteger(v))
+      return void this.add(path, `must be a whole number of ${unit}, not ${typeName(v)}`)
+    if (v < bounds.min || v > bounds.max) return void this.add(path, `must be between ${bounds.min} and ${bounds.max}`)
+    return v
+  }
+
+  enforce(v: unknown, path: string): RuleEnforcement | undefined {
+    if (!isObject(v))
+      return void this.add(
+        path,
+        `must be an object {type, after?, withinSeconds?, durationSeconds?, limitPerMinute?, reason?}, not ${typeName(v)}`,
+      )
+    this.unknownKeys(v, path, ["type", "after", "withinSeconds", "durationSeconds", "limitPerMinute", "reason"])
+    const type =
+      v.type === undefined
+        ? void this.add(at(path, "type"), `is required: one of ${ENFORCE_TYPES.join(", ")}`)
+        : this.literal(v.type, at(path, "type"), ENFORCE_TYPES)
+    const after = this.integer(v.after, at(path, "after"), LIMITS.enforceAfter, "denials")
+    const withinSeconds = this.integer(
+      v.withinSeconds,
+      at(path, "withinSeconds"),
+      LIMITS.enforceWithinSeconds,
+      "seconds",
+    )
+    const durationSeconds = this.integer(
+      v.durationSeconds,
+      at(path, "durationSeconds"),
+      LIMITS.enforceDurationSeconds,
+      "seconds",
+    )
+    const limitPerMinute = this.integer(
+      v.limitPerMinute,
+      at(path, "limitPerMinute"),
+      LIMITS.enforceLimitPerMinute,
+      "calls",
+    )
+    const reason = this.string(v.reason, at(path, "reason"), LIMITS.reasonLength, false)
+    if (type === "throttle" && v.limitPerMinute === undefined)
+      this.add(at(path, "limitPerMinute"), "is required for a throttle")
+    if (type !== undefined && type !== "throttle" && v.limitPerMinute !== undefined)
+      this.add(at(path, "limitPerMinute"), "only a throttle takes a limit")
+    if (type === "revocation" && v.durationSeconds !== undefined)
+      this.add(at(path, "durationSeconds"), "a revocation does not expire; resolve it to reinstate the agent")
+    if (type === undefined) return undefined
+    return {
+      type,
+      after: after ?? LIMITS.enforceAfter.default,
+      withinSeconds: withinSeconds ?? LIMITS.enforceWithinSeconds.default,
+      ...(durationSeconds === undefined ? {} : { durationSeconds }),
+      ...(limitPerMinute === undefined ? {} : { limitPerMinute }),
+      ...(reason === undefined ? {} : { reason }),
     }
   }
 
