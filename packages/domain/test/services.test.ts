@@ -651,26 +651,20 @@ describe("group-commit appender", () => {
       runtime,
     ) as Promise<ReadonlyArray<AuditEvent>>
 
+  /** One event of `type` prepared after `after`. */
+  const probeBatch = (workspaceId: string, actor: Actor, type: string, after: { sequence: number; hash: string }) =>
+    prepareAppend(workspaceId, [{ actor, events: [{ type, data: {} }] }], after, Date.now())
+
   it("appendAt writes nothing when the head is not the one the batch was hashed after", async () => {
     const { workspace, actor } = await newWorkspace()
     const before = await eventsOf(workspace.id)
     const stale = { sequence: 1, hash: before[0]!.hash }
-    const prepared = prepareAppend(
-      workspace.id,
-      [{ actor, events: [{ type: "probe.event", data: {} }] }],
-      stale,
-      Date.now(),
-    )
+    const prepared = probeBatch(workspace.id, actor, "probe.event", stale)
     expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, stale)))).toBe(false)
     expect(await eventsOf(workspace.id)).toEqual(before)
     const last = before.at(-1)!
     const current = { sequence: last.sequence, hash: last.hash }
-    const next = prepareAppend(
-      workspace.id,
-      [{ actor, events: [{ type: "probe.event", data: {} }] }],
-      current,
-      Date.now(),
-    )
+    const next = probeBatch(workspace.id, actor, "probe.event", current)
     expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, next, current)))).toBe(true)
     const rows = await expectLinearChain(workspace.id)
     expect(rows.at(-1)!.id).toBe(next.stored[0]![0]!.id)
@@ -733,12 +727,7 @@ describe("group-commit appender", () => {
   it("appendAt claims the keys with their responses in the statement that appends", async () => {
     const { workspace, actor } = await newWorkspace()
     const head = await headOf(workspace.id)
-    const prepared = prepareAppend(
-      workspace.id,
-      [{ actor, events: [{ type: "probe.keyed", data: {} }] }],
-      head,
-      Date.now(),
-    )
+    const prepared = probeBatch(workspace.id, actor, "probe.keyed", head)
     const keys = [completed("k-b"), completed("k-a")]
     expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, head, keys)))).toBe(true)
     expect((await expectLinearChain(workspace.id)).at(-1)!.id).toBe(prepared.stored[0]![0]!.id)
@@ -754,21 +743,11 @@ describe("group-commit appender", () => {
   ])("appendAt with keys writes nothing, claims included, when %s", async (_, why) => {
     const { workspace, actor } = await newWorkspace()
     const head = await headOf(workspace.id)
-    const taken = prepareAppend(
-      workspace.id,
-      [{ actor, events: [{ type: "probe.first", data: {} }] }],
-      head,
-      Date.now(),
-    )
+    const taken = probeBatch(workspace.id, actor, "probe.first", head)
     expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, taken, head, [completed("k-taken")])))).toBe(true)
     const before = await eventsOf(workspace.id)
     const after = why === "stale" ? head : taken.head
-    const prepared = prepareAppend(
-      workspace.id,
-      [{ actor, events: [{ type: "probe.second", data: {} }] }],
-      after,
-      Date.now(),
-    )
+    const prepared = probeBatch(workspace.id, actor, "probe.second", after)
     const keys = why === "taken" ? [completed("k-new"), completed("k-taken", "other")] : [completed("k-new")]
     expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, after, keys)))).toBe(false)
     expect(await eventsOf(workspace.id)).toEqual(before)
