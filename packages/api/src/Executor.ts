@@ -210,31 +210,29 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     requestId: string,
   ): Promise<Result<IdempotentResponse>> => {
     const requestHash = createHash("sha256").update(canonicalize(fingerprint)).digest("hex")
+    // The stored and the answered response of a value come from one rendering.
+    let last: { readonly value: unknown; readonly rendered: ReturnType<typeof respond> } | undefined
+    const rendered = (value: unknown) => {
+      if (last === undefined || last.value !== value) last = { value, rendered: respond(value) }
+      return last.rendered
+    }
     const idempotency: IdempotencyRequest = {
       key,
       operation: op.name,
       requestHash,
-      render: (value) => respond(value).stored,
+      render: (value) => rendered(value).stored,
     }
     const answer = (value: unknown): IdempotentResponse =>
       value instanceof Replayed
         ? { status: value.status, body: value.body, replayed: true }
-        : { ...respond(value).response, replayed: false }
+        : { ...rendered(value).response, replayed: false }
     const program = op.ownsIdempotency
       ? op.handler(input, actor, { idempotency }).pipe(Effect.map(answer))
       : Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
           const store = yield* Idempotency
-          return yield* sql.withTransaction(
-            Effect.gen(function* () {
-              const claim = yield* store.claim(actor.workspaceId, idempotency)
-              if (!claim.claimed) return answer(claim.replay)
-              const value = yield* op.handler(input, actor, {})
-              if (value instanceof Replayed) return answer(value)
-              const { response, stored } = respond(value)
-              yield* store.complete(actor.workspaceId, [{ key, ...stored }])
-              return { ...response, replayed: false }
-            }),
+          return answer(
+            yield* sql.withTransaction(store.within(actor.workspaceId, idempotency, op.handler(input, actor, {}))),
           )
         }).pipe(Effect.catchTag("SqlError", Effect.die))
     return settle(

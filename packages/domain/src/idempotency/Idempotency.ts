@@ -59,6 +59,16 @@ export class Idempotency extends Context.Service<
       workspaceId: string,
       requests: ReadonlyArray<IdempotencyRequest>,
     ) => Effect.Effect<ReadonlyArray<Claim | IdempotencyKeyReused>>
+    /**
+     * Runs `effect` under `request`'s key in the caller's transaction, claiming it first (the lock order): a
+     * retry gets the stored response instead, and the value, rendered by the request, is stored once it
+     * succeeds (a `Replayed` value is not stored again). Without a request it just runs `effect`.
+     */
+    readonly within: <A, E, R>(
+      workspaceId: string,
+      request: IdempotencyRequest | undefined,
+      effect: Effect.Effect<A, E, R>,
+    ) => Effect.Effect<A | Replayed, E | IdempotencyKeyReused, R>
     /** Deletes the records older than the replay window (the periodic sweep). */
     readonly purgeExpired: Effect.Effect<void>
     /** Stores the responses of claimed keys. */
@@ -131,7 +141,23 @@ export class Idempotency extends Context.Service<
             WHERE created_at < ${new Date(now - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`
       }).pipe(Effect.orDie)
 
-      return Idempotency.of({ claim, claimMany, complete, purgeExpired })
+      const within = <A, E, R>(
+        workspaceId: string,
+        request: IdempotencyRequest | undefined,
+        effect: Effect.Effect<A, E, R>,
+      ): Effect.Effect<A | Replayed, E | IdempotencyKeyReused, R> =>
+        request === undefined
+          ? effect
+          : Effect.gen(function* () {
+              const claimed = yield* claim(workspaceId, request)
+              if (!claimed.claimed) return claimed.replay
+              const value = yield* effect
+              if (!(value instanceof Replayed))
+                yield* complete(workspaceId, [{ key: request.key, ...request.render(value) }])
+              return value
+            })
+
+      return Idempotency.of({ claim, claimMany, complete, within, purgeExpired })
     }),
   )
 }

@@ -381,21 +381,7 @@ export class GuardService extends Context.Service<
         })
         // Creating or using an approval and recording the decision commit together, after the key's claim.
         const result = approvalWork
-          ? yield* tx(
-              Effect.gen(function* () {
-                if (idempotency) {
-                  const claim = yield* idempotencyStore.claim(actor.workspaceId, idempotency)
-                  if (!claim.claimed) return claim.replay
-                }
-                yield* approvalWork
-                const result = yield* record
-                if (idempotency && !(result instanceof Replayed))
-                  yield* idempotencyStore.complete(actor.workspaceId, [
-                    { key: idempotency.key, ...idempotency.render(result) },
-                  ])
-                return result
-              }),
-            )
+          ? yield* tx(idempotencyStore.within(actor.workspaceId, idempotency, Effect.andThen(approvalWork, record)))
           : yield* record
         if (!(result instanceof Replayed) && result.decision === "deny")
           yield* enforceDenials(actor.workspaceId, agentId, state.set, decided)

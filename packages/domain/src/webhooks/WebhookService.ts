@@ -163,20 +163,7 @@ export class WebhookService extends Context.Service<
         idempotency: IdempotencyRequest | undefined,
         run: Effect.Effect<A, E, R>,
       ): Effect.Effect<A | Replayed, E | IdempotencyKeyReused, R> =>
-        tx(
-          Effect.gen(function* () {
-            if (idempotency) {
-              const claim = yield* idempotencyStore.claim(actor.workspaceId, idempotency)
-              if (!claim.claimed) return claim.replay
-            }
-            const value = yield* run
-            if (idempotency)
-              yield* idempotencyStore.complete(actor.workspaceId, [
-                { key: idempotency.key, ...idempotency.render(value) },
-              ])
-            return value
-          }),
-        )
+        tx(idempotencyStore.within(actor.workspaceId, idempotency, run))
 
       const create = Effect.fn("WebhookService.create")(function* (
         actor: Actor,
