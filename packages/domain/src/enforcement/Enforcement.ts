@@ -1,7 +1,10 @@
 import { Schema } from "effect"
 import { Cursor, Description, Id, Limit, Timestamp } from "../shared/schemas.ts"
 
-export const EnforcementType = Schema.Literals(["warning", "throttle", "suspension", "revocation"]).annotate({
+/** D7's types; also what a policy rule's `enforce` may issue. */
+export const ENFORCEMENT_TYPES = ["warning", "throttle", "suspension", "revocation"] as const
+
+export const EnforcementType = Schema.Literals(ENFORCEMENT_TYPES).annotate({
   description:
     "`suspension` suspends the agent; `revocation` suspends it and revokes its API keys; `throttle` caps its requests per minute",
 })

@@ -1,8 +1,8 @@
 import { Effect, Schema, SchemaTransformation } from "effect"
+import { ENFORCEMENT_TYPES } from "../../enforcement/Enforcement.ts"
 import {
   type Condition,
   EFFECTS,
-  ENFORCE_TYPES,
   LIMITS,
   MODES,
   OPERATORS,
@@ -73,7 +73,7 @@ export const PolicyRule = Schema.Struct({
   ),
   enforce: Schema.optionalKey(
     Schema.Struct({
-      type: Schema.Literals(ENFORCE_TYPES),
+      type: Schema.Literals(ENFORCEMENT_TYPES),
       after: Schema.Int.check(Schema.isBetween({ minimum: LIMITS.enforceAfter.min, maximum: LIMITS.enforceAfter.max }))
         .pipe(Schema.withDecodingDefaultKey(Effect.succeed(LIMITS.enforceAfter.default)))
         .annotate({ description: "denials by this rule that trigger it (default 1)" }),

@@ -26,8 +26,6 @@ export {
   type CelCondition,
   type Condition,
   EFFECTS,
-  ENFORCE_TYPES,
-  type EnforceType,
   type LeafCondition,
   LIMITS,
   MODES,

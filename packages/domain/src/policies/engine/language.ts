@@ -1,3 +1,9 @@
+import {
+  type EnforcementType,
+  MAX_ENFORCEMENT_DURATION_SECONDS,
+  MAX_THROTTLE_LIMIT_PER_MINUTE,
+} from "../../enforcement/Enforcement.ts"
+
 /**
  * The policy language (decision D6; the details are in docs/decisions.md, "Policy language"):
  * the types of a policy document after validation, and the language's fixed vocabularies and
@@ -81,8 +87,8 @@ export const LIMITS = {
   /** A rule's `enforce`: violations counted, over a window of seconds, and the sanction's own bounds. */
   enforceAfter: { min: 1, max: 10_000, default: 1 },
   enforceWithinSeconds: { min: 1, max: 2_592_000, default: 3_600 },
-  enforceDurationSeconds: { min: 1, max: 10 * 365 * 86_400 },
-  enforceLimitPerMinute: { min: 1, max: 1_000_000 },
+  enforceDurationSeconds: { min: 1, max: MAX_ENFORCEMENT_DURATION_SECONDS },
+  enforceLimitPerMinute: { min: 1, max: MAX_THROTTLE_LIMIT_PER_MINUTE },
   /** Issues reported for one document; the rest are dropped. */
   issues: 100,
 } as const
@@ -140,10 +146,6 @@ export interface Approval {
   readonly approvers?: ReadonlyArray<string>
 }
 
-/** What an enforcement issued by a rule may be (D7's types). */
-export const ENFORCE_TYPES = ["warning", "throttle", "suspension", "revocation"] as const
-export type EnforceType = (typeof ENFORCE_TYPES)[number]
-
 /**
  * A `deny` rule's automatic enforcement: issued against the agent when the rule has denied it
  * `after` times within `withinSeconds` (counting from the end of its previous enforcement by this
@@ -151,7 +153,7 @@ export type EnforceType = (typeof ENFORCE_TYPES)[number]
  * `monitor` mode.
  */
 export interface RuleEnforcement {
-  readonly type: EnforceType
+  readonly type: EnforcementType
   readonly after: number
   readonly withinSeconds: number
   /** Absent: until an operator resolves it. Not for a revocation. */

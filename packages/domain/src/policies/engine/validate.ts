@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { ENFORCEMENT_TYPES } from "../../enforcement/Enforcement.ts"
 import { Label } from "../../shared/schemas.ts"
 import { compileCel } from "./cel.ts"
 import { globProblem } from "./glob.ts"
@@ -7,7 +8,6 @@ import {
   type Approval,
   type Condition,
   EFFECTS,
-  ENFORCE_TYPES,
   LIMITS,
   MODES,
   type Mode,
@@ -233,7 +233,8 @@ class Validator {
     if (v === undefined) return undefined
     if (typeof v !== "number" || !Number.isInteger(v))
       return void this.add(path, `must be a whole number of ${unit}, not ${typeName(v)}`)
-    if (v < bounds.min || v > bounds.max) return void this.add(path, `must be between ${bounds.min} and ${bounds.max}`)
+    if (v < bounds.min || v > bounds.max)
+      return void this.add(path, `must be between ${bounds.min} and ${bounds.max} ${unit}`)
     return v
   }
 
@@ -246,8 +247,8 @@ class Validator {
     this.unknownKeys(v, path, ["type", "after", "withinSeconds", "durationSeconds", "limitPerMinute", "reason"])
     const type =
       v.type === undefined
-        ? void this.add(at(path, "type"), `is required: one of ${ENFORCE_TYPES.join(", ")}`)
-        : this.literal(v.type, at(path, "type"), ENFORCE_TYPES)
+        ? void this.add(at(path, "type"), `is required: one of ${ENFORCEMENT_TYPES.join(", ")}`)
+        : this.literal(v.type, at(path, "type"), ENFORCEMENT_TYPES)
     const after = this.integer(v.after, at(path, "after"), LIMITS.enforceAfter, "denials")
     const withinSeconds = this.integer(
       v.withinSeconds,
@@ -288,15 +289,9 @@ class Validator {
   approval(v: unknown, path: string): Approval | undefined {
     if (!isObject(v)) return void this.add(path, `must be an object {timeoutSeconds?, approvers?}, not ${typeName(v)}`)
     this.unknownKeys(v, path, ["timeoutSeconds", "approvers"])
-    const { min, max, default: byDefault } = LIMITS.approvalTimeoutSeconds
-    let timeoutSeconds: number = byDefault
-    if (v.timeoutSeconds !== undefined) {
-      if (typeof v.timeoutSeconds !== "number" || !Number.isInteger(v.timeoutSeconds))
-        this.add(at(path, "timeoutSeconds"), `must be a whole number of seconds, not ${typeName(v.timeoutSeconds)}`)
-      else if (v.timeoutSeconds < min || v.timeoutSeconds > max)
-        this.add(at(path, "timeoutSeconds"), `must be between ${min} and ${max} seconds`)
-      else timeoutSeconds = v.timeoutSeconds
-    }
+    const timeoutSeconds =
+      this.integer(v.timeoutSeconds, at(path, "timeoutSeconds"), LIMITS.approvalTimeoutSeconds, "seconds") ??
+      LIMITS.approvalTimeoutSeconds.default
     if (v.approvers === undefined) return { timeoutSeconds }
     const approvers = this.list(v.approvers, at(path, "approvers"), 1, LIMITS.approvers)?.map(
       (a, i) => this.string(a, `${path}.approvers[${i}]`, LIMITS.approverLength, true) ?? "",
