@@ -37,16 +37,6 @@ interface EventRow {
   readonly data: any
 }
 
-const head = async (workspaceId = t.workspaceId) => {
-  const rows = await run(
-    SqlClient.SqlClient.use(
-      (sql) => sql<{ n: number }>`SELECT coalesce(max(sequence), 0)::int AS n FROM events
-        WHERE workspace_id = ${workspaceId}`,
-    ),
-  )
-  return rows[0]!.n
-}
-
 /** The events recorded after sequence `after`, in order; each decodes strictly with its catalog schema. */
 const eventsAfter = async (after: number, workspaceId = t.workspaceId): Promise<ReadonlyArray<EventRow>> => {
   const rows = await run(
@@ -143,7 +133,7 @@ afterAll(async () => t?.close())
 
 describe("POST /approvals", () => {
   it("creates a pending approval bound to its agent, action and context, and records approval.requested", async () => {
-    const before = await head()
+    const before = await t.chainLength()
     const action = unique("payments.transfer")
     const context = { amount: 1200, currency: "EUR", to: { iban: "DE89" } }
     const res = await t.call("POST", "/api/v1/approvals", {
@@ -196,24 +186,24 @@ describe("POST /approvals", () => {
     const body = { agentId: bound, action: unique("idem") }
     const headers = { "idempotency-key": unique("idem-key") }
     const first = await t.call("POST", "/api/v1/approvals", { body, headers })
-    const before = await head()
+    const before = await t.chainLength()
     const second = await t.call("POST", "/api/v1/approvals", { body, headers })
     expect(first.status).toBe(201)
     expect(second.status).toBe(201)
     expect(second.headers.get("idempotent-replayed")).toBe("true")
     expect(second.body.data.id).toBe(first.body.data.id)
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
   })
 
   it("refuses an unknown, a deregistered and another workspace's agent with 404 AGENT_NOT_FOUND", async () => {
     const gone = (await t.call("POST", "/api/v1/agents", { body: { name: unique("gone") } })).body.data.id
     expect((await t.call("DELETE", `/api/v1/agents/${gone}`)).status).toBe(200)
-    const before = await head()
+    const before = await t.chainLength()
     for (const agentId of ["agt_missing", gone, other.agent]) {
       const res = await t.call("POST", "/api/v1/approvals", { body: { agentId, action: "x" } })
       expectError(res, 404, "AGENT_NOT_FOUND")
     }
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
   })
 
   it.each([
@@ -231,11 +221,11 @@ describe("POST /approvals", () => {
     ["a context holding a NUL", { context: { note: "a\u0000b" } }, "context.note"],
     ["an unknown field", { status: "approved" }, "status"],
   ])("refuses %s with 422 naming the field, and records nothing", async (_, patch, field) => {
-    const before = await head()
+    const before = await t.chainLength()
     const body: Record<string, unknown> = { agentId: bound, action: "act", ...patch }
     for (const [k, v] of Object.entries(body)) if (v === undefined) delete body[k]
     expectError(await t.call("POST", "/api/v1/approvals", { body }), 422, "VALIDATION_ERROR", field)
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
   })
 
   it("refuses malformed JSON with 400", async () => {
@@ -318,7 +308,7 @@ describe("GET /approvals/:id", () => {
 describe("POST /approvals/:id/decide", () => {
   it("approves once: the decision, who made it and why are recorded; deciding again is 409", async () => {
     const a = await request()
-    const before = await head()
+    const before = await t.chainLength()
     const res = await decide(a.id, { decision: "approved", reason: "looks fine" })
     expect(res.status).toBe(200)
     expect(res.body.data).toEqual({
@@ -339,19 +329,19 @@ describe("POST /approvals/:id/decide", () => {
       decidedBy: manager.id,
       reason: "looks fine",
     })
-    const after = await head()
+    const after = await t.chainLength()
     for (const decision of ["approved", "denied"]) {
       const again = await decide(a.id, { decision })
       expectError(again, 409, "APPROVAL_NOT_PENDING")
       expect(again.body.error.message).toContain("approved")
     }
-    expect(await head()).toBe(after)
+    expect(await t.chainLength()).toBe(after)
     expect((await t.call("GET", `/api/v1/approvals/${a.id}`)).body.data).toEqual(res.body.data)
   })
 
   it("of simultaneous decisions exactly one wins; the others are 409 and record nothing", async () => {
     const a = await request()
-    const before = await head()
+    const before = await t.chainLength()
     const results = await Promise.all(
       ["approved", "denied", "approved", "denied"].map((decision) => decide(a.id, { decision })),
     )
@@ -365,7 +355,7 @@ describe("POST /approvals/:id/decide", () => {
 
   it("denies, without a reason", async () => {
     const a = await request()
-    const before = await head()
+    const before = await t.chainLength()
     const res = await decide(a.id, { decision: "denied" })
     expect(res.status).toBe(200)
     expect(res.body.data.status).toBe("denied")
@@ -428,11 +418,11 @@ describe("expiry", () => {
     expect((await t.call("GET", q)).body.data.map((x: any) => x.id)).toEqual([kept.id])
     expect((await t.call("GET", `${q}&status=expired`)).body.data).toEqual([expected])
     // Deciding it now is too late, and records nothing.
-    const before = await head()
+    const before = await t.chainLength()
     const late = await decide(a.id, { decision: "approved" })
     expectError(late, 409, "APPROVAL_NOT_PENDING")
     expect(late.body.error.message).toContain("expired")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
 
     // The sweep records it once: approval.decided, denied, expired; the record reads the same as before.
     expect(await run(ApprovalService.use((s) => s.expireDue))).toBeGreaterThanOrEqual(1)
@@ -446,7 +436,7 @@ describe("expiry", () => {
       expired: true,
     })
     expect((await t.call("GET", `/api/v1/approvals/${a.id}`)).body.data).toEqual(expected)
-    const afterSweep = await head()
+    const afterSweep = await t.chainLength()
     await run(ApprovalService.use((s) => s.expireDue))
     expect((await eventsAfter(afterSweep)).filter((e) => e.data.approvalId === a.id)).toEqual([])
     expect((await t.call("GET", `/api/v1/approvals/${kept.id}`)).body.data.status).toBe("pending")
@@ -565,7 +555,7 @@ describe("consumeForGuard", () => {
 
 describe("requestForGuard", () => {
   it("creates a pending approval naming the policy and rule, and records approval.requested", async () => {
-    const before = await head()
+    const before = await t.chainLength()
     const a = await guardRequest({ reason: "over the limit", timeoutSeconds: 120, approvers: [manager.id] })
     expect(a).toMatchObject({
       status: "pending",
@@ -597,7 +587,7 @@ describe("requestForGuard", () => {
   })
 
   it("joins the caller's transaction: rolled back, there is no approval and no event", async () => {
-    const before = await head()
+    const before = await t.chainLength()
     const action = unique("rolled-back")
     const rolledBack = SqlClient.SqlClient.use((sql) =>
       sql.withTransaction(
@@ -617,7 +607,7 @@ describe("requestForGuard", () => {
       ),
     )
     expect(await run(Effect.flip(rolledBack))).toBe("abort")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     const listed = await t.call("GET", `/api/v1/approvals?status=all&action=${encodeURIComponent(action)}`)
     expect(listed.body.data).toEqual([])
   })
@@ -665,13 +655,13 @@ describe("security", () => {
   it("every endpoint refuses a credential lacking its scope with 403 naming the scope, and records nothing", async () => {
     const keys = new Map<string, string>()
     for (const [, , , scope] of endpoints()) keys.set(scope, await creds.keyWithout(scope))
-    const before = await head()
+    const before = await t.chainLength()
     for (const [method, path, body, scope] of endpoints()) {
       const res = await t.call(method, path, { body, key: keys.get(scope) })
       expectError(res, 403, "FORBIDDEN", "scope")
       expect(res.body.error.details.issue).toBe(`requires ${scope}`)
     }
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
   })
 
   it("an agent key sees only its own agent's approvals", async () => {
@@ -690,7 +680,7 @@ describe("security", () => {
 
   it("an agent key can never decide, not even its own agent's approval, nor request one", async () => {
     const mine = await request()
-    const before = await head()
+    const before = await t.chainLength()
     const res = await decide(mine.id, { decision: "approved" }, agentKey)
     expectError(res, 403, "FORBIDDEN", "scope")
     expect(res.body.error.details.issue).toBe("requires approvals:manage")
@@ -699,7 +689,7 @@ describe("security", () => {
       key: agentKey,
     })
     expectError(created, 403, "FORBIDDEN", "scope")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     expect((await t.call("GET", `/api/v1/approvals/${mine.id}`)).body.data.status).toBe("pending")
   })
 

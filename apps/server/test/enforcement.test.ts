@@ -27,15 +27,6 @@ interface EventRow {
   readonly data: any
 }
 
-const head = async () => {
-  const rows = await run<ReadonlyArray<{ n: number }>>(
-    SqlClient.SqlClient.use(
-      (sql) => sql`SELECT coalesce(max(sequence), 0)::int AS n FROM events WHERE workspace_id = ${t.workspaceId}`,
-    ),
-  )
-  return rows[0]!.n
-}
-
 /** The events recorded after sequence `after`, in order; each decodes strictly with its catalog schema. */
 const eventsAfter = async (after: number): Promise<ReadonlyArray<EventRow>> => {
   const rows = await run<ReadonlyArray<EventRow>>(
@@ -98,7 +89,7 @@ afterAll(async () => t?.close())
 describe("POST /enforcement", () => {
   it("issues a warning: recorded, in force, the agent untouched", async () => {
     const agent = await register()
-    const before = await head()
+    const before = await t.chainLength()
     const res = await t.call("POST", "/api/v1/enforcement", {
       body: { agentId: agent.id, type: "warning", reason: "rude to a customer" },
     })
@@ -152,7 +143,7 @@ describe("POST /enforcement", () => {
   it("refuses an unknown or another workspace's agent with 404, a deregistered one with 409", async () => {
     const gone = await register()
     expect((await t.call("DELETE", `/api/v1/agents/${gone.id}`)).status).toBe(200)
-    const before = await head()
+    const before = await t.chainLength()
     for (const agentId of ["agt_missing", other.agent]) {
       const res = await t.call("POST", "/api/v1/enforcement", { body: { agentId, type: "warning", reason: "r" } })
       expectError(res, 404, "AGENT_NOT_FOUND")
@@ -161,7 +152,7 @@ describe("POST /enforcement", () => {
       body: { agentId: gone.id, type: "suspension", reason: "r" },
     })
     expectError(res, 409, "AGENT_DEREGISTERED")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     expect(await agentStatus(gone.id)).toBe("deregistered")
   })
 
@@ -184,11 +175,11 @@ describe("POST /enforcement", () => {
     ["an unknown field", { severity: "high" }, "severity"],
   ])("refuses %s with 422 naming the field; the agent stays active", async (_, change, field) => {
     const agent = await register()
-    const before = await head()
+    const before = await t.chainLength()
     const body: Record<string, unknown> = { agentId: agent.id, type: "suspension", reason: "r", ...change }
     for (const [k, v] of Object.entries(body)) if (v === undefined) delete body[k]
     expectError(await t.call("POST", "/api/v1/enforcement", { body }), 422, "VALIDATION_ERROR", field)
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     expect(await agentStatus(agent.id)).toBe("active")
   })
 })
@@ -196,7 +187,7 @@ describe("POST /enforcement", () => {
 describe("suspension, appeal and resolution", () => {
   it("suspend → the agent appeals with its own key → overturned → active again", async () => {
     const agent = await agentWithKey()
-    let before = await head()
+    let before = await t.chainLength()
     const e = await issue({ agentId: agent.id, type: "suspension", reason: "spamming" })
     expect(e).toMatchObject({ type: "suspension", status: "active", inForce: true })
     expect(await agentStatus(agent.id)).toBe("suspended")
@@ -212,7 +203,7 @@ describe("suspension, appeal and resolution", () => {
     // The suspended agent's key still reads its agent and its enforcement, and appeals.
     expect((await t.call("GET", `/api/v1/agents/${agent.id}`, { key: agent.key })).body.data.status).toBe("suspended")
     expect((await t.call("GET", `/api/v1/enforcement/${e.id}`, { key: agent.key })).body.data).toEqual(e)
-    before = await head()
+    before = await t.chainLength()
     const appealed = await appeal(e.id, { reason: "it was a test run" }, agent.key)
     expect(appealed.status, JSON.stringify(appealed.body)).toBe(200)
     expect(appealed.body.data).toEqual({
@@ -234,7 +225,7 @@ describe("suspension, appeal and resolution", () => {
     expect(await agentStatus(agent.id)).toBe("suspended")
     expectError(await appeal(e.id, { reason: "again" }, agent.key), 409, "ENFORCEMENT_ALREADY_APPEALED")
 
-    before = await head()
+    before = await t.chainLength()
     const resolved = await patch(e.id, { resolution: "overturned", note: "confirmed test traffic" })
     expect(resolved.status, JSON.stringify(resolved.body)).toBe(200)
     expect(resolved.body.data).toMatchObject({
@@ -258,19 +249,19 @@ describe("suspension, appeal and resolution", () => {
     })
 
     // Closed: nothing changes it any more.
-    const after = await head()
+    const after = await t.chainLength()
     expectError(await patch(e.id, { resolution: "upheld" }), 409, "ENFORCEMENT_CLOSED")
     expectError(await patch(e.id, { resolution: "overturned" }), 409, "ENFORCEMENT_CLOSED")
     expectError(await patch(e.id, { reason: "new" }), 409, "ENFORCEMENT_CLOSED")
     expectError(await appeal(e.id, { reason: "x" }, agent.key), 409, "ENFORCEMENT_CLOSED")
-    expect(await head()).toBe(after)
+    expect(await t.chainLength()).toBe(after)
   })
 
   it("upheld keeps the agent suspended and the enforcement in force; a later review can overturn it", async () => {
     const agent = await agentWithKey()
     const e = await issue({ agentId: agent.id, type: "suspension" })
     expect((await appeal(e.id, { reason: "please" }, agent.key)).status).toBe(200)
-    const before = await head()
+    const before = await t.chainLength()
     const upheld = await patch(e.id, { resolution: "upheld" })
     expect(upheld.status).toBe(200)
     expect(upheld.body.data).toMatchObject({
@@ -302,14 +293,14 @@ describe("suspension, appeal and resolution", () => {
   it("overturning one of two suspensions keeps the agent suspended until the last is lifted", async () => {
     const agent = await register()
     const first = await issue({ agentId: agent.id, type: "suspension" })
-    const before = await head()
+    const before = await t.chainLength()
     const second = await issue({ agentId: agent.id, type: "suspension", reason: "second" })
     // Already suspended: the second one does not suspend it again.
     expect((await eventsAfter(before)).map((x) => x.type)).toEqual(["enforcement.created"])
     const r1 = await patch(first.id, { resolution: "overturned" })
     expect(r1.status).toBe(200)
     expect(await agentStatus(agent.id)).toBe("suspended")
-    const mid = await head()
+    const mid = await t.chainLength()
     expect((await patch(second.id, { resolution: "overturned" })).status).toBe(200)
     expect(await agentStatus(agent.id)).toBe("active")
     expect((await eventsAfter(mid))[0]!.data.reinstated).toBe(true)
@@ -319,7 +310,7 @@ describe("suspension, appeal and resolution", () => {
     const agent = await register()
     const first = await issue({ agentId: agent.id, type: "suspension" })
     const second = await issue({ agentId: agent.id, type: "suspension" })
-    const before = await head()
+    const before = await t.chainLength()
     const results = await Promise.all([first, second].map((e) => patch(e.id, { resolution: "overturned" })))
     expect(results.map((r) => r.status)).toEqual([200, 200])
     expect(await agentStatus(agent.id)).toBe("active")
@@ -358,7 +349,7 @@ describe("revocation", () => {
     expect(token.status).toBe(201)
     expect((await t.call("GET", `/api/v1/agents/${agent.id}`, { key: token.body.data.token })).status).toBe(200)
 
-    const before = await head()
+    const before = await t.chainLength()
     const e = await issue({ agentId: agent.id, type: "revocation", reason: "leaked credentials" })
     expect(await agentStatus(agent.id)).toBe("suspended")
     const events = await eventsAfter(before)
@@ -416,11 +407,11 @@ describe("expiry", () => {
     expect(inForce.body.data.map((x: any) => x.id)).toEqual([lasting.id])
     const expired = await t.call("GET", `/api/v1/enforcement?agentId=${agent.id}&status=expired`)
     expect(expired.body.data).toEqual([expected])
-    const before = await head()
+    const before = await t.chainLength()
     expectError(await appeal(e.id, { reason: "x" }), 409, "ENFORCEMENT_CLOSED")
     expectError(await patch(e.id, { resolution: "overturned" }), 409, "ENFORCEMENT_CLOSED")
     expectError(await patch(e.id, { durationSeconds: 60 }), 409, "ENFORCEMENT_CLOSED")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
 
     expect(await run<number>(EnforcementService.use((s) => s.expireDue))).toBeGreaterThanOrEqual(1)
     expect(await agentStatus(agent.id)).toBe("active")
@@ -434,7 +425,7 @@ describe("expiry", () => {
       reinstated: true,
     })
     expect((await t.call("GET", `/api/v1/enforcement/${e.id}`)).body.data).toEqual(expected)
-    const again = await head()
+    const again = await t.chainLength()
     await run(EnforcementService.use((s) => s.expireDue))
     expect((await eventsAfter(again)).filter((x) => x.data.enforcementId === e.id)).toEqual([])
   })
@@ -444,7 +435,7 @@ describe("expiry", () => {
     const short = await issue({ agentId: agent.id, type: "suspension", durationSeconds: 1 })
     await issue({ agentId: agent.id, type: "suspension" })
     await waitPast(short.expiresAt)
-    const before = await head()
+    const before = await t.chainLength()
     await run(EnforcementService.use((s) => s.expireDue))
     expect(await agentStatus(agent.id)).toBe("suspended")
     const [event] = (await eventsAfter(before)).filter((x) => x.data.enforcementId === short.id)
@@ -456,7 +447,7 @@ describe("PATCH /enforcement/:id", () => {
   it("changes the reason and the expiry, records enforcement.updated with the changes, and clears the expiry with null", async () => {
     const agent = await register()
     const e = await issue({ agentId: agent.id, type: "suspension", reason: "first" })
-    let before = await head()
+    let before = await t.chainLength()
     const res = await patch(e.id, { reason: "second", durationSeconds: 7200 })
     expect(res.status).toBe(200)
     expect(res.body.data).toMatchObject({ reason: "second", status: "active" })
@@ -471,7 +462,7 @@ describe("PATCH /enforcement/:id", () => {
       reason: "second",
       expiresAt: res.body.data.expiresAt,
     })
-    before = await head()
+    before = await t.chainLength()
     const cleared = await patch(e.id, { expiresAt: null })
     expect(cleared.body.data.expiresAt).toBeNull()
     events = await eventsAfter(before)
@@ -483,10 +474,10 @@ describe("PATCH /enforcement/:id", () => {
       expiresAt: null,
     })
     // Nothing changed: no event.
-    before = await head()
+    before = await t.chainLength()
     expect((await patch(e.id, { reason: "second" })).body.data).toEqual(cleared.body.data)
     expect((await patch(e.id, {})).body.data).toEqual(cleared.body.data)
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
   })
 
   it.each([
@@ -501,9 +492,9 @@ describe("PATCH /enforcement/:id", () => {
   ])("refuses %s with 422 naming the field, changing nothing", async (_, body, field) => {
     const agent = await register()
     const e = await issue({ agentId: agent.id, type: "suspension" })
-    const before = await head()
+    const before = await t.chainLength()
     expectError(await patch(e.id, body), 422, "VALIDATION_ERROR", field)
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     expect((await t.call("GET", `/api/v1/enforcement/${e.id}`)).body.data).toEqual(e)
   })
 
@@ -592,7 +583,7 @@ describe("security", () => {
     const list = endpoints(e.id, agent.id)
     const keys = new Map<string, string>()
     for (const [, , , scope] of list) keys.set(scope, await creds.keyWithout(scope))
-    const before = await head()
+    const before = await t.chainLength()
     for (const [method, path, body, scope] of list) {
       const res = await t.call(method, path, { body, key: keys.get(scope) })
       expectError(res, 403, "FORBIDDEN", "scope")
@@ -602,7 +593,7 @@ describe("security", () => {
     const res = await appeal(e.id, { reason: "r" }, await creds.keyWithout("enforcement:write"))
     expectError(res, 403, "FORBIDDEN", "scope")
     expect(res.body.error.details.issue).toBe("requires enforcement:write")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     expect((await t.call("GET", `/api/v1/enforcement/${e.id}`)).body.data).toEqual(e)
   })
 
@@ -624,7 +615,7 @@ describe("security", () => {
       404,
       "ENFORCEMENT_NOT_FOUND",
     )
-    const before = await head()
+    const before = await t.chainLength()
     expectError(await appeal(theirs.id, { reason: "not mine" }, agent.key), 404, "ENFORCEMENT_NOT_FOUND")
     const created = await t.call("POST", "/api/v1/enforcement", {
       body: { agentId: agent.id, type: "warning", reason: "self" },
@@ -632,7 +623,7 @@ describe("security", () => {
     })
     expectError(created, 403, "FORBIDDEN", "scope")
     expectError(await patch(mine.id, { resolution: "overturned" }, agent.key), 403, "FORBIDDEN", "scope")
-    expect(await head()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     expect((await t.call("GET", `/api/v1/enforcement/${theirs.id}`)).body.data.status).toBe("active")
   })
 

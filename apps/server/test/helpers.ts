@@ -34,6 +34,8 @@ export interface TestServer {
   readonly createKey: (spec: Record<string, unknown>, as?: string) => Promise<string>
   /** Runs SQL on the server's own store: what it stored, or a row changed behind its back. */
   readonly query: <A extends object>(f: (sql: SqlClient.SqlClient) => any) => Promise<ReadonlyArray<A>>
+  /** The sequence of the workspace's last event (the bootstrap workspace's by default; 0 when empty). */
+  readonly chainLength: (workspaceId?: string) => Promise<number>
   readonly close: () => Promise<void>
 }
 
@@ -149,6 +151,8 @@ export const startTestServer = async (
     if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
     return res.body.data.apiKey as string
   }
+  const query = <A extends object>(f: (sql: SqlClient.SqlClient) => any) =>
+    server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>
   return {
     url: server.url,
     key: boot.apiKey,
@@ -157,8 +161,13 @@ export const startTestServer = async (
     store,
     call,
     createKey,
-    query: <A extends object>(f: (sql: SqlClient.SqlClient) => any) =>
-      server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>,
+    query,
+    chainLength: async (workspaceId = boot.workspaceId) =>
+      (
+        await query<{ n: number }>(
+          (sql) => sql`SELECT coalesce(max(sequence), 0)::int AS n FROM events WHERE workspace_id = ${workspaceId}`,
+        )
+      )[0]!.n,
     close: async () => {
       await server.close()
       await store.cleanup()

@@ -248,12 +248,6 @@ describe("the guard", () => {
 describe("the guard under an Idempotency-Key (as the SDK calls it)", () => {
   const keyed = (body: Record<string, unknown>, key: string) =>
     t.call("POST", "/v1/guard", { body, headers: { "idempotency-key": key } })
-  const chainHead = async () =>
-    (
-      await t.query<{ sequence: number }>(
-        (sql) => sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${t.workspaceId}`,
-      )
-    )[0]!.sequence
 
   it("answers a retry with the first decision and records nothing more", async () => {
     const agent = await register()
@@ -264,12 +258,12 @@ describe("the guard under an Idempotency-Key (as the SDK calls it)", () => {
     expect(first.status).toBe(200)
     expect(first.body.data.decision).toBe("deny")
     expect(first.headers.get("idempotent-replayed")).toBeNull()
-    const before = await chainHead()
+    const before = await t.chainLength()
     const again = await keyed({ agentId: agent.id, action }, key)
     expect(again.status).toBe(200)
     expect(again.headers.get("idempotent-replayed")).toBe("true")
     expect(again.body.data).toEqual(first.body.data)
-    expect(await chainHead()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
     // The decision's three events were recorded once.
     const ids = (await eventsOf("policy.evaluated")).filter((e) => e.data.action === action)
     expect(ids.map((e) => e.id)).toEqual([first.body.data.eventId])
@@ -279,9 +273,9 @@ describe("the guard under an Idempotency-Key (as the SDK calls it)", () => {
     const agent = await register()
     const key = unique("guard-key")
     expect((await keyed({ agentId: agent.id, action: "a.first" }, key)).status).toBe(200)
-    const before = await chainHead()
+    const before = await t.chainLength()
     expectError(await keyed({ agentId: agent.id, action: "a.second" }, key), 409, "IDEMPOTENCY_KEY_REUSED")
-    expect(await chainHead()).toBe(before)
+    expect(await t.chainLength()).toBe(before)
   })
 
   it("records one decision for concurrent calls with one key, and one per distinct key", async () => {
