@@ -519,10 +519,12 @@ describe("automatic enforcement by a deny rule", () => {
     ["after 0", { enforce: { type: "warning", after: 0 } }, "rules[0].enforce.after"],
     ["a fractional window", { enforce: { type: "warning", withinSeconds: 1.5 } }, "rules[0].enforce.withinSeconds"],
     ["an unknown field", { enforce: { type: "warning", every: 3 } }, "rules[0].enforce.every"],
-  ])("refuses enforce %s, naming the field", async (_, patch, field) => {
+  ])("refuses enforce %s, naming the field and storing nothing", async (_, patch, field) => {
     const rule = { id: "r", effect: "deny", actions: ["x.y"], ...patch }
+    const before = await t.chainLength()
     const res = await t.call("POST", "/api/v1/policies", { body: { name: unique("enf"), rules: [rule] } })
     expectError(res, 422, "VALIDATION_ERROR", field)
+    expect(await t.chainLength()).toBe(before)
   })
 })
 
