@@ -614,4 +614,34 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)",
       await other.close()
     }
   })
+
+  it.runIf(process.env.REDIS_URL)("a rate condition counts the calls of every instance sharing Redis", async () => {
+    const agent = await register()
+    const action = `${unique("metered")}.call`
+    await createPolicy({
+      rules: [{ id: "burst", effect: "deny", actions: [action], when: { rate: { max: 3, per: "minute" } } }],
+    })
+    const instance = () =>
+      startServer(testConfig({ bootstrap: false, redisUrl: process.env.REDIS_URL }), {
+        store: PostgresClient.layer({ url: t.store.url! }),
+      })
+    const instances = [await instance(), await instance()]
+    try {
+      const decisions: Array<string> = []
+      for (let i = 0; i < 5; i++) {
+        const res = await fetch(`${instances[i % 2]!.url}/v1/guard`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${t.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ agentId: agent.id, action }),
+        })
+        decisions.push(((await res.json()) as { data: { decision: string } }).data.decision)
+        // Longer than the counters' sync (100 ms): each call sees the ones before it, wherever they were made.
+        await new Promise((r) => setTimeout(r, 300))
+      }
+      // Counted per instance, the fourth and fifth calls would be each instance's second and third.
+      expect(decisions).toEqual(["allow", "allow", "allow", "deny", "deny"])
+    } finally {
+      await Promise.all(instances.map((i) => i.close()))
+    }
+  })
 })

@@ -100,7 +100,7 @@ export * from "./policies/PolicyErrors.ts"
 export { POLICIES_CHANNEL } from "./policies/PolicyRepo.ts"
 export { type PolicyListFilter, PolicyService } from "./policies/PolicyService.ts"
 export { PolicySets, type WorkspaceGuardState } from "./policies/PolicySets.ts"
-export { Counters, type Counts, type HitResult, type LimitKey } from "./ratelimits/Counters.ts"
+export { Counters, type Counts, type HitResult, type LimitKey, redisRateStore } from "./ratelimits/Counters.ts"
 export {
   DEFAULT_RATE_LIMITS,
   type RateLimitConfig,
@@ -108,6 +108,13 @@ export {
   RateLimitSettings,
   type RateLimitVerdict,
 } from "./ratelimits/RateLimiter.ts"
+export {
+  type SyncCounts,
+  type SyncEntry,
+  SyncedRateCounter,
+  type SyncedRateCounterOptions,
+  type SyncStore,
+} from "./ratelimits/SyncedRateCounter.ts"
 export * from "./ratelimits/slidingWindow.ts"
 export * from "./shared/errors.ts"
 export { newId } from "./shared/ids.ts"

@@ -17,16 +17,11 @@ import {
   type IdempotencyRequest,
   Replayed,
 } from "../idempotency/Idempotency.ts"
+import { Counters } from "../ratelimits/Counters.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import {
-  type AgentFacts,
-  type CompiledPolicySet,
-  type Decision,
-  evaluate,
-  InMemoryRateCounter,
-} from "./engine/index.ts"
+import { type AgentFacts, type CompiledPolicySet, type Decision, evaluate } from "./engine/index.ts"
 import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
 import { PolicySets } from "./PolicySets.ts"
 
@@ -105,8 +100,8 @@ export class GuardService extends Context.Service<
       const enforcements = yield* EnforcementRepo
       const idempotencyStore = yield* Idempotency
       const tx = transactional(sql)
-      // Rate conditions count per instance (documented in docs/decisions.md, "Guard").
-      const rate = new InMemoryRateCounter()
+      // Rate conditions and throttles: in-process, or shared by every instance through Redis (Counters.ts).
+      const rate = (yield* Counters).rates
       // A throttle enforcement (D7) caps the agent's guard calls per minute; looked up at most every THROTTLE_TTL_MS.
       const throttles = new Map<string, { limit: number | undefined; until: number }>()
       const throttleOf = (workspaceId: string, agentId: string, now: number) => {

@@ -1,5 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import { Redis } from "ioredis"
+import { InMemoryRateCounter, type RateCounter } from "../policies/engine/RateCounter.ts"
+import { type SyncCounts, type SyncEntry, SyncedRateCounter, type SyncStore } from "./SyncedRateCounter.ts"
 import { admits, windowPosition } from "./slidingWindow.ts"
 
 export interface LimitKey {
@@ -25,6 +27,8 @@ export interface HitResult {
  * request is admitted only if every limit admits it, and only then does every
  * counter move. `group` names the counters' owner (the workspace): a Redis
  * Cluster keeps one group's keys in one slot so that one script sees them all.
+ * `rates` counts the policies' rate conditions and the throttles: in-process,
+ * or shared through the same Redis (SyncedRateCounter).
  */
 export class Counters extends Context.Service<
   Counters,
@@ -43,6 +47,8 @@ export class Counters extends Context.Service<
       nowMs: number,
       windowMs: number,
     ) => HitResult | Promise<HitResult>
+    /** The guard's counters (rate conditions, throttles); synchronous, shared when Redis is. */
+    readonly rates: RateCounter
   }
 >()("@agentgov/domain/ratelimits/Counters") {
   /** In-process counters: one server instance, or tests. */
@@ -52,6 +58,7 @@ export class Counters extends Context.Service<
       kind: "memory",
       hit: (group, limits, nowMs, windowMs) => Effect.sync(() => hit(group, limits, nowMs, windowMs)),
       hitNow: hit,
+      rates: new InMemoryRateCounter(),
     })
   })
 
@@ -59,25 +66,43 @@ export class Counters extends Context.Service<
    * Counters shared by every instance through one Redis. The checks a process
    * makes in one turn of its event loop go as one Lua script call per
    * workspace (the script runs them one after the other, each all-or-nothing),
-   * so a busy instance sends one command where it would send dozens.
+   * so a busy instance sends one command where it would send dozens. The
+   * guard's `rates` reconcile with the same Redis every 100 ms instead
+   * (SyncedRateCounter), so that evaluation never waits for it.
    */
   static readonly redis = (url: string) =>
     Layer.effect(
       Counters,
-      Effect.acquireRelease(
-        Effect.promise(async () => {
-          const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 })
-          client.defineCommand("agentgovRateLimit", { lua: HIT_SCRIPT })
-          // Fail at start, not on the first request, when Redis is unreachable.
-          await client.connect()
-          return client
-        }),
-        (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),
-      ).pipe(
-        Effect.map((client) => {
-          const run = (
-            client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>
-          ).agentgovRateLimit!.bind(client)
+      Effect.gen(function* () {
+        const client = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 })
+            client.defineCommand("agentgovRateLimit", { lua: HIT_SCRIPT })
+            // Fail at start, not on the first request, when Redis is unreachable.
+            await client.connect()
+            return client
+          }),
+          (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),
+        )
+        const run = (
+          client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>
+        ).agentgovRateLimit!.bind(client)
+        let syncWarnedAt = 0
+        // Released before the client: what was counted since the last sync still goes out.
+        const rates = yield* Effect.acquireRelease(
+          Effect.sync(
+            () =>
+              new SyncedRateCounter(redisRateStore(client), {
+                onError: (cause) => {
+                  if (Date.now() - syncWarnedAt < 60_000) return
+                  syncWarnedAt = Date.now()
+                  process.emitWarning(`rate conditions: Redis failed (${String(cause)}); counting in-process`)
+                },
+              }),
+          ),
+          (rates) => Effect.promise(() => rates.close()),
+        )
+        return yield* Effect.sync(() => {
           const fallback = memoryCounters()
           let warnedAt = 0
 
@@ -147,11 +172,53 @@ export class Counters extends Context.Service<
             kind: "redis",
             hit: (group, limits, nowMs, windowMs) => Effect.promise(() => hitNow(group, limits, nowMs, windowMs)),
             hitNow,
+            rates,
           })
-        }),
-      ),
+        })
+      }),
     )
 }
+
+/** SyncedRateCounter's store on one Redis: SYNC_SCRIPT, one call per sync (of up to its maxSyncEntries). */
+export const redisRateStore = (client: Redis): SyncStore => {
+  client.defineCommand("agentgovRateSync", { lua: SYNC_SCRIPT })
+  const sync = (
+    client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>
+  ).agentgovRateSync!.bind(client)
+  return async (entries: ReadonlyArray<SyncEntry>): Promise<ReadonlyArray<SyncCounts>> => {
+    const keys: Array<string> = []
+    const args: Array<number> = []
+    for (const e of entries) {
+      keys.push(`agentgov:rc:${e.key}:${e.index}`, `agentgov:rc:${e.key}:${e.index - 1}`)
+      args.push(e.delta, 2 * e.windowMs + 1_000)
+    }
+    const reply = await sync(keys.length, ...keys, ...args)
+    return entries.map((_, i) => ({ current: Number(reply[2 * i]), previous: Number(reply[2 * i + 1]) }))
+  }
+}
+
+/**
+ * SyncedRateCounter's sync: per counter, adds the calls counted in one instance to its window's
+ * count and answers that count and the previous window's.
+ * KEYS: per counter, its window's key then the previous window's. ARGV: per counter, the calls to
+ * add then the key's time to live in ms. Returns {current₁, previous₁, current₂, …}.
+ */
+const SYNC_SCRIPT = `
+local reply = {}
+for i = 1, #KEYS / 2 do
+  local delta = tonumber(ARGV[2 * i - 1])
+  local current
+  if delta > 0 then
+    current = redis.call('INCRBY', KEYS[2 * i - 1], delta)
+    redis.call('PEXPIRE', KEYS[2 * i - 1], ARGV[2 * i])
+  else
+    current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  end
+  reply[2 * i - 1] = current
+  reply[2 * i] = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+end
+return reply
+`
 
 /**
  * Several checks in one call, each all-or-nothing, in order (a later check sees the earlier ones' counts).

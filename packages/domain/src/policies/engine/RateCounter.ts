@@ -1,9 +1,9 @@
 import { estimate, windowPosition } from "../../ratelimits/slidingWindow.ts"
 
 /**
- * Where rate conditions count. Synchronous, so that evaluation stays a plain function; a
- * shared store (Redis) can sit behind it by counting locally and reconciling, or the caller
- * can evaluate with counts it fetched first.
+ * Where rate conditions count. Synchronous, so that evaluation stays a plain function; the
+ * store shared by instances (Redis) sits behind it by counting locally and reconciling
+ * (ratelimits/SyncedRateCounter.ts).
  *
  * The contract the engine relies on: `hit` records one call for `key` at `nowMs` and returns
  * the number of calls in the sliding window of `windowMs` ending at `nowMs`, this one included,
