@@ -129,4 +129,16 @@ describe.runIf(process.env.REDIS_URL)("rate counters shared through Redis", () =
     await b.sync(T0)
     expect(b.hit(k, WINDOW, 10, T0).count).toBe(4)
   })
+
+  it("remembers a bounded number of counters, and still sends the calls of those it forgets", async () => {
+    const a = new SyncedRateCounter(store, { ...MANUAL, maxKeys: 4 })
+    const keys = Array.from({ length: 10 }, key)
+    for (const k of keys) a.hit(k, WINDOW, 10, T0)
+    expect(a.size).toBeLessThanOrEqual(4)
+    await a.sync(T0)
+    const b = new SyncedRateCounter(store, MANUAL)
+    for (const k of keys) b.hit(k, WINDOW, 10, T0)
+    await b.sync(T0)
+    expect(keys.map((k) => b.hit(k, WINDOW, 10, T0).count)).toEqual(keys.map(() => 3))
+  })
 })

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { Agent, request } from "node:http"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
-import type { BenchServer } from "./server.ts"
+import { type BenchServer, processCpuMs } from "./server.ts"
 
 /**
  * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
@@ -145,19 +145,24 @@ export const runGuardHttpBenchmark = async (
     log(`guard warm-up (${CONNECTIONS} connections)`)
     await drive(echo.url, "/echo", none, bodyOf)
     await drive(server.url, "/v1/guard", authOf, bodyOf)
-    const rounds: Array<{ guard: Load & { serverCpuUsPerRequest: number | undefined }; echo: Load }> = []
-    for (let r = 1; r <= ROUNDS; r++) {
-      const e = await drive(echo.url, "/echo", none, bodyOf)
-      const cpu0 = server.cpuMs()
-      const g = await drive(server.url, "/v1/guard", authOf, bodyOf)
-      const cpu1 = server.cpuMs()
-      // The server's CPU per decision: what the throughput is made of while the machine is shared.
+    type Measured = Load & { serverCpuUsPerRequest: number | undefined }
+    /** A round, with the CPU the serving process spent per request: what throughput is made of on a shared machine. */
+    const measure = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
+      const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
+      const load = await round_()
+      const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
       const serverCpuUsPerRequest =
-        cpu0 === undefined || cpu1 === undefined ? undefined : round(((cpu1 - cpu0) * 1000) / g.requests, 1)
+        cpu0 === undefined || cpu1 === undefined ? undefined : round(((cpu1 - cpu0) * 1000) / load.requests, 1)
+      return { ...load, serverCpuUsPerRequest }
+    }
+    const rounds: Array<{ guard: Measured; echo: Measured }> = []
+    for (let r = 1; r <= ROUNDS; r++) {
+      const e = await measure(echo.child.pid, () => drive(echo.url, "/echo", none, bodyOf))
+      const g = await measure(server.pid, () => drive(server.url, "/v1/guard", authOf, bodyOf))
       log(
-        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${serverCpuUsPerRequest ?? "?"} µs CPU/request); echo ${round(e.requestsPerSecond, 0)} req/s`,
+        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"} µs CPU/request); echo ${round(e.requestsPerSecond, 0)} req/s (${e.serverCpuUsPerRequest ?? "?"} µs CPU/request)`,
       )
-      rounds.push({ guard: { ...g, serverCpuUsPerRequest }, echo: e })
+      rounds.push({ guard: g, echo: e })
     }
     // Informational: the SDK sends an Idempotency-Key with every guard call; each request here has its own.
     const run = `bench-${Date.now().toString(36)}`

@@ -71,6 +71,8 @@ export class SyncedRateCounter implements RateCounter {
   readonly #syncMs: number
   readonly #hotMs: number
   readonly #maxKeys: number
+  /** The size at which the next sweep runs: it doubles with the live counters, so sweeps stay amortised. */
+  #sweepAt: number
   readonly #maxSyncEntries: number
   readonly #onError: (cause: unknown) => void
   #timer: ReturnType<typeof setTimeout> | undefined
@@ -82,6 +84,7 @@ export class SyncedRateCounter implements RateCounter {
     this.#syncMs = options.syncMs ?? 100
     this.#hotMs = options.hotMs ?? 10_000
     this.#maxKeys = options.maxKeys ?? 100_000
+    this.#sweepAt = Math.min(1_024, this.#maxKeys)
     this.#maxSyncEntries = options.maxSyncEntries ?? 5_000
     this.#onError = options.onError ?? (() => {})
   }
@@ -95,7 +98,7 @@ export class SyncedRateCounter implements RateCounter {
     let slot = this.#slots.get(key)
     if (slot === undefined || slot.windowMs !== windowMs) {
       if (slot !== undefined) this.#park(key, slot)
-      else if (this.#slots.size >= this.#maxKeys) this.#sweep(nowMs)
+      else if (this.#slots.size >= this.#sweepAt) this.#sweep(nowMs)
       slot = { windowMs, index, current: 0, previous: 0, pending: 0, sending: 0, hitAt: nowMs }
       this.#slots.set(key, slot)
     } else if (index > slot.index) {
@@ -226,6 +229,7 @@ export class SyncedRateCounter implements RateCounter {
         this.#forget(key, slot)
       }
     }
+    this.#sweepAt = Math.min(this.#maxKeys, Math.max(1_024, this.#slots.size * 2))
   }
 
   #forget(key: string, slot: Slot) {
