@@ -77,16 +77,13 @@ export class Counters extends Context.Service<
         const client = yield* Effect.acquireRelease(
           Effect.promise(async () => {
             const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 })
-            client.defineCommand("agentgovRateLimit", { lua: HIT_SCRIPT })
             // Fail at start, not on the first request, when Redis is unreachable.
             await client.connect()
             return client
           }),
           (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),
         )
-        const run = (
-          client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>
-        ).agentgovRateLimit!.bind(client)
+        const run = scriptCommand(client, "agentgovRateLimit", HIT_SCRIPT)
         let syncWarnedAt = 0
         // Released before the client: what was counted since the last sync still goes out.
         const rates = yield* Effect.acquireRelease(
@@ -179,12 +176,17 @@ export class Counters extends Context.Service<
     )
 }
 
+/** A Lua script as a command of the client (sent by its SHA, loaded on first use), bound to it. */
+const scriptCommand = (client: Redis, name: string, lua: string) => {
+  client.defineCommand(name, { lua })
+  return (client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>)[name]!.bind(
+    client,
+  )
+}
+
 /** SyncedRateCounter's store on one Redis: SYNC_SCRIPT, one call per sync (of up to its maxSyncEntries). */
 export const redisRateStore = (client: Redis): SyncStore => {
-  client.defineCommand("agentgovRateSync", { lua: SYNC_SCRIPT })
-  const sync = (
-    client as unknown as Record<string, (...args: Array<string | number>) => Promise<Array<number>>>
-  ).agentgovRateSync!.bind(client)
+  const sync = scriptCommand(client, "agentgovRateSync", SYNC_SCRIPT)
   return async (entries: ReadonlyArray<SyncEntry>): Promise<ReadonlyArray<SyncCounts>> => {
     const keys: Array<string> = []
     const args: Array<number> = []

@@ -39,7 +39,7 @@ export interface SyncedRateCounterOptions {
   readonly hotMs?: number
   /** Counters remembered; beyond, those whose windows are over go, then the oldest. */
   readonly maxKeys?: number
-  /** Counters in one sync; the most recently hit ones wait for the next. */
+  /** Counters per store call; a sync with more sends them in several calls, one after the other. */
   readonly maxSyncEntries?: number
   readonly onError?: (cause: unknown) => void
 }
