@@ -170,9 +170,11 @@ const apiKeys = Layer.merge(ApiKeyService.layer, SdkTokens.layer).pipe(Layer.pro
 /** Policies, the guard and the approvals it creates and uses. */
 const governance = GuardService.layer.pipe(
   Layer.provideMerge(
-    Layer.mergeAll(ApprovalService.layer, EnforcementService.layer, PolicySets.layer, PolicyService.layer).pipe(
-      Layer.provideMerge(PolicyRepo.layer),
-    ),
+    Layer.mergeAll(
+      ApprovalService.layer,
+      EnforcementService.layer,
+      PolicyService.layer.pipe(Layer.provideMerge(PolicySets.layer)),
+    ).pipe(Layer.provideMerge(PolicyRepo.layer)),
   ),
 )
 

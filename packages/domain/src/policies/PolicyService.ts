@@ -14,6 +14,7 @@ import { decodePolicyDocument, type PolicyDocument, type PolicyInvalid } from ".
 import type { Policy, UpdatePolicy } from "./Policy.ts"
 import { PolicyNameTaken, PolicyNotFound } from "./PolicyErrors.ts"
 import { PolicyRepo } from "./PolicyRepo.ts"
+import { PolicySets } from "./PolicySets.ts"
 
 export interface PolicyListFilter extends PageRequest {
   readonly enabled?: boolean | undefined
@@ -69,7 +70,11 @@ export class PolicyService extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const repo = yield* PolicyRepo
       const audit = yield* AuditLog
+      const sets = yield* PolicySets
       const tx = transactional(sql)
+      /** A change in its transaction; then this instance's compiled set goes at once (the others' at the notification). */
+      const change = <A, E, R>(workspaceId: string, effect: Effect.Effect<A, E, R>) =>
+        tx(effect).pipe(Effect.tap(() => sets.forget(workspaceId)))
 
       const writer = (actor: Actor) =>
         actor.agentId !== undefined
@@ -93,7 +98,8 @@ export class PolicyService extends Context.Service<
           createdAt: now,
           updatedAt: now,
         }
-        return yield* tx(
+        return yield* change(
+          actor.workspaceId,
           Effect.gen(function* () {
             yield* repo.insert(policy, document).pipe(nameTaken(policy.name))
             yield* audit.append(actor, [{ type: "policy.created", data: summary(policy) }])
@@ -114,7 +120,8 @@ export class PolicyService extends Context.Service<
 
       const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, patch: UpdatePolicy) {
         yield* writer(actor)
-        return yield* tx(
+        return yield* change(
+          actor.workspaceId,
           Effect.gen(function* () {
             const current = yield* found(actor, id, true)
             const merged: Record<string, unknown> = { ...documentOf(current) }
@@ -150,7 +157,8 @@ export class PolicyService extends Context.Service<
 
       const remove = Effect.fn("PolicyService.remove")(function* (actor: Actor, id: string) {
         yield* writer(actor)
-        return yield* tx(
+        return yield* change(
+          actor.workspaceId,
           Effect.gen(function* () {
             const current = yield* found(actor, id, true)
             yield* repo.markDeleted(actor.workspaceId, id, yield* nowIso)

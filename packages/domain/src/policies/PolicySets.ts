@@ -24,7 +24,14 @@ const MAX_WORKSPACES = 10_000
  */
 export class PolicySets extends Context.Service<
   PolicySets,
-  { readonly get: (workspaceId: string) => Effect.Effect<WorkspaceGuardState> }
+  {
+    readonly get: (workspaceId: string) => Effect.Effect<WorkspaceGuardState>
+    /**
+     * Drops this instance's copy at once: the writer's own instance calls it after committing a change, so
+     * that its next call does not depend on the notification's arrival (the others rely on it).
+     */
+    readonly forget: (workspaceId: string) => Effect.Effect<void>
+  }
 >()("@agentgov/domain/policies/PolicySets") {
   static readonly layer = Layer.effect(
     PolicySets,
@@ -36,13 +43,13 @@ export class PolicySets extends Context.Service<
       // Bumped by every announcement: a load that started before one must not be cached after it.
       const generations = new Map<string, number>()
 
+      const forget = (workspaceId: string) => {
+        generations.set(workspaceId, (generations.get(workspaceId) ?? 0) + 1)
+        sets.delete(workspaceId)
+      }
+
       yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          db.listen(POLICIES_CHANNEL, (workspaceId) => {
-            generations.set(workspaceId, (generations.get(workspaceId) ?? 0) + 1)
-            sets.delete(workspaceId)
-          }),
-        ),
+        Effect.promise(() => db.listen(POLICIES_CHANNEL, forget)),
         (stop) => Effect.promise(() => stop()),
       )
 
@@ -68,6 +75,7 @@ export class PolicySets extends Context.Service<
           const hit = sets.get(workspaceId)
           return hit && Date.now() - hit.at < MAX_AGE_MS ? Effect.succeed(hit.state) : load(workspaceId)
         },
+        forget: (workspaceId) => Effect.sync(() => forget(workspaceId)),
       })
     }),
   )
