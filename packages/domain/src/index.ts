@@ -100,7 +100,22 @@ export * from "./policies/PolicyErrors.ts"
 export { POLICIES_CHANNEL } from "./policies/PolicyRepo.ts"
 export { type PolicyListFilter, PolicyService } from "./policies/PolicyService.ts"
 export { PolicySets, type WorkspaceGuardState } from "./policies/PolicySets.ts"
-export { Counters, type Counts, type HitResult, type LimitKey, redisRateStore } from "./ratelimits/Counters.ts"
+export {
+  Counters,
+  type Counts,
+  type HitResult,
+  type LimitKey,
+  redisHitStore,
+  redisRateStore,
+} from "./ratelimits/Counters.ts"
+export {
+  type HitOp,
+  type HitReply,
+  type HitStore,
+  LEASE_SHARE,
+  LeasedHits,
+  type LeasedHitsOptions,
+} from "./ratelimits/LeasedHits.ts"
 export {
   DEFAULT_RATE_LIMITS,
   type RateLimitConfig,

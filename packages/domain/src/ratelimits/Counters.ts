@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import { Redis } from "ioredis"
 import { InMemoryRateCounter, type RateCounter } from "../policies/engine/RateCounter.ts"
+import { type HitStore, LEASE_SHARE, LeasedHits } from "./LeasedHits.ts"
 import { type SyncCounts, type SyncEntry, SyncedRateCounter, type SyncStore } from "./SyncedRateCounter.ts"
 import { admits, windowPosition } from "./slidingWindow.ts"
 
@@ -63,12 +64,12 @@ export class Counters extends Context.Service<
   })
 
   /**
-   * Counters shared by every instance through one Redis. The checks a process
-   * makes in one turn of its event loop go as one Lua script call per
-   * workspace (the script runs them one after the other, each all-or-nothing),
-   * so a busy instance sends one command where it would send dozens. The
-   * guard's `rates` reconcile with the same Redis every 100 ms instead
-   * (SyncedRateCounter), so that evaluation never waits for it.
+   * Counters shared by every instance through one Redis. A busy signature
+   * admits from a reserve it took from Redis in one step (LeasedHits): the
+   * limits hold across instances without a round trip per request. Other
+   * checks a process makes in one turn of its event loop go as one Lua script
+   * call per workspace. The guard's `rates` reconcile with the same Redis
+   * every 100 ms instead (SyncedRateCounter), so that evaluation never waits.
    */
   static readonly redis = (url: string) =>
     Layer.effect(
@@ -83,7 +84,6 @@ export class Counters extends Context.Service<
           }),
           (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),
         )
-        const run = scriptCommand(client, "agentgovRateLimit", HIT_SCRIPT)
         let syncWarnedAt = 0
         // Released before the client: what was counted since the last sync still goes out.
         const rates = yield* Effect.acquireRelease(
@@ -99,78 +99,35 @@ export class Counters extends Context.Service<
           ),
           (rates) => Effect.promise(() => rates.close()),
         )
-        return yield* Effect.sync(() => {
-          const fallback = memoryCounters()
-          let warnedAt = 0
-
-          interface Check {
-            readonly group: string
-            readonly limits: ReadonlyArray<LimitKey>
-            readonly nowMs: number
-            readonly windowMs: number
-            readonly resolve: (result: HitResult) => void
-          }
-          /** Checks waiting for this turn's flush, by workspace (a Cluster keeps one workspace in one slot). */
-          let waiting = new Map<string, Array<Check>>()
-
-          const send = async (group: string, checks: ReadonlyArray<Check>) => {
-            // The hash tag {group} keeps a workspace's counters in one Cluster slot.
-            const prefix = `agentgov:rl:{${group}}:`
-            const keys: Array<string> = []
-            const args: Array<number> = [checks.length]
-            for (const check of checks) {
-              const { index, elapsed } = windowPosition(check.nowMs, check.windowMs)
-              args.push(elapsed, check.windowMs, check.limits.length)
-              for (const l of check.limits) {
-                keys.push(`${prefix}${l.key}:${index}`, `${prefix}${l.key}:${index - 1}`)
-                args.push(l.limit)
-              }
-            }
-            let reply: Array<number>
-            try {
-              reply = await run(keys.length, ...keys, ...args)
-            } catch (cause) {
-              // Redis unreachable: keep limiting, per instance, rather than fail every request.
-              if (Date.now() - warnedAt > 60_000) {
-                warnedAt = Date.now()
-                process.emitWarning(`rate-limit counters: Redis failed (${String(cause)}); counting in-process`)
-              }
-              for (const c of checks) c.resolve(fallback(c.group, c.limits, c.nowMs, c.windowMs))
-              return
-            }
-            let at = 0
-            for (const check of checks) {
-              const admitted = reply[at++] === 1
-              const counts: Array<Counts> = []
-              for (let i = 0; i < check.limits.length; i++) {
-                counts.push({ previous: Number(reply[at]), current: Number(reply[at + 1]) })
-                at += 2
-              }
-              check.resolve({ admitted, counts })
-            }
-          }
-
-          const flush = () => {
-            const batch = waiting
-            waiting = new Map()
-            for (const [group, checks] of batch) void send(group, checks)
-          }
-
-          const hitNow = (group: string, limits: ReadonlyArray<LimitKey>, nowMs: number, windowMs: number) =>
-            new Promise<HitResult>((resolve) => {
-              // setImmediate runs once this turn's I/O callbacks (the requests read in it) are done.
-              if (waiting.size === 0) setImmediate(flush)
-              const checks = waiting.get(group)
-              const check = { group, limits, nowMs, windowMs, resolve }
-              if (checks) checks.push(check)
-              else waiting.set(group, [check])
-            })
-          return Counters.of({
-            kind: "redis",
-            hit: (group, limits, nowMs, windowMs) => Effect.promise(() => hitNow(group, limits, nowMs, windowMs)),
-            hitNow,
-            rates,
-          })
+        const fallback = memoryCounters()
+        let warnedAt = 0
+        // Released before the client, after `rates`: unused reserves go back to Redis.
+        const leased = yield* Effect.acquireRelease(
+          Effect.sync(
+            () =>
+              new LeasedHits(redisHitStore(client), {
+                fallback,
+                onError: (cause) => {
+                  // Redis unreachable: keep limiting, per instance, rather than fail every request.
+                  if (Date.now() - warnedAt < 60_000) return
+                  warnedAt = Date.now()
+                  process.emitWarning(`rate-limit counters: Redis failed (${String(cause)}); counting in-process`)
+                },
+              }),
+          ),
+          (leased) => Effect.promise(() => leased.close()),
+        )
+        const hitNow = (group: string, limits: ReadonlyArray<LimitKey>, nowMs: number, windowMs: number) =>
+          leased.hit(group, limits, nowMs, windowMs)
+        return Counters.of({
+          kind: "redis",
+          hit: (group, limits, nowMs, windowMs) =>
+            Effect.suspend(() => {
+              const result = hitNow(group, limits, nowMs, windowMs)
+              return result instanceof Promise ? Effect.promise(() => result) : Effect.succeed(result)
+            }),
+          hitNow,
+          rates,
         })
       }),
     )
@@ -199,6 +156,39 @@ export const redisRateStore = (client: Redis): SyncStore => {
   }
 }
 
+/** LeasedHits' store on one Redis: HIT_SCRIPT, one call per group and turn of the event loop. */
+export const redisHitStore = (client: Redis): HitStore => {
+  const run = scriptCommand(client, "agentgovRateLimit", HIT_SCRIPT)
+  return async (group, ops) => {
+    // The hash tag {group} keeps a workspace's counters in one Cluster slot.
+    const prefix = `agentgov:rl:{${group}}:`
+    const keys: Array<string> = []
+    const args: Array<number> = [ops.length]
+    for (const op of ops) {
+      if (op.kind === "take") {
+        const { index, elapsed } = windowPosition(op.nowMs, op.windowMs)
+        args.push(1, op.want, elapsed, op.windowMs, op.limits.length)
+        for (const l of op.limits) keys.push(`${prefix}${l.key}:${index}`, `${prefix}${l.key}:${index - 1}`)
+      } else {
+        args.push(2, op.amount, 0, op.windowMs, op.limits.length)
+        for (const l of op.limits) keys.push(`${prefix}${l.key}:${op.index}`, `${prefix}${l.key}:${op.index - 1}`)
+      }
+      for (const l of op.limits) args.push(l.limit)
+    }
+    const reply = await run(keys.length, ...keys, ...args)
+    let at = 0
+    return ops.map((op) => {
+      const granted = Number(reply[at++])
+      const counts: Array<Counts> = []
+      for (let i = 0; i < op.limits.length; i++) {
+        counts.push({ previous: Number(reply[at]), current: Number(reply[at + 1]) })
+        at += 2
+      }
+      return { granted, counts }
+    })
+  }
+}
+
 /**
  * SyncedRateCounter's sync: per counter, adds the calls counted in one instance to its window's
  * count and answers that count and the previous window's.
@@ -223,39 +213,61 @@ return reply
 `
 
 /**
- * Several checks in one call, each all-or-nothing, in order (a later check sees the earlier ones' counts).
- * KEYS: per check and limit, the current window's counter then the previous one's.
- * ARGV: the number of checks, then per check its elapsed ms, window ms, number of limits and each limit.
- * Returns, per check, {admitted (0|1), previous₁, current₁, previous₂, …}. The admission test is
- * slidingWindow.ts's `admits`, in the same integer arithmetic.
+ * LeasedHits' ops for one group, in order, each atomic (a later op sees the earlier ones' counts).
+ * KEYS: per op and limit, the op's window's counter then the previous window's.
+ * ARGV: the number of ops, then per op its kind (1 take, 2 give), want or amount, elapsed ms,
+ * window ms, number of limits, and each limit.
+ * A take admits c requests when every limit admits them all: `slidingWindow.ts`'s `admits` for
+ * c, in the same integer arithmetic (c ≤ (limit·W − previous·(W − elapsed))/W − current). It grants
+ * min(want, max(1, floor(c / LEASE_SHARE))) of the c that fit, 0 when none does, and counts them.
+ * A give takes `amount` back from the op's window (never below zero; an expired counter stays gone).
+ * Returns, per op, {granted, previous₁, current₁, previous₂, …}.
  */
 const HIT_SCRIPT = `
-local checks = tonumber(ARGV[1])
+local ops = tonumber(ARGV[1])
 local a = 2
 local k = 0
 local reply = {}
-for c = 1, checks do
-  local elapsed = tonumber(ARGV[a])
-  local window = tonumber(ARGV[a + 1])
-  local n = tonumber(ARGV[a + 2])
-  a = a + 3
+for o = 1, ops do
+  local kind = tonumber(ARGV[a])
+  local want = tonumber(ARGV[a + 1])
+  local elapsed = tonumber(ARGV[a + 2])
+  local window = tonumber(ARGV[a + 3])
+  local n = tonumber(ARGV[a + 4])
+  a = a + 5
   local counts = {}
-  local admitted = 1
-  for i = 1, n do
-    local current = tonumber(redis.call('GET', KEYS[k + 2 * i - 1]) or '0')
-    local previous = tonumber(redis.call('GET', KEYS[k + 2 * i]) or '0')
-    counts[2 * i - 1] = previous
-    counts[2 * i] = current
-    local limit = tonumber(ARGV[a + i - 1])
-    if previous * (window - elapsed) + (current + 1) * window > limit * window then admitted = 0 end
-  end
-  if admitted == 1 then
+  local granted = 0
+  if kind == 1 then
+    local least = -1
     for i = 1, n do
-      counts[2 * i] = redis.call('INCR', KEYS[k + 2 * i - 1])
-      redis.call('PEXPIRE', KEYS[k + 2 * i - 1], 2 * window + 1000)
+      local current = tonumber(redis.call('GET', KEYS[k + 2 * i - 1]) or '0')
+      local previous = tonumber(redis.call('GET', KEYS[k + 2 * i]) or '0')
+      counts[2 * i - 1] = previous
+      counts[2 * i] = current
+      local room = tonumber(ARGV[a + i - 1]) * window - previous * (window - elapsed) - current * window
+      local c = 0
+      if room >= window then
+        c = math.floor(room / window)
+        if c * window > room then c = c - 1 end
+      end
+      if i == 1 or c < least then least = c end
+    end
+    if least >= 1 then
+      granted = math.max(1, math.min(want, math.floor(least / ${LEASE_SHARE})))
+      for i = 1, n do
+        counts[2 * i] = redis.call('INCRBY', KEYS[k + 2 * i - 1], granted)
+        redis.call('PEXPIRE', KEYS[k + 2 * i - 1], 2 * window + 1000)
+      end
+    end
+  else
+    for i = 1, n do
+      local current = tonumber(redis.call('GET', KEYS[k + 2 * i - 1]) or '0')
+      if current > 0 then current = redis.call('DECRBY', KEYS[k + 2 * i - 1], math.min(current, want)) end
+      counts[2 * i - 1] = tonumber(redis.call('GET', KEYS[k + 2 * i]) or '0')
+      counts[2 * i] = current
     end
   end
-  reply[#reply + 1] = admitted
+  reply[#reply + 1] = granted
   for i = 1, 2 * n do reply[#reply + 1] = counts[i] end
   k = k + 2 * n
   a = a + n

@@ -8,7 +8,7 @@
  * where `elapsed` is the time since the current window began. A request is
  * admitted when the estimate including it stays within the limit:
  * `previous × (windowMs − elapsed) + (current + 1) × windowMs ≤ limit × windowMs`,
- * kept in integers so that this file and the Redis script (RedisCounters.ts)
+ * kept in integers so that this file and the Redis script (Counters.ts)
  * decide identically. Refused requests are not counted.
  */
 
