@@ -182,15 +182,11 @@ const repos = Layer.mergeAll(
 )
 const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
 const apiKeys = Layer.merge(ApiKeyService.layer, SdkTokens.layer).pipe(Layer.provideMerge(writers))
+/** Each workspace's compiled policies and guardDefault: the policy and the workspace writes both drop them. */
+const guardState = PolicySets.layer.pipe(Layer.provideMerge(PolicyRepo.layer))
 /** Policies, the guard and the approvals it creates and uses. */
 const governance = GuardService.layer.pipe(
-  Layer.provideMerge(
-    Layer.mergeAll(
-      ApprovalService.layer,
-      EnforcementService.layer,
-      PolicyService.layer.pipe(Layer.provideMerge(PolicySets.layer)),
-    ).pipe(Layer.provideMerge(PolicyRepo.layer)),
-  ),
+  Layer.provideMerge(Layer.mergeAll(ApprovalService.layer, EnforcementService.layer, PolicyService.layer)),
 )
 
 /**
@@ -209,7 +205,7 @@ export const DomainLayer = Layer.mergeAll(
   RateLimiter.layer,
   WebhookService.layer,
   DeliveryQueue.layer,
-).pipe(Layer.provideMerge(apiKeys))
+).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
 
 export type DomainServices =
   | WorkspaceService

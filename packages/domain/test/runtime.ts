@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import type { Database } from "@agentgov/db"
+import { Database } from "@agentgov/db"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type * as SqlClient from "effect/sql/SqlClient"
@@ -32,10 +32,27 @@ export interface DomainTestRuntime {
   readonly dispose: () => Promise<void>
 }
 
-/** Every domain service over this test file's own fresh database. */
-export const makeDomainRuntime = async (): Promise<DomainTestRuntime> => {
+/**
+ * Every domain service over this test file's own fresh database. `notifications: false`: the services
+ * listen on a Database that never delivers, as when the LISTEN connection lags behind the writes.
+ */
+export const makeDomainRuntime = async (
+  options: { readonly notifications?: boolean } = {},
+): Promise<DomainTestRuntime> => {
   const store = await makeTestStore()
-  const rt = ManagedRuntime.make(DomainLayer.pipe(Layer.provideMerge(Layer.merge(store.layer, testSettings))))
+  const base = Layer.merge(store.layer, testSettings)
+  const silent = Layer.effect(
+    Database,
+    Effect.gen(function* () {
+      const db = yield* Database
+      return Database.of({ ...db, listen: async () => async () => {} })
+    }),
+  )
+  const domain =
+    options.notifications === false
+      ? DomainLayer.pipe(Layer.provide(silent), Layer.provideMerge(base))
+      : DomainLayer.pipe(Layer.provideMerge(base))
+  const rt = ManagedRuntime.make(domain)
   return {
     store,
     rt,

@@ -5,6 +5,7 @@ import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { PolicySets } from "../policies/PolicySets.ts"
 import { type InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
@@ -51,6 +52,7 @@ export class WorkspaceService extends Context.Service<
       const keys = yield* ApiKeyService
       const keyRepo = yield* ApiKeyRepo
       const audit = yield* AuditLog
+      const guardState = yield* PolicySets
       const tx = transactional(sql)
 
       const visible = (actor: Actor, id: string) =>
@@ -118,7 +120,7 @@ export class WorkspaceService extends Context.Service<
 
       const update = Effect.fn("WorkspaceService.update")(function* (actor: Actor, id: string, patch: UpdateWorkspace) {
         yield* requireStorable(patch)
-        return yield* tx(
+        const updated = yield* tx(
           Effect.gen(function* () {
             const current = yield* visible(actor, id)
             if (patch.plan !== undefined && patch.plan !== current.plan && !isAdmin(actor)) {
@@ -140,6 +142,9 @@ export class WorkspaceService extends Context.Service<
             return next
           }),
         )
+        // This instance's next guard call sees a new guardDefault at once, not when the notification is back.
+        if (patch.guardDefault !== undefined) yield* guardState.forget(id)
+        return updated
       })
 
       const remove = Effect.fn("WorkspaceService.remove")(function* (actor: Actor, id: string) {
