@@ -13,12 +13,15 @@ import {
   type Scope,
   SdkTokens,
 } from "@agentgov/domain"
-import { Cause, Effect, Exit, type ManagedRuntime, Schema } from "effect"
+import { Cause, Effect, Exit, type ManagedRuntime, type Schema, SchemaIssue, type StandardSchema } from "effect"
+import * as SchemaParser from "effect/SchemaParser"
 import * as SqlClient from "effect/sql/SqlClient"
 import { ApiError, type DomainError, formatPath, internalError, toApiError } from "./ApiError.ts"
 import type { Operation } from "./Operation.ts"
 
 export type Runtime = ManagedRuntime.ManagedRuntime<DomainServices | SqlClient.SqlClient, never>
+
+type StandardResult = StandardSchema.StandardSchemaV1.Result<unknown>
 
 export type Result<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ApiError }
 
@@ -44,16 +47,28 @@ export interface IdempotentResponse {
  * maps its failure to an ApiError. Transports add only their framing.
  */
 export const makeExecutor = (runtime: Runtime, log: Logger) => {
-  const validators = new Map<Operation, ReturnType<typeof Schema.toStandardSchemaV1>>()
-  const validatorOf = (op: Operation) => {
-    let v = validators.get(op)
-    if (!v) {
-      v = Schema.toStandardSchemaV1(op.input as Schema.Codec<unknown, unknown>, {
-        parseOptions: { errors: "all", onExcessProperty: "error" },
-      })
-      validators.set(op, v)
+  /**
+   * Each operation's decoder, built once. Schema.toStandardSchemaV1 would do the same, but it starts a fiber
+   * per call; a synchronous schema's parser answers an Exit without one. Issues are formatted as the
+   * Standard Schema adapter formats them.
+   */
+  const decoders = new Map<Operation, (raw: unknown) => StandardResult>()
+  const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+  const parseOptions = { errors: "all", onExcessProperty: "error" } as const
+  const decoderOf = (op: Operation) => {
+    let decoder = decoders.get(op)
+    if (!decoder) {
+      const parse = SchemaParser.decodeUnknownExit(op.input as Schema.Codec<unknown, unknown>)
+      decoder = (raw) => {
+        const exit = parse(raw, parseOptions)
+        if (Exit.isSuccess(exit)) return { value: exit.value }
+        const failure = exit.cause.reasons.find(Cause.isFailReason)
+        if (failure === undefined) throw Cause.squash(exit.cause)
+        return formatIssue(failure.error)
+      }
+      decoders.set(op, decoder)
     }
-    return v
+    return decoder
   }
 
   const settle = <A>(exit: Exit.Exit<A, DomainError>, context: Record<string, unknown>): Result<A> => {
@@ -172,8 +187,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
 
   /** Decodes raw input; `status` is 422 for bodies and 400 for query strings (decision D2). */
   const decode = (op: Operation, raw: unknown, status: 400 | 422): Result<unknown> => {
-    const result = validatorOf(op)["~standard"].validate(raw)
-    if (result instanceof Promise) throw new Error(`schema of ${op.name} is asynchronous`)
+    const result = decoderOf(op)(raw)
     if (!result.issues) return { ok: true, value: result.value }
     const first = result.issues[0]!
     const field = formatPath(first.path ?? []) || "body"
