@@ -84,35 +84,21 @@ export class Counters extends Context.Service<
           }),
           (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),
         )
-        let syncWarnedAt = 0
         // Released before the client: what was counted since the last sync still goes out.
         const rates = yield* Effect.acquireRelease(
           Effect.sync(
-            () =>
-              new SyncedRateCounter(redisRateStore(client), {
-                onError: (cause) => {
-                  if (Date.now() - syncWarnedAt < 60_000) return
-                  syncWarnedAt = Date.now()
-                  process.emitWarning(`rate conditions: Redis failed (${String(cause)}); counting in-process`)
-                },
-              }),
+            () => new SyncedRateCounter(redisRateStore(client), { onError: warnEveryMinute("rate conditions") }),
           ),
           (rates) => Effect.promise(() => rates.close()),
         )
-        const fallback = memoryCounters()
-        let warnedAt = 0
-        // Released before the client, after `rates`: unused reserves go back to Redis.
+        // Released first (finalizers run in reverse): unused reserves go back to Redis before the client quits.
         const leased = yield* Effect.acquireRelease(
           Effect.sync(
             () =>
               new LeasedHits(redisHitStore(client), {
-                fallback,
-                onError: (cause) => {
-                  // Redis unreachable: keep limiting, per instance, rather than fail every request.
-                  if (Date.now() - warnedAt < 60_000) return
-                  warnedAt = Date.now()
-                  process.emitWarning(`rate-limit counters: Redis failed (${String(cause)}); counting in-process`)
-                },
+                // Redis unreachable: keep limiting, per instance, rather than fail every request.
+                fallback: memoryCounters(),
+                onError: warnEveryMinute("rate-limit counters"),
               }),
           ),
           (leased) => Effect.promise(() => leased.close()),
@@ -131,6 +117,16 @@ export class Counters extends Context.Service<
         })
       }),
     )
+}
+
+/** A Redis failure, warned about at most once a minute per use: the caller goes on counting in-process. */
+const warnEveryMinute = (what: string) => {
+  let warnedAt = 0
+  return (cause: unknown) => {
+    if (Date.now() - warnedAt < 60_000) return
+    warnedAt = Date.now()
+    process.emitWarning(`${what}: Redis failed (${String(cause)}); counting in-process`)
+  }
 }
 
 /** A Lua script as a command of the client (sent by its SHA, loaded on first use), bound to it. */
