@@ -183,6 +183,31 @@ describe.runIf(process.env.REDIS_URL)("API rate limits with reserves through Red
     expect(await countOf(g, "k", now)).toBe(2_000)
   })
 
+  it("hands back on close a reserve whose take was still under way", async () => {
+    let slow = false
+    const leased = new LeasedHits(
+      async (g, ops) => {
+        if (slow) await new Promise((r) => setTimeout(r, 30))
+        return redisStore(g, ops)
+      },
+      { idleMs: 3_600_000, fallback: notFromFallback },
+    )
+    const g = group()
+    const limits = [{ key: "k", limit: 1_000_000 }]
+    let hits = 0
+    // Past the first period, the reserve answers; spending it down starts a refill.
+    for (let i = 0; i < 1_500; i++, hits++) await leased.hit(g, limits, T0 + Math.floor(i / 10), WINDOW)
+    await new Promise((r) => setTimeout(r, 50))
+    slow = true
+    while (leased.reserved * 2 >= 2_000) {
+      expect(leased.hit(g, limits, T0 + 150, WINDOW) instanceof Promise).toBe(false)
+      hits++
+    }
+    // The refill is in flight (30 ms) when close starts: its reserve must go back too.
+    await leased.close()
+    expect(await countOf(g, "k", T0)).toBe(hits)
+  })
+
   it("falls back to the in-process counters when Redis fails, and keeps what it reserved", async () => {
     let failing = false
     const fallbackCalls: Array<string> = []

@@ -166,8 +166,11 @@ export class LeasedHits {
     if (this.#timer) clearInterval(this.#timer)
     this.#timer = undefined
     for (const lease of this.#leases.values()) if (lease.tokens > 0) this.#giveBack(lease)
-    this.#flush()
-    while (this.#calls.size > 0) await Promise.allSettled([...this.#calls])
+    // A refill answered meanwhile queues its reserve's hand-back: send that too before returning.
+    while (this.#calls.size > 0 || this.#queue.size > 0) {
+      this.#flush()
+      await Promise.allSettled([...this.#calls])
+    }
   }
 
   #leaseOf(group: string, limits: ReadonlyArray<LimitKey>, windowMs: number, nowMs: number): Lease {
@@ -228,7 +231,13 @@ export class LeasedHits {
   #refill(lease: Lease, nowMs: number, want: number) {
     const { index } = windowPosition(nowMs, lease.windowMs)
     lease.refilling = true
-    void this.#send(lease.group, { kind: "take", limits: lease.limits, nowMs, windowMs: lease.windowMs, want })
+    const refill = this.#send(lease.group, {
+      kind: "take",
+      limits: lease.limits,
+      nowMs,
+      windowMs: lease.windowMs,
+      want,
+    })
       .then(
         (reply) => {
           if (reply.granted > 0) {
@@ -240,7 +249,10 @@ export class LeasedHits {
       )
       .finally(() => {
         lease.refilling = false
+        this.#calls.delete(refill)
       })
+    // Tracked until its reply is handled, so that close() waits for the hand-back it may queue.
+    this.#calls.add(refill)
   }
 
   #giveBack(lease: Lease) {
