@@ -17,7 +17,7 @@ import { Cause, Effect, Exit, type ManagedRuntime, type Schema, SchemaIssue, typ
 import * as SchemaParser from "effect/SchemaParser"
 import * as SqlClient from "effect/sql/SqlClient"
 import { ApiError, type DomainError, formatPath, internalError, toApiError } from "./ApiError.ts"
-import type { Operation } from "./Operation.ts"
+import type { FastHandler, Operation, OperationContext } from "./Operation.ts"
 
 export type Runtime = ManagedRuntime.ManagedRuntime<DomainServices | SqlClient.SqlClient, never>
 
@@ -201,8 +201,31 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     }
   }
 
+  /**
+   * Each hot operation's fast handler, once built (null while it is being built, or when that failed);
+   * until then, and whenever it declines, calls take the runtime.
+   */
+  const fastHandlers = new Map<Operation, FastHandler<unknown, unknown> | null>()
+  const fastOf = (op: Operation): FastHandler<unknown, unknown> | undefined => {
+    if (op.fast === undefined) return undefined
+    const handler = fastHandlers.get(op)
+    if (handler !== undefined) return handler ?? undefined
+    fastHandlers.set(op, null)
+    runtime.runPromise(op.fast).then(
+      (built) => fastHandlers.set(op, built),
+      (cause) =>
+        log.error("fast handler unavailable; the operation runs on the runtime", { op: op.name, cause: String(cause) }),
+    )
+    return undefined
+  }
+
+  /** The operation's exit: from its fast handler when it has one that takes the call, else from the runtime. */
+  const exitOf = (op: Operation, input: unknown, actor: Actor, context: OperationContext) =>
+    fastOf(op)?.(input, actor, context) ??
+    runtime.runPromiseExit(op.handler(input, actor, context) as Effect.Effect<unknown, DomainError>)
+
   const run = async (op: Operation, input: unknown, actor: Actor, requestId: string): Promise<Result<unknown>> =>
-    settle(await runtime.runPromiseExit(op.handler(input, actor, {})), { op: op.name, requestId })
+    settle(await exitOf(op, input, actor, {}), { op: op.name, requestId })
 
   /**
    * Runs a POST under an Idempotency-Key (Stripe semantics): the stored response
@@ -240,15 +263,17 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
       value instanceof Replayed
         ? { status: value.status, body: value.body, replayed: true }
         : { ...rendered(value).response, replayed: false }
-    const program = op.ownsIdempotency
-      ? op.handler(input, actor, { idempotency }).pipe(Effect.map(answer))
-      : Effect.gen(function* () {
-          const sql = yield* SqlClient.SqlClient
-          const store = yield* Idempotency
-          return answer(
-            yield* sql.withTransaction(store.within(actor.workspaceId, idempotency, op.handler(input, actor, {}))),
-          )
-        }).pipe(Effect.catchTag("SqlError", Effect.die))
+    if (op.ownsIdempotency) {
+      const exit = await exitOf(op, input, actor, { idempotency })
+      return settle(Exit.map(exit, answer), { op: op.name, requestId })
+    }
+    const program = Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* Idempotency
+      return answer(
+        yield* sql.withTransaction(store.within(actor.workspaceId, idempotency, op.handler(input, actor, {}))),
+      )
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
     return settle(
       await runtime.runPromiseExit(
         program as Effect.Effect<IdempotentResponse, DomainError, DomainServices | SqlClient.SqlClient>,

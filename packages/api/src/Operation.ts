@@ -1,5 +1,5 @@
 import type { Actor, DomainServices, IdempotencyRequest, Replayed, Scope } from "@agentgov/domain"
-import type { Effect, Schema } from "effect"
+import type { Effect, Exit, Schema } from "effect"
 import type { DomainError } from "./ApiError.ts"
 
 export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE"
@@ -47,7 +47,19 @@ export interface Operation<I = any, O = any> {
     actor: Actor,
     context: OperationContext,
   ) => Effect.Effect<O | Replayed, DomainError, DomainServices>
+  /**
+   * A hot operation's handler for its common case, run without entering the runtime: built once from the
+   * services, it answers a promise of the handler's exit, or undefined (having done nothing) when the
+   * call needs `handler`. Both must answer alike.
+   */
+  readonly fast?: Effect.Effect<FastHandler<I, O>, never, DomainServices>
 }
+
+export type FastHandler<I, O> = (
+  input: I,
+  actor: Actor,
+  context: OperationContext,
+) => Promise<Exit.Exit<O | Replayed, DomainError>> | undefined
 
 /** What a transport passes to a handler beyond its input. */
 export interface OperationContext {

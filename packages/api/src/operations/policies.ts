@@ -8,8 +8,8 @@ import {
   PolicyService,
   UpdatePolicy,
 } from "@agentgov/domain"
-import { Schema } from "effect"
-import { defineOperation } from "../Operation.ts"
+import { Effect, Schema } from "effect"
+import { defineOperation, type FastHandler } from "../Operation.ts"
 import { idField, pageFields } from "./common.ts"
 
 const tag = "Policies"
@@ -39,6 +39,11 @@ const guard = (name: string, path: string, summary: string) =>
     // The key is claimed with the decision's events, in their group commit (GuardService.evaluate).
     ownsIdempotency: true,
     handler: (input, actor, { idempotency }) => GuardService.use((s) => s.evaluate(actor, input, idempotency)),
+    fast: GuardService.use((s) =>
+      Effect.succeed<FastHandler<GuardRequestInput, GuardResult>>((input, actor, { idempotency }) =>
+        s.evaluateNow(actor, input, idempotency),
+      ),
+    ),
   })
 
 export const policyOperations = [

@@ -29,9 +29,12 @@ const MAX_BATCH_EVENTS = 2_000
 /** Workspaces whose chain head a process remembers (the map is cleared beyond). */
 const MAX_REMEMBERED_HEADS = 10_000
 
+type AppendExit = Exit.Exit<AppendOutcome, IdempotencyKeyReused>
+
 interface Job {
   readonly request: AppendRequest
-  readonly done: Deferred.Deferred<AppendOutcome, IdempotencyKeyReused>
+  /** Called once, with the append's outcome, after its batch committed (or failed). */
+  readonly done: (exit: AppendExit) => void
 }
 
 interface Queue {
@@ -63,7 +66,14 @@ interface Queue {
  */
 export class EventAppender extends Context.Service<
   EventAppender,
-  { readonly append: (request: AppendRequest) => Effect.Effect<AppendOutcome, IdempotencyKeyReused> }
+  {
+    readonly append: (request: AppendRequest) => Effect.Effect<AppendOutcome, IdempotencyKeyReused>
+    /**
+     * `append` for callers outside an Effect runtime and outside any transaction (the guard's fast path):
+     * the same group commit, answered as a promise of its outcome.
+     */
+    readonly appendNow: (request: AppendRequest) => Promise<AppendExit>
+  }
 >()("@agentgov/domain/audit/EventAppender") {
   static readonly layer = Layer.effect(
     EventAppender,
@@ -104,7 +114,7 @@ export class EventAppender extends Context.Service<
             workspaceId,
             writing.map((i) => requests[i]!),
           )
-          const outcomes: Array<Exit.Exit<AppendOutcome, IdempotencyKeyReused>> = requests.map(() => Exit.succeed([]))
+          const outcomes: Array<AppendExit> = requests.map(() => Exit.succeed([]))
           const responses: Array<{ key: string; status: number; body: string }> = []
           writing.forEach((i, j) => {
             const events = stored[j]!
@@ -122,10 +132,10 @@ export class EventAppender extends Context.Service<
           return { outcomes, head }
         })
 
-      const settle = (
-        jobs: ReadonlyArray<Job>,
-        outcomes: ReadonlyArray<Exit.Exit<AppendOutcome, IdempotencyKeyReused>>,
-      ) => Effect.forEach(jobs, (job, i) => Deferred.done(job.done, outcomes[i]!), { discard: true })
+      const settle = (jobs: ReadonlyArray<Job>, outcomes: ReadonlyArray<AppendExit>) =>
+        Effect.sync(() => {
+          for (let i = 0; i < jobs.length; i++) jobs[i]!.done(outcomes[i]!)
+        })
 
       /**
        * The locked path: one transaction for the batch; when it fails, each append alone, so that only the
@@ -149,7 +159,7 @@ export class EventAppender extends Context.Service<
             yield* Effect.forEach(jobs, (job) => commit(workspaceId, [job]), { discard: true })
             return undefined
           }
-          yield* Deferred.done(jobs[0]!.done, exit as Exit.Exit<never>)
+          jobs[0]!.done(exit as Exit.Exit<never>)
           return undefined
         })
 
@@ -227,26 +237,35 @@ export class EventAppender extends Context.Service<
           queues.delete(workspaceId)
         })
 
+      // A workspace's writer runs on this layer's services, whoever started it: it outlives the request.
+      const fork = Effect.runForkWith(yield* Effect.context<never>())
+      const enqueue = (job: Job) => {
+        const workspaceId = job.request.actor.workspaceId
+        const queue = queues.get(workspaceId)
+        if (queue) queue.pending.push(job)
+        else {
+          const fresh: Queue = { pending: [job] }
+          queues.set(workspaceId, fresh)
+          fork(drain(workspaceId, fresh).pipe(Effect.uninterruptible))
+        }
+      }
+
       const append = Effect.fn("EventAppender.append")(function* (request: AppendRequest) {
-        const workspaceId = request.actor.workspaceId
         if (Option.isSome(yield* Effect.serviceOption(sql.transactionService))) {
+          const workspaceId = request.actor.workspaceId
           const { outcomes } = yield* write(workspaceId, [request]).pipe(Effect.orDie)
           // This write moves the head behind the fast path's back; forgetting it spares a refused statement.
           remember(workspaceId, undefined)
           return yield* outcomes[0]!
         }
         const done = yield* Deferred.make<AppendOutcome, IdempotencyKeyReused>()
-        const queue = queues.get(workspaceId)
-        if (queue) queue.pending.push({ request, done })
-        else {
-          const fresh: Queue = { pending: [{ request, done }] }
-          queues.set(workspaceId, fresh)
-          yield* Effect.forkDetach(drain(workspaceId, fresh).pipe(Effect.uninterruptible))
-        }
+        enqueue({ request, done: (exit) => Deferred.doneUnsafe(done, exit) })
         return yield* Deferred.await(done)
       })
 
-      return EventAppender.of({ append })
+      const appendNow = (request: AppendRequest) => new Promise<AppendExit>((done) => enqueue({ request, done }))
+
+      return EventAppender.of({ append, appendNow })
     }),
   )
 }

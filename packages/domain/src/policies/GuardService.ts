@@ -1,5 +1,5 @@
 import { Database } from "@agentgov/db"
-import { Cause, Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Exit, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Agent } from "../agents/Agent.ts"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
@@ -7,7 +7,7 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import { MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
 import { ApprovalService, type ApprovalUse } from "../approvals/ApprovalService.ts"
 import type { AuditEvent, NewEvent } from "../audit/AuditEvent.ts"
-import { EventAppender } from "../audit/EventAppender.ts"
+import { type AppendRequest, EventAppender } from "../audit/EventAppender.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "../enforcement/EnforcementService.ts"
@@ -21,9 +21,11 @@ import { Counters } from "../ratelimits/Counters.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { type AgentFacts, type CompiledPolicySet, type Decision, evaluate } from "./engine/index.ts"
+import { type AgentFacts, type CompiledPolicySet, type Decision, type DecisionKind, evaluate } from "./engine/index.ts"
 import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
-import { PolicySets } from "./PolicySets.ts"
+import { PolicySets, type WorkspaceGuardState } from "./PolicySets.ts"
+
+export type GuardError = AgentNotFound | PermissionDenied | InvalidInput | IdempotencyKeyReused
 
 const THROTTLE_TTL_MS = 5_000
 /** Where the agents trigger announces a change (payload: the agent id). */
@@ -64,6 +66,119 @@ const REFUSAL: Record<Exclude<ApprovalUse, { ok: true }>["reason"], [string, str
   used: ["APPROVAL_USED", "an earlier call already used it; an approval allows one call"],
 }
 
+/** A decision as it is answered: the rules' decision, changed by an approval used or refused. */
+interface Verdict {
+  readonly decided: Decision
+  decision: DecisionKind
+  reasons: Array<GuardReason>
+  approvalId?: string
+}
+
+const contextFits = (context: Record<string, unknown>) => {
+  const json = JSON.stringify(context)
+  // Three bytes a UTF-16 unit at most: most contexts are answered without counting.
+  return json.length * 3 <= MAX_APPROVAL_CONTEXT_BYTES || Buffer.byteLength(json) <= MAX_APPROVAL_CONTEXT_BYTES
+}
+
+const throttledDecision = (agentId: string, throttle: number): Decision =>
+  ({
+    decision: "deny",
+    allowed: false,
+    reasons: [
+      {
+        code: "AGENT_THROTTLED",
+        message: `agent ${agentId} is throttled to ${throttle} guard calls a minute by an enforcement`,
+      },
+    ],
+    matched: [],
+  }) as unknown as Decision
+
+/** Whether a deny rule that matched enforces automatically: then the decision is followed by `enforceOnDenial`. */
+const enforcesOnDeny = (set: CompiledPolicySet, decided: Decision) =>
+  decided.decision === "deny" &&
+  decided.matched.some(
+    (m) => m.effect === "deny" && m.mode === "enforce" && set.enforcementOf(m.policyId, m.ruleId) !== undefined,
+  )
+
+/** The decision's events (D6): `policy.evaluated` always, `policy.denied` on a deny, `policy.violated` on a deny or a matched monitor rule. */
+const eventsOf = (agentId: string, action: string, verdict: Verdict): Array<NewEvent> => {
+  const { decided, decision, reasons, approvalId } = verdict
+  const allowed = decision === "allow"
+  const events: Array<NewEvent> = [
+    {
+      type: "policy.evaluated",
+      agentId,
+      data: {
+        agentId,
+        action,
+        decision,
+        allowed,
+        matched: decided.matched,
+        reasons,
+        ...(approvalId !== undefined ? { approvalId } : {}),
+      },
+    },
+  ]
+  if (decision === "deny")
+    events.push({
+      type: "policy.denied",
+      agentId,
+      data: { agentId, action, matched: decided.matched.filter((m) => m.mode === "enforce"), reasons },
+    })
+  const monitored = decided.matched.filter((m) => m.mode === "monitor")
+  if (decision === "deny" || monitored.length > 0) {
+    const violations = [
+      ...(decision === "deny"
+        ? reasons
+            .filter((r) => r.code !== "POLICY_MONITORED")
+            .slice(0, 1)
+            .map((r) => ({ ...r }))
+        : []),
+      ...monitored.map((m) => ({
+        code: "POLICY_MONITORED",
+        message:
+          reasons.find((r) => r.code === "POLICY_MONITORED" && r.ruleId === m.ruleId)?.message ??
+          `monitored rule "${m.ruleId}" matched`,
+        policyId: m.policyId,
+        ruleId: m.ruleId,
+        effect: m.effect,
+        mode: m.mode,
+      })),
+    ]
+    events.push({ type: "policy.violated", agentId, data: { agentId, action, decision, violations } })
+  }
+  return events
+}
+
+const resultOf = (verdict: Verdict, stored: ReadonlyArray<AuditEvent>): GuardResult => ({
+  decision: verdict.decision,
+  allowed: verdict.decision === "allow",
+  reasons: verdict.reasons,
+  matched: verdict.decided.matched,
+  ...(verdict.approvalId !== undefined ? { approvalId: verdict.approvalId } : {}),
+  eventId: stored[0]!.id,
+})
+
+/**
+ * The decision's append. Under an Idempotency-Key, the key rides with the events (the appender claims it in
+ * their batch) and stores this answer; with an approval, the key was claimed first in the caller's
+ * transaction and no key is passed here.
+ */
+const appendRequest = (
+  actor: Actor,
+  agentId: string,
+  action: string,
+  verdict: Verdict,
+  key: IdempotencyRequest | undefined,
+): AppendRequest => ({
+  actor,
+  events: eventsOf(agentId, action, verdict),
+  idempotency: key && {
+    ...key,
+    render: (stored) => key.render(resultOf(verdict, stored as ReadonlyArray<AuditEvent>)),
+  },
+})
+
 /**
  * The guard (decision D6): may this agent take this action, with this
  * context? Evaluates the workspace's compiled policies, applies approvals
@@ -84,7 +199,18 @@ export class GuardService extends Context.Service<
       actor: Actor,
       input: GuardRequestInput,
       idempotency?: IdempotencyRequest,
-    ) => Effect.Effect<GuardResult | Replayed, AgentNotFound | PermissionDenied | InvalidInput | IdempotencyKeyReused>
+    ) => Effect.Effect<GuardResult | Replayed, GuardError>
+    /**
+     * `evaluate` for the common case without entering an Effect runtime per call: an agent-bound or named
+     * agent this instance knows and holds active, the workspace's compiled policies at hand, its throttle
+     * looked up lately. Undefined, with nothing done, for anything else: the caller then runs `evaluate`.
+     * Outside any transaction only (it joins the group commit).
+     */
+    readonly evaluateNow: (
+      actor: Actor,
+      input: GuardRequestInput,
+      idempotency?: IdempotencyRequest,
+    ) => Promise<Exit.Exit<GuardResult | Replayed, GuardError>> | undefined
   }
 >()("@agentgov/domain/policies/GuardService") {
   static readonly layer = Layer.effect(
@@ -201,18 +327,131 @@ export class GuardService extends Context.Service<
         return Effect.succeed(requested)
       }
 
+      /** The rules' decision, or the throttle's deny when the agent is over its enforced rate. */
+      const decide = (
+        agentId: string,
+        input: GuardRequestInput,
+        context: Record<string, unknown>,
+        facts: AgentFacts,
+        state: WorkspaceGuardState,
+        throttle: number | undefined,
+        now: number,
+      ): Decision =>
+        throttle !== undefined && rate.hit(`throttle:${agentId}`, 60_000, throttle, now).exceeded
+          ? throttledDecision(agentId, throttle)
+          : evaluate(
+              state.set,
+              { action: input.action, context, agent: facts },
+              { now, guardDefault: state.guardDefault, rate },
+            )
+
+      /** The decision's events, appended in the group commit (or in the caller's transaction, there). */
+      const record = (actor: Actor, agentId: string, action: string, verdict: Verdict, key?: IdempotencyRequest) =>
+        // Built when run: an approval settled before it changes the verdict.
+        Effect.suspend(() => appender.append(appendRequest(actor, agentId, action, verdict, key))).pipe(
+          Effect.map((outcome) => (outcome instanceof Replayed ? outcome : resultOf(verdict, outcome))),
+        )
+
+      /**
+       * What follows a decision: the approval it needs created or used (D7), its events recorded, and the
+       * automatic enforcement of a deny rule applied.
+       */
+      const conclude = (
+        actor: Actor,
+        input: GuardRequestInput,
+        agentId: string,
+        context: Record<string, unknown>,
+        set: CompiledPolicySet,
+        decided: Decision,
+        idempotency: IdempotencyRequest | undefined,
+      ) =>
+        Effect.gen(function* () {
+          const verdict: Verdict = { decided, decision: decided.decision, reasons: [...decided.reasons] }
+          // An approval is consulted only when the rules ask for one: a deny still wins, an allow needs none.
+          // Creating or using one and recording the decision commit together, after the key's claim.
+          const result =
+            verdict.decision !== "require_approval"
+              ? yield* record(actor, agentId, input.action, verdict, idempotency)
+              : yield* tx(
+                  idempotencyStore.within(
+                    actor.workspaceId,
+                    idempotency,
+                    Effect.andThen(
+                      settleApproval(actor, input, agentId, context, verdict),
+                      record(actor, agentId, input.action, verdict),
+                    ),
+                  ),
+                )
+          if (!(result instanceof Replayed) && result.decision === "deny")
+            yield* enforceDenials(actor.workspaceId, agentId, set, decided)
+          return result
+        })
+
+      /** Uses the approval the call carries, or requests one; updates the verdict accordingly. */
+      const settleApproval = (
+        actor: Actor,
+        input: GuardRequestInput,
+        agentId: string,
+        context: Record<string, unknown>,
+        verdict: Verdict,
+      ) =>
+        Effect.gen(function* () {
+          if (input.approvalId !== undefined) {
+            const use = yield* approvals.consumeForGuard({
+              workspaceId: actor.workspaceId,
+              approvalId: input.approvalId,
+              agentId,
+              action: input.action,
+              context,
+            })
+            if (use.ok) {
+              verdict.decision = "allow"
+              verdict.approvalId = use.approval.id
+              verdict.reasons = [
+                { code: "APPROVAL_GRANTED", message: `approval ${use.approval.id} was granted; this call uses it` },
+                ...verdict.reasons,
+              ]
+              return
+            }
+            const [code, why] = REFUSAL[use.reason]
+            verdict.reasons.push({ code, message: `approval ${input.approvalId} cannot be used: ${why}` })
+            if (use.reason === "pending") {
+              verdict.approvalId = input.approvalId
+              return
+            }
+            if (use.reason === "denied") {
+              verdict.decision = "deny"
+              return
+            }
+          }
+          const rule = verdict.decided.approval!
+          const approval = yield* approvals.requestForGuard({
+            workspaceId: actor.workspaceId,
+            agentId,
+            action: input.action,
+            context,
+            policyId: rule.policyId,
+            ruleId: rule.ruleId,
+            timeoutSeconds: rule.timeoutSeconds,
+            approvers: rule.approvers,
+            reason: verdict.reasons.find((r) => r.code === "APPROVAL_REQUIRED")?.message,
+            actor,
+          })
+          verdict.approvalId = approval.id
+        })
+
       const run = Effect.fn("GuardService.evaluate")(function* (
         actor: Actor,
         input: GuardRequestInput,
         idempotency?: IdempotencyRequest,
       ) {
         const agentId = yield* agentOf(actor, input.agentId)
-        const context = input.context ?? {}
-        if (input.context !== undefined && Buffer.byteLength(JSON.stringify(context)) > MAX_APPROVAL_CONTEXT_BYTES)
+        if (input.context !== undefined && !contextFits(input.context))
           return yield* new InvalidInput({
             field: "context",
             message: `must encode to at most ${MAX_APPROVAL_CONTEXT_BYTES} bytes`,
           })
+        const context = input.context ?? {}
         const agent = yield* agentCached(actor.workspaceId, agentId)
         const state = yield* sets.get(actor.workspaceId)
         if (!agent) return yield* new AgentNotFound({ agentId })
@@ -222,168 +461,43 @@ export class GuardService extends Context.Service<
           facts.status = "active"
         const now = Date.now()
         const throttle = facts.status === "active" ? yield* throttleOf(actor.workspaceId, agentId, now) : undefined
-        const throttled =
-          throttle !== undefined && rate.hit(`throttle:${agentId}`, 60_000, throttle, now).exceeded
-            ? ({
-                decision: "deny",
-                allowed: false,
-                reasons: [
-                  {
-                    code: "AGENT_THROTTLED",
-                    message: `agent ${agentId} is throttled to ${throttle} guard calls a minute by an enforcement`,
-                  },
-                ],
-                matched: [],
-              } as unknown as Decision)
-            : undefined
-        const decided: Decision =
-          throttled ??
-          evaluate(
-            state.set,
-            { action: input.action, context, agent: facts },
-            { now, guardDefault: state.guardDefault, rate },
-          )
-
-        let decision = decided.decision
-        let reasons: Array<GuardReason> = [...decided.reasons]
-        let approvalId: string | undefined
-        // An approval is consulted only when the rules ask for one: a deny still wins, an allow needs none.
-        const approvalWork =
-          decision !== "require_approval"
-            ? undefined
-            : Effect.gen(function* () {
-                if (input.approvalId !== undefined) {
-                  const use = yield* approvals.consumeForGuard({
-                    workspaceId: actor.workspaceId,
-                    approvalId: input.approvalId,
-                    agentId,
-                    action: input.action,
-                    context,
-                  })
-                  if (use.ok) {
-                    decision = "allow"
-                    approvalId = use.approval.id
-                    reasons = [
-                      {
-                        code: "APPROVAL_GRANTED",
-                        message: `approval ${use.approval.id} was granted; this call uses it`,
-                      },
-                      ...reasons,
-                    ]
-                    return
-                  }
-                  const [code, why] = REFUSAL[use.reason]
-                  reasons.push({ code, message: `approval ${input.approvalId} cannot be used: ${why}` })
-                  if (use.reason === "pending") {
-                    approvalId = input.approvalId
-                    return
-                  }
-                  if (use.reason === "denied") {
-                    decision = "deny"
-                    return
-                  }
-                }
-                const rule = decided.approval!
-                const approval = yield* approvals.requestForGuard({
-                  workspaceId: actor.workspaceId,
-                  agentId,
-                  action: input.action,
-                  context,
-                  policyId: rule.policyId,
-                  ruleId: rule.ruleId,
-                  timeoutSeconds: rule.timeoutSeconds,
-                  approvers: rule.approvers,
-                  reason: reasons.find((r) => r.code === "APPROVAL_REQUIRED")?.message,
-                  actor,
-                })
-                approvalId = approval.id
-              })
-
-        const record = Effect.gen(function* () {
-          const allowed = decision === "allow"
-          const events: Array<NewEvent> = [
-            {
-              type: "policy.evaluated",
-              agentId,
-              data: {
-                agentId,
-                action: input.action,
-                decision,
-                allowed,
-                matched: decided.matched,
-                reasons,
-                ...(approvalId !== undefined ? { approvalId } : {}),
-              },
-            },
-          ]
-          if (decision === "deny")
-            events.push({
-              type: "policy.denied",
-              agentId,
-              data: {
-                agentId,
-                action: input.action,
-                matched: decided.matched.filter((m) => m.mode === "enforce"),
-                reasons,
-              },
-            })
-          const monitored = decided.matched.filter((m) => m.mode === "monitor")
-          if (decision === "deny" || monitored.length > 0) {
-            const violations = [
-              ...(decision === "deny"
-                ? reasons
-                    .filter((r) => r.code !== "POLICY_MONITORED")
-                    .slice(0, 1)
-                    .map((r) => ({ ...r }))
-                : []),
-              ...monitored.map((m) => ({
-                code: "POLICY_MONITORED",
-                message:
-                  reasons.find((r) => r.code === "POLICY_MONITORED" && r.ruleId === m.ruleId)?.message ??
-                  `monitored rule "${m.ruleId}" matched`,
-                policyId: m.policyId,
-                ruleId: m.ruleId,
-                effect: m.effect,
-                mode: m.mode,
-              })),
-            ]
-            events.push({
-              type: "policy.violated",
-              agentId,
-              data: { agentId, action: input.action, decision, violations },
-            })
-          }
-          const resultOf = (stored: ReadonlyArray<AuditEvent>): GuardResult => ({
-            decision,
-            allowed,
-            reasons,
-            matched: decided.matched,
-            ...(approvalId !== undefined ? { approvalId } : {}),
-            eventId: stored[0]!.id,
-          })
-          // Without approval work the key rides with the events (the appender claims it in their batch);
-          // with it, the key was claimed first in this transaction and the append joins it.
-          const key = approvalWork ? undefined : idempotency
-          const outcome = yield* appender.append({
-            actor,
-            events,
-            idempotency: key && {
-              ...key,
-              render: (stored) => key.render(resultOf(stored as ReadonlyArray<AuditEvent>)),
-            },
-          })
-          return outcome instanceof Replayed ? outcome : resultOf(outcome)
-        })
-        // Creating or using an approval and recording the decision commit together, after the key's claim.
-        const result = approvalWork
-          ? yield* tx(idempotencyStore.within(actor.workspaceId, idempotency, Effect.andThen(approvalWork, record)))
-          : yield* record
-        if (!(result instanceof Replayed) && result.decision === "deny")
-          yield* enforceDenials(actor.workspaceId, agentId, state.set, decided)
-        return result
+        const decided = decide(agentId, input, context, facts, state, throttle, now)
+        return yield* conclude(actor, input, agentId, context, state.set, decided, idempotency)
       })
 
-      return GuardService.of({ evaluate: run })
+      // The fast path runs what needs no lookup as plain code; the rest runs on this layer's services.
+      const runExit = Effect.runPromiseExitWith(yield* Effect.context<never>())
+
+      const evaluateNow = (
+        actor: Actor,
+        input: GuardRequestInput,
+        idempotency?: IdempotencyRequest,
+      ): Promise<Exit.Exit<GuardResult | Replayed, GuardError>> | undefined => {
+        // Everything `run` would look up or refuse is left to it; nothing is counted before this point.
+        const agentId = actor.agentId ?? input.agentId
+        if (agentId === undefined || (input.agentId !== undefined && input.agentId !== agentId)) return undefined
+        if (input.context !== undefined && !contextFits(input.context)) return undefined
+        const now = Date.now()
+        const known = agentCache.get(agentId)
+        if (!known || known.workspaceId !== actor.workspaceId || now - known.at >= AGENT_MAX_AGE_MS) return undefined
+        if (known.agent.status !== "active") return undefined
+        const state = sets.peek(actor.workspaceId)
+        const throttle = throttles.get(agentId)
+        if (state === undefined || throttle === undefined || throttle.until <= now) return undefined
+        const context = input.context ?? {}
+        const decided = decide(agentId, input, context, factsOf(known.agent), state, throttle.limit, now)
+        if (decided.decision === "require_approval" || enforcesOnDeny(state.set, decided))
+          return runExit(conclude(actor, input, agentId, context, state.set, decided, idempotency))
+        const verdict: Verdict = { decided, decision: decided.decision, reasons: [...decided.reasons] }
+        return appender
+          .appendNow(appendRequest(actor, agentId, input.action, verdict, idempotency))
+          .then(
+            (exit): Exit.Exit<GuardResult | Replayed, GuardError> =>
+              Exit.map(exit, (outcome) => (outcome instanceof Replayed ? outcome : resultOf(verdict, outcome))),
+          )
+      }
+
+      return GuardService.of({ evaluate: run, evaluateNow })
     }),
   )
 }

@@ -26,6 +26,8 @@ export class PolicySets extends Context.Service<
   PolicySets,
   {
     readonly get: (workspaceId: string) => Effect.Effect<WorkspaceGuardState>
+    /** The compiled state when this instance holds a current one; `get` loads it otherwise. */
+    readonly peek: (workspaceId: string) => WorkspaceGuardState | undefined
     /**
      * Drops this instance's copy at once: the writer's own instance calls it after committing a change, so
      * that its next call does not depend on the notification's arrival (the others rely on it).
@@ -70,11 +72,17 @@ export class PolicySets extends Context.Service<
           return state
         })
 
+      const peek = (workspaceId: string) => {
+        const hit = sets.get(workspaceId)
+        return hit && Date.now() - hit.at < MAX_AGE_MS ? hit.state : undefined
+      }
+
       return PolicySets.of({
         get: (workspaceId) => {
-          const hit = sets.get(workspaceId)
-          return hit && Date.now() - hit.at < MAX_AGE_MS ? Effect.succeed(hit.state) : load(workspaceId)
+          const state = peek(workspaceId)
+          return state ? Effect.succeed(state) : load(workspaceId)
         },
+        peek,
         forget: (workspaceId) => Effect.sync(() => forget(workspaceId)),
       })
     }),

@@ -1,0 +1,204 @@
+import { Effect, Exit } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import {
+  type Actor,
+  AgentService,
+  ApprovalService,
+  Authenticator,
+  EnforcementService,
+  EventService,
+  type GuardRequestInput,
+  type GuardResult,
+  GuardService,
+  type IdempotencyRequest,
+  PolicyService,
+  Replayed,
+  WorkspaceService,
+} from "../../src/index.ts"
+import { type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+
+/**
+ * The guard's fast path (`evaluateNow`, no runtime per call) against its Effect path (`evaluate`): it takes
+ * a call only when everything it needs is at hand, answers exactly what `evaluate` answers, records the same
+ * events, and hands the rest (approvals, automatic enforcement) to the Effect path's steps.
+ */
+
+let env: DomainTestRuntime
+beforeAll(async () => {
+  env = await makeDomainRuntime()
+})
+afterAll(async () => env?.dispose())
+
+let counter = 0
+const setup = async () => {
+  const { apiKey } = await env.run(
+    WorkspaceService.use((s) => s.create(null, { name: `fast-${++counter}`, environment: "live" })),
+  )
+  const actor = await env.run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+  const agentId = (await env.run(AgentService.use((s) => s.register(actor, { name: "worker" })))).id
+  await env.run(
+    PolicyService.use((s) =>
+      s.create(actor, {
+        name: "p",
+        rules: [
+          { id: "no-delete", effect: "deny", actions: ["files.delete"] },
+          {
+            id: "small",
+            effect: "allow",
+            actions: ["pay.*"],
+            when: { all: [{ field: "context.amount", op: "lt", value: 100 }] },
+          },
+          {
+            id: "ask",
+            effect: "require_approval",
+            actions: ["pay.*"],
+            when: { all: [{ field: "context.amount", op: "gte", value: 100 }] },
+          },
+        ],
+      }),
+    ),
+  )
+  await env.run(
+    PolicyService.use((s) =>
+      s.create(actor, {
+        name: "m",
+        mode: "monitor",
+        rules: [{ id: "watch", effect: "deny", actions: ["files.read"] }],
+      }),
+    ),
+  )
+  const guard = await env.run(GuardService.use(Effect.succeed))
+  await env.run(guard.evaluate(actor, { agentId, action: "warm.up" }))
+  return { actor, agentId, guard }
+}
+
+const now = (
+  guard: GuardService["Service"],
+  actor: Actor,
+  input: GuardRequestInput,
+  idempotency?: IdempotencyRequest,
+) => {
+  const pending = guard.evaluateNow(actor, input, idempotency)
+  if (pending === undefined) throw new Error(`the fast path declined ${JSON.stringify(input)}`)
+  return pending.then((exit) => {
+    if (Exit.isFailure(exit)) throw new Error(`the fast path failed: ${String(exit.cause)}`)
+    return exit.value
+  })
+}
+
+const withoutEvent = (r: GuardResult | Replayed) => {
+  if (r instanceof Replayed) throw new Error("replayed")
+  const { eventId: _, ...rest } = r
+  return rest
+}
+
+/** The types of the events one decision recorded: its policy.evaluated and those after it, up to the next one. */
+const typesOf = async (actor: Actor, eventId: string) => {
+  const ascending = (await env.run(EventService.use((s) => s.list(actor, { limit: 50 })))).data.toReversed()
+  const first = ascending.findIndex((e) => e.id === eventId)
+  expect(first).toBeGreaterThanOrEqual(0)
+  const next = ascending.findIndex((e, i) => i > first && e.type === "policy.evaluated")
+  return ascending.slice(first, next === -1 ? undefined : next).map((e) => e.type)
+}
+
+describe("the guard's fast path", () => {
+  it("declines until the agent, the policies and the throttle are known here, then answers", async () => {
+    const { apiKey } = await env.run(
+      WorkspaceService.use((s) => s.create(null, { name: `fast-cold-${++counter}`, environment: "live" })),
+    )
+    const actor = await env.run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const agentId = (await env.run(AgentService.use((s) => s.register(actor, { name: "cold" })))).id
+    const guard = await env.run(GuardService.use(Effect.succeed))
+    expect(guard.evaluateNow(actor, { agentId, action: "a.b" })).toBeUndefined()
+    await env.run(guard.evaluate(actor, { agentId, action: "a.b" }))
+    expect(guard.evaluateNow(actor, { agentId, action: "a.b" })).toBeDefined()
+  })
+
+  it("answers as evaluate does, and records the same events", async () => {
+    const { actor, agentId, guard } = await setup()
+    const requests: Array<GuardRequestInput> = [
+      { agentId, action: "files.delete" },
+      { agentId, action: "files.read" },
+      { agentId, action: "pay.card", context: { amount: 5 } },
+      { agentId, action: "nothing.matches" },
+    ]
+    for (const input of requests) {
+      const slow = (await env.run(guard.evaluate(actor, input))) as GuardResult
+      const fast = (await now(guard, actor, input)) as GuardResult
+      expect(withoutEvent(fast)).toEqual(withoutEvent(slow))
+      expect(fast.eventId).not.toBe(slow.eventId)
+      expect(await typesOf(actor, fast.eventId)).toEqual(await typesOf(actor, slow.eventId))
+    }
+    const verification = await env.run(EventService.use((s) => s.verify(actor, "api")))
+    expect(verification.valid).toBe(true)
+  })
+
+  it("leaves refusals to evaluate: another agent than the bound one, an unknown agent, a context too large", async () => {
+    const { actor, agentId, guard } = await setup()
+    const bound: Actor = { ...actor, agentId }
+    expect(guard.evaluateNow(bound, { agentId: "agt_other", action: "a.b" })).toBeUndefined()
+    expect(guard.evaluateNow(actor, { agentId: "agt_unknown", action: "a.b" })).toBeUndefined()
+    expect(guard.evaluateNow(actor, { action: "a.b" })).toBeUndefined()
+    const big = { blob: "x".repeat(70_000) }
+    expect(guard.evaluateNow(actor, { agentId, action: "a.b", context: big })).toBeUndefined()
+    // Bound to the agent, the call need not name it.
+    expect(((await now(guard, bound, { action: "files.delete" })) as GuardResult).decision).toBe("deny")
+  })
+
+  it("declines for a suspended agent, so that evaluate answers AGENT_SUSPENDED", async () => {
+    const { actor, agentId, guard } = await setup()
+    await env.run(EnforcementService.use((s) => s.create(actor, { agentId, type: "suspension", reason: "r" })))
+    expect(guard.evaluateNow(actor, { agentId, action: "a.b" })).toBeUndefined()
+    const slow = (await env.run(guard.evaluate(actor, { agentId, action: "a.b" }))) as GuardResult
+    expect(slow.reasons.map((r) => r.code)).toContain("AGENT_SUSPENDED")
+    // Now known here as suspended: still evaluate's, which checks the suspension is in force.
+    expect(guard.evaluateNow(actor, { agentId, action: "a.b" })).toBeUndefined()
+  })
+
+  it("never answers from policies a change replaced", async () => {
+    const { actor, agentId, guard } = await setup()
+    expect(((await now(guard, actor, { agentId, action: "files.delete" })) as GuardResult).decision).toBe("deny")
+    const policy = (await env.run(PolicyService.use((s) => s.list(actor, {})))).data.find((p) => p.name === "p")
+    await env.run(
+      PolicyService.use((s) => s.update(actor, policy!.id, { rules: [{ id: "r", effect: "allow", actions: ["*"] }] })),
+    )
+    // The writer dropped the compiled policies at commit: the fast path declines until evaluate loads them.
+    expect(guard.evaluateNow(actor, { agentId, action: "files.delete" })).toBeUndefined()
+    const reloaded = (await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))) as GuardResult
+    expect(reloaded.decision).toBe("allow")
+    expect(((await now(guard, actor, { agentId, action: "files.delete" })) as GuardResult).decision).toBe("allow")
+  })
+
+  it("replays a retry under the same Idempotency-Key, refuses the key with another request", async () => {
+    const { actor, agentId, guard } = await setup()
+    const key = (requestHash: string): IdempotencyRequest => ({
+      key: "retry-1",
+      operation: "guard.evaluate",
+      requestHash,
+      render: (value) => ({ status: 200, body: JSON.stringify(value) }),
+    })
+    const first = (await now(guard, actor, { agentId, action: "files.delete" }, key("h1"))) as GuardResult
+    const again = await now(guard, actor, { agentId, action: "files.delete" }, key("h1"))
+    expect(again).toBeInstanceOf(Replayed)
+    expect(JSON.parse((again as Replayed).body)).toEqual(first)
+    const other = await guard.evaluateNow(actor, { agentId, action: "files.delete" }, key("h2"))
+    expect(other && Exit.isFailure(other)).toBe(true)
+  })
+
+  it("hands an approval to the Effect path's steps: require_approval creates one, once per key", async () => {
+    const { actor, agentId, guard } = await setup()
+    const ask = { agentId, action: "pay.card", context: { amount: 500 } }
+    const key: IdempotencyRequest = {
+      key: "ask-1",
+      operation: "guard.evaluate",
+      requestHash: "h",
+      render: (value) => ({ status: 200, body: JSON.stringify(value) }),
+    }
+    const asked = (await now(guard, actor, ask, key)) as GuardResult
+    expect(asked.decision).toBe("require_approval")
+    expect(asked.approvalId).toMatch(/^apr_/)
+    expect(await now(guard, actor, ask, key)).toBeInstanceOf(Replayed)
+    const pending = await env.run(ApprovalService.use((s) => s.list(actor, { status: ["pending"] })))
+    expect(pending.data.map((a) => a.id)).toEqual([asked.approvalId])
+  })
+})
