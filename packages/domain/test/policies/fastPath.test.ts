@@ -80,11 +80,14 @@ const now = (
 ) => {
   const pending = guard.evaluateNow(actor, input, idempotency)
   if (pending === undefined) throw new Error(`the fast path declined ${JSON.stringify(input)}`)
-  return pending.then((exit) => {
+  return valueOf(pending)
+}
+
+const valueOf = <A, E>(pending: Promise<Exit.Exit<A, E>>) =>
+  pending.then((exit) => {
     if (Exit.isFailure(exit)) throw new Error(`the fast path failed: ${String(exit.cause)}`)
     return exit.value
   })
-}
 
 const withoutEvent = (r: GuardResult | Replayed) => {
   if (r instanceof Replayed) throw new Error("replayed")
@@ -166,7 +169,17 @@ describe("the guard's fast path", () => {
     expect(guard.evaluateNow(actor, { agentId, action: "files.delete" })).toBeUndefined()
     const reloaded = (await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))) as GuardResult
     expect(reloaded.decision).toBe("allow")
-    expect(((await now(guard, actor, { agentId, action: "files.delete" })) as GuardResult).decision).toBe("allow")
+    // The change's own notification may drop the reloaded copy once more (on PostgreSQL): evaluate loads it again.
+    let fast: GuardResult | undefined
+    for (let i = 0; i < 50 && fast === undefined; i++) {
+      const pending = guard.evaluateNow(actor, { agentId, action: "files.delete" })
+      if (pending !== undefined) fast = (await valueOf(pending)) as GuardResult
+      else {
+        await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    }
+    expect(fast?.decision).toBe("allow")
   })
 
   it("replays a retry under the same Idempotency-Key, refuses the key with another request", async () => {
