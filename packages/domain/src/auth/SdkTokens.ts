@@ -1,4 +1,4 @@
-import { createHash, sign, verify } from "node:crypto"
+import { hash, sign, verify } from "node:crypto"
 import { Database } from "@agentgov/db"
 import { Clock, Context, Effect, Layer } from "effect"
 import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
@@ -57,6 +57,9 @@ const parseSegment = (segment: string): Record<string, unknown> | undefined => {
 }
 
 /** Three base64url segments, the first an encoded JSON object (`eyJ`). */
+/** Verified tokens are remembered by their SHA-256, never as themselves (one-shot: no Hash object per call). */
+const cacheKeyOf = (token: string) => hash("sha256", token, "base64url")
+
 export const looksLikeJwt = (credential: string) => /^eyJ[\w-]*\.[\w-]+\.[\w-]*$/.test(credential)
 
 /**
@@ -138,7 +141,7 @@ export class SdkTokens extends Context.Service<
       const verifyToken = Effect.fn("SdkTokens.verify")(function* (token: string) {
         const nowMs = yield* Clock.currentTimeMillis
         const now = nowMs / 1000
-        const digest = createHash("sha256").update(token).digest("base64url")
+        const digest = cacheKeyOf(token)
         const hit = cache.get(digest)
         if (hit) {
           if (hit.exp + LEEWAY_S <= now) return yield* refuse("expired")
@@ -175,7 +178,7 @@ export class SdkTokens extends Context.Service<
       })
 
       const cached = (token: string, nowMs: number) => {
-        const hit = cache.get(createHash("sha256").update(token).digest("base64url"))
+        const hit = cache.get(cacheKeyOf(token))
         if (!hit || hit.exp + LEEWAY_S <= nowMs / 1000) return undefined
         if (hit.keyExpiresAt !== null && hit.keyExpiresAt <= nowMs) return undefined
         return hit.actor
