@@ -74,6 +74,12 @@ interface Verdict {
   approvalId?: string
 }
 
+const verdictOf = (decided: Decision): Verdict => ({
+  decided,
+  decision: decided.decision,
+  reasons: [...decided.reasons],
+})
+
 const contextFits = (context: Record<string, unknown>) => {
   const json = JSON.stringify(context)
   // Three bytes a UTF-16 unit at most: most contexts are answered without counting.
@@ -366,7 +372,7 @@ export class GuardService extends Context.Service<
         idempotency: IdempotencyRequest | undefined,
       ) =>
         Effect.gen(function* () {
-          const verdict: Verdict = { decided, decision: decided.decision, reasons: [...decided.reasons] }
+          const verdict = verdictOf(decided)
           // An approval is consulted only when the rules ask for one: a deny still wins, an allow needs none.
           // Creating or using one and recording the decision commit together, after the key's claim.
           const result =
@@ -488,7 +494,7 @@ export class GuardService extends Context.Service<
         const decided = decide(agentId, input, context, factsOf(known.agent), state, throttle.limit, now)
         if (decided.decision === "require_approval" || enforcesOnDeny(state.set, decided))
           return runExit(conclude(actor, input, agentId, context, state.set, decided, idempotency))
-        const verdict: Verdict = { decided, decision: decided.decision, reasons: [...decided.reasons] }
+        const verdict = verdictOf(decided)
         return appender
           .appendNow(appendRequest(actor, agentId, input.action, verdict, idempotency))
           .then(
