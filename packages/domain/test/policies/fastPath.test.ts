@@ -80,10 +80,10 @@ const now = (
 ) => {
   const pending = guard.evaluateNow(actor, input, idempotency)
   if (pending === undefined) throw new Error(`the fast path declined ${JSON.stringify(input)}`)
-  return valueOf(pending)
+  return answerOf(pending)
 }
 
-const valueOf = <A, E>(pending: Promise<Exit.Exit<A, E>>) =>
+const answerOf = <A, E>(pending: Promise<Exit.Exit<A, E>>) =>
   pending.then((exit) => {
     if (Exit.isFailure(exit)) throw new Error(`the fast path failed: ${String(exit.cause)}`)
     return exit.value
@@ -173,7 +173,7 @@ describe("the guard's fast path", () => {
     let fast: GuardResult | undefined
     for (let i = 0; i < 50 && fast === undefined; i++) {
       const pending = guard.evaluateNow(actor, { agentId, action: "files.delete" })
-      if (pending !== undefined) fast = (await valueOf(pending)) as GuardResult
+      if (pending !== undefined) fast = (await answerOf(pending)) as GuardResult
       else {
         await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))
         await new Promise((resolve) => setTimeout(resolve, 20))
