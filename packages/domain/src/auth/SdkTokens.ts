@@ -56,10 +56,10 @@ const parseSegment = (segment: string): Record<string, unknown> | undefined => {
   }
 }
 
-/** Three base64url segments, the first an encoded JSON object (`eyJ`). */
 /** Verified tokens are remembered by their SHA-256, never as themselves (one-shot: no Hash object per call). */
 const cacheKeyOf = (token: string) => hash("sha256", token, "base64url")
 
+/** Three base64url segments, the first an encoded JSON object (`eyJ`). */
 export const looksLikeJwt = (credential: string) => /^eyJ[\w-]*\.[\w-]+\.[\w-]*$/.test(credential)
 
 /**

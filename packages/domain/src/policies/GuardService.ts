@@ -7,7 +7,7 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import { MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
 import { ApprovalService, type ApprovalUse } from "../approvals/ApprovalService.ts"
 import type { AuditEvent, NewEvent } from "../audit/AuditEvent.ts"
-import { type AppendRequest, EventAppender } from "../audit/EventAppender.ts"
+import { type AppendOutcome, type AppendRequest, EventAppender } from "../audit/EventAppender.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "../enforcement/EnforcementService.ts"
@@ -72,6 +72,18 @@ interface Verdict {
   decision: DecisionKind
   reasons: Array<GuardReason>
   approvalId?: string
+}
+
+/** The agent a call is for, or why it cannot name one. */
+const agentIdOf = (actor: Actor, requested: string | undefined): string | PermissionDenied | InvalidInput => {
+  if (actor.agentId !== undefined) {
+    if (requested !== undefined && requested !== actor.agentId)
+      return new PermissionDenied({ message: "this credential is bound to another agent" })
+    return actor.agentId
+  }
+  if (requested === undefined)
+    return new InvalidInput({ field: "agentId", message: "is required with a workspace credential" })
+  return requested
 }
 
 const verdictOf = (decided: Decision): Verdict => ({
@@ -165,6 +177,10 @@ const resultOf = (verdict: Verdict, stored: ReadonlyArray<AuditEvent>): GuardRes
   eventId: stored[0]!.id,
 })
 
+/** What the caller gets for an append: the decision's answer, or the first answer of its Idempotency-Key. */
+const answerOf = (verdict: Verdict, outcome: AppendOutcome): GuardResult | Replayed =>
+  outcome instanceof Replayed ? outcome : resultOf(verdict, outcome)
+
 /**
  * The decision's append. Under an Idempotency-Key, the key rides with the events (the appender claims it in
  * their batch) and stores this answer; with an approval, the key was claimed first in the caller's
@@ -236,9 +252,14 @@ export class GuardService extends Context.Service<
       const rate = (yield* Counters).rates
       // A throttle enforcement (D7) caps the agent's guard calls per minute; looked up at most every THROTTLE_TTL_MS.
       const throttles = new Map<string, { limit: number | undefined; until: number }>()
-      const throttleOf = (workspaceId: string, agentId: string, now: number) => {
+      /** The agent's throttle as last looked up, while that is recent enough. */
+      const heldThrottle = (agentId: string, now: number) => {
         const hit = throttles.get(agentId)
-        if (hit && hit.until > now) return Effect.succeed(hit.limit)
+        return hit && hit.until > now ? hit : undefined
+      }
+      const throttleOf = (workspaceId: string, agentId: string, now: number) => {
+        const hit = heldThrottle(agentId, now)
+        if (hit) return Effect.succeed(hit.limit)
         return enforcement.throttleFor(workspaceId, agentId).pipe(
           Effect.tap((limit) =>
             Effect.sync(() => {
@@ -263,10 +284,14 @@ export class GuardService extends Context.Service<
         Effect.promise(() => db.listen(AGENTS_CHANNEL, forgetAgent)),
         (stop) => Effect.promise(() => stop()),
       )
-      const agentCached = (workspaceId: string, agentId: string) => {
+      /** The agent as this instance holds it, while the copy is recent enough. */
+      const heldAgent = (workspaceId: string, agentId: string, now: number) => {
         const hit = agentCache.get(agentId)
-        if (hit && hit.workspaceId === workspaceId && Date.now() - hit.at < AGENT_MAX_AGE_MS)
-          return Effect.succeed(hit.agent)
+        return hit && hit.workspaceId === workspaceId && now - hit.at < AGENT_MAX_AGE_MS ? hit.agent : undefined
+      }
+      const agentCached = (workspaceId: string, agentId: string) => {
+        const held = heldAgent(workspaceId, agentId, Date.now())
+        if (held) return Effect.succeed(held)
         const generation = agentGenerations.get(agentId) ?? 0
         return agents.find(workspaceId, agentId).pipe(
           Effect.tap((agent) =>
@@ -322,17 +347,6 @@ export class GuardService extends Context.Service<
           { discard: true },
         )
 
-      const agentOf = (actor: Actor, requested: string | undefined) => {
-        if (actor.agentId !== undefined) {
-          if (requested !== undefined && requested !== actor.agentId)
-            return Effect.fail(new PermissionDenied({ message: "this credential is bound to another agent" }))
-          return Effect.succeed(actor.agentId)
-        }
-        if (requested === undefined)
-          return Effect.fail(new InvalidInput({ field: "agentId", message: "is required with a workspace credential" }))
-        return Effect.succeed(requested)
-      }
-
       /** The rules' decision, or the throttle's deny when the agent is over its enforced rate. */
       const decide = (
         agentId: string,
@@ -355,7 +369,7 @@ export class GuardService extends Context.Service<
       const record = (actor: Actor, agentId: string, action: string, verdict: Verdict, key?: IdempotencyRequest) =>
         // Built when run: an approval settled before it changes the verdict.
         Effect.suspend(() => appender.append(appendRequest(actor, agentId, action, verdict, key))).pipe(
-          Effect.map((outcome) => (outcome instanceof Replayed ? outcome : resultOf(verdict, outcome))),
+          Effect.map((outcome) => answerOf(verdict, outcome)),
         )
 
       /**
@@ -451,7 +465,8 @@ export class GuardService extends Context.Service<
         input: GuardRequestInput,
         idempotency?: IdempotencyRequest,
       ) {
-        const agentId = yield* agentOf(actor, input.agentId)
+        const agentId = agentIdOf(actor, input.agentId)
+        if (typeof agentId !== "string") return yield* agentId
         if (input.context !== undefined && !contextFits(input.context))
           return yield* new InvalidInput({
             field: "context",
@@ -480,18 +495,17 @@ export class GuardService extends Context.Service<
         idempotency?: IdempotencyRequest,
       ): Promise<Exit.Exit<GuardResult | Replayed, GuardError>> | undefined => {
         // Everything `run` would look up or refuse is left to it; nothing is counted before this point.
-        const agentId = actor.agentId ?? input.agentId
-        if (agentId === undefined || (input.agentId !== undefined && input.agentId !== agentId)) return undefined
+        const agentId = agentIdOf(actor, input.agentId)
+        if (typeof agentId !== "string") return undefined
         if (input.context !== undefined && !contextFits(input.context)) return undefined
         const now = Date.now()
-        const known = agentCache.get(agentId)
-        if (!known || known.workspaceId !== actor.workspaceId || now - known.at >= AGENT_MAX_AGE_MS) return undefined
-        if (known.agent.status !== "active") return undefined
+        const agent = heldAgent(actor.workspaceId, agentId, now)
+        if (agent?.status !== "active") return undefined
         const state = sets.peek(actor.workspaceId)
-        const throttle = throttles.get(agentId)
-        if (state === undefined || throttle === undefined || throttle.until <= now) return undefined
+        const throttle = heldThrottle(agentId, now)
+        if (state === undefined || throttle === undefined) return undefined
         const context = input.context ?? {}
-        const decided = decide(agentId, input, context, factsOf(known.agent), state, throttle.limit, now)
+        const decided = decide(agentId, input, context, factsOf(agent), state, throttle.limit, now)
         if (decided.decision === "require_approval" || enforcesOnDeny(state.set, decided))
           return runExit(conclude(actor, input, agentId, context, state.set, decided, idempotency))
         const verdict = verdictOf(decided)
@@ -499,7 +513,7 @@ export class GuardService extends Context.Service<
           .appendNow(appendRequest(actor, agentId, input.action, verdict, idempotency))
           .then(
             (exit): Exit.Exit<GuardResult | Replayed, GuardError> =>
-              Exit.map(exit, (outcome) => (outcome instanceof Replayed ? outcome : resultOf(verdict, outcome))),
+              Exit.map(exit, (outcome) => answerOf(verdict, outcome)),
           )
       }
 
