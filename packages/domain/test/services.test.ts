@@ -6,6 +6,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeyRepo } from "../src/apikeys/ApiKeyRepo.ts"
+import { EventRepo } from "../src/audit/EventRepo.ts"
 import {
   type Actor,
   AgentService,
@@ -21,6 +22,7 @@ import {
   EventAppender,
   GENESIS_HASH,
   hashKey,
+  Idempotency,
   MasterKey,
   mintKey,
   prepareAppend,
@@ -792,6 +794,84 @@ describe("group-commit appender", () => {
       const events = (outcome as { success: ReadonlyArray<AuditEvent> }).success
       expect(keyedRows.some((r) => r.id === events[0]!.id)).toBe(true)
       expect(stored.find((k) => k.key === key)?.response_body).toBe(JSON.stringify(events[0]!.id))
+    }
+  })
+
+  /**
+   * An appender whose first fast statement fails: `after` when it committed and only its answer was lost,
+   * `before` when it wrote nothing; with `unreadable`, the read that tells the two apart fails too.
+   */
+  const lossyAppender = async (when: "before" | "after", unreadable = false) => {
+    const lost = () => Effect.die(new Error("connection lost"))
+    const auditLog = Layer.effect(
+      AuditLog,
+      Effect.gen(function* () {
+        const real = yield* AuditLog
+        let failures = 1
+        return AuditLog.of({
+          ...real,
+          appendAt: (workspaceId, prepared, expected, keys) =>
+            failures-- > 0
+              ? when === "after"
+                ? real.appendAt(workspaceId, prepared, expected, keys).pipe(Effect.andThen(lost()))
+                : lost()
+              : real.appendAt(workspaceId, prepared, expected, keys),
+        })
+      }),
+    ).pipe(Layer.provide(AuditLog.layer))
+    const events = Layer.effect(
+      EventRepo,
+      Effect.gen(function* () {
+        const real = yield* EventRepo
+        return EventRepo.of({ ...real, holds: unreadable ? () => lost() : real.holds })
+      }),
+    ).pipe(Layer.provide(EventRepo.layer))
+    // This test file's own connection (with PGlite, the database itself).
+    const sql = Layer.succeed(SqlClient.SqlClient, await run(SqlClient.SqlClient.use(Effect.succeed)))
+    return ManagedRuntime.make(
+      EventAppender.layer.pipe(Layer.provide(Layer.mergeAll(auditLog, events, Idempotency.layer)), Layer.provide(sql)),
+    )
+  }
+
+  it.each([
+    ["its answer was lost after it committed", "after"],
+    ["it failed before writing", "before"],
+  ] as const)("answers a batch whose fast statement failed once, when %s, and writes it once", async (_, when) => {
+    const { workspace, actor } = await newWorkspace()
+    const lossy = await lossyAppender(when)
+    try {
+      const append = (i: number) =>
+        lossy.runPromise(EventAppender.use((a) => a.append({ actor, events: [{ type: "probe.lossy", data: { i } }] })))
+      // The first append's batch meets the failing statement; the second goes through.
+      const answered = [await append(0), await append(1)] as Array<ReadonlyArray<AuditEvent>>
+      const rows = await expectLinearChain(workspace.id)
+      const lossyRows = rows.filter((r) => r.type === "probe.lossy")
+      expect(lossyRows.map((r) => (r.data as { i: number }).i)).toEqual([0, 1])
+      expect(lossyRows.map((r) => r.id)).toEqual(answered.map((events) => events[0]!.id))
+    } finally {
+      await lossy.dispose()
+    }
+  })
+
+  it("answers with the failure, and writes nothing twice, when whether a failed batch was written cannot be read", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const lossy = await lossyAppender("after", true)
+    try {
+      const append = (i: number) =>
+        lossy.runPromiseExit(
+          EventAppender.use((a) => a.append({ actor, events: [{ type: "probe.lossy", data: { i } }] })),
+        )
+      const lossyRows = async () =>
+        (await expectLinearChain(workspace.id))
+          .filter((r) => r.type === "probe.lossy")
+          .map((r) => (r.data as { i: number }).i)
+      expect((await append(0))._tag).toBe("Failure")
+      // Written (its answer alone was lost), and not again.
+      expect(await lossyRows()).toEqual([0])
+      expect((await append(1))._tag).toBe("Success")
+      expect(await lossyRows()).toEqual([0, 1])
+    } finally {
+      await lossy.dispose()
     }
   })
 

@@ -10,7 +10,7 @@ import {
 } from "../idempotency/Idempotency.ts"
 import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { AuditLog, type ChainHead, type CompletedKey, prepareAppend } from "./AuditLog.ts"
+import { AuditLog, type ChainHead, type CompletedKey, type PreparedAppend, prepareAppend } from "./AuditLog.ts"
 import { EventRepo } from "./EventRepo.ts"
 
 /** One writer's append: its events, and the Idempotency-Key it was made under, if any. */
@@ -41,6 +41,12 @@ interface Queue {
   pending: Array<Job>
 }
 
+/** What a fast batch came to: written, refused (nothing written), or not known (its statement's failure). */
+type FastOutcome =
+  | { readonly written: PreparedAppend }
+  | { readonly refused: true }
+  | { readonly unknown: Exit.Exit<never> }
+
 /**
  * Group commit for the audit trail's hot paths (event ingest, the guard).
  * Concurrent appends to one workspace are handed to a single writer per
@@ -55,7 +61,9 @@ interface Queue {
  * was free and the head is still the one predicted (`AuditLog.appendAt`).
  * Writers of other processes serialise on the head's row lock, so the chain
  * stays linear under any concurrency: a batch whose head moved, or that
- * carries a key already taken (a retry), writes nothing and goes again.
+ * carries a key already taken (a retry), writes nothing and goes again. A
+ * batch whose statement failed goes again only once the chain shows it was
+ * not written (see `fast`): its COMMIT may have gone through all the same.
  *
  * Again means the locked path, as for the first batch of an unknown head:
  * one transaction that claims the keys (replaying or refusing the taken
@@ -163,8 +171,16 @@ export class EventAppender extends Context.Service<
           return undefined
         })
 
-      /** The fast path: the batch after `after`, in one statement. Its events, or undefined when it wrote nothing. */
-      const fast = (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead) =>
+      /**
+       * The fast path: the batch after `after`, in one statement. Its events when written, `refused` when it
+       * wrote nothing, and the statement's failure when whether it wrote cannot be told.
+       *
+       * A statement can fail after its COMMIT went through (the connection lost before the answer came):
+       * then the batch is in the chain and must not go to the locked path, which would write it again. Its
+       * last event tells: present with its hash, the batch was written; absent, it was not. When that cannot
+       * be read either, the appends are answered with the failure rather than risk a second copy.
+       */
+      const fast = (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead): Effect.Effect<FastOutcome> =>
         Effect.gen(function* () {
           const prepared = prepareAppend(
             workspaceId,
@@ -178,7 +194,11 @@ export class EventAppender extends Context.Service<
             const { status, body } = key.render(prepared.stored[i]!)
             return [{ key: key.key, operation: key.operation, requestHash: key.requestHash, status, body }]
           })
-          return (yield* audit.appendAt(workspaceId, prepared, after, keys)) ? prepared : undefined
+          const written = yield* Effect.exit(audit.appendAt(workspaceId, prepared, after, keys))
+          if (Exit.isSuccess(written)) return written.value ? { written: prepared } : { refused: true }
+          const held = yield* Effect.exit(repo.holds(workspaceId, prepared.head))
+          if (Exit.isFailure(held)) return { unknown: written as Exit.Exit<never> }
+          return held.value ? { written: prepared } : { refused: true }
         })
 
       /** Takes the waiting appends up to the batch limit; an Idempotency-Key seen twice waits for the next batch. */
@@ -213,16 +233,25 @@ export class EventAppender extends Context.Service<
               const head = heads.get(workspaceId)
               if (head !== undefined) {
                 const jobs = take(queue)
-                const written = yield* Effect.exit(fast(workspaceId, jobs, head))
-                if (Exit.isSuccess(written) && written.value !== undefined) {
+                const sent = yield* Effect.exit(fast(workspaceId, jobs, head))
+                const outcome = Exit.isSuccess(sent) ? sent.value : undefined
+                if (outcome !== undefined && "unknown" in outcome) {
+                  // Whether the batch was written cannot be told: answered with the failure, not written twice.
+                  const { unknown } = outcome
                   yield* settle(
                     jobs,
-                    written.value.stored.map((events) => Exit.succeed(events)),
+                    jobs.map(() => unknown),
                   )
-                  remember(workspaceId, written.value.head)
+                  remember(workspaceId, undefined)
+                } else if (outcome !== undefined && "written" in outcome) {
+                  yield* settle(
+                    jobs,
+                    outcome.written.stored.map((events) => Exit.succeed(events)),
+                  )
+                  remember(workspaceId, outcome.written.head)
                 } else {
-                  // Another writer moved the head, a key was taken, or the batch failed: the locked path, in order,
-                  // ahead of the rest.
+                  // Another writer moved the head, a key was taken, the batch failed without writing, or could not
+                  // be prepared: the locked path, in order, ahead of the rest.
                   queue.pending.unshift(...jobs)
                   remember(workspaceId, undefined)
                   lock = true

@@ -74,6 +74,8 @@ export class EventRepo extends Context.Service<
     /** Events `from..to` by sequence, oldest first. */
     readonly range: (workspaceId: string, from: number, to: number) => Effect.Effect<ReadonlyArray<AuditEvent>>
     readonly head: (workspaceId: string) => Effect.Effect<{ sequence: number; hash: string } | undefined>
+    /** Whether the chain holds an event at `link.sequence` with hash `link.hash` (so everything hashed before it). */
+    readonly holds: (workspaceId: string, link: { sequence: number; hash: string }) => Effect.Effect<boolean>
   }
 >()("@agentgov/domain/audit/EventRepo") {
   static readonly layer = Layer.effect(
@@ -133,6 +135,12 @@ export class EventRepo extends Context.Service<
             hash: string
           }>`SELECT sequence, hash FROM chain_heads WHERE workspace_id = ${workspaceId}`.pipe(
             Effect.map((rows) => rows[0]),
+            Effect.orDie,
+          ),
+        holds: (workspaceId, link) =>
+          sql`SELECT 1 FROM events WHERE workspace_id = ${workspaceId} AND sequence = ${link.sequence}
+              AND hash = ${link.hash}`.pipe(
+            Effect.map((rows) => rows.length > 0),
             Effect.orDie,
           ),
       })
