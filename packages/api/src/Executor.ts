@@ -106,7 +106,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     // token verified before is in the cache, so the JWT prefix is check enough here (the full shape check is
     // the Authenticator's, on a miss; it costs as much as the cache's hash on a 1 KB token).
     const bearer = authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined
-    if (bearer !== undefined && bearer.startsWith("eyJ")) {
+    if (bearer?.startsWith("eyJ")) {
       if (hot === undefined)
         hot = await runtime.runPromise(
           Effect.gen(function* () {
