@@ -102,9 +102,9 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
    * response; over a limit the result is a 429 with Retry-After.
    */
   const authenticate = async (authorization: string | undefined, address = "unknown"): Promise<Admission> => {
-    // The hot path: a token verified before, counted in-process, answers without entering the runtime. Only a
-    // token verified before is in the cache, so the JWT prefix is check enough here (the full shape check is
-    // the Authenticator's, on a miss; it costs as much as the cache's hash on a 1 KB token).
+    // The hot path: a token verified before, counted in-process, answers without entering the runtime. Only
+    // verified tokens are in the cache, so a hit proves the shape and the JWT prefix is enough to try it; the
+    // full shape check is the Authenticator's, on a miss (on a 1 KB token it costs as much as the cache's hash).
     const bearer = authorization?.startsWith("Bearer ") ? authorization.slice(7) : undefined
     if (bearer?.startsWith("eyJ")) {
       if (hot === undefined)

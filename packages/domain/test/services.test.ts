@@ -810,12 +810,11 @@ describe("group-commit appender", () => {
         let failures = 1
         return AuditLog.of({
           ...real,
-          appendAt: (workspaceId, prepared, expected, keys) =>
-            failures-- > 0
-              ? when === "after"
-                ? real.appendAt(workspaceId, prepared, expected, keys).pipe(Effect.andThen(lost()))
-                : lost()
-              : real.appendAt(workspaceId, prepared, expected, keys),
+          appendAt: (workspaceId, prepared, expected, keys) => {
+            const append = real.appendAt(workspaceId, prepared, expected, keys)
+            if (failures-- <= 0) return append
+            return when === "after" ? append.pipe(Effect.andThen(lost())) : lost()
+          },
         })
       }),
     ).pipe(Layer.provide(AuditLog.layer))

@@ -234,8 +234,9 @@ export class EventAppender extends Context.Service<
               if (head !== undefined) {
                 const jobs = take(queue)
                 const sent = yield* Effect.exit(fast(workspaceId, jobs, head))
-                const outcome = Exit.isSuccess(sent) ? sent.value : undefined
-                if (outcome !== undefined && "unknown" in outcome) {
+                // A batch that could not be prepared was never sent: nothing written, as when refused.
+                const outcome: FastOutcome = Exit.isSuccess(sent) ? sent.value : { refused: true }
+                if ("unknown" in outcome) {
                   // Whether the batch was written cannot be told: answered with the failure, not written twice.
                   const { unknown } = outcome
                   yield* settle(
@@ -243,7 +244,7 @@ export class EventAppender extends Context.Service<
                     jobs.map(() => unknown),
                   )
                   remember(workspaceId, undefined)
-                } else if (outcome !== undefined && "written" in outcome) {
+                } else if ("written" in outcome) {
                   yield* settle(
                     jobs,
                     outcome.written.stored.map((events) => Exit.succeed(events)),
