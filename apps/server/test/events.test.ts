@@ -60,6 +60,23 @@ describe("POST /events/ingest", () => {
     expect(after.body.data[0].id).toBe(before.body.data[0].id)
   })
 
+  it("refuses data that is not a JSON object, naming the event, and stores nothing", async () => {
+    const before = await t.call("GET", "/api/v1/events?limit=1")
+    for (const data of [[1, 2], null, "text", 3]) {
+      const res = await ingest([
+        { type: "ok.event", data: {} },
+        { type: "ok.event", data },
+      ])
+      expect(res.status, JSON.stringify(data)).toBe(422)
+      expect(res.body.error.details.field).toBe("events[1].data")
+    }
+    const missing = await ingest([{ type: "ok.event" }])
+    expect(missing.status).toBe(422)
+    expect(missing.body.error.details.field).toBe("events[0].data")
+    const after = await t.call("GET", "/api/v1/events?limit=1")
+    expect(after.body.data[0].id).toBe(before.body.data[0].id)
+  })
+
   it("refuses the system's own event names and the enforcement.issued alias", async () => {
     for (const type of ["agent.registered", "policy.denied", "enforcement.issued", "apikey.revoked"]) {
       const res = await ingest([{ type, data: {} }])

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { Cursor, Description, Id, Limit, Timestamp } from "../shared/schemas.ts"
+import { Cursor, Description, Id, jsonObject, Limit, Timestamp } from "../shared/schemas.ts"
 
 export const ApprovalStatus = Schema.Literals(["pending", "approved", "denied", "expired"])
 export type ApprovalStatus = typeof ApprovalStatus.Type
@@ -60,7 +60,7 @@ export const CreateApproval = Schema.Struct({
   agentId: Schema.String.annotate({ description: "the agent that wants to act" }),
   action: ActionName,
   context: Schema.optionalKey(
-    Schema.Record(Schema.String, Schema.Unknown).annotate({
+    jsonObject({
       description: "the action's details, at most 32 KiB encoded; default `{}`. The guard call must send the same",
     }),
   ),

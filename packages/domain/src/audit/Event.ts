@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { Cursor, Limit, Timestamp } from "../shared/schemas.ts"
+import { Cursor, jsonObject, Limit, Timestamp } from "../shared/schemas.ts"
 import { AuditEvent } from "./AuditEvent.ts"
 
 export const MAX_INGEST_BATCH = 100
@@ -8,7 +8,7 @@ export const MAX_EVENT_DATA_BYTES = 32 * 1024
 export const IngestEvent = Schema.Struct({
   type: Schema.String.annotate({ description: "`lowercase.dotted`; the system's own names are refused" }),
   agentId: Schema.optionalKey(Schema.String),
-  data: Schema.Record(Schema.String, Schema.Unknown).annotate({ description: "JSON object, at most 32 KiB encoded" }),
+  data: jsonObject({ description: "JSON object, at most 32 KiB encoded" }),
   occurredAt: Schema.optionalKey(Timestamp),
 }).annotate({ identifier: "IngestEvent" })
 export type IngestEvent = typeof IngestEvent.Type

@@ -1,12 +1,13 @@
 import { Schema } from "effect"
 import { ActionName, MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
+import { jsonObject } from "../shared/schemas.ts"
 import { DECISIONS, MatchedRule } from "./engine/index.ts"
 
 /** POST /guard and POST /policies/evaluate (D6): `{action, context, agentId}`, plus an approval to use. */
 export const GuardRequestInput = Schema.Struct({
   action: ActionName,
   context: Schema.optionalKey(
-    Schema.Record(Schema.String, Schema.Unknown).annotate({
+    jsonObject({
       description: `what the action would do, as a JSON object (at most ${MAX_APPROVAL_CONTEXT_BYTES / 1024} KiB encoded); rules read it as \`context.*\``,
     }),
   ),
