@@ -247,6 +247,39 @@ describe("real responses match the documented schemas", () => {
     expect(fmt("2026-01-01T00:00:00.000Z")).toBe(true)
   })
 
+  it("documents the free-form JSON inputs as the objects the server accepts, with their descriptions", async () => {
+    const agentId = (await t.call("POST", "/api/v1/agents", { body: { name: "openapi-json-objects" } })).body.data.id
+    /** The documented schema at `path` (property names; "items" for an array's), through `$ref`s. */
+    const schemaAt = (schema: Json, path: ReadonlyArray<string>): Json => {
+      const deref = (s: Json): Json =>
+        typeof s.$ref === "string" ? deref(doc.components.schemas[s.$ref.split("/").pop()!]) : s
+      return path.reduce((s, name) => deref(name === "items" ? s.items : s.properties[name]), deref(schema))
+    }
+    const cases: Array<[string, ReadonlyArray<string>, (value: unknown) => Json]> = [
+      ["events.ingest", ["events", "items", "data"], (data) => ({ events: [{ type: "doc.checked", data }] })],
+      ["guard.evaluate", ["context"], (context) => ({ agentId, action: "doc.check", context })],
+      ["policies.evaluate", ["context"], (context) => ({ agentId, action: "doc.check", context })],
+      ["approvals.create", ["context"], (context) => ({ agentId, action: "doc.check", context })],
+      ["agents.create", ["metadata"], (metadata) => ({ name: `openapi-${Date.now()}`, metadata })],
+    ]
+    for (const [operationId, fieldPath, body] of cases) {
+      const field = fieldPath.at(-1)!
+      const { path, method, op } = operationById(operationId)
+      const requestSchema = op.requestBody.content["application/json"].schema
+      const documented = schemaAt(requestSchema, fieldPath)
+      expect(documented.type, `${operationId}.${field}`).toBe("object")
+      expect(documented.description, `${operationId}.${field} has a description`).toMatch(/\w/)
+      const check = makeAjv().compile(withDefs(requestSchema))
+      for (const value of [[1], null, "text", 3]) {
+        expect(check(body(value)), `${operationId} documents ${field}: ${JSON.stringify(value)}`).toBe(false)
+        const res = await t.call(method.toUpperCase(), path, { body: body(value) })
+        expect(res.status, `${operationId} with ${field}: ${JSON.stringify(value)}`).toBe(422)
+        expect(res.body.error.details.field).toMatch(new RegExp(`${field.replace(".", "\\.")}$`))
+      }
+      expect(check(body({ nested: { list: [1, "two"] } })), `${operationId} documents ${field} as an object`).toBe(true)
+    }
+  })
+
   it("agents, versions, workspaces and API keys: create, get, list, update, rotate, revoke, delete", async () => {
     const created = await callDocumented(
       "agents.create",
