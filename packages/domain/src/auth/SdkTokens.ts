@@ -6,6 +6,7 @@ import { ApiKeyRepo, KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
 import { PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
+import { isJsonObject } from "../shared/schemas.ts"
 import type { Actor } from "./Actor.ts"
 import { actorOfKey, keyRefusal } from "./keyActor.ts"
 
@@ -50,7 +51,7 @@ const b64json = (value: unknown) => Buffer.from(JSON.stringify(value)).toString(
 const parseSegment = (segment: string): Record<string, unknown> | undefined => {
   try {
     const value = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"))
-    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined
+    return isJsonObject(value) ? value : undefined
   } catch {
     return undefined
   }

@@ -9,7 +9,9 @@ export const Label = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9_.:/-
 export const Labels = Schema.Array(Label).check(Schema.isMaxLength(50))
 
 type JsonObjectType = { readonly [key: string]: unknown }
-const isJsonObject = (u: unknown): u is JsonObjectType => typeof u === "object" && u !== null && !Array.isArray(u)
+/** A JSON object: an object, not an array or null. */
+export const isJsonObject = (u: unknown): u is JsonObjectType =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
  * An input field that holds any JSON object (event data, a guard's context, metadata). Checked as one

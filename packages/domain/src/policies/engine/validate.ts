@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { ENFORCEMENT_TYPES } from "../../enforcement/Enforcement.ts"
-import { Label } from "../../shared/schemas.ts"
+import { isJsonObject, Label } from "../../shared/schemas.ts"
 import { compileCel } from "./cel.ts"
 import { globProblem } from "./glob.ts"
 import {
@@ -59,8 +59,6 @@ export const parseField = (
   return `unknown field "${field}": use action, context.<path> or one of ${Object.keys(AGENT_FIELDS).join(", ")}`
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
-
 const typeName = (v: unknown): string =>
   v === null ? "null" : Array.isArray(v) ? "a list" : typeof v === "object" ? "an object" : `a ${typeof v}`
 
@@ -118,7 +116,7 @@ class Validator {
   }
 
   document(input: unknown): PolicyDocument | undefined {
-    if (!isObject(input)) return void this.add("", `a policy document must be an object, not ${typeName(input)}`)
+    if (!isJsonObject(input)) return void this.add("", `a policy document must be an object, not ${typeName(input)}`)
     this.unknownKeys(input, "", ["name", "description", "enabled", "mode", "target", "rules"])
     const name = this.string(input.name, "name", LIMITS.nameLength, true)
     const description = this.string(input.description, "description", LIMITS.descriptionLength, false)
@@ -156,7 +154,7 @@ class Validator {
   }
 
   target(v: unknown, path: string): Target | undefined {
-    if (!isObject(v)) return void this.add(path, `must be an object {agentIds?, labels?}, not ${typeName(v)}`)
+    if (!isJsonObject(v)) return void this.add(path, `must be an object {agentIds?, labels?}, not ${typeName(v)}`)
     this.unknownKeys(v, path, ["agentIds", "labels"])
     if (v.agentIds === undefined && v.labels === undefined) {
       return void this.add(path, "names no agent: give agentIds, labels or both (omit target for every agent)")
@@ -179,7 +177,7 @@ class Validator {
   }
 
   rule(v: unknown, path: string): Rule | undefined {
-    if (!isObject(v)) return void this.add(path, `a rule must be an object, not ${typeName(v)}`)
+    if (!isJsonObject(v)) return void this.add(path, `a rule must be an object, not ${typeName(v)}`)
     this.unknownKeys(v, path, ["id", "effect", "actions", "when", "reason", "approval", "enforce"])
     let id: string | undefined
     if (v.id === undefined) this.add(at(path, "id"), "is required")
@@ -239,7 +237,7 @@ class Validator {
   }
 
   enforce(v: unknown, path: string): RuleEnforcement | undefined {
-    if (!isObject(v))
+    if (!isJsonObject(v))
       return void this.add(
         path,
         `must be an object {type, after?, withinSeconds?, durationSeconds?, limitPerMinute?, reason?}, not ${typeName(v)}`,
@@ -287,7 +285,8 @@ class Validator {
   }
 
   approval(v: unknown, path: string): Approval | undefined {
-    if (!isObject(v)) return void this.add(path, `must be an object {timeoutSeconds?, approvers?}, not ${typeName(v)}`)
+    if (!isJsonObject(v))
+      return void this.add(path, `must be an object {timeoutSeconds?, approvers?}, not ${typeName(v)}`)
     this.unknownKeys(v, path, ["timeoutSeconds", "approvers"])
     const timeoutSeconds =
       this.integer(v.timeoutSeconds, at(path, "timeoutSeconds"), LIMITS.approvalTimeoutSeconds, "seconds") ??
@@ -307,7 +306,7 @@ class Validator {
       this.add(path, `conditions may nest at most ${LIMITS.conditionDepth} levels deep`)
       return undefined
     }
-    if (!isObject(v)) return void this.add(path, `must be a condition ${CONDITION_SHAPES}, not ${typeName(v)}`)
+    if (!isJsonObject(v)) return void this.add(path, `must be a condition ${CONDITION_SHAPES}, not ${typeName(v)}`)
     const kinds: Array<string> = CONDITION_KINDS.filter((k) => k in v)
     if (LEAF_KEYS.some((k) => k in v)) kinds.push("field")
     if (kinds.length === 0) {
@@ -497,7 +496,7 @@ class Validator {
   }
 
   time(v: unknown, path: string): TimeWindow | undefined {
-    if (!isObject(v)) return void this.add(path, `must be an object {days?, from, to, tz}, not ${typeName(v)}`)
+    if (!isJsonObject(v)) return void this.add(path, `must be an object {days?, from, to, tz}, not ${typeName(v)}`)
     this.unknownKeys(v, path, ["days", "from", "to", "tz"])
     let days: Array<Weekday> | undefined
     if (v.days !== undefined) {
@@ -545,7 +544,7 @@ class Validator {
   }
 
   rate(v: unknown, path: string): RateLimit | undefined {
-    if (!isObject(v)) return void this.add(path, `must be an object {max, per, scope?}, not ${typeName(v)}`)
+    if (!isJsonObject(v)) return void this.add(path, `must be an object {max, per, scope?}, not ${typeName(v)}`)
     this.unknownKeys(v, path, ["max", "per", "scope"])
     let max: number | undefined
     if (v.max === undefined) this.add(at(path, "max"), "is required: the most calls allowed per period")
