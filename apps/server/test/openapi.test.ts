@@ -255,15 +255,20 @@ describe("real responses match the documented schemas", () => {
         typeof s.$ref === "string" ? deref(doc.components.schemas[s.$ref.split("/").pop()!]) : s
       return path.reduce((s, name) => deref(name === "items" ? s.items : s.properties[name]), deref(schema))
     }
-    const cases: Array<[string, ReadonlyArray<string>, (value: unknown) => Json]> = [
-      ["events.ingest", ["events", "items", "data"], (data) => ({ events: [{ type: "doc.checked", data }] })],
-      ["guard.evaluate", ["context"], (context) => ({ agentId, action: "doc.check", context })],
-      ["policies.evaluate", ["context"], (context) => ({ agentId, action: "doc.check", context })],
-      ["approvals.create", ["context"], (context) => ({ agentId, action: "doc.check", context })],
-      ["agents.create", ["metadata"], (metadata) => ({ name: `openapi-${Date.now()}`, metadata })],
+    // Operation, the field's place in the documented schema, the field the server's 422 names, a body with it.
+    const cases: Array<[string, ReadonlyArray<string>, string, (value: unknown) => Json]> = [
+      [
+        "events.ingest",
+        ["events", "items", "data"],
+        "events[0].data",
+        (data) => ({ events: [{ type: "doc.checked", data }] }),
+      ],
+      ["guard.evaluate", ["context"], "context", (context) => ({ agentId, action: "doc.check", context })],
+      ["policies.evaluate", ["context"], "context", (context) => ({ agentId, action: "doc.check", context })],
+      ["approvals.create", ["context"], "context", (context) => ({ agentId, action: "doc.check", context })],
+      ["agents.create", ["metadata"], "metadata", (metadata) => ({ name: `openapi-${Date.now()}`, metadata })],
     ]
-    for (const [operationId, fieldPath, body] of cases) {
-      const field = fieldPath.at(-1)!
+    for (const [operationId, fieldPath, field, body] of cases) {
       const { path, method, op } = operationById(operationId)
       const requestSchema = op.requestBody.content["application/json"].schema
       const documented = schemaAt(requestSchema, fieldPath)
@@ -274,7 +279,7 @@ describe("real responses match the documented schemas", () => {
         expect(check(body(value)), `${operationId} documents ${field}: ${JSON.stringify(value)}`).toBe(false)
         const res = await t.call(method.toUpperCase(), path, { body: body(value) })
         expect(res.status, `${operationId} with ${field}: ${JSON.stringify(value)}`).toBe(422)
-        expect(res.body.error.details.field).toMatch(new RegExp(`${field.replace(".", "\\.")}$`))
+        expect(res.body.error.details.field).toBe(field)
       }
       expect(check(body({ nested: { list: [1, "two"] } })), `${operationId} documents ${field} as an object`).toBe(true)
     }
