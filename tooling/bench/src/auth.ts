@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process"
 import { Agent, request } from "node:http"
 import { join } from "node:path"
+import { drive, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
 
 /**
@@ -60,21 +61,12 @@ const get = (port: number, token: string | undefined): Promise<number> =>
     req.end()
   })
 
-/** Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS. */
+/** Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS (load.ts). */
 const throughput = async (port: number, token: string | undefined) => {
-  let done = 0
-  const until = performance.now() + THROUGHPUT_MS
-  const start = performance.now()
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (performance.now() < until) {
-        const status = await get(port, token)
-        if (status !== 200) throw new Error(`ping answered ${status}`)
-        done++
-      }
-    }),
-  )
-  return done / ((performance.now() - start) / 1000)
+  const url = `http://127.0.0.1:${port}`
+  const ping = requestBytes(url, "/v1/ping", token ? { authorization: `Bearer ${token}` } : {})
+  const load = await drive(url, CONCURRENCY, THROUGHPUT_MS, () => ping)
+  return load.requests / load.seconds
 }
 
 /** Per-request latency in µs, one request at a time. */

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { Agent, request } from "node:http"
+import { drive as driveLoad, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
 import { type BenchServer, processCpuMs } from "./server.ts"
 
@@ -7,7 +7,8 @@ import { type BenchServer, processCpuMs } from "./server.ts"
  * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
  * connections, against the server child on PostgreSQL (every evaluation is
  * recorded in the chain), and a bare node:http JSON echo server in another
- * child process measured in the same run with the same client and bodies.
+ * child process measured in the same run with the same load generator
+ * (load.ts) and bodies.
  * Targets: throughput ≥ 0.4× the echo server's, p99 ≤ 10 ms.
  */
 
@@ -42,63 +43,16 @@ const startEcho = (): Promise<{ url: string; child: ChildProcess }> =>
     child.once("error", reject)
   })
 
-interface Load {
-  readonly requests: number
-  readonly requestsPerSecond: number
-  readonly latencyMs: ReturnType<typeof summarise>
-}
-
-/** CONNECTIONS clients, each sending `bodyOf(i)` (with `headersOf(i)`) one after another for ROUND_MS. */
-const drive = async (
-  url: string,
-  path: string,
-  headersOf: (i: number) => Record<string, string>,
-  bodyOf: (i: number) => string,
-) => {
-  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
-  const { hostname, port } = new URL(url)
-  const latencies: Array<number> = []
-  let n = 0
-  const send = (headers: Record<string, string>, body: string) =>
-    new Promise<number>((resolve, reject) => {
-      const req = request(
-        {
-          host: hostname,
-          port,
-          path,
-          method: "POST",
-          agent,
-          headers: { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-        },
-        (res) => {
-          res.resume()
-          res.on("end", () => resolve(res.statusCode ?? 0))
-        },
-      )
-      req.on("error", reject)
-      req.end(body)
-    })
-  const until = performance.now() + ROUND_MS
-  const start = performance.now()
-  await Promise.all(
-    Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < until) {
-        const t0 = performance.now()
-        const i = n++
-        const status = await send(headersOf(i), bodyOf(i))
-        latencies.push(performance.now() - t0)
-        if (status !== 200) throw new Error(`${path} answered ${status}`)
-      }
-    }),
-  )
-  const seconds = (performance.now() - start) / 1000
-  agent.destroy()
+/** CONNECTIONS connections sending `requestOf(i)` for ROUND_MS. */
+const drive = async (url: string, requestOf: (i: number) => Buffer) => {
+  const load = await driveLoad(url, CONNECTIONS, ROUND_MS, requestOf)
   return {
-    requests: latencies.length,
-    requestsPerSecond: latencies.length / seconds,
-    latencyMs: summarise(latencies),
-  } satisfies Load
+    requests: load.requests,
+    requestsPerSecond: load.requests / load.seconds,
+    latencyMs: summarise(load.latenciesMs),
+  }
 }
+type Load = Awaited<ReturnType<typeof drive>>
 
 /** A workspace-sized policy set: RULES rules over exact, prefix and glob actions, half with conditions. */
 const policies = () =>
@@ -139,26 +93,33 @@ export const runGuardHttpBenchmark = async (
   const echo = await startEcho()
   try {
     const auth = { authorization: `Bearer ${token.body.data.token}` }
-    const none = () => ({})
-    const authOf = () => auth
-    const bodyOf = (i: number) => bodies[i % bodies.length]!
+    const echoRequests = bodies.map((body) => requestBytes(echo.url, "/echo", {}, body))
+    const guardRequests = bodies.map((body) => requestBytes(server.url, "/v1/guard", auth, body))
+    const toEcho = (i: number) => echoRequests[i % echoRequests.length]!
+    const toGuard = (i: number) => guardRequests[i % guardRequests.length]!
     log(`guard warm-up (${CONNECTIONS} connections)`)
-    await drive(echo.url, "/echo", none, bodyOf)
-    await drive(server.url, "/v1/guard", authOf, bodyOf)
-    type Measured = Load & { serverCpuUsPerRequest: number | undefined }
-    /** A round, with the CPU the serving process spent per request: what throughput is made of on a shared machine. */
+    await drive(echo.url, toEcho)
+    await drive(server.url, toGuard)
+    type Measured = Load & { serverCpuUsPerRequest: number | undefined; clientCpuUsPerRequest: number | undefined }
+    /** A round, with the CPU the serving process and the load generator spent per request: on a shared machine, what throughput is made of. */
     const measure = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
+      const perRequest = (a: number | undefined, b: number | undefined, requests: number) =>
+        a === undefined || b === undefined ? undefined : round(((b - a) * 1000) / requests, 1)
       const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
+      const self0 = processCpuMs(process.pid)
       const load = await round_()
       const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
-      const serverCpuUsPerRequest =
-        cpu0 === undefined || cpu1 === undefined ? undefined : round(((cpu1 - cpu0) * 1000) / load.requests, 1)
-      return { ...load, serverCpuUsPerRequest }
+      const self1 = processCpuMs(process.pid)
+      return {
+        ...load,
+        serverCpuUsPerRequest: perRequest(cpu0, cpu1, load.requests),
+        clientCpuUsPerRequest: perRequest(self0, self1, load.requests),
+      }
     }
     const rounds: Array<{ guard: Measured; echo: Measured }> = []
     for (let r = 1; r <= ROUNDS; r++) {
-      const e = await measure(echo.child.pid, () => drive(echo.url, "/echo", none, bodyOf))
-      const g = await measure(server.pid, () => drive(server.url, "/v1/guard", authOf, bodyOf))
+      const e = await measure(echo.child.pid, () => drive(echo.url, toEcho))
+      const g = await measure(server.pid, () => drive(server.url, toGuard))
       log(
         `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"} µs CPU/request); echo ${round(e.requestsPerSecond, 0)} req/s (${e.serverCpuUsPerRequest ?? "?"} µs CPU/request)`,
       )
@@ -166,7 +127,9 @@ export const runGuardHttpBenchmark = async (
     }
     // Informational: the SDK sends an Idempotency-Key with every guard call; each request here has its own.
     const run = `bench-${Date.now().toString(36)}`
-    const keyed = await drive(server.url, "/v1/guard", (i) => ({ ...auth, "idempotency-key": `${run}-${i}` }), bodyOf)
+    const keyed = await drive(server.url, (i) =>
+      requestBytes(server.url, "/v1/guard", { ...auth, "idempotency-key": `${run}-${i}` }, bodies[i % bodies.length]),
+    )
     log(`guard with Idempotency-Key: ${round(keyed.requestsPerSecond, 0)} req/s (p99 ${keyed.latencyMs.p99} ms)`)
     const value = median(rounds.map((r) => r.guard.requestsPerSecond))
     const baseline = median(rounds.map((r) => r.echo.requestsPerSecond))
@@ -177,7 +140,7 @@ export const runGuardHttpBenchmark = async (
       unit: "requests/s",
       value,
       baseline: {
-        what: "a bare node:http JSON echo server (child process), same client and bodies",
+        what: "a bare node:http JSON echo server (child process), same load generator (load.ts) and bodies",
         value: round(baseline),
       },
       targets: [target("ratio to the echo server", "min", 0.4, value / baseline), target("p99 ms", "max", 10, p99)],
