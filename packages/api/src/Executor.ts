@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import {
   type Actor,
   Authenticator,
@@ -247,7 +247,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     },
     requestId: string,
   ): Promise<Result<IdempotentResponse>> => {
-    const requestHash = createHash("sha256").update(canonicalize(fingerprint)).digest("hex")
+    const requestHash = hash("sha256", canonicalize(fingerprint), "hex")
     // The stored and the answered response of a value come from one rendering.
     let last: { readonly value: unknown; readonly rendered: ReturnType<typeof respond> } | undefined
     const rendered = (value: unknown) => {

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto"
+import { hash, randomBytes } from "node:crypto"
 import { crc32 } from "node:zlib"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -43,7 +43,7 @@ export interface MintedKey {
 }
 
 /** SHA-256 of the full key, hex: the only form in which a key is stored. */
-export const hashKey = (key: string): string => createHash("sha256").update(key).digest("hex")
+export const hashKey = (key: string): string => hash("sha256", key, "hex")
 
 /** Mints `svc_ws_{env}_<secret>` or `svc_ag_sk_{env}_<secret>` (decision D4). */
 export const mintKey = (type: KeyType, env: Environment): MintedKey => {
