@@ -210,10 +210,11 @@ export const makeRestHandler = (options: RestOptions) => {
         actor,
         idempotencyKey,
         fingerprint,
-        (value) => ({
-          response: encode(op, value),
-          stored: encode(op, op.redactForReplay ? op.redactForReplay(value) : value),
-        }),
+        (value) => {
+          const response = encode(op, value)
+          // Rendered once when the replay is the response itself (the guard's case): one JSON.stringify per call.
+          return { response, stored: op.redactForReplay ? encode(op, op.redactForReplay(value)) : response }
+        },
         requestId,
       )
       if (!result.ok) return sendError(res, result.error, requestId)
