@@ -177,9 +177,21 @@ const resultOf = (verdict: Verdict, stored: ReadonlyArray<AuditEvent>): GuardRes
   eventId: stored[0]!.id,
 })
 
+/**
+ * The decision's answer for its stored events, built once: the answer a key stores and the answer the caller
+ * gets are then one object, which the transport renders once.
+ */
+const answering = (verdict: Verdict) => {
+  let last: { readonly stored: ReadonlyArray<AuditEvent>; readonly result: GuardResult } | undefined
+  return (stored: ReadonlyArray<AuditEvent>): GuardResult => {
+    if (last?.stored !== stored) last = { stored, result: resultOf(verdict, stored) }
+    return last.result
+  }
+}
+
 /** What the caller gets for an append: the decision's answer, or the first answer of its Idempotency-Key. */
-const answerOf = (verdict: Verdict, outcome: AppendOutcome): GuardResult | Replayed =>
-  outcome instanceof Replayed ? outcome : resultOf(verdict, outcome)
+const answerOf = (result: (stored: ReadonlyArray<AuditEvent>) => GuardResult, outcome: AppendOutcome) =>
+  outcome instanceof Replayed ? outcome : result(outcome)
 
 /**
  * The decision's append. Under an Idempotency-Key, the key rides with the events (the appender claims it in
@@ -192,12 +204,13 @@ const appendRequest = (
   action: string,
   verdict: Verdict,
   key: IdempotencyRequest | undefined,
+  result: (stored: ReadonlyArray<AuditEvent>) => GuardResult,
 ): AppendRequest => ({
   actor,
   events: eventsOf(agentId, action, verdict),
   idempotency: key && {
     ...key,
-    render: (stored) => key.render(resultOf(verdict, stored as ReadonlyArray<AuditEvent>)),
+    render: (stored) => key.render(result(stored as ReadonlyArray<AuditEvent>)),
   },
 })
 
@@ -368,9 +381,12 @@ export class GuardService extends Context.Service<
       /** The decision's events, appended in the group commit (or in the caller's transaction, there). */
       const record = (actor: Actor, agentId: string, action: string, verdict: Verdict, key?: IdempotencyRequest) =>
         // Built when run: an approval settled before it changes the verdict.
-        Effect.suspend(() => appender.append(appendRequest(actor, agentId, action, verdict, key))).pipe(
-          Effect.map((outcome) => answerOf(verdict, outcome)),
-        )
+        Effect.suspend(() => {
+          const result = answering(verdict)
+          return appender
+            .append(appendRequest(actor, agentId, action, verdict, key, result))
+            .pipe(Effect.map((outcome) => answerOf(result, outcome)))
+        })
 
       /**
        * What follows a decision: the approval it needs created or used (D7), its events recorded, and the
@@ -509,11 +525,12 @@ export class GuardService extends Context.Service<
         if (decided.decision === "require_approval" || enforcesOnDeny(state.set, decided))
           return runExit(conclude(actor, input, agentId, context, state.set, decided, idempotency))
         const verdict = verdictOf(decided)
+        const result = answering(verdict)
         return appender
-          .appendNow(appendRequest(actor, agentId, input.action, verdict, idempotency))
+          .appendNow(appendRequest(actor, agentId, input.action, verdict, idempotency, result))
           .then(
             (exit): Exit.Exit<GuardResult | Replayed, GuardError> =>
-              Exit.map(exit, (outcome) => answerOf(verdict, outcome)),
+              Exit.map(exit, (outcome) => answerOf(result, outcome)),
           )
       }
 

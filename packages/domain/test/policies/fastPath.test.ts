@@ -198,6 +198,31 @@ describe("the guard's fast path", () => {
     expect(other && Exit.isFailure(other)).toBe(true)
   })
 
+  it("stores under the key the very answer it returns, so that the transport renders it once", async () => {
+    const { actor, agentId, guard } = await setup()
+    const keyed = (name: string) => {
+      const stored: Array<unknown> = []
+      const request: IdempotencyRequest = {
+        key: name,
+        operation: "guard.evaluate",
+        requestHash: "h",
+        render: (value) => {
+          stored.push(value)
+          return { status: 200, body: JSON.stringify(value) }
+        },
+      }
+      return { request, stored }
+    }
+    const fast = keyed("same-1")
+    const answered = await now(guard, actor, { agentId, action: "files.delete" }, fast.request)
+    expect(fast.stored).toHaveLength(1)
+    expect(fast.stored[0]).toBe(answered)
+    const slow = keyed("same-2")
+    const evaluated = await env.run(guard.evaluate(actor, { agentId, action: "files.read" }, slow.request))
+    expect(slow.stored).toHaveLength(1)
+    expect(slow.stored[0]).toBe(evaluated)
+  })
+
   it("hands an approval to the Effect path's steps: require_approval creates one, once per key", async () => {
     const { actor, agentId, guard } = await setup()
     const ask = { agentId, action: "pay.card", context: { amount: 500 } }
