@@ -78,7 +78,7 @@ export {
 } from "./audit/eventCatalog.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
-export { looksLikeJwt, SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
+export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./enforcement/Enforcement.ts"
 export * from "./enforcement/EnforcementErrors.ts"
