@@ -12,7 +12,6 @@ afterEach(async () => {
 
 const listen = async (server: Server | TcpServer) => {
   servers.push(server)
-  if ("closeAllConnections" in server) server.keepAliveTimeout = 10_000
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const address = server.address()
   if (address === null || typeof address === "string") throw new Error("no port")
