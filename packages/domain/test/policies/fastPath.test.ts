@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto"
+import { Database } from "@agentgov/db"
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
@@ -28,6 +30,28 @@ beforeAll(async () => {
   env = await makeDomainRuntime()
 })
 afterAll(async () => env?.dispose())
+
+/**
+ * Waits until this process has heard every notification committed so far: one LISTEN connection delivers
+ * them in commit order, so a token notified now arrives after them. Until then a writer's notification
+ * (an agent registered, a policy created) may still drop what the guard loaded, and the fast path declines.
+ */
+const heardAll = () =>
+  env.run(
+    Database.use((db) =>
+      Effect.promise(async () => {
+        const token = randomUUID()
+        let heard!: () => void
+        const arrived = new Promise<void>((resolve) => {
+          heard = resolve
+        })
+        const stop = await db.listen("fast_path_test", (payload) => payload === token && heard())
+        await db.notify("fast_path_test", token)
+        await arrived
+        await stop()
+      }),
+    ),
+  )
 
 let counter = 0
 const setup = async () => {
@@ -68,6 +92,7 @@ const setup = async () => {
     ),
   )
   const guard = await env.run(GuardService.use(Effect.succeed))
+  await heardAll()
   await env.run(guard.evaluate(actor, { agentId, action: "warm.up" }))
   return { actor, agentId, guard }
 }
@@ -113,6 +138,7 @@ describe("the guard's fast path", () => {
     const agentId = (await env.run(AgentService.use((s) => s.register(actor, { name: "cold" })))).id
     const guard = await env.run(GuardService.use(Effect.succeed))
     expect(guard.evaluateNow(actor, { agentId, action: "a.b" })).toBeUndefined()
+    await heardAll()
     await env.run(guard.evaluate(actor, { agentId, action: "a.b" }))
     expect(guard.evaluateNow(actor, { agentId, action: "a.b" })).toBeDefined()
   })
@@ -167,19 +193,11 @@ describe("the guard's fast path", () => {
     )
     // The writer dropped the compiled policies at commit: the fast path declines until evaluate loads them.
     expect(guard.evaluateNow(actor, { agentId, action: "files.delete" })).toBeUndefined()
+    // The change's own notification would drop a copy loaded before it arrives (on PostgreSQL): wait for it.
+    await heardAll()
     const reloaded = (await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))) as GuardResult
     expect(reloaded.decision).toBe("allow")
-    // The change's own notification may drop the reloaded copy once more (on PostgreSQL): evaluate loads it again.
-    let fast: GuardResult | undefined
-    for (let i = 0; i < 50 && fast === undefined; i++) {
-      const pending = guard.evaluateNow(actor, { agentId, action: "files.delete" })
-      if (pending !== undefined) fast = (await answerOf(pending)) as GuardResult
-      else {
-        await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    }
-    expect(fast?.decision).toBe("allow")
+    expect(((await now(guard, actor, { agentId, action: "files.delete" })) as GuardResult).decision).toBe("allow")
   })
 
   it("replays a retry under the same Idempotency-Key, refuses the key with another request", async () => {
