@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { drive as driveLoad, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
-import { type BenchServer, processCpuMs } from "./server.ts"
+import { type BenchServer, postgresCpuMs, processCpuMs } from "./server.ts"
 
 /**
  * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
@@ -100,20 +100,27 @@ export const runGuardHttpBenchmark = async (
     log(`guard warm-up (${CONNECTIONS} connections)`)
     await drive(echo.url, toEcho)
     await drive(server.url, toGuard)
-    type Measured = Load & { serverCpuUsPerRequest: number | undefined; clientCpuUsPerRequest: number | undefined }
-    /** A round, with the CPU the serving process and the load generator spent per request: on a shared machine, what throughput is made of. */
+    type Measured = Load & {
+      serverCpuUsPerRequest: number | undefined
+      clientCpuUsPerRequest: number | undefined
+      postgresCpuUsPerRequest: number | undefined
+    }
+    /** A round, with the CPU the serving process, PostgreSQL and the load generator spent per request: on a shared machine, what throughput is made of. */
     const measure = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
       const perRequest = (a: number | undefined, b: number | undefined, requests: number) =>
         a === undefined || b === undefined ? undefined : round(((b - a) * 1000) / requests, 1)
       const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
       const self0 = processCpuMs(process.pid)
+      const pg0 = postgresCpuMs()
       const load = await round_()
       const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
       const self1 = processCpuMs(process.pid)
+      const pg1 = postgresCpuMs()
       return {
         ...load,
         serverCpuUsPerRequest: perRequest(cpu0, cpu1, load.requests),
         clientCpuUsPerRequest: perRequest(self0, self1, load.requests),
+        postgresCpuUsPerRequest: perRequest(pg0, pg1, load.requests),
       }
     }
     const rounds: Array<{ guard: Measured; echo: Measured }> = []
@@ -121,7 +128,7 @@ export const runGuardHttpBenchmark = async (
       const e = await measure(echo.child.pid, () => drive(echo.url, toEcho))
       const g = await measure(server.pid, () => drive(server.url, toGuard))
       log(
-        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"} µs CPU/request); echo ${round(e.requestsPerSecond, 0)} req/s (${e.serverCpuUsPerRequest ?? "?"} µs CPU/request)`,
+        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"}, PostgreSQL ${g.postgresCpuUsPerRequest ?? "?"} µs CPU/request); echo ${round(e.requestsPerSecond, 0)} req/s (${e.serverCpuUsPerRequest ?? "?"} µs CPU/request)`,
       )
       rounds.push({ guard: g, echo: e })
     }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { Agent, request } from "node:http"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
@@ -38,6 +38,24 @@ export const processCpuMs = (pid: number): number | undefined => {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
     return (Number(fields[11]) + Number(fields[12])) * 10
+  } catch {
+    return undefined
+  }
+}
+
+/** Linux: CPU time, in ms, of every process named `postgres` (the server's backends and its own workers). */
+export const postgresCpuMs = (): number | undefined => {
+  try {
+    let total = 0
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === "postgres") total += processCpuMs(Number(entry)) ?? 0
+      } catch {
+        // The process ended between the listing and the read.
+      }
+    }
+    return total
   } catch {
     return undefined
   }
