@@ -401,6 +401,12 @@ describe("expiry", () => {
     const lasting = await issue({ agentId: agent.id, type: "warning" })
     expect(await agentStatus(agent.id)).toBe("suspended")
     await waitPast(e.expiresAt)
+    // The agent too, before the sweep: GET and the status filters of GET /agents.
+    expect(await agentStatus(agent.id)).toBe("active")
+    const listed = async (status: string) =>
+      (await t.call("GET", `/api/v1/agents?status=${status}&limit=100`)).body.data.map((a: any) => a.id)
+    expect(await listed("active")).toContain(agent.id)
+    expect(await listed("suspended")).not.toContain(agent.id)
     const expected = { ...e, status: "expired", inForce: false, updatedAt: e.expiresAt }
     expect((await t.call("GET", `/api/v1/enforcement/${e.id}`)).body.data).toEqual(expected)
     const inForce = await t.call("GET", `/api/v1/enforcement?agentId=${agent.id}`)

@@ -2,6 +2,7 @@ import { jsonb } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import { suspensionHolds, suspensionLapsedAt } from "../enforcement/EnforcementRepo.ts"
 import type { Agent, AgentVersion } from "./Agent.ts"
 
 interface AgentRow {
@@ -60,6 +61,8 @@ export interface AgentFilter {
   readonly onlyId?: string | undefined
   readonly before?: string | undefined
   readonly limit: number
+  /** The instant the agents are shown as of (see `find`). */
+  readonly asOf: string
 }
 
 /** SQL for agents and their versions; every statement is scoped by workspace. */
@@ -68,9 +71,15 @@ export class AgentRepo extends Context.Service<
   {
     /** Fails with the SqlError of a unique violation (name taken); other errors are defects. */
     readonly insert: (a: Agent) => Effect.Effect<void, SqlError>
-    readonly find: (workspaceId: string, id: string) => Effect.Effect<Agent | undefined>
-    /** Locks the row for the rest of the transaction. */
+    /**
+     * The agent as stored; with `asOf`, as it stands at that instant: a suspended agent none of whose
+     * suspensions or revocations is still in force shows as `active`, updated when the last one lapsed,
+     * as the expiry sweep will record it (EnforcementService.expireDue).
+     */
+    readonly find: (workspaceId: string, id: string, asOf?: string) => Effect.Effect<Agent | undefined>
+    /** Locks the row for the rest of the transaction; the agent as stored. */
     readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<Agent | undefined>
+    /** Filtered by the status shown as of `filter.asOf`, and shown so (see `find`). */
     readonly list: (workspaceId: string, filter: AgentFilter) => Effect.Effect<ReadonlyArray<Agent>>
     readonly update: (a: Agent) => Effect.Effect<void, SqlError>
     /**
@@ -92,12 +101,26 @@ export class AgentRepo extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const listeners = new Set<(agentId: string) => void>()
-      const find = (lock: boolean) => (workspaceId: string, id: string) =>
-        sql<AgentRow>`SELECT * FROM agents WHERE workspace_id = ${workspaceId} AND id = ${id}
-            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(
-          Effect.map((rows) => (rows[0] ? toAgent(rows[0]) : undefined)),
-          Effect.orDie,
-        )
+      /** The columns of `agents`, with `status` and `updated_at` as they stand at `asOf` (see `find`). */
+      const shownAsOf = (asOf: string) => {
+        const lapsed = sql`(status = 'suspended' AND NOT ${suspensionHolds(sql, asOf)})`
+        return sql`id, workspace_id, name, description, labels, metadata, current_version, trust_score, created_at,
+          deregistered_at,
+          CASE WHEN ${lapsed} THEN 'active' ELSE status END AS status,
+          CASE WHEN ${lapsed} THEN GREATEST(updated_at, ${suspensionLapsedAt(sql, asOf)}) ELSE updated_at END
+            AS updated_at`
+      }
+      /** The stored statuses that can show as `status`: only a suspended agent's shows otherwise. */
+      const storedStatusMayShow = (status: Agent["status"] | undefined) =>
+        status === undefined
+          ? sql`AND status <> 'deregistered'`
+          : status === "active"
+            ? sql`AND status IN ('active', 'suspended')`
+            : sql`AND status = ${status}`
+      const one = (rows: ReadonlyArray<AgentRow>) => (rows[0] ? toAgent(rows[0]) : undefined)
+      const find = (workspaceId: string, id: string, asOf?: string) =>
+        sql<AgentRow>`SELECT ${asOf === undefined ? sql`*` : shownAsOf(asOf)} FROM agents
+            WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(Effect.map(one), Effect.orDie)
       return AgentRepo.of({
         insert: (a) =>
           sql`INSERT INTO agents (id, workspace_id, name, description, labels, metadata, status, current_version,
@@ -105,15 +128,20 @@ export class AgentRepo extends Context.Service<
               VALUES (${a.id}, ${a.workspaceId}, ${a.name}, ${a.description}, ${jsonb(sql, a.labels)},
                 ${jsonb(sql, a.metadata)}, ${a.status}, ${a.currentVersion}, ${a.trustScore},
                 ${a.createdAt}::timestamptz, ${a.updatedAt}::timestamptz)`.pipe(Effect.asVoid),
-        find: find(false),
-        findForUpdate: find(true),
+        find,
+        findForUpdate: (workspaceId, id) =>
+          sql<AgentRow>`SELECT * FROM agents WHERE workspace_id = ${workspaceId} AND id = ${id} FOR UPDATE`.pipe(
+            Effect.map(one),
+            Effect.orDie,
+          ),
         list: (workspaceId, f) =>
-          sql<AgentRow>`SELECT * FROM agents WHERE workspace_id = ${workspaceId}
+          sql<AgentRow>`SELECT * FROM (SELECT ${shownAsOf(f.asOf)} FROM agents WHERE workspace_id = ${workspaceId}
               ${f.onlyId ? sql`AND id = ${f.onlyId}` : sql``}
-              ${f.status ? sql`AND status = ${f.status}` : sql`AND status <> 'deregistered'`}
+              ${storedStatusMayShow(f.status)}
               ${f.label ? sql`AND labels ? ${f.label}` : sql``}
               ${f.namePrefix ? sql`AND starts_with(name, ${f.namePrefix})` : sql``}
-              ${f.before ? sql`AND id < ${f.before}` : sql``}
+              ${f.before ? sql`AND id < ${f.before}` : sql``}) shown
+              ${f.status ? sql`WHERE status = ${f.status}` : sql``}
               ORDER BY id DESC LIMIT ${f.limit}`.pipe(
             Effect.map((rows) => rows.map(toAgent)),
             Effect.orDie,

@@ -97,10 +97,19 @@ export class AgentService extends Context.Service<
       const load = (actor: Actor, id: string, lock = false) =>
         Effect.gen(function* () {
           yield* ownAgentOnly(actor, id)
-          const agent = yield* (lock ? repo.findForUpdate : repo.find)(actor.workspaceId, id)
+          // Read as of now (a lapsed suspension shows as lifted); locked for a change, as stored.
+          const agent = lock
+            ? yield* repo.findForUpdate(actor.workspaceId, id)
+            : yield* repo.find(actor.workspaceId, id, yield* nowIso)
           if (!agent) return yield* new AgentNotFound({ agentId: id })
           return agent
         })
+
+      /** A suspended agent read under its lock, as it stands at `now` (its suspension may have lapsed). */
+      const shown = (agent: Agent, now: string) =>
+        agent.status === "suspended"
+          ? Effect.map(repo.find(agent.workspaceId, agent.id, now), (a) => a ?? agent)
+          : Effect.succeed(agent)
 
       const register = Effect.fn("AgentService.register")(function* (actor: Actor, input: RegisterAgent) {
         if (actor.agentId !== undefined)
@@ -148,6 +157,7 @@ export class AgentService extends Context.Service<
           onlyId: actor.agentId,
           before,
           limit: limit + 1,
+          asOf: yield* nowIso,
         })
         return toPage(rows, limit)
       })
@@ -167,15 +177,16 @@ export class AgentService extends Context.Service<
             const changes = (Object.keys(patch) as Array<keyof UpdateAgent>).filter(
               (k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]),
             )
-            if (changes.length === 0) return current
-            const updated: Agent = { ...next, updatedAt: yield* nowIso }
+            const now = yield* nowIso
+            if (changes.length === 0) return yield* shown(current, now)
+            const updated: Agent = { ...next, updatedAt: now }
             yield* repo
               .update(updated)
               .pipe(onUnique("agents_name_unique", () => new AgentNameTaken({ name: updated.name })))
             yield* audit.append(actor, [
               { type: "agent.updated", agentId: id, data: { agentId: id, agentName: updated.name, changes } },
             ])
-            return updated
+            return yield* shown(updated, now)
           }),
         )
       })

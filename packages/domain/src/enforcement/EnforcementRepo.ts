@@ -3,6 +3,36 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
 import type { EnforcementStatus, EnforcementType, Resolution, StoredEnforcement } from "./Enforcement.ts"
 
+// The columns below are unqualified: inside the agents' subqueries they name the innermost `enforcements e`.
+
+/** In force by status, regardless of time: active, appealed, or resolved as upheld. */
+const inForceStatus = (sql: SqlClient.SqlClient): Statement.Fragment =>
+  sql`(status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))`
+const notPast = (sql: SqlClient.SqlClient, now: string): Statement.Fragment =>
+  sql`(expires_at IS NULL OR expires_at > ${now}::timestamptz)`
+const inForceAt = (sql: SqlClient.SqlClient, now: string): Statement.Fragment =>
+  sql`(${inForceStatus(sql)} AND ${notPast(sql, now)})`
+/** In force by status but past its expiry at `now`: expired, whether or not the sweep recorded it yet. */
+const lapsedBy = (sql: SqlClient.SqlClient, now: string): Statement.Fragment =>
+  sql`(${inForceStatus(sql)} AND expires_at <= ${now}::timestamptz)`
+
+/** SQL: the suspensions and revocations of the outer query's agent (`agents`). */
+const suspendingOfAgent = (sql: SqlClient.SqlClient): Statement.Fragment =>
+  sql`FROM enforcements e WHERE e.workspace_id = agents.workspace_id AND e.agent_id = agents.id
+    AND e.type IN ('suspension', 'revocation')`
+
+/**
+ * SQL: whether a suspension or revocation of the outer query's agent is in force at `now` (what
+ * `countSuspending` counts). The agents' reads use it to show a lapsed suspension as lifted before the
+ * sweep records it.
+ */
+export const suspensionHolds = (sql: SqlClient.SqlClient, now: string): Statement.Fragment =>
+  sql`EXISTS (SELECT 1 ${suspendingOfAgent(sql)} AND ${inForceAt(sql, now)})`
+
+/** SQL: when the last of those that lapsed by `now` (what the sweep will expire) lapsed; null if none did. */
+export const suspensionLapsedAt = (sql: SqlClient.SqlClient, now: string): Statement.Fragment =>
+  sql`(SELECT max(e.expires_at) ${suspendingOfAgent(sql)} AND ${lapsedBy(sql, now)})`
+
 interface Row {
   readonly id: string
   readonly workspace_id: string
@@ -113,21 +143,18 @@ export class EnforcementRepo extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const one = (rows: ReadonlyArray<Row>) => (rows[0] ? toEnforcement(rows[0]) : undefined)
 
-      /** In force by status, regardless of time: active, appealed, or resolved as upheld. */
-      const inForceStatus = sql`(status IN ('active', 'appealed') OR (status = 'resolved' AND resolution = 'upheld'))`
-      const notPast = (now: string) => sql`(expires_at IS NULL OR expires_at > ${now}::timestamptz)`
-      const inForce = (now: string) => sql`(${inForceStatus} AND ${notPast(now)})`
+      const inForce = (now: string) => inForceAt(sql, now)
 
       // The status as shown at `now`: an enforcement in force past its expiry reads as expired.
       const statusIs = (status: EnforcementStatus, now: string): Statement.Fragment => {
         switch (status) {
           case "active":
           case "appealed":
-            return sql`(status = ${status} AND ${notPast(now)})`
+            return sql`(status = ${status} AND ${notPast(sql, now)})`
           case "resolved":
-            return sql`(status = 'resolved' AND (resolution = 'overturned' OR ${notPast(now)}))`
+            return sql`(status = 'resolved' AND (resolution = 'overturned' OR ${notPast(sql, now)}))`
           case "expired":
-            return sql`(status = 'expired' OR (${inForceStatus} AND expires_at <= ${now}::timestamptz))`
+            return sql`(status = 'expired' OR ${lapsedBy(sql, now)})`
         }
       }
 
@@ -199,14 +226,14 @@ export class EnforcementRepo extends Context.Service<
           ),
         workspacesWithExpired: (now) =>
           sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM enforcements
-              WHERE ${inForceStatus} AND expires_at <= ${now}::timestamptz`.pipe(
+              WHERE ${lapsedBy(sql, now)}`.pipe(
             Effect.map((rows) => rows.map((r) => r.workspace_id)),
             Effect.orDie,
           ),
         expire: (workspaceId, now) =>
           Effect.gen(function* () {
             const due = yield* sql<Row>`SELECT * FROM enforcements
-                WHERE workspace_id = ${workspaceId} AND ${inForceStatus} AND expires_at <= ${now}::timestamptz
+                WHERE workspace_id = ${workspaceId} AND ${lapsedBy(sql, now)}
                 ORDER BY expires_at, id LIMIT ${EXPIRE_BATCH} FOR UPDATE SKIP LOCKED`
             if (due.length === 0) return []
             yield* sql`UPDATE enforcements SET status = 'expired', updated_at = expires_at

@@ -356,14 +356,23 @@ export class EnforcementService extends Context.Service<
       /**
        * After `lifted` stopped being in force: the agent goes back to `active` unless another suspension or
        * revocation of it is still in force (or it is not suspended: deregistered stays deregistered).
-       * Takes the agent's row lock, after the enforcement rows (the lock order everywhere).
+       * Takes the agent's row lock, after the enforcement rows (the lock order everywhere). `liftedAt`: when
+       * they stopped being in force (the sweep: the last one's expiry); it becomes the agent's update time
+       * unless the agent changed later, which is what the agents' reads show before the sweep gets there
+       * (AgentRepo.find).
        */
-      const reinstate = (workspaceId: string, agentId: string, lifted: ReadonlyArray<string>, now: number) =>
+      const reinstate = (
+        workspaceId: string,
+        agentId: string,
+        lifted: ReadonlyArray<string>,
+        now: number,
+        liftedAt = now,
+      ) =>
         Effect.gen(function* () {
           const agent = yield* agents.findForUpdate(workspaceId, agentId)
           if (agent?.status !== "suspended") return false
           if ((yield* repo.countSuspending(workspaceId, agentId, lifted, isoOf(now))) > 0) return false
-          yield* setAgentStatus(agent, "active", now)
+          yield* setAgentStatus(agent, "active", Math.max(liftedAt, Date.parse(agent.updatedAt)))
           return true
         })
 
@@ -562,10 +571,16 @@ export class EnforcementService extends Context.Service<
               const expired = yield* repo.expire(workspaceId, now)
               if (expired.length === 0) return 0
               const liftedIds = expired.map((e) => e.id)
-              const agentIds = [...new Set(expired.filter((e) => SUSPENDING_TYPES.has(e.type)).map((e) => e.agentId))]
+              // Per agent, when its last expired suspension or revocation lapsed (what AgentRepo.find shows).
+              const lapsedAt = new Map<string, number>()
+              for (const e of expired) {
+                if (SUSPENDING_TYPES.has(e.type))
+                  lapsedAt.set(e.agentId, Math.max(lapsedAt.get(e.agentId) ?? 0, Date.parse(e.expiresAt!)))
+              }
               const reinstated = new Set<string>()
-              for (const agentId of agentIds.sort()) {
-                if (yield* reinstate(workspaceId, agentId, liftedIds, nowMsValue)) reinstated.add(agentId)
+              for (const agentId of [...lapsedAt.keys()].sort()) {
+                if (yield* reinstate(workspaceId, agentId, liftedIds, nowMsValue, lapsedAt.get(agentId)))
+                  reinstated.add(agentId)
               }
               // The first expiry of a reinstated agent is the one that says so.
               const told = new Set<string>()

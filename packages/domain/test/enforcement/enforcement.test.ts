@@ -178,6 +178,74 @@ describe("expiry, judged by the clock at the millisecond", () => {
   })
 })
 
+describe("an agent read as of the clock: a lapsed suspension shows lifted before the sweep records it", () => {
+  const agentAt = (actor: Actor, agentId: string, ms: number) =>
+    run(
+      at(
+        ms,
+        AgentService.use((s) => s.get(actor, agentId)),
+      ),
+    )
+  const listedAt = (actor: Actor, status: "active" | "suspended", ms: number) =>
+    run(
+      at(
+        ms,
+        AgentService.use((s) => s.list(actor, { status })),
+      ),
+    ).then((page) => page.data.map((a) => a.id))
+
+  it("get and list show it suspended until expiresAt, then active as of expiresAt; the sweep stores the same", async () => {
+    const { actor, agentId } = await setup()
+    const e = await issue(actor, { agentId, type: "suspension", durationSeconds: 60 })
+    const suspended = await agentAt(actor, agentId, T + 59_999)
+    expect(suspended.status).toBe("suspended")
+    expect(await listedAt(actor, "suspended", T + 59_999)).toEqual([agentId])
+    expect(await listedAt(actor, "active", T + 59_999)).toEqual([])
+
+    const lifted = await agentAt(actor, agentId, T + 60_000)
+    expect(lifted).toEqual({ ...suspended, status: "active", updatedAt: e.expiresAt })
+    expect(await listedAt(actor, "suspended", T + 60_000)).toEqual([])
+    expect(await listedAt(actor, "active", T + 60_000)).toEqual([agentId])
+
+    await sweep(T + 90_000)
+    // Stored now: read at any time, the same agent, updated when the suspension lapsed, not when swept.
+    expect(await agentAt(actor, agentId, T)).toEqual(lifted)
+    expect(await statusOf(actor, agentId)).toBe("active")
+  })
+
+  it("the sweep dates the reinstatement by the suspension, not by a throttle that expired after it", async () => {
+    const { actor, agentId } = await setup()
+    const e = await issue(actor, { agentId, type: "suspension", durationSeconds: 60 })
+    await issue(actor, { agentId, type: "throttle", limitPerMinute: 5, durationSeconds: 70 })
+    const lifted = await agentAt(actor, agentId, T + 90_000)
+    expect(lifted).toMatchObject({ status: "active", updatedAt: e.expiresAt })
+    await sweep(T + 90_000)
+    expect(await agentAt(actor, agentId, T + 90_000)).toEqual(lifted)
+  })
+
+  it("a revocation in force keeps it suspended on read after a suspension lapses", async () => {
+    const { actor, agentId } = await setup()
+    await issue(actor, { agentId, type: "suspension", durationSeconds: 60 })
+    await issue(actor, { agentId, type: "revocation" })
+    expect((await agentAt(actor, agentId, T + 120_000)).status).toBe("suspended")
+    expect(await listedAt(actor, "suspended", T + 120_000)).toEqual([agentId])
+  })
+
+  it("an agent changed after its suspension lapsed is answered active, and keeps that change's time", async () => {
+    const { actor, agentId } = await setup()
+    await issue(actor, { agentId, type: "suspension", durationSeconds: 60 })
+    const renamed = await run(
+      at(
+        T + 70_000,
+        AgentService.use((s) => s.update(actor, agentId, { name: "renamed" })),
+      ),
+    )
+    expect(renamed).toMatchObject({ name: "renamed", status: "active", updatedAt: new Date(T + 70_000).toISOString() })
+    await sweep(T + 90_000)
+    expect(await agentAt(actor, agentId, T + 90_000)).toEqual(renamed)
+  })
+})
+
 describe("autoEnforce", () => {
   it("issues an enforcement naming the policy and rule, recorded as the system's", async () => {
     const { actor, agentId } = await setup()
