@@ -78,7 +78,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     streams: { "/events/stream": eventStream },
   })
   const trpc = createHTTPHandler({
-    router: makeTrpcRouter(operations, executor),
+    router: makeTrpcRouter(executor),
     basePath: "/trpc/",
     maxBodySize: config.maxBodyBytes,
     createContext: ({ req }) => ({

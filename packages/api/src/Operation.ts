@@ -11,10 +11,10 @@ export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE"
  * `input` is one Struct holding path parameters, query parameters (GET and
  * DELETE) or body fields (POST and PATCH); `handler` calls one domain verb.
  */
-export interface Operation<I = any, O = any> {
+export interface Operation<I = any, O = any, N extends string = string, M extends HttpMethod = HttpMethod> {
   /** `resource.verb`: the tRPC path and the OpenAPI operationId. */
-  readonly name: string
-  readonly method: HttpMethod
+  readonly name: N
+  readonly method: M
   /** Under `/api/v1` (and `/v1`); `:param` segments are fields of `input`. */
   readonly path: string
   /** The scope the credential must hold; `null`: any valid credential (e.g. exchanging a key for a token). */
@@ -66,7 +66,21 @@ export interface OperationContext {
   readonly idempotency?: IdempotencyRequest | undefined
 }
 
-/** Infers the handler's input type from the schema. */
-export const defineOperation = <S extends Schema.Codec<any, any, never, never>, O>(
-  op: Omit<Operation<S["Type"], O>, "input"> & { readonly input: S },
-): Operation<S["Type"], O> => op
+/**
+ * An operation as defined, with what its clients see in its type: its name and method as literals, and its
+ * input schema (whose encoded side is what a client sends).
+ */
+export type DefinedOperation<S extends Schema.Top, O, N extends string, M extends HttpMethod> = Omit<
+  Operation<S["Type"], O, N, M>,
+  "input"
+> & { readonly input: S }
+
+/** Infers the handler's input type from the schema, and keeps the name and method for the typed tRPC router. */
+export const defineOperation = <
+  S extends Schema.Codec<any, any, never, never>,
+  O,
+  const N extends string,
+  const M extends HttpMethod,
+>(
+  op: Omit<Operation<S["Type"], O, N, M>, "input"> & { readonly input: S },
+): DefinedOperation<S, O, N, M> => op

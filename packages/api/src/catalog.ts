@@ -9,8 +9,8 @@ import { tokenOperations } from "./operations/tokens.ts"
 import { webhookOperations } from "./operations/webhooks.ts"
 import { workspaceOperations } from "./operations/workspaces.ts"
 
-/** Every operation of the API, in the order the reference lists them. */
-export const operations: ReadonlyArray<Operation> = [
+/** Every operation of the API, in the order the reference lists them, each with its own type. */
+export const definedOperations = [
   ...workspaceOperations,
   ...agentOperations,
   ...apiKeyOperations,
@@ -20,4 +20,9 @@ export const operations: ReadonlyArray<Operation> = [
   ...enforcementOperations,
   ...approvalOperations,
   ...webhookOperations,
-]
+] as const
+
+/** One of them, typed: what the tRPC router's type is built from. */
+export type AnyDefinedOperation = (typeof definedOperations)[number]
+
+export const operations: ReadonlyArray<Operation> = definedOperations

@@ -1,5 +1,13 @@
-import { type AnyRouter, initTRPC, TRPCError } from "@trpc/server"
+import {
+  type AnyTRPCProcedure,
+  initTRPC,
+  type TRPCBuiltRouter,
+  TRPCError,
+  type TRPCMutationProcedure,
+  type TRPCQueryProcedure,
+} from "@trpc/server"
 import { ApiError, formatPath } from "./ApiError.ts"
+import { type AnyDefinedOperation, definedOperations } from "./catalog.ts"
 import type { Executor } from "./Executor.ts"
 import type { Operation } from "./Operation.ts"
 import { findUnstorable } from "./rest/http.ts"
@@ -30,33 +38,77 @@ const fail = (error: ApiError): never => {
   throw new TRPCError({ code: CODES[error.status] ?? "INTERNAL_SERVER_ERROR", message: error.message, cause: error })
 }
 
+const t = initTRPC.context<TrpcContext>().create({
+  /** Every error carries the envelope's (`data.apiError`), with the HTTP status REST would answer. */
+  errorFormatter: ({ shape, error }) => {
+    const api =
+      error.cause instanceof ApiError
+        ? error.cause
+        : error.code === "INTERNAL_SERVER_ERROR"
+          ? new ApiError(500, "INTERNAL_ERROR", "internal error")
+          : new ApiError(
+              error.code === "NOT_FOUND" ? 404 : 400,
+              error.code === "NOT_FOUND" ? "NOT_FOUND" : "BAD_REQUEST",
+              error.message,
+            )
+    return {
+      ...shape,
+      message: api.message,
+      data: { code: shape.data.code, httpStatus: api.status, path: shape.data.path, apiError: api.toJSON() },
+    }
+  },
+})
+
+type Root = (typeof t)["_config"]["$types"]
+
+/** What a client sends: the input schema's encoded side; optional when every field is. */
+type InputOf<Op extends AnyDefinedOperation> =
+  Partial<Op["input"]["Encoded"]> extends Op["input"]["Encoded"]
+    ? Op["input"]["Encoded"] | undefined
+    : Op["input"]["Encoded"]
+type OutputOf<Op> = Op extends Operation<any, infer O, any, any> ? O : never
+type ProcedureDef<Op extends AnyDefinedOperation> = {
+  input: InputOf<Op>
+  output: OutputOf<Op>
+  meta: Root["meta"]
+  errorShape: Root["errorShape"]
+}
+/** GET operations are queries, the rest mutations. */
+type ProcedureOf<Op extends AnyDefinedOperation> = Op["method"] extends "GET"
+  ? TRPCQueryProcedure<ProcedureDef<Op>>
+  : TRPCMutationProcedure<ProcedureDef<Op>>
+
+/** `"agents.versions.create"` → `{ agents: { versions: { create: V } } }`. */
+type Nest<Path extends string, V> = Path extends `${infer Head}.${infer Rest}`
+  ? { [K in Head]: Nest<Rest, V> }
+  : { [K in Path]: V }
+type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never
+type Merged<T> = T extends AnyTRPCProcedure ? T : { [K in keyof T]: Merged<T[K]> }
+
+/** Every operation's procedure, at its name's path. */
+export type AgentgovRouterRecord = Merged<
+  UnionToIntersection<
+    AnyDefinedOperation extends infer Op
+      ? Op extends AnyDefinedOperation
+        ? Nest<Op["name"], ProcedureOf<Op>>
+        : never
+      : never
+  >
+>
+
+/**
+ * The tRPC router's type, for `createTRPCClient<AgentgovRouter>`: every operation with its input (what is
+ * sent) and output (what is answered), and the error shape whose `data.apiError` is the REST envelope's.
+ */
+export type AgentgovRouter = TRPCBuiltRouter<Root, AgentgovRouterRecord>
+
 /**
  * The tRPC router (`/trpc`), one procedure per operation (`agents.list`, …):
  * GET operations are queries, the rest mutations. Procedures go through the
  * same executor as REST, so they authenticate, authorise, validate and fail
  * identically; `error.data.apiError` carries the envelope's error.
  */
-export const makeTrpcRouter = (operations: ReadonlyArray<Operation>, executor: Executor): AnyRouter => {
-  const t = initTRPC.context<TrpcContext>().create({
-    errorFormatter: ({ shape, error }) => {
-      const api =
-        error.cause instanceof ApiError
-          ? error.cause
-          : error.code === "INTERNAL_SERVER_ERROR"
-            ? new ApiError(500, "INTERNAL_ERROR", "internal error")
-            : new ApiError(
-                error.code === "NOT_FOUND" ? 404 : 400,
-                error.code === "NOT_FOUND" ? "NOT_FOUND" : "BAD_REQUEST",
-                error.message,
-              )
-      return {
-        ...shape,
-        message: api.message,
-        data: { code: shape.data.code, httpStatus: api.status, path: shape.data.path, apiError: api.toJSON() },
-      }
-    },
-  })
-
+export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
   const procedure = (op: Operation) => {
     const resolve = async ({ ctx, input }: { ctx: TrpcContext; input: unknown }) => {
       const auth = (await executor.authenticate(ctx.authorization, ctx.address)).result
@@ -83,15 +135,17 @@ export const makeTrpcRouter = (operations: ReadonlyArray<Operation>, executor: E
 
   // "agents.versions.create" → { agents: { versions: { create } } }
   const tree: Record<string, any> = {}
-  for (const op of operations) {
+  for (const op of definedOperations as ReadonlyArray<Operation>) {
     const parts = op.name.split(".")
     let node = tree
     for (const part of parts.slice(0, -1)) node = node[part] ??= {}
     node[parts.at(-1)!] = procedure(op)
   }
-  const build = (node: Record<string, any>): AnyRouter =>
+  const build = (node: Record<string, any>): ReturnType<typeof t.router> =>
     t.router(
       Object.fromEntries(Object.entries(node).map(([k, v]) => [k, typeof v === "function" || v._def ? v : build(v)])),
     )
-  return build(tree)
+  // Built from the same list the type is, by the same rule (name → path, GET → query); the typed client's
+  // tests call through it.
+  return build(tree) as unknown as AgentgovRouter
 }

@@ -24,7 +24,7 @@ const guardDescription =
   "`policy.violated` when they apply; `eventId` is the `policy.evaluated` event. Under an `Idempotency-Key` " +
   "a retry answers the first decision again and records nothing (the SDK sends one with every call)."
 
-const guard = (name: string, path: string, summary: string) =>
+const guard = <const N extends string>(name: N, path: string, summary: string) =>
   defineOperation({
     name,
     method: "POST",
