@@ -81,7 +81,7 @@ describe.runIf(process.env.REDIS_URL)("API rate limits with reserves through Red
     expect(remainders.slice(0, 5)).toEqual([999_999, 999_998, 999_997, 999_996, 999_995])
     expect(remainders.at(-1)).toBe(1_000_000 - 3_000)
     // Redis holds the requests plus the reserve; after close, exactly the requests.
-    await new Promise((r) => setTimeout(r, 50))
+    await leased.settled()
     expect(await countOf(g, "ws", T0)).toBe(3_000 + leased.reserved)
     await leased.close()
     expect(await countOf(g, "ws", T0)).toBe(3_000)
@@ -178,8 +178,8 @@ describe.runIf(process.env.REDIS_URL)("API rate limits with reserves through Red
     const deadline = Date.now() + 2_000
     while (leased.reserved > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
     expect(leased.reserved).toBe(0)
-    // The give is on its way once the reserve is zero; the next turn's call has it in Redis.
-    await new Promise((r) => setTimeout(r, 50))
+    // The give is on its way once the reserve is zero.
+    await leased.settled()
     expect(await countOf(g, "k", now)).toBe(2_000)
   })
 
@@ -197,7 +197,7 @@ describe.runIf(process.env.REDIS_URL)("API rate limits with reserves through Red
     let hits = 0
     // Past the first period, the reserve answers; spending it down starts a refill.
     for (let i = 0; i < 1_500; i++, hits++) await leased.hit(g, limits, T0 + Math.floor(i / 10), WINDOW)
-    await new Promise((r) => setTimeout(r, 50))
+    await leased.settled()
     slow = true
     while (leased.reserved * 2 >= 2_000) {
       expect(leased.hit(g, limits, T0 + 150, WINDOW) instanceof Promise).toBe(false)
@@ -223,7 +223,7 @@ describe.runIf(process.env.REDIS_URL)("API rate limits with reserves through Red
     const limits = [{ key: "k", limit: 1_000_000 }]
     for (let i = 0; i < 1_500; i++) await leased.hit(g, limits, T0 + Math.floor(i / 10), WINDOW)
     // Let a refill under way land before counting the reserve.
-    await new Promise((r) => setTimeout(r, 50))
+    await leased.settled()
     const reserve = leased.reserved
     expect(reserve).toBeGreaterThan(1)
     failing = true

@@ -166,7 +166,15 @@ export class LeasedHits {
     if (this.#timer) clearInterval(this.#timer)
     this.#timer = undefined
     for (const lease of this.#leases.values()) if (lease.tokens > 0) this.#giveBack(lease)
-    // A refill answered meanwhile queues its reserve's hand-back: send that too before returning.
+    await this.settled()
+  }
+
+  /**
+   * Sends what is queued and waits until no store call is under way, their replies handled: the store then
+   * counts every request admitted and every reserve taken or handed back so far (a refill answered meanwhile
+   * may queue a hand-back: that is sent and waited for too).
+   */
+  async settled(): Promise<void> {
     while (this.#calls.size > 0 || this.#queue.size > 0) {
       this.#flush()
       await Promise.allSettled([...this.#calls])
