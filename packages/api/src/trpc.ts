@@ -7,7 +7,7 @@ import {
   type TRPCQueryProcedure,
 } from "@trpc/server"
 import { ApiError, formatPath } from "./ApiError.ts"
-import { type AnyDefinedOperation, definedOperations } from "./catalog.ts"
+import { type AnyDefinedOperation, operations } from "./catalog.ts"
 import type { Executor } from "./Executor.ts"
 import type { Operation } from "./Operation.ts"
 import { findUnstorable } from "./rest/http.ts"
@@ -85,16 +85,11 @@ type Nest<Path extends string, V> = Path extends `${infer Head}.${infer Rest}`
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never
 type Merged<T> = T extends AnyTRPCProcedure ? T : { [K in keyof T]: Merged<T[K]> }
 
+/** One operation's procedure at its name's path (distributes over a union of operations). */
+type Placed<Op> = Op extends AnyDefinedOperation ? Nest<Op["name"], ProcedureOf<Op>> : never
+
 /** Every operation's procedure, at its name's path. */
-export type AgentgovRouterRecord = Merged<
-  UnionToIntersection<
-    AnyDefinedOperation extends infer Op
-      ? Op extends AnyDefinedOperation
-        ? Nest<Op["name"], ProcedureOf<Op>>
-        : never
-      : never
-  >
->
+export type AgentgovRouterRecord = Merged<UnionToIntersection<Placed<AnyDefinedOperation>>>
 
 /**
  * The tRPC router's type, for `createTRPCClient<AgentgovRouter>`: every operation with its input (what is
@@ -135,7 +130,7 @@ export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
 
   // "agents.versions.create" → { agents: { versions: { create } } }
   const tree: Record<string, any> = {}
-  for (const op of definedOperations as ReadonlyArray<Operation>) {
+  for (const op of operations) {
     const parts = op.name.split(".")
     let node = tree
     for (const part of parts.slice(0, -1)) node = node[part] ??= {}
