@@ -472,6 +472,38 @@ describe("ApiKeyService.revokeExpired", () => {
 })
 
 describe("audit chain", () => {
+  it("reads back the timestamps it hashed for verification, whatever the session's time zone", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const stored = await run(
+      AuditLog.use((a) =>
+        a.append(actor, [
+          { type: "tz.probe", data: { i: 1 } },
+          { type: "tz.probe", data: { i: 2 } },
+        ]),
+      ),
+    )
+    const rowsIn = (zone: string) =>
+      run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const repo = yield* EventRepo
+          return yield* sql.withTransaction(
+            Effect.gen(function* () {
+              // UTC+13:45 (+12:45 out of its summer), and a zone west of UTC: an offset left in would show.
+              yield* sql.unsafe(`SET LOCAL TIME ZONE '${zone}'`)
+              return yield* repo.chainBatch(workspace.id, 0, 100)
+            }),
+          )
+        }).pipe(Effect.provide(EventRepo.layer), Effect.orDie),
+      )
+    for (const zone of ["Pacific/Chatham", "America/St_Johns", "UTC"]) {
+      const rows = await rowsIn(zone)
+      const probes = rows.filter((r) => r.type === "tz.probe")
+      expect(probes.map((r) => r.ts)).toEqual(stored.map((e) => e.timestamp))
+      for (const r of rows) expect(r.ts).toBe(new Date(r.ts).toISOString())
+    }
+  })
+
   it("is linear after a series of operations, and failed or no-op operations record nothing", async () => {
     const { workspace, actor } = await newWorkspace()
     const agents = AgentService

@@ -17,8 +17,14 @@ export interface EventRow {
   readonly hash: string
 }
 
-/** `data` is the stored JSON text, unparsed. */
-export type ChainRow = Pick<EventRow, "sequence" | "type" | "ts" | "prev_hash" | "hash"> & { readonly data: string }
+/**
+ * `data` is the stored JSON text, unparsed; `ts` the timestamp as hashed (ISO 8601 in UTC with milliseconds, as
+ * `Date#toISOString` writes it), formatted by PostgreSQL: no Date is parsed and printed again per event.
+ */
+export type ChainRow = Pick<EventRow, "sequence" | "type" | "prev_hash" | "hash"> & {
+  readonly data: string
+  readonly ts: string
+}
 
 export const toEvent = (r: EventRow): AuditEvent => ({
   id: r.id,
@@ -112,7 +118,8 @@ export class EventRepo extends Context.Service<
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
               ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
         chainBatch: (workspaceId, afterSequence, limit) =>
-          sql<ChainRow>`SELECT sequence, type, data::text AS data, ts, prev_hash, hash FROM events
+          sql<ChainRow>`SELECT sequence, type, data::text AS data,
+                to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts, prev_hash, hash FROM events
               WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
                 AND sequence <= ${afterSequence + limit}
               ORDER BY sequence`.pipe(Effect.orDie),

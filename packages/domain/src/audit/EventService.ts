@@ -182,7 +182,7 @@ export class EventService extends Context.Service<
               failure = { sequence: expected, reason: "prevHash does not link to the previous event" }
               break
             }
-            const timestamp = r.ts.toISOString()
+            const timestamp = r.ts
             // Stored data is the hashed JCS text; only text that is not canonical needs parsing.
             let hash = chainHashOfCanonical(prevHash, r.type, r.data, timestamp)
             if (hash !== r.hash) hash = chainHash(prevHash, r.type, JSON.parse(r.data), timestamp)
