@@ -1,3 +1,4 @@
+import { isJsonObject } from "../../shared/schemas.ts"
 import type { CompiledPolicy, CompiledPolicySet, CompiledRule } from "./compile.ts"
 import { type AgentFacts, ERROR, type EvalState, evalCondition, FALSE } from "./conditions.ts"
 import type { Decision, DecisionKind, DecisionReason, MatchedRule } from "./Decision.ts"
@@ -71,7 +72,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
   const context = request.context
   const state: EvalState = {
     action: request.action,
-    context: typeof context === "object" && context !== null && !Array.isArray(context) ? context : EMPTY_CONTEXT,
+    context: isJsonObject(context) ? context : EMPTY_CONTEXT,
     agent,
     now: env.now,
     rate: env.rate,
