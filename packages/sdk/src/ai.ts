@@ -5,6 +5,7 @@
  *
  * The adapter needs nothing from `ai` at run time: it wraps each tool's `execute`.
  */
+import { isPlainObject } from "./core/json.ts"
 import { ActionDenied } from "./errors.ts"
 import type { AgentRuntime, GovernedOptions } from "./runtime/AgentRuntime.ts"
 import type { JsonObject } from "./types.ts"
@@ -53,9 +54,6 @@ export interface GovernToolsOptions {
   /** Tool names to leave ungoverned (e.g. pure reads). */
   readonly exclude?: ReadonlyArray<string>
 }
-
-const isPlainObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype
 
 const AsyncGeneratorFunction = Object.getPrototypeOf(async function* () {}).constructor
 

@@ -1,4 +1,5 @@
 import type { HttpClient } from "../core/HttpClient.ts"
+import { isPlainObject } from "../core/json.ts"
 import { isTransient, sleep } from "../core/retry.ts"
 import { streamEvents } from "../core/sse.ts"
 import { ActionDenied, AgentGovError } from "../errors.ts"
@@ -140,9 +141,6 @@ export interface GovernedOptions<A extends ReadonlyArray<unknown>> {
 const DEFAULT_EVENT_TYPE = "tool.called"
 /** While the stream is healthy, polling is only a safety net. */
 const SAFETY_POLL_MS = 15_000
-
-const isPlainObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype
 
 const defaultContext = (args: ReadonlyArray<unknown>): JsonObject =>
   args.length === 0 ? {} : args.length === 1 && isPlainObject(args[0]) ? args[0] : { args }
