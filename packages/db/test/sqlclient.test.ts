@@ -1,5 +1,14 @@
 import { randomBytes } from "node:crypto"
-import { Database, jsonb, loadMigrations, migrate, PgliteClient, PostgresClient, uniqueViolation } from "@agentgov/db"
+import {
+  Database,
+  type DatabaseShape,
+  jsonb,
+  loadMigrations,
+  migrate,
+  PgliteClient,
+  PostgresClient,
+  uniqueViolation,
+} from "@agentgov/db"
 import { makeTestStore, type TestStore, withDatabase } from "@agentgov/testing"
 import { Effect, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -548,7 +557,7 @@ describe("LISTEN / NOTIFY", () => {
     expect(got).toEqual(["m0", "m1", "m2", "m3", "m4"])
     await unlisten()
     await db.notify("agentgov_order", "late")
-    await new Promise((r) => setTimeout(r, 300))
+    await drained(db)
     expect(got).toEqual(["m0", "m1", "m2", "m3", "m4"])
   })
 
@@ -559,7 +568,7 @@ describe("LISTEN / NOTIFY", () => {
     const { received, unlisten } = await nextMessage("agentgov_mine")
     await db.notify("agentgov_mine", "for me")
     expect(await received).toBe("for me")
-    await new Promise((r) => setTimeout(r, 100))
+    await drained(db)
     expect(other).toEqual([])
     await unlisten()
     await unlistenOther()
@@ -581,7 +590,7 @@ describe("LISTEN / NOTIFY", () => {
     )
     await run(withSql((sql) => sql.withTransaction(sql`SELECT pg_notify(${"agentgov_tx"}, ${"committed"})`)))
     await waitFor(() => got.length >= 1)
-    await new Promise((r) => setTimeout(r, 100))
+    await drained(db)
     expect(got).toEqual(["committed"])
     await unlisten()
   })
@@ -592,6 +601,23 @@ const withTimeout = <A>(p: Promise<A>, ms: number): Promise<A> =>
     p,
     new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`no message within ${ms} ms`)), ms)),
   ])
+
+/**
+ * Resolves once a notification sent now has come back. A listener receives notifications in commit
+ * order, so by then every one sent before it has been delivered, or never will be: the "nothing else
+ * arrived" checks after it need no sleep.
+ */
+const drained = async (db: DatabaseShape) => {
+  const channel = `agentgov_fence_${randomBytes(4).toString("hex")}`
+  let back!: () => void
+  const returned = new Promise<void>((r) => {
+    back = r
+  })
+  const unlisten = await db.listen(channel, () => back())
+  await db.notify(channel, "fence")
+  await withTimeout(returned, 5_000)
+  await unlisten()
+}
 
 const waitFor = async (cond: () => boolean, ms = 5_000) => {
   const until = Date.now() + ms
