@@ -371,7 +371,69 @@ describe("approvals through the guard", () => {
     await t.call("POST", `/api/v1/approvals/${approvalId}/decide`, { body: { decision: "denied", reason: "no" } })
     const res = await guard({ agentId: agent.id, action, approvalId })
     expect(res.body.data).toMatchObject({ decision: "deny", allowed: false })
-    expect(res.body.data.reasons.map((r: { code: string }) => r.code)).toContain("APPROVAL_DENIED")
+    // The approval decided: its reason comes first, and is the one the violation records.
+    expect(res.body.data.reasons.map((r: { code: string }) => r.code)).toEqual(["APPROVAL_DENIED", "APPROVAL_REQUIRED"])
+    const violation = (await eventsOf("policy.violated")).find((e) => e.data.action === action)!
+    expect(violation.data.violations.map((v: { code: string }) => v.code)).toEqual(["APPROVAL_DENIED"])
+  })
+
+  it("a rule naming approvers takes only an approval one of them decided, whoever requested it", async () => {
+    const agent = await register()
+    const action = `${unique("payroll")}.run`
+    const newKey = async (name: string) => {
+      const res = await t.call("POST", "/api/v1/api-keys", {
+        body: { name, type: "workspace", scopes: ["approvals:read", "approvals:write", "approvals:manage"] },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      return { id: res.body.data.id as string, key: res.body.data.apiKey as string }
+    }
+    const listed = await newKey(unique("listed"))
+    const outsider = await newKey(unique("outsider"))
+    await createPolicy({
+      rules: [{ id: "hr", effect: "require_approval", actions: [action], approval: { approvers: [listed.id] } }],
+    })
+    const context = { month: "2026-11" }
+    const decideAs = async (id: string, who: { key: string }) =>
+      expect(
+        (await t.call("POST", `/api/v1/approvals/${id}/decide`, { body: { decision: "approved" }, key: who.key }))
+          .status,
+      ).toBe(200)
+
+    // An explicit request names no approvers, so the outsider may approve it; the rule must not take it.
+    const explicit = await t.call("POST", "/api/v1/approvals", {
+      body: { agentId: agent.id, action, context },
+      key: outsider.key,
+    })
+    expect(explicit.status, JSON.stringify(explicit.body)).toBe(201)
+    await decideAs(explicit.body.data.id, outsider)
+    const refused = await guard({ agentId: agent.id, action, context, approvalId: explicit.body.data.id })
+    expect(refused.body.data.decision).toBe("require_approval")
+    expect(refused.body.data.reasons.map((r: { code: string }) => r.code)).toEqual([
+      "APPROVAL_REQUIRED",
+      "APPROVAL_NOT_APPROVER",
+    ])
+    const requested = refused.body.data.approvalId as string
+    expect(requested).not.toBe(explicit.body.data.id)
+    // Not used up by the refusal.
+    const [row] = await t.query<{ used_at: unknown }>(
+      (sql) => sql`SELECT used_at FROM approvals WHERE id = ${explicit.body.data.id}`,
+    )
+    expect(row!.used_at).toBeNull()
+
+    // The same explicit kind of approval, decided by a listed approver, is taken.
+    const second = await t.call("POST", "/api/v1/approvals", {
+      body: { agentId: agent.id, action, context },
+      key: outsider.key,
+    })
+    await decideAs(second.body.data.id, listed)
+    const allowed = await guard({ agentId: agent.id, action, context, approvalId: second.body.data.id })
+    expect(allowed.body.data).toMatchObject({ decision: "allow", approvalId: second.body.data.id })
+
+    // And the one the rule requested, which only the listed key may decide.
+    await decideAs(requested, listed)
+    expect((await guard({ agentId: agent.id, action, context, approvalId: requested })).body.data.decision).toBe(
+      "allow",
+    )
   })
 })
 

@@ -86,6 +86,8 @@ export class ApprovalRepo extends Context.Service<
       id: string,
       agentId: string,
       bindingHash: string,
+      /** When not empty, only an approval one of these credentials decided is used. */
+      approvers: ReadonlyArray<string>,
       now: string,
     ) => Effect.Effect<Approval | undefined>
     /** Workspaces that have pending approvals past their expiry at `now`. */
@@ -140,11 +142,12 @@ export class ApprovalRepo extends Context.Service<
               WHERE workspace_id = ${workspaceId} AND id = ${id} AND status = 'pending'
                 AND expires_at > ${d.now}::timestamptz
               RETURNING *`.pipe(Effect.map(one), Effect.orDie),
-        consume: (workspaceId, id, agentId, bindingHash, now) =>
+        consume: (workspaceId, id, agentId, bindingHash, approvers, now) =>
           sql<Row>`UPDATE approvals SET used_at = ${now}::timestamptz
               WHERE workspace_id = ${workspaceId} AND id = ${id} AND agent_id = ${agentId}
                 AND binding_hash = ${bindingHash} AND status = 'approved' AND used_at IS NULL
                 AND expires_at > ${now}::timestamptz
+                AND (${approvers.length}::int4 = 0 OR ${jsonb(sql, approvers)} ? decided_by)
               RETURNING *`.pipe(Effect.map(one), Effect.orDie),
         workspacesWithExpired: (now) =>
           sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM approvals

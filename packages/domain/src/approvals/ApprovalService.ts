@@ -65,6 +65,11 @@ export interface GuardApprovalUse {
   readonly agentId: string
   readonly action: string
   readonly context: Readonly<Record<string, unknown>>
+  /**
+   * The approvers the rule asking for an approval names: when it names any, only an approval one of them
+   * decided can be used (whichever rule or request created it).
+   */
+  readonly approvers?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -74,9 +79,10 @@ export interface GuardApprovalUse {
  * - `pending`: nobody has decided yet;
  * - `denied`: an approver denied it;
  * - `expired`: undecided at `expiresAt` (counts as denied), or approved but not used by then;
- * - `used`: a guard call already used it (an approval allows one call).
+ * - `used`: a guard call already used it (an approval allows one call);
+ * - `not_approver`: approved, but by a credential the rule asking for an approval does not name as an approver.
  */
-export type ApprovalRefusal = "not_found" | "mismatch" | "pending" | "denied" | "expired" | "used"
+export type ApprovalRefusal = "not_found" | "mismatch" | "pending" | "denied" | "expired" | "used" | "not_approver"
 
 export type ApprovalUse =
   | { readonly ok: true; readonly approval: Approval }
@@ -264,7 +270,8 @@ export class ApprovalService extends Context.Service<
       const consumeForGuard = Effect.fn("ApprovalService.consumeForGuard")(function* (use: GuardApprovalUse) {
         const now = yield* nowMs
         const hash = approvalBindingHash(use)
-        const used = yield* repo.consume(use.workspaceId, use.approvalId, use.agentId, hash, isoOf(now))
+        const approvers = use.approvers ?? []
+        const used = yield* repo.consume(use.workspaceId, use.approvalId, use.agentId, hash, approvers, isoOf(now))
         if (used) return { ok: true, approval: used } as const
         // Not used: read it to say why. (A decision racing this read can only make the answer stale, never wrong
         // in the agent's favour: nothing was used.)
@@ -280,7 +287,11 @@ export class ApprovalService extends Context.Service<
                 ? "denied"
                 : approval.status === "pending"
                   ? "pending"
-                  : "expired"
+                  : approval.status === "approved" &&
+                      approvers.length > 0 &&
+                      !approvers.includes(approval.decidedBy ?? "")
+                    ? "not_approver"
+                    : "expired"
         return { ok: false, reason, approval } as const
       })
 

@@ -64,6 +64,7 @@ const REFUSAL: Record<Exclude<ApprovalUse, { ok: true }>["reason"], [string, str
   denied: ["APPROVAL_DENIED", "an approver denied it"],
   expired: ["APPROVAL_EXPIRED", "it expired"],
   used: ["APPROVAL_USED", "an earlier call already used it; an approval allows one call"],
+  not_approver: ["APPROVAL_NOT_APPROVER", "it was decided by a credential the rule does not name as an approver"],
 }
 
 /** A decision as it is answered: the rules' decision, changed by an approval used or refused. */
@@ -439,6 +440,7 @@ export class GuardService extends Context.Service<
               agentId,
               action: input.action,
               context,
+              approvers: verdict.decided.approval?.approvers,
             })
             if (use.ok) {
               verdict.decision = "allow"
@@ -450,13 +452,17 @@ export class GuardService extends Context.Service<
               return
             }
             const [code, why] = REFUSAL[use.reason]
-            verdict.reasons.push({ code, message: `approval ${input.approvalId} cannot be used: ${why}` })
-            if (use.reason === "pending") {
-              verdict.approvalId = input.approvalId
+            const refusal = { code, message: `approval ${input.approvalId} cannot be used: ${why}` }
+            if (use.reason === "denied") {
+              // The approval decides now: its reason goes first (and is the policy.violated record's).
+              verdict.decision = "deny"
+              verdict.reasons = [refusal, ...verdict.reasons]
               return
             }
-            if (use.reason === "denied") {
-              verdict.decision = "deny"
+            // The rules still ask for an approval: that stays the deciding reason, the refusal a note.
+            verdict.reasons.push(refusal)
+            if (use.reason === "pending") {
+              verdict.approvalId = input.approvalId
               return
             }
           }
