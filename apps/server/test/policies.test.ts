@@ -67,6 +67,19 @@ describe("policies CRUD", () => {
     const events = await eventsOf("policy.updated")
     expect(events.at(-1)!.data).toMatchObject({ policyId: p.id, version: 2, previousVersion: 1, changes: ["mode"] })
 
+    // A PATCH that changes no value is a no-op: no version, no event; `changes` names only what changed.
+    for (const body of [{}, { mode: "monitor" }, { rules: p.rules, description: null }]) {
+      const same = await t.call("PATCH", `/api/v1/policies/${p.id}`, { body })
+      expect(same.status).toBe(200)
+      expect(same.body.data).toEqual(updated.body.data)
+    }
+    expect(await eventsOf("policy.updated")).toHaveLength(events.length)
+    const described = await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+      body: { mode: "monitor", description: "why" },
+    })
+    expect(described.body.data).toMatchObject({ version: 3, description: "why" })
+    expect((await eventsOf("policy.updated")).at(-1)!.data).toMatchObject({ version: 3, changes: ["description"] })
+
     expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
     expectError(await t.call("GET", `/api/v1/policies/${p.id}`), 404, "POLICY_NOT_FOUND")
     expect((await eventsOf("policy.deleted")).at(-1)!.data.policyId).toBe(p.id)

@@ -1,4 +1,5 @@
 import { uniqueViolation } from "@agentgov/db"
+import { canonicalize } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -130,6 +131,13 @@ export class PolicyService extends Context.Service<
               else merged[field] = value
             }
             const document = yield* decodePolicyDocument(merged)
+            // Fields whose value the PATCH changed (key order aside): none is a no-op, no version and no event.
+            const before = documentOf(current)
+            const after: Record<string, unknown> = { ...document }
+            const changes = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+              .filter((k) => canonicalize(before[k] ?? null) !== canonicalize(after[k] ?? null))
+              .sort()
+            if (changes.length === 0) return current
             const now = yield* nowIso
             const policy: Policy = {
               id: current.id,
@@ -146,7 +154,7 @@ export class PolicyService extends Context.Service<
                 data: {
                   ...summary(policy),
                   previousVersion: current.version,
-                  changes: Object.keys(patch).sort(),
+                  changes,
                 },
               },
             ])
