@@ -321,6 +321,43 @@ describe("Idempotency-Key", () => {
     expect(theirs.body.data.id).not.toBe(mine.body.data.id)
   })
 
+  it("keeps a key to its credential: another one reusing it gets 409, never the first answer", async () => {
+    const key = unique("idem-key")
+    const body = { name: unique("idem-cred") }
+    const mine = await t.call("POST", "/api/v1/agents", { body, headers: { "idempotency-key": key } })
+    expect(mine.status).toBe(201)
+    const second = await t.createKey({ type: "workspace", scopes: ["agents:read", "agents:write"] })
+    const before = await eventCount()
+    const theirs = await t.call("POST", "/api/v1/agents", { body, headers: { "idempotency-key": key }, key: second })
+    expectError(theirs, 409, "IDEMPOTENCY_KEY_REUSED")
+    expect(JSON.stringify(theirs.body)).not.toContain(mine.body.data.id)
+    expect(await eventCount()).toBe(before)
+    // A token acts as its key: the key's retry through a token it minted still replays.
+    const token = (await t.call("POST", "/api/v1/tokens")).body.data.token as string
+    const retried = await t.call("POST", "/api/v1/agents", { body, headers: { "idempotency-key": key }, key: token })
+    expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    expect(retried.body).toEqual(mine.body)
+  })
+
+  it("mints a new SDK token for every call: a key is accepted, no token is stored or replayed", async () => {
+    const key = unique("idem-key")
+    const first = await t.call("POST", "/api/v1/tokens", { headers: { "idempotency-key": key } })
+    const second = await t.call("POST", "/api/v1/tokens", { headers: { "idempotency-key": key } })
+    expect([first.status, second.status]).toEqual([201, 201])
+    expect(second.headers.get("idempotent-replayed")).toBeNull()
+    expect(second.body.data.token).not.toBe(first.body.data.token)
+    const stored = await t.query<{ n: number }>(
+      (sql) => sql`SELECT count(*)::int AS n FROM idempotency_keys WHERE key = ${key}`,
+    )
+    expect(stored[0]!.n).toBe(0)
+    expectError(
+      await t.call("POST", "/api/v1/tokens", { headers: { "idempotency-key": "has space" } }),
+      400,
+      "BAD_REQUEST",
+      "Idempotency-Key",
+    )
+  })
+
   it("does not keep a failed request: the key stays usable", async () => {
     const taken = await t.call("POST", "/api/v1/agents", { body: { name: unique("idem-taken") } })
     const key = unique("idem-key")
@@ -361,6 +398,18 @@ describe("Idempotency-Key", () => {
     const res = await t.call("POST", "/api/v1/agents", { body: { name }, headers: { "idempotency-key": key } })
     expectError(res, 400, "BAD_REQUEST", "Idempotency-Key")
     expect(await agentsNamed(name)).toEqual([])
+  })
+})
+
+describe("operations that take no fields", () => {
+  it.each([
+    ["/api/v1/tokens", "scopes", { scopes: ["agents:read"] }],
+    ["/api/v1/events/verify", "bogus", { bogus: 1 }],
+  ])("POST %s refuses a body field (%s) with 422 instead of ignoring it", async (path, field, body) => {
+    const before = await eventCount()
+    expectError(await t.call("POST", path, { body }), 422, "VALIDATION_ERROR", field)
+    expect(await eventCount()).toBe(before)
+    expect((await t.call("POST", path, { body: {} })).status).toBeLessThan(300)
   })
 })
 

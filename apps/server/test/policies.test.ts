@@ -291,6 +291,30 @@ describe("the guard under an Idempotency-Key (as the SDK calls it)", () => {
     expect(await t.chainLength()).toBe(before)
   })
 
+  it("never answers one agent's call with another agent's decision under the same key", async () => {
+    const allowed = await register()
+    const denied = await register()
+    const action = `${unique("cross")}.run`
+    await createPolicy({
+      rules: [
+        { id: "deny-one", effect: "deny", actions: [action], when: { field: "agent.id", op: "eq", value: denied.id } },
+        { id: "allow", effect: "allow", actions: [action] },
+      ],
+    })
+    const keyOf = (agentId: string) => t.createKey({ type: "agent", agentId, scopes: ["guard:evaluate"] })
+    const [allowedKey, deniedKey] = await Promise.all([keyOf(allowed.id), keyOf(denied.id)])
+    const key = unique("guard-key")
+    const call = (credential: string) =>
+      t.call("POST", "/v1/guard", { body: { action }, headers: { "idempotency-key": key }, key: credential })
+    expect((await call(allowedKey)).body.data.decision).toBe("allow")
+    const before = await t.chainLength()
+    expectError(await call(deniedKey), 409, "IDEMPOTENCY_KEY_REUSED")
+    expect(await t.chainLength()).toBe(before)
+    // Without the key the denied agent is evaluated, and denied.
+    const fresh = await t.call("POST", "/v1/guard", { body: { action }, key: deniedKey })
+    expect(fresh.body.data.decision).toBe("deny")
+  })
+
   it("records one decision for concurrent calls with one key, and one per distinct key", async () => {
     const agent = await register()
     const action = `${unique("race")}.go`

@@ -123,10 +123,15 @@ const mapping: Mapping = {
     }),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
   IdempotencyKeyReused: () =>
-    new ApiError(409, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request", {
-      field: "Idempotency-Key",
-      issue: "reused with a different request",
-    }),
+    new ApiError(
+      409,
+      "IDEMPOTENCY_KEY_REUSED",
+      "this Idempotency-Key was used with a different request or credential",
+      {
+        field: "Idempotency-Key",
+        issue: "reused with a different request or credential",
+      },
+    ),
   WebhookNotFound: (e) => new ApiError(404, "WEBHOOK_NOT_FOUND", `webhook ${e.webhookId} not found`),
   WorkspaceNotFound: (e) => new ApiError(404, "WORKSPACE_NOT_FOUND", `workspace ${e.workspaceId} not found`),
   InvalidCursor: () =>

@@ -58,7 +58,15 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     let decoder = decoders.get(op)
     if (!decoder) {
       const parse = SchemaParser.decodeUnknownExit(op.input as Schema.Codec<unknown, unknown>)
+      // `Struct({})` takes any object, whatever `onExcessProperty` says: an operation without input fields
+      // refuses every field itself, or a typo (`{"scopes": [...]}` to POST /tokens) would pass unnoticed.
+      const fields = (op.input as { readonly fields?: object }).fields
+      const takesNoFields = fields !== undefined && Object.keys(fields).length === 0
       decoder = (raw) => {
+        if (takesNoFields && typeof raw === "object" && raw !== null) {
+          const [excess] = Object.keys(raw)
+          if (excess !== undefined) return { issues: [{ message: "Expected no excess property", path: [excess] }] }
+        }
         const exit = parse(raw, parseOptions)
         if (Exit.isSuccess(exit)) return { value: exit.value }
         const failure = exit.cause.reasons.find(Cause.isFailReason)
@@ -247,7 +255,9 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     },
     requestId: string,
   ): Promise<Result<IdempotentResponse>> => {
-    const requestHash = hash("sha256", canonicalize(fingerprint), "hex")
+    // The credential is part of the request: another one reusing the key is refused (409), never answered
+    // with the first caller's response (an agent would get another agent's decision). Tokens count as their key.
+    const requestHash = hash("sha256", canonicalize({ credential: actor.credential.id, request: fingerprint }), "hex")
     // The stored and the answered response of a value come from one rendering.
     let last: { readonly value: unknown; readonly rendered: ReturnType<typeof respond> } | undefined
     const rendered = (value: unknown) => {

@@ -36,6 +36,11 @@ export interface Operation<I = any, O = any, N extends string = string, M extend
    */
   readonly redactForReplay?: (output: any) => unknown
   /**
+   * An Idempotency-Key is checked and then not used: every call runs. For an answer that is a secret and
+   * useless redacted (an SDK token), when repeating the call is harmless.
+   */
+  readonly ignoresIdempotencyKey?: boolean
+  /**
    * The handler takes an Idempotency-Key itself (`context.idempotency`) and
    * writes its record in its own transaction, answering `Replayed` for a
    * retry. Otherwise the executor wraps the handler in a transaction that

@@ -217,8 +217,9 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
         in: "header",
         required: false,
         schema: { type: "string", maxLength: 255 },
-        description:
-          "the same key and body within 24 h replays the first response; another body is 409 IDEMPOTENCY_KEY_REUSED",
+        description: op.ignoresIdempotencyKey
+          ? "accepted and not used: every call mints a new token (a replay would have to store a bearer token)"
+          : "the same key, body and credential (a token counts as its key) within 24 h replays the first response; another body or credential is 409 IDEMPOTENCY_KEY_REUSED",
       })
     }
 

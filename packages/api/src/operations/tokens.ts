@@ -21,6 +21,8 @@ export const tokenOperations = [
     description:
       "Claims: `iss`, `aud`, `sub` (the key's id), `jti`, `iat`, `nbf`, `exp`, `workspaceId`, `agentId` (agent keys), `environment` and the key's `scopes`. The token acts with the key's scopes and binding, verified locally on every instance, and stops working within seconds when the key is revoked. Verify it yourself with `jose.jwtVerify(token, createRemoteJWKSet(<origin>/.well-known/jwks.json), {issuer, audience})`.",
     successStatus: 201,
+    // A replay would have to store the token (a bearer secret) or send it back redacted; a second token is harmless.
+    ignoresIdempotencyKey: true,
     input: Schema.Struct({}),
     output: TokenResult,
     handler: (_input, actor) => SdkTokens.use((t) => t.issue(actor)),

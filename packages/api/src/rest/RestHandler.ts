@@ -195,15 +195,15 @@ export const makeRestHandler = (options: RestOptions) => {
     const decoded = executor.decode(op, raw, op.method === "POST" || op.method === "PATCH" ? 422 : 400)
     if (!decoded.ok) return sendError(res, decoded.error, requestId)
 
-    const idempotencyKey = req.headers["idempotency-key"]
-    if (op.method === "POST" && idempotencyKey !== undefined) {
-      if (typeof idempotencyKey !== "string" || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
-        return sendError(
-          res,
-          badRequest("Idempotency-Key must be 1 to 255 printable ASCII characters", "Idempotency-Key"),
-          requestId,
-        )
-      }
+    const idempotencyKey = op.method === "POST" ? req.headers["idempotency-key"] : undefined
+    if (idempotencyKey !== undefined && (typeof idempotencyKey !== "string" || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
+      return sendError(
+        res,
+        badRequest("Idempotency-Key must be 1 to 255 printable ASCII characters", "Idempotency-Key"),
+        requestId,
+      )
+    }
+    if (typeof idempotencyKey === "string" && !op.ignoresIdempotencyKey) {
       const result = await executor.runIdempotent(
         op,
         decoded.value,
