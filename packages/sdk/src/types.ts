@@ -357,12 +357,18 @@ export interface ApiKeyRotateParams {
  * ```ts
  * import type { SdkToken } from "@agentgov/sdk"
  *
- * const secondsLeft = (t: SdkToken) => (Date.parse(t.expiresAt) - Date.now()) / 1000
+ * const refreshAfterMs = (t: SdkToken) => t.expiresIn * 750 // at 75 % of its lifetime
  * ```
  */
 export interface SdkToken {
   readonly token: string
+  /** ISO 8601, the service's clock (as the HTTP response states it). */
   readonly expiresAt: string
+  /**
+   * Seconds the token lives from its issue: 900 unless the operator set otherwise. From the token's own
+   * `exp − iat`, so it does not depend on this machine's clock agreeing with the service's.
+   */
+  readonly expiresIn: number
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -239,6 +239,9 @@ describe("every resource", () => {
     const token = await client.tokens.create()
     expect(token.token.split(".")).toHaveLength(3)
     expect(Date.parse(token.expiresAt)).toBeGreaterThan(Date.now())
+    // The client-library form states the lifetime too (spec: 900 s unless the operator set otherwise).
+    expect(token.expiresIn).toBe(900)
+    expect(Object.keys(token).sort()).toEqual(["expiresAt", "expiresIn", "token"])
   })
 
   it("events: ingest, list, get with proof, verify, checkpoint, proofs, export", async () => {
