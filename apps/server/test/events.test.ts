@@ -1,7 +1,7 @@
 import { canonicalize } from "@agentgov/verifier"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startTestServer, type TestServer } from "./helpers.ts"
+import { expectError, startTestServer, type TestServer } from "./helpers.ts"
 
 let t: TestServer
 beforeAll(async () => {
@@ -93,8 +93,14 @@ describe("POST /events/ingest", () => {
     expect(ok.status).toBe(201)
     const stored = await t.call("GET", `/api/v1/events/${ok.body.data.events[0].id}`)
     expect(stored.body.data.agentId).toBe(mine)
-    const denied = await ingest([{ type: "tool.called", agentId: other, data: {} }], { key })
-    expect(denied.status).toBe(403)
+    const denied = await ingest(
+      [
+        { type: "tool.called", data: {} },
+        { type: "tool.called", agentId: other, data: {} },
+      ],
+      { key },
+    )
+    expectError(denied, 403, "FORBIDDEN", "events[1].agentId")
     const otherEvents = await t.call("GET", `/api/v1/events?agentId=${other}`, { key })
     expect(otherEvents.status).toBe(403)
   })

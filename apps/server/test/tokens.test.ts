@@ -88,7 +88,8 @@ describe("POST /tokens", () => {
 
   it("is not minted from a token, and not without a credential", async () => {
     const { token } = await exchange(t.key)
-    expectError(await t.call("POST", "/api/v1/tokens", { key: token }), 403, "FORBIDDEN")
+    // The details name what is wrong (the credential sent), not an agent binding.
+    expectError(await t.call("POST", "/api/v1/tokens", { key: token }), 403, "FORBIDDEN", "Authorization")
     expectError(await t.call("POST", "/api/v1/tokens", { key: null }), 401, "UNAUTHORIZED")
   })
 })

@@ -143,9 +143,11 @@ const mapping: Mapping = {
       403,
       "FORBIDDEN",
       e.message,
-      e.scope
-        ? { field: "scope", issue: `requires ${e.scope}` }
-        : { field: "agentId", issue: "outside this credential's agent" },
+      e.field !== undefined
+        ? { field: e.field, issue: e.issue ?? e.message }
+        : e.scope
+          ? { field: "scope", issue: `requires ${e.scope}` }
+          : { field: "agentId", issue: "outside this credential's agent" },
     ),
   PolicyInvalid: (e) =>
     new ApiError(

@@ -90,6 +90,8 @@ export class EventService extends Context.Service<
           if (actor.agentId !== undefined && e.agentId !== undefined && e.agentId !== actor.agentId) {
             return yield* new PermissionDenied({
               message: `events[${i}].agentId: this credential is bound to another agent`,
+              field: `events[${i}].agentId`,
+              issue: "outside this credential's agent",
             })
           }
           // Canonicalised here, outside the chain's lock; its size is the stored size.

@@ -116,7 +116,11 @@ export class SdkTokens extends Context.Service<
 
       const issue = Effect.fn("SdkTokens.issue")(function* (actor: Actor) {
         if (actor.credential.type !== "api_key")
-          return yield* new PermissionDenied({ message: "SDK tokens are exchanged for an API key, not another token" })
+          return yield* new PermissionDenied({
+            message: "SDK tokens are exchanged for an API key, not another token",
+            field: "Authorization",
+            issue: "an SDK token; send the API key it was minted from",
+          })
         const key = yield* keys.current
         const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
         const claims: TokenClaims = {

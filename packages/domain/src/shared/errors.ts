@@ -3,7 +3,11 @@ import { Schema } from "effect"
 /** The caller lacks a scope, or an agent-bound credential reaches outside its agent. */
 export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", {
   message: Schema.String,
+  /** The scope the credential lacks, when that is the reason. */
   scope: Schema.optional(Schema.String),
+  /** What the refusal is about, when it is neither a scope nor the credential's agent binding. */
+  field: Schema.optional(Schema.String),
+  issue: Schema.optional(Schema.String),
 }) {}
 
 /** A well-formed request that breaks a rule only the domain knows (422, naming the field). */
