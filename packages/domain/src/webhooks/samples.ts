@@ -28,12 +28,16 @@ const sampleOf = (schema: Json, definitions: Json, name: string, now: string): u
       return [sampleOf(schema.items ?? {}, definitions, name, now)]
     case "integer":
     case "number": {
-      const { minimum: min, maximum: max } = schema as { minimum?: number; maximum?: number }
+      // Schema.Int states ±(2^53 − 1) as its bounds: those are no bounds a sample should sit on.
+      const bound = (n: unknown) => (typeof n === "number" && Math.abs(n) < Number.MAX_SAFE_INTEGER ? n : undefined)
+      const min = bound(schema.minimum)
+      const max = bound(schema.maximum)
       if (min !== undefined && max !== undefined && max <= 1_000_000) {
         const mid = (min + max) / 2
         return schema.type === "integer" ? Math.floor(mid) : mid
       }
-      return min ?? 0
+      // A version, a count, a number of seconds: 1 reads as real data.
+      return min ?? Math.min(1, max ?? 1)
     }
     case "boolean":
       return false
@@ -43,6 +47,22 @@ const sampleOf = (schema: Json, definitions: Json, name: string, now: string): u
       if (schema.format === "date-time") return now
       return idLike(schema.description) ?? (/name$/i.test(name) ? "sample-agent" : `sample ${name}`)
   }
+}
+
+/**
+ * Events whose fields depend on each other (D11's tiers: `bronze` from 500, `probation` from 300): values that
+ * agree, laid over the sample built field by field.
+ */
+const COHERENT: Partial<Record<SystemEventName, Record<string, unknown>>> = {
+  "trust.score.changed": {
+    previousScore: 480,
+    newScore: 520,
+    delta: 40,
+    reason: "sample: 40 points for a week without a violation",
+    newTier: "bronze",
+  },
+  "trust.tier.upgraded": { previousTier: "probation", newTier: "bronze", score: 500 },
+  "trust.tier.downgraded": { previousTier: "bronze", newTier: "probation", score: 499 },
 }
 
 /**
@@ -57,5 +77,6 @@ export const sampleEvent = (
   const type = (Object.hasOwn(EVENT_ALIASES, eventType) ? EVENT_ALIASES[eventType] : eventType) as SystemEventName
   if (!Object.hasOwn(SYSTEM_EVENTS, type)) return undefined
   const doc = Schema.toJsonSchemaDocument(SYSTEM_EVENTS[type].data) as unknown as { schema: Json; definitions?: Json }
-  return { type, data: sampleOf(doc.schema, doc.definitions ?? {}, "data", now) as Record<string, unknown> }
+  const data = sampleOf(doc.schema, doc.definitions ?? {}, "data", now) as Record<string, unknown>
+  return { type, data: { ...data, ...COHERENT[type] } }
 }

@@ -72,4 +72,24 @@ describe("sampleEvent", () => {
     expect(sample.data.agentId).toMatch(/^agt_/)
     expect(sample.data.expiresAt).toBe("2026-01-01T00:00:00.000Z")
   })
+
+  it("keeps numbers near real data and dependent fields in agreement", () => {
+    // No sample number sits on Schema.Int's ±(2^53 − 1), which a receiver's integer column could not hold.
+    const numbersIn = (v: unknown): Array<number> =>
+      typeof v === "number" ? [v] : v !== null && typeof v === "object" ? Object.values(v).flatMap(numbersIn) : []
+    for (const name of Object.keys(SYSTEM_EVENTS)) {
+      const numbers = numbersIn(sampleEvent(name, "2026-01-01T00:00:00.000Z")!.data)
+      expect(
+        numbers.filter((n) => Math.abs(n) > 1_000_000),
+        name,
+      ).toEqual([])
+    }
+    expect(sampleEvent("policy.updated", "2026-01-01T00:00:00.000Z")!.data).toMatchObject({ version: 1 })
+    // D11: the delta is the difference, and the tier the new score's.
+    const changed = sampleEvent("trust.score.changed", "2026-01-01T00:00:00.000Z")!.data as Record<string, number>
+    expect(changed.delta).toBe(changed.newScore! - changed.previousScore!)
+    expect(changed.newTier).toBe("bronze")
+    expect(changed.newScore).toBeGreaterThanOrEqual(500)
+    expect(changed.newScore).toBeLessThan(700)
+  })
 })
