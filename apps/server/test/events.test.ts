@@ -85,6 +85,22 @@ describe("POST /events/ingest", () => {
     }
   })
 
+  it("keeps the system's namespaces to the system: enforcement.created.v2 would reach enforcement.* subscribers", async () => {
+    const before = await t.chainLength()
+    for (const type of ["enforcement.created.v2", "agent.registered.v2", "apikey.leaked", "trust.score.forged"]) {
+      const res = await ingest([
+        { type: "deploy.finished", data: {} },
+        { type, data: {} },
+      ])
+      expect(res.status, type).toBe(422)
+      expect(res.body.error.details.field).toBe("events[1].type")
+      expect(res.body.error.message).toContain("namespace")
+    }
+    expect(await t.chainLength()).toBe(before)
+    // A first segment that merely starts like one is not the namespace.
+    expect((await ingest([{ type: "agents.step", data: {} }])).status).toBe(201)
+  })
+
   it("binds an agent key to its agent: default agentId, 403 for another agent", async () => {
     const mine = (await t.call("POST", "/api/v1/agents", { body: { name: "ingest-mine" } })).body.data.id
     const other = (await t.call("POST", "/api/v1/agents", { body: { name: "ingest-other" } })).body.data.id

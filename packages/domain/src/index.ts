@@ -73,8 +73,10 @@ export {
   eventDataSchema,
   isSystemEvent,
   SYSTEM_EVENTS,
+  SYSTEM_NAMESPACES,
   type SystemEventData,
   type SystemEventName,
+  systemNamespaceOf,
 } from "./audit/eventCatalog.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"

@@ -21,7 +21,7 @@ import {
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
 import { EventRepo } from "./EventRepo.ts"
-import { canonicalEventFilter, INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
+import { canonicalEventFilter, INGESTED_EVENT_TYPE, isSystemEvent, systemNamespaceOf } from "./eventCatalog.ts"
 
 const VERIFY_BATCH = 10_000
 
@@ -81,10 +81,13 @@ export class EventService extends Context.Service<
               message: "must be lowercase.dotted, e.g. tool.called",
             })
           }
-          if (isSystemEvent(e.type)) {
+          const namespace = systemNamespaceOf(e.type)
+          if (namespace !== undefined) {
             return yield* new InvalidInput({
               field: `events[${i}].type`,
-              message: `"${e.type}" is a system event name`,
+              message: isSystemEvent(e.type)
+                ? `"${e.type}" is a system event name`
+                : `"${e.type}" is in the system's "${namespace}.*" namespace; name custom events under another first segment`,
             })
           }
           if (actor.agentId !== undefined && e.agentId !== undefined && e.agentId !== actor.agentId) {

@@ -493,6 +493,19 @@ const reserved: ReadonlySet<string> = new Set([...Object.keys(SYSTEM_EVENTS), ..
 
 export const isSystemEvent = (name: string): boolean => reserved.has(name)
 
+/** The first segments of the system's names (`agent`, `policy`, `enforcement`, …): namespaces only the service writes in. */
+export const SYSTEM_NAMESPACES: ReadonlySet<string> = new Set([...reserved].map((name) => name.split(".")[0]!))
+
+/**
+ * The system namespace an ingested type would write in (`enforcement` for `enforcement.created.v2`), or
+ * undefined. Not only the catalog's exact names are kept from clients: a subscriber to `enforcement.*` (a
+ * pager, a chat channel) must only ever receive what the service itself recorded.
+ */
+export const systemNamespaceOf = (name: string): string | undefined => {
+  const first = name.slice(0, name.indexOf("."))
+  return SYSTEM_NAMESPACES.has(first) ? first : undefined
+}
+
 /** A type filter with aliases resolved (D7: `enforcement.issued` finds `enforcement.created`). */
 export const canonicalEventFilter = (name: string): string => EVENT_ALIASES[name] ?? name
 
