@@ -159,6 +159,22 @@ describe("GET /events", () => {
       cursor = page.body.meta.cursor
     } while (cursor)
     expect(seen).toEqual([6, 5, 4, 3, 2, 1, 0])
+    // D9's `*` is every event, as on the stream and webhooks; alone or beside other filters.
+    const all = await t.call("GET", "/api/v1/events?limit=5")
+    for (const q of ["type=*", "type=query.kind0,*"]) {
+      const res = await t.call("GET", `/api/v1/events?${q}&limit=5`)
+      expect(res.status).toBe(200)
+      expect(res.body.data.map((e: any) => e.id)).toEqual(all.body.data.map((e: any) => e.id))
+    }
+  })
+
+  it("answers 400 naming type for a filter that can match no event, instead of an empty page", async () => {
+    for (const bad of ["Tool.Called", "tool", "query.*.x", "-.*"]) {
+      const res = await t.call("GET", `/api/v1/events?type=${encodeURIComponent(bad)}`)
+      expect(res.status, bad).toBe(400)
+      expect(res.body.error.code).toBe("BAD_REQUEST")
+      expect(res.body.error.details.field, bad).toMatch(/^type/)
+    }
   })
 
   it("answers 400 for a bad query and 404 for an unknown event", async () => {

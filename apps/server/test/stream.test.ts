@@ -135,6 +135,14 @@ describe("GET /events/stream", () => {
       headers: { authorization: `Bearer ${t.key}`, "last-event-id": "evt_nope" },
     })
     expect(unknown.status).toBe(400)
+    // A filter that can match nothing is refused, not a stream that stays silent.
+    for (const bad of ["Foo", "tool", "query.*.x"]) {
+      const res = await fetch(`${t.url}/api/v1/events/stream?types=${encodeURIComponent(bad)}`, {
+        headers: { authorization: `Bearer ${t.key}` },
+      })
+      expect(res.status, bad).toBe(400)
+      expect(((await res.json()) as any).error.details.field).toBe("types")
+    }
   })
 })
 

@@ -78,6 +78,7 @@ export {
   type SystemEventName,
   systemNamespaceOf,
 } from "./audit/eventCatalog.ts"
+export { compileFilters, eventFilterIssue } from "./audit/eventFilters.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
@@ -147,7 +148,6 @@ export {
   type NextStep,
   nextStep,
 } from "./webhooks/DeliveryQueue.ts"
-export { compileFilters } from "./webhooks/filters.ts"
 export { sampleEvent } from "./webhooks/samples.ts"
 export { leaseMs, SCHEDULES, type Schedule, scaledSchedule } from "./webhooks/schedules.ts"
 export { envelopeBody, signatureHeaders } from "./webhooks/signing.ts"

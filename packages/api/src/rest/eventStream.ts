@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { type Actor, canonicalEventFilter, EventFeed } from "@agentgov/domain"
+import { type Actor, canonicalEventFilter, EventFeed, eventFilterIssue } from "@agentgov/domain"
 import { ApiError } from "../ApiError.ts"
 import type { Executor, Result, Runtime } from "../Executor.ts"
 import { sendError } from "./http.ts"
@@ -50,11 +50,21 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
         )
       }
     }
-    const types = url.searchParams
+    const given = url.searchParams
       .getAll("types")
       .flatMap((t) => t.split(","))
       .filter((t) => t !== "")
-      .map(canonicalEventFilter)
+    // A filter that can match nothing is a mistake to say, not a stream that stays silent.
+    const bad = given.find((t) => eventFilterIssue(t) !== undefined)
+    if (bad !== undefined) {
+      const issue = eventFilterIssue(bad)!
+      return sendError(
+        res,
+        new ApiError(400, "BAD_REQUEST", `types: "${bad}": ${issue}`, { field: "types", issue }),
+        requestId,
+      )
+    }
+    const types = given.map(canonicalEventFilter)
     const requestedAgent = url.searchParams.get("agentId") ?? undefined
     if (actor.agentId !== undefined && requestedAgent !== undefined && requestedAgent !== actor.agentId) {
       return sendError(

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { Cursor, jsonObject, Limit, Timestamp } from "../shared/schemas.ts"
 import { AuditEvent } from "./AuditEvent.ts"
+import { eventFilterIssue } from "./eventFilters.ts"
 
 export const MAX_INGEST_BATCH = 100
 export const MAX_EVENT_DATA_BYTES = 32 * 1024
@@ -33,8 +34,8 @@ export const EventQueryInput = Schema.Struct({
   limit: Schema.optionalKey(Limit),
   cursor: Schema.optionalKey(Cursor),
   type: Schema.optionalKey(
-    Schema.Array(Schema.String).annotate({
-      description: "event names, exact or `prefix.*`; several comma-separated or repeated",
+    Schema.Array(Schema.String.check(Schema.makeFilter((f: string) => eventFilterIssue(f) ?? true))).annotate({
+      description: "event names, exact, `prefix.*` or `*` (D9); several comma-separated or repeated",
     }),
   ),
   agentId: Schema.optionalKey(Schema.String),

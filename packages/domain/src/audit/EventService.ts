@@ -144,7 +144,8 @@ export class EventService extends Context.Service<
         }
         const { limit, before } = yield* pageWindow(q, decodeSequenceCursor)
         const rows = yield* repo.list(actor.workspaceId, {
-          types: q.type?.map(canonicalEventFilter),
+          // `*` matches every event: no type condition at all.
+          types: q.type?.includes("*") ? undefined : q.type?.map(canonicalEventFilter),
           agentId: actor.agentId ?? q.agentId,
           since: q.since,
           until: q.until,

@@ -1,7 +1,7 @@
 import { jsonb } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import type { CompiledFilters } from "./filters.ts"
+import type { CompiledFilters } from "../audit/eventFilters.ts"
 import type { DisabledReason, RetryPolicy, WebhookDelivery, WebhookStats } from "./Webhook.ts"
 
 /** The LISTEN/NOTIFY channel that wakes delivery workers: new deliveries were queued (payload: workspace id). */

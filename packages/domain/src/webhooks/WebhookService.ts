@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { compileFilters } from "../audit/eventFilters.ts"
 import type { Actor } from "../auth/Actor.ts"
 import {
   Idempotency,
@@ -18,7 +19,6 @@ import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import { secretAad } from "./DeliveryQueue.ts"
-import { compileFilters } from "./filters.ts"
 import { sampleEvent } from "./samples.ts"
 import { scaledSchedule } from "./schedules.ts"
 import { envelopeBody, signatureHeaders } from "./signing.ts"

@@ -17,7 +17,7 @@ import {
   WebhookService,
   WorkspaceService,
 } from "../../src/index.ts"
-import { matchesFilters } from "../../src/webhooks/filters.ts"
+import { matchesFilters } from "../../src/audit/eventFilters.ts"
 
 describe("compileFilters", () => {
   it("keeps the filters as given (de-duplicated) and compiles aliases and prefixes", () => {

@@ -1,4 +1,4 @@
-import { EVENT_ALIASES, INGESTED_EVENT_TYPE, isSystemEvent } from "../audit/eventCatalog.ts"
+import { EVENT_ALIASES, INGESTED_EVENT_TYPE, isSystemEvent } from "./eventCatalog.ts"
 
 /** `prefix.*`: one or more lowercase segments, then `.*`. */
 const PREFIX_FILTER = /^[a-z][a-z0-9_]{0,62}(\.[a-z][a-z0-9_]{0,62}){0,6}\.\*$/
@@ -13,8 +13,23 @@ export interface CompiledFilters {
   readonly prefixes: ReadonlyArray<string>
 }
 
+const NOT_A_PREFIX = "a prefix filter is lowercase dotted segments followed by `.*`"
+const NOT_A_NAME = "not an event name: expected a `lowercase.dotted` name (docs/events.md), `prefix.*` or `*`"
+
+/** Why `filter` is not an event filter (D9: an event name, `prefix.*` or `*`); undefined when it is one. */
+export const eventFilterIssue = (filter: string): string | undefined =>
+  filter === "*"
+    ? undefined
+    : filter.endsWith(".*")
+      ? PREFIX_FILTER.test(filter)
+        ? undefined
+        : NOT_A_PREFIX
+      : isSystemEvent(filter) || INGESTED_EVENT_TYPE.test(filter)
+        ? undefined
+        : NOT_A_NAME
+
 /**
- * Checks and compiles a webhook's event filters (D9): exact names (the
+ * Checks and compiles event filters (D9: webhooks, `GET /events`, the stream): exact names (the
  * system's, their aliases, or any `lowercase.dotted` name clients may
  * ingest), `prefix.*` and `*`. Returns the de-duplicated filters as given and
  * their compiled form, or the index and issue of the first bad one.
@@ -29,20 +44,11 @@ export const compileFilters = (
   const prefixes = new Set<string>()
   let all = false
   for (const [index, f] of filters.entries()) {
+    const issue = eventFilterIssue(f)
+    if (issue !== undefined) return { ok: false, index, issue }
     if (f === "*") all = true
-    else if (f.endsWith(".*")) {
-      if (!PREFIX_FILTER.test(f))
-        return { ok: false, index, issue: "a prefix filter is lowercase dotted segments followed by `.*`" }
-      prefixes.add(f.slice(0, -1))
-    } else if (isSystemEvent(f) || INGESTED_EVENT_TYPE.test(f)) {
-      types.add(Object.hasOwn(EVENT_ALIASES, f) ? EVENT_ALIASES[f]! : f)
-    } else {
-      return {
-        ok: false,
-        index,
-        issue: "not an event name: expected a `lowercase.dotted` name (docs/events.md), `prefix.*` or `*`",
-      }
-    }
+    else if (f.endsWith(".*")) prefixes.add(f.slice(0, -1))
+    else types.add(Object.hasOwn(EVENT_ALIASES, f) ? EVENT_ALIASES[f]! : f)
     if (!events.includes(f)) events.push(f)
   }
   return { ok: true, events, compiled: { all, types: [...types], prefixes: [...prefixes] } }
