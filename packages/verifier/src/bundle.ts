@@ -130,6 +130,14 @@ const shapeProblem = (what: string, value: unknown, fields: Record<string, Check
   return `${what}: ${bad.map((k) => JSON.stringify(k)).join(", ")} missing or invalid`
 }
 
+/**
+ * The bundle (or JWKS) inside the API's success envelope `{ok: true, data, meta?}`, so that the
+ * response of `GET /events/export` can be verified as saved. Only an object whose `ok` is `true` and
+ * whose `data` is an object is unwrapped; any other value is returned as is.
+ */
+export const unwrapEnvelope = (value: unknown): unknown =>
+  isObject(value) && value.ok === true && isObject(value.data) ? value.data : value
+
 const recomputes = (e: BundleEvent): boolean => {
   try {
     return chainHash(e.prevHash, e.type, e.data, e.timestamp) === e.hash
@@ -140,9 +148,11 @@ const recomputes = (e: BundleEvent): boolean => {
 
 /**
  * Verifies a bundle offline and reports every failure found. Accepts any
- * value (e.g. straight from JSON.parse); malformed input is reported, never thrown.
+ * value (e.g. straight from JSON.parse), the bare bundle or the API's response
+ * `{ok: true, data: <bundle>}`; malformed input is reported, never thrown.
  */
-export const verifyBundle = (input: unknown, options: VerifyOptions = {}): BundleVerification => {
+export const verifyBundle = (value: unknown, options: VerifyOptions = {}): BundleVerification => {
+  const input = unwrapEnvelope(value)
   const errors: BundleError[] = []
   const warnings: string[] = []
   const fail = (reason: string, sequence?: number): void => {

@@ -3,11 +3,13 @@
  * agentgov-verify <bundle.json | -> [--jwks <file>] [--json]
  *
  * Verifies an audit-trail export bundle offline. Exit code 0: valid; 1: invalid;
- * 2: usage or I/O error (bundle or JWKS file unreadable or not JSON).
+ * 2: usage or I/O error (bundle or JWKS file unreadable or not JSON). Either file may
+ * also be the API's response envelope `{ok: true, data: ...}` as saved by curl.
  */
-import { readFileSync } from "node:fs"
+import { readFileSync, realpathSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { type BundleVerification, verifyBundle } from "./bundle.ts"
+import { type BundleVerification, unwrapEnvelope, verifyBundle } from "./bundle.ts"
 import type { Jwks } from "./checkpoint.ts"
 
 const USAGE = "usage: agentgov-verify <bundle.json | -> [--jwks <trusted-jwks.json>] [--json]"
@@ -28,7 +30,7 @@ const readJson = (path: string, what: string): unknown => {
 }
 
 const readJwks = (path: string): Jwks => {
-  const jwks = readJson(path, "JWKS")
+  const jwks = unwrapEnvelope(readJson(path, "JWKS"))
   if (typeof jwks !== "object" || jwks === null || !Array.isArray((jwks as Jwks).keys)) {
     throw new Error(`the JWKS ${path} has no "keys" array`)
   }
@@ -69,7 +71,8 @@ const parseOptions = (argv: string[]) => {
   }
 }
 
-const main = (argv: string[]): number => {
+/** Runs the CLI on `argv` (without node and the script), writes to stdout/stderr and returns the exit code. */
+export const main = (argv: string[]): number => {
   try {
     const { values, positionals } = parseOptions(argv)
     const trustedJwks = values.jwks === undefined ? undefined : readJwks(values.jwks)
@@ -84,4 +87,15 @@ const main = (argv: string[]): number => {
   }
 }
 
-process.exitCode = main(process.argv.slice(2))
+/** Whether this module is the script node was started with (rather than imported, e.g. by bin/agentgov-verify.js). */
+const isEntryPoint = (): boolean => {
+  const script = process.argv[1]
+  if (script === undefined) return false
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url))
+  } catch {
+    return false
+  }
+}
+
+if (isEntryPoint()) process.exitCode = main(process.argv.slice(2))

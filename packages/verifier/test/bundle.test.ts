@@ -314,3 +314,38 @@ describe("malformed input", () => {
     ])
   })
 })
+
+describe("the API's response envelope", () => {
+  const envelope = (data: unknown, extra: Record<string, unknown> = {}) => ({ ok: true, data, ...extra })
+
+  it("verifies {ok: true, data: bundle} exactly like the bare bundle", () => {
+    for (const bundle of [full, partial, makeBundle(chain, signer, { consistencyFrom: 7 })]) {
+      expect(verifyBundle(envelope(bundle), trusted)).toEqual(verifyBundle(bundle, trusted))
+      expect(verifyBundle(envelope(bundle))).toEqual(verifyBundle(bundle))
+    }
+    expect(verifyBundle(envelope(partial, { meta: { cursor: null } }), trusted).valid).toBe(true)
+  })
+
+  it("still reports a tampered bundle inside the envelope", () => {
+    const b = copy(partial)
+    b.events[2].data.step = 99
+    const result = verifyBundle(envelope(b), trusted)
+    expect(result.valid).toBe(false)
+    expect(result).toEqual(verifyBundle(b, trusted))
+    expect(sequences(result.errors)).toEqual([7])
+  })
+
+  it.each([
+    ["ok is not true", { ok: "true", data: partial }],
+    ["ok is false", { ok: false, data: partial }],
+    ["data is not an object", { ok: true, data: JSON.stringify(partial) }],
+    ["data is an array", { ok: true, data: [partial] }],
+    ["the envelope is nested twice", envelope(envelope(partial))],
+  ])("judges anything else as is: %s", (_, value) => {
+    const result = verifyBundle(value, trusted)
+    expect(result.valid).toBe(false)
+    expect(result.errors).toContainEqual({
+      reason: '"format" missing or not a string; expected "agentgov.audit-bundle/v1"',
+    })
+  })
+})

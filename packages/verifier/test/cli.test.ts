@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -7,6 +7,8 @@ import { describe, expect, it } from "vitest"
 import { copy, makeBundle, makeChain, makeSigner } from "./fixtures.ts"
 
 const cliPath = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+const binPath = fileURLToPath(new URL("../bin/agentgov-verify.js", import.meta.url))
+const hasDist = existsSync(new URL("../dist/cli.js", import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), "agentgov-verify-"))
 const signer = makeSigner("ckp_cli")
 const bundle = makeBundle(makeChain(12), signer, { from: 3, to: 7 })
@@ -22,9 +24,13 @@ const tampered = copy(bundle)
 tampered.events[1].data.step = 99
 const tamperedFile = write("tampered.json", tampered)
 const jwksFile = write("jwks.json", signer.jwks)
+// What `curl $B/api/v1/events/export` and `curl $B/.well-known/jwks.json` save.
+const envelopedFile = write("enveloped.json", { ok: true, data: bundle })
+const envelopedTamperedFile = write("enveloped-tampered.json", { ok: true, data: tampered })
+const envelopedJwksFile = write("enveloped-jwks.json", { ok: true, data: signer.jwks })
 
-const run = (args: string[], input?: string) =>
-  spawnSync(process.execPath, [cliPath, ...args], { encoding: "utf8", ...(input === undefined ? {} : { input }) })
+const run = (args: string[], input?: string, script = cliPath) =>
+  spawnSync(process.execPath, [script, ...args], { encoding: "utf8", ...(input === undefined ? {} : { input }) })
 
 describe("agentgov-verify", () => {
   it("prints a summary and exits 0 for a valid bundle", () => {
@@ -59,6 +65,24 @@ describe("agentgov-verify", () => {
     expect(JSON.parse(bad.stdout)).toMatchObject({ valid: false, errors: [{ sequence: 4 }] })
   })
 
+  it("accepts the API's response envelope around the bundle and the JWKS", () => {
+    const bare = run([validFile, "--jwks", jwksFile])
+    for (const args of [
+      [envelopedFile, "--jwks", jwksFile],
+      [validFile, "--jwks", envelopedJwksFile],
+      [envelopedFile, "--jwks", envelopedJwksFile],
+    ]) {
+      const r = run(args)
+      expect(r.status).toBe(0)
+      expect(r.stdout).toBe(bare.stdout)
+    }
+    const bad = run([envelopedTamperedFile, "--jwks", envelopedJwksFile])
+    expect(bad.status).toBe(1)
+    expect(bad.stdout).toBe(run([tamperedFile, "--jwks", jwksFile]).stdout)
+    const piped = run(["-", "--jwks", jwksFile], JSON.stringify({ ok: true, data: bundle }))
+    expect(piped.status).toBe(0)
+  })
+
   it("reads the bundle from stdin for -", () => {
     const r = run(["-", "--jwks", jwksFile], JSON.stringify(bundle))
     expect(r.status).toBe(0)
@@ -76,5 +100,22 @@ describe("agentgov-verify", () => {
     expect(r.status).toBe(2)
     expect(r.stdout).toBe("")
     expect(r.stderr).toMatch(message)
+  })
+})
+
+describe("bin/agentgov-verify.js", () => {
+  // Without a build it falls back to src/cli.ts (this Node strips types); with one it runs dist/cli.js.
+  it(`runs the CLI (${hasDist ? "dist" : "src"}) with its exit codes 0, 1 and 2`, () => {
+    const ok = run([envelopedFile, "--jwks", jwksFile], undefined, binPath)
+    expect(ok.stderr).toBe("")
+    expect(ok.status).toBe(0)
+    expect(ok.stdout).toBe(run([validFile, "--jwks", jwksFile]).stdout)
+    const bad = run([tamperedFile, "--jwks", jwksFile], undefined, binPath)
+    expect(bad.status).toBe(1)
+    expect(bad.stdout).toMatch(/^INVALID: 1 error\n/)
+    const usage = run([], undefined, binPath)
+    expect(usage.status).toBe(2)
+    expect(usage.stdout).toBe("")
+    expect(usage.stderr).toMatch(/usage: agentgov-verify/)
   })
 })
