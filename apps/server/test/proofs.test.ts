@@ -241,6 +241,16 @@ describe("export bundles", () => {
       "VALIDATION_ERROR",
       "fromSequence",
     )
+    // One end named: the bundle runs from it (to the head here, at most 10,000); past the chain names that end.
+    const head = await t.chainLength()
+    const fromOnly = await t.call("GET", `/api/v1/events/export?fromSequence=${head - 4}`)
+    expect(fromOnly.status, JSON.stringify(fromOnly.body)).toBe(200)
+    expect(fromOnly.body.data.events.map((e: { sequence: number }) => e.sequence)).toEqual(
+      Array.from({ length: 5 }, (_, i) => head - 4 + i),
+    )
+    const beyond = await t.call("GET", `/api/v1/events/export?fromSequence=${head + 50}`)
+    expectError(beyond, 422, "VALIDATION_ERROR", "fromSequence")
+    expect(beyond.body.error.message).toContain(`which has ${head} events`)
     const agent = await t.call("POST", "/api/v1/agents", { body: { name: `exporter-${Date.now()}` } })
     const key = await t.createKey({
       name: "agent key",

@@ -249,7 +249,8 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     const errorCodes = new Set(["400", "401", "403", "429", "500"])
     if (op.method === "POST" || op.method === "PATCH") for (const c of ["413", "415", "422"]) errorCodes.add(c)
     if (op.errors?.some((e) => e.endsWith("_NOT_FOUND"))) errorCodes.add("404")
-    const specific = (op.errors ?? []).filter((e) => !e.endsWith("_NOT_FOUND"))
+    if (op.errors?.includes("VALIDATION_ERROR")) errorCodes.add("422")
+    const specific = (op.errors ?? []).filter((e) => !e.endsWith("_NOT_FOUND") && e !== "VALIDATION_ERROR")
     if (specific.length > 0 || op.method === "POST") errorCodes.add("409")
     for (const code of [...errorCodes].sort()) {
       const description =
@@ -257,7 +258,9 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
           ? (op.errors ?? []).filter((e) => e.endsWith("_NOT_FOUND")).join(", ")
           : code === "409"
             ? ["CONFLICT", ...specific, ...(op.method === "POST" ? ["IDEMPOTENCY_KEY_REUSED"] : [])].join(", ")
-            : COMMON_ERRORS[code]!
+            : code === "422" && op.method === "GET"
+              ? "A parameter is well-formed but names what does not exist yet, e.g. a sequence beyond the chain (VALIDATION_ERROR, `details.field` names it)"
+              : COMMON_ERRORS[code]!
       responses[code] = {
         description,
         content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },

@@ -88,7 +88,7 @@ export const eventOperations = [
     summary: "Prove an event is in the tree",
     description:
       "The audit path of event `sequence` (leaf `sequence − 1`) in the tree of a checkpoint: the newest one that covers the event unless `treeSize` names another. Verify with RFC 9162 §2.1.3.2 or `@agentgov/verifier`.",
-    errors: ["CHECKPOINT_NOT_FOUND"],
+    errors: ["CHECKPOINT_NOT_FOUND", "VALIDATION_ERROR"],
     input: InclusionProofQuery,
     output: InclusionProofResult,
     handler: (input, actor) => Checkpoints.use((c) => c.inclusion(actor, input.sequence, input.treeSize)),
@@ -102,7 +102,7 @@ export const eventOperations = [
     summary: "Prove the trail only grew",
     description:
       "Proof that the tree of the first `fromSize` events (a checkpoint you kept) is a prefix of a later checkpoint's tree (the latest unless `toSize` names one): nothing was changed or removed in between. RFC 9162 §2.1.4.",
-    errors: ["CHECKPOINT_NOT_FOUND"],
+    errors: ["CHECKPOINT_NOT_FOUND", "VALIDATION_ERROR"],
     input: ConsistencyProofQuery,
     output: ConsistencyProofResult,
     handler: (input, actor) => Checkpoints.use((c) => c.consistency(actor, input.fromSize, input.toSize)),
@@ -114,9 +114,10 @@ export const eventOperations = [
     scope: "events:read",
     tag,
     summary: "Export a verifiable bundle",
-    description: `Events \`fromSequence..toSequence\` (at most ${MAX_EXPORT_EVENTS}; the latest by default) with a fresh signed checkpoint, every event's inclusion proof, the JWKS and, with \`sinceTreeSize\`, a consistency proof from an older checkpoint. Check it offline, with no server: \`npx agentgov-verify bundle.json\` (package \`@agentgov/verifier\`). Not for agent-bound credentials.`,
+    description: `Events \`fromSequence..toSequence\` (at most ${MAX_EXPORT_EVENTS}: the latest by default; with one end named, up to ${MAX_EXPORT_EVENTS} from that end) with a fresh signed checkpoint, every event's inclusion proof, the JWKS and, with \`sinceTreeSize\`, a consistency proof from an older checkpoint. Check it offline, with no server: \`npx agentgov-verify bundle.json\` (package \`@agentgov/verifier\`). Not for agent-bound credentials.`,
     input: ExportQuery,
     output: ExportBundle,
+    errors: ["VALIDATION_ERROR"],
     handler: (input, actor) => Checkpoints.use((c) => c.exportBundle(actor, input)),
   }),
   defineOperation({

@@ -51,6 +51,32 @@ const toCheckpoint = (r: CheckpointRow): Checkpoint => ({
 const CHECKPOINT_LOCK = 72_410_004
 
 /**
+ * The sequences an export covers, in a chain of `treeSize` events: the latest bundle's worth by default;
+ * with one end named, up to a bundle's worth from that end (`fromSequence=1` alone is the first 10,000,
+ * not an error about a `toSequence` nobody sent). An error names the end that is wrong.
+ */
+export const exportRange = (
+  treeSize: number,
+  q: { readonly fromSequence?: number | undefined; readonly toSequence?: number | undefined },
+): { readonly from: number; readonly to: number } | InvalidInput => {
+  if (treeSize === 0) return new InvalidInput({ field: "fromSequence", message: "the chain has no events yet" })
+  const to =
+    q.toSequence ??
+    (q.fromSequence === undefined ? treeSize : Math.min(treeSize, q.fromSequence + MAX_EXPORT_EVENTS - 1))
+  const from = q.fromSequence ?? Math.max(1, to - MAX_EXPORT_EVENTS + 1)
+  const beyond = `is beyond the chain, which has ${treeSize} events`
+  if (from > treeSize) return new InvalidInput({ field: "fromSequence", message: beyond })
+  if (to > treeSize) return new InvalidInput({ field: "toSequence", message: beyond })
+  if (from > to) return new InvalidInput({ field: "fromSequence", message: "must not exceed toSequence" })
+  if (to - from + 1 > MAX_EXPORT_EVENTS)
+    return new InvalidInput({
+      field: "toSequence",
+      message: `a bundle holds at most ${MAX_EXPORT_EVENTS} events; export in several ranges`,
+    })
+  return { from, to }
+}
+
+/**
  * Signed checkpoints of each workspace's Merkle tree, and the proofs and
  * export bundles that let anyone check the audit trail offline with
  * `@agentgov/verifier`. A checkpoint signs (tree size, Merkle root, chain
@@ -161,7 +187,10 @@ export class Checkpoints extends Context.Service<
           if (atLeast > checkpoint.treeSize)
             return yield* new InvalidInput({
               field,
-              message: `is beyond the tree size ${checkpoint.treeSize} (the chain has ${checkpoint.treeSize} events)`,
+              message:
+                treeSize !== undefined
+                  ? `is beyond the tree size ${checkpoint.treeSize} asked for`
+                  : `is beyond the chain, which has ${checkpoint.treeSize} events`,
             })
           return checkpoint
         })
@@ -193,21 +222,9 @@ export class Checkpoints extends Context.Service<
         if (actor.agentId !== undefined)
           return yield* new PermissionDenied({ message: "an agent-bound credential cannot export the audit trail" })
         const checkpoint = yield* latest(actor)
-        const to = q.toSequence ?? checkpoint.treeSize
-        const from = q.fromSequence ?? Math.max(1, to - MAX_EXPORT_EVENTS + 1)
-        if (to > checkpoint.treeSize)
-          return yield* new InvalidInput({
-            field: "toSequence",
-            message: `the chain has ${checkpoint.treeSize} events`,
-          })
-        if (checkpoint.treeSize === 0)
-          return yield* new InvalidInput({ field: "fromSequence", message: "the chain has no events yet" })
-        if (from > to) return yield* new InvalidInput({ field: "fromSequence", message: "must not exceed toSequence" })
-        if (to - from + 1 > MAX_EXPORT_EVENTS)
-          return yield* new InvalidInput({
-            field: "toSequence",
-            message: `a bundle holds at most ${MAX_EXPORT_EVENTS} events; export in several ranges`,
-          })
+        const range = exportRange(checkpoint.treeSize, q)
+        if (range instanceof InvalidInput) return yield* range
+        const { from, to } = range
         if (q.sinceTreeSize !== undefined && q.sinceTreeSize > checkpoint.treeSize)
           return yield* new InvalidInput({
             field: "sinceTreeSize",
