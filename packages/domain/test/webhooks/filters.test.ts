@@ -3,6 +3,7 @@ import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { matchesFilters } from "../../src/audit/eventFilters.ts"
 import {
   AuditLog,
   Counters,
@@ -17,7 +18,6 @@ import {
   WebhookService,
   WorkspaceService,
 } from "../../src/index.ts"
-import { matchesFilters } from "../../src/audit/eventFilters.ts"
 
 describe("compileFilters", () => {
   it("keeps the filters as given (de-duplicated) and compiles aliases and prefixes", () => {
