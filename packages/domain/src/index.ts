@@ -66,7 +66,6 @@ export * from "./audit/EventErrors.ts"
 export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
 export { EventService } from "./audit/EventService.ts"
 export {
-  canonicalEventFilter,
   EVENT_ALIASES,
   type EventDataSchema,
   type EventDefinition,
@@ -78,7 +77,7 @@ export {
   type SystemEventName,
   systemNamespaceOf,
 } from "./audit/eventCatalog.ts"
-export { compileFilters, eventFilterIssue } from "./audit/eventFilters.ts"
+export { compileFilters, eventFilterIssue, matchesFilters } from "./audit/eventFilters.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { type Actor, canonicalEventFilter, EventFeed, eventFilterIssue } from "@agentgov/domain"
+import { type Actor, compileFilters, EventFeed, matchesFilters } from "@agentgov/domain"
 import { ApiError } from "../ApiError.ts"
 import type { Executor, Result, Runtime } from "../Executor.ts"
 import { sendError } from "./http.ts"
@@ -10,10 +10,6 @@ export interface EventStreamOptions {
   /** A client whose unsent backlog passes this is dropped rather than buffered without bound. */
   readonly maxBufferedBytes?: number
 }
-
-const matchesType = (patterns: ReadonlyArray<string>, type: string) =>
-  patterns.length === 0 ||
-  patterns.some((p) => p === "*" || p === type || (p.endsWith(".*") && type.startsWith(p.slice(0, -1))))
 
 /**
  * GET /events/stream (D9): server-sent events, `id:` the event id and `data:`
@@ -54,17 +50,17 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       .getAll("types")
       .flatMap((t) => t.split(","))
       .filter((t) => t !== "")
-    // A filter that can match nothing is a mistake to say, not a stream that stays silent.
-    const bad = given.find((t) => eventFilterIssue(t) !== undefined)
-    if (bad !== undefined) {
-      const issue = eventFilterIssue(bad)!
+    // Webhooks' rule (D9). A filter that can match nothing is a mistake to say, not a stream that stays silent.
+    const compiled = compileFilters(given)
+    if (!compiled.ok) {
+      const { issue } = compiled
       return sendError(
         res,
-        new ApiError(400, "BAD_REQUEST", `types: "${bad}": ${issue}`, { field: "types", issue }),
+        new ApiError(400, "BAD_REQUEST", `types: "${given[compiled.index]}": ${issue}`, { field: "types", issue }),
         requestId,
       )
     }
-    const types = given.map(canonicalEventFilter)
+    const filters = given.length === 0 ? undefined : compiled.compiled
     const requestedAgent = url.searchParams.get("agentId") ?? undefined
     if (actor.agentId !== undefined && requestedAgent !== undefined && requestedAgent !== actor.agentId) {
       return sendError(
@@ -131,7 +127,8 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     unsubscribe = await feed.subscribe({
       workspaceId: actor.workspaceId,
       afterSequence,
-      accept: (e) => matchesType(types, e.type) && (agentId === undefined || e.agentId === agentId),
+      accept: (e) =>
+        (filters === undefined || matchesFilters(filters, e.type)) && (agentId === undefined || e.agentId === agentId),
       onEvent: (e) => write(`id: ${e.id}\ndata: ${JSON.stringify({ type: e.type, payload: e })}\n\n`),
       onError: () => close(),
     })

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { AuditEvent } from "./AuditEvent.ts"
+import type { CompiledFilters } from "./eventFilters.ts"
 
 export interface EventRow {
   readonly workspace_id: string
@@ -41,8 +42,8 @@ export const toEvent = (r: EventRow): AuditEvent => ({
 })
 
 export interface EventQuery {
-  /** Exact names, or `prefix.*`. */
-  readonly types?: ReadonlyArray<string> | undefined
+  /** Type filters as compiled for webhooks too; none (or `*`) is every type. */
+  readonly filters?: CompiledFilters | undefined
   readonly agentId?: string | undefined
   readonly since?: string | undefined
   readonly until?: string | undefined
@@ -90,12 +91,14 @@ export class EventRepo extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       return EventRepo.of({
         list: (workspaceId, q) => {
-          const exact = (q.types ?? []).filter((t) => !t.endsWith(".*"))
-          const prefixes = (q.types ?? []).filter((t) => t.endsWith(".*")).map((t) => t.slice(0, -1))
-          const typeClauses = [
-            ...(exact.length > 0 ? [sql`type IN ${sql.in(exact)}`] : []),
-            ...prefixes.map((p) => sql`starts_with(type, ${p})`),
-          ]
+          const { filters } = q
+          const typeClauses =
+            filters === undefined || filters.all
+              ? []
+              : [
+                  ...(filters.types.length > 0 ? [sql`type IN ${sql.in(filters.types)}`] : []),
+                  ...filters.prefixes.map((p) => sql`starts_with(type, ${p})`),
+                ]
           return sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId}
               ${typeClauses.length > 0 ? sql`AND ${sql.or(typeClauses)}` : sql``}
               ${q.agentId ? sql`AND agent_id = ${q.agentId}` : sql``}

@@ -21,7 +21,8 @@ import {
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
 import { EventRepo } from "./EventRepo.ts"
-import { canonicalEventFilter, INGESTED_EVENT_TYPE, isSystemEvent, systemNamespaceOf } from "./eventCatalog.ts"
+import { INGESTED_EVENT_TYPE, isSystemEvent, systemNamespaceOf } from "./eventCatalog.ts"
+import { compileFilters } from "./eventFilters.ts"
 
 const VERIFY_BATCH = 10_000
 
@@ -52,7 +53,7 @@ export class EventService extends Context.Service<
     readonly list: (
       actor: Actor,
       q: EventQueryInput,
-    ) => Effect.Effect<Page<AuditEvent>, InvalidCursor | PermissionDenied>
+    ) => Effect.Effect<Page<AuditEvent>, InvalidCursor | PermissionDenied | InvalidInput>
     readonly get: (actor: Actor, id: string) => Effect.Effect<AuditEvent, EventNotFound>
     /** Recomputes the workspace's chain from its first event and records the result. */
     readonly verify: (actor: Actor, trigger: "api" | "scheduled") => Effect.Effect<Verification>
@@ -142,10 +143,13 @@ export class EventService extends Context.Service<
         if (actor.agentId !== undefined && q.agentId !== undefined && q.agentId !== actor.agentId) {
           return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
         }
+        // The rule webhooks and the stream filter by (D9): names with aliases resolved, `prefix.*`, `*`.
+        const compiled = q.type !== undefined && q.type.length > 0 ? compileFilters(q.type) : undefined
+        if (compiled?.ok === false)
+          return yield* new InvalidInput({ field: `type[${compiled.index}]`, message: compiled.issue })
         const { limit, before } = yield* pageWindow(q, decodeSequenceCursor)
         const rows = yield* repo.list(actor.workspaceId, {
-          // `*` matches every event: no type condition at all.
-          types: q.type?.includes("*") ? undefined : q.type?.map(canonicalEventFilter),
+          filters: compiled?.compiled,
           agentId: actor.agentId ?? q.agentId,
           since: q.since,
           until: q.until,

@@ -502,12 +502,9 @@ export const SYSTEM_NAMESPACES: ReadonlySet<string> = new Set([...reserved].map(
  * pager, a chat channel) must only ever receive what the service itself recorded.
  */
 export const systemNamespaceOf = (name: string): string | undefined => {
-  const first = name.slice(0, name.indexOf("."))
-  return SYSTEM_NAMESPACES.has(first) ? first : undefined
+  const [first] = name.split(".", 1)
+  return first !== undefined && SYSTEM_NAMESPACES.has(first) ? first : undefined
 }
-
-/** A type filter with aliases resolved (D7: `enforcement.issued` finds `enforcement.created`). */
-export const canonicalEventFilter = (name: string): string => EVENT_ALIASES[name] ?? name
 
 /** The schema of a system event's `data` (an alias gives its target's); undefined for other names. */
 export const eventDataSchema = (name: string): EventDataSchema | undefined => {
