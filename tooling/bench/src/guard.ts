@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { cpus } from "node:os"
 import { drive as driveLoad, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
-import { type BenchServer, postgresCpuMs, processCpuMs } from "./server.ts"
+import { type BenchServer, machineIdleMs, postgresCpuMs, processCpuMs } from "./server.ts"
 
 /**
  * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
@@ -54,6 +55,8 @@ const drive = async (url: string, requestOf: (i: number) => Buffer) => {
 }
 type Load = Awaited<ReturnType<typeof drive>>
 
+const pct = (share: number | undefined) => (share === undefined ? "?%" : `${Math.round(share * 100)}%`)
+
 /** A workspace-sized policy set: RULES rules over exact, prefix and glob actions, half with conditions. */
 const policies = () =>
   Array.from({ length: RULES / 10 }, (_, p) => ({
@@ -104,6 +107,8 @@ export const runGuardHttpBenchmark = async (
       serverCpuUsPerRequest: number | undefined
       clientCpuUsPerRequest: number | undefined
       postgresCpuUsPerRequest: number | undefined
+      /** The share of the machine's cores left idle in the round. */
+      idle: number | undefined
     }
     /** A round, with the CPU the serving process, PostgreSQL and the load generator spent per request: on a shared machine, what throughput is made of. */
     const measure = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
@@ -112,7 +117,11 @@ export const runGuardHttpBenchmark = async (
       const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
       const self0 = processCpuMs(process.pid)
       const pg0 = postgresCpuMs()
+      const idle0 = machineIdleMs()
+      const start = performance.now()
       const load = await round_()
+      const wallMs = performance.now() - start
+      const idle1 = machineIdleMs()
       const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
       const self1 = processCpuMs(process.pid)
       const pg1 = postgresCpuMs()
@@ -121,6 +130,8 @@ export const runGuardHttpBenchmark = async (
         serverCpuUsPerRequest: perRequest(cpu0, cpu1, load.requests),
         clientCpuUsPerRequest: perRequest(self0, self1, load.requests),
         postgresCpuUsPerRequest: perRequest(pg0, pg1, load.requests),
+        idle:
+          idle0 === undefined || idle1 === undefined ? undefined : round((idle1 - idle0) / (wallMs * cpus().length), 2),
       }
     }
     const rounds: Array<{ guard: Measured; echo: Measured }> = []
@@ -128,7 +139,7 @@ export const runGuardHttpBenchmark = async (
       const e = await measure(echo.child.pid, () => drive(echo.url, toEcho))
       const g = await measure(server.pid, () => drive(server.url, toGuard))
       log(
-        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"}, PostgreSQL ${g.postgresCpuUsPerRequest ?? "?"} µs CPU/request); echo ${round(e.requestsPerSecond, 0)} req/s (${e.serverCpuUsPerRequest ?? "?"} µs CPU/request)`,
+        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"}, PostgreSQL ${g.postgresCpuUsPerRequest ?? "?"}, load ${g.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(g.idle)} idle); echo ${round(e.requestsPerSecond, 0)} req/s (server ${e.serverCpuUsPerRequest ?? "?"}, load ${e.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(e.idle)} idle)`,
       )
       rounds.push({ guard: g, echo: e })
     }

@@ -1,28 +1,57 @@
 import { mkdirSync, renameSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
-import { type BenchServer, processCpuMs } from "./server.ts"
+import { type BenchServer, machineIdleMs, postgresCpuMs, processCpuMs } from "./server.ts"
 
-/** Wall time of a timed window, and the CPU time the server and this process used in it. */
+/**
+ * Wall time of a timed window, and the CPU time the server, this process and PostgreSQL used in it, with
+ * the time the machine's cores sat idle: on two shared cores, what a rate is made of.
+ */
 export interface Measured {
   readonly ms: number
   readonly serverCpuMs: number | undefined
   readonly benchCpuMs: number | undefined
+  readonly postgresCpuMs: number | undefined
+  /** Summed over the cores. */
+  readonly idleMs: number | undefined
 }
 
 export const measure = async (server: BenchServer, f: () => Promise<unknown>): Promise<Measured> => {
   const cpu0 = server.cpuMs()
   const self0 = processCpuMs(process.pid)
+  const pg0 = postgresCpuMs()
+  const idle0 = machineIdleMs()
   const start = performance.now()
   await f()
   const ms = performance.now() - start
   const cpu1 = server.cpuMs()
   const self1 = processCpuMs(process.pid)
+  const pg1 = postgresCpuMs()
+  const idle1 = machineIdleMs()
+  const delta = (a: number | undefined, b: number | undefined) =>
+    a === undefined || b === undefined ? undefined : b - a
   return {
     ms: round(ms),
-    serverCpuMs: cpu0 === undefined || cpu1 === undefined ? undefined : cpu1 - cpu0,
-    benchCpuMs: self0 === undefined || self1 === undefined ? undefined : self1 - self0,
+    serverCpuMs: delta(cpu0, cpu1),
+    benchCpuMs: delta(self0, self1),
+    postgresCpuMs: delta(pg0, pg1),
+    idleMs: delta(idle0, idle1),
   }
 }
+
+/** Where a window's CPU went, per unit of work: each side's µs, and the share of the cores left idle. */
+export const cpuPer = (m: Measured, units: number, cores: number) => {
+  const us = (ms: number | undefined) => (ms === undefined ? undefined : round((ms * 1000) / units, 1))
+  return {
+    serverUs: us(m.serverCpuMs),
+    loadUs: us(m.benchCpuMs),
+    postgresUs: us(m.postgresCpuMs),
+    idle: m.idleMs === undefined ? undefined : round(m.idleMs / (m.ms * cores), 2),
+  }
+}
+
+/** `cpuPer` as a log line. */
+export const cpuLine = (c: ReturnType<typeof cpuPer>) =>
+  `server ${c.serverUs ?? "?"}, load ${c.loadUs ?? "?"}, PostgreSQL ${c.postgresUs ?? "?"} µs CPU each; ${c.idle === undefined ? "?" : Math.round(c.idle * 100)}% idle`
 
 export const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits
 

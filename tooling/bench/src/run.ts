@@ -7,7 +7,18 @@ import { runAuthBenchmarks } from "./auth.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert, serialShape } from "./ingest.ts"
-import { type BenchmarkResult, benchmark, failed, median, printSummary, round, target, writeReport } from "./report.ts"
+import {
+  type BenchmarkResult,
+  benchmark,
+  cpuLine,
+  cpuPer,
+  failed,
+  median,
+  printSummary,
+  round,
+  target,
+  writeReport,
+} from "./report.ts"
 import { runSdkBenchmarks } from "./sdk.ts"
 import { type BenchServer, startServer } from "./server.ts"
 import { runSse, type SseShape } from "./sse.ts"
@@ -70,6 +81,8 @@ const ingestBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
         `with the events table's indexes ${round(indexed.eventsPerSecond, 0)}, ` +
         `one ordered writer with them ${round(serial.eventsPerSecond, 0)}`,
     )
+    log(`  ingest: ${cpuLine(cpuPer(ingest, ingest.events, cpus().length))}`)
+    log(`  plain INSERT: ${cpuLine(cpuPer(plain, plain.events, cpus().length))}`)
     rounds.push({ ingest, plain, indexed, serial })
   }
   const value = median(rounds.map((r) => r.ingest.eventsPerSecond))
@@ -99,8 +112,16 @@ const ingestBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
         ratio: round(value / median(rounds.map((r) => r.serial.eventsPerSecond)), 3),
       },
       rounds: rounds.map(({ ingest, plain, indexed, serial }) => ({
-        ingest: { ...ingest, eventsPerSecond: round(ingest.eventsPerSecond) },
-        plain: { ...plain, eventsPerSecond: round(plain.eventsPerSecond) },
+        ingest: {
+          ...ingest,
+          eventsPerSecond: round(ingest.eventsPerSecond),
+          cpuPerEvent: cpuPer(ingest, ingest.events, cpus().length),
+        },
+        plain: {
+          ...plain,
+          eventsPerSecond: round(plain.eventsPerSecond),
+          cpuPerEvent: cpuPer(plain, plain.events, cpus().length),
+        },
         indexed: { ...indexed, eventsPerSecond: round(indexed.eventsPerSecond) },
         serial: { ...serial, eventsPerSecond: round(serial.eventsPerSecond) },
         ratio: round(ingest.eventsPerSecond / plain.eventsPerSecond, 3),

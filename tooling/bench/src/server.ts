@@ -43,6 +43,16 @@ export const processCpuMs = (pid: number): number | undefined => {
   }
 }
 
+/** Linux: idle time of all the machine's cores together (idle + iowait in /proc/stat), in ms. */
+export const machineIdleMs = (): number | undefined => {
+  try {
+    const cpu = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/)
+    return (Number(cpu[4]) + Number(cpu[5])) * 10
+  } catch {
+    return undefined
+  }
+}
+
 /** Linux: CPU time, in ms, of every process named `postgres` (the server's backends and its own workers). */
 export const postgresCpuMs = (): number | undefined => {
   try {
