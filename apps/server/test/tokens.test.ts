@@ -4,6 +4,7 @@ import { SigningKeys } from "@agentgov/domain"
 import type { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose"
+import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startServer } from "../src/server.ts"
 import { expectError, startTestServer, type TestServer, testConfig } from "./helpers.ts"
@@ -274,6 +275,39 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)",
       expect(status).toBe(401)
       expect(Date.now() - revokedAt).toBeLessThan(5_000)
     } finally {
+      await other.close()
+    }
+  })
+
+  it("and when the other instance's listening connection has just dropped, the revocation's notice lost", async () => {
+    const other = await startServer(testConfig({ bootstrap: false }), {
+      store: PostgresClient.layer({ url: t.store.url! }),
+    })
+    const admin = postgres(t.store.url!, { max: 1, onnotice: () => {} })
+    try {
+      const created = await t.call("POST", "/api/v1/api-keys", {
+        body: { name: "revoked in a gap", type: "workspace", scopes: ["events:read"] },
+      })
+      const { token } = await exchange(created.body.data.apiKey)
+      const onOther = () =>
+        fetch(`${other.url}/api/v1/events?limit=1`, { headers: { authorization: `Bearer ${token}` } })
+      expect((await onOther()).status).toBe(200)
+      expect((await onOther()).status, "now served from the other instance's cache").toBe(200)
+      // What a database restart, a failover or a proxy's idle time-out does to every instance.
+      const cut = await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND application_name = 'agentgov-listen'`
+      expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
+      expect((await t.call("DELETE", `/api/v1/api-keys/${created.body.data.id}`)).status).toBe(200)
+      const revokedAt = Date.now()
+      let status = (await onOther()).status
+      while (status === 200 && Date.now() - revokedAt < 5_000) {
+        await new Promise((r) => setTimeout(r, 50))
+        status = (await onOther()).status
+      }
+      expect(status).toBe(401)
+      expect(Date.now() - revokedAt).toBeLessThan(5_000)
+    } finally {
+      await admin.end()
       await other.close()
     }
   })

@@ -8,8 +8,16 @@ import { Context } from "effect"
 export interface DatabaseShape {
   readonly kind: "pglite" | "postgres"
   readonly notify: (channel: string, payload: string) => Promise<void>
-  /** Subscribes; resolves to an unsubscribe function. */
-  readonly listen: (channel: string, onMessage: (payload: string) => void) => Promise<() => Promise<void>>
+  /**
+   * Subscribes; resolves to an unsubscribe function. `onMissed` is called when notifications may have been
+   * lost (the listening connection dropped), and again once the subscription is back: whatever the
+   * subscriber kept because no notification said otherwise must be taken as stale.
+   */
+  readonly listen: (
+    channel: string,
+    onMessage: (payload: string) => void,
+    onMissed?: () => void,
+  ) => Promise<() => Promise<void>>
 }
 
 export class Database extends Context.Service<Database, DatabaseShape>()("@agentgov/db/Database") {}

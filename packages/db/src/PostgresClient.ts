@@ -5,6 +5,7 @@ import type { Connection } from "effect/sql/SqlConnection"
 import postgres from "postgres"
 import { pgCompiler } from "./compiler.ts"
 import { Database } from "./Database.ts"
+import { makeNotifications } from "./Notifications.ts"
 import { toSqlError } from "./sqlErrors.ts"
 
 export interface PostgresOptions {
@@ -66,6 +67,10 @@ const make = (options: PostgresOptions) =>
       Effect.tryPromise({ try: () => sql.reserve(), catch: (cause) => toSqlError(cause, "connect") }),
       (reserved) => Effect.sync(() => reserved.release()),
     ).pipe(Effect.map(makeConnection))
+    const notifications = yield* Effect.acquireRelease(
+      Effect.sync(() => makeNotifications(options.url)),
+      (n) => Effect.promise(() => n.end()),
+    )
     const client = yield* SqlClient.make({
       acquirer: Effect.succeed(poolConnection),
       transactionAcquirer,
@@ -78,10 +83,7 @@ const make = (options: PostgresOptions) =>
       notify: async (channel, payload) => {
         await sql.notify(channel, payload)
       },
-      listen: async (channel, onMessage) => {
-        const sub = await sql.listen(channel, onMessage)
-        return () => sub.unlisten()
-      },
+      listen: notifications.listen,
     })
     return { client, database }
   })

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto"
+import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net"
 import {
   Database,
   type DatabaseShape,
@@ -593,6 +594,87 @@ describe("LISTEN / NOTIFY", () => {
     await drained(db)
     expect(got).toEqual(["committed"])
     await unlisten()
+  })
+})
+
+describe.runIf(process.env.DATABASE_URL)("LISTEN across a dropped connection (PostgreSQL)", () => {
+  /** A TCP proxy to the test database that can be cut (every connection closed, none accepted) and restored. */
+  const cuttableProxy = async (url: string) => {
+    const target = new URL(url)
+    const sockets = new Set<Socket>()
+    const serve = () =>
+      createServer((client) => {
+        const upstream = connect(Number(target.port || 5432), target.hostname)
+        for (const s of [client, upstream]) {
+          sockets.add(s)
+          s.on("error", () => s.destroy()).on("close", () => {
+            sockets.delete(s)
+            client.destroy()
+            upstream.destroy()
+          })
+        }
+        client.pipe(upstream).pipe(client)
+      })
+    let server: Server = serve()
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    const port = (server.address() as AddressInfo).port
+    const via = new URL(url)
+    via.hostname = "127.0.0.1"
+    via.port = String(port)
+    return {
+      url: via.toString(),
+      cut: async () => {
+        await new Promise<void>((r) => {
+          server.close(() => r())
+          for (const s of sockets) s.destroy()
+        })
+      },
+      restore: async () => {
+        server = serve()
+        await new Promise<void>((r) => server.listen(port, "127.0.0.1", r))
+      },
+      close: async () => {
+        for (const s of sockets) s.destroy()
+        await new Promise<void>((r) => (server.listening ? server.close(() => r()) : r()))
+      },
+    }
+  }
+
+  it("reports the gap, subscribes again once the server is back, and delivers what is sent after", async () => {
+    const direct = await run(Database)
+    const proxy = await cuttableProxy(store.url!)
+    const viaProxy = ManagedRuntime.make(PostgresClient.layer({ url: proxy.url, max: 1 }))
+    try {
+      const db = await viaProxy.runPromise(Database)
+      const got: Array<string> = []
+      let missed = 0
+      const unlisten = await db.listen(
+        "agentgov_gap",
+        (p) => got.push(p),
+        () => {
+          missed += 1
+        },
+      )
+      await direct.notify("agentgov_gap", "before")
+      await waitFor(() => got.length === 1)
+
+      await proxy.cut()
+      await waitFor(() => missed === 1)
+      await direct.notify("agentgov_gap", "during")
+      // Subscribing again fails while the server is unreachable; nothing reports it as back.
+      await new Promise((r) => setTimeout(r, 500))
+      expect(missed).toBe(1)
+
+      await proxy.restore()
+      await waitFor(() => missed === 2)
+      await direct.notify("agentgov_gap", "after")
+      await waitFor(() => got.length === 2)
+      expect(got).toEqual(["before", "after"])
+      await unlisten()
+    } finally {
+      await viaProxy.dispose()
+      await proxy.close()
+    }
   })
 })
 

@@ -122,10 +122,17 @@ export class EventFeed extends Context.Service<
 
       const unlisten = yield* Effect.acquireRelease(
         Effect.promise(() =>
-          db.listen(EVENTS_CHANNEL, (payload) => {
-            const workspaceId = payload.slice(0, payload.lastIndexOf(":"))
-            if (feeds.has(workspaceId)) pull(workspaceId)
-          }),
+          db.listen(
+            EVENTS_CHANNEL,
+            (payload) => {
+              const workspaceId = payload.slice(0, payload.lastIndexOf(":"))
+              if (feeds.has(workspaceId)) pull(workspaceId)
+            },
+            // Appends may have been announced while the connection was down: every feed looks.
+            () => {
+              for (const workspaceId of feeds.keys()) pull(workspaceId)
+            },
+          ),
         ),
         (stop) => Effect.promise(() => stop()),
       )

@@ -68,7 +68,9 @@ export const looksLikeJwt = (credential: string) => /^eyJ[\w-]*\.[\w-]+\.[\w-]*$
  * then authenticates like the key it came from. Verified tokens are cached
  * until they expire, keyed by a hash of the token. When a key is revoked or
  * rotated, every instance hears it (LISTEN on the keys channel) and drops its
- * tokens at once; a token is also refused once its key has expired.
+ * tokens at once; when that connection drops, every instance drops all its
+ * tokens (notifications may have been missed). A token is also refused once
+ * its key has expired.
  */
 export class SdkTokens extends Context.Service<
   SdkTokens,
@@ -92,9 +94,18 @@ export class SdkTokens extends Context.Service<
       const cache = new Map<string, Cached>()
       const byKey = new Map<string, Set<string>>()
 
+      // Bumped by every announcement: a token verified against a key read before one must not be cached after.
+      let epoch = 0
       const forget = (keyId: string) => {
+        epoch += 1
         for (const digest of byKey.get(keyId) ?? []) cache.delete(digest)
         byKey.delete(keyId)
+      }
+      // Notifications may have been missed (the listening connection dropped): every cached token is checked again.
+      const forgetAll = () => {
+        epoch += 1
+        cache.clear()
+        byKey.clear()
       }
       const remember = (digest: string, entry: Cached) => {
         if (cache.size >= CACHE_LIMIT) {
@@ -110,7 +121,7 @@ export class SdkTokens extends Context.Service<
       }
 
       yield* Effect.acquireRelease(
-        Effect.promise(() => db.listen(KEYS_CHANNEL, forget)),
+        Effect.promise(() => db.listen(KEYS_CHANNEL, forget, forgetAll)),
         (stop) => Effect.promise(() => stop()),
       )
 
@@ -170,6 +181,7 @@ export class SdkTokens extends Context.Service<
         if (typeof claims.nbf !== "number" || claims.nbf - LEEWAY_S > now) return yield* refuse("not yet valid")
         if (typeof claims.sub !== "string" || typeof claims.workspaceId !== "string" || !Array.isArray(claims.scopes))
           return yield* refuse("missing claims")
+        const startedIn = epoch
         const stored = yield* apiKeys.findById(claims.sub)
         if (!stored || stored.workspaceId !== claims.workspaceId) return yield* refuse("its API key no longer exists")
         const refusal = keyRefusal(stored, nowMs)
@@ -178,7 +190,7 @@ export class SdkTokens extends Context.Service<
         if (refusal === "expired") return yield* refuse("its API key has expired")
         const actor = actorOfKey(stored, "sdk_token", claims.scopes)
         const keyExpiresAt = stored.expiresAt === null ? null : Date.parse(stored.expiresAt)
-        remember(digest, { actor, exp: claims.exp, keyId: stored.id, keyExpiresAt })
+        if (epoch === startedIn) remember(digest, { actor, exp: claims.exp, keyId: stored.id, keyExpiresAt })
         return actor
       })
 

@@ -292,10 +292,16 @@ export class GuardService extends Context.Service<
         agentGenerations.set(agentId, (agentGenerations.get(agentId) ?? 0) + 1)
         agentCache.delete(agentId)
       }
+      // Notifications may have been missed (the listening connection dropped): no copy can be trusted.
+      let agentEpoch = 0
+      const forgetAgents = () => {
+        agentEpoch += 1
+        agentCache.clear()
+      }
       // This instance's own writes drop the copy at once (and again at commit, through the trigger).
       agents.onUpdate(forgetAgent)
       yield* Effect.acquireRelease(
-        Effect.promise(() => db.listen(AGENTS_CHANNEL, forgetAgent)),
+        Effect.promise(() => db.listen(AGENTS_CHANNEL, forgetAgent, forgetAgents)),
         (stop) => Effect.promise(() => stop()),
       )
       /** The agent as this instance holds it, while the copy is recent enough. */
@@ -307,10 +313,12 @@ export class GuardService extends Context.Service<
         const held = heldAgent(workspaceId, agentId, Date.now())
         if (held) return Effect.succeed(held)
         const generation = agentGenerations.get(agentId) ?? 0
+        const epoch = agentEpoch
         return agents.find(workspaceId, agentId).pipe(
           Effect.tap((agent) =>
             Effect.sync(() => {
-              if (!agent || (agentGenerations.get(agentId) ?? 0) !== generation) return
+              // A load that started before a change was announced (or before a gap) must not be kept.
+              if (!agent || (agentGenerations.get(agentId) ?? 0) !== generation || agentEpoch !== epoch) return
               if (agentCache.size >= 100_000) agentCache.clear()
               agentCache.set(agentId, { agent, workspaceId, at: Date.now() })
             }),

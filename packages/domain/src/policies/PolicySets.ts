@@ -10,8 +10,8 @@ export interface WorkspaceGuardState {
 }
 
 /**
- * Safety net only: a missed notification (a dropped LISTEN connection) heals
- * within this. Changes normally reach every instance at their commit.
+ * Safety net only: a dropped LISTEN connection drops every compiled set (when
+ * it drops and again when it is back); anything else missed heals within this. Changes normally reach every instance at their commit.
  */
 const MAX_AGE_MS = 30_000
 const MAX_WORKSPACES = 10_000
@@ -49,15 +49,22 @@ export class PolicySets extends Context.Service<
         generations.set(workspaceId, (generations.get(workspaceId) ?? 0) + 1)
         sets.delete(workspaceId)
       }
+      // Notifications may have been missed (the listening connection dropped): no compiled set can be trusted.
+      let epoch = 0
+      const forgetAll = () => {
+        epoch += 1
+        sets.clear()
+      }
 
       yield* Effect.acquireRelease(
-        Effect.promise(() => db.listen(POLICIES_CHANNEL, forget)),
+        Effect.promise(() => db.listen(POLICIES_CHANNEL, forget, forgetAll)),
         (stop) => Effect.promise(() => stop()),
       )
 
       const load = (workspaceId: string) =>
         Effect.gen(function* () {
           const generation = generations.get(workspaceId) ?? 0
+          const startedIn = epoch
           const [policies, workspace] = yield* Effect.all([repo.all(workspaceId), workspaces.find(workspaceId)], {
             concurrency: 2,
           })
@@ -65,7 +72,7 @@ export class PolicySets extends Context.Service<
             set: compilePolicies(policies.map((p) => ({ id: p.id, version: p.version, document: p.document }))),
             guardDefault: workspace?.guardDefault ?? "allow",
           }
-          if ((generations.get(workspaceId) ?? 0) === generation) {
+          if ((generations.get(workspaceId) ?? 0) === generation && epoch === startedIn) {
             if (sets.size >= MAX_WORKSPACES) sets.delete(sets.keys().next().value!)
             sets.set(workspaceId, { state, at: Date.now() })
           }

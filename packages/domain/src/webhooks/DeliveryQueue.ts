@@ -300,7 +300,13 @@ export class DeliveryQueue extends Context.Service<
         attempt,
         record,
         untilNextDue,
-        wakeups: (onWake) => db.listen(WEBHOOKS_CHANNEL, () => onWake()),
+        // After a gap in the notifications the workers look for due deliveries too.
+        wakeups: (onWake) =>
+          db.listen(
+            WEBHOOKS_CHANNEL,
+            () => onWake(),
+            () => onWake(),
+          ),
       })
     }),
   )
