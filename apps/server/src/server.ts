@@ -132,8 +132,19 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       return sendError(res, new ApiError(400, "BAD_REQUEST", "malformed request target"), requestId)
     }
     const path = url.pathname
-    if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
-    if (path === "/readyz") return ready(res, requestId)
+    if (path === "/healthz" || path === "/readyz") {
+      if (req.method !== "GET" && req.method !== "HEAD")
+        return sendError(
+          res,
+          new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}`),
+          requestId,
+          {
+            allow: "GET",
+          },
+        )
+      if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
+      return ready(res, requestId)
+    }
     if (!roles.includes("api"))
       return sendError(res, new ApiError(404, "NOT_FOUND", "this instance runs the worker role only"), requestId)
     if (path === JWKS_PATH || path === `/api/v1${JWKS_PATH}` || path === `/v1${JWKS_PATH}`)

@@ -483,3 +483,87 @@ describe("strings a database cannot keep", () => {
     expectError(await t.call("GET", path), 400, "BAD_REQUEST", field)
   })
 })
+
+describe("bytes and values that would be stored as something never sent", () => {
+  const send = (path: string, body: Uint8Array | string, contentType = "application/json") =>
+    fetch(`${t.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.key}`, "content-type": contentType },
+      body,
+    }).then(async (res) => ({ status: res.status, headers: res.headers, body: (await res.json()) as any }))
+
+  it("refuses a body that is not UTF-8 with 400, and stores nothing", async () => {
+    const name = unique("latin")
+    const before = await eventCount()
+    const bytes = Buffer.concat([Buffer.from(`{"name":"${name}caf`), Buffer.from([0xe9]), Buffer.from('"}')])
+    expectError(await send("/api/v1/agents", bytes), 400, "BAD_REQUEST")
+    expect(await agentsNamed(`${name}caf\ufffd`)).toEqual([])
+    const ingest = Buffer.concat([
+      Buffer.from('{"events":[{"type":"tool.utf8","data":{"note":"'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('"}}]}'),
+    ])
+    expectError(await send("/api/v1/events/ingest", ingest), 400, "BAD_REQUEST")
+    expect(await eventCount()).toBe(before)
+  })
+
+  it("refuses a JSON body declared in another charset with 415", async () => {
+    const name = unique("charset")
+    const res = await send("/api/v1/agents", JSON.stringify({ name }), "application/json; charset=latin1")
+    expectError(res, 415, "UNSUPPORTED_MEDIA_TYPE")
+    expect(await agentsNamed(name)).toEqual([])
+    expect((await send("/api/v1/agents", JSON.stringify({ name }), "application/json; charset=UTF-8")).status).toBe(201)
+  })
+
+  it("answers a NUL in a stream query parameter with 400 naming it, not 500", async () => {
+    for (const name of ["lastEventId", "agentId"]) {
+      const res = await fetch(`${t.url}/api/v1/events/stream?${name}=a%00b`, {
+        headers: { authorization: `Bearer ${t.key}` },
+      })
+      expectError({ status: res.status, headers: res.headers, body: await res.json() }, 400, "BAD_REQUEST", name)
+    }
+  })
+
+  it("answers 405 to anything but GET on /healthz and /readyz", async () => {
+    for (const path of ["/healthz", "/readyz"]) {
+      const res = await fetch(`${t.url}${path}`, { method: "POST", body: "x" })
+      expectError({ status: res.status, headers: res.headers, body: await res.json() }, 405, "METHOD_NOT_ALLOWED")
+      expect(res.headers.get("allow")).toBe("GET")
+      expect((await fetch(`${t.url}${path}`)).status).toBe(200)
+    }
+  })
+
+  it("refuses another list's cursor, or a forged one, with 400 naming cursor", async () => {
+    const forged = Buffer.from("v1:zzz_notanid").toString("base64url")
+    const policyCursor = Buffer.from("v1:pol_01kabcdefghjkmnpqrstvwxyz0").toString("base64url")
+    for (const path of ["/api/v1/agents", "/api/v1/api-keys", "/api/v1/policies", "/api/v1/webhooks"]) {
+      for (const cursor of path === "/api/v1/policies" ? [forged] : [forged, policyCursor])
+        expectError(await t.call("GET", `${path}?cursor=${cursor}`), 400, "BAD_REQUEST", "cursor")
+    }
+  })
+
+  it("refuses inverted ranges, and names the parameter that was sent", async () => {
+    expectError(
+      await t.call("GET", "/api/v1/events?fromSequence=10&toSequence=5"),
+      422,
+      "VALIDATION_ERROR",
+      "fromSequence",
+    )
+    const since = "2026-01-02T00:00:00.000Z"
+    const until = "2026-01-01T00:00:00.000Z"
+    expectError(await t.call("GET", `/api/v1/events?since=${since}&until=${until}`), 422, "VALIDATION_ERROR", "since")
+    expectError(await t.call("GET", "/api/v1/events/export?toSequence=99999999"), 422, "VALIDATION_ERROR", "toSequence")
+    expectError(
+      await t.call("GET", "/api/v1/events/proofs/consistency?fromSize=5&toSize=2"),
+      422,
+      "VALIDATION_ERROR",
+      "fromSize",
+    )
+    expectError(
+      await t.call("GET", "/api/v1/events/proofs/consistency?fromSize=1&toSize=99999999"),
+      404,
+      "CHECKPOINT_NOT_FOUND",
+      "toSize",
+    )
+  })
+})

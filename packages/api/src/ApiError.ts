@@ -118,7 +118,7 @@ const mapping: Mapping = {
     new ApiError(409, "ENFORCEMENT_ALREADY_APPEALED", `enforcement ${e.enforcementId} was already appealed`),
   CheckpointNotFound: (e) =>
     new ApiError(404, "CHECKPOINT_NOT_FOUND", `no checkpoint of tree size ${e.treeSize}`, {
-      field: "treeSize",
+      field: e.field ?? "treeSize",
       issue: "no checkpoint of this size",
     }),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),

@@ -51,6 +51,8 @@ export const eventOperations = [
     paginated: true,
     input: EventQueryInput,
     output: PageOf(AuditEvent),
+    // An inverted range (fromSequence after toSequence, since after until): 422, as export and proofs answer it.
+    errors: ["VALIDATION_ERROR"],
     handler: (input, actor) => EventService.use((s) => s.list(actor, input)),
   }),
   defineOperation({

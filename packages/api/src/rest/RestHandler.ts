@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { Actor } from "@agentgov/domain"
 import { ApiError, formatPath } from "../ApiError.ts"
@@ -23,6 +24,7 @@ export interface RestOptions {
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i
+const CHARSET = /;\s*charset\s*=\s*("?[^;\s]*"?)/i
 
 const badRequest = (message: string, field?: string, issue?: string) =>
   new ApiError(400, "BAD_REQUEST", message, field ? { field, issue: issue ?? message } : undefined)
@@ -145,6 +147,17 @@ export const makeRestHandler = (options: RestOptions) => {
             requestId,
           )
         }
+        // JSON travels as UTF-8 (RFC 8259 §8.1): another charset would be decoded as what it is not.
+        const charset = CHARSET.exec(type)?.[1]
+        if (charset !== undefined && !/^"?utf-?8"?$/i.test(charset)) {
+          return sendError(
+            res,
+            new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", `send the body as UTF-8 JSON, not charset=${charset}`),
+            requestId,
+          )
+        }
+        // Bytes that are not UTF-8 would be replaced by U+FFFD: stored (and hashed) as what was never sent.
+        if (!isUtf8(body.bytes)) return sendError(res, badRequest("body is not valid UTF-8"), requestId)
         try {
           parsed = JSON.parse(body.bytes.toString("utf8"))
         } catch {

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { type Actor, compileFilters, EventFeed, matchesFilters } from "@agentgov/domain"
 import { ApiError } from "../ApiError.ts"
 import type { Executor, Result, Runtime } from "../Executor.ts"
-import { sendError } from "./http.ts"
+import { findUnstorable, sendError } from "./http.ts"
 
 export interface EventStreamOptions {
   /** Comment heartbeat interval; D9 wants at least one every 15 s. */
@@ -42,6 +42,17 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
             field: name,
             issue: "unknown parameter",
           }),
+          requestId,
+        )
+      }
+    }
+    // As every other query (D2): a value PostgreSQL cannot take (NUL, an unpaired surrogate) is the caller's mistake.
+    for (const [name, value] of url.searchParams) {
+      const unstorable = findUnstorable(value)
+      if (unstorable) {
+        return sendError(
+          res,
+          new ApiError(400, "BAD_REQUEST", `${name}: ${unstorable.issue}`, { field: name, issue: unstorable.issue }),
           requestId,
         )
       }

@@ -7,7 +7,7 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
@@ -149,7 +149,7 @@ export class AgentService extends Context.Service<
       })
 
       const list = Effect.fn("AgentService.list")(function* (actor: Actor, filter: AgentListFilter) {
-        const { limit, before } = yield* pageWindow(filter)
+        const { limit, before } = yield* pageWindow(filter, idCursor("agt"))
         const rows = yield* repo.list(actor.workspaceId, {
           status: filter.status,
           label: filter.label,
@@ -262,7 +262,7 @@ export class AgentService extends Context.Service<
         page: PageRequest,
       ) {
         yield* load(actor, agentId)
-        const { limit, before } = yield* pageWindow(page)
+        const { limit, before } = yield* pageWindow(page, idCursor("ver"))
         return toPage(yield* repo.listVersions(actor.workspaceId, agentId, { before, limit: limit + 1 }), limit)
       })
 

@@ -8,7 +8,7 @@ import { AGENT_KEY_SCOPES, canonicalScope, SCOPES, type Scope } from "../auth/sc
 import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
 import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
@@ -216,7 +216,7 @@ export class ApiKeyService extends Context.Service<
           : Effect.succeed(k)
 
       const list = Effect.fn("ApiKeyService.list")(function* (actor: Actor, filter: KeyListFilter) {
-        const { limit, before } = yield* pageWindow(filter)
+        const { limit, before } = yield* pageWindow(filter, idCursor("key"))
         const rows = yield* repo.list(actor.workspaceId, {
           before,
           limit: limit + 1,

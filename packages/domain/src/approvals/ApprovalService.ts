@@ -8,7 +8,7 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { isoOf } from "../shared/time.ts"
@@ -303,7 +303,7 @@ export class ApprovalService extends Context.Service<
       const list = Effect.fn("ApprovalService.list")(function* (actor: Actor, query: ApprovalListQuery) {
         if (actor.agentId !== undefined && query.agentId !== undefined && query.agentId !== actor.agentId)
           return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
-        const { limit, before } = yield* pageWindow(query)
+        const { limit, before } = yield* pageWindow(query, idCursor("apr"))
         const asked = query.status ?? ["pending"]
         const statuses = asked.includes("all")
           ? ALL_STATUSES

@@ -25,6 +25,8 @@ export const MAX_EXPORT_EVENTS = 10_000
 /** No checkpoint of that tree size (checkpoints are made as the chain grows, and on demand). */
 export class CheckpointNotFound extends Schema.TaggedError<CheckpointNotFound>()("CheckpointNotFound", {
   treeSize: Schema.Number,
+  /** The request's parameter that named the size (`treeSize`, or `toSize` of a consistency proof). */
+  field: Schema.optional(Schema.String),
 }) {}
 
 interface CheckpointRow {
@@ -65,8 +67,10 @@ export const exportRange = (
     (q.fromSequence === undefined ? treeSize : Math.min(treeSize, q.fromSequence + MAX_EXPORT_EVENTS - 1))
   const from = q.fromSequence ?? Math.max(1, to - MAX_EXPORT_EVENTS + 1)
   const beyond = `is beyond the chain, which has ${treeSize} events`
+  // The end that was sent is the one at fault: `toSequence=99999999` alone is not about a `fromSequence`.
+  if (q.toSequence !== undefined && q.toSequence > treeSize)
+    return new InvalidInput({ field: "toSequence", message: beyond })
   if (from > treeSize) return new InvalidInput({ field: "fromSequence", message: beyond })
-  if (to > treeSize) return new InvalidInput({ field: "toSequence", message: beyond })
   if (from > to) return new InvalidInput({ field: "fromSequence", message: "must not exceed toSequence" })
   if (to - from + 1 > MAX_EXPORT_EVENTS)
     return new InvalidInput({
@@ -115,11 +119,11 @@ export class Checkpoints extends Context.Service<
       const events = yield* EventRepo
       const inTransaction = transactional(sql)
 
-      const find = (workspaceId: string, treeSize: number) =>
+      const find = (workspaceId: string, treeSize: number, field = "treeSize") =>
         sql<CheckpointRow>`SELECT * FROM checkpoints WHERE workspace_id = ${workspaceId} AND tree_size = ${treeSize}`.pipe(
           Effect.orDie,
           Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(toCheckpoint(rows[0])) : Effect.fail(new CheckpointNotFound({ treeSize })),
+            rows[0] ? Effect.succeed(toCheckpoint(rows[0])) : Effect.fail(new CheckpointNotFound({ treeSize, field })),
           ),
         )
 
@@ -175,11 +179,20 @@ export class Checkpoints extends Context.Service<
         )
 
       /** The checkpoint a proof is made against: the one asked for, or the latest (which covers `atLeast`). */
-      const target = (actor: Actor, treeSize: number | undefined, atLeast: number, field: string) =>
+      const target = (
+        actor: Actor,
+        treeSize: number | undefined,
+        atLeast: number,
+        field: string,
+        sizeField = "treeSize",
+      ) =>
         Effect.gen(function* () {
           let checkpoint: Checkpoint
-          if (treeSize !== undefined) checkpoint = yield* find(actor.workspaceId, treeSize)
-          else {
+          if (treeSize !== undefined) {
+            // An inverted range is the caller's mistake whatever checkpoints exist.
+            if (atLeast > treeSize) return yield* new InvalidInput({ field, message: `must not exceed ${sizeField}` })
+            checkpoint = yield* find(actor.workspaceId, treeSize, sizeField)
+          } else {
             // The newest signed checkpoint when it covers the event; a new one only when none does.
             const last = yield* newest(actor.workspaceId)
             checkpoint = last && last.tree_size >= atLeast ? toCheckpoint(last) : yield* latest(actor)
@@ -210,7 +223,7 @@ export class Checkpoints extends Context.Service<
         fromSize: number,
         toSize?: number,
       ) {
-        const checkpoint = yield* target(actor, toSize, fromSize, "fromSize")
+        const checkpoint = yield* target(actor, toSize, fromSize, "fromSize", "toSize")
         const proof = yield* consistencyProof(merkle.hasher(actor.workspaceId), fromSize, checkpoint.treeSize)
         return { ...proof, checkpoint }
       })

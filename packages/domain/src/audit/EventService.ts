@@ -147,6 +147,11 @@ export class EventService extends Context.Service<
         const compiled = q.type !== undefined && q.type.length > 0 ? compileFilters(q.type) : undefined
         if (compiled?.ok === false)
           return yield* new InvalidInput({ field: `type[${compiled.index}]`, message: compiled.issue })
+        // An inverted range is a mistake to say, not an empty page (export and proofs refuse it too).
+        if (q.fromSequence !== undefined && q.toSequence !== undefined && q.fromSequence > q.toSequence)
+          return yield* new InvalidInput({ field: "fromSequence", message: "must not exceed toSequence" })
+        if (q.since !== undefined && q.until !== undefined && Date.parse(q.since) > Date.parse(q.until))
+          return yield* new InvalidInput({ field: "since", message: "must not be after until" })
         const { limit, before } = yield* pageWindow(q, decodeSequenceCursor)
         const rows = yield* repo.list(actor.workspaceId, {
           filters: compiled?.compiled,

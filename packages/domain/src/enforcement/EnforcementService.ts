@@ -10,7 +10,7 @@ import type { Actor } from "../auth/Actor.ts"
 import type { RuleEnforcement } from "../policies/engine/index.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
@@ -384,7 +384,7 @@ export class EnforcementService extends Context.Service<
       const list = Effect.fn("EnforcementService.list")(function* (actor: Actor, query: EnforcementListQuery) {
         if (actor.agentId !== undefined && query.agentId !== undefined && query.agentId !== actor.agentId)
           return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
-        const { limit, before } = yield* pageWindow(query)
+        const { limit, before } = yield* pageWindow(query, idCursor("enf"))
         const asked = query.status
         const statuses =
           asked === undefined

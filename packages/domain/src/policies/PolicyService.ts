@@ -7,7 +7,7 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
@@ -110,7 +110,7 @@ export class PolicyService extends Context.Service<
       })
 
       const list = Effect.fn("PolicyService.list")(function* (actor: Actor, filter: PolicyListFilter) {
-        const { limit, before } = yield* pageWindow(filter)
+        const { limit, before } = yield* pageWindow(filter, idCursor("pol"))
         const rows = yield* repo.list(actor.workspaceId, { before, limit: limit + 1, enabled: filter.enabled })
         return toPage(rows, limit)
       })

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import type { IdPrefix } from "./ids.ts"
 import { InvalidCursor } from "./paginationErrors.ts"
 
 /** A page of a list, newest first; `meta.cursor` continues after the last item. */
@@ -27,6 +28,17 @@ export const decodeCursor = (cursor: string): string | InvalidCursor => {
   if (!raw.startsWith("v1:") || raw.length < 5 || !/^[a-z]+_[0-9a-z]+$/.test(raw.slice(3))) return new InvalidCursor({})
   return raw.slice(3)
 }
+
+/**
+ * The cursor decoder of a list of `prefix` records: a cursor of another list (or a forged one) is refused
+ * as malformed rather than read as a position among these.
+ */
+export const idCursor =
+  (prefix: IdPrefix) =>
+  (cursor: string): string | InvalidCursor => {
+    const id = decodeCursor(cursor)
+    return id instanceof InvalidCursor || !id.startsWith(`${prefix}_`) ? new InvalidCursor({}) : id
+  }
 
 /**
  * The window a list request asks for: its limit (default 25) and the decoded

@@ -13,7 +13,7 @@ import { MasterKey } from "../keys/SigningKeys.ts"
 import { seal, unseal } from "../keys/sealed.ts"
 import { InvalidInput, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
@@ -217,7 +217,7 @@ export class WebhookService extends Context.Service<
       })
 
       const list = Effect.fn("WebhookService.list")(function* (actor: Actor, filter: WebhookListFilter) {
-        const { limit, before } = yield* pageWindow(filter)
+        const { limit, before } = yield* pageWindow(filter, idCursor("whk"))
         const rows = yield* repo.list(actor.workspaceId, { enabled: filter.enabled, before, limit: limit + 1 })
         const page = toPage(rows, limit)
         return { data: yield* withStats(page.data), meta: page.meta }

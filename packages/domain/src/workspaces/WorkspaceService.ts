@@ -8,7 +8,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { PolicySets } from "../policies/PolicySets.ts"
 import { type InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
@@ -109,7 +109,7 @@ export class WorkspaceService extends Context.Service<
       })
 
       const list = Effect.fn("WorkspaceService.list")(function* (actor: Actor, page: PageRequest) {
-        const { limit, before } = yield* pageWindow(page)
+        const { limit, before } = yield* pageWindow(page, idCursor("ws"))
         const rows = yield* repo.list({
           ids: isAdmin(actor) ? undefined : [actor.workspaceId],
           before,
