@@ -164,6 +164,25 @@ describe("unavailable service", () => {
     await proxy.close()
   })
 
+  it("keeps to its own time-out while the token it needs is still being exchanged", async () => {
+    const bot = await admin.agents.create({ name: unique("slow-token") })
+    // The token exchange gets no answer (the client's own time-out is 30 s); the guard allows 200 ms.
+    const proxy = await startProxy(t.url, (r) => (r.path === "/api/v1/tokens" ? "hang" : "pass"))
+    const runtime = clientFor(proxy.url, t.key).agent({
+      agentId: bot.id,
+      onUnavailable: "deny",
+      guardTimeoutMs: 200,
+      guardMaxRetries: 0,
+      onDrop: () => {},
+    })
+    // Waiting on the exchange's own limits (30 s, then retries) would outlast this test's 10 s.
+    const decision = await runtime.guard("x.slow")
+    expect(decision).toMatchObject({ decision: "deny", allowed: false, eventId: null })
+    expect("error" in decision && decision.error.code).toBe("TIMEOUT")
+    await runtime.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  }, 10_000)
+
   it("does not turn refusals into decisions: a revoked key rejects", async () => {
     const key = await admin.apiKeys.create({ name: "short", type: "workspace", scopes: ["guard:evaluate"] })
     await admin.apiKeys.revoke(key.id)

@@ -200,6 +200,23 @@ export class HttpClient {
     )
   }
 
+  /**
+   * A token, waited for no longer than one attempt of the request that needs it: an exchange that hangs
+   * or is told to wait (429 with a long Retry-After) goes on for the next caller, but this call's own
+   * limits hold (the guard's few seconds, not the client's 30 s and its retries). Past them, a TIMEOUT
+   * error, retried or not as the request's own rules say.
+   */
+  private async tokenWithin(timeoutMs: number, signal: AbortSignal | undefined): Promise<string> {
+    const deadline = AbortSignal.timeout(timeoutMs)
+    try {
+      return await this.tokens.get(signal ? AbortSignal.any([signal, deadline]) : deadline)
+    } catch (cause) {
+      signal?.throwIfAborted()
+      if (deadline.aborted) throw transportError(cause, true, timeoutMs)
+      throw cause
+    }
+  }
+
   /** Sends one request, retrying as the rules allow; resolves with the decoded envelope. */
   async request<T>(spec: RequestSpec, options: RequestOptions = {}): Promise<ApiResult<T>> {
     const { config } = this
@@ -224,7 +241,7 @@ export class HttpClient {
       signal?.throwIfAborted()
       let token: string | undefined
       if (spec.auth === "token") {
-        token = await this.tokens.get(signal)
+        token = await this.tokenWithin(timeoutMs, signal)
         headers.authorization = `Bearer ${token}`
       } else {
         headers.authorization = `Bearer ${config.apiKey}`
