@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { cpus } from "node:os"
 import { drive as driveLoad, requestBytes } from "./load.ts"
-import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
-import { type BenchServer, machineIdleMs, postgresCpuMs, processCpuMs } from "./server.ts"
+import { type BenchmarkResult, benchmark, cpuPer, measure, median, round, summarise, target } from "./report.ts"
+import { type BenchServer, processCpuMs } from "./server.ts"
 
 /**
  * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
@@ -111,33 +111,24 @@ export const runGuardHttpBenchmark = async (
       idle: number | undefined
     }
     /** A round, with the CPU the serving process, PostgreSQL and the load generator spent per request: on a shared machine, what throughput is made of. */
-    const measure = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
-      const perRequest = (a: number | undefined, b: number | undefined, requests: number) =>
-        a === undefined || b === undefined ? undefined : round(((b - a) * 1000) / requests, 1)
-      const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
-      const self0 = processCpuMs(process.pid)
-      const pg0 = postgresCpuMs()
-      const idle0 = machineIdleMs()
-      const start = performance.now()
-      const load = await round_()
-      const wallMs = performance.now() - start
-      const idle1 = machineIdleMs()
-      const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
-      const self1 = processCpuMs(process.pid)
-      const pg1 = postgresCpuMs()
+    const measureRound = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
+      let load!: Load
+      const window = await measure({ cpuMs: () => (pid === undefined ? undefined : processCpuMs(pid)) }, async () => {
+        load = await round_()
+      })
+      const cpu = cpuPer(window, load.requests, cpus().length)
       return {
         ...load,
-        serverCpuUsPerRequest: perRequest(cpu0, cpu1, load.requests),
-        clientCpuUsPerRequest: perRequest(self0, self1, load.requests),
-        postgresCpuUsPerRequest: perRequest(pg0, pg1, load.requests),
-        idle:
-          idle0 === undefined || idle1 === undefined ? undefined : round((idle1 - idle0) / (wallMs * cpus().length), 2),
+        serverCpuUsPerRequest: cpu.serverUs,
+        clientCpuUsPerRequest: cpu.loadUs,
+        postgresCpuUsPerRequest: cpu.postgresUs,
+        idle: cpu.idle,
       }
     }
     const rounds: Array<{ guard: Measured; echo: Measured }> = []
     for (let r = 1; r <= ROUNDS; r++) {
-      const e = await measure(echo.child.pid, () => drive(echo.url, toEcho))
-      const g = await measure(server.pid, () => drive(server.url, toGuard))
+      const e = await measureRound(echo.child.pid, () => drive(echo.url, toEcho))
+      const g = await measureRound(server.pid, () => drive(server.url, toGuard))
       log(
         `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"}, PostgreSQL ${g.postgresCpuUsPerRequest ?? "?"}, load ${g.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(g.idle)} idle); echo ${round(e.requestsPerSecond, 0)} req/s (server ${e.serverCpuUsPerRequest ?? "?"}, load ${e.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(e.idle)} idle)`,
       )

@@ -15,7 +15,8 @@ export interface Measured {
   readonly idleMs: number | undefined
 }
 
-export const measure = async (server: BenchServer, f: () => Promise<unknown>): Promise<Measured> => {
+/** Times `f`; `server` is whichever process serves it (the bench server, or another child such as the echo). */
+export const measure = async (server: Pick<BenchServer, "cpuMs">, f: () => Promise<unknown>): Promise<Measured> => {
   const cpu0 = server.cpuMs()
   const self0 = processCpuMs(process.pid)
   const pg0 = postgresCpuMs()
