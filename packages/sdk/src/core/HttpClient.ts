@@ -207,6 +207,9 @@ export class HttpClient {
    * error, retried or not as the request's own rules say.
    */
   private async tokenWithin(timeoutMs: number, signal: AbortSignal | undefined): Promise<string> {
+    // The usual case, a token held: no timer for a wait that does not happen.
+    const ready = this.tokens.usable()
+    if (ready !== undefined) return ready
     const deadline = AbortSignal.timeout(timeoutMs)
     try {
       return await this.tokens.get(signal ? AbortSignal.any([signal, deadline]) : deadline)

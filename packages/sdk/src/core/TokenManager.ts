@@ -57,17 +57,21 @@ export class TokenManager {
     this.exchange = exchange
   }
 
+  /** The held token when it is safe to send now (starting a due background refresh), else undefined. */
+  usable(): string | undefined {
+    const held = this.held
+    if (held === undefined) return undefined
+    const t = now()
+    if (t >= held.unusableAt) return undefined
+    // Failures of a background refresh are not this call's: the next due call tries again.
+    if (t >= held.refreshAt && this.inflight === undefined) this.refresh().catch(() => {})
+    return held.token
+  }
+
   /** A token that is safe to send now. */
   async get(signal?: AbortSignal): Promise<string> {
-    const held = this.held
-    if (held !== undefined) {
-      const t = now()
-      if (t < held.unusableAt) {
-        // Failures of a background refresh are not this call's: the next due call tries again.
-        if (t >= held.refreshAt && this.inflight === undefined) this.refresh().catch(() => {})
-        return held.token
-      }
-    }
+    const ready = this.usable()
+    if (ready !== undefined) return ready
     const fresh = await (signal ? abortable(this.refresh(), signal) : this.refresh())
     return fresh.token
   }
