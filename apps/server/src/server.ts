@@ -95,12 +95,18 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const openapiBody = JSON.stringify(openapi)
   const referenceHtml = renderReference(openapi)
 
+  /** The server's own GET-only paths (health, JWKS, the API's documents): anything else is 405 with Allow. */
+  const refusedUnlessGet = (req: IncomingMessage, res: ServerResponse, path: string, requestId: string) => {
+    if (req.method === "GET" || req.method === "HEAD") return false
+    sendError(res, new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}`), requestId, {
+      allow: "GET",
+    })
+    return true
+  }
+
   /** The public signing keys as a plain JWKS document (RFC 7517), the form JWT libraries fetch. */
-  const jwks = async (req: IncomingMessage, res: ServerResponse, requestId: string) => {
-    if (req.method !== "GET" && req.method !== "HEAD")
-      return sendError(res, new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed`), requestId, {
-        allow: "GET",
-      })
+  const jwks = async (req: IncomingMessage, res: ServerResponse, path: string, requestId: string) => {
+    if (refusedUnlessGet(req, res, path, requestId)) return
     const keys = await runtime.runPromise(SigningKeys.use((k) => k.jwks))
     return sendJson(res, 200, JSON.stringify(keys), requestId, { "cache-control": "public, max-age=300" })
   }
@@ -133,22 +139,14 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     }
     const path = url.pathname
     if (path === "/healthz" || path === "/readyz") {
-      if (req.method !== "GET" && req.method !== "HEAD")
-        return sendError(
-          res,
-          new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}`),
-          requestId,
-          {
-            allow: "GET",
-          },
-        )
+      if (refusedUnlessGet(req, res, path, requestId)) return
       if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
       return ready(res, requestId)
     }
     if (!roles.includes("api"))
       return sendError(res, new ApiError(404, "NOT_FOUND", "this instance runs the worker role only"), requestId)
     if (path === JWKS_PATH || path === `/api/v1${JWKS_PATH}` || path === `/v1${JWKS_PATH}`)
-      return jwks(req, res, requestId)
+      return jwks(req, res, path, requestId)
     if (path === "/trpc" || path.startsWith("/trpc/")) {
       // tRPC reads the request id from the header: make sure one is there.
       req.headers["x-request-id"] = requestId
@@ -160,14 +158,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${req.method} ${path}`), requestId)
     const rest_ = path.slice(prefix.length) || "/"
     if (rest_ === "/openapi.json" || rest_ === "/reference" || rest_ === "/docs") {
-      if (req.method !== "GET" && req.method !== "HEAD") {
-        return sendError(
-          res,
-          new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}`),
-          requestId,
-          { allow: "GET" },
-        )
-      }
+      if (refusedUnlessGet(req, res, path, requestId)) return
       if (rest_ === "/openapi.json")
         return sendJson(res, 200, openapiBody, requestId, { "cache-control": "public, max-age=300" })
       res.writeHead(200, {
