@@ -252,20 +252,26 @@ describe("signing key rotation", () => {
 })
 
 describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)", () => {
-  it("a key revoked on one instance stops its cached token on another within 5 s", async () => {
+  /** A token cached on another instance, then its key revoked (by `revoke`): the other instance must refuse it within 5 s. */
+  const revokedElsewhere = async (
+    name: string,
+    revoke: (keyId: string) => Promise<void> = async (keyId) => {
+      expect((await t.call("DELETE", `/api/v1/api-keys/${keyId}`)).status).toBe(200)
+    },
+  ) => {
     const other = await startServer(testConfig({ bootstrap: false }), {
       store: PostgresClient.layer({ url: t.store.url! }),
     })
     try {
       const created = await t.call("POST", "/api/v1/api-keys", {
-        body: { name: "revoked elsewhere", type: "workspace", scopes: ["events:read"] },
+        body: { name, type: "workspace", scopes: ["events:read"] },
       })
       const { token } = await exchange(created.body.data.apiKey)
       const onOther = () =>
         fetch(`${other.url}/api/v1/events?limit=1`, { headers: { authorization: `Bearer ${token}` } })
       expect((await onOther()).status).toBe(200)
       expect((await onOther()).status, "now served from the other instance's cache").toBe(200)
-      expect((await t.call("DELETE", `/api/v1/api-keys/${created.body.data.id}`)).status).toBe(200)
+      await revoke(created.body.data.id)
       const revokedAt = Date.now()
       let status = (await onOther()).status
       while (status === 200 && Date.now() - revokedAt < 5_000) {
@@ -277,38 +283,28 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)",
     } finally {
       await other.close()
     }
+  }
+
+  it("a key revoked on one instance stops its cached token on another within 5 s", async () => {
+    await revokedElsewhere("revoked elsewhere")
   })
 
   it("and when the other instance's listening connection has just dropped, the revocation's notice lost", async () => {
-    const other = await startServer(testConfig({ bootstrap: false }), {
-      store: PostgresClient.layer({ url: t.store.url! }),
-    })
     const admin = postgres(t.store.url!, { max: 1, onnotice: () => {} })
     try {
-      const created = await t.call("POST", "/api/v1/api-keys", {
-        body: { name: "revoked in a gap", type: "workspace", scopes: ["events:read"] },
+      await revokedElsewhere("revoked in a gap", async (keyId) => {
+        // The listening connections cut, as a database restart, a failover or a proxy's idle time-out
+        // does, and the key revoked in the same transaction with no notice at all: whether a notice would
+        // have reached the new connection is a race, so the test leaves none to race.
+        await admin.begin(async (tx) => {
+          const cut = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'agentgov-listen'`
+          expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
+          await tx`UPDATE api_keys SET status = 'revoked', revoked_at = now() WHERE id = ${keyId}`
+        })
       })
-      const { token } = await exchange(created.body.data.apiKey)
-      const onOther = () =>
-        fetch(`${other.url}/api/v1/events?limit=1`, { headers: { authorization: `Bearer ${token}` } })
-      expect((await onOther()).status).toBe(200)
-      expect((await onOther()).status, "now served from the other instance's cache").toBe(200)
-      // What a database restart, a failover or a proxy's idle time-out does to every instance.
-      const cut = await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND application_name = 'agentgov-listen'`
-      expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
-      expect((await t.call("DELETE", `/api/v1/api-keys/${created.body.data.id}`)).status).toBe(200)
-      const revokedAt = Date.now()
-      let status = (await onOther()).status
-      while (status === 200 && Date.now() - revokedAt < 5_000) {
-        await new Promise((r) => setTimeout(r, 50))
-        status = (await onOther()).status
-      }
-      expect(status).toBe(401)
-      expect(Date.now() - revokedAt).toBeLessThan(5_000)
     } finally {
       await admin.end()
-      await other.close()
     }
   })
 })
