@@ -515,6 +515,22 @@ describe("POST /api-keys/:id/rotate", () => {
     expect(await works(powerful.apiKey)).toBe(true)
   })
 
+  it("refuses to revoke a key holding scopes the caller lacks, as rotation does", async () => {
+    // apikeys:write alone must not take out a stronger key, least of all the workspace's full-scope one.
+    const powerful = await createKey({ type: "workspace", scopes: [...SCOPES] })
+    const manager = await t.createKey({ type: "workspace", scopes: ["apikeys:read", "apikeys:write"] })
+    const before = await eventCount()
+    const res = await t.call("DELETE", `/api/v1/api-keys/${powerful.id}`, { key: manager })
+    expectError(res, 403, "FORBIDDEN")
+    expect(res.body.error.details?.field).toBe("scope")
+    expect(await works(powerful.apiKey)).toBe(true)
+    expect(await eventCount()).toBe(before)
+    // A key no stronger than the caller's is still its to revoke.
+    const weaker = await createKey({ type: "workspace", scopes: ["apikeys:read"] })
+    expect((await t.call("DELETE", `/api/v1/api-keys/${weaker.id}`, { key: manager })).status).toBe(200)
+    expect((await t.call("GET", `/api/v1/api-keys/${weaker.id}`)).body.data.status).toBe("revoked")
+  })
+
   it.each([
     [{ overlapSeconds: -1 }],
     [{ overlapSeconds: 1.5 }],

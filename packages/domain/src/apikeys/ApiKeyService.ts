@@ -55,7 +55,7 @@ export class ApiKeyService extends Context.Service<
     ) => Effect.Effect<ApiKeyWithSecret>
     readonly list: (actor: Actor, filter: KeyListFilter) => Effect.Effect<Page<ApiKey>, InvalidCursor>
     readonly get: (actor: Actor, id: string) => Effect.Effect<ApiKey, ApiKeyNotFound>
-    readonly revoke: (actor: Actor, id: string) => Effect.Effect<ApiKey, ApiKeyNotFound>
+    readonly revoke: (actor: Actor, id: string) => Effect.Effect<ApiKey, ApiKeyNotFound | PermissionDenied>
     readonly rotate: (
       actor: Actor,
       id: string,
@@ -236,10 +236,28 @@ export class ApiKeyService extends Context.Service<
         return publicKey(present(key, yield* Clock.currentTimeMillis))
       })
 
+      /**
+       * A credential manages only keys no stronger than itself: creating, rotating and revoking all
+       * refuse a key holding a scope the caller lacks, so `apikeys:write` alone cannot take out the
+       * workspace's full-scope key.
+       */
+      const mayManage = (actor: Actor, key: StoredKey, verb: "rotate" | "revoke") => {
+        const missing = key.scopes.find((s) => !actor.scopes.has(s as Scope))
+        return missing === undefined
+          ? Effect.void
+          : Effect.fail(
+              new PermissionDenied({
+                message: `cannot ${verb} a key holding scope "${missing}" that this credential lacks`,
+                scope: missing,
+              }),
+            )
+      }
+
       const revoke = Effect.fn("ApiKeyService.revoke")(function* (actor: Actor, id: string) {
         return yield* tx(
           Effect.gen(function* () {
             const current = yield* visible(actor, yield* repo.findForUpdate(actor.workspaceId, id), id)
+            yield* mayManage(actor, current, "revoke")
             // Revoking a revoked key changes nothing and records nothing: DELETE is idempotent.
             if (current.status === "revoked") return publicKey(current)
             const revoked = (yield* repo.revoke(actor.workspaceId, id, "revoked", yield* nowIso))!
@@ -261,13 +279,7 @@ export class ApiKeyService extends Context.Service<
             if (old.status === "revoked" || (old.expiresAt !== null && Date.parse(old.expiresAt) <= now)) {
               return yield* new ApiKeyNotRotatable({ keyId: id, reason: "the key is revoked" })
             }
-            const missing = old.scopes.find((s) => !actor.scopes.has(s as Scope))
-            if (missing !== undefined) {
-              return yield* new PermissionDenied({
-                message: `cannot rotate a key holding scope "${missing}" that this credential lacks`,
-                scope: missing,
-              })
-            }
+            yield* mayManage(actor, old, "rotate")
             if (old.rotatedTo !== null) {
               return yield* new ApiKeyNotRotatable({
                 keyId: id,
