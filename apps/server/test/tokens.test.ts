@@ -170,6 +170,29 @@ describe("tokens the server refuses", () => {
     }
   })
 
+  it("refuses a lifetime longer than the service issues, and an iat in the future", async () => {
+    const now = Math.floor(Date.now() / 1000)
+    for (const claims of [
+      { ...valid(), sub: keyId, iat: now, nbf: now, exp: now + 900 + 60 },
+      { ...valid(), sub: keyId, iat: now - 10, nbf: now - 10, exp: now + 86_400 },
+      { ...valid(), sub: keyId, iat: now + 300, nbf: now, exp: now + 600 },
+    ]) {
+      expectError(await events(await forge(claims)), 401, "UNAUTHORIZED")
+    }
+    // The longest lifetime the service issues is accepted.
+    expect((await events(await forge({ ...valid(), sub: keyId, iat: now, nbf: now, exp: now + 900 }))).status).toBe(200)
+  })
+
+  it("acts with no scope its key does not hold, whatever the token claims", async () => {
+    const created = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "narrow", type: "workspace", scopes: ["events:read"] },
+    })
+    const token = await forge({ ...valid(), sub: created.body.data.id, scopes: ["events:read", "agents:write"] })
+    expect((await events(token)).status).toBe(200)
+    const res = await t.call("POST", "/api/v1/agents", { body: { name: "not-allowed" }, key: token })
+    expectError(res, 403, "FORBIDDEN")
+  })
+
   it("stops a token as soon as its API key is revoked, even after it was cached", async () => {
     const created = await t.call("POST", "/api/v1/api-keys", {
       body: { name: "to revoke", type: "workspace", scopes: ["events:read"] },

@@ -44,7 +44,7 @@ export class Authenticator extends Context.Service<
           lastTouched.set(stored.id, now)
           yield* repo.touch(stored.id, new Date(now).toISOString())
         }
-        return actorOfKey(stored, "api_key", stored.scopes)
+        return actorOfKey(stored, "api_key")
       })
 
       return Authenticator.of({

@@ -179,6 +179,11 @@ export class SdkTokens extends Context.Service<
         if (claims.aud !== settings.audience) return yield* refuse("wrong audience")
         if (typeof claims.exp !== "number" || claims.exp + LEEWAY_S <= now) return yield* refuse("expired")
         if (typeof claims.nbf !== "number" || claims.nbf - LEEWAY_S > now) return yield* refuse("not yet valid")
+        // Defence in depth, should a signing key ever leak: no token lives longer than this service issues them,
+        // and none claims to come from the future.
+        if (typeof claims.iat !== "number" || claims.iat - LEEWAY_S > now) return yield* refuse("issued in the future")
+        if (claims.exp - claims.iat > settings.ttlSeconds)
+          return yield* refuse("lifetime longer than this service issues")
         if (typeof claims.sub !== "string" || typeof claims.workspaceId !== "string" || !Array.isArray(claims.scopes))
           return yield* refuse("missing claims")
         const startedIn = epoch

@@ -17,17 +17,28 @@ export const keyRefusal = (
   return undefined
 }
 
-/** The Actor of a usable key (or of a token minted from it, with the token's scope names). */
-export const actorOfKey = (
-  stored: StoredKey,
-  credential: "api_key" | "sdk_token",
-  scopeNames: ReadonlyArray<unknown>,
-): Actor => {
+const canonicalScopes = (names: ReadonlyArray<unknown>): Set<Scope> => {
   const scopes = new Set<Scope>()
-  for (const name of scopeNames) {
+  for (const name of names) {
     const scope = canonicalScope(String(name))
     if (scope) scopes.add(scope)
   }
+  return scopes
+}
+
+/**
+ * The Actor of a usable key, or of a token minted from it: the token acts with
+ * the scopes it names that its key holds now, never more than the key, whatever
+ * its claims say (defence in depth should a signing key leak).
+ */
+export const actorOfKey = (
+  stored: StoredKey,
+  credential: "api_key" | "sdk_token",
+  tokenScopes: ReadonlyArray<unknown> = [],
+): Actor => {
+  const held = canonicalScopes(stored.scopes)
+  const scopes = credential === "api_key" ? held : canonicalScopes(tokenScopes)
+  for (const scope of scopes) if (!held.has(scope)) scopes.delete(scope)
   return {
     workspaceId: stored.workspaceId,
     environment: stored.environment,
