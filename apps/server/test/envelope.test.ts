@@ -152,6 +152,21 @@ describe("413 Payload Too Large", () => {
     expect(await agentsNamed(name)).toEqual([])
   })
 
+  it("answers tRPC's oversized body with 413 too, in both forms, and creates nothing", async () => {
+    const name = unique("big-trpc")
+    for (const batch of [false, true]) {
+      const input = { name, metadata: { blob: "x".repeat(70 * 1024) } }
+      const res = await t.call("POST", `/trpc/agents.create${batch ? "?batch=1" : ""}`, {
+        rawBody: JSON.stringify(batch ? { 0: input } : input),
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(413)
+      const error = (Array.isArray(res.body) ? res.body[0] : res.body).error
+      expect(error.data.httpStatus).toBe(413)
+      expect(error.data.apiError.code).toBe("PAYLOAD_TOO_LARGE")
+    }
+    expect(await agentsNamed(name)).toEqual([])
+  })
+
   it("reads a body of exactly maxBodyBytes (and then validates it)", async () => {
     const name = unique("edge")
     const skeleton = JSON.stringify({ name, metadata: { blob: "" } })

@@ -38,19 +38,28 @@ const fail = (error: ApiError): never => {
   throw new TRPCError({ code: CODES[error.status] ?? "INTERNAL_SERVER_ERROR", message: error.message, cause: error })
 }
 
+/**
+ * Errors tRPC's adapter raises itself, before any procedure runs (the body too
+ * large, a method or content type it does not take, no such procedure): the
+ * status and code REST answers for the same mistake. The rest are 400.
+ */
+const ADAPTER_ERRORS: Partial<Record<TrpcCode, readonly [status: number, code: string, message?: string]>> = {
+  NOT_FOUND: [404, "NOT_FOUND"],
+  METHOD_NOT_SUPPORTED: [405, "METHOD_NOT_ALLOWED"],
+  PAYLOAD_TOO_LARGE: [413, "PAYLOAD_TOO_LARGE", "request body too large"],
+  UNSUPPORTED_MEDIA_TYPE: [415, "UNSUPPORTED_MEDIA_TYPE"],
+}
+
+const adapterError = (code: TrpcCode, message: string): ApiError => {
+  if (code === "INTERNAL_SERVER_ERROR") return new ApiError(500, "INTERNAL_ERROR", "internal error")
+  const [status, apiCode, fixed] = ADAPTER_ERRORS[code] ?? [400, "BAD_REQUEST"]
+  return new ApiError(status, apiCode, fixed ?? message)
+}
+
 const t = initTRPC.context<TrpcContext>().create({
   /** Every error carries the envelope's (`data.apiError`), with the HTTP status REST would answer. */
   errorFormatter: ({ shape, error }) => {
-    const api =
-      error.cause instanceof ApiError
-        ? error.cause
-        : error.code === "INTERNAL_SERVER_ERROR"
-          ? new ApiError(500, "INTERNAL_ERROR", "internal error")
-          : new ApiError(
-              error.code === "NOT_FOUND" ? 404 : 400,
-              error.code === "NOT_FOUND" ? "NOT_FOUND" : "BAD_REQUEST",
-              error.message,
-            )
+    const api = error.cause instanceof ApiError ? error.cause : adapterError(error.code, error.message)
     return {
       ...shape,
       message: api.message,
