@@ -11,9 +11,10 @@ const alive = (pid: number) => {
 }
 
 /**
- * PGlite is one process's database: a second process opening the same data
- * directory would corrupt it. A pid file refuses the second opener; a stale
- * one (its process gone) is taken over. Returns the release function.
+ * The data directory is one process's: its embedded PostgreSQL is started and
+ * stopped by that process, and a second one would take it for a leftover of a
+ * crash. A pid file refuses the second opener; a stale one (its process gone)
+ * is taken over. Returns the release function.
  */
 export const acquireDataDirLock = (dataDir: string): (() => void) => {
   mkdirSync(dataDir, { recursive: true })

@@ -1,7 +1,8 @@
+import { EmbeddedPostgresError } from "@agentgov/db"
 import { ConfigError, loadConfig, type ServerConfig } from "./config.ts"
 import { acquireDataDirLock } from "./dataDirLock.ts"
 import { makeLogger } from "./logger.ts"
-import { startServer } from "./server.ts"
+import { embeddedClusterDir, embeddedStore, startEmbedded } from "./store.ts"
 
 let config: ServerConfig
 try {
@@ -15,9 +16,23 @@ try {
 }
 const log = makeLogger(config.logLevel)
 const release = config.databaseUrl ? () => {} : acquireDataDirLock(config.dataDir)
-const server = await startServer(config, { logger: log })
+// The embedded cluster boots while the server's modules load: both take a while on a first start.
+const cluster = config.databaseUrl ? undefined : startEmbedded(config.dataDir)
+cluster?.catch(() => {}) // awaited, and reported, by the store below
+const { startServer } = await import("./server.ts")
+let server: Awaited<ReturnType<typeof startServer>>
+try {
+  server = await startServer(config, { logger: log, ...(cluster ? { store: embeddedStore(() => cluster) } : {}) })
+} catch (e) {
+  if (!(e instanceof EmbeddedPostgresError)) throw e
+  process.stderr.write(`agentgov: ${e.message}\n`)
+  release()
+  process.exit(1)
+}
 
-const store = config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${config.dataDir}`
+const store = config.databaseUrl
+  ? "PostgreSQL (DATABASE_URL)"
+  : `embedded PostgreSQL in ${embeddedClusterDir(config.dataDir)}`
 log.info("agentgov listening", { url: server.url, store })
 if (config.databaseUrl && !process.env.AGENTGOV_PUBLIC_URL)
   // The public URL is the SDK tokens' issuer: derived from this instance's host and port, it differs between

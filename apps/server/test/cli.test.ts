@@ -19,8 +19,10 @@ let env: Record<string, string | undefined>
 beforeAll(async () => {
   store = await makeTestStore()
   dir = mkdtempSync(join(tmpdir(), "agentgov-cli-"))
+  // With DATABASE_URL, a database of its own there; else the embedded default, as an operator runs it:
+  // the CLI starts the data directory's embedded PostgreSQL itself.
   env = { ...process.env, AGENTGOV_DATA_DIR: join(dir, "data"), DATABASE_URL: store.url, REDIS_URL: undefined }
-  if (!store.url) delete env.DATABASE_URL
+  if (!process.env.DATABASE_URL) delete env.DATABASE_URL
 })
 afterAll(async () => {
   await store.cleanup()

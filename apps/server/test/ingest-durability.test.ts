@@ -12,7 +12,7 @@ import { startTestServer, type TestServer } from "./helpers.ts"
 /**
  * The durability and ordering promises of group-committed ingest: under
  * concurrency (one process and two), and across a kill -9 of the server.
- * Runs on the selected store: PGlite by default, PostgreSQL with DATABASE_URL.
+ * Runs on the selected store: the embedded PostgreSQL by default, PostgreSQL at DATABASE_URL with it.
  */
 
 // ---------------------------------------------------------------- HTTP client
@@ -135,7 +135,7 @@ const ackedOf = (res: Res, sent: ReadonlyArray<{ data: unknown }>): Array<Acked>
 
 // ------------------------------------------------------------ child servers
 
-/** The store a child server runs on: a fresh PostgreSQL database (DATABASE_URL) or a new PGlite data dir. */
+/** The store a child server runs on: a fresh database at DATABASE_URL, or a new data dir (its own embedded PostgreSQL). */
 interface ChildStore {
   readonly env: Record<string, string>
   readonly cleanup: () => Promise<void>

@@ -2,11 +2,10 @@ import { Context } from "effect"
 
 /**
  * What the service needs from its store besides SQL: which engine runs
- * underneath, and PostgreSQL's LISTEN/NOTIFY for fan-out between instances
- * (PGlite implements both in-process, so one embedded instance behaves the same).
+ * underneath, and PostgreSQL's LISTEN/NOTIFY for fan-out between instances.
  */
 export interface DatabaseShape {
-  readonly kind: "pglite" | "postgres"
+  readonly kind: "postgres"
   readonly notify: (channel: string, payload: string) => Promise<void>
   /**
    * Subscribes; resolves to an unsubscribe function. `onMissed` is called when notifications may have been

@@ -1,4 +1,5 @@
 import postgres from "postgres"
+import { connectionOptions } from "./connectionUrl.ts"
 
 interface Subscriber {
   readonly onMessage: (payload: string) => void
@@ -59,7 +60,11 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
       if (!ending && channels.size > 0) lost()
     },
   }
-  const sql = postgres(url, options as unknown as postgres.Options<Record<string, postgres.PostgresType>>)
+  const target = connectionOptions(url)
+  const sql = postgres(target.url, {
+    ...options,
+    ...(target.host ? { host: target.host } : {}),
+  } as unknown as postgres.Options<Record<string, postgres.PostgresType>>)
 
   /** Subscribes every channel again until one connection holds them all, then says so. */
   const lost = () => {

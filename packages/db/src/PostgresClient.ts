@@ -4,6 +4,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
 import postgres from "postgres"
 import { pgCompiler } from "./compiler.ts"
+import { connectionOptions } from "./connectionUrl.ts"
 import { Database } from "./Database.ts"
 import { makeNotifications } from "./Notifications.ts"
 import { toSqlError } from "./sqlErrors.ts"
@@ -45,16 +46,18 @@ const makeConnection = (sql: Sql): Connection => {
 /** Opens a postgres.js pool with int8 parsed to number, the same as the embedded store. */
 export const openPostgres = (options: PostgresOptions) =>
   Effect.acquireRelease(
-    Effect.sync(() =>
-      postgres(options.url, {
+    Effect.sync(() => {
+      const target = connectionOptions(options.url)
+      return postgres(target.url, {
+        ...(target.host ? { host: target.host } : {}),
         max: options.max ?? 10,
         onnotice: () => {},
         types: {
           bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
         },
         connection: { application_name: "agentgov" },
-      }),
-    ),
+      })
+    }),
     (sql) => Effect.promise(() => sql.end({ timeout: 5 })),
   )
 

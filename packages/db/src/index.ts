@@ -1,6 +1,13 @@
 export { jsonb, pgCompiler } from "./compiler.ts"
 export { Database, type DatabaseShape } from "./Database.ts"
 export { loadMigrations, type Migration, migrate } from "./migrate.ts"
-export * as PgliteClient from "./PgliteClient.ts"
 export * as PostgresClient from "./PostgresClient.ts"
 export { toSqlError, uniqueViolation } from "./sqlErrors.ts"
+export { connectionOptions } from "./connectionUrl.ts"
+export {
+  type EmbeddedPostgres,
+  EmbeddedPostgresError,
+  type EmbeddedPostgresOptions,
+  startEmbeddedPostgres,
+  stopLeftoverPostmaster,
+} from "./EmbeddedPostgres.ts"

@@ -15,7 +15,7 @@ import {
 } from "effect/sql/SqlError"
 
 /**
- * Turns a driver error (postgres.js or PGlite, both carry the SQLSTATE in `code`)
+ * Turns a driver error (postgres.js carries the SQLSTATE in `code`)
  * into effect's structured SqlError, so that callers can react to a unique
  * violation without knowing which driver is underneath.
  */

@@ -6,11 +6,10 @@ import {
   jsonb,
   loadMigrations,
   migrate,
-  PgliteClient,
   PostgresClient,
   uniqueViolation,
 } from "@agentgov/db"
-import { makeTestStore, type TestStore, withDatabase } from "@agentgov/testing"
+import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } from "@agentgov/testing"
 import { Effect, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -457,28 +456,11 @@ describe("migrations", () => {
   })
 
   it("applies every migration, in order, to an empty database", async () => {
-    if (store.kind === "postgres") {
-      const name = `agentgov_m_${randomBytes(6).toString("hex")}`
-      const admin = postgres(withDatabase(process.env.DATABASE_URL!, "postgres"), { max: 1, onnotice: () => {} })
-      await admin.unsafe(`CREATE DATABASE "${name}"`)
-      try {
-        const layer = PostgresClient.layer({ url: withDatabase(process.env.DATABASE_URL!, name), max: 2 })
-        const applied = await Effect.runPromise(
-          Effect.gen(function* () {
-            const first = yield* migrate()
-            const second = yield* migrate()
-            const sql = yield* SqlClient.SqlClient
-            const tables = yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables
-              WHERE table_schema = 'public' AND table_name IN ('workspaces', 'agents', 'api_keys', 'events', 'chain_heads')`
-            return { first, second, tables: tables[0]!.n }
-          }).pipe(Effect.provide(layer)),
-        )
-        expect(applied).toEqual({ first: versions, second: [], tables: 5 })
-      } finally {
-        await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-        await admin.end()
-      }
-    } else {
+    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
+    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
+    await admin.unsafe(`CREATE DATABASE "${name}"`)
+    try {
+      const layer = PostgresClient.layer({ url: withDatabase(clusterUrl(), name), max: 2 })
       const applied = await Effect.runPromise(
         Effect.gen(function* () {
           const first = yield* migrate()
@@ -487,14 +469,16 @@ describe("migrations", () => {
           const tables = yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables
             WHERE table_schema = 'public' AND table_name IN ('workspaces', 'agents', 'api_keys', 'events', 'chain_heads')`
           return { first, second, tables: tables[0]!.n }
-        }).pipe(Effect.provide(PgliteClient.layer({}))),
+        }).pipe(Effect.provide(layer)),
       )
       expect(applied).toEqual({ first: versions, second: [], tables: 5 })
+    } finally {
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      await admin.end()
     }
   })
 
   it("two instances migrating the same PostgreSQL database at once both succeed", async () => {
-    if (store.kind !== "postgres") return
     const both = (url: string) =>
       Effect.all(
         [
@@ -508,13 +492,13 @@ describe("migrations", () => {
 
     // on an empty database: exactly one of them applies everything, the other waits and applies nothing
     const name = `agentgov_m_${randomBytes(6).toString("hex")}`
-    const admin = postgres(withDatabase(process.env.DATABASE_URL!, "postgres"), { max: 1, onnotice: () => {} })
+    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
     await admin.unsafe(`CREATE DATABASE "${name}"`)
     try {
       for (let round = 0; round < 3; round++) {
-        const url = withDatabase(process.env.DATABASE_URL!, name)
+        const url = withDatabase(clusterUrl(), name)
         if (round > 0) {
-          const c = postgres(url, { max: 1, onnotice: () => {} })
+          const c = pgConnect(url)
           await c.unsafe("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
           await c.end()
         }
@@ -541,7 +525,7 @@ describe("LISTEN / NOTIFY", () => {
 
   it("delivers a notification's payload to a listener", async () => {
     const db = await run(Database)
-    expect(db.kind).toBe(store.kind)
+    expect(db.kind).toBe("postgres")
     const { received, unlisten } = await nextMessage("agentgov_test")
     const payload = JSON.stringify({ id: "evt_01", text: "héllo ✓ 😀", n: 1 })
     await db.notify("agentgov_test", payload)

@@ -622,7 +622,6 @@ describe("audit chain", () => {
   })
 
   it("stays linear when two instances write to one PostgreSQL workspace at once", async () => {
-    if (store.kind !== "postgres") return
     const second = secondInstance()
     try {
       const { workspace, actor } = await newWorkspace()
@@ -857,7 +856,7 @@ describe("group-commit appender", () => {
         return EventRepo.of({ ...real, holds: unreadable ? () => lost() : real.holds })
       }),
     ).pipe(Layer.provide(EventRepo.layer))
-    // This test file's own connection (with PGlite, the database itself).
+    // This test file's own connection pool.
     const sql = Layer.succeed(SqlClient.SqlClient, await run(SqlClient.SqlClient.use(Effect.succeed)))
     return ManagedRuntime.make(
       EventAppender.layer.pipe(Layer.provide(Layer.mergeAll(auditLog, events, Idempotency.layer)), Layer.provide(sql)),
@@ -907,7 +906,6 @@ describe("group-commit appender", () => {
   })
 
   it("keeps one linear chain when two instances' appenders race on one PostgreSQL workspace", async () => {
-    if (store.kind !== "postgres") return
     const second = secondInstance()
     try {
       const { workspace, actor } = await newWorkspace()

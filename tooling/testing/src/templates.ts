@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { loadMigrations } from "@agentgov/db"
+import { connectionOptions, loadMigrations } from "@agentgov/db"
+import postgres from "postgres"
 
 /** Changes whenever a migration changes, so cached templates are never stale. */
 export const migrationsHash = (): string => {
@@ -10,13 +9,32 @@ export const migrationsHash = (): string => {
   return h.digest("hex").slice(0, 16)
 }
 
-export const pgliteTemplatePath = () => join(tmpdir(), `agentgov-pglite-template-${migrationsHash()}.tar`)
-
 export const pgTemplateName = () => `agentgov_tpl_${migrationsHash()}`
+
+/** Set by the global setup when it started the run's own embedded cluster (no DATABASE_URL). */
+export const EMBEDDED_URL_ENV = "AGENTGOV_TEST_EMBEDDED_URL"
+
+/** The test run's PostgreSQL: DATABASE_URL, or the embedded cluster the global setup started. */
+export const clusterUrl = (): string => {
+  const url = process.env.DATABASE_URL || process.env[EMBEDDED_URL_ENV]
+  if (!url) throw new Error("no test database: the global setup (@agentgov/testing/globalSetup) did not run")
+  return url
+}
 
 /** DATABASE_URL with another database name. */
 export const withDatabase = (url: string, database: string): string => {
   const u = new URL(url)
   u.pathname = `/${database}`
   return u.toString()
+}
+
+/** A plain postgres.js connection for setup and assertions, socket URLs (`?host=/dir`) included. */
+export const pgConnect = (url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}) => {
+  const target = connectionOptions(url)
+  return postgres(target.url, {
+    max: 1,
+    onnotice: () => {},
+    ...(target.host ? { host: target.host } : {}),
+    ...options,
+  })
 }
