@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { stopLeftoverPostmaster } from "@agentgov/db"
 
 /**
  * Real server processes (`node apps/server/src/main.ts`) for the tests that
@@ -19,6 +21,8 @@ export interface ChildServer {
 }
 
 const live = new Set<ChildProcess>()
+/** The embedded clusters of the children started without DATABASE_URL, stopped with them in `stopChildren`. */
+const clusters = new Set<string>()
 const killAll = () => {
   for (const proc of live) proc.kill("SIGKILL")
 }
@@ -45,6 +49,8 @@ export const spawnServer = async (env: Record<string, string>): Promise<ChildSer
     stdio: ["ignore", "pipe", "pipe"],
   })
   live.add(proc)
+  const dataDir = env.AGENTGOV_DATA_DIR
+  if (!env.DATABASE_URL && dataDir) clusters.add(join(dataDir, "pg"))
   let stdout = ""
   let stderr = ""
   let exitedWith: string | undefined
@@ -99,7 +105,8 @@ export const spawnServer = async (env: Record<string, string>): Promise<ChildSer
       return undefined
     },
     "waiting for 'agentgov listening'",
-    45_000,
+    // a first start creates the embedded cluster; generous for a loaded machine
+    90_000,
   )
   return {
     proc,
@@ -115,7 +122,10 @@ export const kill9 = async (child: ChildServer) => {
   await child.exited
 }
 
-/** Kills every child server still running and waits for them to exit. */
+/**
+ * Kills every child server still running and waits for them to exit, and for their embedded
+ * PostgreSQL (which shuts itself down when its server dies) to be gone before the test removes its files.
+ */
 export const stopChildren = async () => {
   const running = [...live]
   killAll()
@@ -126,4 +136,6 @@ export const stopChildren = async () => {
         : new Promise<void>((resolve) => p.once("exit", () => resolve())),
     ),
   )
+  for (const dir of clusters) await stopLeftoverPostmaster(dir)
+  clusters.clear()
 }

@@ -1,10 +1,9 @@
 import { execFile } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { rmSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { makeTestStore, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** The operator CLI as an operator runs it: a process, configured by environment, against the selected store. */
@@ -18,7 +17,7 @@ let env: Record<string, string | undefined>
 
 beforeAll(async () => {
   store = await makeTestStore()
-  dir = mkdtempSync(join(tmpdir(), "agentgov-cli-"))
+  dir = reachableTempDir("agentgov-cli-")
   // With DATABASE_URL, a database of its own there; else the embedded default, as an operator runs it:
   // the CLI starts the data directory's embedded PostgreSQL itself.
   env = { ...process.env, AGENTGOV_DATA_DIR: join(dir, "data"), DATABASE_URL: store.url, REDIS_URL: undefined }
@@ -34,7 +33,9 @@ const cli = async (...args: Array<string>) => {
   return JSON.parse(stdout)
 }
 
-describe("signing-key", () => {
+// Each call is a process that loads the server's modules and, on the embedded default, starts the
+// data directory's PostgreSQL (creating it on the first call): generous bounds for a loaded machine.
+describe("signing-key", { timeout: 120_000 }, () => {
   it("rotate publishes a key that signs from the given moment; list shows every key's state", async () => {
     const pending = await cli("signing-key", "rotate", "--activate-in", "3600")
     expect(pending.kid).toMatch(/^key_/)

@@ -1,9 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { rmSync } from "node:fs"
 import { join } from "node:path"
 import { isDeepStrictEqual } from "node:util"
 import { EventService, SCOPES, systemActor } from "@agentgov/domain"
-import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { makeTestStore, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { Effect, Exit } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { type ChildServer, KEY_LINE, kill9, spawnServer, stopChildren } from "./childServer.ts"
@@ -146,7 +145,7 @@ const makeChildStore = async (): Promise<ChildStore> => {
     const store: TestStore = await makeTestStore()
     return { env: { DATABASE_URL: store.url! }, cleanup: store.cleanup }
   }
-  const dir = mkdtempSync(join(tmpdir(), "agentgov-durability-"))
+  const dir = reachableTempDir("agentgov-durability-")
   return {
     env: { AGENTGOV_DATA_DIR: join(dir, "data") },
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
@@ -341,6 +340,7 @@ describe("crash safety: kill -9 mid-ingest", () => {
   afterEach(stopChildren)
   afterAll(async () => store?.cleanup())
 
+  // Two server starts (the first creating the embedded cluster) on a loaded machine: a generous bound.
   it("keeps every acknowledged event, whole batches only, and a valid chain after a restart", async () => {
     store = await makeChildStore()
     const first = await spawnServer(store.env)
@@ -413,7 +413,7 @@ describe("crash safety: kill -9 mid-ingest", () => {
     const after = await listAll(second.url, key, head)
     expectLinearChain(after, head)
     await kill9(second)
-  })
+  }, 120_000)
 })
 
 describe.runIf(process.env.DATABASE_URL)("two server processes on one PostgreSQL database", () => {

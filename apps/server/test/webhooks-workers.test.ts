@@ -1,8 +1,7 @@
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { rmSync } from "node:fs"
 import { join } from "node:path"
-import { makeTestStore } from "@agentgov/testing"
+import { makeTestStore, reachableTempDir } from "@agentgov/testing"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { type ChildServer, kill9, spawnServer, stopChildren } from "./childServer.ts"
 import { call, eventually, type Receiver, signedWith, startReceiver } from "./webhooks-support.ts"
@@ -30,7 +29,7 @@ const makeChildStore = async (): Promise<ChildStore> => {
       cleanup: store.cleanup,
     }
   }
-  const dir = mkdtempSync(join(tmpdir(), "agentgov-webhooks-"))
+  const dir = reachableTempDir("agentgov-webhooks-")
   return {
     env: { AGENTGOV_DATA_DIR: join(dir, "data"), AGENTGOV_MASTER_KEY: MASTER_KEY },
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),

@@ -308,8 +308,13 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
     (stopping ??= (async () => {
       if (hasExited) return
       child.stdin?.end()
-      const timeout = sleep(STOP_TIMEOUT_MS).then(() => "timeout" as const)
-      if ((await Promise.race([exited, timeout])) === "timeout") {
+      let timer: NodeJS.Timeout | undefined
+      const timeout = new Promise<"timeout">((r) => {
+        timer = setTimeout(() => r("timeout"), STOP_TIMEOUT_MS)
+      })
+      const outcome = await Promise.race([exited, timeout])
+      clearTimeout(timer)
+      if (outcome === "timeout") {
         if (alive(pid)) process.kill(pid, "SIGQUIT")
         await exited
       }

@@ -1,9 +1,9 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type EmbeddedPostgres, migrate, PostgresClient, startEmbeddedPostgres, stopLeftoverPostmaster } from "@agentgov/db"
 import { Effect } from "effect"
-import { pgConnect, EMBEDDED_URL_ENV, pgTemplateName, withDatabase } from "./templates.ts"
+import { EMBEDDED_URL_ENV, pgConnect, pgTemplateName, reachableTempDir, withDatabase } from "./templates.ts"
 
 const CLUSTER_PREFIX = "agentgov-test-pg-"
 
@@ -41,7 +41,7 @@ const embeddedCluster = async (): Promise<{ url: string; release: () => Promise<
   let shared = holder[SHARED]
   if (!shared) {
     await removeAbandoned()
-    const dir = mkdtempSync(join(tmpdir(), `${CLUSTER_PREFIX}${process.pid}-`))
+    const dir = reachableTempDir(`${CLUSTER_PREFIX}${process.pid}-`)
     shared = { cluster: startEmbeddedPostgres({ dir: join(dir, "pg"), ephemeral: true }), dir, users: 0 }
     holder[SHARED] = shared
   }

@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto"
+import { chmodSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { connectionOptions, loadMigrations } from "@agentgov/db"
 import postgres from "postgres"
 
@@ -37,4 +40,14 @@ export const pgConnect = (url: string, options: postgres.Options<Record<string, 
     ...(target.host ? { host: target.host } : {}),
     ...options,
   })
+}
+
+/**
+ * A new temporary directory to hold a server's data directory (or a cluster): mode 0755, as the
+ * embedded PostgreSQL runs as the `postgres` user when the tests run as root, and must enter it.
+ */
+export const reachableTempDir = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  chmodSync(dir, 0o755)
+  return dir
 }

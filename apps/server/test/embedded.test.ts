@@ -1,0 +1,144 @@
+import { execFile, spawnSync } from "node:child_process"
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { reachableTempDir } from "@agentgov/testing"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { type ChildServer, kill9, spawnServer, stopChildren } from "./childServer.ts"
+
+/**
+ * The embedded default as an operator meets it: `node apps/server/src/main.ts` with no DATABASE_URL
+ * runs PostgreSQL in `<AGENTGOV_DATA_DIR>/pg`, stops it with the server, and copes with what a crash
+ * leaves. One data directory through the whole file, so each start after the first finds a cluster.
+ */
+
+const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+const run = promisify(execFile)
+
+const dir = reachableTempDir("agentgov-embedded-")
+const dataDir = join(dir, "data")
+const clusterDir = join(dataDir, "pg")
+const env = { AGENTGOV_DATA_DIR: dataDir }
+
+afterEach(stopChildren)
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+const postmasterPid = () => Number(readFileSync(join(clusterDir, "postmaster.pid"), "utf8").split("\n")[0])
+const parentOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1])
+const childrenOf = (pid: number) =>
+  spawnSync("pgrep", ["-P", String(pid)], { encoding: "utf8" })
+    .stdout.split("\n")
+    .filter((l) => l !== "")
+    .map(Number)
+
+const call = async (server: ChildServer, key: string, method: string, path: string, body?: unknown) => {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+  return { status: res.status, body: (await res.json()) as any }
+}
+const agentNames = async (server: ChildServer, key: string) =>
+  (await call(server, key, "GET", "/api/v1/agents")).body.data.map((a: { name: string }) => a.name)
+
+const stop = async (server: ChildServer) => {
+  server.proc.kill("SIGTERM")
+  await server.exited
+  return server.proc.exitCode
+}
+
+const cli = (...args: Array<string>) => {
+  const base = { ...process.env }
+  delete base.DATABASE_URL
+  return run(process.execPath, [CLI, ...args, "--json"], { env: { ...base, ...env }, timeout: 120_000 }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (e: { code: number; stdout: string; stderr: string }) => e,
+  )
+}
+
+let key: string
+
+describe.runIf(!process.env.DATABASE_URL && process.platform === "linux")(
+  "the embedded PostgreSQL",
+  { timeout: 180_000 },
+  () => {
+    it("is created on the first start in <data dir>/pg, and stopped cleanly by SIGTERM", async () => {
+      const server = await spawnServer(env)
+      key = await server.waitForKey()
+      expect(server.output()).toContain(`embedded PostgreSQL in ${clusterDir}`)
+      expect(existsSync(join(clusterDir, "PG_VERSION"))).toBe(true)
+      const pid = postmasterPid()
+      expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).toContain(clusterDir)
+      expect((await call(server, key, "POST", "/api/v1/agents", { name: "before-crash" })).status).toBe(201)
+
+      expect(await stop(server)).toBe(0)
+      // a clean shutdown: the postmaster gone before the server exited, its lock file removed
+      expect(alive(pid)).toBe(false)
+      expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
+    })
+
+    it("stops a postmaster left running by a crash (server and watchdog killed) and serves the same data", async () => {
+      const crashed = await spawnServer(env)
+      const orphan = postmasterPid()
+      const watchdog = parentOf(orphan)
+      // The watchdog (a shell and its reader) would stop the postmaster when the server dies: kill it first.
+      for (const pid of childrenOf(watchdog)) if (pid !== orphan) process.kill(pid, "SIGKILL")
+      process.kill(watchdog, "SIGKILL")
+      await kill9(crashed)
+      expect(alive(orphan)).toBe(true)
+
+      const next = await spawnServer(env)
+      expect(alive(orphan)).toBe(false)
+      expect(postmasterPid()).not.toBe(orphan)
+      expect(await agentNames(next, key)).toEqual(["before-crash"])
+      expect(await stop(next)).toBe(0)
+    })
+
+    it("is not fooled by the postmaster.pid of a dead process saying 'ready'", async () => {
+      const gone = spawnSync("true").pid!
+      // As PostgreSQL writes it: pid, data dir, start time, port, socket dir, listen address, shmem key, status.
+      writeFileSync(
+        join(clusterDir, "postmaster.pid"),
+        [gone, clusterDir, "1700000000", "5432", clusterDir, "", "0 0", "ready   ", ""].join("\n"),
+      )
+      const server = await spawnServer(env)
+      expect(await agentNames(server, key)).toEqual(["before-crash"])
+      expect(postmasterPid()).not.toBe(gone)
+      expect(await stop(server)).toBe(0)
+    })
+
+    it("after kill -9 of the server alone, its postmaster shuts itself down and the next start serves", async () => {
+      const crashed = await spawnServer(env)
+      const pid = postmasterPid()
+      await kill9(crashed)
+      const next = await spawnServer(env)
+      expect(alive(pid)).toBe(false)
+      expect(await agentNames(next, key)).toEqual(["before-crash"])
+      expect(await stop(next)).toBe(0)
+    })
+
+    it("the CLI refuses while the server runs, and starts the cluster itself when it does not", async () => {
+      const server = await spawnServer(env)
+      const refused = await cli("workspace", "list")
+      expect(refused.code).toBe(3)
+      expect(refused.stderr).toMatch(/is in use by process/)
+      expect(await stop(server)).toBe(0)
+
+      const listed = await cli("workspace", "list")
+      expect(listed.code).toBe(0)
+      expect(JSON.parse(listed.stdout).map((w: { name: string }) => w.name)).toContain("default")
+      // and stopped it when done
+      expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
+    })
+  },
+)
