@@ -121,8 +121,11 @@ describe.runIf(!process.env.DATABASE_URL && process.platform === "linux")(
       const crashed = await spawnServer(env)
       const pid = postmasterPid()
       await kill9(crashed)
-      const next = await spawnServer(env)
+      // by itself, before anything starts again
+      const until = Date.now() + 60_000
+      while (alive(pid) && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
       expect(alive(pid)).toBe(false)
+      const next = await spawnServer(env)
       expect(await agentNames(next, key)).toEqual(["before-crash"])
       expect(await stop(next)).toBe(0)
     })
