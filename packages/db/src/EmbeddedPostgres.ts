@@ -277,7 +277,15 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
   try {
     child = spawn(
       "/bin/sh",
-      ["-c", WATCHDOG, "sh", bin.postgres, "-D", dir, ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])],
+      [
+        "-c",
+        WATCHDOG,
+        "sh",
+        bin.postgres,
+        "-D",
+        dir,
+        ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
+      ],
       {
         // Its own process group: a Ctrl-C in the terminal reaches this process, which stops the server in order.
         detached: true,

@@ -1,9 +1,6 @@
 export { jsonb, pgCompiler } from "./compiler.ts"
-export { Database, type DatabaseShape } from "./Database.ts"
-export { loadMigrations, type Migration, migrate } from "./migrate.ts"
-export * as PostgresClient from "./PostgresClient.ts"
-export { toSqlError, uniqueViolation } from "./sqlErrors.ts"
 export { connectionOptions } from "./connectionUrl.ts"
+export { Database, type DatabaseShape } from "./Database.ts"
 export {
   type EmbeddedPostgres,
   EmbeddedPostgresError,
@@ -11,3 +8,6 @@ export {
   startEmbeddedPostgres,
   stopLeftoverPostmaster,
 } from "./EmbeddedPostgres.ts"
+export { loadMigrations, type Migration, migrate } from "./migrate.ts"
+export * as PostgresClient from "./PostgresClient.ts"
+export { toSqlError, uniqueViolation } from "./sqlErrors.ts"

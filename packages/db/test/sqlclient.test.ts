@@ -13,7 +13,6 @@ import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } fr
 import { Effect, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
-import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 let store: TestStore

@@ -1,7 +1,13 @@
 import { readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type EmbeddedPostgres, migrate, PostgresClient, startEmbeddedPostgres, stopLeftoverPostmaster } from "@agentgov/db"
+import {
+  type EmbeddedPostgres,
+  migrate,
+  PostgresClient,
+  startEmbeddedPostgres,
+  stopLeftoverPostmaster,
+} from "@agentgov/db"
 import { Effect } from "effect"
 import { EMBEDDED_URL_ENV, pgConnect, pgTemplateName, reachableTempDir, withDatabase } from "./templates.ts"
 
@@ -80,7 +86,8 @@ export default async function setup() {
     // read by the test workers (testStore.ts), which the runner forks after this setup
     process.env[EMBEDDED_URL_ENV] = url
   }
-  const templates = (holder[TEMPLATES] ??= new Map())
+  holder[TEMPLATES] ??= new Map()
+  const templates = holder[TEMPLATES]
   const building = templates.get(url) ?? buildTemplate(url)
   templates.set(url, building)
   try {
