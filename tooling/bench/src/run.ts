@@ -1,7 +1,8 @@
 import { execFileSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { availableParallelism, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os"
 import { join, resolve } from "node:path"
+import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
@@ -225,40 +226,56 @@ const machine = async (sql: postgres.Sql) => {
   }
 }
 
+/**
+ * AGENTGOV_BENCH_STORE=embedded: the server on its embedded default (no DATABASE_URL, PostgreSQL in
+ * its data directory), the bench reading that cluster through its socket; else a fresh database on
+ * DATABASE_URL's server (or the machine's PostgreSQL), dropped at the end.
+ */
+const embedded = process.env.AGENTGOV_BENCH_STORE === "embedded"
+
 const main = async () => {
   const date = new Date().toISOString()
   const code = revision()
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
+  const admin = embedded ? undefined : postgres(adminUrl, { max: 1, onnotice: () => {} })
   const database = `agentgov_bench_${Date.now()}`
-  await admin.unsafe(`CREATE DATABASE ${database}`)
+  await admin?.unsafe(`CREATE DATABASE ${database}`)
   const url = new URL(adminUrl)
   url.pathname = `/${database}`
+  // 0755: as root the embedded cluster runs as the `postgres` user, which must enter it
   const dataDir = mkdtempSync(join(tmpdir(), "agentgov-bench-"))
+  chmodSync(dataDir, 0o755)
+  const databaseUrl = embedded
+    ? `postgresql://postgres@localhost:5432/postgres?host=${encodeURIComponent(join(dataDir, "pg"))}`
+    : url.href
   const cpuProfDir = process.env.AGENTGOV_BENCH_CPU_PROF === "1" ? join(root, "bench-results/profiles") : undefined
   if (cpuProfDir) mkdirSync(cpuProfDir, { recursive: true })
-  log(`database ${database}; starting the server`)
+  log(`${embedded ? `embedded PostgreSQL in ${dataDir}` : `database ${database}`}; starting the server`)
 
   let server: BenchServer | undefined
-  const sql = postgres(url.href, {
-    max: INGEST.clients,
-    onnotice: () => {},
-    // int8 as number, as the server reads it.
-    types: { bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } },
-  })
+  let sql: postgres.Sql | undefined
   const results: Array<BenchmarkResult> = []
   let info: Awaited<ReturnType<typeof machine>>
   let problems: Array<string> = []
   try {
-    server = await startServer({ root, databaseUrl: url.href, dataDir, cpuProfDir })
+    server = await startServer({ root, databaseUrl: embedded ? undefined : databaseUrl, dataDir, cpuProfDir })
     problems = server.problems
-    const [workspace] = await sql`SELECT id FROM workspaces WHERE name = 'default'`
+    const target = connectionOptions(databaseUrl)
+    const db = postgres(target.url, {
+      ...(target.host ? { host: target.host } : {}),
+      max: INGEST.clients,
+      onnotice: () => {},
+      // int8 as number, as the server reads it.
+      types: { bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } },
+    })
+    sql = db
+    const [workspace] = await db`SELECT id FROM workspaces WHERE name = 'default'`
     const workspaceId = workspace!.id as string
-    info = await machine(sql)
+    info = await machine(db)
     const benchmarks = [
-      ["ingest", () => ingestBenchmark(server!, sql, workspaceId)],
-      ["verify", () => verifyBenchmark(server!, sql, workspaceId)],
-      ["sse", () => sseBenchmark(server!, sql)],
-      ["auth", () => runAuthBenchmarks(root, url.href, log)],
+      ["ingest", () => ingestBenchmark(server!, db, workspaceId)],
+      ["verify", () => verifyBenchmark(server!, db, workspaceId)],
+      ["sse", () => sseBenchmark(server!, db)],
+      ["auth", () => runAuthBenchmarks(root, databaseUrl, log)],
       ["guard-eval", () => runGuardEvalBenchmark()],
       ["guard", () => runGuardHttpBenchmark(server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
@@ -274,10 +291,10 @@ const main = async () => {
       }
     }
   } finally {
+    await sql?.end({ timeout: 5 })
     await server?.stop()
-    await sql.end({ timeout: 5 })
-    await admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-    await admin.end({ timeout: 5 })
+    await admin?.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    await admin?.end({ timeout: 5 })
     rmSync(dataDir, { recursive: true, force: true })
   }
 
@@ -287,7 +304,7 @@ const main = async () => {
     revision: code,
     machine: info,
     notes: [
-      "Server: apps/server/src/main.ts as a child process on a fresh PostgreSQL database, LOG_LEVEL=info, background checkpoint signing off (AGENTGOV_CHECKPOINT_INTERVAL_MS=86400000) so that it does not land inside a timed window.",
+      `Server: apps/server/src/main.ts as a child process on ${embedded ? "its embedded PostgreSQL (AGENTGOV_BENCH_STORE=embedded)" : "a fresh PostgreSQL database"}, LOG_LEVEL=info, background checkpoint signing off (AGENTGOV_CHECKPOINT_INTERVAL_MS=86400000) so that it does not land inside a timed window.`,
       "Load generator, server and PostgreSQL share this machine's cores. serverCpuMs/benchCpuMs: CPU time of the server child and of this process in each timed window.",
     ],
     pass: results.every((r) => r.pass),

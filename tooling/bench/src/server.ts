@@ -25,7 +25,8 @@ export interface BenchServer {
 
 export interface StartOptions {
   readonly root: string
-  readonly databaseUrl: string
+  /** Undefined: the server's embedded default, PostgreSQL in `dataDir`. */
+  readonly databaseUrl: string | undefined
   readonly dataDir: string
   /** Directory for a V8 CPU profile of the server (`--cpu-prof`), written when it exits. */
   readonly cpuProfDir?: string | undefined
@@ -87,11 +88,12 @@ export const UNREACHABLE_LIMITS = {
 
 export const startServer = async (options: StartOptions): Promise<BenchServer> => {
   const args = options.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfDir}`] : []
+  const { DATABASE_URL: _inherited, ...inherited } = process.env
   const child = spawn(process.execPath, [...args, join(options.root, "apps/server/src/main.ts")], {
     cwd: options.root,
     env: {
-      ...process.env,
-      DATABASE_URL: options.databaseUrl,
+      ...inherited,
+      ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
       PORT: "0",
       HOST: "127.0.0.1",
       AGENTGOV_DATA_DIR: options.dataDir,
