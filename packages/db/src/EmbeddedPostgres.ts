@@ -188,7 +188,7 @@ export const stopLeftoverPostmaster = async (dir: string): Promise<void> => {
       }
     }
   }
-  rmSync(file, { force: true })
+  // removed
 }
 
 const freePort = () =>
