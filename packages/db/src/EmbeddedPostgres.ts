@@ -188,7 +188,7 @@ export const stopLeftoverPostmaster = async (dir: string): Promise<void> => {
       }
     }
   }
-  // removed
+  rmSync(file, { force: true })
 }
 
 const freePort = () =>
