@@ -305,7 +305,14 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
     child.stdin?.destroy()
   })
 
-  const pid = await waitReady(dir, () => hasExited, options.logFile ?? `${dir}.log`)
+  let pid: number
+  try {
+    pid = await waitReady(dir, () => hasExited, options.logFile ?? `${dir}.log`)
+  } catch (e) {
+    // not ready in time: asks it to stop rather than leave it to the watchdog at this process's exit
+    child.stdin?.end()
+    throw e
+  }
   const password = socketFits ? "" : `:${encodeURIComponent(readFileSync(join(dir, PASSWORD_FILE), "utf8").trim())}`
   const url = socketFits
     ? `postgresql://postgres@localhost:${port}/postgres?host=${encodeURIComponent(dir)}`
