@@ -16,13 +16,17 @@ import { type ChildServer, kill9, spawnServer, stopChildren } from "./childServe
 const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
 const run = promisify(execFile)
 
-const dir = reachableTempDir("agentgov-embedded-")
+// Without DATABASE_URL only (that is the embedded default); on Linux, where the test reads /proc.
+const enabled = !process.env.DATABASE_URL && process.platform === "linux"
+const dir = enabled ? reachableTempDir("agentgov-embedded-") : ""
 const dataDir = join(dir, "data")
 const clusterDir = join(dataDir, "pg")
 const env = { AGENTGOV_DATA_DIR: dataDir }
 
 afterEach(stopChildren)
-afterAll(() => rmSync(dir, { recursive: true, force: true }))
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true })
+})
 
 const alive = (pid: number) => {
   try {
@@ -68,80 +72,76 @@ const cli = (...args: Array<string>) => {
 
 let key: string
 
-describe.runIf(!process.env.DATABASE_URL && process.platform === "linux")(
-  "the embedded PostgreSQL",
-  { timeout: 180_000 },
-  () => {
-    it("is created on the first start in <data dir>/pg, and stopped cleanly by SIGTERM", async () => {
-      const server = await spawnServer(env)
-      key = await server.waitForKey()
-      expect(server.output()).toContain(`embedded PostgreSQL in ${clusterDir}`)
-      expect(existsSync(join(clusterDir, "PG_VERSION"))).toBe(true)
-      const pid = postmasterPid()
-      expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).toContain(clusterDir)
-      expect((await call(server, key, "POST", "/api/v1/agents", { name: "before-crash" })).status).toBe(201)
+describe.runIf(enabled)("the embedded PostgreSQL", { timeout: 180_000 }, () => {
+  it("is created on the first start in <data dir>/pg, and stopped cleanly by SIGTERM", async () => {
+    const server = await spawnServer(env)
+    key = await server.waitForKey()
+    expect(server.output()).toContain(`embedded PostgreSQL in ${clusterDir}`)
+    expect(existsSync(join(clusterDir, "PG_VERSION"))).toBe(true)
+    const pid = postmasterPid()
+    expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).toContain(clusterDir)
+    expect((await call(server, key, "POST", "/api/v1/agents", { name: "before-crash" })).status).toBe(201)
 
-      expect(await stop(server)).toBe(0)
-      // a clean shutdown: the postmaster gone before the server exited, its lock file removed
-      expect(alive(pid)).toBe(false)
-      expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
-    })
+    expect(await stop(server)).toBe(0)
+    // a clean shutdown: the postmaster gone before the server exited, its lock file removed
+    expect(alive(pid)).toBe(false)
+    expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
+  })
 
-    it("stops a postmaster left running by a crash (server and watchdog killed) and serves the same data", async () => {
-      const crashed = await spawnServer(env)
-      const orphan = postmasterPid()
-      const watchdog = parentOf(orphan)
-      // The watchdog (a shell and its reader) would stop the postmaster when the server dies: kill it first.
-      for (const pid of childrenOf(watchdog)) if (pid !== orphan) process.kill(pid, "SIGKILL")
-      process.kill(watchdog, "SIGKILL")
-      await kill9(crashed)
-      expect(alive(orphan)).toBe(true)
+  it("stops a postmaster left running by a crash (server and watchdog killed) and serves the same data", async () => {
+    const crashed = await spawnServer(env)
+    const orphan = postmasterPid()
+    const watchdog = parentOf(orphan)
+    // The watchdog (a shell and its reader) would stop the postmaster when the server dies: kill it first.
+    for (const pid of childrenOf(watchdog)) if (pid !== orphan) process.kill(pid, "SIGKILL")
+    process.kill(watchdog, "SIGKILL")
+    await kill9(crashed)
+    expect(alive(orphan)).toBe(true)
 
-      const next = await spawnServer(env)
-      expect(alive(orphan)).toBe(false)
-      expect(postmasterPid()).not.toBe(orphan)
-      expect(await agentNames(next, key)).toEqual(["before-crash"])
-      expect(await stop(next)).toBe(0)
-    })
+    const next = await spawnServer(env)
+    expect(alive(orphan)).toBe(false)
+    expect(postmasterPid()).not.toBe(orphan)
+    expect(await agentNames(next, key)).toEqual(["before-crash"])
+    expect(await stop(next)).toBe(0)
+  })
 
-    it("is not fooled by the postmaster.pid of a dead process saying 'ready'", async () => {
-      const gone = spawnSync("true").pid!
-      // As PostgreSQL writes it: pid, data dir, start time, port, socket dir, listen address, shmem key, status.
-      writeFileSync(
-        join(clusterDir, "postmaster.pid"),
-        [gone, clusterDir, "1700000000", "5432", clusterDir, "", "0 0", "ready   ", ""].join("\n"),
-      )
-      const server = await spawnServer(env)
-      expect(await agentNames(server, key)).toEqual(["before-crash"])
-      expect(postmasterPid()).not.toBe(gone)
-      expect(await stop(server)).toBe(0)
-    })
+  it("is not fooled by the postmaster.pid of a dead process saying 'ready'", async () => {
+    const gone = spawnSync("true").pid!
+    // As PostgreSQL writes it: pid, data dir, start time, port, socket dir, listen address, shmem key, status.
+    writeFileSync(
+      join(clusterDir, "postmaster.pid"),
+      [gone, clusterDir, "1700000000", "5432", clusterDir, "", "0 0", "ready   ", ""].join("\n"),
+    )
+    const server = await spawnServer(env)
+    expect(await agentNames(server, key)).toEqual(["before-crash"])
+    expect(postmasterPid()).not.toBe(gone)
+    expect(await stop(server)).toBe(0)
+  })
 
-    it("after kill -9 of the server alone, its postmaster shuts itself down and the next start serves", async () => {
-      const crashed = await spawnServer(env)
-      const pid = postmasterPid()
-      await kill9(crashed)
-      // by itself, before anything starts again
-      const until = Date.now() + 60_000
-      while (alive(pid) && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
-      expect(alive(pid)).toBe(false)
-      const next = await spawnServer(env)
-      expect(await agentNames(next, key)).toEqual(["before-crash"])
-      expect(await stop(next)).toBe(0)
-    })
+  it("after kill -9 of the server alone, its postmaster shuts itself down and the next start serves", async () => {
+    const crashed = await spawnServer(env)
+    const pid = postmasterPid()
+    await kill9(crashed)
+    // by itself, before anything starts again
+    const until = Date.now() + 60_000
+    while (alive(pid) && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+    expect(alive(pid)).toBe(false)
+    const next = await spawnServer(env)
+    expect(await agentNames(next, key)).toEqual(["before-crash"])
+    expect(await stop(next)).toBe(0)
+  })
 
-    it("the CLI refuses while the server runs, and starts the cluster itself when it does not", async () => {
-      const server = await spawnServer(env)
-      const refused = await cli("workspace", "list")
-      expect(refused.code).toBe(3)
-      expect(refused.stderr).toMatch(/is in use by process/)
-      expect(await stop(server)).toBe(0)
+  it("the CLI refuses while the server runs, and starts the cluster itself when it does not", async () => {
+    const server = await spawnServer(env)
+    const refused = await cli("workspace", "list")
+    expect(refused.code).toBe(3)
+    expect(refused.stderr).toMatch(/is in use by process/)
+    expect(await stop(server)).toBe(0)
 
-      const listed = await cli("workspace", "list")
-      expect(listed.code).toBe(0)
-      expect(JSON.parse(listed.stdout).map((w: { name: string }) => w.name)).toContain("default")
-      // and stopped it when done
-      expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
-    })
-  },
-)
+    const listed = await cli("workspace", "list")
+    expect(listed.code).toBe(0)
+    expect(JSON.parse(listed.stdout).map((w: { name: string }) => w.name)).toContain("default")
+    // and stopped it when done
+    expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
+  })
+})
