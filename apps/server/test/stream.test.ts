@@ -234,7 +234,9 @@ describe("limits", () => {
   const keyOf = async () => limited.createKey({ type: "workspace", scopes: ["events:read"] })
   const refused = async (key: string) => {
     const res = await fetch(`${limited.url}/api/v1/events/stream`, { headers: { authorization: `Bearer ${key}` } })
-    const body = await res.json()
+    if (res.status !== 429) await res.body?.cancel()
+    expect(res.status).toBe(429)
+    const body = (await res.json()) as any
     expectError({ status: res.status, headers: res.headers, body }, 429, "RATE_LIMITED")
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0)
     return body.error.message as string
