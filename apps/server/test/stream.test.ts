@@ -1,6 +1,7 @@
 import { PostgresClient } from "@agentgov/db"
 import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ConfigError, loadConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
 import { startServer } from "../src/server.ts"
 import { expectError, startTestServer, type TestServer, testConfig, unique } from "./helpers.ts"
@@ -283,6 +284,16 @@ describe("limits", () => {
     }
     expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
     for (const s of held) await s.close()
+  })
+
+  it("are configured per plan and per key, and a limit below 1 is refused at start", () => {
+    const env = {
+      AGENTGOV_STREAM_LIMIT_FREE: "5",
+      AGENTGOV_STREAM_LIMIT_ENTERPRISE: "700",
+      AGENTGOV_STREAM_LIMIT_KEY: "2",
+    }
+    expect(loadConfig(env).streamLimits).toEqual({ plans: { free: 5, pro: 200, enterprise: 700 }, key: 2 })
+    expect(() => loadConfig({ AGENTGOV_STREAM_LIMIT_KEY: "0" })).toThrow(ConfigError)
   })
 
   it("ends a stream when its SDK token expires", async () => {
