@@ -13,6 +13,7 @@ import { EventRepo } from "./audit/EventRepo.ts"
 import { EventService } from "./audit/EventService.ts"
 import { MerkleStore } from "./audit/MerkleStore.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
+import { CredentialWatch } from "./auth/CredentialWatch.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
 import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
@@ -23,6 +24,7 @@ import { PolicyRepo } from "./policies/PolicyRepo.ts"
 import { PolicyService } from "./policies/PolicyService.ts"
 import { PolicySets } from "./policies/PolicySets.ts"
 import { RateLimiter } from "./ratelimits/RateLimiter.ts"
+import { StreamSlots } from "./ratelimits/StreamSlots.ts"
 import { DeliveryQueue } from "./webhooks/DeliveryQueue.ts"
 import { WebhookClient } from "./webhooks/WebhookClient.ts"
 import { WebhookRepo } from "./webhooks/WebhookRepo.ts"
@@ -80,6 +82,12 @@ export {
 export { compileFilters, eventFilterIssue, matchesFilters } from "./audit/eventFilters.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
+export {
+  type CredentialEnd,
+  type CredentialListener,
+  CredentialWatch,
+  type CredentialWatchHandle,
+} from "./auth/CredentialWatch.ts"
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./enforcement/Enforcement.ts"
@@ -125,6 +133,13 @@ export {
   RateLimitSettings,
   type RateLimitVerdict,
 } from "./ratelimits/RateLimiter.ts"
+export {
+  DEFAULT_STREAM_LIMITS,
+  type StreamLimitConfig,
+  StreamLimitSettings,
+  type StreamSlot,
+  StreamSlots,
+} from "./ratelimits/StreamSlots.ts"
 export {
   type SyncCounts,
   type SyncEntry,
@@ -199,11 +214,13 @@ export const DomainLayer = Layer.mergeAll(
   WorkspaceService.layer,
   AgentService.layer,
   Authenticator.layer,
+  CredentialWatch.layer,
   EventService.layer,
   EventFeed.layer,
   Checkpoints.layer,
   governance,
   RateLimiter.layer,
+  StreamSlots.layer,
   WebhookService.layer,
   DeliveryQueue.layer,
 ).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
@@ -213,6 +230,7 @@ export type DomainServices =
   | AgentService
   | ApiKeyService
   | Authenticator
+  | CredentialWatch
   | AuditLog
   | EventAppender
   | Idempotency
@@ -227,5 +245,6 @@ export type DomainServices =
   | SigningKeys
   | SdkTokens
   | RateLimiter
+  | StreamSlots
   | WebhookService
   | DeliveryQueue
