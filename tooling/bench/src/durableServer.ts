@@ -25,8 +25,19 @@ const expected = Buffer.from(`Bearer ${token}`)
 const workspaceId = "ws_baseline"
 let sequence = 0
 
-type Row = [string, number, string, string, string | null, string, string, string, string, string, string]
-const COLUMNS = ["workspace_id", "sequence", "id", "type", "agent_id", "actor_type", "actor_id", "data", "ts"]
+interface Row {
+  workspace_id: string
+  sequence: number
+  id: string
+  type: string
+  agent_id: string | null
+  actor_type: string
+  actor_id: string
+  data: string
+  ts: string
+  prev_hash: string
+  hash: string
+}
 
 /** One audit-width row: the event's fields, its data as text, and a SHA-256 over them. */
 const rowOf = (type: string, agentId: string | null, data: unknown): Row => {
@@ -34,11 +45,22 @@ const rowOf = (type: string, agentId: string | null, data: unknown): Row => {
   const ts = new Date().toISOString()
   const text = JSON.stringify(data)
   const hash = createHash("sha256").update(String(seq)).update(type).update(text).update(ts).digest("hex")
-  return [workspaceId, seq, `evt_${seq}`, type, agentId, "api_key", "key_baseline", text, ts, "", hash]
+  return {
+    workspace_id: workspaceId,
+    sequence: seq,
+    id: `evt_${seq}`,
+    type,
+    agent_id: agentId,
+    actor_type: "api_key",
+    actor_id: "key_baseline",
+    data: text,
+    ts,
+    prev_hash: "",
+    hash,
+  }
 }
 
-const insert = (rows: ReadonlyArray<Row>) =>
-  sql`INSERT INTO ${sql(table)} (${sql([...COLUMNS, "prev_hash", "hash"])}) VALUES ${sql(rows as Array<Row>)}`
+const insert = (rows: ReadonlyArray<Row>) => sql`INSERT INTO ${sql(table)} ${sql(rows as Array<Row>)}`
 
 let waiting: Array<{ row: Row; done: (error?: unknown) => void }> = []
 let writing = false
@@ -87,7 +109,7 @@ const handle = async (req: IncomingMessage, res: ServerResponse, raw: Buffer) =>
       context: body.context,
     })
     await append(row)
-    return send(res, 200, JSON.stringify({ ok: true, data: { decision, allowed, eventId: row[2] } }))
+    return send(res, 200, JSON.stringify({ ok: true, data: { decision, allowed, eventId: row.id } }))
   }
   if (req.url === "/v1/events/ingest") {
     const rows = (body.events as Array<{ type: string; agentId?: string; data: unknown }>).map((e) =>
