@@ -204,7 +204,6 @@ export class DeliveryQueue extends Context.Service<
         )
         const outcome = await client.send({
           url: d.url,
-          environment: d.environment,
           headers,
           body,
           timeoutMs: schedule.timeoutMs,

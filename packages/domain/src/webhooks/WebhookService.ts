@@ -131,12 +131,12 @@ export class WebhookService extends Context.Service<
         Effect.map(repo.stats(ws.map((w) => w.id)), (stats) => ws.map((w) => present(w, stats.get(w.id)!)))
 
       /** The URL's syntax, then its host's addresses against the target policy (unresolvable hosts pass). */
-      const checkTarget = (actor: Actor, raw: string) =>
+      const checkTarget = (raw: string) =>
         Effect.gen(function* () {
           const syntax = checkUrlSyntax(raw)
           if ("issue" in syntax) return yield* new InvalidInput({ field: "url", message: syntax.issue })
           const judged = yield* Effect.promise(() =>
-            resolveTarget(settings.targets, actor.environment, syntax.url, settings.resolver),
+            resolveTarget(settings.targets, syntax.url, settings.resolver),
           ).pipe(Effect.timeoutOption(REGISTRATION_DNS_MS))
           if (judged._tag === "Some" && !judged.value.ok && judged.value.unresolved !== true)
             return yield* new InvalidInput({ field: "url", message: judged.value.issue })
@@ -172,7 +172,7 @@ export class WebhookService extends Context.Service<
       ) {
         yield* requireStorable(input)
         const { events, compiled } = yield* filtersOf(input.events)
-        const url = yield* checkTarget(actor, input.url)
+        const url = yield* checkTarget(input.url)
         const secret = input.secret ?? generateSecret()
         const now = yield* nowIso
         const id = newId("whk")
@@ -237,7 +237,7 @@ export class WebhookService extends Context.Service<
       const update = Effect.fn("WebhookService.update")(function* (actor: Actor, id: string, patch: UpdateWebhook) {
         yield* requireStorable(patch)
         const filters = patch.events === undefined ? undefined : yield* filtersOf(patch.events)
-        const url = patch.url === undefined ? undefined : yield* checkTarget(actor, patch.url)
+        const url = patch.url === undefined ? undefined : yield* checkTarget(patch.url)
         const updated = yield* tx(
           Effect.gen(function* () {
             yield* repo.lockHead(actor.workspaceId)
@@ -348,7 +348,6 @@ export class WebhookService extends Context.Service<
         const outcome = yield* Effect.promise(() =>
           client.send({
             url: w.url,
-            environment: actor.environment,
             headers,
             body,
             timeoutMs: scaledSchedule(w.retryPolicy, settings.timeScale).timeoutMs,
