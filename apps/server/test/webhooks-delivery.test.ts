@@ -95,7 +95,12 @@ const helpers = (s: Rig) => {
       expect(Date.parse(recorded[i].attemptedAt)).toBeGreaterThanOrEqual(Date.parse(recorded[i - 1].nextRetryAt))
     }
   }
-  return { at, create, ingest, webhook, disabled, attempts, deliveryRows, spacing, expectInOrder }
+  /** The `data` of every `webhook.disabled` event about this webhook (D8: the worker's change is recorded). */
+  const disabledEvents = async (id: string) =>
+    (await s.t.call("GET", "/api/v1/events?type=webhook.disabled&limit=100")).body.data
+      .map((e: { data: { webhookId: string } }) => e.data)
+      .filter((d: { webhookId: string }) => d.webhookId === id)
+  return { at, create, ingest, webhook, disabled, disabledEvents, attempts, deliveryRows, spacing, expectInOrder }
 }
 
 describe("schedule A (exponential), clock 50× fast", () => {
@@ -113,13 +118,18 @@ describe("schedule A (exponential), clock 50× fast", () => {
 
     const recorded = [...off.deliveries].reverse()
     expect(recorded.map((a: any) => a.attempt)).toEqual([1, 2, 3, 4, 5])
-    expect(recorded.every((a: any) => a.status === "failed" && a.statusCode === 500 && a.eventId === eventId)).toBe(
-      true,
-    )
+    expect(
+      recorded.every((a: any) => a.status === "failed" && a.statusCode === 500 && a.eventId === eventId),
+      JSON.stringify(recorded),
+    ).toBe(true)
     expect(new Set(recorded.map((a: any) => a.id)).size).toBe(1)
     expect(h.spacing(recorded)).toEqual([20, 40, 80, 160])
     expect(recorded[4].nextRetryAt).toBeUndefined()
     h.expectInOrder(recorded)
+    // D8: the worker's change is recorded, naming the delivery that caused it.
+    expect(await h.disabledEvents(w.id)).toEqual([
+      { webhookId: w.id, reason: "all_attempts_failed", deliveryId: recorded[0].id, eventId },
+    ])
 
     // The receiver saw the same five, each signed, numbered in metadata, under one delivery id.
     const seen = h.at("a")
@@ -178,6 +188,14 @@ describe("schedule A (exponential), clock 50× fast", () => {
     expect(off.deliveries[0]).toMatchObject({ attempt: 1, status: "failed", statusCode: 410 })
     expect(off.deliveries[0].nextRetryAt).toBeUndefined()
     expect(await h.deliveryRows(w.id)).toEqual([expect.objectContaining({ status: "failed", next_attempt_at: null })])
+    expect(await h.disabledEvents(w.id)).toEqual([
+      {
+        webhookId: w.id,
+        reason: "endpoint_gone",
+        deliveryId: off.deliveries[0].id,
+        eventId: off.deliveries[0].eventId,
+      },
+    ])
     await h.ingest("sched.gone")
     expect(await h.deliveryRows(w.id)).toHaveLength(1)
     expect(h.at("gone")).toHaveLength(1)
@@ -253,6 +271,11 @@ describe("schedule A (exponential), clock 50× fast", () => {
     // Not failed any more: named again, it is skipped.
     const again = await s.t.call("POST", path, { body: { deliveryIds: [failed!.id] } })
     expect(again.body.data).toEqual({ queued: [], skipped: [{ id: failed!.id, status: "success" }], hasMore: false })
+    // D8: the one call that queued something recorded it; the refused ones and the one that queued nothing did not.
+    const redelivered = (await s.t.call("GET", "/api/v1/events?type=webhook.redelivered&limit=100")).body.data
+      .map((e: { data: { webhookId: string } }) => e.data)
+      .filter((d: { webhookId: string }) => d.webhookId === w.id)
+    expect(redelivered).toEqual([{ webhookId: w.id, queued: 1 }])
 
     // By time: every failed delivery of events in the window, oldest first.
     const since = new Date().toISOString()

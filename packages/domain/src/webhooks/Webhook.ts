@@ -104,6 +104,9 @@ export const CreateWebhook = Schema.Struct({
 }).annotate({ identifier: "CreateWebhook" })
 export type CreateWebhook = typeof CreateWebhook.Type
 
+/** What a PATCH can change, in the order `webhook.updated` lists them. */
+export const UPDATABLE_WEBHOOK_FIELDS = ["url", "events", "description", "retryPolicy", "enabled"] as const
+
 export const UpdateWebhook = Schema.Struct({
   url: Schema.optionalKey(WebhookUrl),
   events: Schema.optionalKey(EventFilters),
