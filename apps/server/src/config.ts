@@ -38,10 +38,11 @@ export interface ServerConfig {
   readonly roles?: ReadonlyArray<ServerRole>
   /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
   readonly webhookTimeScale?: number
-  /** AGENTGOV_WEBHOOK_ALLOWLIST: CIDRs, addresses and host names webhooks may target although not public. */
+  /**
+   * AGENTGOV_WEBHOOK_ALLOWLIST: CIDRs, addresses and host names webhooks may target although not public.
+   * The only way to admit one, loopback included (`127.0.0.1,::1` on a developer's machine).
+   */
   readonly webhookAllowlist?: ReadonlyArray<string>
-  /** Webhooks of every workspace may target loopback: the embedded default (no DATABASE_URL). */
-  readonly webhookAllowLoopback?: boolean
 }
 
 export type ServerRole = "api" | "worker"

@@ -173,7 +173,7 @@ export {
   type TargetPolicy,
 } from "./webhooks/targets.ts"
 export * from "./webhooks/Webhook.ts"
-export { type AttemptOutcome, USER_AGENT, WebhookClient } from "./webhooks/WebhookClient.ts"
+export { type AttemptOutcome, connectionFailed, USER_AGENT, WebhookClient } from "./webhooks/WebhookClient.ts"
 export * from "./webhooks/WebhookErrors.ts"
 export { WEBHOOKS_CHANNEL } from "./webhooks/WebhookRepo.ts"
 export { MAX_WEBHOOKS_PER_WORKSPACE, WebhookService } from "./webhooks/WebhookService.ts"

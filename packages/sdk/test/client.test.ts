@@ -23,7 +23,7 @@ let t: TestServer
 let client: AgentGov
 
 beforeAll(async () => {
-  t = await startTestServer({ webhookAllowLoopback: true })
+  t = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
   client = clientFor(t.url, t.key)
 })
 afterAll(() => t.close())
