@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import {
+  attributedLeaf,
   checkpointPayload,
-  eventLeaf,
   rootOf,
   verifyBundle,
   verifyConsistency,
@@ -40,13 +40,13 @@ const ingestMany = async (n: number, tag: string) => {
   }
 }
 
-/** Every event's chain hash, oldest first, read through the API. */
-const allHashes = async (): Promise<Array<string>> => {
+/** Every event's Merkle leaf, oldest first, read through the API (a new workspace's leaves all cover attribution). */
+const allLeaves = async (): Promise<Array<string>> => {
   const out: Array<string> = []
   let cursor: string | null = null
   do {
     const res: any = await t.call("GET", `/api/v1/events?limit=100${cursor ? `&cursor=${cursor}` : ""}`)
-    for (const e of res.body.data) out.push(e.hash)
+    for (const e of res.body.data) out.push(attributedLeaf(e))
     cursor = res.body.meta.cursor
   } while (cursor)
   return out.reverse()
@@ -86,11 +86,12 @@ describe("checkpoints and proofs", () => {
   })
 
   it("signs a checkpoint of the whole chain that anyone can check with the JWKS and their own hashing", async () => {
-    const hashes = await allHashes()
-    expect(second.treeSize).toBe(hashes.length)
-    expect(second.headHash).toBe(hashes.at(-1))
-    expect(second.rootHash).toBe(rootOf(hashes.map(eventLeaf)))
-    expect(first.rootHash).toBe(rootOf(hashes.slice(0, first.treeSize).map(eventLeaf)))
+    const leaves = await allLeaves()
+    const head = (await t.call("GET", "/api/v1/events?limit=1")).body.data[0]
+    expect(second.treeSize).toBe(leaves.length)
+    expect(second.headHash).toBe(head.hash)
+    expect(second.rootHash).toBe(rootOf(leaves))
+    expect(first.rootHash).toBe(rootOf(leaves.slice(0, first.treeSize)))
     const key = (await jwks()).keys.find((k) => k.kid === second.kid)
     const ok = verify(
       null,
@@ -104,7 +105,7 @@ describe("checkpoints and proofs", () => {
   })
 
   it("proves inclusion of events at block edges against a checkpoint, and a corrupted proof fails", async () => {
-    const hashes = await allHashes()
+    const leaves = await allLeaves()
     for (const sequence of [1, 2, 255, 256, 257, 512, 513, first.treeSize, first.treeSize + 1, second.treeSize]) {
       const res = await t.call(
         "GET",
@@ -112,9 +113,9 @@ describe("checkpoints and proofs", () => {
       )
       expect(res.status, String(sequence)).toBe(200)
       const p = res.body.data
-      expect(p).toMatchObject({ sequence, leafIndex: sequence - 1, treeSize: second.treeSize })
+      expect(p).toMatchObject({ sequence, leafIndex: sequence - 1, treeSize: second.treeSize, attributedFrom: 1 })
       expect(p.checkpoint).toEqual(second)
-      const leaf = eventLeaf(hashes[sequence - 1]!)
+      const leaf = leaves[sequence - 1]!
       expect(verifyInclusion(leaf, p.leafIndex, p.treeSize, p.path, second.rootHash)).toBe(true)
       if (p.path.length > 0) {
         const bad = [...p.path]
@@ -123,7 +124,7 @@ describe("checkpoints and proofs", () => {
       }
     }
     const old = await t.call("GET", `/api/v1/events/proofs/inclusion?sequence=300&treeSize=${first.treeSize}`)
-    expect(verifyInclusion(eventLeaf(hashes[299]!), 299, first.treeSize, old.body.data.path, first.rootHash)).toBe(true)
+    expect(verifyInclusion(leaves[299]!, 299, first.treeSize, old.body.data.path, first.rootHash)).toBe(true)
   })
 
   it("proves that the later checkpoint extends the earlier one", async () => {
@@ -145,7 +146,7 @@ describe("checkpoints and proofs", () => {
     const { proof, ...event } = res.body.data
     expect(event).toEqual(plain.body.data)
     expect(
-      verifyInclusion(eventLeaf(event.hash), event.sequence - 1, proof.treeSize, proof.path, proof.checkpoint.rootHash),
+      verifyInclusion(attributedLeaf(event), event.sequence - 1, proof.treeSize, proof.path, proof.checkpoint.rootHash),
     ).toBe(true)
   })
 
