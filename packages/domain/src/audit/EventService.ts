@@ -1,11 +1,9 @@
 import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
 import { Clock, Context, Effect, Fiber, Layer } from "effect"
-import * as SqlClient from "effect/sql/SqlClient"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { type IdempotencyKeyReused, type IdempotencyRequest, Replayed } from "../idempotency/Idempotency.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
-import { newId } from "../shared/ids.ts"
 import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
@@ -66,7 +64,6 @@ export class EventService extends Context.Service<
   static readonly layer = Layer.effect(
     EventService,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
       const repo = yield* EventRepo
       const appender = yield* EventAppender
       const agents = yield* AgentRepo
