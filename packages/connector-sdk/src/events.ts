@@ -383,6 +383,17 @@ export interface ApiKeyRotatedData {
   readonly overlapSeconds: number
 }
 
+/** `chain.invalid`: the workspace's audit chain failed verification or conflicts with a signed checkpoint. */
+export interface ChainInvalidData {
+  /** What found it: `POST /events/verify`, the 6-hourly verification, or the checkpointer. */
+  readonly trigger: "api" | "scheduled" | "checkpoint"
+  /** Events that verified before the break. */
+  readonly checked: number
+  /** The first sequence that does not verify (or the first of the range a signed root no longer matches). */
+  readonly firstBadSequence: number
+  readonly reason: string
+}
+
 // ---------------------------------------------------------------------------------------------
 // The catalog
 
@@ -427,6 +438,7 @@ export interface SystemEventDataMap {
   "apikey.created": ApiKeyCreatedData
   "apikey.revoked": ApiKeyRevokedData
   "apikey.rotated": ApiKeyRotatedData
+  "chain.invalid": ChainInvalidData
 }
 
 /**
@@ -482,6 +494,7 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "apikey.created",
   "apikey.revoked",
   "apikey.rotated",
+  "chain.invalid",
 ] as const satisfies ReadonlyArray<SystemEventName>)
 
 /**

@@ -253,6 +253,12 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     newKeyId: "key_01jd8xdk0m1n2p3q4r5s6t7v8w",
     overlapSeconds: 86_400,
   }),
+  "chain.invalid": () => ({
+    trigger: "scheduled",
+    checked: 37,
+    firstBadSequence: 38,
+    reason: "event 38 is missing: checkpoint 39 signed events 1..39, and the chain ends at 37",
+  }),
 }
 
 /**
