@@ -13,7 +13,7 @@ import {
 } from "@agentgov/verifier"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { checkpointAll } from "../src/auditJobs.ts"
+import { checkpointAll, verifyAllChains } from "../src/auditJobs.ts"
 import { expectError, startTestServer, type TestServer } from "./helpers.ts"
 
 let t: TestServer
@@ -349,6 +349,13 @@ describe("a chain that no longer matches what was signed", () => {
       expect(res.body.error.message, path).toMatch(/signed checkpoint 39/)
     }
     expect(await signedSizes(ws)).toEqual([39])
+    // The 6-hourly verification finds it too (the alarm's own event has taken sequence 38 since).
+    const scheduled = await t.server.runtime.runPromise(verifyAllChains)
+    expect(scheduled.failed).toContainEqual({
+      workspaceId: ws,
+      firstBadSequence: 39,
+      reason: expect.stringMatching(/checkpoint 39/),
+    })
     // The same conflict found again is recorded and logged, not appended once more.
     expect(await raised(key)).toHaveLength(1)
     const rows = await sql(

@@ -45,20 +45,28 @@ export class ChainAlarm extends Context.Service<
           reason: result.reason,
         })
         if (previous !== undefined && !previous.valid) return
-        yield* appender.append({
-          actor: systemActor(workspaceId, actor.environment, actor.scopes),
-          events: [
-            {
-              type: "chain.invalid",
-              data: {
-                trigger,
-                checked: result.checked,
-                firstBadSequence: result.firstBadSequence ?? result.checked + 1,
-                reason: result.reason ?? "",
-              },
-            },
-          ],
-        })
+        // A broken chain may refuse the append too (a row already at the head's next sequence): the finding is
+        // recorded and logged all the same. Its own savepoint inside a caller's transaction keeps that usable.
+        const appended = yield* Effect.exit(
+          sql.withTransaction(
+            appender.append({
+              actor: systemActor(workspaceId, actor.environment, actor.scopes),
+              events: [
+                {
+                  type: "chain.invalid",
+                  data: {
+                    trigger,
+                    checked: result.checked,
+                    firstBadSequence: result.firstBadSequence ?? result.checked + 1,
+                    reason: result.reason ?? "",
+                  },
+                },
+              ],
+            }),
+          ),
+        )
+        if (appended._tag === "Failure")
+          yield* Effect.logError("could not append chain.invalid", { workspaceId, cause: String(appended.cause) })
       }, Effect.orDie)
 
       return ChainAlarm.of({ record })
