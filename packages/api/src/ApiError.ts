@@ -8,6 +8,7 @@ import type {
   ApprovalNotFound,
   ApprovalNotPending,
   ApproverNotListed,
+  ChainInconsistent,
   CheckpointNotFound,
   EnforcementAlreadyAppealed,
   EnforcementClosed,
@@ -63,6 +64,7 @@ export type DomainError =
   | ApprovalNotFound
   | ApprovalNotPending
   | ApproverNotListed
+  | ChainInconsistent
   | CheckpointNotFound
   | EnforcementAlreadyAppealed
   | EnforcementClosed
@@ -121,6 +123,12 @@ const mapping: Mapping = {
       field: e.field ?? "treeSize",
       issue: "no checkpoint of this size",
     }),
+  ChainInconsistent: (e) =>
+    new ApiError(
+      409,
+      "CHAIN_INCONSISTENT",
+      `the audit chain no longer matches signed checkpoint ${e.treeSize} (from sequence ${e.firstBadSequence}): ${e.reason}. Nothing is signed or proven over it; the conflict is recorded (POST /events/verify reports it)`,
+    ),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
   IdempotencyKeyReused: () =>
     new ApiError(

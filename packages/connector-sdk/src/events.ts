@@ -383,6 +383,17 @@ export interface ApiKeyRotatedData {
   readonly overlapSeconds: number
 }
 
+/** `chain.invalid`: the workspace's audit chain failed verification or conflicts with a signed checkpoint. */
+export interface ChainInvalidData {
+  /** What found it: `POST /events/verify`, the 6-hourly verification, or the checkpointer. */
+  readonly trigger: "api" | "scheduled" | "checkpoint"
+  /** Events that verified before the break. */
+  readonly checked: number
+  /** The first sequence that does not verify (or the first of the range a signed root no longer matches). */
+  readonly firstBadSequence: number
+  readonly reason: string
+}
+
 // ---------------------------------------------------------------------------------------------
 // Webhooks (never the secret; of the URL only its origin)
 
@@ -485,6 +496,7 @@ export interface SystemEventDataMap {
   "webhook.deleted": WebhookDeletedData
   "webhook.redelivered": WebhookRedeliveredData
   "webhook.disabled": WebhookDisabledData
+  "chain.invalid": ChainInvalidData
 }
 
 /**
@@ -546,6 +558,7 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "webhook.deleted",
   "webhook.redelivered",
   "webhook.disabled",
+  "chain.invalid",
 ] as const satisfies ReadonlyArray<SystemEventName>)
 
 /**

@@ -274,6 +274,12 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     deliveryId: "dlv_01jd8xg3h4j5k6m7n8p9q0r1s2",
     eventId: "evt_01jd8xh4j5k6m7n8p9q0r1s2t3",
   }),
+  "chain.invalid": () => ({
+    trigger: "scheduled",
+    checked: 37,
+    firstBadSequence: 38,
+    reason: "event 38 is missing: checkpoint 39 signed events 1..39, and the chain ends at 37",
+  }),
 }
 
 /**

@@ -6,6 +6,7 @@ import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
 import { ApprovalRepo } from "./approvals/ApprovalRepo.ts"
 import { ApprovalService } from "./approvals/ApprovalService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { ChainAlarm } from "./audit/ChainAlarm.ts"
 import { Checkpoints } from "./audit/Checkpoints.ts"
 import { EventAppender } from "./audit/EventAppender.ts"
 import { EventFeed } from "./audit/EventFeed.ts"
@@ -61,7 +62,8 @@ export {
   type PreparedAppend,
   prepareAppend,
 } from "./audit/AuditLog.ts"
-export { CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
+export { ChainAlarm, type ChainCheckTrigger } from "./audit/ChainAlarm.ts"
+export { ChainInconsistent, CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
 export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"
@@ -196,7 +198,8 @@ const repos = Layer.mergeAll(
   WebhookRepo.layer,
   WebhookClient.layer,
 )
-const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
+/** The appender, and the alarm a broken chain raises through it. */
+const writers = ChainAlarm.layer.pipe(Layer.provideMerge(EventAppender.layer.pipe(Layer.provideMerge(repos))))
 const apiKeys = Layer.merge(ApiKeyService.layer, SdkTokens.layer).pipe(Layer.provideMerge(writers))
 /** Each workspace's compiled policies and guardDefault: the policy and the workspace writes both drop them. */
 const guardState = PolicySets.layer.pipe(Layer.provideMerge(PolicyRepo.layer))
@@ -233,6 +236,7 @@ export type DomainServices =
   | CredentialWatch
   | AuditLog
   | EventAppender
+  | ChainAlarm
   | Idempotency
   | EventService
   | EventFeed

@@ -264,7 +264,7 @@ describe("every resource", () => {
     const consistency = await client.events.consistencyProof({ fromSize: 1 })
     expect(consistency.toSize).toBeGreaterThanOrEqual(checkpoint.treeSize)
     const bundle = await client.events.export({ fromSequence: ingested.events[0]!.sequence })
-    expect(bundle.format).toBe("agentgov.audit-bundle/v1")
+    expect(bundle.format).toBe("agentgov.audit-bundle/v2")
     expect(bundle.events.map((e) => e.id)).toContain(ingested.events[1]!.id)
   })
 

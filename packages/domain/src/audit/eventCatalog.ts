@@ -550,6 +550,23 @@ export const SYSTEM_EVENTS = {
       eventId: Schema.String.annotate({ description: "that delivery's event (`evt_…`)" }),
     }),
   },
+  "chain.invalid": {
+    description:
+      "the workspace's audit chain failed verification or conflicts with a checkpoint already signed; no checkpoint is signed over it",
+    emittedBy:
+      "POST /events/verify, the 6-hourly verification, the checkpointer (once, when the chain was not already known broken)",
+    data: Schema.Struct({
+      trigger: Schema.Literals(["api", "scheduled", "checkpoint"]).annotate({ description: "what found it" }),
+      checked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "events that verified before the break",
+      }),
+      firstBadSequence: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)).annotate({
+        description:
+          "the first sequence that does not verify (or the first of the range a signed root no longer matches)",
+      }),
+      reason: Schema.String,
+    }),
+  },
 } satisfies Record<string, EventDefinition>
 
 export type SystemEventName = keyof typeof SYSTEM_EVENTS
