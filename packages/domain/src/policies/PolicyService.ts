@@ -11,7 +11,13 @@ import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../sh
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { decodePolicyDocument, type PolicyDocument, type PolicyInvalid } from "./engine/index.ts"
+import {
+  budgetIssues,
+  decodePolicyDocument,
+  type PolicyDocument,
+  type PolicyInvalid,
+  policyInvalid,
+} from "./engine/index.ts"
 import type { Policy, UpdatePolicy } from "./Policy.ts"
 import { PolicyNameTaken, PolicyNotFound } from "./PolicyErrors.ts"
 import { PolicyRepo } from "./PolicyRepo.ts"
@@ -82,6 +88,16 @@ export class PolicyService extends Context.Service<
           ? Effect.fail(new PermissionDenied({ message: "agent-bound credentials cannot change policies" }))
           : Effect.void
 
+      /** The workspace's set with this document in it must fit one evaluation's budget (decision D6, issue 24). */
+      const affordable = (workspaceId: string, id: string, version: number, document: PolicyDocument) =>
+        Effect.flatMap(repo.all(workspaceId), (stored) => {
+          const issues = budgetIssues(
+            stored.map((p) => ({ id: p.id, version: p.version, document: p.document })),
+            { id, version, document },
+          )
+          return issues.length === 0 ? Effect.void : Effect.fail(policyInvalid(issues))
+        })
+
       const found = (actor: Actor, id: string, lock = false) =>
         Effect.flatMap(repo.find(actor.workspaceId, id, lock), (p) =>
           p ? Effect.succeed(p) : Effect.fail(new PolicyNotFound({ policyId: id })),
@@ -99,6 +115,7 @@ export class PolicyService extends Context.Service<
           createdAt: now,
           updatedAt: now,
         }
+        yield* affordable(actor.workspaceId, policy.id, policy.version, document)
         return yield* change(
           actor.workspaceId,
           Effect.gen(function* () {
@@ -138,6 +155,7 @@ export class PolicyService extends Context.Service<
               .filter((k) => canonicalize(before[k] ?? null) !== canonicalize(after[k] ?? null))
               .sort()
             if (changes.length === 0) return current
+            yield* affordable(actor.workspaceId, current.id, current.version + 1, document)
             const now = yield* nowIso
             const policy: Policy = {
               id: current.id,

@@ -1,8 +1,8 @@
-import { type CompiledCondition, compileCondition } from "./conditions.ts"
+import { type CompiledCondition, compileCondition, conditionCost, EVALUATION_BUDGET } from "./conditions.ts"
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
 import { LIMITS, type Mode, type PolicyDocument, type RuleEffect, type RuleEnforcement } from "./language.ts"
-import { validatePolicyDocument } from "./validate.ts"
+import { type PolicyIssue, validatePolicyDocument } from "./validate.ts"
 
 /** A stored policy as the engine takes it. */
 export interface PolicyInput {
@@ -29,6 +29,8 @@ export interface CompiledRule {
   readonly id: string
   readonly effect: RuleEffect
   readonly condition: CompiledCondition | undefined
+  /** What evaluating this rule can cost at most ({@link conditionCost}, plus 1 for the rule itself). */
+  readonly cost: number
   /** Built once and shared by every decision that reports them. */
   readonly matched: MatchedRule
   readonly reason: DecisionReason
@@ -36,6 +38,14 @@ export interface CompiledRule {
   readonly approval: ApprovalRequirement | undefined
   /** A deny rule's automatic enforcement; undefined in monitor mode, where it is inert. */
   readonly enforce: RuleEnforcement | undefined
+}
+
+/** The action a policy set costs most on, and the rules that call reaches. */
+export interface WorstCase {
+  readonly cost: number
+  /** An action that reaches these rules, or a pattern for a family of them (`tool.*`). */
+  readonly action: string
+  readonly rules: ReadonlyArray<CompiledRule>
 }
 
 /** How many distinct actions keep their candidate rules cached; past it the cache starts over. */
@@ -59,6 +69,7 @@ export class CompiledPolicySet {
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
   /** Rules with an automatic enforcement, by `policyId \u0000 ruleId`. */
   readonly #enforcing = new Map<string, RuleEnforcement>()
+  #worst: WorstCase | undefined
 
   constructor(
     policies: ReadonlyArray<CompiledPolicy>,
@@ -110,6 +121,37 @@ export class CompiledPolicySet {
       this.#cache.set(action, found)
     }
     return found
+  }
+
+  /**
+   * The most one evaluation can cost, over every action, as the sum of the static costs of the
+   * rules it reaches (targets aside: an upper bound). Actions are probed by family: each exact
+   * action; for each `P.*` and `P.**` prefix an action just under it that no exact rule names
+   * (which reaches every `**` rule above it too); and one with no dot. Other globs may match
+   * anything, so a family probe counts all of them. Computed once per set.
+   */
+  worstCost(): WorstCase {
+    if (this.#worst !== undefined) return this.#worst
+    const sum = (rules: ReadonlyArray<CompiledRule>) => {
+      let total = 0
+      for (const r of rules) total += r.cost
+      return total
+    }
+    let worst: WorstCase = { cost: 0, action: "*", rules: [] }
+    const consider = (action: string, rules: ReadonlyArray<CompiledRule>) => {
+      const cost = sum(rules)
+      if (cost > worst.cost) worst = { cost, action, rules }
+    }
+    for (const action of this.#exact.keys()) consider(action, this.#lookup(action))
+    const general = this.#general.map((g) => g.rule)
+    const family = (probe: string, shown: string) => {
+      const found = [...this.#lookup(probe).filter((r) => !general.includes(r)), ...general]
+      consider(shown, [...new Set(found)].sort((a, b) => a.ordinal - b.ordinal))
+    }
+    family("\u0000", "*")
+    for (const prefix of new Set([...this.#segment.keys(), ...this.#deep.keys()])) family(`${prefix}\u0000`, `${prefix}*`)
+    this.#worst = worst
+    return worst
   }
 
   #lookup(action: string): ReadonlyArray<CompiledRule> {
@@ -181,6 +223,7 @@ const invalidStandIn = (
     id: ruleId,
     effect: "deny",
     condition: undefined,
+    cost: 1,
     matched: Object.freeze({
       policyId: input.id,
       policyVersion: input.version,
@@ -237,12 +280,14 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
     compiled.push(policy)
     for (const r of doc.rules) {
       const rateKey = `${input.id}\u0000${r.id}`
+      const condition = r.when === undefined ? undefined : compileCondition(r.when, rateKey)
       const rule: CompiledRule = {
         ordinal: rules.length,
         policy,
         id: r.id,
         effect: r.effect,
-        condition: r.when === undefined ? undefined : compileCondition(r.when, rateKey),
+        condition,
+        cost: 1 + (condition === undefined ? 0 : conditionCost(condition)),
         matched: Object.freeze({
           policyId: input.id,
           policyVersion: input.version,
@@ -278,4 +323,30 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
     }
   }
   return new CompiledPolicySet(compiled, rules)
+}
+
+/**
+ * Why saving `saved` among a workspace's `others` would put one evaluation over
+ * {@link EVALUATION_BUDGET}: an issue for each of its rules that the costliest action reaches
+ * (`rules[3].when`), none when the set fits. Only the saved policy's rules are named, and only
+ * when they are part of the excess: a set already over (saved before this check) does not stop
+ * unrelated saves; its calls are still held to the budget at run time.
+ */
+export const budgetIssues = (others: ReadonlyArray<PolicyInput>, saved: PolicyInput): ReadonlyArray<PolicyIssue> => {
+  const worst = compilePolicies([...others.filter((p) => p.id !== saved.id), saved]).worstCost()
+  if (worst.cost <= EVALUATION_BUDGET) return []
+  const index = new Map(saved.document.rules.map((r, i) => [r.id, i]))
+  return worst.rules
+    .filter((r) => r.policy.id === saved.id)
+    .map((r) => {
+      const i = index.get(r.id)!
+      return {
+        field: saved.document.rules[i]?.when === undefined ? `rules[${i}]` : `rules[${i}].when`,
+        issue:
+          `the workspace's policies could cost up to ${worst.cost} units on one call of action "${worst.action}", ` +
+          `over the budget of ${EVALUATION_BUDGET} per evaluation; this rule costs up to ${r.cost} ` +
+          "(a comprehension is counted at the largest list a request can hold)",
+      }
+    })
+    .slice(0, LIMITS.issues)
 }

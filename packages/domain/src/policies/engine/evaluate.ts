@@ -1,6 +1,6 @@
 import { isJsonObject } from "../../shared/schemas.ts"
 import type { CompiledPolicy, CompiledPolicySet, CompiledRule } from "./compile.ts"
-import { type AgentFacts, ERROR, type EvalState, evalCondition, FALSE } from "./conditions.ts"
+import { type AgentFacts, ERROR, EVALUATION_BUDGET, type EvalState, evalCondition, FALSE } from "./conditions.ts"
 import type { Decision, DecisionKind, DecisionReason, MatchedRule } from "./Decision.ts"
 import type { RateCounter } from "./RateCounter.ts"
 
@@ -55,13 +55,34 @@ const conditionError = (rule: CompiledRule, error: string | undefined, failClose
 })
 
 /**
+ * An evaluation that went past {@link EVALUATION_BUDGET} stops where it is and denies (fail
+ * closed): the rules it did not reach might have denied.
+ */
+const overBudget = (rule: CompiledRule, matched: ReadonlyArray<MatchedRule> | undefined): Decision => ({
+  decision: "deny",
+  allowed: false,
+  reasons: [
+    {
+      code: "CONDITION_ERROR",
+      message:
+        `evaluation budget exceeded: the call cost more than ${EVALUATION_BUDGET} units by rule "${rule.id}" of ` +
+        `policy "${rule.policy.name}", and the rules after it were not evaluated; denied (fail closed)`,
+      policyId: rule.policy.id,
+      ruleId: rule.id,
+    },
+  ],
+  matched: matched ?? NOTHING,
+})
+
+/**
  * Decides a guard request (decision D6). A suspended or deregistered agent is denied before
  * any rule. Otherwise every rule whose actions match and whose policy targets the agent is
  * evaluated (so each rate condition it reaches counts the call once), and enforced matches
  * combine: any deny wins; else any require_approval; else any allow; else the workspace's
  * `guardDefault` with `NO_MATCHING_POLICY`. Monitor-mode matches are reported, never decide.
  * A condition that cannot be evaluated matches deny and require_approval rules (fail closed)
- * and not allow rules; either way a `CONDITION_ERROR` reason says so.
+ * and not allow rules; either way a `CONDITION_ERROR` reason says so. A call whose evaluation
+ * costs more than {@link EVALUATION_BUDGET} is denied ({@link overBudget}).
  */
 export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: EvaluationEnv): Decision => {
   const agent = request.agent
@@ -78,6 +99,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     rate: env.rate,
     error: undefined,
     cel: undefined,
+    steps: 0,
   }
 
   // Arrays are made only when something lands in them: most calls match a rule or two.
@@ -96,6 +118,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     let reason = rule.reason
     if (rule.condition !== undefined) {
       const outcome = evalCondition(state, rule.condition)
+      if (state.steps > EVALUATION_BUDGET) return overBudget(rule, matched)
       if (outcome === FALSE) continue
       if (outcome === ERROR) {
         const failClosed = rule.effect !== "allow"
