@@ -111,6 +111,37 @@ describe("policies CRUD", () => {
     expect((await eventsOf("policy.created")).length).toBe(before)
   })
 
+  it("refuses a policy that would put one evaluation over its budget (nested CEL over ranges), naming the rules", async () => {
+    // The reviewer's shape (1,000 such rules; as many as fit the 64 KiB body here): each rule is
+    // under one expression's own limit, and together they held the event loop for a second.
+    const cel = "context.a.all(x, context.a.all(y, x + y >= 0.0))"
+    const before = (await eventsOf("policy.created")).length
+    const res = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("costly"),
+        rules: Array.from({ length: 400 }, (_, i) => ({ id: `r${i}`, effect: "deny", actions: ["*"], when: { cel } })),
+      },
+    })
+    expectError(res, 422, "VALIDATION_ERROR", "rules[0].when")
+    expect(res.body.error.message).toMatch(/budget/)
+    expect((await eventsOf("policy.created")).length).toBe(before)
+    // One such rule fits; a PATCH that adds the rest is refused in the same way and changes nothing.
+    const p = await createPolicy({ rules: [{ id: "r0", effect: "deny", actions: ["costly.one"], when: { cel } }] })
+    const patch = await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+      body: {
+        rules: Array.from({ length: 3 }, (_, i) => ({
+          id: `r${i}`,
+          effect: "deny",
+          actions: ["costly.one"],
+          when: { cel },
+        })),
+      },
+    })
+    expectError(patch, 422, "VALIDATION_ERROR", "rules[0].when")
+    expect((await t.call("GET", `/api/v1/policies/${p.id}`)).body.data.version).toBe(1)
+    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
+  })
+
   it("refuses a second policy of the same name, and a PATCH that breaks the document", async () => {
     const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: ["a"] }] })
     expectError(

@@ -269,7 +269,10 @@ const estimate = (root: CelNode): number => {
       else if (n.op === "+") size = sizes
       else if (n.op === "id" && n.args === "action") size = 0
       // Work that walks its operands: comparisons, membership, calls.
-      if (scan && (n.op === "==" || n.op === "!=" || n.op === "in" || n.op === "call" || n.op === "rcall" || n.op === "+"))
+      if (
+        scan &&
+        (n.op === "==" || n.op === "!=" || n.op === "in" || n.op === "call" || n.op === "rcall" || n.op === "+")
+      )
         cost += sizes
     }
     const out = { cost: Math.min(cost, Number.MAX_SAFE_INTEGER), size }

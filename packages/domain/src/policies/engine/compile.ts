@@ -146,10 +146,14 @@ export class CompiledPolicySet {
     const general = this.#general.map((g) => g.rule)
     const family = (probe: string, shown: string) => {
       const found = [...this.#lookup(probe).filter((r) => !general.includes(r)), ...general]
-      consider(shown, [...new Set(found)].sort((a, b) => a.ordinal - b.ordinal))
+      consider(
+        shown,
+        [...new Set(found)].sort((a, b) => a.ordinal - b.ordinal),
+      )
     }
     family("\u0000", "*")
-    for (const prefix of new Set([...this.#segment.keys(), ...this.#deep.keys()])) family(`${prefix}\u0000`, `${prefix}*`)
+    for (const prefix of new Set([...this.#segment.keys(), ...this.#deep.keys()]))
+      family(`${prefix}\u0000`, `${prefix}*`)
     this.#worst = worst
     return worst
   }
