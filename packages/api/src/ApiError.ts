@@ -13,6 +13,7 @@ import type {
   EnforcementClosed,
   EnforcementNotFound,
   EventNotFound,
+  GuardBusy,
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
@@ -68,6 +69,7 @@ export type DomainError =
   | EnforcementClosed
   | EnforcementNotFound
   | EventNotFound
+  | GuardBusy
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
@@ -122,6 +124,15 @@ const mapping: Mapping = {
       issue: "no checkpoint of this size",
     }),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
+  GuardBusy: (e) =>
+    new ApiError(
+      429,
+      "RATE_LIMITED",
+      `this workspace already has ${e.waiting} costly guard calls waiting to be evaluated; retry after ` +
+        `${e.retryAfterSeconds} s (nothing was evaluated or recorded)`,
+      undefined,
+      { "retry-after": String(e.retryAfterSeconds) },
+    ),
   IdempotencyKeyReused: () =>
     new ApiError(
       409,

@@ -48,6 +48,12 @@ export interface WorstCase {
   readonly rules: ReadonlyArray<CompiledRule>
 }
 
+const costOfRules = (rules: ReadonlyArray<CompiledRule>) => {
+  let total = 0
+  for (const r of rules) total += r.cost
+  return total
+}
+
 /** How many distinct actions keep their candidate rules cached; past it the cache starts over. */
 export const ACTION_CACHE_SIZE = 10_000
 const CACHEABLE_ACTION_LENGTH = 512
@@ -67,6 +73,7 @@ export class CompiledPolicySet {
   readonly #everything: Array<CompiledRule> = []
   readonly #general: Array<{ readonly glob: Glob; readonly rule: CompiledRule }> = []
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
+  readonly #costs = new Map<string, number>()
   /** Rules with an automatic enforcement, by `policyId \u0000 ruleId`. */
   readonly #enforcing = new Map<string, RuleEnforcement>()
   #worst: WorstCase | undefined
@@ -124,6 +131,21 @@ export class CompiledPolicySet {
   }
 
   /**
+   * What one evaluation of `action` can cost at most: the static costs of the rules it reaches
+   * (targets aside). Memoized like {@link candidates}.
+   */
+  costOf(action: string): number {
+    const known = this.#costs.get(action)
+    if (known !== undefined) return known
+    const cost = costOfRules(this.candidates(action))
+    if (action.length <= CACHEABLE_ACTION_LENGTH) {
+      if (this.#costs.size >= ACTION_CACHE_SIZE) this.#costs.clear()
+      this.#costs.set(action, cost)
+    }
+    return cost
+  }
+
+  /**
    * The most one evaluation can cost, over every action, as the sum of the static costs of the
    * rules it reaches (targets aside: an upper bound). Actions are probed by family: each exact
    * action; for each `P.*` and `P.**` prefix an action just under it that no exact rule names
@@ -132,14 +154,9 @@ export class CompiledPolicySet {
    */
   worstCost(): WorstCase {
     if (this.#worst !== undefined) return this.#worst
-    const sum = (rules: ReadonlyArray<CompiledRule>) => {
-      let total = 0
-      for (const r of rules) total += r.cost
-      return total
-    }
     let worst: WorstCase = { cost: 0, action: "*", rules: [] }
     const consider = (action: string, rules: ReadonlyArray<CompiledRule>) => {
-      const cost = sum(rules)
+      const cost = costOfRules(rules)
       if (cost > worst.cost) worst = { cost, action, rules }
     }
     for (const action of this.#exact.keys()) consider(action, this.#lookup(action))

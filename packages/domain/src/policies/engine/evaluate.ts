@@ -20,6 +20,14 @@ export interface EvaluationEnv {
   readonly rate: RateCounter
 }
 
+let lastSteps = 0
+/**
+ * The work the last {@link evaluate} did, in `EVALUATION_BUDGET`'s units (0 for an agent refused
+ * before any rule): what the guard's slow lane watches, since a large request can make a set
+ * that is cheap on paper costly.
+ */
+export const evaluationCostSpent = (): number => lastSteps
+
 const EMPTY_CONTEXT: Readonly<Record<string, unknown>> = Object.freeze({})
 const NOTHING: ReadonlyArray<never> = Object.freeze([])
 
@@ -86,6 +94,7 @@ const overBudget = (rule: CompiledRule, matched: ReadonlyArray<MatchedRule> | un
  */
 export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: EvaluationEnv): Decision => {
   const agent = request.agent
+  lastSteps = 0
   if (agent.status === "suspended") return refused("AGENT_SUSPENDED", agent)
   if (agent.status === "deregistered") return refused("AGENT_DEREGISTERED", agent)
 
@@ -118,7 +127,10 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     let reason = rule.reason
     if (rule.condition !== undefined) {
       const outcome = evalCondition(state, rule.condition)
-      if (state.steps > EVALUATION_BUDGET) return overBudget(rule, matched)
+      if (state.steps > EVALUATION_BUDGET) {
+        lastSteps = state.steps
+        return overBudget(rule, matched)
+      }
       if (outcome === FALSE) continue
       if (outcome === ERROR) {
         const failClosed = rule.effect !== "allow"
@@ -150,6 +162,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     else allows.push(reason)
   }
 
+  lastSteps = state.steps
   let decision: DecisionKind
   let deciding: ReadonlyArray<DecisionReason>
   if (denies !== undefined) {

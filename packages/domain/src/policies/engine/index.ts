@@ -22,7 +22,7 @@ export {
   REASON_CODES,
   ReasonCode,
 } from "./Decision.ts"
-export { type EvaluationEnv, evaluate, type GuardRequest } from "./evaluate.ts"
+export { type EvaluationEnv, evaluate, evaluationCostSpent, type GuardRequest } from "./evaluate.ts"
 export { compileGlob, GLOB_MAX_LENGTH, GLOB_MAX_STARS, type Glob, globProblem } from "./glob.ts"
 export {
   AGENT_FIELDS,
