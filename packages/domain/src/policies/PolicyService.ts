@@ -17,6 +17,7 @@ import {
   type PolicyDocument,
   type PolicyInvalid,
   policyInvalid,
+  validatePolicyDocument,
 } from "./engine/index.ts"
 import type { Policy, UpdatePolicy } from "./Policy.ts"
 import { PolicyNameTaken, PolicyNotFound } from "./PolicyErrors.ts"
@@ -28,8 +29,14 @@ export interface PolicyListFilter extends PageRequest {
 }
 
 const documentOf = (p: Policy): Record<string, unknown> => {
-  const { id: _id, workspaceId: _ws, version: _v, createdAt: _c, updatedAt: _u, ...document } = p
+  const { id: _id, workspaceId: _ws, version: _v, createdAt: _c, updatedAt: _u, invalid: _i, ...document } = p
   return document
+}
+
+/** A stored policy as it is read: with its first issue when its document no longer validates (the guard's stand-in). */
+const shown = (p: Policy): Policy => {
+  const validation = validatePolicyDocument(documentOf(p))
+  return validation.ok ? p : { ...p, invalid: validation.issues[0] ?? { field: "", issue: "does not validate" } }
 }
 
 const nameTaken =
@@ -129,11 +136,11 @@ export class PolicyService extends Context.Service<
       const list = Effect.fn("PolicyService.list")(function* (actor: Actor, filter: PolicyListFilter) {
         const { limit, before } = yield* pageWindow(filter, idCursor("pol"))
         const rows = yield* repo.list(actor.workspaceId, { before, limit: limit + 1, enabled: filter.enabled })
-        return toPage(rows, limit)
+        return toPage(rows.map(shown), limit)
       })
 
       const get = Effect.fn("PolicyService.get")(function* (actor: Actor, id: string) {
-        return yield* found(actor, id)
+        return shown(yield* found(actor, id))
       })
 
       const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, patch: UpdatePolicy) {

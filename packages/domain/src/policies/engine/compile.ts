@@ -1,3 +1,4 @@
+import { isJsonObject } from "../../shared/schemas.ts"
 import { type CompiledCondition, compileCondition, conditionCost, EVALUATION_BUDGET } from "./conditions.ts"
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
@@ -20,6 +21,8 @@ export interface CompiledPolicy {
   readonly targetIds: ReadonlySet<string> | undefined
   readonly targetLabels: ReadonlySet<string> | undefined
   readonly targeted: boolean
+  /** Set when the stored document no longer validates: its first issue (see {@link invalidStandIn}). */
+  readonly invalid?: PolicyIssue | undefined
 }
 
 export interface CompiledRule {
@@ -215,29 +218,51 @@ const REASON_CODE_OF: Readonly<Record<RuleEffect, "POLICY_DENIED" | "APPROVAL_RE
   allow: "POLICY_ALLOWED",
 }
 
+/** The parts of a document that no longer validates that still do, each checked alone in a minimal document. */
+const salvage = (raw: unknown) => {
+  const r: Record<string, unknown> = isJsonObject(raw) ? raw : {}
+  const alone = (field: "name" | "mode" | "target") => {
+    if (r[field] === undefined) return undefined
+    const v = validatePolicyDocument({
+      name: "salvaged",
+      rules: [{ id: "r", effect: "deny", actions: ["*"] }],
+      [field]: r[field],
+    })
+    return v.ok ? v.document : undefined
+  }
+  return {
+    name: alone("name")?.name,
+    mode: alone("mode")?.mode,
+    target: alone("target")?.target,
+    // A target that is there but does not validate cannot say whom the policy meant: every agent, then.
+    targetBroken: r.target !== undefined && alone("target") === undefined,
+  }
+}
+
 /**
  * The stand-in for a stored policy whose document no longer validates (a stricter check after
- * an upgrade, a hand-edited row): one enforced deny rule on every action, whose reason names
- * the policy and the first issue. The guard fails closed for the workspace, as for a condition
- * that cannot be evaluated (D6), instead of failing every call, and says why in `reasons`;
- * updating or deleting the policy lifts it. A document that still says `enabled: false` is
- * left out, as when it was valid.
+ * an upgrade, a hand-edited row): one deny rule on every action, whose reason names the policy
+ * and its first issue. It fails closed for that policy only, as for a condition that cannot be
+ * evaluated (D6): within the policy's target when the target still validates (every agent when
+ * it does not), and in its mode (a `monitor` policy still only reports). Updating or deleting the
+ * policy lifts it. A document that still says `enabled: false` is left out, as when it was valid.
  */
-const invalidStandIn = (
-  input: PolicyInput,
-  issue: { field: string; issue: string } | undefined,
-  ordinal: number,
-): CompiledRule => {
+const invalidStandIn = (input: PolicyInput, issue: PolicyIssue | undefined, ordinal: number): CompiledRule => {
+  const kept = salvage(input.document)
+  const mode: Mode = kept.mode ?? "enforce"
+  const target = kept.targetBroken ? undefined : kept.target
   const policy: CompiledPolicy = {
     id: input.id,
     version: input.version,
-    name: input.id,
-    mode: "enforce",
-    targetIds: undefined,
-    targetLabels: undefined,
-    targeted: false,
+    name: kept.name ?? input.id,
+    mode,
+    targetIds: target?.agentIds ? new Set(target.agentIds) : undefined,
+    targetLabels: target?.labels ? new Set(target.labels) : undefined,
+    targeted: target !== undefined,
+    invalid: issue ?? { field: "", issue: "does not validate" },
   }
   const ruleId = "(invalid)"
+  const whom = target !== undefined ? "the agents it targets" : "every agent"
   return {
     ordinal,
     policy,
@@ -250,18 +275,26 @@ const invalidStandIn = (
       policyVersion: input.version,
       ruleId,
       effect: "deny" as const,
-      mode: "enforce" as const,
+      mode,
     }),
     reason: Object.freeze({
       code: "CONDITION_ERROR" as const,
       message:
         `policy ${input.id} (version ${input.version}) no longer validates` +
         (issue ? ` (${issue.field || "document"}: ${issue.issue})` : "") +
-        "; every action is denied until it is updated or deleted (fail closed)",
+        `; every action of ${whom} is denied until it is updated or deleted (fail closed)`,
       policyId: input.id,
       ruleId,
     }),
-    monitorNote: Object.freeze({ code: "POLICY_MONITORED" as const, message: "", policyId: input.id, ruleId }),
+    monitorNote: Object.freeze({
+      code: "POLICY_MONITORED" as const,
+      message:
+        `monitor-mode policy ${input.id} (version ${input.version}) no longer validates` +
+        (issue ? ` (${issue.field || "document"}: ${issue.issue})` : "") +
+        "; it would deny every action until it is updated or deleted; not enforced",
+      policyId: input.id,
+      ruleId,
+    }),
     approval: undefined,
     enforce: undefined,
   }
