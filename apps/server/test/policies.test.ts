@@ -281,6 +281,59 @@ describe("the guard", () => {
     expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
   })
 
+  it("fails closed per policy: a broken stored policy denies only its target, shows its issue, and in monitor mode only reports", async () => {
+    const x = await register()
+    const y = await register()
+    const action = `${unique("scoped")}.run`
+    const open = await createPolicy({ rules: [{ id: "ok", effect: "allow", actions: [action] }] })
+    const targeted = await createPolicy({
+      target: { agentIds: [x.id] },
+      rules: [{ id: "r", effect: "allow", actions: [action] }],
+    })
+    const monitored = await createPolicy({
+      mode: "monitor",
+      rules: [{ id: "m", effect: "deny", actions: ["nothing.here"] }],
+    })
+    try {
+      await t.query(
+        (sql) => sql`WITH changed AS (
+            UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}')
+            WHERE id IN (${targeted.id}, ${monitored.id})
+            RETURNING workspace_id
+          ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
+      )
+      const decided = async (agentId: string) => {
+        const res = await guard({ agentId, action })
+        expect(res.status, JSON.stringify(res.body)).toBe(200)
+        return res.body.data
+      }
+      // Y is outside the broken policy's target: the other policies decide; the monitor one only reports.
+      const forY = await decided(y.id)
+      expect(forY.decision).toBe("allow")
+      expect(forY.reasons.map((r: { code: string; policyId?: string }) => `${r.code}:${r.policyId}`)).toEqual([
+        `POLICY_ALLOWED:${open.id}`,
+        `POLICY_MONITORED:${monitored.id}`,
+      ])
+      const forX = await decided(x.id)
+      expect(forX.decision).toBe("deny")
+      expect(forX.reasons[0]).toMatchObject({ code: "CONDITION_ERROR", policyId: targeted.id })
+      // The broken policies say so where they are read.
+      for (const p of [targeted, monitored]) {
+        const got = await t.call("GET", `/api/v1/policies/${p.id}`)
+        expect(got.status).toBe(200)
+        expect(got.body.data.invalid).toMatchObject({ field: "rules[0].when.field" })
+      }
+      const listed = (await t.call("GET", "/api/v1/policies?limit=100")).body.data as Array<{
+        id: string
+        invalid?: unknown
+      }>
+      expect(listed.find((p) => p.id === targeted.id)?.invalid).toMatchObject({ field: "rules[0].when.field" })
+      expect(listed.find((p) => p.id === open.id)).not.toHaveProperty("invalid")
+    } finally {
+      for (const p of [open, targeted, monitored]) await t.call("DELETE", `/api/v1/policies/${p.id}`)
+    }
+  })
+
   it("validates its input and names the agent it cannot find", async () => {
     expectError(await guard({ action: "x.y" }), 422, "VALIDATION_ERROR", "agentId")
     expectError(await guard({ agentId: "agt_nope" }), 422, "VALIDATION_ERROR", "action")
