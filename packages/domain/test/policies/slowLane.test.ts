@@ -23,13 +23,20 @@ import { type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
 
 describe("the slow lane", () => {
   /** A lane whose turns the test runs. */
-  const driven = (options: { perWorkspace?: number; total?: number } = {}) => {
+  const driven = (options: { perWorkspace?: number; total?: number; clock?: () => number } = {}) => {
     const turns: Array<() => void> = []
-    const lane = new SlowLane({ ...options, schedule: (turn) => turns.push(turn) })
+    const delays: Array<number> = []
+    const lane = new SlowLane({
+      ...options,
+      schedule: (turn, delayMs) => {
+        turns.push(turn)
+        delays.push(delayMs)
+      },
+    })
     const runAll = () => {
       while (turns.length > 0) turns.shift()!()
     }
-    return { lane, turns, runAll }
+    return { lane, turns, delays, runAll }
   }
 
   it("runs one job a turn, taking the workspaces in turn", () => {
@@ -58,6 +65,27 @@ describe("the slow lane", () => {
     expect(lane.waiting()).toBe(3)
     runAll()
     expect(done).toEqual(["A0", "B0", "A1"])
+  })
+
+  it("rests after an evaluation as long as it took before the next, even when the next arrives later", () => {
+    let now = 0
+    const { lane, turns, delays } = driven({ clock: () => now })
+    lane.offer("A", () => {
+      now += 3
+    })
+    lane.offer("B", () => {
+      now += 1
+    })
+    expect(delays).toEqual([0])
+    turns.shift()!()
+    expect(delays).toEqual([0, 3])
+    now += 3
+    turns.shift()!()
+    expect(delays).toEqual([0, 3])
+    // Idle now; a job that arrives within the rest still waits out the rest of it.
+    now += 0.5
+    lane.offer("A", () => {})
+    expect(delays).toEqual([0, 3, 0.5])
   })
 
   it("takes back a job that has not run", () => {
