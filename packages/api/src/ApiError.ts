@@ -14,6 +14,7 @@ import type {
   EnforcementClosed,
   EnforcementNotFound,
   EventNotFound,
+  GuardBusy,
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
@@ -70,6 +71,7 @@ export type DomainError =
   | EnforcementClosed
   | EnforcementNotFound
   | EventNotFound
+  | GuardBusy
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
@@ -130,6 +132,15 @@ const mapping: Mapping = {
       `the audit chain no longer matches signed checkpoint ${e.treeSize} (from sequence ${e.firstBadSequence}): ${e.reason}. Nothing is signed or proven over it; the conflict is recorded (POST /events/verify reports it)`,
     ),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
+  GuardBusy: (e) =>
+    new ApiError(
+      429,
+      "RATE_LIMITED",
+      `this workspace already has ${e.waiting} costly guard calls waiting to be evaluated; retry after ` +
+        `${e.retryAfterSeconds} s (nothing was evaluated or recorded)`,
+      undefined,
+      { "retry-after": String(e.retryAfterSeconds) },
+    ),
   IdempotencyKeyReused: () =>
     new ApiError(
       409,
