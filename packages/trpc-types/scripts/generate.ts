@@ -368,7 +368,9 @@ export type AgentgovRouter = TRPCBuiltRouter<Root, AgentgovRouterRecord>
 `
 
 mkdirSync(`${root}dist`, { recursive: true })
-writeFileSync(distFile, output)
+// Through the compiler's printer, which lays object types out one member a line: readable in an editor.
+const formatted = ts.createPrinter().printFile(ts.createSourceFile(distFile, output, ts.ScriptTarget.Latest, false))
+writeFileSync(distFile, formatted)
 
 // The written router must be the source's: mutually assignable, per procedure (to name the one that is
 // not) and as a whole.
