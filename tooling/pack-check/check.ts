@@ -9,11 +9,11 @@
  * so it works on whichever store is the default.
  */
 import { type SpawnSyncOptions, spawnSync } from "node:child_process"
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { spawnServer, stopChildren } from "../../apps/server/test/childServer.ts"
+import { type ChildServer, spawnServer, stopChildren } from "../../apps/server/test/childServer.ts"
 
 const repo = fileURLToPath(new URL("../../", import.meta.url))
 const fixture = fileURLToPath(new URL("fixture/", import.meta.url))
@@ -79,9 +79,13 @@ const quickStart = (): string => {
 }
 
 const work = mkdtempSync(join(tmpdir(), "agentgov-pack-check-"))
+// mkdtemp makes it 0700: a store that runs as another user (an embedded PostgreSQL started by root runs as
+// `postgres`) must reach its data directory inside.
+chmodSync(work, 0o755)
 const packs = join(work, "packs")
 const project = join(work, "project")
 let failed = false
+let server: ChildServer | undefined
 try {
   step("npm run build")
   run("npm", ["run", "build"], { cwd: repo })
@@ -128,10 +132,11 @@ try {
   console.log("both type-check")
 
   step("start a server from the repository")
-  const server = await spawnServer({ AGENTGOV_DATA_DIR: join(work, "data") })
+  server = await spawnServer({ AGENTGOV_DATA_DIR: join(work, "data") })
+  const { url } = server
   const adminKey = await server.waitForKey(60_000)
   const api = async (method: string, path: string, body?: unknown, key = adminKey) => {
-    const res = await fetch(`${server.url}${path}`, {
+    const res = await fetch(`${url}${path}`, {
       method,
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -140,7 +145,7 @@ try {
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`)
     return JSON.parse(text)
   }
-  console.log(`listening on ${server.url}`)
+  console.log(`listening on ${url}`)
   const agent = (await api("POST", "/api/v1/agents", { name: "quick-start" })).data
   const agentKey = (
     await api("POST", "/api/v1/api-keys", {
@@ -150,7 +155,7 @@ try {
       scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read"],
     })
   ).data.apiKey
-  const env = { ...outside, AGENTGOV_URL: server.url }
+  const env = { ...outside, AGENTGOV_URL: url }
 
   step("the SDK README's quick start (node out/quickstart.js)")
   run("node", ["out/quickstart.js"], { cwd: project, env: { ...env, AGENTGOV_API_KEY: agentKey } })
@@ -167,7 +172,7 @@ try {
 
   step("npx agentgov-verify bundle.json --jwks jwks.json")
   writeFileSync(join(project, "bundle.json"), JSON.stringify(await api("GET", "/api/v1/events/export")))
-  const jwks = await fetch(`${server.url}/.well-known/jwks.json`)
+  const jwks = await fetch(`${url}/.well-known/jwks.json`)
   writeFileSync(join(project, "jwks.json"), await jwks.text())
   run("npx", ["agentgov-verify", "bundle.json", "--jwks", "jwks.json"], { cwd: project, env })
 } catch (error) {
@@ -175,6 +180,14 @@ try {
   console.error(`\npack-check FAILED: ${error instanceof Error ? error.message : String(error)}`)
   console.error(`(the fresh project is kept in ${work})`)
 } finally {
+  // SIGTERM first, so that the server stops its store (an embedded database's own processes) as in production.
+  if (server && server.proc.exitCode === null) {
+    server.proc.kill("SIGTERM")
+    await Promise.race([server.exited, new Promise((resolve) => setTimeout(resolve, 30_000).unref())])
+    console.log(
+      `server stopped (${server.proc.exitCode === null ? "did not exit on SIGTERM: killed" : `exit ${server.proc.exitCode}`})`,
+    )
+  }
   await stopChildren()
   if (!failed) rmSync(work, { recursive: true, force: true })
 }
