@@ -37,16 +37,26 @@ export const verifyAllChains = Effect.gen(function* () {
 
 /**
  * Signs a checkpoint for every workspace whose chain grew since its last one
- * (every minute by default). Instances may overlap: checkpointing a workspace
- * is serialised by an advisory lock, and the later one finds nothing to do.
- * Returns how many checkpoints were signed.
+ * (every minute by default), and checks the ones whose chain is shorter than
+ * what was signed. Instances may overlap: checkpointing a workspace is
+ * serialised by an advisory lock, and the later one finds nothing to do. A
+ * chain that no longer extends its last checkpoint is not signed over: the
+ * conflict is recorded and raised (ChainAlarm) and the others go on. Returns
+ * how many checkpoints were signed.
  */
 export const checkpointAll = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const checkpoints = yield* Checkpoints
   const stale = yield* sql<{ id: string; environment: "live" | "test" }>`SELECT w.id, w.environment
       FROM workspaces w JOIN chain_heads h ON h.workspace_id = w.id
-      WHERE h.sequence > coalesce((SELECT max(tree_size) FROM checkpoints c WHERE c.workspace_id = w.id), 0)`
-  for (const w of stale) yield* checkpoints.latest(systemActor(w.id, w.environment, new Set(SCOPES)))
-  return stale.length
+      WHERE h.sequence <> coalesce((SELECT max(tree_size) FROM checkpoints c WHERE c.workspace_id = w.id), 0)`
+  let signed = 0
+  for (const w of stale) {
+    const made = yield* checkpoints.latest(systemActor(w.id, w.environment, new Set(SCOPES))).pipe(
+      Effect.as(true),
+      Effect.catchTag("ChainInconsistent", () => Effect.succeed(false)),
+    )
+    if (made) signed += 1
+  }
+  return signed
 }).pipe(Effect.orDie)

@@ -1,5 +1,11 @@
 import { resolve } from "node:path"
-import { DEFAULT_RATE_LIMITS, parseAllowlist, type RateLimitConfig } from "@agentgov/domain"
+import {
+  DEFAULT_RATE_LIMITS,
+  DEFAULT_STREAM_LIMITS,
+  parseAllowlist,
+  type RateLimitConfig,
+  type StreamLimitConfig,
+} from "@agentgov/domain"
 import { parseMasterKey } from "./domainSettings.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
@@ -26,14 +32,17 @@ export interface ServerConfig {
   readonly checkpointIntervalMs: number
   /** D10's limits, per minute by default; counters in Redis when `redisUrl` is set. */
   readonly rateLimits: RateLimitConfig
+  /** Open event streams at once, per workspace by plan and per API key; counted per instance. */
+  readonly streamLimits: StreamLimitConfig
   /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks; default both (webhookWorker.ts). */
   readonly roles?: ReadonlyArray<ServerRole>
   /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
   readonly webhookTimeScale?: number
-  /** AGENTGOV_WEBHOOK_ALLOWLIST: CIDRs, addresses and host names webhooks may target although not public. */
+  /**
+   * AGENTGOV_WEBHOOK_ALLOWLIST: CIDRs, addresses and host names webhooks may target although not public.
+   * The only way to admit one, loopback included (`127.0.0.1,::1` on a developer's machine).
+   */
   readonly webhookAllowlist?: ReadonlyArray<string>
-  /** Webhooks of every workspace may target loopback: the embedded default (no DATABASE_URL). */
-  readonly webhookAllowLoopback?: boolean
 }
 
 export type ServerRole = "api" | "worker"
@@ -113,6 +122,15 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     agent: int("AGENTGOV_RATE_LIMIT_AGENT", d.agent, 1, 1e9),
     anonymous: int("AGENTGOV_RATE_LIMIT_ANONYMOUS", d.anonymous, 1, 1e9),
   }
+  const s = DEFAULT_STREAM_LIMITS
+  const streamLimits: StreamLimitConfig = {
+    plans: {
+      free: int("AGENTGOV_STREAM_LIMIT_FREE", s.plans.free, 1, 1e6),
+      pro: int("AGENTGOV_STREAM_LIMIT_PRO", s.plans.pro, 1, 1e6),
+      enterprise: int("AGENTGOV_STREAM_LIMIT_ENTERPRISE", s.plans.enterprise, 1, 1e6),
+    },
+    key: int("AGENTGOV_STREAM_LIMIT_KEY", s.key, 1, 1e6),
+  }
   const list = (name: string) =>
     (env[name] ?? "")
       .split(",")
@@ -150,6 +168,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
     rateLimits,
+    streamLimits,
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),
     webhookTimeScale,
     webhookAllowlist,

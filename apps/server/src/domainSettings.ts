@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { Counters, MasterKey, RateLimitSettings, TokenSettings } from "@agentgov/domain"
+import { Counters, MasterKey, RateLimitSettings, StreamLimitSettings, TokenSettings } from "@agentgov/domain"
 import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
 
 /**
  * What the domain takes from configuration: the master key, the SDK token
- * settings, the rate limits and where their counters live.
+ * settings, the rate and stream limits and where the rate counters live.
  */
 export const domainSettings = (config: ServerConfig) =>
   Layer.mergeAll(
@@ -18,6 +18,7 @@ export const domainSettings = (config: ServerConfig) =>
       ttlSeconds: config.tokenTtlSeconds,
     }),
     RateLimitSettings.layer(config.rateLimits),
+    Layer.succeed(StreamLimitSettings, config.streamLimits),
     config.redisUrl ? Counters.redis(config.redisUrl) : Counters.memory,
   )
 

@@ -34,6 +34,11 @@ const store = config.databaseUrl
   ? "PostgreSQL (DATABASE_URL)"
   : `embedded PostgreSQL in ${embeddedClusterDir(config.dataDir)}`
 log.info("agentgov listening", { url: server.url, store })
+if (config.webhookAllowlist && config.webhookAllowlist.length > 0)
+  // Said at every start: these are the operator's own services that every workspace's webhooks may reach.
+  log.info("webhooks may target these non-public addresses (AGENTGOV_WEBHOOK_ALLOWLIST)", {
+    allowlist: config.webhookAllowlist,
+  })
 if (config.databaseUrl && !process.env.AGENTGOV_PUBLIC_URL)
   // The public URL is the SDK tokens' issuer: derived from this instance's host and port, it differs between
   // instances on one host, and a token minted by one would be refused by the others as of a wrong issuer.

@@ -8,11 +8,8 @@ import type { Logger } from "./logger.ts"
 export const webhookSettings = (config: ServerConfig) =>
   Layer.succeed(WebhookSettings, {
     timeScale: config.webhookTimeScale ?? 1,
-    targets: {
-      // The embedded store is a developer's own machine: its webhooks may point at localhost.
-      allowLoopback: config.webhookAllowLoopback ?? config.databaseUrl === undefined,
-      allowlist: parseAllowlist(config.webhookAllowlist ?? []).allowlist,
-    },
+    // Nothing but the operator's allowlist admits a non-public target, not even loopback on the embedded store.
+    targets: { allowlist: parseAllowlist(config.webhookAllowlist ?? []).allowlist },
     resolver: systemResolver,
   })
 

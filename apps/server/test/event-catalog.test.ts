@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestServer, type TestServer, unique } from "./helpers.ts"
+import { eventually, type Receiver, startReceiver } from "./webhooks-support.ts"
 
 /** The event names some operation emits today; the others belong to features not built yet. */
 const IMPLEMENTED: ReadonlyArray<SystemEventName> = [
@@ -33,6 +34,12 @@ const IMPLEMENTED: ReadonlyArray<SystemEventName> = [
   "enforcement.appealed",
   "enforcement.resolved",
   "agent.suspended",
+  "webhook.created",
+  "webhook.updated",
+  "webhook.secret.rotated",
+  "webhook.deleted",
+  "webhook.redelivered",
+  "webhook.disabled",
 ]
 
 interface SeenEvent {
@@ -50,6 +57,8 @@ const decodeStrict = (type: string, data: unknown) =>
   Schema.decodeUnknownSync(schemaOf(type)!)(data, { onExcessProperty: "error" })
 
 let t: TestServer
+/** Answers 410 Gone: the worker disables the webhook at its first attempt (`webhook.disabled`). */
+let gone: Receiver
 /** Every event of the workspaces the test touched. */
 const seen: Array<SeenEvent> = []
 
@@ -69,7 +78,9 @@ const listAll = async (key: string): Promise<Array<SeenEvent>> => {
 }
 
 beforeAll(async () => {
-  t = await startTestServer()
+  t = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
+  gone = await startReceiver()
+  gone.answer = () => 410
   const call = async (method: string, path: string, body?: unknown, key?: string, status = 200) => {
     const res = await t.call(method, `/api/v1${path}`, { body, key })
     expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)}`).toBe(status)
@@ -162,6 +173,21 @@ beforeAll(async () => {
   await call("POST", `/enforcement/${suspension.id}/appeal`, { reason: "please" }, key)
   await call("PATCH", `/enforcement/${suspension.id}`, { resolution: "overturned" }, key)
   await call("DELETE", `/policies/${policy}`, undefined, key)
+
+  // Webhooks: register, change, rotate, delete; and one the worker disables (its endpoint answers 410).
+  const hook = (await call("POST", "/webhooks", { url: gone.url, events: ["catalog.never"] }, key, 201)).id as string
+  await call("PATCH", `/webhooks/${hook}`, { url: `${gone.url}?v=2`, description: "d", enabled: false }, key)
+  await call("PATCH", `/webhooks/${hook}`, { events: ["badge.*"], retryPolicy: "extended", enabled: true }, key)
+  await call("POST", `/webhooks/${hook}/rotate`, { overlapSeconds: 0 }, key)
+  await call("DELETE", `/webhooks/${hook}`, undefined, key)
+  const doomedHook = (await call("POST", "/webhooks", { url: gone.url, events: ["agent.registered"] }, key, 201)).id
+  await call("POST", "/agents", { name: unique("hooked") }, key, 201)
+  await eventually(async () => {
+    const w = await call("GET", `/webhooks/${doomedHook}`, undefined, key)
+    return w.enabled ? undefined : w
+  })
+  await call("PATCH", `/webhooks/${doomedHook}`, { enabled: true }, key)
+  await call("POST", `/webhooks/${doomedHook}/redeliver`, { since: "2020-01-01T00:00:00.000Z" }, key)
   aliasCheck = async () => {
     const byAlias = await t.call("GET", "/api/v1/events?type=enforcement.issued&limit=100", { key })
     const byName = await t.call("GET", "/api/v1/events?type=enforcement.created&limit=100", { key })
@@ -190,7 +216,10 @@ beforeAll(async () => {
   expect(rows.map((r) => r.type)).toContain("workspace.deleted")
   seen.push(...rows.map((r) => ({ id: r.id, type: r.type, agentId: r.agent_id, data: r.data })))
 })
-afterAll(async () => t?.close())
+afterAll(async () => {
+  await t?.close()
+  await gone?.close()
+})
 let aliasCheck: () => Promise<{ byAlias: Array<{ id: string }>; byName: Array<{ id: string }> }>
 
 describe("the event catalog", () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { DEFAULT_RATE_LIMITS, SCOPES } from "@agentgov/domain"
+import { DEFAULT_RATE_LIMITS, DEFAULT_STREAM_LIMITS, SCOPES } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import * as SqlClient from "effect/sql/SqlClient"
 import { expect } from "vitest"
@@ -111,6 +111,7 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
   checkpointIntervalMs: 3_600_000,
   // Counted and reported on every response, but out of the way of suites that are not about limits.
   rateLimits: { ...DEFAULT_RATE_LIMITS, plans: { free: 1e9, pro: 1e9, enterprise: 1e9 }, agent: 1e9, anonymous: 1e9 },
+  streamLimits: DEFAULT_STREAM_LIMITS,
   ...overrides,
 })
 

@@ -111,6 +111,37 @@ describe("policies CRUD", () => {
     expect((await eventsOf("policy.created")).length).toBe(before)
   })
 
+  it("refuses a policy that would put one evaluation over its budget (nested CEL over ranges), naming the rules", async () => {
+    // The reviewer's shape (1,000 such rules; as many as fit the 64 KiB body here): each rule is
+    // under one expression's own limit, and together they held the event loop for a second.
+    const cel = "context.a.all(x, context.a.all(y, x + y >= 0.0))"
+    const before = (await eventsOf("policy.created")).length
+    const res = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("costly"),
+        rules: Array.from({ length: 400 }, (_, i) => ({ id: `r${i}`, effect: "deny", actions: ["*"], when: { cel } })),
+      },
+    })
+    expectError(res, 422, "VALIDATION_ERROR", "rules[0].when")
+    expect(res.body.error.message).toMatch(/budget/)
+    expect((await eventsOf("policy.created")).length).toBe(before)
+    // One such rule fits; a PATCH that adds the rest is refused in the same way and changes nothing.
+    const p = await createPolicy({ rules: [{ id: "r0", effect: "deny", actions: ["costly.one"], when: { cel } }] })
+    const patch = await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+      body: {
+        rules: Array.from({ length: 3 }, (_, i) => ({
+          id: `r${i}`,
+          effect: "deny",
+          actions: ["costly.one"],
+          when: { cel },
+        })),
+      },
+    })
+    expectError(patch, 422, "VALIDATION_ERROR", "rules[0].when")
+    expect((await t.call("GET", `/api/v1/policies/${p.id}`)).body.data.version).toBe(1)
+    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
+  })
+
   it("refuses a second policy of the same name, and a PATCH that breaks the document", async () => {
     const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: ["a"] }] })
     expectError(
@@ -226,28 +257,97 @@ describe("the guard", () => {
     expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
   })
 
+  /** Calls until the decision is `expected`: a change made behind the service's back is announced, not awaited. */
+  const untilDecision = async (agentId: string, action: string, expected: string) => {
+    let decision: string | undefined
+    for (let i = 0; i < 200 && decision !== expected; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 50))
+      decision = (await guard({ agentId, action })).body.data.decision
+    }
+    expect(decision).toBe(expected)
+  }
+
   it("fails closed, not with a 500, when a stored policy no longer validates; deleting it lifts that", async () => {
     const agent = await register()
     const action = `${unique("legacy")}.run`
     const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: [action] }] })
-    expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
-    // What a stricter validation after an upgrade, or a hand-edited row, leaves behind.
-    await t.query(
-      (sql) => sql`WITH changed AS (
-          UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}') WHERE id = ${p.id}
-          RETURNING workspace_id
-        ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
-    )
-    for (const a of [action, "anything.else"]) {
-      const res = await guard({ agentId: agent.id, action: a })
-      expect(res.status, JSON.stringify(res.body)).toBe(200)
-      expect(res.body.data.decision).toBe("deny")
-      const reason = res.body.data.reasons.find((r: { policyId?: string }) => r.policyId === p.id)
-      expect(reason.code).toBe("CONDITION_ERROR")
-      expect(reason.message).toContain("rules[0].when")
+    try {
+      expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+      // What a stricter validation after an upgrade, or a hand-edited row, leaves behind.
+      await t.query(
+        (sql) => sql`WITH changed AS (
+            UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}') WHERE id = ${p.id}
+            RETURNING workspace_id
+          ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
+      )
+      await untilDecision(agent.id, action, "deny")
+      for (const a of [action, "anything.else"]) {
+        const res = await guard({ agentId: agent.id, action: a })
+        expect(res.status, JSON.stringify(res.body)).toBe(200)
+        expect(res.body.data.decision).toBe("deny")
+        const reason = res.body.data.reasons.find((r: { policyId?: string }) => r.policyId === p.id)
+        expect(reason.code).toBe("CONDITION_ERROR")
+        expect(reason.message).toContain("rules[0].when")
+      }
+    } finally {
+      expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
     }
-    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
     expect((await guard({ agentId: agent.id, action })).body.data.decision).toBe("allow")
+  })
+
+  it("fails closed per policy: a broken stored policy denies only its target, shows its issue, and in monitor mode only reports", async () => {
+    const x = await register()
+    const y = await register()
+    const action = `${unique("scoped")}.run`
+    const open = await createPolicy({ rules: [{ id: "ok", effect: "allow", actions: [action] }] })
+    const targeted = await createPolicy({
+      target: { agentIds: [x.id] },
+      rules: [{ id: "r", effect: "allow", actions: [action] }],
+    })
+    const monitored = await createPolicy({
+      mode: "monitor",
+      rules: [{ id: "m", effect: "deny", actions: ["nothing.here"] }],
+    })
+    try {
+      await t.query(
+        (sql) => sql`WITH changed AS (
+            UPDATE policies SET document = jsonb_set(document, '{rules,0,when}', '{"op":"gone"}')
+            WHERE id IN (${targeted.id}, ${monitored.id})
+            RETURNING workspace_id
+          ) SELECT pg_notify('agentgov_policies', workspace_id) FROM changed`,
+      )
+      // The notice reaches the compiled sets asynchronously (on PostgreSQL, over LISTEN): X's call says when.
+      await untilDecision(x.id, action, "deny")
+      const decided = async (agentId: string) => {
+        const res = await guard({ agentId, action })
+        expect(res.status, JSON.stringify(res.body)).toBe(200)
+        return res.body.data
+      }
+      // Y is outside the broken policy's target: the other policies decide; the monitor one only reports.
+      const forY = await decided(y.id)
+      expect(forY.decision).toBe("allow")
+      expect(forY.reasons.map((r: { code: string; policyId?: string }) => `${r.code}:${r.policyId}`)).toEqual([
+        `POLICY_ALLOWED:${open.id}`,
+        `POLICY_MONITORED:${monitored.id}`,
+      ])
+      const forX = await decided(x.id)
+      expect(forX.decision).toBe("deny")
+      expect(forX.reasons[0]).toMatchObject({ code: "CONDITION_ERROR", policyId: targeted.id })
+      // The broken policies say so where they are read.
+      for (const p of [targeted, monitored]) {
+        const got = await t.call("GET", `/api/v1/policies/${p.id}`)
+        expect(got.status).toBe(200)
+        expect(got.body.data.invalid).toMatchObject({ field: "rules[0].when.field" })
+      }
+      const listed = (await t.call("GET", "/api/v1/policies?limit=100")).body.data as Array<{
+        id: string
+        invalid?: unknown
+      }>
+      expect(listed.find((p) => p.id === targeted.id)?.invalid).toMatchObject({ field: "rules[0].when.field" })
+      expect(listed.find((p) => p.id === open.id)).not.toHaveProperty("invalid")
+    } finally {
+      for (const p of [open, targeted, monitored]) await t.call("DELETE", `/api/v1/policies/${p.id}`)
+    }
   })
 
   it("validates its input and names the agent it cannot find", async () => {
@@ -687,7 +787,7 @@ describe("security", () => {
 })
 
 describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)", () => {
-  it("a policy saved on one instance decides on another within a second", async () => {
+  it("a policy saved on one instance decides on another, without a restart", async () => {
     const other = await startServer(testConfig({ bootstrap: false }), {
       store: PostgresClient.layer({ url: t.store.url! }),
     })
@@ -707,7 +807,8 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)",
       await createPolicy({ rules: [{ id: "r", effect: "deny", actions: [action] }] })
       const saved = Date.now()
       let decision = await onOther()
-      while (decision === "allow" && Date.now() - saved < 1_000) decision = await onOther()
+      // Announced at commit over LISTEN: bounded generously, since a loaded machine delays the notice.
+      while (decision === "allow" && Date.now() - saved < 10_000) decision = await onOther()
       expect(decision).toBe("deny")
     } finally {
       await other.close()

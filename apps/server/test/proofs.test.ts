@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import {
+  attributedLeaf,
   checkpointPayload,
-  eventLeaf,
   rootOf,
   verifyBundle,
   verifyConsistency,
@@ -13,7 +13,7 @@ import {
 } from "@agentgov/verifier"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { checkpointAll } from "../src/auditJobs.ts"
+import { checkpointAll, verifyAllChains } from "../src/auditJobs.ts"
 import { expectError, startTestServer, type TestServer } from "./helpers.ts"
 
 let t: TestServer
@@ -40,13 +40,13 @@ const ingestMany = async (n: number, tag: string) => {
   }
 }
 
-/** Every event's chain hash, oldest first, read through the API. */
-const allHashes = async (): Promise<Array<string>> => {
+/** Every event's Merkle leaf, oldest first, read through the API (a new workspace's leaves all cover attribution). */
+const allLeaves = async (): Promise<Array<string>> => {
   const out: Array<string> = []
   let cursor: string | null = null
   do {
     const res: any = await t.call("GET", `/api/v1/events?limit=100${cursor ? `&cursor=${cursor}` : ""}`)
-    for (const e of res.body.data) out.push(e.hash)
+    for (const e of res.body.data) out.push(attributedLeaf(e))
     cursor = res.body.meta.cursor
   } while (cursor)
   return out.reverse()
@@ -86,11 +86,12 @@ describe("checkpoints and proofs", () => {
   })
 
   it("signs a checkpoint of the whole chain that anyone can check with the JWKS and their own hashing", async () => {
-    const hashes = await allHashes()
-    expect(second.treeSize).toBe(hashes.length)
-    expect(second.headHash).toBe(hashes.at(-1))
-    expect(second.rootHash).toBe(rootOf(hashes.map(eventLeaf)))
-    expect(first.rootHash).toBe(rootOf(hashes.slice(0, first.treeSize).map(eventLeaf)))
+    const leaves = await allLeaves()
+    const head = (await t.call("GET", "/api/v1/events?limit=1")).body.data[0]
+    expect(second.treeSize).toBe(leaves.length)
+    expect(second.headHash).toBe(head.hash)
+    expect(second.rootHash).toBe(rootOf(leaves))
+    expect(first.rootHash).toBe(rootOf(leaves.slice(0, first.treeSize)))
     const key = (await jwks()).keys.find((k) => k.kid === second.kid)
     const ok = verify(
       null,
@@ -104,7 +105,7 @@ describe("checkpoints and proofs", () => {
   })
 
   it("proves inclusion of events at block edges against a checkpoint, and a corrupted proof fails", async () => {
-    const hashes = await allHashes()
+    const leaves = await allLeaves()
     for (const sequence of [1, 2, 255, 256, 257, 512, 513, first.treeSize, first.treeSize + 1, second.treeSize]) {
       const res = await t.call(
         "GET",
@@ -112,9 +113,9 @@ describe("checkpoints and proofs", () => {
       )
       expect(res.status, String(sequence)).toBe(200)
       const p = res.body.data
-      expect(p).toMatchObject({ sequence, leafIndex: sequence - 1, treeSize: second.treeSize })
+      expect(p).toMatchObject({ sequence, leafIndex: sequence - 1, treeSize: second.treeSize, attributedFrom: 1 })
       expect(p.checkpoint).toEqual(second)
-      const leaf = eventLeaf(hashes[sequence - 1]!)
+      const leaf = leaves[sequence - 1]!
       expect(verifyInclusion(leaf, p.leafIndex, p.treeSize, p.path, second.rootHash)).toBe(true)
       if (p.path.length > 0) {
         const bad = [...p.path]
@@ -123,7 +124,7 @@ describe("checkpoints and proofs", () => {
       }
     }
     const old = await t.call("GET", `/api/v1/events/proofs/inclusion?sequence=300&treeSize=${first.treeSize}`)
-    expect(verifyInclusion(eventLeaf(hashes[299]!), 299, first.treeSize, old.body.data.path, first.rootHash)).toBe(true)
+    expect(verifyInclusion(leaves[299]!, 299, first.treeSize, old.body.data.path, first.rootHash)).toBe(true)
   })
 
   it("proves that the later checkpoint extends the earlier one", async () => {
@@ -145,7 +146,7 @@ describe("checkpoints and proofs", () => {
     const { proof, ...event } = res.body.data
     expect(event).toEqual(plain.body.data)
     expect(
-      verifyInclusion(eventLeaf(event.hash), event.sequence - 1, proof.treeSize, proof.path, proof.checkpoint.rootHash),
+      verifyInclusion(attributedLeaf(event), event.sequence - 1, proof.treeSize, proof.path, proof.checkpoint.rootHash),
     ).toBe(true)
   })
 
@@ -273,5 +274,175 @@ describe("scheduled checkpoints", () => {
     )
     const head = await t.call("GET", "/api/v1/events?limit=1")
     expect(row.size).toBe(head.body.data[0].sequence)
+  })
+})
+
+describe("a chain that no longer matches what was signed", () => {
+  /** A workspace of its own, its key, and its chain grown to `size` events by ingest. */
+  const workspaceOf = async (name: string, size: number, agentId?: (key: string) => Promise<string>) => {
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name } })
+    expect(created.status).toBe(201)
+    const ws = created.body.data.workspace.id as string
+    const key = created.body.data.apiKey.apiKey as string
+    const agent = agentId ? await agentId(key) : undefined
+    const missing = size - (await t.chainLength(ws))
+    for (let done = 0; done < missing; done += 100) {
+      const events = Array.from({ length: Math.min(100, missing - done) }, (_, i) => ({
+        type: "proof.owned",
+        ...(agent ? { agentId: agent } : {}),
+        data: { n: done + i },
+      }))
+      expect((await t.call("POST", "/api/v1/events/ingest", { body: { events }, key })).status).toBe(201)
+    }
+    expect(await t.chainLength(ws)).toBe(size)
+    return { ws, key }
+  }
+  const checkpointAt = async (key: string, size: number) => {
+    const res = await t.call("GET", "/api/v1/events/checkpoint", { key })
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    expect(res.body.data.treeSize).toBe(size)
+    return res.body.data
+  }
+  /** Deletes the events after `keep` and moves the chain head back to event `keep`, as an intruder would. */
+  const cutTail = async (ws: string, keep: number) => {
+    await sql((s) => s`DELETE FROM events WHERE workspace_id = ${ws} AND sequence > ${keep}`)
+    await sql(
+      (s) => s`UPDATE chain_heads SET sequence = ${keep},
+          hash = (SELECT hash FROM events WHERE workspace_id = ${ws} AND sequence = ${keep}) WHERE workspace_id = ${ws}`,
+    )
+  }
+  const raised = async (key: string) =>
+    (await t.call("GET", "/api/v1/events?type=chain.invalid", { key })).body.data as Array<any>
+  const signedSizes = async (ws: string) =>
+    (await sql((s) => s`SELECT tree_size FROM checkpoints WHERE workspace_id = ${ws} ORDER BY tree_size`)).map(
+      (r: { tree_size: number }) => Number(r.tree_size),
+    )
+
+  it("reports a cut tail as invalid at its first missing event, and refuses proofs and export with 409, not 500", async () => {
+    const { ws, key } = await workspaceOf("cut-tail", 39)
+    await checkpointAt(key, 39)
+    await cutTail(ws, 37)
+
+    const verdict = await t.call("POST", "/api/v1/events/verify", { body: {}, key })
+    expect(verdict.status).toBe(200)
+    expect(verdict.body.data).toMatchObject({ valid: false, checked: 37, firstBadSequence: 38 })
+    expect(verdict.body.data.reason).toMatch(/checkpoint 39 signed events 1\.\.39/)
+
+    // Raised once, as an event anyone reading the trail sees.
+    const [alarm, ...more] = await raised(key)
+    expect(more).toEqual([])
+    expect(alarm).toMatchObject({
+      sequence: 38,
+      actor: { type: "system" },
+      data: { trigger: "api", checked: 37, firstBadSequence: 38 },
+    })
+
+    for (const path of [
+      "/api/v1/events/proofs/inclusion?sequence=5",
+      "/api/v1/events/proofs/inclusion?sequence=5&treeSize=39",
+      "/api/v1/events/proofs/consistency?fromSize=10",
+      "/api/v1/events/export",
+      "/api/v1/events/checkpoint",
+    ]) {
+      const res = await t.call("GET", path, { key })
+      expectError(res, 409, "CHAIN_INCONSISTENT")
+      expect(res.body.error.message, path).toMatch(/signed checkpoint 39/)
+    }
+    expect(await signedSizes(ws)).toEqual([39])
+    // The 6-hourly verification finds it too (the alarm's own event has taken sequence 38 since).
+    const scheduled = await t.server.runtime.runPromise(verifyAllChains)
+    expect(scheduled.failed).toContainEqual({
+      workspaceId: ws,
+      firstBadSequence: 39,
+      reason: expect.stringMatching(/checkpoint 39/),
+    })
+    // The same conflict found again is recorded and logged, not appended once more.
+    expect(await raised(key)).toHaveLength(1)
+    const rows = await sql(
+      (s) => s`SELECT trigger, valid, first_bad_sequence FROM chain_verifications WHERE workspace_id = ${ws}`,
+    )
+    expect(rows.filter((r: any) => r.trigger === "checkpoint" && !r.valid).length).toBeGreaterThanOrEqual(1)
+  })
+
+  it("does not sign over a rewritten tail: the checkpointer records and raises the conflict instead", async () => {
+    const { ws, key } = await workspaceOf("rewritten-tail", 37)
+    await checkpointAt(key, 37)
+    await t.call("POST", "/api/v1/events/ingest", {
+      body: { events: [1, 2].map((n) => ({ type: "proof.owned", data: { original: n } })) },
+      key,
+    })
+    const signed = await checkpointAt(key, 39)
+    await cutTail(ws, 37)
+    // New events take sequences 38..40: a chain of valid hashes whose first 39 leaves are not the signed ones.
+    await t.call("POST", "/api/v1/events/ingest", {
+      body: { events: [1, 2, 3].map((n) => ({ type: "proof.owned", data: { replaced: n } })) },
+      key,
+    })
+    expect(await t.chainLength(ws)).toBe(40)
+
+    await t.server.runtime.runPromise(checkpointAll)
+    expect(await signedSizes(ws), "nothing signed over checkpoint 39").toEqual([37, 39])
+    const [record] = await sql(
+      (s) => s`SELECT trigger, valid, first_bad_sequence, reason FROM chain_verifications
+          WHERE workspace_id = ${ws} ORDER BY verified_at DESC LIMIT 1`,
+    )
+    expect(record).toMatchObject({ trigger: "checkpoint", valid: false })
+    expect(Number(record.first_bad_sequence)).toBe(38)
+    expect(record.reason).toMatch(/checkpoint 39/)
+    const [alarm] = await raised(key)
+    expect(alarm).toMatchObject({ sequence: 41, data: { trigger: "checkpoint", firstBadSequence: 38 } })
+
+    const verdict = await t.call("POST", "/api/v1/events/verify", { body: {}, key })
+    expect(verdict.body.data).toMatchObject({ valid: false, firstBadSequence: 38 })
+    expect(verdict.body.data.reason).toMatch(/not the one signed in checkpoint 39/)
+    expectError(await t.call("GET", "/api/v1/events/proofs/inclusion?sequence=3", { key }), 409, "CHAIN_INCONSISTENT")
+    expect((await t.call("GET", `/api/v1/events/proofs/consistency?fromSize=37&toSize=39`, { key })).status).toBe(409)
+    // The checkpoint it signed stays what it was: still valid for anyone holding it.
+    expect((await signedSizes(ws)).at(-1)).toBe(signed.treeSize)
+  })
+
+  it("makes a changed agentId or actor of an ingested event fail verification and the offline verifier", async () => {
+    const agents: Array<string> = []
+    const { ws, key } = await workspaceOf("attribution", 300, async (k) => {
+      for (const name of ["attributed-a", "attributed-b"]) {
+        const res = await t.call("POST", "/api/v1/agents", { body: { name }, key: k })
+        agents.push(res.body.data.id)
+      }
+      return agents[0]!
+    })
+    await checkpointAt(key, 300)
+    const victim = 100
+    const [before] = await sql(
+      (s) => s`SELECT agent_id, actor_id FROM events WHERE workspace_id = ${ws} AND sequence = ${victim}`,
+    )
+    expect(before.agent_id).toBe(agents[0])
+    expect((await t.call("POST", "/api/v1/events/verify", { body: {}, key })).body.data.valid).toBe(true)
+
+    await sql((s) => s`UPDATE events SET agent_id = ${agents[1]} WHERE workspace_id = ${ws} AND sequence = ${victim}`)
+    const verdict = await t.call("POST", "/api/v1/events/verify", { body: {}, key })
+    expect(verdict.body.data).toMatchObject({ valid: false, firstBadSequence: 1 })
+    expect(verdict.body.data.reason).toMatch(/checkpoint 300: an event in 1\.\.300 .*agentId/)
+    // Inside a stored subtree the server's own check does not rehash it; the bundle's proof then fails offline.
+    const exported = await t.call("GET", `/api/v1/events/export?fromSequence=95&toSequence=105`, { key })
+    expect(exported.status).toBe(200)
+    expect(exported.body.data.events[5]).toMatchObject({ sequence: victim, agentId: agents[1] })
+    const offline = verifyBundle(exported.body.data, { trustedJwks: await jwks() })
+    expect(offline.valid).toBe(false)
+    // Its neighbours' proofs are hashed over its leaf too, so they fail with it; nothing else does.
+    expect(offline.errors.map((e) => e.sequence)).toContain(victim)
+    for (const e of offline.errors) expect(e.reason).toMatch(/inclusion proof does not verify/)
+
+    // The actor too; and once restored, the chain verifies again: the failures were the tampering's doing.
+    await sql(
+      (s) => s`UPDATE events SET agent_id = ${before.agent_id} WHERE workspace_id = ${ws} AND sequence = ${victim}`,
+    )
+    await sql((s) => s`UPDATE events SET actor_id = 'key_forged' WHERE workspace_id = ${ws} AND sequence = ${victim}`)
+    expect((await t.call("POST", "/api/v1/events/verify", { body: {}, key })).body.data.valid).toBe(false)
+    await sql(
+      (s) => s`UPDATE events SET actor_id = ${before.actor_id} WHERE workspace_id = ${ws} AND sequence = ${victim}`,
+    )
+    expect((await t.call("POST", "/api/v1/events/verify", { body: {}, key })).body.data).toMatchObject({ valid: true })
+    const clean = await t.call("GET", `/api/v1/events/export?fromSequence=95&toSequence=105`, { key })
+    expect(verifyBundle(clean.body.data, { trustedJwks: await jwks() })).toMatchObject({ valid: true, errors: [] })
   })
 })

@@ -1,11 +1,15 @@
 import { PostgresClient } from "@agentgov/db"
+import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ConfigError, loadConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
 import { startServer } from "../src/server.ts"
-import { startTestServer, type TestServer, testConfig } from "./helpers.ts"
+import { expectError, startTestServer, type TestServer, testConfig, unique } from "./helpers.ts"
 
 interface SseMessage {
   readonly id?: string
+  /** The `event:` name; absent on event messages. */
+  readonly event?: string
   readonly data?: any
   readonly comment?: string
 }
@@ -17,6 +21,7 @@ const openStream = async (url: string, key: string, headers: Record<string, stri
   const messages: Array<SseMessage> = []
   const waiters: Array<() => void> = []
   let buffer = ""
+  let ended = false
   const pump = (async () => {
     if (!res.body) return
     const decoder = new TextDecoder()
@@ -27,10 +32,11 @@ const openStream = async (url: string, key: string, headers: Record<string, stri
         while (idx >= 0) {
           const block = buffer.slice(0, idx)
           buffer = buffer.slice(idx + 2)
-          const msg: { id?: string; data?: any; comment?: string } = {}
+          const msg: { id?: string; event?: string; data?: any; comment?: string } = {}
           for (const line of block.split("\n")) {
             if (line.startsWith(":")) msg.comment = line.slice(1).trim()
             else if (line.startsWith("id: ")) msg.id = line.slice(4)
+            else if (line.startsWith("event: ")) msg.event = line.slice(7)
             else if (line.startsWith("data: ")) msg.data = JSON.parse(line.slice(6))
           }
           messages.push(msg)
@@ -41,8 +47,10 @@ const openStream = async (url: string, key: string, headers: Record<string, stri
     } catch {
       // aborted
     }
+    ended = true
+    for (const w of waiters.splice(0)) w()
   })()
-  const events = () => messages.filter((m) => m.data !== undefined)
+  const events = () => messages.filter((m) => m.data !== undefined && m.event === undefined)
   const waitFor = async (predicate: () => boolean, ms = 10_000) => {
     const deadline = Date.now() + ms
     while (!predicate()) {
@@ -59,6 +67,8 @@ const openStream = async (url: string, key: string, headers: Record<string, stri
     messages,
     events,
     waitFor,
+    /** The server ended the response (not the client). */
+    ended: () => ended,
     close: async () => {
       controller.abort()
       await pump
@@ -146,6 +156,155 @@ describe("GET /events/stream", () => {
   })
 })
 
+/** A key of the bootstrap workspace that may read events, and its id. */
+const readerKey = async (extra: Record<string, unknown> = {}) => {
+  const res = await t.call("POST", "/api/v1/api-keys", {
+    body: { name: unique("stream reader"), type: "workspace", scopes: ["events:read"], ...extra },
+  })
+  expect(res.status, JSON.stringify(res.body)).toBe(201)
+  return { key: res.body.data.apiKey as string, id: res.body.data.id as string }
+}
+
+const exchange = async (server: { url: string }, key: string) => {
+  const res = await fetch(`${server.url}/api/v1/tokens`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}` },
+  })
+  expect(res.status).toBe(201)
+  return ((await res.json()) as any).data.token as string
+}
+
+/** The stream ended itself, its last message the 401 envelope as an `error` event naming the reason. */
+const expectEndedBecause = (s: Awaited<ReturnType<typeof openStream>>, reason: RegExp) => {
+  expect(s.ended()).toBe(true)
+  const last = s.messages.at(-1)!
+  expect(last.event).toBe("error")
+  expect(last.data).toMatchObject({ ok: false, error: { code: "UNAUTHORIZED" } })
+  expect(last.data.error.message).toMatch(reason)
+}
+
+describe("a stream's credential is held to the rule of every request (D4, D5)", () => {
+  it("ends once its API key is revoked, and delivers nothing recorded after the revocation", async () => {
+    const { key, id } = await readerKey()
+    const s = await openStream(`${t.url}/api/v1/events/stream?types=revoking.*`, key)
+    await ingest(["revoking.before"])
+    await s.waitFor(() => s.events().length >= 1)
+    expect((await t.call("DELETE", `/api/v1/api-keys/${id}`)).status).toBe(200)
+    await ingest(["revoking.after"])
+    await s.waitFor(s.ended, 15_000)
+    expectEndedBecause(s, /revoked/)
+    expect(s.events().map((m) => m.data.type)).toEqual(["revoking.before"])
+    // What the client does next: reconnecting is refused.
+    expect((await fetch(`${t.url}/api/v1/events/stream`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(
+      401,
+    )
+  })
+
+  it("ends a stream of an SDK token once the key it came from is revoked", async () => {
+    const { key, id } = await readerKey()
+    const s = await openStream(`${t.url}/api/v1/events/stream`, await exchange(t, key))
+    expect(s.status).toBe(200)
+    expect((await t.call("DELETE", `/api/v1/api-keys/${id}`)).status).toBe(200)
+    await s.waitFor(s.ended, 15_000)
+    expectEndedBecause(s, /revoked/)
+  })
+
+  it("ends when its API key expires, and when its key's token does", async () => {
+    const expiresAt = new Date(Date.now() + 2_000).toISOString()
+    const { key } = await readerKey({ expiresAt })
+    const byKey = await openStream(`${t.url}/api/v1/events/stream`, key)
+    const byToken = await openStream(`${t.url}/api/v1/events/stream`, await exchange(t, key))
+    expect([byKey.status, byToken.status]).toEqual([200, 200])
+    await byKey.waitFor(byKey.ended, 15_000)
+    await byToken.waitFor(byToken.ended, 15_000)
+    expectEndedBecause(byKey, /expired/)
+    expectEndedBecause(byToken, /expired/)
+  })
+})
+
+describe("limits", () => {
+  let limited: TestServer
+  beforeAll(async () => {
+    limited = await startTestServer({
+      streamLimits: { plans: { free: 3, pro: 3, enterprise: 3 }, key: 2 },
+      tokenTtlSeconds: 2,
+    })
+  })
+  afterAll(async () => limited?.close())
+
+  const keyOf = async () => limited.createKey({ type: "workspace", scopes: ["events:read"] })
+  const refused = async (key: string) => {
+    const res = await fetch(`${limited.url}/api/v1/events/stream`, { headers: { authorization: `Bearer ${key}` } })
+    if (res.status !== 429) await res.body?.cancel()
+    expect(res.status).toBe(429)
+    const body = (await res.json()) as any
+    expectError({ status: res.status, headers: res.headers, body }, 429, "RATE_LIMITED")
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0)
+    return body.error.message as string
+  }
+
+  /** Opens a stream, waiting while it is refused: the server learns of a client's close asynchronously. */
+  const openWhenFree = async (key: string) => {
+    const deadline = Date.now() + 10_000
+    for (;;) {
+      const s = await openStream(`${limited.url}/api/v1/events/stream`, key)
+      if (s.status !== 429 || Date.now() > deadline) return s
+      await s.close()
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+
+  it("refuses a key's stream beyond its limit, keeps the open ones, and frees a slot on close", async () => {
+    const key = await keyOf()
+    const token = await exchange(limited, key)
+    const first = await openStream(`${limited.url}/api/v1/events/stream?types=capped.*`, key)
+    // An SDK token counts against the key it came from.
+    const second = await openStream(`${limited.url}/api/v1/events/stream?types=capped.*`, token)
+    expect([first.status, second.status]).toEqual([200, 200])
+    expect(await refused(key)).toMatch(/API key/)
+    const ingested = await limited.call("POST", "/api/v1/events/ingest", {
+      body: { events: [{ type: "capped.still", data: {} }] },
+    })
+    expect(ingested.status).toBe(201)
+    await first.waitFor(() => first.events().length >= 1)
+    await second.waitFor(() => second.events().length >= 1)
+    await first.close()
+    const again = await openWhenFree(key)
+    expect(again.status).toBe(200)
+    await again.close()
+    await second.close()
+  })
+
+  it("refuses a workspace's stream beyond its plan's limit, whichever key asks", async () => {
+    const held = []
+    for (let i = 0; i < 3; i++) {
+      const s = await openStream(`${limited.url}/api/v1/events/stream`, await keyOf())
+      expect(s.status).toBe(200)
+      held.push(s)
+    }
+    expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
+    for (const s of held) await s.close()
+  })
+
+  it("are configured per plan and per key, and a limit below 1 is refused at start", () => {
+    const env = {
+      AGENTGOV_STREAM_LIMIT_FREE: "5",
+      AGENTGOV_STREAM_LIMIT_ENTERPRISE: "700",
+      AGENTGOV_STREAM_LIMIT_KEY: "2",
+    }
+    expect(loadConfig(env).streamLimits).toEqual({ plans: { free: 5, pro: 200, enterprise: 700 }, key: 2 })
+    expect(() => loadConfig({ AGENTGOV_STREAM_LIMIT_KEY: "0" })).toThrow(ConfigError)
+  })
+
+  it("ends a stream when its SDK token expires", async () => {
+    // The previous case's streams may still be closing on the server.
+    const s = await openWhenFree(await exchange(limited, await keyOf()))
+    expect(s.status).toBe(200)
+    await s.waitFor(s.ended, 15_000)
+    expectEndedBecause(s, /expired/)
+  })
+})
+
 describe("heartbeats", () => {
   it("sends a comment heartbeat on an idle stream", async () => {
     const fast = await startTestServer({}, { heartbeatMs: 100 })
@@ -179,6 +338,47 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL LI
       await s.close()
     } finally {
       await other.close()
+    }
+  })
+
+  /** A token stream on another instance, then its key revoked here (by `revoke`): the stream must end within 5 s. */
+  const streamRevokedElsewhere = async (revoke: (keyId: string) => Promise<void>) => {
+    const other = await startServer(testConfig({ bootstrap: false }), {
+      store: PostgresClient.layer({ url: t.store.url! }),
+      logger: makeLogger("error", () => {}),
+    })
+    try {
+      const { key, id } = await readerKey()
+      const s = await openStream(`${other.url}/api/v1/events/stream`, await exchange(other, key))
+      expect(s.status).toBe(200)
+      await revoke(id)
+      await s.waitFor(s.ended, 5_000)
+      expectEndedBecause(s, /revoked/)
+    } finally {
+      await other.close()
+    }
+  }
+
+  it("ends a token's stream on one instance within 5 s of its key's revocation on another", async () => {
+    await streamRevokedElsewhere(async (id) => {
+      expect((await t.call("DELETE", `/api/v1/api-keys/${id}`)).status).toBe(200)
+    })
+  })
+
+  it("and when the listening connections have just dropped, the revocation's notice lost", async () => {
+    const admin = postgres(t.store.url!, { max: 1, onnotice: () => {} })
+    try {
+      await streamRevokedElsewhere(async (id) => {
+        // As in tokens.test.ts: the connections cut and the key revoked in one transaction, with no notice.
+        await admin.begin(async (tx) => {
+          const cut = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'agentgov-listen'`
+          expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
+          await tx`UPDATE api_keys SET status = 'revoked', revoked_at = now() WHERE id = ${id}`
+        })
+      })
+    } finally {
+      await admin.end()
     }
   })
 })

@@ -1,4 +1,4 @@
-import { AuditLog, SCOPES, systemActor, WebhookService } from "@agentgov/domain"
+import { AuditLog, connectionFailed, SCOPES, systemActor, WebhookService } from "@agentgov/domain"
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -29,7 +29,7 @@ interface Rig {
 const rig = (scale: number) => {
   const self = {} as Rig
   beforeAll(async () => {
-    self.t = await startTestServer({ webhookTimeScale: scale })
+    self.t = await startTestServer({ webhookTimeScale: scale, webhookAllowlist: ["127.0.0.1"] })
     self.r = await startReceiver()
     self.answers = new Map()
     self.r.answer = (x) => self.answers.get(new URL(x.url, "http://x").searchParams.get("w") ?? "")?.(x) ?? 200
@@ -95,7 +95,12 @@ const helpers = (s: Rig) => {
       expect(Date.parse(recorded[i].attemptedAt)).toBeGreaterThanOrEqual(Date.parse(recorded[i - 1].nextRetryAt))
     }
   }
-  return { at, create, ingest, webhook, disabled, attempts, deliveryRows, spacing, expectInOrder }
+  /** The `data` of every `webhook.disabled` event about this webhook (D8: the worker's change is recorded). */
+  const disabledEvents = async (id: string) =>
+    (await s.t.call("GET", "/api/v1/events?type=webhook.disabled&limit=100")).body.data
+      .map((e: { data: { webhookId: string } }) => e.data)
+      .filter((d: { webhookId: string }) => d.webhookId === id)
+  return { at, create, ingest, webhook, disabled, disabledEvents, attempts, deliveryRows, spacing, expectInOrder }
 }
 
 describe("schedule A (exponential), clock 50× fast", () => {
@@ -113,13 +118,18 @@ describe("schedule A (exponential), clock 50× fast", () => {
 
     const recorded = [...off.deliveries].reverse()
     expect(recorded.map((a: any) => a.attempt)).toEqual([1, 2, 3, 4, 5])
-    expect(recorded.every((a: any) => a.status === "failed" && a.statusCode === 500 && a.eventId === eventId)).toBe(
-      true,
-    )
+    expect(
+      recorded.every((a: any) => a.status === "failed" && a.statusCode === 500 && a.eventId === eventId),
+      JSON.stringify(recorded),
+    ).toBe(true)
     expect(new Set(recorded.map((a: any) => a.id)).size).toBe(1)
     expect(h.spacing(recorded)).toEqual([20, 40, 80, 160])
     expect(recorded[4].nextRetryAt).toBeUndefined()
     h.expectInOrder(recorded)
+    // D8: the worker's change is recorded, naming the delivery that caused it.
+    expect(await h.disabledEvents(w.id)).toEqual([
+      { webhookId: w.id, reason: "all_attempts_failed", deliveryId: recorded[0].id, eventId },
+    ])
 
     // The receiver saw the same five, each signed, numbered in metadata, under one delivery id.
     const seen = h.at("a")
@@ -161,7 +171,7 @@ describe("schedule A (exponential), clock 50× fast", () => {
       expect(a.status).toBe("failed")
       expect("statusCode" in a).toBe(false)
       // 10 s × 0.02 is 200 ms; scaled time-outs never go below 1 s (a loaded machine answers late).
-      expect(a.error).toBe("no answer within 1000 ms")
+      expect(a.error).toBe(connectionFailed(1000))
       expect(a.responseTimeMs).toBeGreaterThanOrEqual(999)
     }
     expect(h.spacing(recorded)).toEqual([20, 40, 80, 160])
@@ -178,6 +188,14 @@ describe("schedule A (exponential), clock 50× fast", () => {
     expect(off.deliveries[0]).toMatchObject({ attempt: 1, status: "failed", statusCode: 410 })
     expect(off.deliveries[0].nextRetryAt).toBeUndefined()
     expect(await h.deliveryRows(w.id)).toEqual([expect.objectContaining({ status: "failed", next_attempt_at: null })])
+    expect(await h.disabledEvents(w.id)).toEqual([
+      {
+        webhookId: w.id,
+        reason: "endpoint_gone",
+        deliveryId: off.deliveries[0].id,
+        eventId: off.deliveries[0].eventId,
+      },
+    ])
     await h.ingest("sched.gone")
     expect(await h.deliveryRows(w.id)).toHaveLength(1)
     expect(h.at("gone")).toHaveLength(1)
@@ -253,6 +271,11 @@ describe("schedule A (exponential), clock 50× fast", () => {
     // Not failed any more: named again, it is skipped.
     const again = await s.t.call("POST", path, { body: { deliveryIds: [failed!.id] } })
     expect(again.body.data).toEqual({ queued: [], skipped: [{ id: failed!.id, status: "success" }], hasMore: false })
+    // D8: the one call that queued something recorded it; the refused ones and the one that queued nothing did not.
+    const redelivered = (await s.t.call("GET", "/api/v1/events?type=webhook.redelivered&limit=100")).body.data
+      .map((e: { data: { webhookId: string } }) => e.data)
+      .filter((d: { webhookId: string }) => d.webhookId === w.id)
+    expect(redelivered).toEqual([{ webhookId: w.id, queued: 1 }])
 
     // By time: every failed delivery of events in the window, oldest first.
     const since = new Date().toISOString()
@@ -294,7 +317,7 @@ describe("schedule B (extended), clock 10,000× fast", () => {
 
 describe("roles", () => {
   it("a worker-only process serves health checks, not the API, and delivers what any instance queued", async () => {
-    const t = await startTestServer({ roles: ["worker"] })
+    const t = await startTestServer({ roles: ["worker"], webhookAllowlist: ["127.0.0.1"] })
     const r = await startReceiver()
     try {
       expect((await t.call("GET", "/healthz", { key: null })).status).toBe(200)
@@ -315,7 +338,7 @@ describe("roles", () => {
   })
 
   it("an api-only process queues deliveries but sends none", async () => {
-    const t = await startTestServer({ roles: ["api"] })
+    const t = await startTestServer({ roles: ["api"], webhookAllowlist: ["127.0.0.1"] })
     const r = await startReceiver()
     try {
       const w = await t.call("POST", "/api/v1/webhooks", { body: { url: r.url, events: ["roles.*"] } })

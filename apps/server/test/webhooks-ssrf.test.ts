@@ -1,26 +1,24 @@
+import { type AddressInfo, createServer as createNetServer } from "node:net"
+import { connectionFailed } from "@agentgov/domain"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 import { eventually, type Receiver, startReceiver } from "./webhooks-support.ts"
 
 /**
- * SSRF protection in a production-like configuration (as with DATABASE_URL: loopback is not
- * allowed), with the operator's allowlist naming 127.0.0.2. Refused at registration and at
- * delivery; `test` workspaces may target loopback.
+ * SSRF protection, with the operator's allowlist naming 127.0.0.2 (and nothing else on loopback).
+ * Non-public targets are refused at registration and at delivery, whatever the workspace's
+ * environment or the store; what an allowlisted one answers is never told beyond its status.
  */
 
 let t: TestServer
 let r: Receiver
 let allowed: Receiver
-let testWorkspace: { id: string; key: string }
 
 beforeAll(async () => {
-  t = await startTestServer({ webhookAllowLoopback: false, webhookAllowlist: ["127.0.0.2", "*.allowed.example"] })
+  t = await startTestServer({ webhookAllowlist: ["127.0.0.2", "*.allowed.example"] })
   r = await startReceiver()
   allowed = await startReceiver("127.0.0.2")
-  const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: unique("ssrf-test"), environment: "test" } })
-  expect(ws.status, JSON.stringify(ws.body)).toBe(201)
-  testWorkspace = { id: ws.body.data.workspace.id, key: ws.body.data.apiKey.apiKey }
 })
 afterAll(async () => {
   await t?.close()
@@ -84,20 +82,6 @@ describe("registration", () => {
     expect(got.body.data.url).toBe("http://93.184.216.34/hook")
   })
 
-  it("a test workspace may target loopback, and its events are delivered there", async () => {
-    const res = await t.call("POST", "/api/v1/webhooks", {
-      body: { url: `${r.url}?w=testws`, events: ["ssrf.test"] },
-      key: testWorkspace.key,
-    })
-    expect(res.status, JSON.stringify(res.body)).toBe(201)
-    const ingest = await t.call("POST", "/api/v1/events/ingest", {
-      body: { events: [{ type: "ssrf.test", data: {} }] },
-      key: testWorkspace.key,
-    })
-    expect(ingest.status).toBe(201)
-    await r.waitFor((all) => all.some((x) => x.url === "/hook?w=testws"), 10_000, "the test workspace's delivery")
-  })
-
   it("the operator's allowlist admits a non-public address: registered and delivered", async () => {
     const res = await t.call("POST", "/api/v1/webhooks", { body: { url: allowed.url, events: ["ssrf.allowed"] } })
     expect(res.status, JSON.stringify(res.body)).toBe(201)
@@ -133,5 +117,130 @@ describe("delivery", () => {
     expect(attempt).toMatchObject({ status: "failed", attempt: 1, error: expect.stringMatching(/^refused: /) })
     expect("statusCode" in attempt).toBe(false)
     expect(r.received.filter((x) => x.url === "/hook?w=rebound")).toEqual([])
+  })
+})
+
+describe("test workspaces, with no allowlist at all", () => {
+  let bare: TestServer
+  let key: string
+  beforeAll(async () => {
+    bare = await startTestServer()
+    const ws = await bare.call("POST", "/api/v1/workspaces", {
+      body: { name: unique("ssrf-test"), environment: "test" },
+    })
+    expect(ws.status, JSON.stringify(ws.body)).toBe(201)
+    key = ws.body.data.apiKey.apiKey
+  })
+  afterAll(async () => {
+    await bare?.close()
+  })
+
+  it("refuse loopback at create and update with 422 naming url", async () => {
+    for (const url of [r.url, `http://localhost:${port()}/hook`, "http://[::1]/x"])
+      expectError(
+        await bare.call("POST", "/api/v1/webhooks", { body: { url, events: ["*"] }, key }),
+        422,
+        "VALIDATION_ERROR",
+        "url",
+      )
+    const created = await bare.call("POST", "/api/v1/webhooks", {
+      body: { url: "http://93.184.216.34/hook", events: ["ssrf.never"] },
+      key,
+    })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const res = await bare.call("PATCH", `/api/v1/webhooks/${created.body.data.id}`, { body: { url: r.url }, key })
+    expectError(res, 422, "VALIDATION_ERROR", "url")
+    expect((await bare.call("GET", `/api/v1/webhooks/${created.body.data.id}`, { key })).body.data.url).toBe(
+      "http://93.184.216.34/hook",
+    )
+  })
+
+  it("refuse loopback at delivery: the test send and the queued delivery send nothing", async () => {
+    const created = await bare.call("POST", "/api/v1/webhooks", {
+      body: { url: "http://93.184.216.34/hook", events: ["ssrf.testws"] },
+      key,
+    })
+    const id = created.body.data.id as string
+    await bare.query((sql) => sql`UPDATE webhooks SET url = ${`${r.url}?w=testws`} WHERE id = ${id}`)
+    const test = await bare.call("POST", `/api/v1/webhooks/${id}/test`, {
+      body: { eventType: "agent.registered" },
+      key,
+    })
+    expect(test.body.data).toMatchObject({
+      delivered: false,
+      delivery: { status: "failed", error: expect.stringMatching(/^refused: .*loopback/) },
+    })
+    await bare.call("POST", "/api/v1/events/ingest", { body: { events: [{ type: "ssrf.testws", data: {} }] }, key })
+    const attempt = await eventually(async () => {
+      const w = await bare.call("GET", `/api/v1/webhooks/${id}?includeDeliveries=true`, { key })
+      return w.body.data.deliveries[0]
+    })
+    expect(attempt).toMatchObject({
+      status: "failed",
+      attempt: 1,
+      error: expect.stringMatching(/^refused: .*loopback/),
+    })
+    expect(r.received.filter((x) => x.url === "/hook?w=testws")).toEqual([])
+  })
+})
+
+describe("an allowlisted internal endpoint", () => {
+  const MARKER = "internal-secret-7c1e5a"
+
+  it("is reported by its status only: its body and headers appear in neither the test result nor the history", async () => {
+    const created = await t.call("POST", "/api/v1/webhooks", {
+      body: { url: `${allowed.url}?w=marker`, events: ["ssrf.marker"] },
+    })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const id = created.body.data.id as string
+    allowed.answer = (x) =>
+      x.url === "/hook?w=marker"
+        ? { status: 500, headers: { "x-detail": MARKER, location: `/${MARKER}` }, body: `db password: ${MARKER}` }
+        : 200
+    try {
+      const test = await t.call("POST", `/api/v1/webhooks/${id}/test`, { body: { eventType: "agent.registered" } })
+      expect(test.body.data).toMatchObject({
+        delivered: false,
+        delivery: { status: "failed", statusCode: 500, error: "HTTP 500" },
+      })
+      expect(JSON.stringify(test.body)).not.toContain(MARKER)
+      await t.call("POST", "/api/v1/events/ingest", { body: { events: [{ type: "ssrf.marker", data: {} }] } })
+      const history = await eventually(async () => {
+        const w = await t.call("GET", `/api/v1/webhooks/${id}?includeDeliveries=true`)
+        return w.body.data.deliveries.length > 0 ? w.body : undefined
+      })
+      expect(history.data.deliveries[0]).toMatchObject({ status: "failed", statusCode: 500, error: "HTTP 500" })
+      expect(JSON.stringify(history)).not.toContain(MARKER)
+    } finally {
+      allowed.answer = () => 200
+    }
+  })
+
+  it("a closed port and a reset connection read the same", async () => {
+    const probe = createNetServer()
+    await new Promise<void>((ok) => probe.listen(0, "127.0.0.2", () => ok()))
+    const closedPort = (probe.address() as AddressInfo).port
+    await new Promise<void>((ok) => probe.close(() => ok()))
+    const resetting = createNetServer((socket) => socket.resetAndDestroy())
+    await new Promise<void>((ok) => resetting.listen(0, "127.0.0.2", () => ok()))
+    try {
+      const outcomes = []
+      for (const p of [closedPort, (resetting.address() as AddressInfo).port]) {
+        const created = await t.call("POST", "/api/v1/webhooks", {
+          body: { url: `http://127.0.0.2:${p}/hook`, events: ["ssrf.never"] },
+        })
+        expect(created.status, JSON.stringify(created.body)).toBe(201)
+        const test = await t.call("POST", `/api/v1/webhooks/${created.body.data.id}/test`, {
+          body: { eventType: "agent.registered" },
+        })
+        outcomes.push(test.body.data.delivery)
+      }
+      for (const d of outcomes) {
+        expect(d).toMatchObject({ status: "failed", error: connectionFailed(10_000) })
+        expect("statusCode" in d).toBe(false)
+      }
+    } finally {
+      await new Promise<void>((ok) => resetting.close(() => ok()))
+    }
   })
 })

@@ -18,8 +18,11 @@ export interface Received {
   readonly at: number
 }
 
-/** What the receiver answers: a status, a status with headers, or nothing at all (it hangs). */
-export type Answer = number | { readonly status: number; readonly headers: Record<string, string> } | "hang"
+/** What the receiver answers: a status, a status with headers (and a body), or nothing at all (it hangs). */
+export type Answer =
+  | number
+  | { readonly status: number; readonly headers: Record<string, string>; readonly body?: string }
+  | "hang"
 
 export interface Receiver {
   readonly url: string
@@ -76,7 +79,7 @@ export const startReceiver = async (host = "127.0.0.1"): Promise<Receiver> => {
       const answer = receiver.answer(r)
       if (answer === "hang") hanging.add(res)
       else if (typeof answer === "number") res.writeHead(answer).end("ok")
-      else res.writeHead(answer.status, answer.headers).end("ok")
+      else res.writeHead(answer.status, answer.headers).end(answer.body ?? "ok")
       for (const l of [...listeners]) l()
     })
   })

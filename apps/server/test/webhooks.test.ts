@@ -1,4 +1,4 @@
-import { AuditLog, DeliveryQueue, SCOPES, SYSTEM_EVENTS, systemActor } from "@agentgov/domain"
+import { AuditLog, connectionFailed, DeliveryQueue, SCOPES, SYSTEM_EVENTS, systemActor } from "@agentgov/domain"
 import { Effect, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -14,7 +14,7 @@ import {
 import { legacySignedWith, type Receiver, signedWith, startReceiver } from "./webhooks-support.ts"
 
 /**
- * Webhooks through the API (in-process server, embedded-store defaults: loopback targets allowed):
+ * Webhooks through the API (in-process server; the allowlist names loopback, where the receiver is):
  * CRUD, statistics and history, the test endpoint, signatures and secret rotation, which events
  * reach which webhook, and the security and validation cases.
  */
@@ -46,7 +46,8 @@ const deliveryRows = (webhookId: string) =>
   )
 
 beforeAll(async () => {
-  t = await startTestServer()
+  // The receivers are on loopback: only the operator's allowlist lets webhooks reach it.
+  t = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
   creds = await credentialFixtures(t)
   r = await startReceiver()
   const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: unique("webhooks-other") } })
@@ -326,13 +327,15 @@ describe("deliveries of events", () => {
     expect(await types(hooks.prefix.id)).toEqual(["agent.registered"])
     expect(await types(hooks.alias.id)).toEqual(["enforcement.created"])
     expect(await types(hooks.exact.id)).toEqual(["custom.thing"])
+    // `*` also gets its own webhook.created: an event is matched against the webhooks as its change left them.
     expect(await types(hooks.all.id)).toEqual([
       "agent.registered",
       "custom.thing",
       "custom.thing.deeper",
       "enforcement.created",
+      "webhook.created",
     ])
-    await r.waitFor(() => at("f-all").length === 4, 10_000, "four deliveries to *")
+    await r.waitFor(() => at("f-all").length === 5, 10_000, "five deliveries to *")
     await r.waitFor(() => at("f-alias").length === 1, 10_000)
     const alias = at("f-alias")[0]!
     expect(alias.body.type).toBe("enforcement.created")
@@ -385,7 +388,7 @@ describe("deliveries of events", () => {
         statusCode: 503,
         attempt: 1,
         nextRetryAt: expect.stringMatching(ISO_MS),
-        error: expect.stringContaining("HTTP 503"),
+        error: "HTTP 503",
       })
       expect(third.attemptedAt >= second.attemptedAt).toBe(true)
     } finally {
@@ -465,7 +468,7 @@ describe("POST /webhooks/:id/test", () => {
     expect(unreachable.body.data.delivered).toBe(false)
     expect(unreachable.body.data.delivery.status).toBe("failed")
     expect("statusCode" in unreachable.body.data.delivery).toBe(false)
-    expect(unreachable.body.data.delivery.error).toMatch(/ECONNREFUSED/)
+    expect(unreachable.body.data.delivery.error).toBe(connectionFailed(10_000))
   })
 
   it("refuses an event type outside the catalog with 422, sending nothing", async () => {
@@ -625,5 +628,72 @@ describe("history retention", () => {
     } finally {
       r.answer = () => 200
     }
+  })
+})
+
+describe("audit events (D8)", () => {
+  /** Every event about one webhook, oldest first, as `GET /events` answers them. */
+  const eventsAbout = async (webhookId: string) => {
+    const res = await t.call("GET", "/api/v1/events?type=webhook.*&limit=100")
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    return (res.body.data as Array<{ type: string; data: { webhookId: string } }>)
+      .filter((e) => e.data.webhookId === webhookId)
+      .reverse()
+  }
+
+  it("create, update, rotate and delete each record their event, with neither secret nor the URL's path", async () => {
+    const secret = "whsec_audit-first-secret-4a7d1c9e"
+    const next = "whsec_audit-second-secret-8b2f0e6a"
+    const w = await create({ url: `${urlFor("audit")}&token=path-credential-93kd`, events: ["audit.*"], secret })
+    const origin = new URL(r.url).origin
+    expect(await eventsAbout(w.id)).toMatchObject([
+      {
+        type: "webhook.created",
+        data: { webhookId: w.id, origin, events: ["audit.*"], retryPolicy: "exponential", enabled: true },
+      },
+    ])
+
+    const patch = async (body: Record<string, unknown>) =>
+      expect((await t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body })).status).toBe(200)
+    await patch({ description: "audited", enabled: false })
+    await patch({ url: urlFor("audit-moved"), retryPolicy: "extended", events: ["audit.x", "audit.y"] })
+    await patch({ description: "audited", enabled: false }) // no change: no event
+    expectError(
+      await t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { url: "ftp://x" } }),
+      422,
+      "VALIDATION_ERROR",
+    )
+    const rotated = await t.call("POST", `/api/v1/webhooks/${w.id}/rotate`, {
+      body: { secret: next, overlapSeconds: 60 },
+    })
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200)
+    expect((await t.call("DELETE", `/api/v1/webhooks/${w.id}`)).status).toBe(200)
+
+    const events = await eventsAbout(w.id)
+    expect(events.map((e) => [e.type, e.data])).toEqual([
+      ["webhook.created", { webhookId: w.id, origin, events: ["audit.*"], retryPolicy: "exponential", enabled: true }],
+      [
+        "webhook.updated",
+        { webhookId: w.id, changes: ["description", "enabled"], description: "audited", enabled: false },
+      ],
+      [
+        "webhook.updated",
+        {
+          webhookId: w.id,
+          changes: ["url", "events", "retryPolicy"],
+          origin,
+          events: ["audit.x", "audit.y"],
+          retryPolicy: "extended",
+        },
+      ],
+      ["webhook.secret.rotated", { webhookId: w.id, overlapSeconds: 60 }],
+      ["webhook.deleted", { webhookId: w.id, origin }],
+    ])
+    // Nowhere in the trail, as the API answers it or as it is stored.
+    const stored = await t.query<{ data: string }>(
+      (sql) => sql`SELECT data::text AS data FROM events WHERE workspace_id = ${t.workspaceId}`,
+    )
+    for (const text of [JSON.stringify(events), ...stored.map((e) => e.data)])
+      for (const hidden of [secret, next, "path-credential-93kd"]) expect(text).not.toContain(hidden)
   })
 })

@@ -8,11 +8,13 @@ import type {
   ApprovalNotFound,
   ApprovalNotPending,
   ApproverNotListed,
+  ChainInconsistent,
   CheckpointNotFound,
   EnforcementAlreadyAppealed,
   EnforcementClosed,
   EnforcementNotFound,
   EventNotFound,
+  GuardBusy,
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
@@ -63,11 +65,13 @@ export type DomainError =
   | ApprovalNotFound
   | ApprovalNotPending
   | ApproverNotListed
+  | ChainInconsistent
   | CheckpointNotFound
   | EnforcementAlreadyAppealed
   | EnforcementClosed
   | EnforcementNotFound
   | EventNotFound
+  | GuardBusy
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
@@ -121,7 +125,22 @@ const mapping: Mapping = {
       field: e.field ?? "treeSize",
       issue: "no checkpoint of this size",
     }),
+  ChainInconsistent: (e) =>
+    new ApiError(
+      409,
+      "CHAIN_INCONSISTENT",
+      `the audit chain no longer matches signed checkpoint ${e.treeSize} (from sequence ${e.firstBadSequence}): ${e.reason}. Nothing is signed or proven over it; the conflict is recorded (POST /events/verify reports it)`,
+    ),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
+  GuardBusy: (e) =>
+    new ApiError(
+      429,
+      "RATE_LIMITED",
+      `this workspace already has ${e.waiting} costly guard calls waiting to be evaluated; retry after ` +
+        `${e.retryAfterSeconds} s (nothing was evaluated or recorded)`,
+      undefined,
+      { "retry-after": String(e.retryAfterSeconds) },
+    ),
   IdempotencyKeyReused: () =>
     new ApiError(
       409,

@@ -40,6 +40,10 @@ export interface IdempotentResponse {
   readonly replayed: boolean
 }
 
+/** The credential of an `Authorization: Bearer <credential>` header, else undefined. */
+export const bearerOf = (authorization: string | undefined): string | undefined =>
+  authorization === undefined ? undefined : /^Bearer +(\S+) *$/i.exec(authorization)?.[1]
+
 /**
  * Runs operations for every transport: authenticates, checks scope, decodes
  * input with the operation's schema, runs the handler on the shared runtime and
@@ -97,9 +101,9 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     authorization: string | undefined,
   ): Effect.Effect<Actor, DomainError | ApiError, Authenticator> => {
     if (!authorization) return unauthorized("missing credential: send Authorization: Bearer <key>")
-    const m = /^Bearer +(\S+) *$/i.exec(authorization)
-    if (!m) return unauthorized("Authorization must be 'Bearer <credential>'")
-    return Authenticator.use((a) => a.authenticate(m[1]!))
+    const bearer = bearerOf(authorization)
+    if (bearer === undefined) return unauthorized("Authorization must be 'Bearer <credential>'")
+    return Authenticator.use((a) => a.authenticate(bearer))
   }
 
   /**

@@ -293,7 +293,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       operationId: "events.stream",
       summary: "Live event stream (server-sent events)",
       description:
-        "Each message: `id:` the event id, `data:` JSON `{type, payload}` where payload is the event. `Last-Event-ID` (header, or `lastEventId` query) resumes after that event without gap or duplicate. A comment heartbeat every 10 s. A client that stops reading is disconnected.\n\nRequires scope `events:read`. Also served under `/v1/events/stream`.",
+        "Each message: `id:` the event id, `data:` JSON `{type, payload}` where payload is the event. `Last-Event-ID` (header, or `lastEventId` query) resumes after that event without gap or duplicate. A comment heartbeat every 10 s. A client that stops reading is disconnected.\n\nThe credential is checked for as long as the stream is open: once its API key (or the key an SDK token came from) is revoked, its workspace deleted, or the key or token expires, the stream sends `event: error` with `data:` the 401 error envelope and ends (within 5 s, on every instance). Open streams are limited per API key (an SDK token counts against its key) and per workspace by plan, on each server instance; beyond, 429 `RATE_LIMITED` with `Retry-After` (a hint: a slot frees when one of those streams closes).\n\nRequires scope `events:read`. Also served under `/v1/events/stream`.",
       tags: ["Events"],
       security: [{ bearer: [] }],
       "x-scope": "events:read",
@@ -321,6 +321,10 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
         },
         "403": {
           description: COMMON_ERRORS["403"]!,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+        },
+        "429": {
+          description: `${COMMON_ERRORS["429"]!}, or too many open streams for the key or the workspace`,
           content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
         },
       },

@@ -383,6 +383,69 @@ export interface ApiKeyRotatedData {
   readonly overlapSeconds: number
 }
 
+/** `chain.invalid`: the workspace's audit chain failed verification or conflicts with a signed checkpoint. */
+export interface ChainInvalidData {
+  /** What found it: `POST /events/verify`, the 6-hourly verification, or the checkpointer. */
+  readonly trigger: "api" | "scheduled" | "checkpoint"
+  /** Events that verified before the break. */
+  readonly checked: number
+  /** The first sequence that does not verify (or the first of the range a signed root no longer matches). */
+  readonly firstBadSequence: number
+  readonly reason: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks (never the secret; of the URL only its origin)
+
+/** `webhook.created`. */
+export interface WebhookCreatedData {
+  readonly webhookId: string
+  /** The scheme, host and port of the URL; its path and query are left out. */
+  readonly origin: string
+  readonly events: ReadonlyArray<string>
+  readonly retryPolicy: "exponential" | "extended"
+  readonly enabled: boolean
+}
+
+/** `webhook.updated`: each changed field also appears with its new value (`url` as `origin`). */
+export interface WebhookUpdatedData {
+  readonly webhookId: string
+  readonly changes: ReadonlyArray<"url" | "events" | "description" | "retryPolicy" | "enabled">
+  readonly origin?: string
+  readonly events?: ReadonlyArray<string>
+  readonly description?: string | null
+  readonly retryPolicy?: "exponential" | "extended"
+  readonly enabled?: boolean
+}
+
+/** `webhook.secret.rotated`: the signing secret was replaced (the secret itself is never recorded). */
+export interface WebhookSecretRotatedData {
+  readonly webhookId: string
+  /** How long deliveries are signed with the old secret too; 0 dropped it at once. */
+  readonly overlapSeconds: number
+}
+
+/** `webhook.deleted`. */
+export interface WebhookDeletedData {
+  readonly webhookId: string
+  readonly origin: string
+}
+
+/** `webhook.redelivered`: failed deliveries queued again. */
+export interface WebhookRedeliveredData {
+  readonly webhookId: string
+  /** How many deliveries were queued again (at least 1). */
+  readonly queued: number
+}
+
+/** `webhook.disabled`: by the delivery engine, after a delivery's every attempt failed or a 410. */
+export interface WebhookDisabledData {
+  readonly webhookId: string
+  readonly reason: "all_attempts_failed" | "endpoint_gone"
+  readonly deliveryId: string
+  readonly eventId: string
+}
+
 // ---------------------------------------------------------------------------------------------
 // The catalog
 
@@ -427,6 +490,13 @@ export interface SystemEventDataMap {
   "apikey.created": ApiKeyCreatedData
   "apikey.revoked": ApiKeyRevokedData
   "apikey.rotated": ApiKeyRotatedData
+  "webhook.created": WebhookCreatedData
+  "webhook.updated": WebhookUpdatedData
+  "webhook.secret.rotated": WebhookSecretRotatedData
+  "webhook.deleted": WebhookDeletedData
+  "webhook.redelivered": WebhookRedeliveredData
+  "webhook.disabled": WebhookDisabledData
+  "chain.invalid": ChainInvalidData
 }
 
 /**
@@ -482,6 +552,13 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "apikey.created",
   "apikey.revoked",
   "apikey.rotated",
+  "webhook.created",
+  "webhook.updated",
+  "webhook.secret.rotated",
+  "webhook.deleted",
+  "webhook.redelivered",
+  "webhook.disabled",
+  "chain.invalid",
 ] as const satisfies ReadonlyArray<SystemEventName>)
 
 /**

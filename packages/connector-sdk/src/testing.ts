@@ -253,6 +253,33 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     newKeyId: "key_01jd8xdk0m1n2p3q4r5s6t7v8w",
     overlapSeconds: 86_400,
   }),
+  "webhook.created": () => ({
+    webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1",
+    origin: "https://hooks.example.com",
+    events: ["enforcement.*"],
+    retryPolicy: "exponential",
+    enabled: true,
+  }),
+  "webhook.updated": () => ({
+    webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1",
+    changes: ["enabled"],
+    enabled: true,
+  }),
+  "webhook.secret.rotated": () => ({ webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1", overlapSeconds: 86_400 }),
+  "webhook.deleted": () => ({ webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1", origin: "https://hooks.example.com" }),
+  "webhook.redelivered": () => ({ webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1", queued: 3 }),
+  "webhook.disabled": () => ({
+    webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1",
+    reason: "all_attempts_failed",
+    deliveryId: "dlv_01jd8xg3h4j5k6m7n8p9q0r1s2",
+    eventId: "evt_01jd8xh4j5k6m7n8p9q0r1s2t3",
+  }),
+  "chain.invalid": () => ({
+    trigger: "scheduled",
+    checked: 37,
+    firstBadSequence: 38,
+    reason: "event 38 is missing: checkpoint 39 signed events 1..39, and the chain ends at 37",
+  }),
 }
 
 /**

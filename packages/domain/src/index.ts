@@ -6,6 +6,7 @@ import { ApiKeyService } from "./apikeys/ApiKeyService.ts"
 import { ApprovalRepo } from "./approvals/ApprovalRepo.ts"
 import { ApprovalService } from "./approvals/ApprovalService.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { ChainAlarm } from "./audit/ChainAlarm.ts"
 import { Checkpoints } from "./audit/Checkpoints.ts"
 import { EventAppender } from "./audit/EventAppender.ts"
 import { EventFeed } from "./audit/EventFeed.ts"
@@ -13,6 +14,7 @@ import { EventRepo } from "./audit/EventRepo.ts"
 import { EventService } from "./audit/EventService.ts"
 import { MerkleStore } from "./audit/MerkleStore.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
+import { CredentialWatch } from "./auth/CredentialWatch.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
 import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
@@ -23,6 +25,7 @@ import { PolicyRepo } from "./policies/PolicyRepo.ts"
 import { PolicyService } from "./policies/PolicyService.ts"
 import { PolicySets } from "./policies/PolicySets.ts"
 import { RateLimiter } from "./ratelimits/RateLimiter.ts"
+import { StreamSlots } from "./ratelimits/StreamSlots.ts"
 import { DeliveryQueue } from "./webhooks/DeliveryQueue.ts"
 import { WebhookClient } from "./webhooks/WebhookClient.ts"
 import { WebhookRepo } from "./webhooks/WebhookRepo.ts"
@@ -59,7 +62,8 @@ export {
   type PreparedAppend,
   prepareAppend,
 } from "./audit/AuditLog.ts"
-export { CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
+export { ChainAlarm, type ChainCheckTrigger } from "./audit/ChainAlarm.ts"
+export { ChainInconsistent, CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
 export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"
@@ -80,6 +84,12 @@ export {
 export { compileFilters, eventFilterIssue, matchesFilters } from "./audit/eventFilters.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
+export {
+  type CredentialEnd,
+  type CredentialListener,
+  CredentialWatch,
+  type CredentialWatchHandle,
+} from "./auth/CredentialWatch.ts"
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./enforcement/Enforcement.ts"
@@ -126,6 +136,13 @@ export {
   type RateLimitVerdict,
 } from "./ratelimits/RateLimiter.ts"
 export {
+  DEFAULT_STREAM_LIMITS,
+  type StreamLimitConfig,
+  StreamLimitSettings,
+  type StreamSlot,
+  StreamSlots,
+} from "./ratelimits/StreamSlots.ts"
+export {
   type SyncCounts,
   type SyncEntry,
   SyncedRateCounter,
@@ -158,7 +175,7 @@ export {
   type TargetPolicy,
 } from "./webhooks/targets.ts"
 export * from "./webhooks/Webhook.ts"
-export { type AttemptOutcome, USER_AGENT, WebhookClient } from "./webhooks/WebhookClient.ts"
+export { type AttemptOutcome, connectionFailed, USER_AGENT, WebhookClient } from "./webhooks/WebhookClient.ts"
 export * from "./webhooks/WebhookErrors.ts"
 export { WEBHOOKS_CHANNEL } from "./webhooks/WebhookRepo.ts"
 export { MAX_WEBHOOKS_PER_WORKSPACE, WebhookService } from "./webhooks/WebhookService.ts"
@@ -181,7 +198,8 @@ const repos = Layer.mergeAll(
   WebhookRepo.layer,
   WebhookClient.layer,
 )
-const writers = EventAppender.layer.pipe(Layer.provideMerge(repos))
+/** The appender, and the alarm a broken chain raises through it. */
+const writers = ChainAlarm.layer.pipe(Layer.provideMerge(EventAppender.layer.pipe(Layer.provideMerge(repos))))
 const apiKeys = Layer.merge(ApiKeyService.layer, SdkTokens.layer).pipe(Layer.provideMerge(writers))
 /** Each workspace's compiled policies and guardDefault: the policy and the workspace writes both drop them. */
 const guardState = PolicySets.layer.pipe(Layer.provideMerge(PolicyRepo.layer))
@@ -199,11 +217,13 @@ export const DomainLayer = Layer.mergeAll(
   WorkspaceService.layer,
   AgentService.layer,
   Authenticator.layer,
+  CredentialWatch.layer,
   EventService.layer,
   EventFeed.layer,
   Checkpoints.layer,
   governance,
   RateLimiter.layer,
+  StreamSlots.layer,
   WebhookService.layer,
   DeliveryQueue.layer,
 ).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
@@ -213,8 +233,10 @@ export type DomainServices =
   | AgentService
   | ApiKeyService
   | Authenticator
+  | CredentialWatch
   | AuditLog
   | EventAppender
+  | ChainAlarm
   | Idempotency
   | EventService
   | EventFeed
@@ -227,5 +249,6 @@ export type DomainServices =
   | SigningKeys
   | SdkTokens
   | RateLimiter
+  | StreamSlots
   | WebhookService
   | DeliveryQueue

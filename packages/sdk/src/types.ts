@@ -545,6 +545,8 @@ export interface InclusionProof {
   readonly leafIndex: number
   readonly treeSize: number
   readonly path: ReadonlyArray<string>
+  /** Events from this sequence on have Merkle leaves that cover id, agentId, actor and occurredAt too. */
+  readonly attributedFrom: number
   readonly checkpoint: Checkpoint
 }
 
@@ -591,12 +593,14 @@ export interface EventWithProof extends AuditEvent {
  * ```
  */
 export interface AuditBundle {
-  readonly format: "agentgov.audit-bundle/v1"
+  readonly format: "agentgov.audit-bundle/v2"
   readonly workspaceId: string
+  /** Events from this sequence on have Merkle leaves that cover id, agentId, actor and occurredAt too. */
+  readonly attributedFrom: number
   readonly exportedAt: string
   readonly events: ReadonlyArray<AuditEvent>
   readonly checkpoint: Checkpoint
-  readonly inclusionProofs: ReadonlyArray<Omit<InclusionProof, "checkpoint">>
+  readonly inclusionProofs: ReadonlyArray<Omit<InclusionProof, "checkpoint" | "attributedFrom">>
   readonly consistency?: {
     readonly fromSize: number
     readonly fromRoot: string

@@ -23,7 +23,7 @@ let t: TestServer
 let client: AgentGov
 
 beforeAll(async () => {
-  t = await startTestServer({ webhookAllowLoopback: true })
+  t = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
   client = clientFor(t.url, t.key)
 })
 afterAll(() => t.close())
@@ -264,7 +264,7 @@ describe("every resource", () => {
     const consistency = await client.events.consistencyProof({ fromSize: 1 })
     expect(consistency.toSize).toBeGreaterThanOrEqual(checkpoint.treeSize)
     const bundle = await client.events.export({ fromSequence: ingested.events[0]!.sequence })
-    expect(bundle.format).toBe("agentgov.audit-bundle/v1")
+    expect(bundle.format).toBe("agentgov.audit-bundle/v2")
     expect(bundle.events.map((e) => e.id)).toContain(ingested.events[1]!.id)
   })
 

@@ -93,6 +93,21 @@ describe("events.stream()", () => {
     await proxy.close()
   })
 
+  it("ends with the service's 401 when the stream's key is revoked, not with a garbled event", async () => {
+    const created = await client.apiKeys.create({ name: "stream-revoked", type: "workspace", scopes: ["events:read"] })
+    const via = clientFor(t.url, created.apiKey)
+    const seen: Array<StreamEvent> = []
+    const reading = (async () => {
+      for await (const event of via.events.stream({ types: [type] })) seen.push(event)
+    })()
+    // Connected: an event recorded now arrives.
+    const marker = (await client.events.ingest([{ type, data: { i: 20 } }])).events[0]!.id
+    for (let i = 0; i < 100 && !seen.some((e) => e.id === marker); i++) await new Promise((r) => setTimeout(r, 50))
+    await client.apiKeys.revoke(created.id)
+    await expect(reading).rejects.toMatchObject({ status: 401, code: "UNAUTHORIZED" })
+    expect(seen.every((e) => e.type === type)).toBe(true)
+  })
+
   it("ends with the server's error for a request it refuses", async () => {
     await expect(collect(client.events.stream({ lastEventId: "evt_unknown" }), 1)).rejects.toMatchObject({
       status: 400,

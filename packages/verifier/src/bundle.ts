@@ -7,9 +7,15 @@ import { chainHash, GENESIS_HASH } from "./chain.ts"
 import { type Checkpoint, type Jwks, verifyCheckpoint } from "./checkpoint.ts"
 import { eventLeaf, isHashHex, rootOf, verifyConsistency, verifyInclusion } from "./merkle.ts"
 
-export const BUNDLE_FORMAT = "agentgov.audit-bundle/v1"
+/** The format of the bundles the server exports: events' leaves cover attribution from `attributedFrom` on. */
+export const BUNDLE_FORMAT = "agentgov.audit-bundle/v2"
+/** Bundles exported before attribution was covered: every leaf is the event's chain hash. Still verified. */
+export const BUNDLE_FORMAT_V1 = "agentgov.audit-bundle/v1"
 
-/** An audit event as the API returns it. Only prevHash, type, data and timestamp are covered by `hash`. */
+/**
+ * An audit event as the API returns it. `hash` covers prevHash, type, data and timestamp; the event's
+ * Merkle leaf also covers id, agentId, actor and occurredAt (from the bundle's `attributedFrom` on).
+ */
 export interface BundleEvent {
   readonly id: string
   readonly type: string
@@ -41,8 +47,14 @@ export interface ConsistencyProof {
 }
 
 export interface Bundle {
-  readonly format: typeof BUNDLE_FORMAT
+  readonly format: typeof BUNDLE_FORMAT | typeof BUNDLE_FORMAT_V1
   readonly workspaceId: string
+  /**
+   * The first sequence whose leaf is `attributedLeaf` (earlier ones are `chainLeaf`): 1 for a workspace
+   * created with attributed leaves. Required in v2; a v1 bundle has none (every leaf is `chainLeaf`). Not
+   * signed, and need not be: a leaf of the wrong form cannot reach the signed root.
+   */
+  readonly attributedFrom?: number
   readonly exportedAt: string
   /** Contiguous ascending sequences, starting anywhere from 1. */
   readonly events: readonly BundleEvent[]
@@ -164,8 +176,14 @@ export const verifyBundle = (value: unknown, options: VerifyOptions = {}): Bundl
     return { valid: false, checked: 0, errors, warnings, checkpoint: null }
   }
   if (!isString(input.format)) fail(`"format" missing or not a string; expected ${JSON.stringify(BUNDLE_FORMAT)}`)
-  else if (input.format !== BUNDLE_FORMAT) {
+  else if (input.format !== BUNDLE_FORMAT && input.format !== BUNDLE_FORMAT_V1) {
     fail(`unsupported format ${JSON.stringify(input.format)}; expected ${JSON.stringify(BUNDLE_FORMAT)}`)
+  }
+  // Which leaf form each event has: a v1 bundle predates attributed leaves altogether.
+  let attributedFrom = Number.POSITIVE_INFINITY
+  if (input.format === BUNDLE_FORMAT) {
+    if (isSequence(input.attributedFrom)) attributedFrom = input.attributedFrom as number
+    else fail('"attributedFrom" missing or not a sequence (an integer ≥ 1)')
   }
   const workspaceId = input.workspaceId
   if (!isString(workspaceId)) fail('"workspaceId" missing or not a string')
@@ -227,7 +245,7 @@ export const verifyBundle = (value: unknown, options: VerifyOptions = {}): Bundl
     }
     if (seq === 1 && e.prevHash !== GENESIS_HASH) fail("the first event's prevHash is not the genesis hash", seq)
 
-    const leaf = eventLeaf(e.hash)
+    const leaf = eventLeaf(e, attributedFrom)
     leaves.push(leaf)
     const proof = proofs.get(seq)
     proofs.delete(seq)
@@ -244,11 +262,26 @@ export const verifyBundle = (value: unknown, options: VerifyOptions = {}): Bundl
     } else if (checkpoint && proof.treeSize !== checkpoint.treeSize) {
       fail(`inclusion proof is for tree size ${proof.treeSize}, not the checkpoint's ${checkpoint.treeSize}`, seq)
     } else if (checkpoint && !verifyInclusion(leaf, proof.leafIndex, proof.treeSize, proof.path, checkpoint.rootHash)) {
-      fail("inclusion proof does not verify against the checkpoint's root", seq)
+      fail(
+        seq >= attributedFrom
+          ? "inclusion proof does not verify against the checkpoint's root (the leaf covers the event's hash, id, agentId, actor and occurredAt)"
+          : "inclusion proof does not verify against the checkpoint's root",
+        seq,
+      )
     }
     prev = e
   }
   for (const sequence of proofs.keys()) fail("inclusion proof for an event that is not in the bundle", sequence)
+  const unattributed = rawEvents.filter(
+    (e) => isObject(e) && isSequence(e.sequence) && (e.sequence as number) < attributedFrom,
+  )
+  if (unattributed.length > 0) {
+    warnings.push(
+      attributedFrom === Number.POSITIVE_INFINITY
+        ? "a v1 bundle: its proofs cover each event's prevHash, type, data and timestamp, not its id, agentId, actor or occurredAt"
+        : `events before sequence ${attributedFrom} were checkpointed before attribution was covered: their id, agentId, actor and occurredAt are not proven`,
+    )
+  }
 
   // A bundle of the whole tree must also rebuild the root.
   const fromGenesis =

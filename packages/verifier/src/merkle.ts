@@ -2,10 +2,14 @@
  * RFC 6962 / RFC 9162 §2.1 Merkle tree over the audit trail. Hashes cross the
  * public API as lowercase hex strings; leaf data is raw bytes.
  *
- * Leaf index s − 1 holds event s, whose leaf data is the 32 raw bytes of its
- * chain hash (see `eventLeaf`).
+ * Leaf index s − 1 holds event s. Its leaf data covers what the chain hash does
+ * not: from the workspace's `attributedFrom` on, the JCS of the event's hash,
+ * id, agentId, actor and occurredAt (`attributedLeaf`); before it (events
+ * signed before attribution was covered), the 32 raw bytes of its chain hash
+ * (`chainLeaf`). See `eventLeaf`.
  */
 import { createHash } from "node:crypto"
+import { canonicalize } from "./jcs.ts"
 
 /** A half-open range [start, end) of leaf indices. */
 export type LeafRange = [start: number, end: number]
@@ -51,8 +55,39 @@ export const leafHash = (data: Uint8Array): string => sha256(LEAF_PREFIX, data).
 export const nodeHash = (leftHex: string, rightHex: string): string =>
   hashChildren(toBytes(leftHex), toBytes(rightHex)).toString("hex")
 
-/** The leaf hash of an audit event: the leaf data is its chain hash, hex-decoded. */
-export const eventLeaf = (chainHashHex: string): string => leafHash(toBytes(chainHashHex))
+/** The leaf hash of an event before its workspace's `attributedFrom`: the leaf data is its chain hash, hex-decoded. */
+export const chainLeaf = (chainHashHex: string): string => leafHash(toBytes(chainHashHex))
+
+/** The fields of an event its Merkle leaf covers beyond the chain hash (which covers type, data and timestamp). */
+export interface LeafEvent {
+  readonly hash: string
+  readonly id: string
+  readonly agentId: string | null
+  readonly actor: { readonly type: string; readonly id: string | null }
+  readonly occurredAt: string | null
+}
+
+/**
+ * The leaf hash of an event from its workspace's `attributedFrom` on: the leaf data is the UTF-8 JCS of
+ * `{actor: {id, type}, agentId, hash, id, occurredAt}`, so who an event is attributed to is committed by
+ * every checkpoint that covers it, while the chain hash (D8) stays as it is. Such leaf data is never 32
+ * bytes long, so no event has the same leaf in both forms.
+ */
+export const attributedLeaf = (e: LeafEvent): string => {
+  toBytes(e.hash)
+  const data = canonicalize({
+    actor: { id: e.actor.id ?? null, type: e.actor.type },
+    agentId: e.agentId ?? null,
+    hash: e.hash,
+    id: e.id,
+    occurredAt: e.occurredAt ?? null,
+  })
+  return leafHash(Buffer.from(data, "utf8"))
+}
+
+/** The leaf hash of event `sequence` in a workspace whose leaves cover attribution from `attributedFrom` on. */
+export const eventLeaf = (e: LeafEvent & { readonly sequence: number }, attributedFrom: number): string =>
+  e.sequence >= attributedFrom ? attributedLeaf(e) : chainLeaf(e.hash)
 
 const mth = (leaves: readonly Buffer[], start: number, end: number): Buffer => {
   const n = end - start
@@ -65,6 +100,44 @@ const mth = (leaves: readonly Buffer[], start: number, end: number): Buffer => {
 const checkRange = (length: number, start: number, end: number): void => {
   if (!isSize(start) || !isSize(end) || start > end || end > length) {
     throw new RangeError(`leaf range [${start}, ${end}) is not within 0..${length}`)
+  }
+}
+
+/**
+ * The Merkle tree hash of a growing list of leaves, one leaf at a time, in O(log n) memory: the roots of
+ * the perfect subtrees the leaves so far decompose into (RFC 6962's split makes MTH their right-to-left
+ * fold). What verifies a whole chain against every checkpoint signed over it in one pass.
+ */
+export class TreeBuilder {
+  /** Perfect subtree roots, largest (leftmost) first, with their sizes. */
+  private readonly peaks: Array<{ size: number; hash: Buffer }> = []
+  private count = 0
+
+  /** Leaves pushed so far. */
+  get size(): number {
+    return this.count
+  }
+
+  push(leafHashHex: string): void {
+    let node = { size: 1, hash: toBytes(leafHashHex) }
+    let top = this.peaks.at(-1)
+    while (top !== undefined && top.size === node.size) {
+      this.peaks.pop()
+      node = { size: top.size * 2, hash: hashChildren(top.hash, node.hash) }
+      top = this.peaks.at(-1)
+    }
+    this.peaks.push(node)
+    this.count += 1
+  }
+
+  /** MTH of the leaves pushed so far (EMPTY_ROOT for none). */
+  root(): string {
+    let acc: Buffer | undefined
+    for (let i = this.peaks.length - 1; i >= 0; i--) {
+      const peak = this.peaks[i]!.hash
+      acc = acc === undefined ? peak : hashChildren(peak, acc)
+    }
+    return (acc ?? sha256()).toString("hex")
   }
 }
 

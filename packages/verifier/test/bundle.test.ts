@@ -76,6 +76,22 @@ describe("valid bundles", () => {
     expect(result.warnings).toEqual([expect.stringMatching(/not pinned/)])
   })
 
+  it("still verifies a bundle of the old format (every leaf the chain hash), saying what it does not prove", () => {
+    const old = makeBundle(chain, signer, { attributedFrom: "v1" })
+    expect(old.format).toBe("agentgov.audit-bundle/v1")
+    const result = verifyBundle(old, trusted)
+    expect(result).toMatchObject({ valid: true, checked: 20, errors: [] })
+    expect(result.warnings).toEqual([expect.stringMatching(/a v1 bundle: .*not its id, agentId, actor or occurredAt/)])
+  })
+
+  it("verifies a workspace whose leaves became attributed mid-chain, saying which events are not", () => {
+    const mixed = makeBundle(chain, signer, { attributedFrom: 8 })
+    const result = verifyBundle(mixed, trusted)
+    expect(result).toMatchObject({ valid: true, checked: 20, errors: [] })
+    expect(result.warnings).toEqual([expect.stringMatching(/events before sequence 8 .* not proven/)])
+    expect(verifyBundle(makeBundle(chain, signer, { attributedFrom: 8, from: 8 }), trusted).warnings).toEqual([])
+  })
+
   it("round-trips through JSON", () => {
     expect(verifyBundle(JSON.parse(JSON.stringify(partial)), trusted).valid).toBe(true)
   })
@@ -143,8 +159,43 @@ describe("tampering", () => {
     const b = copy(partial)
     b.inclusionProofs[3].path[1] = b.inclusionProofs[3].path[2]
     expect(verifyBundle(b, trusted).errors).toEqual([
-      { sequence: 8, reason: "inclusion proof does not verify against the checkpoint's root" },
+      {
+        sequence: 8,
+        reason:
+          "inclusion proof does not verify against the checkpoint's root (the leaf covers the event's hash, id, agentId, actor and occurredAt)",
+      },
     ])
+  })
+
+  it.each([
+    ["agentId", (e: any) => (e.agentId = "agt_2")],
+    ["agentId removed", (e: any) => (e.agentId = null)],
+    ["actor id", (e: any) => (e.actor.id = "key_2")],
+    ["actor type", (e: any) => (e.actor.type = "system")],
+    ["id", (e: any) => (e.id = "evt_forged")],
+    ["occurredAt", (e: any) => (e.occurredAt = "2025-01-01T00:00:00.000Z")],
+  ])("detects a changed %s, which the chain hash does not cover", (_, change) => {
+    const b = copy(partial)
+    change(b.events[1])
+    const result = verifyBundle(b, trusted)
+    expect(result.valid).toBe(false)
+    expect(result.errors).toEqual([{ sequence: 6, reason: expect.stringMatching(/inclusion proof does not verify/) }])
+  })
+
+  it("detects an attributed bundle passed off as one of the old format, or with another attributedFrom", () => {
+    const b = copy(partial)
+    b.events[1].agentId = "agt_2"
+    // The leaf form is not signed, but the root pins it: neither relabelling verifies.
+    for (const relabel of [{ format: "agentgov.audit-bundle/v1" }, { attributedFrom: 7 }, { attributedFrom: 100 }]) {
+      const result = verifyBundle({ ...b, ...relabel }, trusted)
+      expect(result.valid, JSON.stringify(relabel)).toBe(false)
+      expect(sequences(result.errors), JSON.stringify(relabel)).toContain(6)
+    }
+    const missing = copy(partial)
+    delete missing.attributedFrom
+    expect(verifyBundle(missing, trusted).errors).toContainEqual({
+      reason: '"attributedFrom" missing or not a sequence (an integer ≥ 1)',
+    })
   })
 
   it("detects an inclusion proof for another leaf or tree size", () => {
@@ -276,7 +327,7 @@ describe("malformed input", () => {
 
   it("reports mistyped fields of events, proofs, checkpoint and consistency", () => {
     const b = copy(makeBundle(chain, signer, { from: 15, consistencyFrom: 13 }))
-    b.format = "agentgov.audit-bundle/v2"
+    b.format = "agentgov.audit-bundle/v3"
     b.events[1].sequence = "16"
     b.events[2].data = [1]
     b.events[3] = 42
@@ -286,7 +337,7 @@ describe("malformed input", () => {
     const result = verifyBundle(b)
     expect(result.valid).toBe(false)
     expect(result.errors).toEqual([
-      { reason: 'unsupported format "agentgov.audit-bundle/v2"; expected "agentgov.audit-bundle/v1"' },
+      { reason: 'unsupported format "agentgov.audit-bundle/v3"; expected "agentgov.audit-bundle/v2"' },
       { reason: 'checkpoint: "treeSize" missing or invalid' },
       { reason: 'inclusionProofs[0]: "path" missing or invalid' },
       { sequence: 15, reason: "no inclusion proof" },
@@ -345,7 +396,7 @@ describe("the API's response envelope", () => {
     const result = verifyBundle(value, trusted)
     expect(result.valid).toBe(false)
     expect(result.errors).toContainEqual({
-      reason: '"format" missing or not a string; expected "agentgov.audit-bundle/v1"',
+      reason: '"format" missing or not a string; expected "agentgov.audit-bundle/v2"',
     })
   })
 })

@@ -1,6 +1,7 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto"
 import {
   BUNDLE_FORMAT,
+  BUNDLE_FORMAT_V1,
   type Bundle,
   type BundleEvent,
   chainHash,
@@ -64,11 +65,15 @@ export interface BundleOptions {
   readonly to?: number
   /** Add a consistency proof from the tree of this size. */
   readonly consistencyFrom?: number
+  /** The first sequence with an attributed leaf (1 by default); `"v1"` makes a bundle of the old format. */
+  readonly attributedFrom?: number | "v1"
 }
 
 /** A bundle of part of `chain` under a checkpoint of the whole chain, signed by `signer`. */
 export const makeBundle = (chain: readonly BundleEvent[], signer: Signer, options: BundleOptions = {}): Bundle => {
-  const leaves = chain.map((e) => eventLeaf(e.hash))
+  const v1 = options.attributedFrom === "v1"
+  const attributedFrom = v1 ? Number.POSITIVE_INFINITY : ((options.attributedFrom as number | undefined) ?? 1)
+  const leaves = chain.map((e) => eventLeaf(e, attributedFrom))
   const treeSize = chain.length
   const checkpoint = signCheckpoint(
     {
@@ -84,8 +89,9 @@ export const makeBundle = (chain: readonly BundleEvent[], signer: Signer, option
   const events = chain.slice((options.from ?? 1) - 1, options.to ?? treeSize)
   const m = options.consistencyFrom
   return {
-    format: BUNDLE_FORMAT,
+    format: v1 ? BUNDLE_FORMAT_V1 : BUNDLE_FORMAT,
     workspaceId: WORKSPACE,
+    ...(v1 ? {} : { attributedFrom }),
     exportedAt: "2025-01-02T00:00:01.000Z",
     events,
     checkpoint,

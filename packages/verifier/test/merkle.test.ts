@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import {
+  attributedLeaf,
+  chainLeaf,
   consistencyProof,
   consistencyProofRanges,
   EMPTY_ROOT,
@@ -11,6 +13,7 @@ import {
   leafHash,
   nodeHash,
   rootOf,
+  TreeBuilder,
   verifyConsistency,
   verifyInclusion,
 } from "../src/merkle.ts"
@@ -140,11 +143,52 @@ describe("hashes", () => {
     expect(leafHash(new Uint8Array())).toBe(hex(refLeaf(Buffer.alloc(0))))
     expect(nodeHash(LEAVES[0]!, LEAVES[1]!)).toBe(hex(refNode(buf(LEAVES[0]!), buf(LEAVES[1]!))))
     const chainHash = hex(DATA[3]!)
-    expect(eventLeaf(chainHash)).toBe(hex(refLeaf(DATA[3]!)))
+    expect(chainLeaf(chainHash)).toBe(hex(refLeaf(DATA[3]!)))
+  })
+
+  it("hashes an attributed leaf over the JCS of hash, id, agentId, actor and occurredAt", () => {
+    const event = {
+      sequence: 7,
+      hash: hex(DATA[3]!),
+      id: "evt_1",
+      agentId: "agt_é",
+      actor: { type: "api_key", id: "key_1" },
+      occurredAt: null,
+    }
+    // Written out by hand: keys sorted, no spaces, UTF-8.
+    const text = `{"actor":{"id":"key_1","type":"api_key"},"agentId":"agt_é","hash":"${event.hash}","id":"evt_1","occurredAt":null}`
+    const expected = hex(refLeaf(Buffer.from(text, "utf8")))
+    expect(attributedLeaf(event)).toBe(expected)
+    expect(eventLeaf(event, 1)).toBe(expected)
+    expect(eventLeaf(event, 7)).toBe(expected)
+    expect(eventLeaf(event, 8), "before attributedFrom: the chain hash alone").toBe(chainLeaf(event.hash))
+    // Each attributed field moves the leaf.
+    for (const changed of [
+      { ...event, agentId: "agt_other" },
+      { ...event, agentId: null },
+      { ...event, actor: { type: "api_key", id: "key_2" } },
+      { ...event, actor: { type: "system", id: "key_1" } },
+      { ...event, id: "evt_2" },
+      { ...event, occurredAt: "2025-01-01T00:00:00.000Z" },
+    ])
+      expect(attributedLeaf(changed), JSON.stringify(changed)).not.toBe(expected)
+  })
+
+  it("builds the root one leaf at a time, equal to MTH at every size", () => {
+    const tree = new TreeBuilder()
+    expect(tree.root()).toBe(EMPTY_ROOT)
+    const leaves: string[] = []
+    for (let n = 1; n <= 70; n++) {
+      const leaf = hex(refLeaf(Buffer.from(`leaf ${n}`)))
+      leaves.push(leaf)
+      tree.push(leaf)
+      expect(tree.size).toBe(n)
+      expect(tree.root(), String(n)).toBe(hex(MTH(leaves.map((_, i) => Buffer.from(`leaf ${i + 1}`)))))
+    }
   })
 
   it("refuses hashes that are not 64 lowercase hex digits", () => {
-    expect(() => eventLeaf("abc")).toThrow(TypeError)
+    expect(() => chainLeaf("abc")).toThrow(TypeError)
     expect(() => nodeHash(LEAVES[0]!.toUpperCase(), LEAVES[1]!)).toThrow(TypeError)
     expect(() => rootOf(["zz"])).toThrow(TypeError)
   })

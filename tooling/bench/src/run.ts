@@ -7,6 +7,7 @@ import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
+import { runGuardFairnessBenchmark } from "./guardFairness.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert, serialShape } from "./ingest.ts"
 import {
   type BenchmarkResult,
@@ -35,11 +36,12 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * - credentials (auth.ts): SDK-token authentication against none, and the
  *   latency a Redis rate-limit check adds (when REDIS_URL is set);
  * - the guard: in-process evaluation at 1,000 rules (guardEval.ts), and
- *   POST /guard over HTTP against a bare node:http echo server (guard.ts);
+ *   POST /guard over HTTP against a bare node:http echo server (guard.ts), and
+ *   one tenant's guard latency while another hammers its costliest set (guardFairness.ts);
  * - webhooks: event written → delivered, and sustained deliveries/s;
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,webhooks,sdk picks benchmarks; AGENTGOV_BENCH_CPU_PROF=1
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,webhooks,sdk picks benchmarks; AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
 
@@ -278,6 +280,7 @@ const main = async () => {
       ["auth", () => runAuthBenchmarks(root, databaseUrl, log)],
       ["guard-eval", () => runGuardEvalBenchmark()],
       ["guard", () => runGuardHttpBenchmark(server!, log)],
+      ["guard-fairness", () => runGuardFairnessBenchmark(server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
       ["sdk", () => runSdkBenchmarks(server!, log)],
     ] as const

@@ -101,6 +101,8 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
       LOG_LEVEL: "info",
       // The minute's checkpoint signing would land inside whichever timed window is running then.
       AGENTGOV_CHECKPOINT_INTERVAL_MS: "86400000",
+      // The webhook benchmark's receiver is on loopback, which only the operator's allowlist admits.
+      AGENTGOV_WEBHOOK_ALLOWLIST: "127.0.0.1",
       // Limits are checked (their cost is part of every number) but set out of reach of the load.
       ...UNREACHABLE_LIMITS,
       ...options.env,

@@ -76,8 +76,8 @@ const expectStatus = (res: { status: number; body: any }, status: number, what: 
 
 /**
  * Webhook delivery: event written → delivered to a receiver on loopback.
- * A `test` workspace (whose webhooks may target loopback under any
- * configuration) with one webhook; latency from just before each ingest call
+ * A workspace with one webhook, on loopback (the bench server's
+ * AGENTGOV_WEBHOOK_ALLOWLIST names 127.0.0.1); latency from just before each ingest call
  * to the delivery's arrival (single events, paced); throughput as
  * deliveries per second from the first ingest call to the last arrival, with
  * events ingested as fast as the clients can.

@@ -79,6 +79,8 @@ export const eventOperations = [
       "The checkpoint of the current chain head: the RFC 6962 Merkle root over every event, the head's chain hash and the time, signed with Ed25519 by a key in `/.well-known/jwks.json`. Signed now if the chain grew since the last one (also every minute).",
     input: Schema.Struct({}),
     output: Checkpoint,
+    // The chain no longer matches a checkpoint already signed: nothing is signed over it.
+    errors: ["CHAIN_INCONSISTENT"],
     handler: (_input, actor) => Checkpoints.use((c) => c.latest(actor)),
   }),
   defineOperation({
@@ -90,7 +92,7 @@ export const eventOperations = [
     summary: "Prove an event is in the tree",
     description:
       "The audit path of event `sequence` (leaf `sequence − 1`) in the tree of a checkpoint: the newest one that covers the event unless `treeSize` names another. Verify with RFC 9162 §2.1.3.2 or `@agentgov/verifier`.",
-    errors: ["CHECKPOINT_NOT_FOUND", "VALIDATION_ERROR"],
+    errors: ["CHECKPOINT_NOT_FOUND", "VALIDATION_ERROR", "CHAIN_INCONSISTENT"],
     input: InclusionProofQuery,
     output: InclusionProofResult,
     handler: (input, actor) => Checkpoints.use((c) => c.inclusion(actor, input.sequence, input.treeSize)),
@@ -104,7 +106,7 @@ export const eventOperations = [
     summary: "Prove the trail only grew",
     description:
       "Proof that the tree of the first `fromSize` events (a checkpoint you kept) is a prefix of a later checkpoint's tree (the latest unless `toSize` names one): nothing was changed or removed in between. RFC 9162 §2.1.4.",
-    errors: ["CHECKPOINT_NOT_FOUND", "VALIDATION_ERROR"],
+    errors: ["CHECKPOINT_NOT_FOUND", "VALIDATION_ERROR", "CHAIN_INCONSISTENT"],
     input: ConsistencyProofQuery,
     output: ConsistencyProofResult,
     handler: (input, actor) => Checkpoints.use((c) => c.consistency(actor, input.fromSize, input.toSize)),
@@ -119,7 +121,7 @@ export const eventOperations = [
     description: `Events \`fromSequence..toSequence\` (at most ${MAX_EXPORT_EVENTS}: the latest by default; with one end named, up to ${MAX_EXPORT_EVENTS} from that end) with a fresh signed checkpoint, every event's inclusion proof, the JWKS and, with \`sinceTreeSize\`, a consistency proof from an older checkpoint. Check it offline, with no server: \`npx agentgov-verify bundle.json\` (package \`@agentgov/verifier\`). Not for agent-bound credentials.`,
     input: ExportQuery,
     output: ExportBundle,
-    errors: ["VALIDATION_ERROR"],
+    errors: ["VALIDATION_ERROR", "CHAIN_INCONSISTENT"],
     handler: (input, actor) => Checkpoints.use((c) => c.exportBundle(actor, input)),
   }),
   defineOperation({
@@ -130,7 +132,7 @@ export const eventOperations = [
     tag,
     summary: "Get an event",
     description: "With `proof=true`, also its inclusion proof against the newest checkpoint that covers it.",
-    errors: ["EVENT_NOT_FOUND"],
+    errors: ["EVENT_NOT_FOUND", "CHAIN_INCONSISTENT"],
     input: EventGetQuery,
     output: EventWithProof,
     handler: (input, actor) =>

@@ -22,7 +22,15 @@ const guardDescription =
   "(`AGENT_SUSPENDED`, `AGENT_DEREGISTERED`). With `approvalId`, an approved approval bound to the same agent, " +
   "action and context lets exactly one call through. Records `policy.evaluated`, and `policy.denied` / " +
   "`policy.violated` when they apply; `eventId` is the `policy.evaluated` event. Under an `Idempotency-Key` " +
-  "a retry answers the first decision again and records nothing (the SDK sends one with every call)."
+  "a retry answers the first decision again and records nothing (the SDK sends one with every call). A call whose " +
+  "policies could cost more than a fraction of a millisecond to evaluate waits its turn behind other workspaces' " +
+  "(one such evaluation per event-loop turn, workspaces in turn); past 64 waiting in a workspace it is a 429 " +
+  "`RATE_LIMITED` with `Retry-After`, nothing evaluated or recorded."
+
+const invalidNote =
+  "A stored policy whose document no longer validates (a stricter check after an upgrade, an edited row) carries " +
+  "`invalid` (its first issue): the guard then denies every action of the agents it targets, `CONDITION_ERROR`, " +
+  "until it is updated or deleted; in `monitor` mode it only reports."
 
 const guard = <const N extends string>(name: N, path: string, summary: string) =>
   defineOperation({
@@ -72,7 +80,7 @@ export const policyOperations = [
     scope: "policies:read",
     tag,
     summary: "List policies",
-    description: "Newest first.",
+    description: `Newest first. ${invalidNote}`,
     paginated: true,
     input: Schema.Struct({ ...pageFields, enabled: Schema.optionalKey(Schema.Boolean) }),
     output: PageOf(Policy),
@@ -85,6 +93,7 @@ export const policyOperations = [
     scope: "policies:read",
     tag,
     summary: "Get a policy",
+    description: invalidNote,
     errors: ["POLICY_NOT_FOUND"],
     input: Schema.Struct(idField),
     output: Policy,

@@ -33,7 +33,7 @@ export const webhookOperations = [
     scope: "webhooks:write",
     tag,
     summary: "Register a webhook",
-    description: `The workspace's events matching \`events\` (exact names, \`prefix.*\`, \`*\`; \`enforcement.issued\` is \`enforcement.created\`) are delivered to \`url\`, retried per \`retryPolicy\`; when every attempt for an event fails, or the endpoint answers 410 Gone, the webhook is disabled. The signing secret (generated when omitted) is returned once, in \`secret\`. URLs whose host resolves to a private, loopback, link-local or metadata address are refused (422, \`url\`) unless the operator allows them. At most ${MAX_WEBHOOKS_PER_WORKSPACE} webhooks per workspace (409 \`WEBHOOK_LIMIT_REACHED\`). ${SIGNING}`,
+    description: `The workspace's events matching \`events\` (exact names, \`prefix.*\`, \`*\`; \`enforcement.issued\` is \`enforcement.created\`) are delivered to \`url\`, retried per \`retryPolicy\`; when every attempt for an event fails, or the endpoint answers 410 Gone, the webhook is disabled. The signing secret (generated when omitted) is returned once, in \`secret\`. URLs whose host resolves to a private, loopback, link-local or metadata address are refused (422, \`url\`) unless the operator's allowlist names them, in every environment. An attempt records the status code only: never the answer's body or headers, and one message for every failed connection. At most ${MAX_WEBHOOKS_PER_WORKSPACE} webhooks per workspace (409 \`WEBHOOK_LIMIT_REACHED\`). ${SIGNING}`,
     successStatus: 201,
     errors: ["WEBHOOK_LIMIT_REACHED"],
     input: CreateWebhook,

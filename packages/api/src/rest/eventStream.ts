@@ -1,7 +1,16 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { type Actor, compileFilters, EventFeed, matchesFilters } from "@agentgov/domain"
+import {
+  type Actor,
+  type CredentialEnd,
+  CredentialWatch,
+  compileFilters,
+  EventFeed,
+  matchesFilters,
+  StreamSlots,
+} from "@agentgov/domain"
+import { Effect } from "effect"
 import { ApiError } from "../ApiError.ts"
-import type { Executor, Result, Runtime } from "../Executor.ts"
+import { bearerOf, type Executor, type Result, type Runtime } from "../Executor.ts"
 import { findUnstorable, sendError } from "./http.ts"
 
 export interface EventStreamOptions {
@@ -11,11 +20,26 @@ export interface EventStreamOptions {
   readonly maxBufferedBytes?: number
 }
 
+/** Retry-After on a refused stream: a hint, as a slot frees only when one of the credential's streams closes. */
+const STREAM_RETRY_AFTER_S = 10
+
+/** What a stream says before it ends because its credential stopped. */
+const endMessages: Record<CredentialEnd, string> = {
+  revoked: "the credential's API key was revoked",
+  expired: "the credential has expired",
+  gone: "the credential's API key no longer exists",
+  unverifiable: "the credential could not be checked again; reconnect",
+}
+
 /**
  * GET /events/stream (D9): server-sent events, `id:` the event id and `data:`
  * `{"type","payload"}`. `Last-Event-ID` (header, or `lastEventId` query)
  * resumes after that event with no gap and no duplicate; filters `types`
  * (exact, `prefix.*`, `*`) and `agentId`; a comment heartbeat every 10 s.
+ * The credential is held to the rule of every request for as long as the
+ * stream lasts (CredentialWatch): once it is revoked or expires, the stream
+ * sends `event: error` with the 401 envelope and ends. Open streams are
+ * limited per key and per workspace (StreamSlots): beyond, 429 RATE_LIMITED.
  */
 export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, options: EventStreamOptions = {}) => {
   const heartbeatMs = options.heartbeatMs ?? 10_000
@@ -85,7 +109,9 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     }
     const agentId = actor.agentId ?? requestedAgent
 
-    const feed = await runtime.runPromise(EventFeed.useSync((f) => f))
+    const { feed, watcher, slots } = await runtime.runPromise(
+      Effect.all({ feed: EventFeed, watcher: CredentialWatch, slots: StreamSlots }),
+    )
     const lastEventId =
       (req.headers["last-event-id"] as string | undefined) ?? url.searchParams.get("lastEventId") ?? undefined
     let afterSequence: number | undefined
@@ -101,6 +127,22 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
           requestId,
         )
       }
+    }
+
+    const slot = await runtime.runPromise(slots.acquire(actor))
+    if (!slot.ok) {
+      const owner = slot.per === "workspace" ? `this workspace (plan ${slot.plan})` : "this API key"
+      return sendError(
+        res,
+        new ApiError(
+          429,
+          "RATE_LIMITED",
+          `${owner} already has ${slot.limit} open event streams, its limit; close one first`,
+          undefined,
+          { "retry-after": String(STREAM_RETRY_AFTER_S) },
+        ),
+        requestId,
+      )
     }
 
     res.writeHead(200, {
@@ -119,7 +161,11 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       closed = true
       open.delete(close)
       clearInterval(heartbeat)
+      credential.stop()
+      slot.release()
       unsubscribe?.()
+      held.length = 0
+      heldBytes = 0
       res.end()
     }
     open.add(close)
@@ -132,6 +178,22 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
         res.destroy()
       }
     }
+    // Events that arrive while the credential is being checked again wait for its verdict.
+    const held: Array<string> = []
+    let heldBytes = 0
+    const credential = watcher.watch(actor, bearerOf(req.headers.authorization) ?? "", {
+      onEnd: (reason) => {
+        held.length = 0
+        heldBytes = 0
+        const error = { code: "UNAUTHORIZED", message: endMessages[reason] }
+        write(`event: error\ndata: ${JSON.stringify({ ok: false, error })}\n\n`)
+        close()
+      },
+      onConfirmed: () => {
+        heldBytes = 0
+        for (const chunk of held.splice(0)) write(chunk)
+      },
+    })
     const heartbeat = setInterval(() => write(": heartbeat\n\n"), heartbeatMs)
     req.on("close", close)
 
@@ -140,7 +202,17 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       afterSequence,
       accept: (e) =>
         (filters === undefined || matchesFilters(filters, e.type)) && (agentId === undefined || e.agentId === agentId),
-      onEvent: (e) => write(`id: ${e.id}\ndata: ${JSON.stringify({ type: e.type, payload: e })}\n\n`),
+      onEvent: (e) => {
+        const chunk = `id: ${e.id}\ndata: ${JSON.stringify({ type: e.type, payload: e })}\n\n`
+        if (!credential.checking()) return write(chunk)
+        held.push(chunk)
+        heldBytes += chunk.length
+        // As for a client that does not read: bounded, and it resumes with Last-Event-ID.
+        if (heldBytes > maxBuffered) {
+          close()
+          res.destroy()
+        }
+      },
       onError: () => close(),
     })
     if (closed) unsubscribe()

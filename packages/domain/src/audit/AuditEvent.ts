@@ -5,7 +5,8 @@ export const Actor = Schema.Struct({
   id: Schema.NullOr(Schema.String),
 }).annotate({
   identifier: "EventActor",
-  description: "Who caused the event. Not covered by the chain hash (D8 fixes the hashed fields).",
+  description:
+    "Who caused the event. Not covered by the chain hash (D8 fixes the hashed fields); covered by the event's Merkle leaf (see `attributedFrom`).",
 })
 
 /** An event of the audit trail as the API returns it; its hash can be recomputed from these fields. */
@@ -16,7 +17,7 @@ export const AuditEvent = Schema.Struct({
   workspaceId: Schema.String,
   agentId: Schema.NullOr(Schema.String),
   occurredAt: Schema.NullOr(Schema.String).annotate({
-    description: "the client's own time of an ingested event; not part of the hash",
+    description: "the client's own time of an ingested event; not part of the chain hash, covered by the Merkle leaf",
   }),
   actor: Actor,
   data: Schema.Record(Schema.String, Schema.Unknown),

@@ -16,6 +16,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { transactional } from "../shared/transaction.ts"
+import { ChainAlarm } from "./ChainAlarm.ts"
 import { EventRepo } from "./EventRepo.ts"
 import { MerkleStore, type RangeHasher } from "./MerkleStore.ts"
 
@@ -28,6 +29,19 @@ export class CheckpointNotFound extends Schema.TaggedError<CheckpointNotFound>()
   /** The request's parameter that named the size (`treeSize`, or `toSize` of a consistency proof). */
   field: Schema.optional(Schema.String),
 }) {}
+
+/**
+ * The chain as stored no longer matches a checkpoint already signed (it is shorter, or its root at that size
+ * differs): nothing is signed over it and no proof is made against it. Recorded and raised (`ChainAlarm`).
+ */
+export class ChainInconsistent extends Schema.TaggedError<ChainInconsistent>()("ChainInconsistent", {
+  treeSize: Schema.Number,
+  firstBadSequence: Schema.Number,
+  reason: Schema.String,
+}) {}
+
+/** How far back a broken root is traced through older checkpoints to name the first sequence it may be. */
+const MAX_CHECKPOINTS_TRACED = 200
 
 interface CheckpointRow {
   readonly workspace_id: string
@@ -90,24 +104,30 @@ export class Checkpoints extends Context.Service<
   Checkpoints,
   {
     /** The checkpoint of the current chain head, signed now if the head moved since the last one. */
-    readonly latest: (actor: Actor) => Effect.Effect<Checkpoint>
+    readonly latest: (actor: Actor) => Effect.Effect<Checkpoint, ChainInconsistent>
     /** The audit path of event `sequence` in the tree of a checkpoint (the latest covering it by default). */
     readonly inclusion: (
       actor: Actor,
       sequence: number,
       treeSize?: number,
-    ) => Effect.Effect<InclusionProof & { readonly checkpoint: Checkpoint }, CheckpointNotFound | InvalidInput>
+    ) => Effect.Effect<
+      InclusionProof & { readonly attributedFrom: number; readonly checkpoint: Checkpoint },
+      CheckpointNotFound | InvalidInput | ChainInconsistent
+    >
     /** Proof that the tree of `fromSize` leaves is a prefix of a checkpoint's tree (the latest by default). */
     readonly consistency: (
       actor: Actor,
       fromSize: number,
       toSize?: number,
-    ) => Effect.Effect<ConsistencyProof & { readonly checkpoint: Checkpoint }, CheckpointNotFound | InvalidInput>
+    ) => Effect.Effect<
+      ConsistencyProof & { readonly checkpoint: Checkpoint },
+      CheckpointNotFound | InvalidInput | ChainInconsistent
+    >
     /** Events `from..to` with a checkpoint covering them, their inclusion proofs and the JWKS. */
     readonly exportBundle: (
       actor: Actor,
       q: { readonly fromSequence?: number; readonly toSequence?: number; readonly sinceTreeSize?: number },
-    ) => Effect.Effect<Bundle, CheckpointNotFound | InvalidInput | PermissionDenied>
+    ) => Effect.Effect<Bundle, CheckpointNotFound | InvalidInput | PermissionDenied | ChainInconsistent>
   }
 >()("@agentgov/domain/audit/Checkpoints") {
   static readonly layer = Layer.effect(
@@ -117,6 +137,7 @@ export class Checkpoints extends Context.Service<
       const merkle = yield* MerkleStore
       const keys = yield* SigningKeys
       const events = yield* EventRepo
+      const alarm = yield* ChainAlarm
       const inTransaction = transactional(sql)
 
       const find = (workspaceId: string, treeSize: number, field = "treeSize") =>
@@ -148,14 +169,102 @@ export class Checkpoints extends Context.Service<
           return { fromSize, fromRoot, toSize, path } satisfies ConsistencyProof
         })
 
+      /**
+       * Why the chain as stored does not match checkpoint `c`, or undefined when it does: every event it signed
+       * is there and the root over them is its root. The root is taken through the stored subtrees, which were
+       * made from the events when they were signed; only `EventService.verify` rehashes every event.
+       */
+      const conflictWith = (workspaceId: string, c: { readonly treeSize: number; readonly rootHash: string }) =>
+        Effect.gen(function* () {
+          const n = c.treeSize
+          if (n === 0) return undefined
+          const length = (yield* events.head(workspaceId))?.sequence ?? 0
+          if (length < n)
+            return {
+              treeSize: n,
+              firstBadSequence: length + 1,
+              reason: `the chain has ${length} events, but checkpoint ${n} signed events 1..${n}`,
+            }
+          // The rows the root is hashed from beyond the stored subtrees (a missing one would stop the hashing).
+          const from = n - (n % 256)
+          const [gap] = yield* sql<{ missing: number | null }>`SELECT min(s)::int8 AS missing
+              FROM generate_series(${from + 1}::int8, ${n}::int8) s
+              WHERE NOT EXISTS (SELECT 1 FROM events WHERE workspace_id = ${workspaceId} AND sequence = s)`.pipe(
+            Effect.orDie,
+          )
+          if (gap?.missing != null)
+            return {
+              treeSize: n,
+              firstBadSequence: gap.missing,
+              reason: `event ${gap.missing} is missing, but checkpoint ${n} signed events 1..${n}`,
+            }
+          const hasher = merkle.hasher(workspaceId)
+          if ((yield* hasher.hash(0, n)) === c.rootHash) return undefined
+          // The first sequence it may be: after the newest older checkpoint whose root still matches.
+          const older = yield* sql<{ tree_size: number; root_hash: string }>`SELECT tree_size, root_hash
+              FROM checkpoints WHERE workspace_id = ${workspaceId} AND tree_size < ${n} AND tree_size > 0
+              ORDER BY tree_size DESC LIMIT ${MAX_CHECKPOINTS_TRACED}`.pipe(Effect.orDie)
+          let good = 0
+          for (const o of older) {
+            const root = yield* Effect.exit(hasher.hash(0, o.tree_size))
+            if (root._tag === "Success" && root.value === o.root_hash) {
+              good = o.tree_size
+              break
+            }
+          }
+          return {
+            treeSize: n,
+            firstBadSequence: good + 1,
+            reason: `the Merkle root of events 1..${n} is not the one signed in checkpoint ${n}: an event in ${good + 1}..${n} was replaced, or changed outside its chain hash (id, agentId, actor or occurredAt)`,
+          }
+        })
+
+      /** Records and raises a conflict with a signed checkpoint, and fails with it. */
+      const refuse = (actor: Actor, conflict: { treeSize: number; firstBadSequence: number; reason: string }) =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          yield* alarm.record(actor, "checkpoint", {
+            valid: false,
+            checked: conflict.firstBadSequence - 1,
+            firstBadSequence: conflict.firstBadSequence,
+            reason: conflict.reason,
+            verifiedAt: new Date(now).toISOString(),
+          })
+          return yield* new ChainInconsistent(conflict)
+        })
+
+      /**
+       * A checkpoint a proof is to be made against, once the chain is known to still match it: a proof against
+       * one it does not could not be made, or would not verify.
+       */
+      const checked = (actor: Actor, checkpoint: Checkpoint) =>
+        Effect.gen(function* () {
+          const conflict = yield* conflictWith(actor.workspaceId, checkpoint)
+          return conflict === undefined ? checkpoint : yield* refuse(actor, conflict)
+        })
+
       const latest = (actor: Actor) =>
+        Effect.gen(function* () {
+          const signed = yield* sign(actor)
+          return signed.conflict !== undefined ? yield* refuse(actor, signed.conflict) : signed.checkpoint
+        })
+
+      /**
+       * Signs the chain head unless the last checkpoint covers it. A new tree must extend the last signed
+       * one (its size and root), which in turn extended the one before: otherwise nothing is signed.
+       */
+      const sign = (actor: Actor) =>
         inTransaction(
           Effect.gen(function* () {
             const workspaceId = actor.workspaceId
             yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
             const last = yield* newest(workspaceId)
             const head = (yield* events.head(workspaceId)) ?? { sequence: 0, hash: GENESIS_HASH }
-            if (last && last.tree_size >= head.sequence) return toCheckpoint(last)
+            if (last) {
+              const conflict = yield* conflictWith(workspaceId, toCheckpoint(last))
+              if (conflict !== undefined) return { conflict }
+              if (last.tree_size >= head.sequence) return { checkpoint: toCheckpoint(last) }
+            }
             yield* merkle.extend(workspaceId, head.sequence)
             const rootHash = head.sequence === 0 ? EMPTY_ROOT : yield* merkle.hasher(workspaceId).hash(0, head.sequence)
             const key = yield* keys.current
@@ -174,7 +283,7 @@ export class Checkpoints extends Context.Service<
             yield* sql`INSERT INTO checkpoints (workspace_id, tree_size, root_hash, head_hash, signed_at, kid, signature)
                 VALUES (${workspaceId}, ${checkpoint.treeSize}, ${checkpoint.rootHash}, ${checkpoint.headHash},
                         ${checkpoint.timestamp}::timestamptz, ${checkpoint.kid}, ${checkpoint.signature})`
-            return checkpoint
+            return { checkpoint }
           }),
         )
 
@@ -191,11 +300,13 @@ export class Checkpoints extends Context.Service<
           if (treeSize !== undefined) {
             // An inverted range is the caller's mistake whatever checkpoints exist.
             if (atLeast > treeSize) return yield* new InvalidInput({ field, message: `must not exceed ${sizeField}` })
-            checkpoint = yield* find(actor.workspaceId, treeSize, sizeField)
+            checkpoint = yield* checked(actor, yield* find(actor.workspaceId, treeSize, sizeField))
           } else {
             // The newest signed checkpoint when it covers the event; a new one only when none does.
             const last = yield* newest(actor.workspaceId)
-            checkpoint = last && last.tree_size >= atLeast ? toCheckpoint(last) : yield* latest(actor)
+            // (latest() checks the chain against it too.)
+            checkpoint =
+              last && last.tree_size >= atLeast ? yield* checked(actor, toCheckpoint(last)) : yield* latest(actor)
           }
           if (atLeast > checkpoint.treeSize)
             return yield* new InvalidInput({
@@ -215,7 +326,7 @@ export class Checkpoints extends Context.Service<
       ) {
         const checkpoint = yield* target(actor, treeSize, sequence, "sequence")
         const proof = yield* inclusionProof(merkle.hasher(actor.workspaceId), sequence, checkpoint.treeSize)
-        return { ...proof, checkpoint }
+        return { ...proof, attributedFrom: yield* events.attributedFrom(actor.workspaceId), checkpoint }
       })
 
       const consistency = Effect.fn("Checkpoints.consistency")(function* (
@@ -257,6 +368,7 @@ export class Checkpoints extends Context.Service<
         const bundle: Bundle = {
           format: BUNDLE_FORMAT,
           workspaceId: actor.workspaceId,
+          attributedFrom: yield* events.attributedFrom(actor.workspaceId),
           exportedAt: new Date(now).toISOString(),
           events: rows,
           checkpoint,

@@ -63,7 +63,8 @@ export const Checkpoint = Schema.Struct({
   workspaceId: Schema.String,
   treeSize: Schema.Int.annotate({ description: "events in the tree: sequences 1..treeSize" }),
   rootHash: Hash.annotate({
-    description: "RFC 6962 Merkle tree hash; leaf i = SHA-256(0x00 ‖ bytes of event i+1's hash)",
+    description:
+      "RFC 6962 Merkle tree hash over the events' leaves: for a sequence ≥ attributedFrom, SHA-256(0x00 ‖ UTF-8 JCS({actor: {id, type}, agentId, hash, id, occurredAt})); before it, SHA-256(0x00 ‖ bytes of the event's hash)",
   }),
   headHash: Hash.annotate({ description: "the chain hash of event treeSize" }),
   timestamp: Timestamp,
@@ -81,7 +82,17 @@ export const InclusionProof = Schema.Struct({
   path: Schema.Array(Hash).annotate({ description: "audit path, leaf to root (RFC 9162 §2.1.3)" }),
 }).annotate({ identifier: "InclusionProof" })
 
-export const InclusionProofResult = Schema.Struct({ ...InclusionProof.fields, checkpoint: Checkpoint }).annotate({
+/** The first sequence whose Merkle leaf covers the event's attribution (1 unless the workspace predates it). */
+const AttributedFrom = Schema.Int.annotate({
+  description:
+    "events from this sequence on have leaves that cover id, agentId, actor and occurredAt besides the chain hash; earlier ones (signed before attribution was covered) have the chain hash alone",
+})
+
+export const InclusionProofResult = Schema.Struct({
+  ...InclusionProof.fields,
+  attributedFrom: AttributedFrom,
+  checkpoint: Checkpoint,
+}).annotate({
   identifier: "InclusionProofResult",
 })
 
@@ -112,8 +123,9 @@ export const ExportQuery = Schema.Struct({
 })
 
 export const ExportBundle = Schema.Struct({
-  format: Schema.Literal("agentgov.audit-bundle/v1"),
+  format: Schema.Literal("agentgov.audit-bundle/v2"),
   workspaceId: Schema.String,
+  attributedFrom: AttributedFrom,
   exportedAt: Timestamp,
   events: Schema.Array(AuditEvent),
   checkpoint: Checkpoint,

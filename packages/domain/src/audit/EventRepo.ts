@@ -1,3 +1,4 @@
+import { eventLeaf } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { AuditEvent } from "./AuditEvent.ts"
@@ -22,9 +23,40 @@ export interface EventRow {
  * `data` is the stored JSON text, unparsed; `ts` the timestamp as hashed (ISO 8601 in UTC with milliseconds, as
  * `Date#toISOString` writes it), formatted by PostgreSQL: no Date is parsed and printed again per event.
  */
-export type ChainRow = Pick<EventRow, "sequence" | "type" | "prev_hash" | "hash"> & {
-  readonly data: string
-  readonly ts: string
+export type ChainRow = Pick<EventRow, "sequence" | "type" | "prev_hash"> &
+  LeafRow & {
+    readonly data: string
+    readonly ts: string
+  }
+
+/** What an event's Merkle leaf covers (`eventLeaf`), `occurred_at` as text in the form the API returns. */
+export type LeafRow = Pick<EventRow, "sequence" | "hash" | "id" | "agent_id" | "actor_type" | "actor_id"> & {
+  readonly occurred_at: string | null
+}
+
+/** The select list of a `LeafRow`: timestamps formatted by PostgreSQL as `Date#toISOString` writes them. */
+export const leafColumns = (sql: SqlClient.SqlClient) =>
+  sql`sequence, hash, id, agent_id, actor_type, actor_id,
+    to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at`
+
+/** The leaf hash of a stored event in a workspace whose leaves cover attribution from `attributedFrom` on. */
+export const leafOfRow = (r: LeafRow, attributedFrom: number): string =>
+  eventLeaf(
+    {
+      sequence: r.sequence,
+      hash: r.hash,
+      id: r.id,
+      agentId: r.agent_id,
+      actor: { type: r.actor_type, id: r.actor_id },
+      occurredAt: r.occurred_at,
+    },
+    attributedFrom,
+  )
+
+/** A signed checkpoint's size and root, as verification compares them with the chain. */
+export interface SignedRoot {
+  readonly tree_size: number
+  readonly root_hash: string
 }
 
 export const toEvent = (r: EventRow): AuditEvent => ({
@@ -76,6 +108,12 @@ export class EventRepo extends Context.Service<
       afterSequence: number,
       limit: number,
     ) => Effect.Effect<ReadonlyArray<ChainRow>>
+    /** Signed checkpoints of sizes `after + 1 .. upto`, smallest first. */
+    readonly signedRoots: (workspaceId: string, after: number, upto: number) => Effect.Effect<ReadonlyArray<SignedRoot>>
+    /** The largest tree size ever signed (0 when none). */
+    readonly largestSigned: (workspaceId: string) => Effect.Effect<number>
+    /** The first sequence whose Merkle leaf covers attribution (see `eventLeaf`; 1 for a new workspace). */
+    readonly attributedFrom: (workspaceId: string) => Effect.Effect<number>
     /** The highest sequence stored (0 when none), whatever the chain head says. */
     readonly lastSequence: (workspaceId: string) => Effect.Effect<number>
     /** Events `from..to` by sequence, oldest first. */
@@ -121,11 +159,26 @@ export class EventRepo extends Context.Service<
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
               ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
         chainBatch: (workspaceId, afterSequence, limit) =>
-          sql<ChainRow>`SELECT sequence, type, data::text AS data,
-                to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts, prev_hash, hash FROM events
+          sql<ChainRow>`SELECT ${leafColumns(sql)}, type, data::text AS data,
+                to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts, prev_hash FROM events
               WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
                 AND sequence <= ${afterSequence + limit}
               ORDER BY sequence`.pipe(Effect.orDie),
+        signedRoots: (workspaceId, after, upto) =>
+          sql<SignedRoot>`SELECT tree_size, root_hash FROM checkpoints WHERE workspace_id = ${workspaceId}
+              AND tree_size > ${after} AND tree_size <= ${upto} ORDER BY tree_size`.pipe(Effect.orDie),
+        largestSigned: (workspaceId) =>
+          sql<{ size: number | null }>`SELECT max(tree_size)::int8 AS size FROM checkpoints
+              WHERE workspace_id = ${workspaceId}`.pipe(
+            Effect.map((rows) => rows[0]?.size ?? 0),
+            Effect.orDie,
+          ),
+        attributedFrom: (workspaceId) =>
+          sql<{ attributed_from: number }>`SELECT attributed_from FROM chain_heads
+              WHERE workspace_id = ${workspaceId}`.pipe(
+            Effect.map((rows) => rows[0]?.attributed_from ?? 1),
+            Effect.orDie,
+          ),
         lastSequence: (workspaceId) =>
           sql<{
             last: number | null

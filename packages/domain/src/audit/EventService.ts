@@ -1,16 +1,15 @@
-import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
+import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
 import { Clock, Context, Effect, Fiber, Layer } from "effect"
-import * as SqlClient from "effect/sql/SqlClient"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { type IdempotencyKeyReused, type IdempotencyRequest, Replayed } from "../idempotency/Idempotency.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
-import { newId } from "../shared/ids.ts"
 import { type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import { ChainAlarm } from "./ChainAlarm.ts"
 import {
   type EventQueryInput,
   type IngestEvent,
@@ -20,7 +19,7 @@ import {
 } from "./Event.ts"
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
-import { EventRepo } from "./EventRepo.ts"
+import { EventRepo, leafOfRow } from "./EventRepo.ts"
 import { INGESTED_EVENT_TYPE, isSystemEvent, systemNamespaceOf } from "./eventCatalog.ts"
 import { compileFilters } from "./eventFilters.ts"
 
@@ -55,17 +54,20 @@ export class EventService extends Context.Service<
       q: EventQueryInput,
     ) => Effect.Effect<Page<AuditEvent>, InvalidCursor | PermissionDenied | InvalidInput>
     readonly get: (actor: Actor, id: string) => Effect.Effect<AuditEvent, EventNotFound>
-    /** Recomputes the workspace's chain from its first event and records the result. */
+    /**
+     * Recomputes the workspace's chain from its first event, and its Merkle root at every signed checkpoint's
+     * size, and records the result; a broken chain is raised (`ChainAlarm`).
+     */
     readonly verify: (actor: Actor, trigger: "api" | "scheduled") => Effect.Effect<Verification>
   }
 >()("@agentgov/domain/audit/EventService") {
   static readonly layer = Layer.effect(
     EventService,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
       const repo = yield* EventRepo
       const appender = yield* EventAppender
       const agents = yield* AgentRepo
+      const alarm = yield* ChainAlarm
 
       const ingest = Effect.fn("EventService.ingest")(function* (
         actor: Actor,
@@ -181,13 +183,25 @@ export class EventService extends Context.Service<
         let failure: { sequence: number; reason: string } | undefined
         // Every stored row is read, up to the highest sequence (rows past the head are caught too).
         const last = Math.max(head?.sequence ?? 0, yield* repo.lastSequence(workspaceId))
+        // Every checkpoint signed a root over the leaves of its first events: the chain must still have it.
+        const signed = yield* repo.largestSigned(workspaceId)
+        const attributedFrom = yield* repo.attributedFrom(workspaceId)
+        const tree = new TreeBuilder()
+        /** The largest signed size whose root the chain still has. */
+        let matched = 0
+        const page = (after: number) =>
+          Effect.all([
+            repo.chainBatch(workspaceId, after, VERIFY_BATCH),
+            repo.signedRoots(workspaceId, after, after + VERIFY_BATCH),
+          ])
         // The next page is read while this one is hashed.
         let from = 0
-        let next = yield* Effect.forkChild(repo.chainBatch(workspaceId, from, VERIFY_BATCH))
+        let next = yield* Effect.forkChild(page(from))
         while (failure === undefined && from < last) {
-          const rows = yield* Fiber.join(next)
+          const [rows, roots] = yield* Fiber.join(next)
           from += VERIFY_BATCH
-          if (from < last) next = yield* Effect.forkChild(repo.chainBatch(workspaceId, from, VERIFY_BATCH))
+          if (from < last) next = yield* Effect.forkChild(page(from))
+          let r0 = 0
           for (const r of rows) {
             if (r.sequence !== expected) {
               failure = { sequence: expected, reason: `event ${expected} is missing (found ${r.sequence} next)` }
@@ -207,6 +221,19 @@ export class EventService extends Context.Service<
             }
             prevHash = hash
             expected += 1
+            tree.push(leafOfRow(r, attributedFrom))
+            const root = roots[r0]
+            if (root !== undefined && root.tree_size === r.sequence) {
+              r0 += 1
+              if (tree.root() !== root.root_hash) {
+                failure = {
+                  sequence: matched + 1,
+                  reason: `the Merkle root of events 1..${r.sequence} is not the one signed in checkpoint ${r.sequence}: an event in ${matched + 1}..${r.sequence} was replaced, or changed outside its chain hash (id, agentId, actor or occurredAt)`,
+                }
+                break
+              }
+              matched = r.sequence
+            }
           }
         }
         const checked = expected - 1
@@ -219,13 +246,16 @@ export class EventService extends Context.Service<
                 }
               : { sequence: head.sequence, reason: "the chain head does not match the last event" }
         }
+        if (failure === undefined && signed > checked)
+          failure = {
+            sequence: checked + 1,
+            reason: `event ${checked + 1} is missing: checkpoint ${signed} signed events 1..${signed}, and the chain ends at ${checked}`,
+          }
         const verifiedAt = new Date(yield* Clock.currentTimeMillis).toISOString()
         const result: Verification = failure
           ? { valid: false, checked, firstBadSequence: failure.sequence, reason: failure.reason, verifiedAt }
           : { valid: true, checked, verifiedAt }
-        yield* sql`INSERT INTO chain_verifications (id, workspace_id, trigger, valid, checked, first_bad_sequence, reason, verified_at)
-            VALUES (${newId("rpt")}, ${workspaceId}, ${trigger}, ${result.valid}, ${checked}, ${failure?.sequence ?? null},
-              ${failure?.reason ?? null}, ${verifiedAt}::timestamptz)`.pipe(Effect.orDie)
+        yield* alarm.record(actor, trigger, result)
         return result
       })
 

@@ -1,6 +1,7 @@
-import { eventLeaf, hashRange, nodeHash } from "@agentgov/verifier"
+import { hashRange, nodeHash } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { type LeafRow, leafColumns, leafOfRow } from "./EventRepo.ts"
 
 /** Subtrees of 2^8 leaves and larger are stored; smaller ones are hashed from the events when needed. */
 const STORED_LEVEL = 8
@@ -19,8 +20,8 @@ export interface RangeHasher {
 }
 
 /**
- * The RFC 6962 Merkle tree over a workspace's events (leaf i = the chain hash
- * of event i + 1). Perfect aligned subtrees of 256 leaves and up are stored
+ * The RFC 6962 Merkle tree over a workspace's events (leaf i = `eventLeaf` of
+ * event i + 1: its chain hash and attribution). Perfect aligned subtrees of 256 leaves and up are stored
  * in `merkle_nodes` as the tree grows (by the checkpointer, off the hot
  * path); any range hash then takes O(log n) stored nodes plus at most a block
  * of leaves per range.
@@ -40,11 +41,13 @@ export class MerkleStore extends Context.Service<
 
       const leaves = (workspaceId: string, start: number, end: number) =>
         Effect.gen(function* () {
-          const rows = yield* sql<{ sequence: number; hash: string }>`SELECT sequence, hash FROM events
+          const rows = yield* sql<LeafRow & { attributed_from: number }>`SELECT ${leafColumns(sql)},
+                (SELECT attributed_from FROM chain_heads WHERE workspace_id = ${workspaceId}) AS attributed_from
+              FROM events
               WHERE workspace_id = ${workspaceId} AND sequence > ${start} AND sequence <= ${end} ORDER BY sequence`
           if (rows.length !== end - start || rows.some((r, i) => r.sequence !== start + i + 1))
             return yield* Effect.die(new Error(`events ${start + 1}..${end} of ${workspaceId} are not all present`))
-          return rows.map((r) => eventLeaf(r.hash))
+          return rows.map((r) => leafOfRow(r, r.attributed_from))
         }).pipe(Effect.orDie)
 
       const node = (workspaceId: string, level: number, idx: number) =>

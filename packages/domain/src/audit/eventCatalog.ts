@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import type { RevokeReason } from "../apikeys/ApiKeyRepo.ts"
 import { isTimestamp } from "../shared/schemas.ts"
+import { RetryPolicy, UPDATABLE_WEBHOOK_FIELDS } from "../webhooks/Webhook.ts"
 import { Environment, GuardDefault, Plan } from "../workspaces/Workspace.ts"
 
 /**
@@ -102,6 +103,14 @@ const EVENT_REVOKE_REASONS = [
   "agent_deregistered",
   "agent_revoked",
 ] as const satisfies ReadonlyArray<RevokeReason>
+
+/** Webhooks (D9): never the secret, and of the URL only its origin. */
+const WebhookId = Schema.String.annotate({ description: "the webhook's id (`whk_…`)" })
+const WebhookOrigin = Schema.String.annotate({
+  description:
+    "the scheme, host and port of the webhook's URL; its path and query are left out, as they often carry the receiver's own credentials",
+})
+const WebhookFilters = Schema.Array(Schema.String).annotate({ description: "the event filters, as registered" })
 
 // ---------------------------------------------------------------------------------------------
 
@@ -477,6 +486,85 @@ export const SYSTEM_EVENTS = {
       overlapSeconds: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
         description: "how long the old key keeps working; 0 revoked it at once",
       }),
+    }),
+  },
+  "webhook.created": {
+    description: "webhook registered",
+    emittedBy: "POST /webhooks",
+    data: Schema.Struct({
+      webhookId: WebhookId,
+      origin: WebhookOrigin,
+      events: WebhookFilters,
+      retryPolicy: RetryPolicy,
+      enabled: Schema.Boolean,
+    }),
+  },
+  "webhook.updated": {
+    description: "webhook changed (its URL, filters, description, retry policy, or enabled by hand)",
+    emittedBy: "PATCH /webhooks/:id",
+    data: Schema.Struct({
+      webhookId: WebhookId,
+      changes: Schema.Array(Schema.Literals(UPDATABLE_WEBHOOK_FIELDS)).annotate({
+        description: "the fields that changed; each also appears with its new value (`url` as `origin`)",
+      }),
+      origin: Schema.optionalKey(WebhookOrigin),
+      events: Schema.optionalKey(WebhookFilters),
+      description: Schema.optionalKey(Schema.NullOr(Schema.String)),
+      retryPolicy: Schema.optionalKey(RetryPolicy),
+      enabled: Schema.optionalKey(Schema.Boolean),
+    }),
+  },
+  "webhook.secret.rotated": {
+    description: "webhook signing secret replaced (the secret itself is never recorded)",
+    emittedBy: "POST /webhooks/:id/rotate",
+    data: Schema.Struct({
+      webhookId: WebhookId,
+      overlapSeconds: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "how long deliveries are signed with the old secret too; 0 dropped it at once",
+      }),
+    }),
+  },
+  "webhook.deleted": {
+    description: "webhook deleted, with its delivery history",
+    emittedBy: "DELETE /webhooks/:id",
+    data: Schema.Struct({ webhookId: WebhookId, origin: WebhookOrigin }),
+  },
+  "webhook.redelivered": {
+    description: "failed deliveries of a webhook queued again",
+    emittedBy: "POST /webhooks/:id/redeliver (when it queues any)",
+    data: Schema.Struct({
+      webhookId: WebhookId,
+      queued: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)).annotate({
+        description: "how many deliveries were queued again",
+      }),
+    }),
+  },
+  "webhook.disabled": {
+    description:
+      "webhook disabled by the delivery engine: a delivery's every attempt failed, or the endpoint answered 410",
+    emittedBy: "the webhook worker",
+    data: Schema.Struct({
+      webhookId: WebhookId,
+      reason: Schema.Literals(["all_attempts_failed", "endpoint_gone"]),
+      deliveryId: Schema.String.annotate({ description: "the delivery whose failure disabled it (`dlv_…`)" }),
+      eventId: Schema.String.annotate({ description: "that delivery's event (`evt_…`)" }),
+    }),
+  },
+  "chain.invalid": {
+    description:
+      "the workspace's audit chain failed verification or conflicts with a checkpoint already signed; no checkpoint is signed over it",
+    emittedBy:
+      "POST /events/verify, the 6-hourly verification, the checkpointer (once, when the chain was not already known broken)",
+    data: Schema.Struct({
+      trigger: Schema.Literals(["api", "scheduled", "checkpoint"]).annotate({ description: "what found it" }),
+      checked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "events that verified before the break",
+      }),
+      firstBadSequence: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)).annotate({
+        description:
+          "the first sequence that does not verify (or the first of the range a signed root no longer matches)",
+      }),
+      reason: Schema.String,
     }),
   },
 } satisfies Record<string, EventDefinition>

@@ -57,6 +57,15 @@ const parseSegment = (segment: string): Record<string, unknown> | undefined => {
   }
 }
 
+/**
+ * When a token verified before stops (its `exp`, in ms), for a connection that holds it past its
+ * verification; undefined if it has no readable `exp`.
+ */
+export const tokenExpiresAtMs = (token: string): number | undefined => {
+  const exp = parseSegment(token.split(".")[1] ?? "")?.exp
+  return typeof exp === "number" ? exp * 1000 : undefined
+}
+
 /** Verified tokens are remembered by their SHA-256, never as themselves (one-shot: no Hash object per call). */
 const cacheKeyOf = (token: string) => hash("sha256", token, "base64url")
 

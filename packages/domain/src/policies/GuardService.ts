@@ -21,11 +21,20 @@ import { Counters } from "../ratelimits/Counters.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { type AgentFacts, type CompiledPolicySet, type Decision, type DecisionKind, evaluate } from "./engine/index.ts"
+import {
+  type AgentFacts,
+  type CompiledPolicySet,
+  type Decision,
+  type DecisionKind,
+  evaluate,
+  evaluationCostSpent,
+} from "./engine/index.ts"
 import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
+import { GuardBusy } from "./PolicyErrors.ts"
 import { PolicySets, type WorkspaceGuardState } from "./PolicySets.ts"
+import { HEAVY_FOR_MS, SLOW_LANE_COST, SlowLane } from "./SlowLane.ts"
 
-export type GuardError = AgentNotFound | PermissionDenied | InvalidInput | IdempotencyKeyReused
+export type GuardError = AgentNotFound | PermissionDenied | InvalidInput | IdempotencyKeyReused | GuardBusy
 
 const THROTTLE_TTL_MS = 5_000
 /** Where the agents trigger announces a change (payload: the agent id). */
@@ -369,8 +378,18 @@ export class GuardService extends Context.Service<
           { discard: true },
         )
 
+      // Costly evaluations wait their turn, one per event-loop turn, workspaces in turn (SlowLane.ts).
+      const lane = new SlowLane()
+      /** Workspaces whose evaluations cost more than SLOW_LANE_COST lately (a large request), until when. */
+      const heavy = new Map<string, number>()
+      /** Whether this call waits in the slow lane: its action's rules could cost more, or its workspace's calls did. */
+      const costly = (workspaceId: string, set: CompiledPolicySet, action: string, now: number) =>
+        (set.worstCost().cost > SLOW_LANE_COST && set.costOf(action) > SLOW_LANE_COST) ||
+        (heavy.size > 0 && (heavy.get(workspaceId) ?? 0) > now)
+
       /** The rules' decision, or the throttle's deny when the agent is over its enforced rate. */
       const decide = (
+        workspaceId: string,
         agentId: string,
         input: GuardRequestInput,
         context: Record<string, unknown>,
@@ -378,14 +397,41 @@ export class GuardService extends Context.Service<
         state: WorkspaceGuardState,
         throttle: number | undefined,
         now: number,
-      ): Decision =>
-        throttle !== undefined && rate.hit(`throttle:${agentId}`, 60_000, throttle, now).exceeded
-          ? throttledDecision(agentId, throttle)
-          : evaluate(
-              state.set,
-              { action: input.action, context, agent: facts },
-              { now, guardDefault: state.guardDefault, rate },
-            )
+      ): Decision => {
+        if (throttle !== undefined && rate.hit(`throttle:${agentId}`, 60_000, throttle, now).exceeded)
+          return throttledDecision(agentId, throttle)
+        const decided = evaluate(
+          state.set,
+          { action: input.action, context, agent: facts },
+          { now, guardDefault: state.guardDefault, rate },
+        )
+        if (evaluationCostSpent() > SLOW_LANE_COST) {
+          if (heavy.size >= 100_000) heavy.clear()
+          heavy.set(workspaceId, now + HEAVY_FOR_MS)
+        }
+        return decided
+      }
+
+      /**
+       * `decide` in the slow lane, at its turn: the clock (time windows, rate conditions, the throttle) is read
+       * then, so a call is counted when it is decided, as inline. A full lane refuses the call before anything
+       * is counted or recorded; a call abandoned while waiting leaves the queue.
+       */
+      const decideLater = (workspaceId: string, decision: (now: number) => Decision) =>
+        Effect.callback<Decision, GuardBusy>((resume) => {
+          const cancel = lane.offer(workspaceId, () => {
+            try {
+              resume(Effect.succeed(decision(Date.now())))
+            } catch (e) {
+              resume(Effect.die(e))
+            }
+          })
+          if (cancel === undefined) {
+            resume(Effect.fail(new GuardBusy({ waiting: lane.waiting(workspaceId), retryAfterSeconds: 1 })))
+            return
+          }
+          return Effect.sync(cancel)
+        })
 
       /** The decision's events, appended in the group commit (or in the caller's transaction, there). */
       const record = (actor: Actor, agentId: string, action: string, verdict: Verdict, key?: IdempotencyRequest) =>
@@ -512,7 +558,12 @@ export class GuardService extends Context.Service<
           facts.status = "active"
         const now = Date.now()
         const throttle = facts.status === "active" ? yield* throttleOf(actor.workspaceId, agentId, now) : undefined
-        const decided = decide(agentId, input, context, facts, state, throttle, now)
+        const decided =
+          facts.status === "active" && costly(actor.workspaceId, state.set, input.action, now)
+            ? yield* decideLater(actor.workspaceId, (at) =>
+                decide(actor.workspaceId, agentId, input, context, facts, state, throttle, at),
+              )
+            : decide(actor.workspaceId, agentId, input, context, facts, state, throttle, now)
         return yield* conclude(actor, input, agentId, context, state.set, decided, idempotency)
       })
 
@@ -534,8 +585,10 @@ export class GuardService extends Context.Service<
         const state = sets.peek(actor.workspaceId)
         const throttle = heldThrottle(agentId, now)
         if (state === undefined || throttle === undefined) return undefined
+        // A costly call waits in the slow lane, which the Effect path handles.
+        if (costly(actor.workspaceId, state.set, input.action, now)) return undefined
         const context = input.context ?? {}
-        const decided = decide(agentId, input, context, factsOf(agent), state, throttle.limit, now)
+        const decided = decide(actor.workspaceId, agentId, input, context, factsOf(agent), state, throttle.limit, now)
         if (decided.decision === "require_approval" || enforcesOnDeny(state.set, decided))
           return runExit(conclude(actor, input, agentId, context, state.set, decided, idempotency))
         const verdict = verdictOf(decided)

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { Id, Timestamp } from "../shared/schemas.ts"
-import { PolicyDocumentShape, PolicyRule } from "./engine/index.ts"
+import { PolicyDocumentShape, PolicyIssueSchema, PolicyRule } from "./engine/index.ts"
 
 const { name, description, mode, target } = PolicyDocumentShape.fields
 
@@ -15,6 +15,14 @@ export const Policy = Schema.Struct({
   mode: Schema.toType(mode),
   target: Schema.optionalKey(Schema.toType(target)),
   rules: Schema.Array(Schema.toType(PolicyRule)),
+  invalid: Schema.optionalKey(
+    PolicyIssueSchema.annotate({
+      description:
+        "Present when the stored document no longer validates (a stricter check after an upgrade, an edited row): its " +
+        "first issue. Until the policy is updated or deleted, the guard denies every action of the agents it targets " +
+        "(every agent when its target does not validate either) with `CONDITION_ERROR`; in `monitor` mode it only reports.",
+    }),
+  ),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 }).annotate({ identifier: "Policy" })

@@ -11,7 +11,14 @@ import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../sh
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { decodePolicyDocument, type PolicyDocument, type PolicyInvalid } from "./engine/index.ts"
+import {
+  budgetIssues,
+  decodePolicyDocument,
+  type PolicyDocument,
+  type PolicyInvalid,
+  policyInvalid,
+  validatePolicyDocument,
+} from "./engine/index.ts"
 import type { Policy, UpdatePolicy } from "./Policy.ts"
 import { PolicyNameTaken, PolicyNotFound } from "./PolicyErrors.ts"
 import { PolicyRepo } from "./PolicyRepo.ts"
@@ -22,8 +29,14 @@ export interface PolicyListFilter extends PageRequest {
 }
 
 const documentOf = (p: Policy): Record<string, unknown> => {
-  const { id: _id, workspaceId: _ws, version: _v, createdAt: _c, updatedAt: _u, ...document } = p
+  const { id: _id, workspaceId: _ws, version: _v, createdAt: _c, updatedAt: _u, invalid: _i, ...document } = p
   return document
+}
+
+/** A stored policy as it is read: with its first issue when its document no longer validates (the guard's stand-in). */
+const shown = (p: Policy): Policy => {
+  const validation = validatePolicyDocument(documentOf(p))
+  return validation.ok ? p : { ...p, invalid: validation.issues[0] ?? { field: "", issue: "does not validate" } }
 }
 
 const nameTaken =
@@ -82,6 +95,16 @@ export class PolicyService extends Context.Service<
           ? Effect.fail(new PermissionDenied({ message: "agent-bound credentials cannot change policies" }))
           : Effect.void
 
+      /** The workspace's set with this document in it must fit one evaluation's budget (decision D6, issue 24). */
+      const affordable = (workspaceId: string, id: string, version: number, document: PolicyDocument) =>
+        Effect.flatMap(repo.all(workspaceId), (stored) => {
+          const issues = budgetIssues(
+            stored.map((p) => ({ id: p.id, version: p.version, document: p.document })),
+            { id, version, document },
+          )
+          return issues.length === 0 ? Effect.void : Effect.fail(policyInvalid(issues))
+        })
+
       const found = (actor: Actor, id: string, lock = false) =>
         Effect.flatMap(repo.find(actor.workspaceId, id, lock), (p) =>
           p ? Effect.succeed(p) : Effect.fail(new PolicyNotFound({ policyId: id })),
@@ -99,6 +122,7 @@ export class PolicyService extends Context.Service<
           createdAt: now,
           updatedAt: now,
         }
+        yield* affordable(actor.workspaceId, policy.id, policy.version, document)
         return yield* change(
           actor.workspaceId,
           Effect.gen(function* () {
@@ -112,11 +136,11 @@ export class PolicyService extends Context.Service<
       const list = Effect.fn("PolicyService.list")(function* (actor: Actor, filter: PolicyListFilter) {
         const { limit, before } = yield* pageWindow(filter, idCursor("pol"))
         const rows = yield* repo.list(actor.workspaceId, { before, limit: limit + 1, enabled: filter.enabled })
-        return toPage(rows, limit)
+        return toPage(rows.map(shown), limit)
       })
 
       const get = Effect.fn("PolicyService.get")(function* (actor: Actor, id: string) {
-        return yield* found(actor, id)
+        return shown(yield* found(actor, id))
       })
 
       const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, patch: UpdatePolicy) {
@@ -138,6 +162,7 @@ export class PolicyService extends Context.Service<
               .filter((k) => canonicalize(before[k] ?? null) !== canonicalize(after[k] ?? null))
               .sort()
             if (changes.length === 0) return current
+            yield* affordable(actor.workspaceId, current.id, current.version + 1, document)
             const now = yield* nowIso
             const policy: Policy = {
               id: current.id,

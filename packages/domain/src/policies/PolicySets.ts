@@ -61,6 +61,28 @@ export class PolicySets extends Context.Service<
         (stop) => Effect.promise(() => stop()),
       )
 
+      /** Policy versions whose invalid document was logged: once each, not at every load. */
+      const reported = new Set<string>()
+      const reportInvalid = (workspaceId: string, set: CompiledPolicySet) =>
+        Effect.forEach(
+          set.policies,
+          (p) => {
+            const key = `${p.id}\u0000${p.version}`
+            if (p.invalid === undefined || reported.has(key)) return Effect.void
+            if (reported.size >= MAX_WORKSPACES) reported.clear()
+            reported.add(key)
+            return Effect.logWarning("a stored policy no longer validates; the guard denies within its target", {
+              workspaceId,
+              policyId: p.id,
+              version: p.version,
+              mode: p.mode,
+              field: p.invalid.field,
+              issue: p.invalid.issue,
+            })
+          },
+          { discard: true },
+        )
+
       const load = (workspaceId: string) =>
         Effect.gen(function* () {
           const generation = generations.get(workspaceId) ?? 0
@@ -72,6 +94,7 @@ export class PolicySets extends Context.Service<
             set: compilePolicies(policies.map((p) => ({ id: p.id, version: p.version, document: p.document }))),
             guardDefault: workspace?.guardDefault ?? "allow",
           }
+          yield* reportInvalid(workspaceId, state.set)
           if ((generations.get(workspaceId) ?? 0) === generation && epoch === startedIn) {
             if (sets.size >= MAX_WORKSPACES) sets.delete(sets.keys().next().value!)
             sets.set(workspaceId, { state, at: Date.now() })

@@ -71,6 +71,7 @@ interface Lease {
   /** Hit since the last tick; ticks without a hit. */
   touched: boolean
   idleTicks: number
+  /** A take with a reserve is under way (a refill, or the take of a request that found the reserve empty). */
   refilling: boolean
 }
 
@@ -143,21 +144,38 @@ export class LeasedHits {
     if (lease.tokens > 0 && lease.index !== index) this.#giveBack(lease)
     const want = Math.max(1, Math.min(this.#maxLease, 2 * lease.lastHits))
     if (lease.tokens > 0) {
-      lease.tokens--
+      const result = this.#spend(lease)
       if (lease.tokens * 2 < want && !lease.refilling && !this.#closed) this.#refill(lease, nowMs, want)
-      return { admitted: true, counts: this.#countsOf(lease) }
+      return result
     }
-    return this.#send(group, { kind: "take", limits, nowMs, windowMs, want }).then(
+    // One take with a reserve per signature at a time. Requests that find the reserve empty while it is under
+    // way ask for themselves only: each taking its own reserve would hold an eighth of what is left per request
+    // of the turn, until the window is all reserve and they are refused with room to spare.
+    const reserving = !lease.refilling && !this.#closed
+    if (reserving) lease.refilling = true
+    return this.#send(group, { kind: "take", limits, nowMs, windowMs, want: reserving ? want : 1 }).then(
       (reply) => {
-        if (reply.granted === 0) return { admitted: false, counts: reply.counts }
+        if (reserving) lease.refilling = false
+        if (reply.granted === 0) {
+          // Redis counts the reserve that a take of this signature answered meanwhile brought in: spend it, so
+          // that a refusal only ever comes when this signature holds no reserve (and its counts hold none).
+          if (lease.tokens > 0 && lease.index === index) return this.#spend(lease)
+          return { admitted: false, counts: reply.counts }
+        }
         this.#add(lease, index, reply.granted - 1, reply.counts)
         return { admitted: true, counts: this.#countsOf(lease) }
       },
       (cause) => {
+        if (reserving) lease.refilling = false
         this.#onError(cause)
         return this.#fallback(group, limits, nowMs, windowMs)
       },
     )
+  }
+
+  #spend(lease: Lease): HitResult {
+    lease.tokens--
+    return { admitted: true, counts: this.#countsOf(lease) }
   }
 
   /** Hands back every reserve and waits for the store calls under way. */

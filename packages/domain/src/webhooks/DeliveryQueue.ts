@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto"
 import { Database } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { AuditLog } from "../audit/AuditLog.ts"
+import { systemActor } from "../auth/Actor.ts"
 import { MasterKey } from "../keys/SigningKeys.ts"
 import { unseal } from "../keys/sealed.ts"
 import { leaseMs, type Schedule, scaledSchedule } from "./schedules.ts"
@@ -27,6 +29,7 @@ export interface ClaimedDelivery {
   readonly roundAttempt: number
   readonly retryPolicy: RetryPolicy
   readonly url: string
+  /** The workspace's: the worker records `webhook.disabled` as its system actor. */
   readonly environment: "live" | "test"
   /** Sealed secrets: the current one, and the previous one while a rotation's overlap lasts. */
   readonly secret: string
@@ -94,7 +97,7 @@ export class DeliveryQueue extends Context.Service<
     readonly claim: (limit: number) => Effect.Effect<ReadonlyArray<ClaimedDelivery>>
     /** Signs and sends one attempt; never fails (a failure is an outcome). */
     readonly attempt: (delivery: ClaimedDelivery) => Promise<AttemptResult>
-    /** Records results in one transaction; disables webhooks whose results say so. */
+    /** Records results in one transaction; disables webhooks whose results say so, each with its `webhook.disabled`. */
     readonly record: (results: ReadonlyArray<AttemptResult>) => Effect.Effect<void>
     /** Milliseconds until the next pending delivery is due (≤ 0: due now); undefined when none is pending. */
     readonly untilNextDue: Effect.Effect<number | undefined>
@@ -115,6 +118,7 @@ export class DeliveryQueue extends Context.Service<
       const { key: master } = yield* MasterKey
       const settings = yield* WebhookSettings
       const client = yield* WebhookClient
+      const audit = yield* AuditLog
       const scale = settings.timeScale
       const schedules = {
         exponential: scaledSchedule("exponential", scale),
@@ -204,7 +208,6 @@ export class DeliveryQueue extends Context.Service<
         )
         const outcome = await client.send({
           url: d.url,
-          environment: d.environment,
           headers,
           body,
           timeoutMs: schedule.timeoutMs,
@@ -252,6 +255,12 @@ export class DeliveryQueue extends Context.Service<
                     WHERE workspace_id = ${d.workspaceId}`
                 yield* sql`UPDATE webhook_deliveries SET status = 'paused', updated_at = now()
                     WHERE webhook_id = ${d.webhookId} AND status = 'pending'`
+                yield* audit.append(systemActor(d.workspaceId, d.environment, new Set()), [
+                  {
+                    type: "webhook.disabled",
+                    data: { webhookId: d.webhookId, reason: d.reason, deliveryId: d.id, eventId: d.eventId },
+                  },
+                ])
               }
             }
             yield* sql`WITH r AS (

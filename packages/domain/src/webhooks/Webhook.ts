@@ -16,7 +16,7 @@ export type DisabledReason = typeof DisabledReason.Type
 
 export const WebhookUrl = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(2048)).annotate({
   description:
-    "absolute http(s) URL without credentials, at most 2048 characters. Hosts that resolve to private, loopback, link-local or metadata addresses are refused unless the operator allows them",
+    "absolute http(s) URL without credentials, at most 2048 characters. Hosts that resolve to private, loopback, link-local or metadata addresses are refused unless the operator's allowlist (AGENTGOV_WEBHOOK_ALLOWLIST) names them, in every environment",
 })
 
 export const EventFilter = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
@@ -57,7 +57,12 @@ export const WebhookDelivery = Schema.Struct({
     Timestamp.annotate({ description: "when the next attempt was scheduled; only on a failed attempt to be retried" }),
   ),
   attemptedAt: Timestamp,
-  error: Schema.optionalKey(Schema.String.annotate({ description: "why the attempt failed" })),
+  error: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "why the attempt failed: `HTTP <status>` (never the answer's body or headers), `connection failed or no answer within <n> ms` (whichever way the connection failed), a refusal of the target, or a DNS failure",
+    }),
+  ),
 }).annotate({ identifier: "WebhookDelivery" })
 export type WebhookDelivery = typeof WebhookDelivery.Type
 
@@ -103,6 +108,9 @@ export const CreateWebhook = Schema.Struct({
   enabled: Schema.optionalKey(Schema.Boolean.annotate({ description: "default true" })),
 }).annotate({ identifier: "CreateWebhook" })
 export type CreateWebhook = typeof CreateWebhook.Type
+
+/** What a PATCH can change, in the order `webhook.updated` lists them. */
+export const UPDATABLE_WEBHOOK_FIELDS = ["url", "events", "description", "retryPolicy", "enabled"] as const
 
 export const UpdateWebhook = Schema.Struct({
   url: Schema.optionalKey(WebhookUrl),

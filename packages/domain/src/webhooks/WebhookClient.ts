@@ -8,8 +8,6 @@ import { WebhookSettings } from "./WebhookSettings.ts"
 /** One POST of a delivery. */
 export interface DeliveryRequest {
   readonly url: string
-  /** The workspace's environment: `test` workspaces may target loopback. */
-  readonly environment: "live" | "test"
   /** The signature headers (`signatureHeaders`). */
   readonly headers: Readonly<Record<string, string>>
   readonly body: string
@@ -26,6 +24,10 @@ export interface AttemptOutcome {
   readonly startedAt: number
   /** Whole ms from start to the end of the answer (or the failure). */
   readonly responseTimeMs: number
+  /**
+   * Why it failed, in words that tell nothing the endpoint said beyond its status: never the
+   * body, a header, or which connection error it was (see `send`).
+   */
   readonly error?: string | undefined
 }
 
@@ -33,9 +35,11 @@ export const USER_AGENT = "agentgov-webhooks/1.0"
 
 /** Bytes of an answer read (and discarded) to keep the connection reusable; a longer answer is cut off. */
 const MAX_ANSWER_BYTES = 64 * 1024
-const ERROR_SNIPPET = 200
 
 class Timeout extends Error {}
+
+/** The one report of an attempt that got no answer, whether the connection was refused, reset or timed out. */
+export const connectionFailed = (timeoutMs: number) => `connection failed or no answer within ${timeoutMs} ms`
 
 /** Connects to the addresses that were checked, whatever DNS answers now. */
 const pinnedLookup =
@@ -53,19 +57,17 @@ const pinnedLookup =
     }
   }
 
-/** The text with control characters (which PostgreSQL text or a log line should not carry) as spaces. */
-const printable = (text: string) =>
-  [...text]
-    .map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c))
-    .join("")
-    .replace(/ +/g, " ")
-    .trim()
-
 /**
  * Sends webhook deliveries: resolves the host, refuses addresses the target
  * policy forbids, connects to the checked address (no second DNS lookup),
  * does not follow redirects, and enforces the time-out over the whole
  * exchange, DNS included. Keep-alive connections are pooled per host.
+ *
+ * What an attempt reports is the status code and nothing else the endpoint
+ * sent (no body excerpt, no `Location`), and one message for every way a
+ * connection can fail (refused, reset, timed out): the history and the test
+ * result are read by the workspace, and an allowlisted internal endpoint must
+ * not become a port scanner or a reader of the operator's services.
  */
 export class WebhookClient extends Context.Service<
   WebhookClient,
@@ -94,7 +96,7 @@ export class WebhookClient extends Context.Service<
         request: DeliveryRequest,
         signal: AbortSignal,
       ) =>
-        new Promise<{ statusCode: number; snippet: string; location?: string | undefined }>((resolve, reject) => {
+        new Promise<number>((resolve, reject) => {
           const body = Buffer.from(request.body, "utf8")
           const https = url.protocol === "https:"
           const req = (https ? httpsRequest : httpRequest)(url, {
@@ -112,18 +114,11 @@ export class WebhookClient extends Context.Service<
           req.on("error", reject)
           req.on("response", (res: IncomingMessage) => {
             let read = 0
-            let snippet = ""
             res.on("data", (chunk: Buffer) => {
-              if (snippet.length < ERROR_SNIPPET) snippet += chunk.toString("utf8", 0, ERROR_SNIPPET - snippet.length)
               read += chunk.length
               if (read > MAX_ANSWER_BYTES) res.destroy()
             })
-            const done = () =>
-              resolve({
-                statusCode: res.statusCode ?? 0,
-                snippet,
-                location: typeof res.headers.location === "string" ? res.headers.location : undefined,
-              })
+            const done = () => resolve(res.statusCode ?? 0)
             res.on("end", done)
             res.on("close", done)
             res.on("error", () => done())
@@ -151,25 +146,15 @@ export class WebhookClient extends Context.Service<
         try {
           const syntax = checkUrlSyntax(request.url)
           if ("issue" in syntax) return finish({ success: false, error: `refused: ${syntax.issue}` })
-          const target = await Promise.race([
-            resolveTarget(settings.targets, request.environment, syntax.url, settings.resolver),
-            timedOut,
-          ])
+          const target = await Promise.race([resolveTarget(settings.targets, syntax.url, settings.resolver), timedOut])
           if (!target.ok)
             return finish({ success: false, error: target.unresolved ? target.issue : `refused: ${target.issue}` })
-          const answer = await Promise.race([exchange(syntax.url, target.pinned, request, aborter.signal), timedOut])
-          const code = answer.statusCode
+          const code = await Promise.race([exchange(syntax.url, target.pinned, request, aborter.signal), timedOut])
           if (code >= 200 && code < 300) return finish({ success: true, statusCode: code })
-          const detail =
-            code >= 300 && code < 400
-              ? `redirect${answer.location ? ` to ${printable(answer.location).slice(0, ERROR_SNIPPET)}` : ""} not followed`
-              : printable(answer.snippet)
-          return finish({ success: false, statusCode: code, error: `HTTP ${code}${detail ? `: ${detail}` : ""}` })
-        } catch (e) {
-          if (e instanceof Timeout || aborter.signal.aborted)
-            return finish({ success: false, error: `no answer within ${request.timeoutMs} ms` })
-          const err = e as NodeJS.ErrnoException
-          return finish({ success: false, error: `connection failed: ${err.code ?? printable(err.message)}` })
+          const redirect = code >= 300 && code < 400 ? ": redirect not followed" : ""
+          return finish({ success: false, statusCode: code, error: `HTTP ${code}${redirect}` })
+        } catch {
+          return finish({ success: false, error: connectionFailed(request.timeoutMs) })
         } finally {
           clearTimeout(timer)
         }

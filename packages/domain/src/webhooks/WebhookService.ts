@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { AuditLog } from "../audit/AuditLog.ts"
 import { compileFilters } from "../audit/eventFilters.ts"
 import type { Actor } from "../auth/Actor.ts"
 import {
@@ -31,6 +32,7 @@ import {
   type RedeliverResult,
   type RotateWebhookSecret,
   type TestResult,
+  UPDATABLE_WEBHOOK_FIELDS,
   type UpdateWebhook,
   type Webhook,
   type WebhookWithSecret,
@@ -57,6 +59,8 @@ export interface WebhookGetOptions {
 
 const generateSecret = () => `whsec_${randomBytes(24).toString("base64url")}`
 const hintOf = (secret: string) => `…${secret.slice(-4)}`
+/** What the audit trail records of a URL: its path and query often carry the receiver's own credentials. */
+const originOf = (url: string) => new URL(url).origin
 
 /**
  * Webhooks (D9): endpoints that receive the workspace's events, signed with
@@ -110,6 +114,7 @@ export class WebhookService extends Context.Service<
       const { key: master } = yield* MasterKey
       const settings = yield* WebhookSettings
       const client = yield* WebhookClient
+      const audit = yield* AuditLog
       const tx = transactional(sql)
 
       const present = (w: StoredWebhook, stats: Webhook["stats"]): Webhook => ({
@@ -131,12 +136,12 @@ export class WebhookService extends Context.Service<
         Effect.map(repo.stats(ws.map((w) => w.id)), (stats) => ws.map((w) => present(w, stats.get(w.id)!)))
 
       /** The URL's syntax, then its host's addresses against the target policy (unresolvable hosts pass). */
-      const checkTarget = (actor: Actor, raw: string) =>
+      const checkTarget = (raw: string) =>
         Effect.gen(function* () {
           const syntax = checkUrlSyntax(raw)
           if ("issue" in syntax) return yield* new InvalidInput({ field: "url", message: syntax.issue })
           const judged = yield* Effect.promise(() =>
-            resolveTarget(settings.targets, actor.environment, syntax.url, settings.resolver),
+            resolveTarget(settings.targets, syntax.url, settings.resolver),
           ).pipe(Effect.timeoutOption(REGISTRATION_DNS_MS))
           if (judged._tag === "Some" && !judged.value.ok && judged.value.unresolved !== true)
             return yield* new InvalidInput({ field: "url", message: judged.value.issue })
@@ -172,7 +177,7 @@ export class WebhookService extends Context.Service<
       ) {
         yield* requireStorable(input)
         const { events, compiled } = yield* filtersOf(input.events)
-        const url = yield* checkTarget(actor, input.url)
+        const url = yield* checkTarget(input.url)
         const secret = input.secret ?? generateSecret()
         const now = yield* nowIso
         const id = newId("whk")
@@ -207,6 +212,18 @@ export class WebhookService extends Context.Service<
               })
             yield* repo.insert(stored)
             yield* repo.syncHead(actor.workspaceId)
+            yield* audit.append(actor, [
+              {
+                type: "webhook.created",
+                data: {
+                  webhookId: id,
+                  origin: originOf(url),
+                  events,
+                  retryPolicy: stored.retryPolicy,
+                  enabled,
+                },
+              },
+            ])
             const result: WebhookWithSecret = {
               ...present(stored, { total: 0, successful: 0, failed: 0, successRate: 0 }),
               secret,
@@ -237,7 +254,7 @@ export class WebhookService extends Context.Service<
       const update = Effect.fn("WebhookService.update")(function* (actor: Actor, id: string, patch: UpdateWebhook) {
         yield* requireStorable(patch)
         const filters = patch.events === undefined ? undefined : yield* filtersOf(patch.events)
-        const url = patch.url === undefined ? undefined : yield* checkTarget(actor, patch.url)
+        const url = patch.url === undefined ? undefined : yield* checkTarget(patch.url)
         const updated = yield* tx(
           Effect.gen(function* () {
             yield* repo.lockHead(actor.workspaceId)
@@ -255,14 +272,21 @@ export class WebhookService extends Context.Service<
               disabledAt: enabled ? null : current.enabled ? now : current.disabledAt,
               updatedAt: now,
             }
-            const changed = JSON.stringify({ ...next, updatedAt: 0 }) !== JSON.stringify({ ...current, updatedAt: 0 })
-            if (!changed) return current
+            const changes = UPDATABLE_WEBHOOK_FIELDS.filter(
+              (f) => JSON.stringify(next[f]) !== JSON.stringify(current[f]),
+            )
+            if (changes.length === 0) return current
             yield* repo.update(next)
             if (enabled !== current.enabled) {
               yield* repo.syncHead(actor.workspaceId)
               if (enabled) yield* repo.resumeDeliveries(actor.workspaceId, id)
               else yield* repo.pauseDeliveries(id)
             }
+            const data: Record<string, unknown> = { webhookId: id, changes }
+            for (const f of changes)
+              if (f === "url") data.origin = originOf(next.url)
+              else data[f] = next[f]
+            yield* audit.append(actor, [{ type: "webhook.updated", data }])
             return next
           }),
         )
@@ -277,6 +301,9 @@ export class WebhookService extends Context.Service<
             const [webhook] = yield* withStats([current])
             yield* repo.remove(actor.workspaceId, id)
             yield* repo.syncHead(actor.workspaceId)
+            yield* audit.append(actor, [
+              { type: "webhook.deleted", data: { webhookId: id, origin: originOf(current.url) } },
+            ])
             return webhook!
           }),
         )
@@ -292,6 +319,8 @@ export class WebhookService extends Context.Service<
         const overlap = input.overlapSeconds ?? DEFAULT_SECRET_OVERLAP_SECONDS
         const updated = yield* tx(
           Effect.gen(function* () {
+            // The lock order of every webhook change (the event's append takes the head): head, then the row.
+            yield* repo.lockHead(actor.workspaceId)
             const current = yield* load(actor, id, true)
             const now = yield* Clock.currentTimeMillis
             const next: StoredWebhook = {
@@ -304,6 +333,9 @@ export class WebhookService extends Context.Service<
               updatedAt: new Date(now).toISOString(),
             }
             yield* repo.update(next)
+            yield* audit.append(actor, [
+              { type: "webhook.secret.rotated", data: { webhookId: id, overlapSeconds: overlap } },
+            ])
             return next
           }),
         )
@@ -348,7 +380,6 @@ export class WebhookService extends Context.Service<
         const outcome = yield* Effect.promise(() =>
           client.send({
             url: w.url,
-            environment: actor.environment,
             headers,
             body,
             timeoutMs: scaledSchedule(w.retryPolicy, settings.timeScale).timeoutMs,
@@ -387,6 +418,8 @@ export class WebhookService extends Context.Service<
         const ids = input.deliveryIds === undefined ? undefined : [...new Set(input.deliveryIds)]
         return yield* tx(
           Effect.gen(function* () {
+            // The event's append takes the head: first, as in every webhook change.
+            yield* repo.lockHead(actor.workspaceId)
             const w = yield* load(actor, id, true)
             if (!w.enabled)
               return yield* new StateConflict({
@@ -411,6 +444,10 @@ export class WebhookService extends Context.Service<
               until: input.until,
               limit: MAX_REDELIVER,
             })
+            if (queued.length > 0)
+              yield* audit.append(actor, [
+                { type: "webhook.redelivered", data: { webhookId: w.id, queued: queued.length } },
+              ])
             const result: RedeliverResult = {
               queued: queued.map((d) => ({
                 id: d.id,

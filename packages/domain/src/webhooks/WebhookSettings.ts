@@ -17,7 +17,7 @@ export interface WebhookSettingsShape {
 export const WebhookSettings = Context.Reference<WebhookSettingsShape>("@agentgov/domain/webhooks/WebhookSettings", {
   defaultValue: () => ({
     timeScale: 1,
-    targets: { allowLoopback: false, allowlist: EMPTY_ALLOWLIST },
+    targets: { allowlist: EMPTY_ALLOWLIST },
     resolver: systemResolver,
   }),
 })

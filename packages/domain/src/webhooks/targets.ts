@@ -2,15 +2,15 @@ import { lookup } from "node:dns/promises"
 import { BlockList, isIP } from "node:net"
 
 /**
- * Where webhooks may point (SSRF protection). Public addresses always; loopback
- * where `allowLoopback` says (the embedded default) or for `test` workspaces;
- * anything the operator's allowlist names. Everything else — private,
- * loopback, link-local, CGNAT, unique-local, documentation, multicast,
- * IPv4-mapped or NAT64 forms of those, cloud metadata addresses — is refused,
- * at registration and again at each delivery after DNS resolution.
+ * Where webhooks may point (SSRF protection). Public addresses always, and
+ * what the operator's allowlist names. Everything else — loopback, private,
+ * link-local, CGNAT, unique-local, documentation, multicast, IPv4-mapped or
+ * NAT64 forms of those, cloud metadata addresses — is refused, at
+ * registration and again at each delivery after DNS resolution, whatever the
+ * workspace's environment or the store: only the operator decides which of
+ * their own services a workspace's webhooks may reach.
  */
 export interface TargetPolicy {
-  readonly allowLoopback: boolean
   readonly allowlist: Allowlist
 }
 
@@ -163,7 +163,6 @@ export const checkUrlSyntax = (raw: string): { readonly url: URL } | { readonly 
 /** Judges every address a host resolved to; one refused address refuses the host. */
 export const judgeAddresses = (
   policy: TargetPolicy,
-  environment: "live" | "test",
   host: string,
   addresses: ReadonlyArray<ResolvedAddress>,
 ): { readonly ok: true } | { readonly ok: false; readonly issue: string } => {
@@ -172,11 +171,11 @@ export const judgeAddresses = (
     if (policy.allowlist.addresses.check(address, family === 4 ? "ipv4" : "ipv6")) continue
     const kind = classifyAddress(address)
     if (kind === "public") continue
-    if (kind === "loopback" && (policy.allowLoopback || environment === "test")) continue
-    const what = address === host ? `${address} is` : `${host} resolves to ${address}, which is`
+    // A name's addresses are not told: that would answer questions about the operator's internal DNS.
+    const what = address === host ? `${address} is` : `${host} resolves to`
     return {
       ok: false,
-      issue: `${what} a ${kind === "loopback" ? "loopback" : "private or reserved"} address; webhooks must target public addresses unless the operator allows this one`,
+      issue: `${what} ${kind === "loopback" ? "a loopback" : "a private or reserved"} address; webhooks must target public addresses unless the operator's allowlist names this one`,
     }
   }
   return { ok: true }
@@ -190,7 +189,6 @@ export const judgeAddresses = (
  */
 export const resolveTarget = async (
   policy: TargetPolicy,
-  environment: "live" | "test",
   url: URL,
   resolver: Resolver,
 ): Promise<
@@ -213,6 +211,6 @@ export const resolveTarget = async (
     }
     if (addresses.length === 0) return { ok: false, issue: `${host} did not resolve`, unresolved: true }
   }
-  const judged = judgeAddresses(policy, environment, host, addresses)
+  const judged = judgeAddresses(policy, host, addresses)
   return judged.ok ? { ok: true, pinned: addresses } : judged
 }

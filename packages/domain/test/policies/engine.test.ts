@@ -102,6 +102,41 @@ describe("a stored document that no longer validates", () => {
     }
   })
 
+  const allowAll = { name: "open", rules: [{ id: "all", effect: "allow", actions: ["*"] }] }
+
+  it("denies only within its own target when the target still validates", () => {
+    const set = compilePolicies([
+      { id: "pol_ok", version: 1, document: allowAll as never },
+      { id: "pol_bad", version: 2, document: { ...broken, target: { agentIds: ["agt_x"] } } as never },
+    ])
+    const other = run(set, { action: "files.read", agent: { id: "agt_y" } })
+    expect(other.decision).toBe("allow")
+    expect(matchedOf(other)).toEqual(["pol_ok/all/enforce"])
+    const targeted = run(set, { action: "anything.else", agent: { id: "agt_x" } })
+    expect(targeted.decision).toBe("deny")
+    expect(targeted.reasons[0]!.message).toContain("every action of the agents it targets is denied")
+    expect(set.policies.find((p) => p.id === "pol_bad")!.invalid?.field).toBe("rules[0].when.field")
+  })
+
+  it("denies every agent when its target does not validate either", () => {
+    const set = compilePolicies([
+      { id: "pol_ok", version: 1, document: allowAll as never },
+      { id: "pol_bad", version: 1, document: { ...broken, target: { agentIds: "agt_x" } } as never },
+    ])
+    expect(run(set, { action: "files.read", agent: { id: "agt_y" } }).decision).toBe("deny")
+  })
+
+  it("in monitor mode only reports, never changing the decision", () => {
+    const set = compilePolicies([
+      { id: "pol_ok", version: 1, document: allowAll as never },
+      { id: "pol_bad", version: 1, document: { ...broken, mode: "monitor" } as never },
+    ])
+    const d = run(set, { action: "files.read" })
+    expect(d.decision).toBe("allow")
+    expect(matchedOf(d)).toEqual(["pol_ok/all/enforce", "pol_bad/(invalid)/monitor"])
+    expect(codesOf(d)).toEqual(["POLICY_ALLOWED", "POLICY_MONITORED"])
+  })
+
   it("is left out when it still says it is disabled", () => {
     const set = compilePolicies([
       { id: "pol_ok", version: 1, document: valid as never },

@@ -1,8 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
+import { type AddressInfo, createServer as createNetServer } from "node:net"
 import { Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { parseAllowlist, type Resolver, WebhookClient, WebhookSettings } from "../../src/index.ts"
+import { connectionFailed, parseAllowlist, type Resolver, WebhookClient, WebhookSettings } from "../../src/index.ts"
 
 /** The sender against a real receiver on loopback, with DNS answered by the test. */
 
@@ -27,24 +27,24 @@ const resolver: Resolver = async () => {
   return next.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }))
 }
 
-const runtime = (allowLoopback: boolean) =>
+const runtime = (allowlist: ReadonlyArray<string>) =>
   ManagedRuntime.make(
     WebhookClient.layer.pipe(
       Layer.provide(
         Layer.succeed(WebhookSettings, {
           timeScale: 1,
-          targets: { allowLoopback, allowlist: parseAllowlist([]).allowlist },
+          targets: { allowlist: parseAllowlist(allowlist).allowlist },
           resolver,
         }),
       ),
     ),
   )
-const loose = runtime(true)
-const strict = runtime(false)
+/** The operator's allowlist names loopback, as a developer's would. */
+const loose = runtime(["127.0.0.1"])
+const strict = runtime([])
 const send = async (rt: typeof loose, url: string, timeoutMs = 5_000) =>
   (await rt.runPromise(WebhookClient.useSync((c) => c))).send({
     url,
-    environment: "live",
     headers: { "x-svc-webhook-id": "dlv_t" },
     body: '{"ok":1}',
     timeoutMs,
@@ -84,7 +84,7 @@ describe("WebhookClient", () => {
     const outcome = await send(strict, `http://sneaky.test:${port}/x`)
     expect(outcome).toMatchObject({
       success: false,
-      error: expect.stringMatching(/^refused: sneaky\.test resolves to 127\.0\.0\.1/),
+      error: expect.stringMatching(/^refused: sneaky\.test resolves to a loopback address/),
     })
     expect(outcome.statusCode).toBeUndefined()
     dnsAnswers = [["93.184.216.34", "127.0.0.1"]]
@@ -102,21 +102,49 @@ describe("WebhookClient", () => {
     answer = (res, url) =>
       url === "/moved" ? void res.writeHead(307, { location: "/elsewhere" }).end() : void res.writeHead(200).end()
     const redirected = await send(loose, `http://127.0.0.1:${port}/moved`)
-    expect(redirected).toMatchObject({
-      success: false,
-      statusCode: 307,
-      error: "HTTP 307: redirect to /elsewhere not followed",
-    })
+    expect(redirected).toMatchObject({ success: false, statusCode: 307, error: "HTTP 307: redirect not followed" })
     expect(got.some((r) => r.url === "/elsewhere")).toBe(false)
     answer = (res, url) => (url === "/slow" ? undefined : void res.writeHead(200).end())
     const slow = await send(loose, `http://127.0.0.1:${port}/slow`, 300)
-    expect(slow).toMatchObject({ success: false, error: "no answer within 300 ms" })
+    expect(slow).toMatchObject({ success: false, error: connectionFailed(300) })
     expect(slow.responseTimeMs).toBeGreaterThanOrEqual(299)
-    answer = (res) => void res.writeHead(500).end("boom\nwith\u0000detail")
-    expect(await send(loose, `http://127.0.0.1:${port}/err`)).toMatchObject({
+  })
+
+  it("reports the status only: no body excerpt, no Location, whatever the answer holds", async () => {
+    const marker = "SECRET-MARKER-b7f3"
+    answer = (res) => void res.writeHead(500, { "x-detail": marker }).end(`internal ${marker} page`)
+    const failed = await send(loose, `http://127.0.0.1:${port}/err`)
+    expect(failed).toEqual({
       success: false,
       statusCode: 500,
-      error: "HTTP 500: boom with detail",
+      error: "HTTP 500",
+      startedAt: expect.any(Number),
+      responseTimeMs: expect.any(Number),
     })
+    answer = (res) => void res.writeHead(302, { location: `/internal/${marker}` }).end(marker)
+    const moved = await send(loose, `http://127.0.0.1:${port}/moved`)
+    expect(JSON.stringify(moved)).not.toContain(marker)
+    expect(moved.error).toBe("HTTP 302: redirect not followed")
+  })
+
+  it("one report for every failed connection: a closed port, a reset and a time-out read the same", async () => {
+    const closed = createNetServer()
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", () => r()))
+    const closedPort = (closed.address() as AddressInfo).port
+    await new Promise<void>((r) => closed.close(() => r()))
+    const resetting = createNetServer((socket) => socket.resetAndDestroy())
+    await new Promise<void>((r) => resetting.listen(0, "127.0.0.1", () => r()))
+    try {
+      const refused = await send(loose, `http://127.0.0.1:${closedPort}/x`, 2_000)
+      const reset = await send(loose, `http://127.0.0.1:${(resetting.address() as AddressInfo).port}/x`, 2_000)
+      answer = () => undefined
+      const silent = await send(loose, `http://127.0.0.1:${port}/silent`, 2_000)
+      for (const outcome of [refused, reset, silent]) {
+        expect(outcome).toMatchObject({ success: false, error: connectionFailed(2_000) })
+        expect(outcome.statusCode).toBeUndefined()
+      }
+    } finally {
+      await new Promise<void>((r) => resetting.close(() => r()))
+    }
   })
 })

@@ -161,7 +161,7 @@ export async function* streamEvents(
       failures = 0
       try {
         for await (const message of readMessages(response, connection, idleTimeoutMs)) {
-          let parsed: { type?: unknown; payload?: unknown }
+          let parsed: { type?: unknown; payload?: unknown; error?: { code?: unknown; message?: unknown } }
           try {
             parsed = JSON.parse(message.data)
           } catch {
@@ -169,6 +169,16 @@ export async function* streamEvents(
               status: response.status,
               code: "INVALID_RESPONSE",
               message: `a stream message is not JSON: ${message.data.slice(0, 200)}`,
+            })
+          }
+          // The service ends a stream whose credential stopped (revoked, expired) with `event: error`
+          // and the 401 envelope: final, as the same refusal of a request would be.
+          if (message.event === "error") {
+            throw new AgentGovError({
+              status: 401,
+              code: typeof parsed.error?.code === "string" ? parsed.error.code : "UNAUTHORIZED",
+              message:
+                typeof parsed.error?.message === "string" ? parsed.error.message : "the service ended the stream",
             })
           }
           if (message.id !== undefined) lastEventId = message.id

@@ -1,4 +1,5 @@
 import { Environment, type ParseResult } from "@marcbachmann/cel-js"
+import { MAX_APPROVAL_CONTEXT_BYTES } from "../../approvals/Approval.ts"
 import { AGENT_FIELDS, LIMITS } from "./language.ts"
 
 /**
@@ -25,8 +26,20 @@ import { AGENT_FIELDS, LIMITS } from "./language.ts"
  * over values no bigger than the request or than what was paid for, so it is left alone:
  * `context.amount > 100.0` runs at the library's own speed.
  * `matches` (a regular expression) is refused: no user-supplied regex anywhere.
+ *
+ * The receiver and arguments of a call that are not literals also pay their size
+ * (`context.s.contains(x)` scans `context.s`): a call's work follows its inputs as well as its
+ * result. A run may be given a lower limit than {@link CEL_MAX_COST}: what is left of the
+ * evaluation's budget (see `EVALUATION_BUDGET` in evaluate.ts).
  */
 export const CEL_MAX_COST = 100_000
+
+/**
+ * The largest list, map or string (in cost units, a string's length / 16) a request can bring:
+ * its context is at most 32 KiB of JSON, and a list element takes at least two bytes (`0,`).
+ * The static estimate takes every value read from the request to be this big.
+ */
+export const INPUT_SIZE_BOUND = MAX_APPROVAL_CONTEXT_BYTES / 2
 
 const FORBIDDEN_FUNCTIONS: ReadonlyMap<string, string> = new Map([
   ["matches", "`matches` (regular expressions) is not available in policies; use startsWith, endsWith or contains"],
@@ -44,7 +57,14 @@ export type CelOutcome = true | false | string
 
 export interface CompiledCel {
   readonly source: string
-  readonly run: (activation: CelActivation) => CelOutcome
+  /** Runs with at most `limit` cost units (default {@link CEL_MAX_COST}); {@link celCostSpent} then says how many it used. */
+  readonly run: (activation: CelActivation, limit?: number) => CelOutcome
+  /**
+   * What one run can cost at most, from the expression alone, with every value from the request
+   * as big as it can be ({@link INPUT_SIZE_BOUND}): never above {@link CEL_MAX_COST}, where the
+   * meter stops it.
+   */
+  readonly worstCost: number
 }
 
 export interface CelActivation {
@@ -66,7 +86,14 @@ interface CelNode {
   evaluate: EvalFn
 }
 
-const meter: { cost: number; deep: Map<object, number> | undefined } = { cost: 0, deep: undefined }
+const meter: { cost: number; limit: number; deep: Map<object, number> | undefined } = {
+  cost: 0,
+  limit: CEL_MAX_COST,
+  deep: undefined,
+}
+
+/** The cost units the last run used (past its limit when it was stopped). */
+export const celCostSpent = (): number => meter.cost
 const COST_EXCEEDED = new Error("cost limit exceeded")
 
 /**
@@ -94,16 +121,16 @@ const walk = (root: object): number => {
   if (known !== undefined) return known
   let total = 0
   const stack: Array<unknown> = [root]
-  while (stack.length > 0 && total <= CEL_MAX_COST) {
+  while (stack.length > 0 && total <= meter.limit) {
     const v = stack.pop()
     if (typeof v === "string") total += v.length >>> 4
     else if (typeof v !== "object" || v === null) continue
     else if (Array.isArray(v)) {
       total += v.length
-      if (total <= CEL_MAX_COST) for (const x of v) stack.push(x)
+      if (total <= meter.limit) for (const x of v) stack.push(x)
     } else if (v instanceof Map || v instanceof Set) {
       total += v.size
-      if (total <= CEL_MAX_COST) for (const x of v.values()) stack.push(x)
+      if (total <= meter.limit) for (const x of v.values()) stack.push(x)
     } else if (v instanceof Uint8Array) total += v.length >>> 4
     else
       for (const key in v) {
@@ -189,6 +216,72 @@ const expanded = (n: CelNode): CelNode => {
 
 const LITERALS = new Set(["value", "list", "map"])
 
+/** A node's direct operands (a call's receiver and arguments), macro expansions aside. */
+const operandsOf = (n: CelNode): Array<CelNode> => {
+  const NodeClass = (n as object).constructor
+  const out: Array<CelNode> = []
+  const visit = (x: unknown): void => {
+    if (x instanceof NodeClass) out.push(x as CelNode)
+    else if (Array.isArray(x)) for (const y of x) visit(y)
+  }
+  if (n.op !== "comprehension") visit(n.args)
+  return out
+}
+
+/**
+ * The static bound: what a run can cost at most, in the meter's units, whatever the request.
+ * Every node costs 1 plus the size of its result; a comprehension costs its range plus, for
+ * each element the range can hold, its body. Sizes are bounded by the expression's literals or,
+ * for anything read from the request (or made from it), by {@link INPUT_SIZE_BOUND}; `+` adds
+ * its operands' sizes. Inside a comprehension's body, comparisons, `in`, `+` and calls also pay
+ * their operands' sizes, since they run once per element; outside one they run once per call,
+ * like a leaf's scan, and the meter charges that single pass at run time. Deliberately coarse:
+ * the meter enforces the real cost, this only decides what a policy set may hold.
+ */
+const estimate = (root: CelNode): number => {
+  const memos = [new Map<CelNode, { cost: number; size: number }>(), new Map<CelNode, { cost: number; size: number }>()]
+  const est = (n0: CelNode, scan: boolean): { cost: number; size: number } => {
+    const n = expanded(n0)
+    const memo = memos[scan ? 1 : 0]!
+    const known = memo.get(n)
+    if (known) return known
+    let cost = 1
+    let size = INPUT_SIZE_BOUND
+    if (n.op === "comprehension") {
+      const a = n.args as { iterable: CelNode; init: unknown; step: CelNode }
+      const range = est(a.iterable, scan)
+      const init = a.init instanceof (n as object).constructor ? est(a.init as CelNode, scan).cost : 0
+      cost = range.cost + init + range.size * (1 + est(a.step, true).cost) + range.size
+      size = range.size
+    } else if (n.op === "value") {
+      cost = 0
+      const v = n.args
+      size = typeof v === "string" ? v.length >>> 4 : 0
+    } else {
+      const operands = operandsOf(n)
+      let sizes = 0
+      for (const o of operands) {
+        const e = est(o, scan)
+        cost += e.cost
+        sizes += e.size
+      }
+      if (n.op === "list" || n.op === "map") size = operands.length
+      else if (n.op === "+") size = sizes
+      else if (n.op === "id" && n.args === "action") size = 0
+      // Work that walks its operands: comparisons, membership, calls.
+      if (
+        scan &&
+        (n.op === "==" || n.op === "!=" || n.op === "in" || n.op === "call" || n.op === "rcall" || n.op === "+")
+      )
+        cost += sizes
+    }
+    const out = { cost: Math.min(cost, Number.MAX_SAFE_INTEGER), size }
+    memo.set(n, out)
+    return out
+  }
+  return Math.min(CEL_MAX_COST, est(root, false).cost)
+}
+
 /**
  * The nodes that pay, and whether by depth: comprehension bodies and ranges, `+` and calls
  * by what they produce; non-literal operands of `==`, `!=` and `in` by depth.
@@ -197,6 +290,12 @@ const meteredNodes = (nodes: ReadonlyArray<CelNode>): Map<CelNode, "shallow" | "
   const metered = new Map<CelNode, "shallow" | "deep">()
   for (const n of nodes) {
     if (n.op === "+" || n.op === "call" || n.op === "rcall") metered.set(n, "shallow")
+    if (n.op === "call" || n.op === "rcall") {
+      for (const operand of operandsOf(n)) {
+        const node = expanded(operand)
+        if (!LITERALS.has(node.op) && !metered.has(node)) metered.set(node, "shallow")
+      }
+    }
     if (n.op === "comprehension") {
       const a = n.args as { iterable: CelNode; step: CelNode }
       metered.set(expanded(a.iterable), "shallow")
@@ -222,20 +321,20 @@ const meterNode = (node: CelNode, perElement: number, deep: boolean) => {
   const inner: EvalFn = macro ? (ev, _ast, ctx) => macro.evaluate(ev, macro, ctx) : m.evaluate
   if (deep) {
     node.evaluate = function meteredDeep(ev, ast, ctx) {
-      if (meter.cost > CEL_MAX_COST) throw COST_EXCEEDED
+      if (meter.cost > meter.limit) throw COST_EXCEEDED
       const v = inner.call(this, ev, ast, ctx)
       meter.cost += 1 + deepSize(v) + (perElement === 0 ? 0 : perElement * elementCount(v))
-      if (meter.cost > CEL_MAX_COST) throw COST_EXCEEDED
+      if (meter.cost > meter.limit) throw COST_EXCEEDED
       return v
     }
     return
   }
   node.evaluate = function metered(ev, ast, ctx) {
     // Checked on entry too: comprehensions and `||` / `&&` absorb errors and carry on.
-    if (meter.cost > CEL_MAX_COST) throw COST_EXCEEDED
+    if (meter.cost > meter.limit) throw COST_EXCEEDED
     const v = inner.call(this, ev, ast, ctx)
     meter.cost += 1 + sizeOf(v) + (perElement === 0 ? 0 : perElement * elementCount(v))
-    if (meter.cost > CEL_MAX_COST) throw COST_EXCEEDED
+    if (meter.cost > meter.limit) throw COST_EXCEEDED
     return v
   }
 }
@@ -295,8 +394,10 @@ const compileFresh = (source: string): CompiledCel | string => {
   const weights = rangeWeights(nodes)
   for (const [n, kind] of meteredNodes(nodes)) meterNode(n, weights.get(n) ?? 0, kind === "deep")
 
-  const run = (activation: CelActivation): CelOutcome => {
+  const worstCost = estimate(parsed.ast as unknown as CelNode)
+  const run = (activation: CelActivation, limit = CEL_MAX_COST): CelOutcome => {
     meter.cost = 0
+    meter.limit = limit < CEL_MAX_COST ? limit : CEL_MAX_COST
     meter.deep = undefined
     let v: unknown
     let error: unknown
@@ -307,7 +408,7 @@ const compileFresh = (source: string): CompiledCel | string => {
     }
     meter.deep = undefined
     // An exceeded budget wins even when `||`, `&&` or a comprehension absorbed the error.
-    if (meter.cost > CEL_MAX_COST) return `CEL cost limit of ${CEL_MAX_COST} exceeded`
+    if (meter.cost > meter.limit) return `CEL cost limit of ${meter.limit} exceeded`
     if (error !== undefined) return `CEL error: ${firstLine(error)}`
     if (v === true || v === false) return v
     if (v instanceof Promise) {
@@ -316,5 +417,5 @@ const compileFresh = (source: string): CompiledCel | string => {
     }
     return `CEL expression produced ${v === null ? "null" : typeof v}, not a bool`
   }
-  return { source, run }
+  return { source, run, worstCost }
 }

@@ -1,8 +1,9 @@
-import { type CompiledCondition, compileCondition } from "./conditions.ts"
+import { isJsonObject } from "../../shared/schemas.ts"
+import { type CompiledCondition, compileCondition, conditionCost, EVALUATION_BUDGET } from "./conditions.ts"
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
 import { LIMITS, type Mode, type PolicyDocument, type RuleEffect, type RuleEnforcement } from "./language.ts"
-import { validatePolicyDocument } from "./validate.ts"
+import { type PolicyIssue, validatePolicyDocument } from "./validate.ts"
 
 /** A stored policy as the engine takes it. */
 export interface PolicyInput {
@@ -20,6 +21,8 @@ export interface CompiledPolicy {
   readonly targetIds: ReadonlySet<string> | undefined
   readonly targetLabels: ReadonlySet<string> | undefined
   readonly targeted: boolean
+  /** Set when the stored document no longer validates: its first issue (see {@link invalidStandIn}). */
+  readonly invalid?: PolicyIssue | undefined
 }
 
 export interface CompiledRule {
@@ -29,6 +32,8 @@ export interface CompiledRule {
   readonly id: string
   readonly effect: RuleEffect
   readonly condition: CompiledCondition | undefined
+  /** What evaluating this rule can cost at most ({@link conditionCost}, plus 1 for the rule itself). */
+  readonly cost: number
   /** Built once and shared by every decision that reports them. */
   readonly matched: MatchedRule
   readonly reason: DecisionReason
@@ -36,6 +41,20 @@ export interface CompiledRule {
   readonly approval: ApprovalRequirement | undefined
   /** A deny rule's automatic enforcement; undefined in monitor mode, where it is inert. */
   readonly enforce: RuleEnforcement | undefined
+}
+
+/** The action a policy set costs most on, and the rules that call reaches. */
+export interface WorstCase {
+  readonly cost: number
+  /** An action that reaches these rules, or a pattern for a family of them (`tool.*`). */
+  readonly action: string
+  readonly rules: ReadonlyArray<CompiledRule>
+}
+
+const costOfRules = (rules: ReadonlyArray<CompiledRule>) => {
+  let total = 0
+  for (const r of rules) total += r.cost
+  return total
 }
 
 /** How many distinct actions keep their candidate rules cached; past it the cache starts over. */
@@ -57,8 +76,10 @@ export class CompiledPolicySet {
   readonly #everything: Array<CompiledRule> = []
   readonly #general: Array<{ readonly glob: Glob; readonly rule: CompiledRule }> = []
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
+  readonly #costs = new Map<string, number>()
   /** Rules with an automatic enforcement, by `policyId \u0000 ruleId`. */
   readonly #enforcing = new Map<string, RuleEnforcement>()
+  #worst: WorstCase | undefined
 
   constructor(
     policies: ReadonlyArray<CompiledPolicy>,
@@ -112,6 +133,51 @@ export class CompiledPolicySet {
     return found
   }
 
+  /**
+   * What one evaluation of `action` can cost at most: the static costs of the rules it reaches
+   * (targets aside). Memoized like {@link candidates}.
+   */
+  costOf(action: string): number {
+    const known = this.#costs.get(action)
+    if (known !== undefined) return known
+    const cost = costOfRules(this.candidates(action))
+    if (action.length <= CACHEABLE_ACTION_LENGTH) {
+      if (this.#costs.size >= ACTION_CACHE_SIZE) this.#costs.clear()
+      this.#costs.set(action, cost)
+    }
+    return cost
+  }
+
+  /**
+   * The most one evaluation can cost, over every action, as the sum of the static costs of the
+   * rules it reaches (targets aside: an upper bound). Actions are probed by family: each exact
+   * action; for each `P.*` and `P.**` prefix an action just under it that no exact rule names
+   * (which reaches every `**` rule above it too); and one with no dot. Other globs may match
+   * anything, so a family probe counts all of them. Computed once per set.
+   */
+  worstCost(): WorstCase {
+    if (this.#worst !== undefined) return this.#worst
+    let worst: WorstCase = { cost: 0, action: "*", rules: [] }
+    const consider = (action: string, rules: ReadonlyArray<CompiledRule>) => {
+      const cost = costOfRules(rules)
+      if (cost > worst.cost) worst = { cost, action, rules }
+    }
+    for (const action of this.#exact.keys()) consider(action, this.#lookup(action))
+    const general = this.#general.map((g) => g.rule)
+    const family = (probe: string, shown: string) => {
+      const found = [...this.#lookup(probe).filter((r) => !general.includes(r)), ...general]
+      consider(
+        shown,
+        [...new Set(found)].sort((a, b) => a.ordinal - b.ordinal),
+      )
+    }
+    family("\u0000", "*")
+    for (const prefix of new Set([...this.#segment.keys(), ...this.#deep.keys()]))
+      family(`${prefix}\u0000`, `${prefix}*`)
+    this.#worst = worst
+    return worst
+  }
+
   #lookup(action: string): ReadonlyArray<CompiledRule> {
     const found: Array<CompiledRule> = []
     const add = (list: ReadonlyArray<CompiledRule> | undefined) => {
@@ -152,52 +218,83 @@ const REASON_CODE_OF: Readonly<Record<RuleEffect, "POLICY_DENIED" | "APPROVAL_RE
   allow: "POLICY_ALLOWED",
 }
 
+/** The parts of a document that no longer validates that still do, each checked alone in a minimal document. */
+const salvage = (raw: unknown) => {
+  const r: Record<string, unknown> = isJsonObject(raw) ? raw : {}
+  const alone = (field: "name" | "mode" | "target") => {
+    if (r[field] === undefined) return undefined
+    const v = validatePolicyDocument({
+      name: "salvaged",
+      rules: [{ id: "r", effect: "deny", actions: ["*"] }],
+      [field]: r[field],
+    })
+    return v.ok ? v.document : undefined
+  }
+  return {
+    name: alone("name")?.name,
+    mode: alone("mode")?.mode,
+    target: alone("target")?.target,
+    // A target that is there but does not validate cannot say whom the policy meant: every agent, then.
+    targetBroken: r.target !== undefined && alone("target") === undefined,
+  }
+}
+
 /**
  * The stand-in for a stored policy whose document no longer validates (a stricter check after
- * an upgrade, a hand-edited row): one enforced deny rule on every action, whose reason names
- * the policy and the first issue. The guard fails closed for the workspace, as for a condition
- * that cannot be evaluated (D6), instead of failing every call, and says why in `reasons`;
- * updating or deleting the policy lifts it. A document that still says `enabled: false` is
- * left out, as when it was valid.
+ * an upgrade, a hand-edited row): one deny rule on every action, whose reason names the policy
+ * and its first issue. It fails closed for that policy only, as for a condition that cannot be
+ * evaluated (D6): within the policy's target when the target still validates (every agent when
+ * it does not), and in its mode (a `monitor` policy still only reports). Updating or deleting the
+ * policy lifts it. A document that still says `enabled: false` is left out, as when it was valid.
  */
-const invalidStandIn = (
-  input: PolicyInput,
-  issue: { field: string; issue: string } | undefined,
-  ordinal: number,
-): CompiledRule => {
+const invalidStandIn = (input: PolicyInput, issue: PolicyIssue | undefined, ordinal: number): CompiledRule => {
+  const kept = salvage(input.document)
+  const mode: Mode = kept.mode ?? "enforce"
+  const target = kept.targetBroken ? undefined : kept.target
   const policy: CompiledPolicy = {
     id: input.id,
     version: input.version,
-    name: input.id,
-    mode: "enforce",
-    targetIds: undefined,
-    targetLabels: undefined,
-    targeted: false,
+    name: kept.name ?? input.id,
+    mode,
+    targetIds: target?.agentIds ? new Set(target.agentIds) : undefined,
+    targetLabels: target?.labels ? new Set(target.labels) : undefined,
+    targeted: target !== undefined,
+    invalid: issue ?? { field: "", issue: "does not validate" },
   }
   const ruleId = "(invalid)"
+  const whom = target !== undefined ? "the agents it targets" : "every agent"
   return {
     ordinal,
     policy,
     id: ruleId,
     effect: "deny",
     condition: undefined,
+    cost: 1,
     matched: Object.freeze({
       policyId: input.id,
       policyVersion: input.version,
       ruleId,
       effect: "deny" as const,
-      mode: "enforce" as const,
+      mode,
     }),
     reason: Object.freeze({
       code: "CONDITION_ERROR" as const,
       message:
         `policy ${input.id} (version ${input.version}) no longer validates` +
         (issue ? ` (${issue.field || "document"}: ${issue.issue})` : "") +
-        "; every action is denied until it is updated or deleted (fail closed)",
+        `; every action of ${whom} is denied until it is updated or deleted (fail closed)`,
       policyId: input.id,
       ruleId,
     }),
-    monitorNote: Object.freeze({ code: "POLICY_MONITORED" as const, message: "", policyId: input.id, ruleId }),
+    monitorNote: Object.freeze({
+      code: "POLICY_MONITORED" as const,
+      message:
+        `monitor-mode policy ${input.id} (version ${input.version}) no longer validates` +
+        (issue ? ` (${issue.field || "document"}: ${issue.issue})` : "") +
+        "; it would deny every action until it is updated or deleted; not enforced",
+      policyId: input.id,
+      ruleId,
+    }),
     approval: undefined,
     enforce: undefined,
   }
@@ -237,12 +334,14 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
     compiled.push(policy)
     for (const r of doc.rules) {
       const rateKey = `${input.id}\u0000${r.id}`
+      const condition = r.when === undefined ? undefined : compileCondition(r.when, rateKey)
       const rule: CompiledRule = {
         ordinal: rules.length,
         policy,
         id: r.id,
         effect: r.effect,
-        condition: r.when === undefined ? undefined : compileCondition(r.when, rateKey),
+        condition,
+        cost: 1 + (condition === undefined ? 0 : conditionCost(condition)),
         matched: Object.freeze({
           policyId: input.id,
           policyVersion: input.version,
@@ -278,4 +377,30 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
     }
   }
   return new CompiledPolicySet(compiled, rules)
+}
+
+/**
+ * Why saving `saved` among a workspace's `others` would put one evaluation over
+ * {@link EVALUATION_BUDGET}: an issue for each of its rules that the costliest action reaches
+ * (`rules[3].when`), none when the set fits. Only the saved policy's rules are named, and only
+ * when they are part of the excess: a set already over (saved before this check) does not stop
+ * unrelated saves; its calls are still held to the budget at run time.
+ */
+export const budgetIssues = (others: ReadonlyArray<PolicyInput>, saved: PolicyInput): ReadonlyArray<PolicyIssue> => {
+  const worst = compilePolicies([...others.filter((p) => p.id !== saved.id), saved]).worstCost()
+  if (worst.cost <= EVALUATION_BUDGET) return []
+  const index = new Map(saved.document.rules.map((r, i) => [r.id, i]))
+  return worst.rules
+    .filter((r) => r.policy.id === saved.id)
+    .map((r) => {
+      const i = index.get(r.id)!
+      return {
+        field: saved.document.rules[i]?.when === undefined ? `rules[${i}]` : `rules[${i}].when`,
+        issue:
+          `the workspace's policies could cost up to ${worst.cost} units on one call of action "${worst.action}", ` +
+          `over the budget of ${EVALUATION_BUDGET} per evaluation; this rule costs up to ${r.cost} ` +
+          "(a comprehension is counted at the largest list a request can hold)",
+      }
+    })
+    .slice(0, LIMITS.issues)
 }

@@ -1,6 +1,6 @@
 import { isJsonObject } from "../../shared/schemas.ts"
 import type { CompiledPolicy, CompiledPolicySet, CompiledRule } from "./compile.ts"
-import { type AgentFacts, ERROR, type EvalState, evalCondition, FALSE } from "./conditions.ts"
+import { type AgentFacts, ERROR, EVALUATION_BUDGET, type EvalState, evalCondition, FALSE } from "./conditions.ts"
 import type { Decision, DecisionKind, DecisionReason, MatchedRule } from "./Decision.ts"
 import type { RateCounter } from "./RateCounter.ts"
 
@@ -19,6 +19,14 @@ export interface EvaluationEnv {
   readonly guardDefault: "allow" | "deny"
   readonly rate: RateCounter
 }
+
+let lastSteps = 0
+/**
+ * The work the last {@link evaluate} did, in `EVALUATION_BUDGET`'s units (0 for an agent refused
+ * before any rule): what the guard's slow lane watches, since a large request can make a set
+ * that is cheap on paper costly.
+ */
+export const evaluationCostSpent = (): number => lastSteps
 
 const EMPTY_CONTEXT: Readonly<Record<string, unknown>> = Object.freeze({})
 const NOTHING: ReadonlyArray<never> = Object.freeze([])
@@ -55,16 +63,38 @@ const conditionError = (rule: CompiledRule, error: string | undefined, failClose
 })
 
 /**
+ * An evaluation that went past {@link EVALUATION_BUDGET} stops where it is and denies (fail
+ * closed): the rules it did not reach might have denied.
+ */
+const overBudget = (rule: CompiledRule, matched: ReadonlyArray<MatchedRule> | undefined): Decision => ({
+  decision: "deny",
+  allowed: false,
+  reasons: [
+    {
+      code: "CONDITION_ERROR",
+      message:
+        `evaluation budget exceeded: the call cost more than ${EVALUATION_BUDGET} units by rule "${rule.id}" of ` +
+        `policy "${rule.policy.name}", and the rules after it were not evaluated; denied (fail closed)`,
+      policyId: rule.policy.id,
+      ruleId: rule.id,
+    },
+  ],
+  matched: matched ?? NOTHING,
+})
+
+/**
  * Decides a guard request (decision D6). A suspended or deregistered agent is denied before
  * any rule. Otherwise every rule whose actions match and whose policy targets the agent is
  * evaluated (so each rate condition it reaches counts the call once), and enforced matches
  * combine: any deny wins; else any require_approval; else any allow; else the workspace's
  * `guardDefault` with `NO_MATCHING_POLICY`. Monitor-mode matches are reported, never decide.
  * A condition that cannot be evaluated matches deny and require_approval rules (fail closed)
- * and not allow rules; either way a `CONDITION_ERROR` reason says so.
+ * and not allow rules; either way a `CONDITION_ERROR` reason says so. A call whose evaluation
+ * costs more than {@link EVALUATION_BUDGET} is denied ({@link overBudget}).
  */
 export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: EvaluationEnv): Decision => {
   const agent = request.agent
+  lastSteps = 0
   if (agent.status === "suspended") return refused("AGENT_SUSPENDED", agent)
   if (agent.status === "deregistered") return refused("AGENT_DEREGISTERED", agent)
 
@@ -78,6 +108,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     rate: env.rate,
     error: undefined,
     cel: undefined,
+    steps: 0,
   }
 
   // Arrays are made only when something lands in them: most calls match a rule or two.
@@ -96,6 +127,10 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     let reason = rule.reason
     if (rule.condition !== undefined) {
       const outcome = evalCondition(state, rule.condition)
+      if (state.steps > EVALUATION_BUDGET) {
+        lastSteps = state.steps
+        return overBudget(rule, matched)
+      }
       if (outcome === FALSE) continue
       if (outcome === ERROR) {
         const failClosed = rule.effect !== "allow"
@@ -127,6 +162,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     else allows.push(reason)
   }
 
+  lastSteps = state.steps
   let decision: DecisionKind
   let deciding: ReadonlyArray<DecisionReason>
   if (denies !== undefined) {

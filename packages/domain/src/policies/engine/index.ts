@@ -2,9 +2,16 @@
  * The policy engine (decision D6): the policy language, its validation, compilation into an
  * action index, and evaluation of guard requests. Pure: no I/O, no clock but the one passed in.
  */
-export { CEL_MAX_COST } from "./cel.ts"
-export { ACTION_CACHE_SIZE, CompiledPolicySet, compilePolicies, type PolicyInput } from "./compile.ts"
-export { type AgentFacts, GLOB_SUBJECT_MAX } from "./conditions.ts"
+export { CEL_MAX_COST, INPUT_SIZE_BOUND } from "./cel.ts"
+export {
+  ACTION_CACHE_SIZE,
+  budgetIssues,
+  CompiledPolicySet,
+  compilePolicies,
+  type PolicyInput,
+  type WorstCase,
+} from "./compile.ts"
+export { type AgentFacts, EVALUATION_BUDGET, GLOB_SUBJECT_MAX } from "./conditions.ts"
 export {
   ApprovalRequirement,
   DECISIONS,
@@ -15,7 +22,7 @@ export {
   REASON_CODES,
   ReasonCode,
 } from "./Decision.ts"
-export { type EvaluationEnv, evaluate, type GuardRequest } from "./evaluate.ts"
+export { type EvaluationEnv, evaluate, evaluationCostSpent, type GuardRequest } from "./evaluate.ts"
 export { compileGlob, GLOB_MAX_LENGTH, GLOB_MAX_STARS, type Glob, globProblem } from "./glob.ts"
 export {
   AGENT_FIELDS,
