@@ -225,10 +225,7 @@ describe("a stream's credential is held to the rule of every request (D4, D5)", 
 describe("limits", () => {
   let limited: TestServer
   beforeAll(async () => {
-    limited = await startTestServer({
-      streamLimits: { plans: { free: 3, pro: 3, enterprise: 3 }, key: 2 },
-      tokenTtlSeconds: 2,
-    })
+    limited = await startTestServer({ streamLimits: { plans: { free: 3, pro: 3, enterprise: 3 }, key: 2 } })
   })
   afterAll(async () => limited?.close())
 
@@ -260,30 +257,38 @@ describe("limits", () => {
     const first = await openStream(`${limited.url}/api/v1/events/stream?types=capped.*`, key)
     // An SDK token counts against the key it came from.
     const second = await openStream(`${limited.url}/api/v1/events/stream?types=capped.*`, token)
-    expect([first.status, second.status]).toEqual([200, 200])
-    expect(await refused(key)).toMatch(/API key/)
-    const ingested = await limited.call("POST", "/api/v1/events/ingest", {
-      body: { events: [{ type: "capped.still", data: {} }] },
-    })
-    expect(ingested.status).toBe(201)
-    await first.waitFor(() => first.events().length >= 1)
-    await second.waitFor(() => second.events().length >= 1)
-    await first.close()
-    const again = await openWhenFree(key)
-    expect(again.status).toBe(200)
-    await again.close()
-    await second.close()
+    try {
+      expect([first.status, second.status]).toEqual([200, 200])
+      expect(await refused(key)).toMatch(/API key/)
+      const ingested = await limited.call("POST", "/api/v1/events/ingest", {
+        body: { events: [{ type: "capped.still", data: {} }] },
+      })
+      expect(ingested.status).toBe(201)
+      await first.waitFor(() => first.events().length >= 1)
+      await second.waitFor(() => second.events().length >= 1)
+      await first.close()
+      const again = await openWhenFree(key)
+      expect(again.status).toBe(200)
+      await again.close()
+    } finally {
+      await first.close()
+      await second.close()
+    }
   })
 
   it("refuses a workspace's stream beyond its plan's limit, whichever key asks", async () => {
     const held = []
-    for (let i = 0; i < 3; i++) {
-      const s = await openStream(`${limited.url}/api/v1/events/stream`, await keyOf())
-      expect(s.status).toBe(200)
-      held.push(s)
+    try {
+      // The previous case's streams may still be closing on the server.
+      for (let i = 0; i < 3; i++) {
+        const s = await openWhenFree(await keyOf())
+        held.push(s)
+        expect(s.status).toBe(200)
+      }
+      expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
+    } finally {
+      for (const s of held) await s.close()
     }
-    expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
-    for (const s of held) await s.close()
   })
 
   it("are configured per plan and per key, and a limit below 1 is refused at start", () => {
@@ -295,13 +300,23 @@ describe("limits", () => {
     expect(loadConfig(env).streamLimits).toEqual({ plans: { free: 5, pro: 200, enterprise: 700 }, key: 2 })
     expect(() => loadConfig({ AGENTGOV_STREAM_LIMIT_KEY: "0" })).toThrow(ConfigError)
   })
+})
 
+describe("a token's own expiry", () => {
   it("ends a stream when its SDK token expires", async () => {
-    // The previous case's streams may still be closing on the server.
-    const s = await openWhenFree(await exchange(limited, await keyOf()))
-    expect(s.status).toBe(200)
-    await s.waitFor(s.ended, 15_000)
-    expectEndedBecause(s, /expired/)
+    // A server of its own: a 2 s lifetime would expire the other suites' tokens on a loaded machine.
+    const short = await startTestServer({ tokenTtlSeconds: 2 })
+    try {
+      const s = await openStream(
+        `${short.url}/api/v1/events/stream`,
+        await exchange(short, await short.createKey({ type: "workspace", scopes: ["events:read"] })),
+      )
+      expect(s.status).toBe(200)
+      await s.waitFor(s.ended, 15_000)
+      expectEndedBecause(s, /expired/)
+    } finally {
+      await short.close()
+    }
   })
 })
 
