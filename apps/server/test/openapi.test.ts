@@ -23,8 +23,8 @@ beforeAll(async () => {
 })
 afterAll(async () => t?.close())
 
-/** `/agents/:id/versions` → `/api/v1/agents/{id}/versions` */
-const docPath = (path: string) => `/api/v1${path.replace(/:([A-Za-z]+)/g, "{$1}")}`
+/** `/agents/:id/versions` → `/agents/{id}/versions`: the document's path, under its servers `/api/v1` and `/v1`. */
+const docPath = (path: string) => path.replace(/:([A-Za-z]+)/g, "{$1}")
 const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
 
 describe("the OpenAPI document", () => {
@@ -57,7 +57,11 @@ describe("the OpenAPI document", () => {
     expect(result.valid).toBe(false)
   })
 
-  it("lists every operation of the catalog at /api/v1 + its path, method and operationId", () => {
+  it("serves the API at /api/v1 and its alias /v1", () => {
+    expect(doc.servers.map((s: Json) => new URL(s.url).pathname)).toEqual(["/api/v1", "/v1"])
+  })
+
+  it("lists every operation of the catalog at its path, method and operationId", () => {
     expect(operations.length).toBeGreaterThan(0)
     for (const op of operations) {
       const item = doc.paths[docPath(op.path)]
@@ -157,7 +161,7 @@ describe("the reference page", () => {
     const html = String(res.body)
     expect(html).toMatch(/^<!doctype html>/i)
     for (const op of operations) {
-      expect(html, op.name).toContain(`<code>${docPath(op.path)}</code>`)
+      expect(html, op.name).toContain(`<code>/api/v1${docPath(op.path)}</code>`)
       expect(html, op.name).toContain(`id="${op.name}"`)
     }
     // It links the machine-readable document.
@@ -217,7 +221,7 @@ const callDocumented = async (
   query = "",
 ): Promise<{ status: number; body: any }> => {
   const { path, method, op } = operationById(operationId)
-  const url = path.replace(/\{([A-Za-z]+)\}/g, (_, name) => encodeURIComponent(params[name]!)) + query
+  const url = `/api/v1${path.replace(/\{([A-Za-z]+)\}/g, (_, name) => encodeURIComponent(params[name]!))}${query}`
   if (body !== undefined) {
     const requestSchema = op.requestBody?.content?.["application/json"]?.schema
     expect(requestSchema, `${operationId} documents no request body`).toBeDefined()
@@ -277,7 +281,7 @@ describe("real responses match the documented schemas", () => {
       const check = makeAjv().compile(withDefs(requestSchema))
       for (const value of [[1], null, "text", 3]) {
         expect(check(body(value)), `${operationId} documents ${field}: ${JSON.stringify(value)}`).toBe(false)
-        const res = await t.call(method.toUpperCase(), path, { body: body(value) })
+        const res = await t.call(method.toUpperCase(), `/api/v1${path}`, { body: body(value) })
         expect(res.status, `${operationId} with ${field}: ${JSON.stringify(value)}`).toBe(422)
         expect(res.body.error.details.field).toBe(field)
       }

@@ -51,6 +51,7 @@ export {
 } from "./language.ts"
 export {
   decodePolicyDocument,
+  documentedAs,
   PolicyCondition,
   PolicyDocument,
   PolicyDocumentShape,
