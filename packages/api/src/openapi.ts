@@ -303,8 +303,10 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       const declared = SchemaAST.resolve(op.input.ast)?.[BODY_SCHEMA] as Schema.Top | undefined
       const body = declared ? schemaOf(declared).schema : omitProperties(input.schema, pathParams, components)
       const fields = objectFields(body, components)
-      // A body is a JSON object (the REST facade refuses anything else), also when it has no fields.
-      const schema = Object.keys(fields.properties).length > 0 ? body : { type: "object", additionalProperties: true }
+      // A body is a JSON object (the REST facade refuses anything else), also with no fields (effect
+      // says `{not: {type: "null"}}` for `Struct({})`).
+      const untyped = Object.keys(fields.properties).length === 0 && resolve(body, components).type === undefined
+      const schema = untyped ? { type: "object", additionalProperties: true } : body
       requestBody = {
         required: fields.required.length > 0,
         content: { "application/json": { schema, example: exampleOf(schema, components) } },
