@@ -167,6 +167,46 @@ describe("the reference page", () => {
     // It links the machine-readable document.
     expect(html).toContain('href="/api/v1/openapi.json"')
   })
+
+  it("shows for every operation an example request (curl and the SDK call) and its example response", async () => {
+    const html = String((await t.call("GET", "/api/v1/reference", { key: null })).body)
+    /** The section of one operation, up to the next. */
+    const section = (id: string) => {
+      const start = html.indexOf(`<section id="${id}">`)
+      expect(start, id).toBeGreaterThan(0)
+      return html.slice(start, html.indexOf("</section>", start))
+    }
+    const htmlText = (s: string) =>
+      s
+        .replaceAll("&quot;", '"')
+        .replaceAll("&#39;", "'")
+        .replaceAll("&lt;", "<")
+        .replaceAll("&gt;", ">")
+        .replaceAll("&amp;", "&")
+    for (const op of operations) {
+      const text = htmlText(section(op.name))
+      // The path with a sample id (`agt_example`) for each parameter.
+      const path = op.path.replaceAll("/", "\\/").replace(/:[A-Za-z]+/g, "[a-z]*_?example")
+      expect(text, op.name).toMatch(new RegExp(`curl -X ${op.method} "\\$AGENTGOV_URL\\/api\\/v1${path}[?"]`))
+      expect(text, op.name).toContain(`await agentgov.${op.name}(`)
+      expect(text, op.name).toMatch(
+        new RegExp(`Response ${op.successStatus ?? 200}</b></p><pre class="sample">\\{\\n  "ok": true`),
+      )
+      // The documented example body is the one in the curl call.
+      const body = operationById(op.name).op.requestBody?.content["application/json"].example
+      if (body !== undefined) expect(text, op.name).toContain(`-d '${JSON.stringify(body)}'`)
+    }
+  })
+
+  it("the example bodies are accepted by the documented schemas, and the example responses match theirs (ajv)", () => {
+    for (const op of operations) {
+      const { op: documented } = operationById(op.name)
+      const request = documented.requestBody?.content["application/json"]
+      if (request) validate(request.schema, request.example, `${op.name} example body`)
+      const success = documented.responses[String(op.successStatus ?? 200)].content["application/json"]
+      validate(success.schema, success.example, `${op.name} example response`)
+    }
+  })
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -356,6 +396,44 @@ describe("real responses match the documented schemas", () => {
     expect((await callDocumented("agents.delete", { id: agentId })).status).toBe(200)
     // The deregistered agent, with its timestamps filled in, still matches.
     expect((await callDocumented("agents.get", { id: agentId })).status).toBe(200)
+  })
+
+  it("policies: a valid document and a patch pass the documented request schemas and the server", async () => {
+    const created = await callDocumented(
+      "policies.create",
+      {},
+      {
+        name: "conformance-policy",
+        description: "checks the document",
+        target: { labels: ["team:a"] },
+        rules: [
+          {
+            id: "no-drop",
+            effect: "deny",
+            actions: ["db.drop"],
+            when: { any: [{ not: { field: "context.env", op: "eq", value: "dev" } }, { cel: "context.size > 3" }] },
+            enforce: { type: "warning" },
+          },
+          { id: "ask", effect: "require_approval", actions: ["pay.*"], approval: { timeoutSeconds: 600 } },
+        ],
+      },
+    )
+    expect(created.status).toBe(201)
+    const id = created.body.data.id as string
+    const patch = { description: null, target: null, enabled: false, mode: "monitor" }
+    expect((await callDocumented("policies.update", { id }, patch)).status).toBe(200)
+    expect((await callDocumented("policies.get", { id })).status).toBe(200)
+    // The documented schemas refuse what the server refuses.
+    const { op } = operationById("policies.create")
+    const check = makeAjv().compile(withDefs(op.requestBody.content["application/json"].schema))
+    expect(check({ name: "x", rules: [] })).toBe(false)
+    expect(check({ rules: [{ id: "a", effect: "allow", actions: ["x"] }] })).toBe(false)
+    const update = makeAjv().compile(
+      withDefs(operationById("policies.update").op.requestBody.content["application/json"].schema),
+    )
+    expect(update({ enabled: "yes" })).toBe(false)
+    expect(update({ mode: "sometimes" })).toBe(false)
+    expect((await callDocumented("policies.delete", { id })).status).toBe(200)
   })
 
   it("error responses are documented for their operation and match the error envelope", async () => {
