@@ -147,11 +147,11 @@ describe("request bodies in every schema shape", () => {
     const Update = Schema.Struct({ name: Schema.optionalKey(Schema.String) }).annotate({ identifier: "UpdateThing" })
     const { raw, schemas } = bodyOf(op("PATCH", "/things/:id", idAnd(Update)))
     expect(raw).toEqual({ $ref: "#/components/schemas/UpdateThing" })
-    expect(Object.keys(schemas.UpdateThing.properties)).toEqual(["name"])
+    expect(Object.keys(schemas.UpdateThing?.properties)).toEqual(["name"])
   })
 
   it("refuses two different schemas under one name instead of documenting one of them for both", () => {
-    const same = (v: Schema.Top) => Schema.Struct({ v }).annotate({ identifier: "Same" })
+    const same = (v: Schema.Codec<any, any, never, never>) => Schema.Struct({ v }).annotate({ identifier: "Same" })
     const a = op("POST", "/a", Schema.Struct({ x: same(Schema.String) }))
     const b = { ...op("POST", "/b", Schema.Struct({ x: same(Schema.Boolean) })), name: "b" }
     expect(() => buildOpenApi([a, b])).toThrow(/two different schemas are named Same/)
