@@ -183,6 +183,13 @@ describe("the reference page", () => {
         .replaceAll("&lt;", "<")
         .replaceAll("&gt;", ">")
         .replaceAll("&amp;", "&")
+    // The service's own paths too: a curl call and an example response each.
+    for (const id of ["events.stream", "health.live", "health.ready", "keys.jwks"]) {
+      expect(htmlText(section(id)), id).toMatch(/curl -X GET "\$AGENTGOV_URL\//)
+    }
+    for (const id of ["health.live", "health.ready", "keys.jwks"])
+      expect(section(id), id).toContain("<b>Response 200</b>")
+    expect(htmlText(section("events.stream"))).toContain("agentgov.events.stream(")
     for (const op of operations) {
       const text = htmlText(section(op.name))
       // The path with a sample id (`agt_example`) for each parameter.

@@ -211,6 +211,16 @@ const sampleId = (record: Json | undefined, components: Record<string, Json>): s
   return `${/prefix `([a-z]+_)`/.exec(described)?.[1] ?? ""}example`
 }
 
+/** A `curl` call, one option a line. */
+const curlSample = (method: string, url: string, options: { auth: boolean; body?: unknown }): string =>
+  [
+    `curl -X ${method} "${url}"`,
+    ...(options.auth ? ['  -H "Authorization: Bearer $AGENTGOV_API_KEY"'] : []),
+    ...(options.body !== undefined
+      ? ['  -H "Content-Type: application/json"', `  -d '${JSON.stringify(options.body)}'`]
+      : []),
+  ].join(" \\\n")
+
 /**
  * An operation's call with sample values, as `curl` and as the SDK's method (`@agentgov/sdk`: the
  * operation's name on the client; path parameters, then the query or body object, or the body
@@ -233,11 +243,7 @@ const codeSamples = (
   const url = `$AGENTGOV_URL/api/v1${path.replace(/\{[A-Za-z]+\}/g, id)}${
     Object.keys(query).length > 0 ? `?${new URLSearchParams(query as Record<string, string>)}` : ""
   }`
-  const curl = [
-    `curl -X ${op.method} "${url}"`,
-    '  -H "Authorization: Bearer $AGENTGOV_API_KEY"',
-    ...(body ? ['  -H "Content-Type: application/json"', `  -d '${JSON.stringify(body)}'`] : []),
-  ].join(" \\\n")
+  const curl = curlSample(op.method, url, { auth: true, body })
   const input = body ?? query
   const args = [
     ...pathArgs.map(() => JSON.stringify(id)),
@@ -392,6 +398,19 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       tags: ["Events"],
       security: [{ bearer: [] }],
       "x-scope": "events:read",
+      "x-codeSamples": [
+        {
+          lang: "Shell",
+          label: "curl",
+          source: `${curlSample("GET", "$AGENTGOV_URL/api/v1/events/stream?types=policy.*", { auth: true })} \\\n  -N`,
+        },
+        {
+          lang: "TypeScript",
+          label: "SDK",
+          source:
+            'const result = agentgov.events.stream({ types: ["policy.*"] }) // for await (const event of result) …',
+        },
+      ],
       parameters: [
         {
           name: "types",
@@ -419,6 +438,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
   // The service's own paths are at the origin, not under the API's prefix.
   const origin = options.serverUrl ?? ""
   const atOrigin = [{ url: origin || "/", description: "the service's origin" }]
+  const withExample = (schema: Json): Json => ({ schema, example: exampleOf(schema, components) })
   const healthResponse = (status: string): Json => ({
     type: "object",
     required: ["ok", "data"],
@@ -431,12 +451,15 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     servers: atOrigin,
     get: {
       operationId: "health.live",
+      "x-codeSamples": [
+        { lang: "Shell", label: "curl", source: curlSample("GET", "$AGENTGOV_URL/healthz", { auth: false }) },
+      ],
       summary: "Liveness",
       description: "Answers while the process serves requests, whatever its role.",
       security: [],
       tags: ["Service"],
       responses: {
-        "200": { description: "alive", content: { "application/json": { schema: healthResponse("ok") } } },
+        "200": { description: "alive", content: { "application/json": withExample(healthResponse("ok")) } },
       },
     },
   }
@@ -444,11 +467,14 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     servers: atOrigin,
     get: {
       operationId: "health.ready",
+      "x-codeSamples": [
+        { lang: "Shell", label: "curl", source: curlSample("GET", "$AGENTGOV_URL/readyz", { auth: false }) },
+      ],
       summary: "Readiness: the store answers",
       security: [],
       tags: ["Service"],
       responses: {
-        "200": { description: "ready", content: { "application/json": { schema: healthResponse("ready") } } },
+        "200": { description: "ready", content: { "application/json": withExample(healthResponse("ready")) } },
         "503": errorResponse("not ready: the store does not answer (NOT_READY)"),
       },
     },
@@ -457,13 +483,20 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     servers: [...atOrigin, { url: `${origin}/api/v1` }, { url: `${origin}/v1` }],
     get: {
       operationId: "keys.jwks",
+      "x-codeSamples": [
+        {
+          lang: "Shell",
+          label: "curl",
+          source: curlSample("GET", "$AGENTGOV_URL/.well-known/jwks.json", { auth: false }),
+        },
+      ],
       summary: "The public signing keys (JWKS, RFC 7517)",
       description:
         "The Ed25519 keys that sign SDK tokens and chain checkpoints, by `kid`; a retired key stays listed while anything it signed may still be checked. Cacheable for 5 minutes.",
       security: [],
       tags: ["Service"],
       responses: {
-        "200": { description: "the key set", content: { "application/json": { schema: JWKS_SCHEMA } } },
+        "200": { description: "the key set", content: { "application/json": withExample(JWKS_SCHEMA) } },
         "404": errorResponse("this instance runs the worker role only (NOT_FOUND)"),
       },
     },
