@@ -34,6 +34,10 @@ const examples = (op: Json): string => {
  * with no internet).
  */
 export const renderReference = (doc: Json): string => {
+  // A named body shows its name and its schema, not just the reference.
+  const resolveRef = (s: Json): Json =>
+    typeof s.$ref === "string" ? (doc.components?.schemas?.[s.$ref.split("/").pop()!] ?? s) : s
+  const bodyName = (s: Json) => (typeof s.$ref === "string" ? `: <code>${esc(s.$ref.split("/").pop())}</code>` : "")
   const sections: Array<string> = []
   const byTag = new Map<string, Array<string>>()
   for (const [relative, item] of Object.entries(doc.paths as Json)) {
@@ -60,7 +64,7 @@ ${(op.description ?? "")
   .map((p: string) => `<p>${prose(p)}</p>`)
   .join("")}
 ${rows ? `<table><tr><th>parameter</th><th>in</th><th>required</th><th>description</th></tr>${rows}</table>` : ""}
-${body ? `<details><summary>Request body</summary><pre>${schemaText(body)}</pre></details>` : ""}
+${body ? `<details><summary>Request body${bodyName(body)}</summary><pre>${schemaText(resolveRef(body))}</pre></details>` : ""}
 <details><summary>Responses</summary><ul>${responses}</ul></details>
 ${examples(op)}
 </section>`
