@@ -23,7 +23,7 @@ const sampleNumber = (s: Json): number => {
 /**
  * A small value the JSON Schema accepts, for the examples of the document and the reference page:
  * the schema's own `examples`, `const`, `default` or first `enum` value when it has one, else the
- * required properties (the first property when none is required), one array item (or `minItems`), the
+ * required properties and those with their own `examples` (else the first property), one array item (or `minItems`), the
  * first non-null branch of a union, and strings and numbers within their bounds. `definitions`
  * resolves `$ref`s.
  */
@@ -48,8 +48,13 @@ export const exampleOf = (schema: Json, definitions: Record<string, Json>, depth
   switch (type) {
     case "object": {
       const properties = (s.properties ?? {}) as Record<string, Json>
-      const names: Array<string> =
-        Array.isArray(s.required) && s.required.length > 0 ? s.required : Object.keys(properties).slice(0, 1)
+      // Also the optional properties that carry their own example: the domain marks those worth showing.
+      const exemplified = Object.keys(properties).filter((n) =>
+        Array.isArray(resolve(properties[n]!, definitions).examples),
+      )
+      const required: Array<string> = Array.isArray(s.required) ? s.required : []
+      const chosen = [...new Set([...required, ...exemplified])]
+      const names = chosen.length > 0 ? chosen : Object.keys(properties).slice(0, 1)
       return Object.fromEntries(
         names.filter((n) => n in properties).map((n) => [n, exampleOf(properties[n]!, definitions, depth + 1)]),
       )
