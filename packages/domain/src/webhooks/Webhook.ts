@@ -31,7 +31,11 @@ export const WebhookSecret = Schema.String.check(
   Schema.isMinLength(16),
   Schema.isMaxLength(256),
   Schema.isPattern(/^[\x21-\x7e]+$/),
-).annotate({ description: "16 to 256 printable ASCII characters, no spaces; generated (`whsec_…`) when omitted" })
+).annotate({
+  description: "16 to 256 printable ASCII characters, no spaces; generated (`whsec_…`) when omitted",
+  // JSON Schema counts code points, so effect documents the length loosely (minLength 8): show a real one.
+  examples: ["whsec_my_own_secret_2030"],
+})
 
 export const WebhookStats = Schema.Struct({
   total: Schema.Int.annotate({ description: "attempts recorded" }),
