@@ -193,6 +193,10 @@ describe("the catalog's document", () => {
     }
   })
 
+  it("documents numbers the server sends as numbers: no `Infinity`/`NaN` strings (effect's encoding of a bare Number)", () => {
+    expect(JSON.stringify(doc)).not.toContain('"Infinity"')
+  })
+
   it("no object anywhere in the document says nothing of its properties (read as 'none allowed')", () => {
     expect(closedFreeForm(doc)).toEqual([])
   })
