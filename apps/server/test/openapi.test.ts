@@ -443,6 +443,30 @@ describe("real responses match the documented schemas", () => {
     expect((await callDocumented("policies.delete", { id })).status).toBe(200)
   })
 
+  it("an unknown body field: the documented schemas refuse it, as the server does (strict input, 422)", async () => {
+    const agentId = (await t.call("POST", "/api/v1/agents", { body: { name: "strict-input-agent" } })).body.data.id
+    const rule = { id: "r", effect: "allow", actions: ["x"] }
+    const policyId = (await t.call("POST", "/api/v1/policies", { body: { name: "strict-input", rules: [rule] } })).body
+      .data.id
+    const cases: Array<[string, string, string, Json]> = [
+      ["agents.create", "POST", "/api/v1/agents", { name: "strict-typo", lables: ["a"] }],
+      ["policies.create", "POST", "/api/v1/policies", { name: "strict-typo", rules: [rule], mdoe: "monitor" }],
+      ["policies.create", "POST", "/api/v1/policies", { name: "strict-typo-2", rules: [{ ...rule, efect: "deny" }] }],
+      ["policies.update", "PATCH", `/api/v1/policies/${policyId}`, { enabeld: false }],
+      ["guard.evaluate", "POST", "/api/v1/guard", { agentId, action: "x", contxt: {} }],
+      ["agents.update", "PATCH", `/api/v1/agents/${agentId}`, { labels: ["a"], extra: 1 }],
+    ]
+    for (const [operationId, method, path, body] of cases) {
+      const schema = operationById(operationId).op.requestBody.content["application/json"].schema
+      expect(makeAjv().compile(withDefs(schema))(body), `${operationId} documents ${JSON.stringify(body)}`).toBe(false)
+      const res = await t.call(method, path, { body })
+      expect(res.status, `${operationId} ${JSON.stringify(body)}: ${JSON.stringify(res.body)}`).toBe(422)
+    }
+    // Free-form objects stay free-form.
+    const metadata = operationById("agents.create").op.requestBody.content["application/json"].schema
+    expect(makeAjv().compile(withDefs(metadata))({ name: "m", metadata: { any: { thing: 1 } } })).toBe(true)
+  })
+
   it("error responses are documented for their operation and match the error envelope", async () => {
     expect((await callDocumented("agents.get", { id: "agt_missing" })).status).toBe(404)
     expect((await callDocumented("apiKeys.get", { id: "key_missing" })).status).toBe(404)

@@ -39,9 +39,19 @@ const forOpenApi = (v: unknown): any => {
   return out
 }
 
-/** The JSON Schema of a schema with its definitions, `$ref`s pointing at `#/components/schemas/…`. */
-export const toJsonSchema = (schema: Schema.Top): { schema: JsonSchema; definitions: Record<string, JsonSchema> } => {
-  const doc = Schema.toJsonSchemaDocument(schema) as unknown as {
+/**
+ * The JSON Schema of a schema with its definitions, `$ref`s pointing at `#/components/schemas/…`.
+ * `strict`: objects refuse properties they do not name (`additionalProperties: false`), as the
+ * executor decodes an operation's input (`onExcessProperty: "error"`); otherwise they are open, as an
+ * answer or an event may gain fields.
+ */
+export const toJsonSchema = (
+  schema: Schema.Top,
+  options: { readonly strict?: boolean } = {},
+): { schema: JsonSchema; definitions: Record<string, JsonSchema> } => {
+  const doc = Schema.toJsonSchemaDocument(schema, {
+    onExcessProperty: options.strict ? "error" : "ignore",
+  }) as unknown as {
     schema: JsonSchema
     definitions?: Record<string, JsonSchema>
   }
@@ -122,7 +132,7 @@ export const canonicalJson = (v: unknown): string =>
 
 /** The primitive JSON type a property accepts (first non-null branch of a union), for query-string coercion. */
 export const propertyTypes = (schema: Schema.Top): Record<string, string> => {
-  const { schema: root, definitions } = toJsonSchema(schema)
+  const { schema: root, definitions } = toJsonSchema(schema, { strict: true })
   const out: Record<string, string> = {}
   for (const [name, prop] of Object.entries(objectFields(root, definitions).properties)) {
     let p = resolve(prop, definitions)

@@ -264,15 +264,41 @@ const codeSamples = (
 export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: OpenApiOptions = {}): Json => {
   const components: Record<string, Json> = { ErrorEnvelope: errorEnvelope }
   // Definitions come from one effect document per schema: one name must mean one schema across them all.
-  const schemaOf = (s: Parameters<typeof toJsonSchema>[0]) => {
-    const { schema, definitions } = toJsonSchema(s)
+  const inputNames = new Set<string>()
+  const schemaOf = (s: Parameters<typeof toJsonSchema>[0], strict = false) => {
+    let { schema, definitions } = toJsonSchema(s, { strict })
+    // An input is strict (an unknown field is 422) where an answer is open: a named schema documented
+    // both ways is `<name>Input` on the input side. Renaming changes the schemas that refer to it: repeat.
+    for (let round = 0; strict && round < 10; round++) {
+      const differing = Object.keys(definitions).filter(
+        (name) =>
+          name in components &&
+          !inputNames.has(name) &&
+          canonicalJson(components[name]) !== canonicalJson(definitions[name]),
+      )
+      if (differing.length === 0) break
+      let text = JSON.stringify({ schema, definitions })
+      for (const name of differing) {
+        text = text.replaceAll(`"#/components/schemas/${name}"`, `"#/components/schemas/${name}Input"`)
+      }
+      const renamed = JSON.parse(text) as { schema: Json; definitions: Record<string, Json> }
+      schema = renamed.schema
+      definitions = Object.fromEntries(
+        Object.entries(renamed.definitions).map(([name, d]) => [differing.includes(name) ? `${name}Input` : name, d]),
+      )
+    }
     for (const [name, definition] of Object.entries(definitions)) {
       if (name in components && canonicalJson(components[name]) !== canonicalJson(definition))
         throw new Error(`OpenAPI: two different schemas are named ${name}; give one another identifier`)
       components[name] = definition
+      if (strict) inputNames.add(name)
     }
     return { schema, definitions }
   }
+  // Answers and events first: they keep the plain names, inputs take `<name>Input` where they differ.
+  for (const op of operations) schemaOf(op.output)
+  for (const def of Object.values(SYSTEM_EVENTS)) schemaOf(def.data)
+
   const records = new Map(
     operations
       .filter((o) => o.method === "GET" && /^\/[^/]+\/:id$/.test(o.path))
@@ -282,7 +308,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
   for (const op of operations) {
     const pathParams = [...op.path.matchAll(/:([A-Za-z]+)/g)].map((m) => m[1]!)
     const openapiPath = op.path.replace(/:([A-Za-z]+)/g, "{$1}")
-    const input = schemaOf(op.input)
+    const input = schemaOf(op.input, true)
     const { properties: props, required } = objectFields(input.schema, components)
 
     const parameters: Array<Json> = pathParams.map((name) => ({
@@ -307,7 +333,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     } else {
       // The named body schema the input declares (`idAnd`), else the input less its path parameters.
       const declared = SchemaAST.resolve(op.input.ast)?.[BODY_SCHEMA] as Schema.Top | undefined
-      const body = declared ? schemaOf(declared).schema : omitProperties(input.schema, pathParams, components)
+      const body = declared ? schemaOf(declared, true).schema : omitProperties(input.schema, pathParams, components)
       const fields = objectFields(body, components)
       // A body is a JSON object (the REST facade refuses anything else), also with no fields (effect
       // says `{not: {type: "null"}}` for `Struct({})`).

@@ -150,6 +150,28 @@ describe("request bodies in every schema shape", () => {
     expect(Object.keys(schemas.UpdateThing?.properties)).toEqual(["name"])
   })
 
+  it("documents inputs strict, as the executor decodes them, and answers open; a schema used both ways is two", () => {
+    const Thing = Schema.Struct({ name: Schema.String }).annotate({ identifier: "Thing" })
+    const create = defineOperation({
+      name: "things.create",
+      method: "POST",
+      path: "/things",
+      scope: null,
+      tag: "Agents",
+      summary: "test",
+      input: Schema.Struct({ thing: Thing, metadata: Schema.Record(Schema.String, Schema.Unknown) }),
+      output: Thing,
+      handler: () => Effect.die("not called"),
+    })
+    const { body, schemas } = bodyOf(create)
+    expect(body.additionalProperties).toBe(false)
+    expect(body.properties.thing).toEqual({ $ref: "#/components/schemas/ThingInput" })
+    expect(schemas.ThingInput?.additionalProperties).toBe(false)
+    expect(schemas.Thing?.additionalProperties).toBe(true)
+    // A free-form record stays open in an input.
+    expect(body.properties.metadata).toEqual({ type: "object", additionalProperties: true })
+  })
+
   it("refuses two different schemas under one name instead of documenting one of them for both", () => {
     const same = (v: Schema.Codec<any, any, never, never>) => Schema.Struct({ v }).annotate({ identifier: "Same" })
     const a = op("POST", "/a", Schema.Struct({ x: same(Schema.String) }))
