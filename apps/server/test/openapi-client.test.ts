@@ -29,7 +29,13 @@ const METHODS = ["get", "put", "post", "delete", "patch"]
 /** Runs a node script; resolves with its exit code and output instead of throwing on failure. */
 const node = async (args: ReadonlyArray<string>, cwd: string) => {
   try {
-    const { stdout, stderr } = await run(process.execPath, [...args], { cwd, timeout: 120_000, maxBuffer: 1 << 24 })
+    const { stdout, stderr } = await run(process.execPath, [...args], {
+      cwd,
+      timeout: 120_000,
+      maxBuffer: 1 << 24,
+      // Redocly reports usage and looks for updates over the network unless told not to.
+      env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
+    })
     return { code: 0, output: `${stdout}${stderr}` }
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string }
