@@ -23,8 +23,8 @@ beforeAll(async () => {
 })
 afterAll(async () => t?.close())
 
-/** `/agents/:id/versions` → `/api/v1/agents/{id}/versions` */
-const docPath = (path: string) => `/api/v1${path.replace(/:([A-Za-z]+)/g, "{$1}")}`
+/** `/agents/:id/versions` → `/agents/{id}/versions`: the document's path, under its servers `/api/v1` and `/v1`. */
+const docPath = (path: string) => path.replace(/:([A-Za-z]+)/g, "{$1}")
 const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
 
 describe("the OpenAPI document", () => {
@@ -57,7 +57,11 @@ describe("the OpenAPI document", () => {
     expect(result.valid).toBe(false)
   })
 
-  it("lists every operation of the catalog at /api/v1 + its path, method and operationId", () => {
+  it("serves the API at /api/v1 and its alias /v1", () => {
+    expect(doc.servers.map((s: Json) => new URL(s.url).pathname)).toEqual(["/api/v1", "/v1"])
+  })
+
+  it("lists every operation of the catalog at its path, method and operationId", () => {
     expect(operations.length).toBeGreaterThan(0)
     for (const op of operations) {
       const item = doc.paths[docPath(op.path)]
@@ -157,11 +161,58 @@ describe("the reference page", () => {
     const html = String(res.body)
     expect(html).toMatch(/^<!doctype html>/i)
     for (const op of operations) {
-      expect(html, op.name).toContain(`<code>${docPath(op.path)}</code>`)
+      expect(html, op.name).toContain(`<code>/api/v1${docPath(op.path)}</code>`)
       expect(html, op.name).toContain(`id="${op.name}"`)
     }
     // It links the machine-readable document.
     expect(html).toContain('href="/api/v1/openapi.json"')
+  })
+
+  it("shows for every operation an example request (curl and the SDK call) and its example response", async () => {
+    const html = String((await t.call("GET", "/api/v1/reference", { key: null })).body)
+    /** The section of one operation, up to the next. */
+    const section = (id: string) => {
+      const start = html.indexOf(`<section id="${id}">`)
+      expect(start, id).toBeGreaterThan(0)
+      return html.slice(start, html.indexOf("</section>", start))
+    }
+    const htmlText = (s: string) =>
+      s
+        .replaceAll("&quot;", '"')
+        .replaceAll("&#39;", "'")
+        .replaceAll("&lt;", "<")
+        .replaceAll("&gt;", ">")
+        .replaceAll("&amp;", "&")
+    // The service's own paths too: a curl call and an example response each.
+    for (const id of ["events.stream", "health.live", "health.ready", "keys.jwks"]) {
+      expect(htmlText(section(id)), id).toMatch(/curl -X GET "\$AGENTGOV_URL\//)
+    }
+    for (const id of ["health.live", "health.ready", "keys.jwks"])
+      expect(section(id), id).toContain("<b>Response 200</b>")
+    expect(htmlText(section("events.stream"))).toContain("agentgov.events.stream(")
+    for (const op of operations) {
+      const text = htmlText(section(op.name))
+      // The path with a sample id (`agt_example`) for each parameter.
+      const path = op.path.replaceAll("/", "\\/").replace(/:[A-Za-z]+/g, "[a-z]*_?example")
+      expect(text, op.name).toMatch(new RegExp(`curl -X ${op.method} "\\$AGENTGOV_URL\\/api\\/v1${path}[?"]`))
+      expect(text, op.name).toContain(`await agentgov.${op.name}(`)
+      expect(text, op.name).toMatch(
+        new RegExp(`Response ${op.successStatus ?? 200}</b></p><pre class="sample">\\{\\n  "ok": true`),
+      )
+      // The documented example body is the one in the curl call.
+      const body = operationById(op.name).op.requestBody?.content["application/json"].example
+      if (body !== undefined) expect(text, op.name).toContain(`-d '${JSON.stringify(body)}'`)
+    }
+  })
+
+  it("the example bodies are accepted by the documented schemas, and the example responses match theirs (ajv)", () => {
+    for (const op of operations) {
+      const { op: documented } = operationById(op.name)
+      const request = documented.requestBody?.content["application/json"]
+      if (request) validate(request.schema, request.example, `${op.name} example body`)
+      const success = documented.responses[String(op.successStatus ?? 200)].content["application/json"]
+      validate(success.schema, success.example, `${op.name} example response`)
+    }
   })
 })
 
@@ -217,7 +268,7 @@ const callDocumented = async (
   query = "",
 ): Promise<{ status: number; body: any }> => {
   const { path, method, op } = operationById(operationId)
-  const url = path.replace(/\{([A-Za-z]+)\}/g, (_, name) => encodeURIComponent(params[name]!)) + query
+  const url = `/api/v1${path.replace(/\{([A-Za-z]+)\}/g, (_, name) => encodeURIComponent(params[name]!))}${query}`
   if (body !== undefined) {
     const requestSchema = op.requestBody?.content?.["application/json"]?.schema
     expect(requestSchema, `${operationId} documents no request body`).toBeDefined()
@@ -277,7 +328,7 @@ describe("real responses match the documented schemas", () => {
       const check = makeAjv().compile(withDefs(requestSchema))
       for (const value of [[1], null, "text", 3]) {
         expect(check(body(value)), `${operationId} documents ${field}: ${JSON.stringify(value)}`).toBe(false)
-        const res = await t.call(method.toUpperCase(), path, { body: body(value) })
+        const res = await t.call(method.toUpperCase(), `/api/v1${path}`, { body: body(value) })
         expect(res.status, `${operationId} with ${field}: ${JSON.stringify(value)}`).toBe(422)
         expect(res.body.error.details.field).toBe(field)
       }
@@ -352,6 +403,68 @@ describe("real responses match the documented schemas", () => {
     expect((await callDocumented("agents.delete", { id: agentId })).status).toBe(200)
     // The deregistered agent, with its timestamps filled in, still matches.
     expect((await callDocumented("agents.get", { id: agentId })).status).toBe(200)
+  })
+
+  it("policies: a valid document and a patch pass the documented request schemas and the server", async () => {
+    const created = await callDocumented(
+      "policies.create",
+      {},
+      {
+        name: "conformance-policy",
+        description: "checks the document",
+        target: { labels: ["team:a"] },
+        rules: [
+          {
+            id: "no-drop",
+            effect: "deny",
+            actions: ["db.drop"],
+            when: { any: [{ not: { field: "context.env", op: "eq", value: "dev" } }, { cel: "context.size > 3" }] },
+            enforce: { type: "warning" },
+          },
+          { id: "ask", effect: "require_approval", actions: ["pay.*"], approval: { timeoutSeconds: 600 } },
+        ],
+      },
+    )
+    expect(created.status).toBe(201)
+    const id = created.body.data.id as string
+    const patch = { description: null, target: null, enabled: false, mode: "monitor" }
+    expect((await callDocumented("policies.update", { id }, patch)).status).toBe(200)
+    expect((await callDocumented("policies.get", { id })).status).toBe(200)
+    // The documented schemas refuse what the server refuses.
+    const { op } = operationById("policies.create")
+    const check = makeAjv().compile(withDefs(op.requestBody.content["application/json"].schema))
+    expect(check({ name: "x", rules: [] })).toBe(false)
+    expect(check({ rules: [{ id: "a", effect: "allow", actions: ["x"] }] })).toBe(false)
+    const update = makeAjv().compile(
+      withDefs(operationById("policies.update").op.requestBody.content["application/json"].schema),
+    )
+    expect(update({ enabled: "yes" })).toBe(false)
+    expect(update({ mode: "sometimes" })).toBe(false)
+    expect((await callDocumented("policies.delete", { id })).status).toBe(200)
+  })
+
+  it("an unknown body field: the documented schemas refuse it, as the server does (strict input, 422)", async () => {
+    const agentId = (await t.call("POST", "/api/v1/agents", { body: { name: "strict-input-agent" } })).body.data.id
+    const rule = { id: "r", effect: "allow", actions: ["x"] }
+    const policyId = (await t.call("POST", "/api/v1/policies", { body: { name: "strict-input", rules: [rule] } })).body
+      .data.id
+    const cases: Array<[string, string, string, Json]> = [
+      ["agents.create", "POST", "/api/v1/agents", { name: "strict-typo", lables: ["a"] }],
+      ["policies.create", "POST", "/api/v1/policies", { name: "strict-typo", rules: [rule], mdoe: "monitor" }],
+      ["policies.create", "POST", "/api/v1/policies", { name: "strict-typo-2", rules: [{ ...rule, efect: "deny" }] }],
+      ["policies.update", "PATCH", `/api/v1/policies/${policyId}`, { enabeld: false }],
+      ["guard.evaluate", "POST", "/api/v1/guard", { agentId, action: "x", contxt: {} }],
+      ["agents.update", "PATCH", `/api/v1/agents/${agentId}`, { labels: ["a"], extra: 1 }],
+    ]
+    for (const [operationId, method, path, body] of cases) {
+      const schema = operationById(operationId).op.requestBody.content["application/json"].schema
+      expect(makeAjv().compile(withDefs(schema))(body), `${operationId} documents ${JSON.stringify(body)}`).toBe(false)
+      const res = await t.call(method, path, { body })
+      expect(res.status, `${operationId} ${JSON.stringify(body)}: ${JSON.stringify(res.body)}`).toBe(422)
+    }
+    // Free-form objects stay free-form.
+    const metadata = operationById("agents.create").op.requestBody.content["application/json"].schema
+    expect(makeAjv().compile(withDefs(metadata))({ name: "m", metadata: { any: { thing: 1 } } })).toBe(true)
   })
 
   it("error responses are documented for their operation and match the error envelope", async () => {

@@ -24,6 +24,8 @@ export interface Operation<I = any, O = any, N extends string = string, M extend
   readonly tag: string
   readonly input: Schema.Codec<I, any, never, never>
   readonly output: Schema.Top
+  /** The SDK method takes this input field itself, not the input object (`events.ingest(events)`). */
+  readonly sdkArgument?: string
   /** Lists answer `data` plus `meta` with the cursor. */
   readonly paginated?: boolean
   readonly successStatus?: 200 | 201

@@ -1,6 +1,9 @@
 import { EVENT_ALIASES, SCOPES, SYSTEM_EVENTS } from "@agentgov/domain"
-import { resolve, toJsonSchema } from "./jsonSchema.ts"
+import { type Schema, SchemaAST } from "effect"
+import { exampleOf } from "./examples.ts"
+import { canonicalJson, objectFields, omitProperties, referencedSchemas, resolve, toJsonSchema } from "./jsonSchema.ts"
 import type { Operation } from "./Operation.ts"
+import { BODY_SCHEMA } from "./operations/common.ts"
 
 type Json = Record<string, any>
 
@@ -112,6 +115,7 @@ const buildWebhooks = (schemaOf: (s: Parameters<typeof toJsonSchema>[0]) => { sc
           .join("\n\n"),
         tags: ["Webhook events"],
         "x-emitted-by": def.emittedBy,
+        security: [{ webhookSignature: [] }],
         parameters: Object.keys(WEBHOOK_HEADERS).map((k) => ({ $ref: `#/components/parameters/${k}` })),
         requestBody: {
           required: true,
@@ -153,26 +157,159 @@ const buildWebhooks = (schemaOf: (s: Parameters<typeof toJsonSchema>[0]) => { sc
 export interface OpenApiOptions {
   readonly title?: string
   readonly version?: string
+  /** The service's public origin (`https://gov.example.com`); the servers are under it. */
   readonly serverUrl?: string
+}
+
+/** Every tag's description: a tag the catalog uses without one here is an error, so a new one gets one. */
+const TAG_DESCRIPTIONS: Record<string, string> = {
+  Workspaces: "Workspaces: the unit of isolation, with their settings, plan and environment.",
+  Agents: "Registered agents, their versions, labels and metadata.",
+  "API keys": "Workspace and agent API keys: create, rotate (with an overlap) and revoke.",
+  Tokens: "Short-lived SDK tokens (signed JWTs) exchanged for an API key.",
+  Events: "The hash-chained event log: ingest, list, verify, checkpoints and proofs, export.",
+  Policies: "Policy documents and the guard that evaluates actions against them.",
+  Enforcement: "Enforcements against agents (suspensions, throttles, revocations) and their appeals.",
+  Approvals: "Human approvals requested by `require_approval` rules.",
+  Webhooks: "Webhook endpoints subscribed to events, their deliveries and secrets.",
+  Service: "Liveness, readiness and the public signing keys: no credential.",
+  "Webhook events": "The system's events, as delivered to webhooks (signed POSTs).",
+}
+
+const errorResponse = (description: string): Json => ({
+  description,
+  content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+})
+
+const JWKS_SCHEMA: Json = {
+  type: "object",
+  required: ["keys"],
+  properties: {
+    keys: {
+      type: "array",
+      items: {
+        type: "object",
+        required: ["kty", "crv", "x", "kid"],
+        properties: {
+          kty: { const: "OKP" },
+          crv: { const: "Ed25519" },
+          x: { type: "string", description: "the public key, base64url" },
+          kid: { type: "string", description: "the `kid` in a token's or a checkpoint's header" },
+          alg: { const: "EdDSA" },
+          use: { const: "sig" },
+        },
+        additionalProperties: true,
+      },
+    },
+  },
+  additionalProperties: true,
+}
+
+/** `opaque id with prefix \`agt_\`` in a record's `id` → `agt_example`: a path parameter's sample value. */
+const sampleId = (record: Json | undefined, components: Record<string, Json>): string => {
+  const described = record ? (objectFields(record, components).properties.id?.description ?? "") : ""
+  return `${/prefix `([a-z]+_)`/.exec(described)?.[1] ?? ""}example`
+}
+
+/** A `curl` call, one option a line. */
+const curlSample = (method: string, url: string, options: { auth: boolean; body?: unknown }): string =>
+  [
+    `curl -X ${method} "${url}"`,
+    ...(options.auth ? ['  -H "Authorization: Bearer $AGENTGOV_API_KEY"'] : []),
+    ...(options.body !== undefined
+      ? ['  -H "Content-Type: application/json"', `  -d '${JSON.stringify(options.body)}'`]
+      : []),
+  ].join(" \\\n")
+
+/**
+ * An operation's call with sample values, as `curl` and as the SDK's method (`@agentgov/sdk`: the
+ * operation's name on the client; path parameters, then the query or body object, or the body
+ * field the operation names in `sdkArgument`).
+ */
+const codeSamples = (
+  op: Operation,
+  path: string,
+  parameters: ReadonlyArray<Json>,
+  requestBody: Json | undefined,
+  record: Json | undefined,
+  components: Record<string, Json>,
+): Array<Json> => {
+  const id = sampleId(record, components)
+  const pathArgs = parameters.filter((p) => p.in === "path").map((p) => p.name as string)
+  const query = Object.fromEntries(
+    parameters.filter((p) => p.in === "query" && p.required).map((p) => [p.name, exampleOf(p.schema, components)]),
+  )
+  const body = requestBody?.content["application/json"].example as Json | undefined
+  const url = `$AGENTGOV_URL/api/v1${path.replace(/\{[A-Za-z]+\}/g, id)}${
+    Object.keys(query).length > 0 ? `?${new URLSearchParams(query as Record<string, string>)}` : ""
+  }`
+  const curl = curlSample(op.method, url, { auth: true, body })
+  const input = body ?? query
+  const args = [
+    ...pathArgs.map(() => JSON.stringify(id)),
+    ...(op.sdkArgument ? [JSON.stringify(input[op.sdkArgument])] : []),
+    ...(!op.sdkArgument && Object.keys(input).length > 0 ? [JSON.stringify(input)] : []),
+  ]
+  return [
+    { lang: "Shell", label: "curl", source: curl },
+    {
+      lang: "TypeScript",
+      label: "SDK",
+      source: `const result = await agentgov.${op.name}(${args.join(", ")})`,
+    },
+  ]
 }
 
 /** The OpenAPI 3.1 document of every operation in the catalog. */
 export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: OpenApiOptions = {}): Json => {
   const components: Record<string, Json> = { ErrorEnvelope: errorEnvelope }
-  const schemaOf = (s: Parameters<typeof toJsonSchema>[0]) => {
-    const { schema, definitions } = toJsonSchema(s)
-    Object.assign(components, definitions)
+  // Definitions come from one effect document per schema: one name must mean one schema across them all.
+  const inputNames = new Set<string>()
+  const schemaOf = (s: Parameters<typeof toJsonSchema>[0], strict = false) => {
+    let { schema, definitions } = toJsonSchema(s, { strict })
+    // An input is strict (an unknown field is 422) where an answer is open: a named schema documented
+    // both ways is `<name>Input` on the input side. Renaming changes the schemas that refer to it: repeat.
+    for (let round = 0; strict && round < 10; round++) {
+      const differing = Object.keys(definitions).filter(
+        (name) =>
+          name in components &&
+          !inputNames.has(name) &&
+          canonicalJson(components[name]) !== canonicalJson(definitions[name]),
+      )
+      if (differing.length === 0) break
+      let text = JSON.stringify({ schema, definitions })
+      for (const name of differing) {
+        text = text.replaceAll(`"#/components/schemas/${name}"`, `"#/components/schemas/${name}Input"`)
+      }
+      const renamed = JSON.parse(text) as { schema: Json; definitions: Record<string, Json> }
+      schema = renamed.schema
+      definitions = Object.fromEntries(
+        Object.entries(renamed.definitions).map(([name, d]) => [differing.includes(name) ? `${name}Input` : name, d]),
+      )
+    }
+    for (const [name, definition] of Object.entries(definitions)) {
+      if (name in components && canonicalJson(components[name]) !== canonicalJson(definition))
+        throw new Error(`OpenAPI: two different schemas are named ${name}; give one another identifier`)
+      components[name] = definition
+      if (strict) inputNames.add(name)
+    }
     return { schema, definitions }
   }
+  // Answers and events first: they keep the plain names, inputs take `<name>Input` where they differ.
+  for (const op of operations) schemaOf(op.output)
+  for (const def of Object.values(SYSTEM_EVENTS)) schemaOf(def.data)
 
+  const records = new Map(
+    operations
+      .filter((o) => o.method === "GET" && /^\/[^/]+\/:id$/.test(o.path))
+      .map((o) => [o.path.split("/")[1]!, schemaOf(o.output).schema]),
+  )
   const paths: Record<string, Json> = {}
   for (const op of operations) {
     const pathParams = [...op.path.matchAll(/:([A-Za-z]+)/g)].map((m) => m[1]!)
-    const openapiPath = `/api/v1${op.path.replace(/:([A-Za-z]+)/g, "{$1}")}`
-    const input = schemaOf(op.input)
-    const inputObject = resolve(input.schema, input.definitions)
-    const props: Record<string, Json> = inputObject.properties ?? {}
-    const required: Array<string> = inputObject.required ?? []
+    const openapiPath = op.path.replace(/:([A-Za-z]+)/g, "{$1}")
+    const input = schemaOf(op.input, true)
+    const { properties: props, required } = objectFields(input.schema, components)
 
     const parameters: Array<Json> = pathParams.map((name) => ({
       name,
@@ -182,47 +319,31 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       description: props[name]?.description,
     }))
     let requestBody: Json | undefined
-    const bodyProps = Object.fromEntries(Object.entries(props).filter(([k]) => !pathParams.includes(k)))
-    const bodyRequired = required.filter((k) => !pathParams.includes(k))
     if (op.method === "GET" || op.method === "DELETE") {
-      for (const [name, schema] of Object.entries(bodyProps)) {
+      for (const [name, schema] of Object.entries(props)) {
+        if (pathParams.includes(name)) continue
         parameters.push({
           name,
           in: "query",
-          required: bodyRequired.includes(name),
+          required: required.includes(name),
           schema,
           description: schema.description,
         })
       }
     } else {
+      // The named body schema the input declares (`idAnd`), else the input less its path parameters.
+      const declared = SchemaAST.resolve(op.input.ast)?.[BODY_SCHEMA] as Schema.Top | undefined
+      const body = declared ? schemaOf(declared, true).schema : omitProperties(input.schema, pathParams, components)
+      const fields = objectFields(body, components)
+      // A body is a JSON object (the REST facade refuses anything else), also with no fields (effect
+      // says `{not: {type: "null"}}` for `Struct({})`).
+      const untyped = Object.keys(fields.properties).length === 0 && resolve(body, components).type === undefined
+      const schema = untyped ? { type: "object", additionalProperties: true } : body
       requestBody = {
-        required: bodyRequired.length > 0,
-        content: {
-          "application/json": {
-            schema: { type: "object", properties: bodyProps, required: bodyRequired, additionalProperties: false },
-          },
-        },
+        required: fields.required.length > 0,
+        content: { "application/json": { schema, example: exampleOf(schema, components) } },
       }
     }
-    parameters.push({
-      name: "X-Request-Id",
-      in: "header",
-      required: false,
-      schema: { type: "string" },
-      description: "echoed; generated when absent",
-    })
-    if (op.method === "POST") {
-      parameters.push({
-        name: "Idempotency-Key",
-        in: "header",
-        required: false,
-        schema: { type: "string", maxLength: 255 },
-        description: op.ignoresIdempotencyKey
-          ? "accepted and not used: every call mints a new token (a replay would have to store a bearer token)"
-          : "the same key, body and credential (a token counts as its key) within 24 h replays the first response; another body or credential is 409 IDEMPOTENCY_KEY_REUSED",
-      })
-    }
-
     const output = schemaOf(op.output).schema
     const success = op.paginated
       ? {
@@ -243,7 +364,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     const responses: Json = {
       [String(op.successStatus ?? 200)]: {
         description: "Success",
-        content: { "application/json": { schema: success } },
+        content: { "application/json": { schema: success, example: exampleOf(success, components) } },
       },
     }
     const errorCodes = new Set(["400", "401", "403", "429", "500"])
@@ -261,10 +382,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
             : code === "422" && op.method === "GET"
               ? "A parameter is well-formed but names what does not exist yet, e.g. a sequence beyond the chain (VALIDATION_ERROR, `details.field` names it)"
               : COMMON_ERRORS[code]!
-      responses[code] = {
-        description,
-        content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
-      }
+      responses[code] = errorResponse(description)
     }
 
     paths[openapiPath] ??= {}
@@ -285,10 +403,19 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       parameters,
       ...(requestBody ? { requestBody } : {}),
       responses,
+      // `:id` names the record of the path's first segment (`/agents/:id/versions`: an agent).
+      "x-codeSamples": codeSamples(
+        op,
+        openapiPath,
+        parameters,
+        requestBody,
+        records.get(op.path.split("/")[1]!),
+        components,
+      ),
     }
   }
 
-  paths["/api/v1/events/stream"] = {
+  paths["/events/stream"] = {
     get: {
       operationId: "events.stream",
       summary: "Live event stream (server-sent events)",
@@ -297,6 +424,19 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       tags: ["Events"],
       security: [{ bearer: [] }],
       "x-scope": "events:read",
+      "x-codeSamples": [
+        {
+          lang: "Shell",
+          label: "curl",
+          source: `${curlSample("GET", "$AGENTGOV_URL/api/v1/events/stream?types=policy.*", { auth: true })} \\\n  -N`,
+        },
+        {
+          lang: "TypeScript",
+          label: "SDK",
+          source:
+            'const result = agentgov.events.stream({ types: ["policy.*"] }) // for await (const event of result) …',
+        },
+      ],
       parameters: [
         {
           name: "types",
@@ -311,62 +451,103 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       ],
       responses: {
         "200": { description: "the stream", content: { "text/event-stream": { schema: { type: "string" } } } },
-        "400": {
-          description: COMMON_ERRORS["400"]!,
-          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
-        },
-        "401": {
-          description: COMMON_ERRORS["401"]!,
-          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
-        },
-        "403": {
-          description: COMMON_ERRORS["403"]!,
-          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
-        },
-        "429": {
-          description: `${COMMON_ERRORS["429"]!}, or too many open streams for the key or the workspace`,
-          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
-        },
+        "400": errorResponse(COMMON_ERRORS["400"]!),
+        "401": errorResponse(COMMON_ERRORS["401"]!),
+        "403": errorResponse(COMMON_ERRORS["403"]!),
+        "429": errorResponse(`${COMMON_ERRORS["429"]!}, or too many open streams for the key or the workspace`),
       },
     },
   }
   const events = buildWebhooks(schemaOf)
   Object.assign(components, events.schemas, { WebhookDeliveryMetadata: deliveryMetadata })
 
+  // The service's own paths are at the origin, not under the API's prefix.
+  const origin = options.serverUrl ?? ""
+  const atOrigin = [{ url: origin || "/", description: "the service's origin" }]
+  const withExample = (schema: Json): Json => ({ schema, example: exampleOf(schema, components) })
+  const healthResponse = (status: string): Json => ({
+    type: "object",
+    required: ["ok", "data"],
+    properties: {
+      ok: { const: true },
+      data: { type: "object", required: ["status"], properties: { status: { const: status } } },
+    },
+  })
   paths["/healthz"] = {
+    servers: atOrigin,
     get: {
       operationId: "health.live",
+      "x-codeSamples": [
+        { lang: "Shell", label: "curl", source: curlSample("GET", "$AGENTGOV_URL/healthz", { auth: false }) },
+      ],
       summary: "Liveness",
+      description: "Answers while the process serves requests, whatever its role.",
       security: [],
       tags: ["Service"],
-      responses: { "200": { description: "alive" } },
+      responses: {
+        "200": { description: "alive", content: { "application/json": withExample(healthResponse("ok")) } },
+      },
     },
   }
   paths["/readyz"] = {
+    servers: atOrigin,
     get: {
       operationId: "health.ready",
+      "x-codeSamples": [
+        { lang: "Shell", label: "curl", source: curlSample("GET", "$AGENTGOV_URL/readyz", { auth: false }) },
+      ],
       summary: "Readiness: the store answers",
       security: [],
       tags: ["Service"],
-      responses: { "200": { description: "ready" }, "503": { description: "not ready" } },
+      responses: {
+        "200": { description: "ready", content: { "application/json": withExample(healthResponse("ready")) } },
+        "503": errorResponse("not ready: the store does not answer (NOT_READY)"),
+      },
+    },
+  }
+  paths["/.well-known/jwks.json"] = {
+    servers: [...atOrigin, { url: `${origin}/api/v1` }, { url: `${origin}/v1` }],
+    get: {
+      operationId: "keys.jwks",
+      "x-codeSamples": [
+        {
+          lang: "Shell",
+          label: "curl",
+          source: curlSample("GET", "$AGENTGOV_URL/.well-known/jwks.json", { auth: false }),
+        },
+      ],
+      summary: "The public signing keys (JWKS, RFC 7517)",
+      description:
+        "The Ed25519 keys that sign SDK tokens and chain checkpoints, by `kid`; a retired key stays listed while anything it signed may still be checked. Cacheable for 5 minutes.",
+      security: [],
+      tags: ["Service"],
+      responses: {
+        "200": { description: "the key set", content: { "application/json": withExample(JWKS_SCHEMA) } },
+        "404": errorResponse("this instance runs the worker role only (NOT_FOUND)"),
+      },
     },
   }
 
-  return {
+  const usedTags = [...new Set(operations.map((o) => o.tag)), "Service", "Webhook events"]
+  for (const name of usedTags) {
+    if (!TAG_DESCRIPTIONS[name]) throw new Error(`OpenAPI: tag ${name} has no description in TAG_DESCRIPTIONS`)
+  }
+
+  const document = {
     openapi: "3.1.0",
     info: {
       title: options.title ?? "agentgov API",
       version: options.version ?? "1.0.0",
       description:
         "Governance for autonomous software agents. Every response is an envelope: `{ok: true, data, meta?}` or `{ok: false, error: {code, message, details?}}`. Lists are newest first with cursor pagination (`limit` 1..100, default 25; `cursor` from `meta.cursor`). `webhooks` documents every system event: the body delivered for it, with its `data` schema (`components.schemas.EventData_<name with dots as underscores>`).",
+      // The repository's LICENSE (docs/decisions.md, Build and runtime).
+      license: { name: "MIT", identifier: "MIT" },
     },
-    servers: [{ url: options.serverUrl ?? "/" }],
-    tags: [...new Set(operations.map((o) => o.tag))]
-      .map((name): Json => ({ name }))
-      .concat([
-        { name: "Service" },
-        { name: "Webhook events", description: "The system's events, as delivered to webhooks (signed POSTs)." },
-      ]),
+    servers: [
+      { url: `${origin}/api/v1`, description: "the API" },
+      { url: `${origin}/v1`, description: "the same API under its short alias" },
+    ],
+    tags: usedTags.map((name) => ({ name, description: TAG_DESCRIPTIONS[name]! })),
     paths,
     webhooks: events.webhooks,
     components: {
@@ -378,7 +559,18 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
           scheme: "bearer",
           description: `An API key (\`svc_ws_…\`, \`svc_ag_sk_…\`). Scopes: ${SCOPES.join(", ")}.`,
         },
+        webhookSignature: {
+          type: "apiKey",
+          in: "header",
+          name: "X-SVC-Webhook-Signature",
+          description:
+            "How a receiver authenticates a delivery: the HMAC-SHA256 signature over `<X-SVC-Webhook-Id>.<X-SVC-Webhook-Timestamp>.<raw body>` with the endpoint's secret (see the header parameters).",
+        },
       },
     },
   }
+  // A GET's input becomes query parameters, not a schema: its definition, referenced by nothing, goes.
+  const used = referencedSchemas({ paths, webhooks: events.webhooks }, components)
+  for (const name of Object.keys(components)) if (!used.has(name)) delete components[name]
+  return document
 }

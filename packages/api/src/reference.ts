@@ -11,16 +11,40 @@ const prose = (s: unknown) => esc(s).replace(/`([^`]+)`/g, "<code>$1</code>")
 
 const schemaText = (schema: unknown) => esc(JSON.stringify(schema, null, 2))
 
+const HTTP_METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
+
+/** The path part of a server URL (`https://gov.example.com/api/v1` → `/api/v1`; `/` → ``). */
+const serverPath = (url: string | undefined) => new URL(url ?? "/", "http://server").pathname.replace(/\/$/, "")
+
+/** The example request (`x-codeSamples`: curl and the SDK call) and the example success response. */
+const examples = (op: Json): string => {
+  const samples = ((op["x-codeSamples"] ?? []) as Array<Json>)
+    .map((c) => `<p><b>${esc(c.label)}</b></p><pre class="sample">${esc(c.source)}</pre>`)
+    .join("")
+  const [status, success] =
+    Object.entries(op.responses as Json).find(([code, r]) => code.startsWith("2") && (r as Json).content) ?? []
+  const example = (success as Json | undefined)?.content?.["application/json"]?.example
+  const response =
+    example === undefined ? "" : `<p><b>Response ${esc(status)}</b></p><pre class="sample">${schemaText(example)}</pre>`
+  return samples || response ? `<details open><summary>Example</summary>${samples}${response}</details>` : ""
+}
 /**
  * A self-contained, human-readable API reference rendered from the OpenAPI
  * document on the server: no script, no external assets (the service may run
  * with no internet).
  */
 export const renderReference = (doc: Json): string => {
+  // A named body shows its name and its schema, not just the reference.
+  const resolveRef = (s: Json): Json =>
+    typeof s.$ref === "string" ? (doc.components?.schemas?.[s.$ref.split("/").pop()!] ?? s) : s
+  const bodyName = (s: Json) => (typeof s.$ref === "string" ? `: <code>${esc(s.$ref.split("/").pop())}</code>` : "")
   const sections: Array<string> = []
   const byTag = new Map<string, Array<string>>()
-  for (const [path, methods] of Object.entries(doc.paths as Json)) {
-    for (const [method, op] of Object.entries(methods as Json)) {
+  for (const [relative, item] of Object.entries(doc.paths as Json)) {
+    // The path as a client calls it: under the path's own server, else the document's first.
+    const path = `${serverPath(((item as Json).servers ?? doc.servers)?.[0]?.url)}${relative}`
+    for (const [method, op] of Object.entries(item as Json)) {
+      if (!HTTP_METHODS.includes(method)) continue
       const params = (op.parameters ?? []) as Array<Json>
       const rows = params
         .map(
@@ -40,8 +64,9 @@ ${(op.description ?? "")
   .map((p: string) => `<p>${prose(p)}</p>`)
   .join("")}
 ${rows ? `<table><tr><th>parameter</th><th>in</th><th>required</th><th>description</th></tr>${rows}</table>` : ""}
-${body ? `<details><summary>Request body</summary><pre>${schemaText(body)}</pre></details>` : ""}
+${body ? `<details><summary>Request body${bodyName(body)}</summary><pre>${schemaText(resolveRef(body))}</pre></details>` : ""}
 <details><summary>Responses</summary><ul>${responses}</ul></details>
+${examples(op)}
 </section>`
       const tag = (op.tags?.[0] as string) ?? "Other"
       byTag.set(tag, [...(byTag.get(tag) ?? []), html])
@@ -65,7 +90,9 @@ section{border-top:1px solid #e3e5ea;padding:.5rem 0}table{border-collapse:colla
 <h1>${esc(doc.info.title)} <small>${esc(doc.info.version)}</small></h1>
 <p>${prose(doc.info.description)}</p>
 <p>Machine-readable: <a href="/api/v1/openapi.json"><code>/api/v1/openapi.json</code></a> (OpenAPI ${esc(doc.openapi)}).
-Authenticate with <code>Authorization: Bearer &lt;API key&gt;</code>.</p>
+Authenticate with <code>Authorization: Bearer &lt;API key&gt;</code>.
+Servers: ${((doc.servers ?? []) as Array<Json>).map((s) => `<code>${esc(s.url)}</code> (${esc(s.description ?? "")})`).join(", ")}.
+The examples call <code>$AGENTGOV_URL</code> with <code>curl</code>, and the SDK as <code>agentgov = new AgentGov({ apiKey, baseUrl })</code> from <code>@agentgov/sdk</code>.</p>
 <nav>${nav.join("")}</nav>
 ${sections.join("\n")}
 </body></html>`

@@ -11,7 +11,7 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField, pageFields } from "./common.ts"
+import { idAnd, idField, pageFields } from "./common.ts"
 
 const tag = "Agents"
 
@@ -70,7 +70,7 @@ export const agentOperations = [
     summary: "Update an agent",
     description: "Emits `agent.updated` naming the changed fields.",
     errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED"],
-    input: Schema.Struct({ ...idField, ...UpdateAgent.fields }),
+    input: idAnd(UpdateAgent),
     output: Agent,
     handler: ({ id, ...patch }, actor) => AgentService.use((s) => s.update(actor, id, patch)),
   }),
@@ -98,7 +98,7 @@ export const agentOperations = [
     description: "The version string is unique per agent; the new version becomes the agent's current version.",
     successStatus: 201,
     errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED"],
-    input: Schema.Struct({ ...idField, ...CreateAgentVersion.fields }),
+    input: idAnd(CreateAgentVersion),
     output: AgentVersion,
     handler: ({ id, ...input }, actor) => AgentService.use((s) => s.createVersion(actor, id, input)),
   }),

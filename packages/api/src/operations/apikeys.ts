@@ -1,7 +1,7 @@
 import { ApiKey, ApiKeyService, ApiKeyWithSecret, CreateApiKey, PageOf, RotateApiKey } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField, pageFields, REDACTED_SECRET } from "./common.ts"
+import { idAnd, idField, pageFields, REDACTED_SECRET } from "./common.ts"
 
 const tag = "API keys"
 
@@ -75,7 +75,7 @@ export const apiKeyOperations = [
       "Returns a new key with the same type, scopes, agent binding and expiry. The old key keeps working for `overlapSeconds` (default 86400; 0 revokes it now), then is revoked.",
     successStatus: 201,
     errors: ["API_KEY_NOT_FOUND", "API_KEY_NOT_ROTATABLE"],
-    input: Schema.Struct({ ...idField, ...RotateApiKey.fields }),
+    input: idAnd(RotateApiKey),
     output: ApiKeyWithSecret,
     redactForReplay: (key: ApiKeyWithSecret) => ({ ...key, apiKey: REDACTED_SECRET }),
     handler: ({ id, overlapSeconds }, actor) => ApiKeyService.use((s) => s.rotate(actor, id, overlapSeconds)),

@@ -9,7 +9,7 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField } from "./common.ts"
+import { idAnd, idField } from "./common.ts"
 
 const tag = "Approvals"
 
@@ -65,7 +65,7 @@ export const approvalOperations = [
     description:
       "Decides a pending approval once; a decided or expired one is 409 `APPROVAL_NOT_PENDING`. When the approval names `approvers`, only those credentials may decide. Agent keys never decide. Emits `approval.decided`.",
     errors: ["APPROVAL_NOT_FOUND", "APPROVAL_NOT_PENDING"],
-    input: Schema.Struct({ ...idField, ...DecideApproval.fields }),
+    input: idAnd(DecideApproval),
     output: Approval,
     handler: ({ id, ...input }, actor) => ApprovalService.use((s) => s.decide(actor, id, input)),
   }),

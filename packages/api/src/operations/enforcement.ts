@@ -9,7 +9,7 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField } from "./common.ts"
+import { idAnd, idField } from "./common.ts"
 
 const tag = "Enforcement"
 
@@ -65,7 +65,7 @@ export const enforcementOperations = [
     description:
       "Either change `reason` and the expiry (`expiresAt`, null for none, or `durationSeconds` from now) of one in force (`enforcement.updated`), or resolve it with `resolution` and an optional `note` (`enforcement.resolved`): `upheld` keeps it in force until its expiry, `overturned` lifts it and reinstates the agent unless another suspension is in force. An upheld enforcement can later be overturned; nothing else reopens.",
     errors: ["ENFORCEMENT_NOT_FOUND", "ENFORCEMENT_CLOSED"],
-    input: Schema.Struct({ ...idField, ...UpdateEnforcement.fields }),
+    input: idAnd(UpdateEnforcement),
     output: Enforcement,
     handler: ({ id, ...patch }, actor) => EnforcementService.use((s) => s.update(actor, id, patch)),
   }),
@@ -79,7 +79,7 @@ export const enforcementOperations = [
     description:
       "The agent appeals its own active enforcement with its agent key (`enforcement:read`; a suspended agent's keys still read and appeal); a workspace credential also needs `enforcement:write`. Once per enforcement. Emits `enforcement.appealed`.",
     errors: ["ENFORCEMENT_NOT_FOUND", "ENFORCEMENT_ALREADY_APPEALED", "ENFORCEMENT_CLOSED"],
-    input: Schema.Struct({ ...idField, ...AppealEnforcement.fields }),
+    input: idAnd(AppealEnforcement),
     output: Enforcement,
     handler: ({ id, ...input }, actor) => EnforcementService.use((s) => s.appeal(actor, id, input)),
   }),

@@ -31,6 +31,7 @@ export const eventOperations = [
     path: "/events/ingest",
     scope: "events:write",
     tag,
+    sdkArgument: "events",
     summary: "Ingest events",
     description: `1 to ${MAX_INGEST_BATCH} events per call, stored atomically in the workspace's hash chain. Types are \`lowercase.dotted\`; the system's own names are refused. An agent-bound credential ingests for its own agent only (\`agentId\` defaults to it). Use \`Idempotency-Key\` to make retries safe.`,
     successStatus: 201,

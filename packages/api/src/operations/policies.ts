@@ -10,7 +10,7 @@ import {
 } from "@agentgov/domain"
 import { Effect, Schema } from "effect"
 import { defineOperation, type FastHandler } from "../Operation.ts"
-import { idField, pageFields } from "./common.ts"
+import { idAnd, idField, pageFields } from "./common.ts"
 
 const tag = "Policies"
 
@@ -110,7 +110,7 @@ export const policyOperations = [
       "Any of the document's fields (`description` and `target` take null to remove them). The merged document is " +
       "validated like a new one, saved as the next `version`, and emits `policy.updated` naming both versions.",
     errors: ["POLICY_NOT_FOUND", "POLICY_NAME_TAKEN"],
-    input: Schema.Struct({ ...idField, ...UpdatePolicy.fields }),
+    input: idAnd(UpdatePolicy),
     output: Policy,
     handler: ({ id, ...patch }, actor) => PolicyService.use((s) => s.update(actor, id, patch)),
   }),

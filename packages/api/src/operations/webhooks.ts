@@ -16,7 +16,7 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField, pageFields, REDACTED_SECRET } from "./common.ts"
+import { idAnd, idField, pageFields, REDACTED_SECRET } from "./common.ts"
 
 const tag = "Webhooks"
 
@@ -79,7 +79,7 @@ export const webhookOperations = [
     description:
       "`enabled: true` re-enables a disabled webhook: deliveries paused while it was disabled resume. `enabled: false` pauses its pending deliveries; events recorded while it is disabled are not delivered to it. The secret changes only by rotation.",
     errors: ["WEBHOOK_NOT_FOUND"],
-    input: Schema.Struct({ ...idField, ...UpdateWebhook.fields }),
+    input: idAnd(UpdateWebhook),
     output: Webhook,
     handler: ({ id, ...patch }, actor) => WebhookService.use((s) => s.update(actor, id, patch)),
   }),
@@ -106,7 +106,7 @@ export const webhookOperations = [
     description:
       "Returns the new secret once (generated unless given). For `overlapSeconds` (default 86400, 0 = none) deliveries carry a signature with each secret, `X-SVC-Webhook-Signature: v1=<new> v1=<old>`, so receivers can switch without losing a delivery; the legacy `X-SVC-Signature` uses the new secret.",
     errors: ["WEBHOOK_NOT_FOUND"],
-    input: Schema.Struct({ ...idField, ...RotateWebhookSecret.fields }),
+    input: idAnd(RotateWebhookSecret),
     output: WebhookWithSecret,
     redactForReplay: redactSecret,
     handler: ({ id, ...input }, actor) => WebhookService.use((s) => s.rotate(actor, id, input)),
@@ -121,7 +121,7 @@ export const webhookOperations = [
     description:
       "Sends a sample event of `eventType` (a system event name or alias; others are 422) now and answers with the outcome; signed exactly as real deliveries, also to a disabled webhook. The sample is not recorded (no event, no history, no statistics) and never disables the webhook. Not idempotent: a retry sends again.",
     errors: ["WEBHOOK_NOT_FOUND"],
-    input: Schema.Struct({ ...idField, ...TestWebhook.fields }),
+    input: idAnd(TestWebhook),
     output: TestResult,
     // The send may take the whole time-out: it must not run inside the transaction an Idempotency-Key opens.
     ownsIdempotency: true,
@@ -136,7 +136,7 @@ export const webhookOperations = [
     summary: "Re-send failed deliveries",
     description: `Queues the failed deliveries named by \`deliveryIds\` and/or whose events fall in \`since\`..\`until\` (at least one of them), oldest first, at most ${MAX_REDELIVER} per call (\`hasMore\` says whether more match). Each gets a new round of its retry schedule; attempt numbers continue. Named deliveries that are not failed are listed in \`skipped\`. A disabled webhook is 409 \`WEBHOOK_DISABLED\`: enable it first.`,
     errors: ["WEBHOOK_NOT_FOUND", "WEBHOOK_DISABLED"],
-    input: Schema.Struct({ ...idField, ...Redeliver.fields }),
+    input: idAnd(Redeliver),
     output: RedeliverResult,
     handler: ({ id, ...input }, actor) => WebhookService.use((s) => s.redeliver(actor, id, input)),
   }),

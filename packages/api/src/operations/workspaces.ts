@@ -8,7 +8,7 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
-import { idField, pageFields, REDACTED_SECRET } from "./common.ts"
+import { idAnd, idField, pageFields, REDACTED_SECRET } from "./common.ts"
 
 const tag = "Workspaces"
 
@@ -67,7 +67,7 @@ export const workspaceOperations = [
     summary: "Update a workspace",
     description: "`environment` is fixed at creation. Changing `plan` needs `workspaces:admin`.",
     errors: ["WORKSPACE_NOT_FOUND"],
-    input: Schema.Struct({ ...idField, ...UpdateWorkspace.fields }),
+    input: idAnd(UpdateWorkspace),
     output: Workspace,
     handler: ({ id, ...patch }, actor) => WorkspaceService.use((s) => s.update(actor, id, patch)),
   }),

@@ -3,6 +3,7 @@ import { SCOPES } from "../auth/scopes.ts"
 import { Id, Name, Timestamp } from "../shared/schemas.ts"
 
 export const ScopeName = Schema.String.annotate({
+  examples: ["agents:read"],
   description: `one of: ${SCOPES.join(", ")}; \`policies:evaluate\` is an alias of \`guard:evaluate\``,
 })
 

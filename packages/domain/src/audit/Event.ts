@@ -7,7 +7,10 @@ export const MAX_INGEST_BATCH = 100
 export const MAX_EVENT_DATA_BYTES = 32 * 1024
 
 export const IngestEvent = Schema.Struct({
-  type: Schema.String.annotate({ description: "`lowercase.dotted`; the system's own names are refused" }),
+  type: Schema.String.annotate({
+    description: "`lowercase.dotted`; the system's own names are refused",
+    examples: ["tool.called"],
+  }),
   agentId: Schema.optionalKey(Schema.String),
   data: jsonObject({ description: "JSON object, at most 32 KiB encoded" }),
   occurredAt: Schema.optionalKey(Timestamp),

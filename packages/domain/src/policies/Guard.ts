@@ -14,6 +14,7 @@ export const GuardRequestInput = Schema.Struct({
   agentId: Schema.optionalKey(
     Schema.String.annotate({
       description: "the acting agent; required with a workspace credential, implied by an agent-bound one",
+      examples: ["agt_example"],
     }),
   ),
   approvalId: Schema.optionalKey(

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { Id, Timestamp } from "../shared/schemas.ts"
-import { PolicyDocumentShape, PolicyIssueSchema, PolicyRule } from "./engine/index.ts"
+import { documentedAs, MODES, PolicyDocumentShape, PolicyIssueSchema, PolicyRule } from "./engine/index.ts"
 
 const { name, description, mode, target } = PolicyDocumentShape.fields
 
@@ -14,7 +14,8 @@ export const Policy = Schema.Struct({
   enabled: Schema.Boolean,
   mode: Schema.toType(mode),
   target: Schema.optionalKey(Schema.toType(target)),
-  rules: Schema.Array(Schema.toType(PolicyRule)),
+  // Stored rules have their defaults applied: another schema than the rule a client sends.
+  rules: Schema.Array(Schema.toType(PolicyRule).annotate({ identifier: "PolicyRuleWithDefaults" })),
   invalid: Schema.optionalKey(
     PolicyIssueSchema.annotate({
       description:
@@ -33,12 +34,17 @@ export type Policy = typeof Policy.Type
  * `target` take null to remove them. The merged document is validated as a
  * whole, with the same field paths as a create.
  */
+// Each field decodes as any value and is documented as what the merged document's validation accepts
+// (`Schema.Any`: effect's JSON Schema drops the checks of `Schema.Unknown`).
+const patchField = (schema: Schema.Top, expected: string) =>
+  Schema.optionalKey(Schema.Any.check(documentedAs(schema, expected)))
+
 export const UpdatePolicy = Schema.Struct({
-  name: Schema.optionalKey(Schema.Unknown),
-  description: Schema.optionalKey(Schema.Unknown),
-  enabled: Schema.optionalKey(Schema.Unknown),
-  mode: Schema.optionalKey(Schema.Unknown),
-  target: Schema.optionalKey(Schema.Unknown),
-  rules: Schema.optionalKey(Schema.Unknown),
+  name: patchField(name, "a policy name"),
+  description: patchField(Schema.NullOr(description.schema), "a description, or null to remove it"),
+  enabled: patchField(Schema.Boolean, "a boolean"),
+  mode: patchField(Schema.Literals(MODES), "a mode"),
+  target: patchField(Schema.NullOr(target.schema), "a target, or null to remove it"),
+  rules: patchField(PolicyDocumentShape.fields.rules, "the rules"),
 }).annotate({ identifier: "UpdatePolicy" })
 export type UpdatePolicy = typeof UpdatePolicy.Type

@@ -15,12 +15,14 @@ export const DisabledReason = Schema.Literals(["disabled_by_user", "all_attempts
 export type DisabledReason = typeof DisabledReason.Type
 
 export const WebhookUrl = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(2048)).annotate({
+  examples: ["https://hooks.example.com/agentgov"],
   description:
     "absolute http(s) URL without credentials, at most 2048 characters. Hosts that resolve to private, loopback, link-local or metadata addresses are refused unless the operator's allowlist (AGENTGOV_WEBHOOK_ALLOWLIST) names them, in every environment",
 })
 
 export const EventFilter = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "an event name (exact), `prefix.*` (every name under the prefix) or `*` (every event)",
+  examples: ["agent.*"],
 })
 export const EventFilters = Schema.Array(EventFilter).check(Schema.isMinLength(1), Schema.isMaxLength(100))
 
@@ -29,7 +31,11 @@ export const WebhookSecret = Schema.String.check(
   Schema.isMinLength(16),
   Schema.isMaxLength(256),
   Schema.isPattern(/^[\x21-\x7e]+$/),
-).annotate({ description: "16 to 256 printable ASCII characters, no spaces; generated (`whsec_…`) when omitted" })
+).annotate({
+  description: "16 to 256 printable ASCII characters, no spaces; generated (`whsec_…`) when omitted",
+  // JSON Schema counts code points, so effect documents the length loosely (minLength 8): show a real one.
+  examples: ["whsec_my_own_secret_2030"],
+})
 
 export const WebhookStats = Schema.Struct({
   total: Schema.Int.annotate({ description: "attempts recorded" }),

@@ -39,7 +39,7 @@ export type DecisionReason = typeof DecisionReason.Type
 
 export const MatchedRule = Schema.Struct({
   policyId: Schema.String,
-  policyVersion: Schema.Number,
+  policyVersion: Schema.Int,
   ruleId: Schema.String,
   effect: Schema.Literals(EFFECTS),
   mode: Schema.Literals(MODES),

@@ -133,33 +133,17 @@ const pathOf = (field: string): Array<string | number> => {
   return out
 }
 
-type Json = Record<string, unknown>
-let shapeJsonSchema: Json | undefined
-
-/** The JSON Schema of the shape with its definitions inlined (a nested condition stays an object). */
-const jsonSchemaOfShape = (): Json => {
-  if (shapeJsonSchema) return shapeJsonSchema
-  const doc = Schema.toJsonSchemaDocument(PolicyDocumentShape) as unknown as {
-    schema: Json
-    definitions?: Record<string, Json>
-  }
-  const definitions = doc.definitions ?? {}
-  const inline = (v: unknown, expanding: ReadonlySet<string>): unknown => {
-    if (Array.isArray(v)) return v.map((x) => inline(x, expanding))
-    if (typeof v !== "object" || v === null) return v
-    const ref = (v as Json).$ref
-    if (typeof ref === "string" && ref.startsWith("#/$defs/")) {
-      const name = ref.slice("#/$defs/".length)
-      if (expanding.has(name) || !definitions[name]) return { type: "object", description: "a nested condition" }
-      return inline(definitions[name], new Set([...expanding, name]))
-    }
-    const out: Json = {}
-    for (const [k, x] of Object.entries(v)) out[k] = inline(x, expanding)
-    return out
-  }
-  shapeJsonSchema = inline(doc.schema, new Set()) as Json
-  return shapeJsonSchema
-}
+/**
+ * A check that refuses nothing and documents `schema` (its encoded side) as the value's JSON Schema
+ * (effect compiles it into the same document, definitions and recursion included): for a field decoded as any
+ * value and validated afterwards, with exact field paths, as part of a whole policy document.
+ */
+export const documentedAs = <T>(schema: Schema.Top, expected: string) =>
+  Schema.makeFilter((_: T) => undefined, {
+    expected,
+    representation: { id: "agentgov/documentedAs", payload: null, schemas: [Schema.toEncoded(schema).ast] },
+    toJsonSchema: ({ schemas }) => schemas[0]!,
+  })
 
 // Decoding runs the filter, then at once the transformation on the same object: the second
 // takes the first one's result instead of validating (and compiling CEL) again.
@@ -180,7 +164,17 @@ const validDocument = Schema.makeFilter(
     const result = validate(input)
     return result.ok ? undefined : result.issues.map((i) => ({ path: pathOf(i.field), issue: i.issue }))
   },
-  { expected: "a policy document", toJsonSchema: () => jsonSchemaOfShape() as never },
+  // Documented as the shape it validates (with its named, recursive definitions), not as any record.
+  {
+    expected: "a policy document",
+    // The encoded side: a field with a decoding default is optional in what a client sends.
+    representation: {
+      id: "agentgov/PolicyDocument",
+      payload: null,
+      schemas: [Schema.toEncoded(PolicyDocumentShape).ast],
+    },
+    toJsonSchema: ({ schemas }) => schemas[0]!,
+  },
 )
 
 /**

@@ -58,6 +58,7 @@ export {
 } from "./language.ts"
 export {
   decodePolicyDocument,
+  documentedAs,
   PolicyCondition,
   PolicyDocument,
   PolicyDocumentShape,
