@@ -23,7 +23,7 @@ interface ChildStore {
 const makeChildStore = async (): Promise<ChildStore> => {
   if (process.env.DATABASE_URL) {
     const store = await makeTestStore()
-    // PostgreSQL is the production configuration: loopback targets need the operator's allowlist.
+    // Loopback targets need the operator's allowlist on every store (docs/security.md, Webhooks).
     return {
       env: { DATABASE_URL: store.url!, AGENTGOV_MASTER_KEY: MASTER_KEY, AGENTGOV_WEBHOOK_ALLOWLIST: "127.0.0.1" },
       cleanup: store.cleanup,
@@ -31,7 +31,11 @@ const makeChildStore = async (): Promise<ChildStore> => {
   }
   const dir = reachableTempDir("agentgov-webhooks-")
   return {
-    env: { AGENTGOV_DATA_DIR: join(dir, "data"), AGENTGOV_MASTER_KEY: MASTER_KEY },
+    env: {
+      AGENTGOV_DATA_DIR: join(dir, "data"),
+      AGENTGOV_MASTER_KEY: MASTER_KEY,
+      AGENTGOV_WEBHOOK_ALLOWLIST: "127.0.0.1",
+    },
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
   }
 }
