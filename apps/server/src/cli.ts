@@ -3,19 +3,22 @@ import { migrate } from "@agentgov/db"
 import {
   type Actor,
   ApiKeyService,
+  CreateApiKey,
+  CreateWorkspace,
+  canonicalScope,
   DomainLayer,
-  type Environment,
-  type Plan,
   SCOPES,
   SigningKeys,
   systemActor,
   WorkspaceService,
 } from "@agentgov/domain"
-import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
-import { ConfigError, loadConfig } from "./config.ts"
+import { Cause, Effect, Exit, Layer, ManagedRuntime, type Schema, SchemaIssue } from "effect"
+import * as SchemaParser from "effect/SchemaParser"
+import { loadConfig } from "./config.ts"
 import { acquireDataDirLock } from "./dataDirLock.ts"
 import { domainSettings } from "./domainSettings.ts"
-import { migratedStore, storeLayer } from "./store.ts"
+import { refuse, refuseStart } from "./startupError.ts"
+import { migratedStore, storeLayer, storeName } from "./store.ts"
 
 const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in AGENTGOV_DATA_DIR)
 
@@ -38,121 +41,172 @@ With the embedded store, stop the server first: one process owns the data direct
  */
 const DEFAULT_ACTIVATION_LEAD_SECONDS = 600
 
-const fail = (message: string): never => {
-  process.stderr.write(`agentgov: ${message}\n`)
-  process.exit(2)
+/** Arguments that are wrong: said in one line, exit 2 (REFUSED_EXIT_CODE), before the store is opened. */
+const fail = refuse
+
+/** Each command and the options it takes; any other option is refused before the store is opened. */
+const COMMANDS: Record<string, ReadonlyArray<string>> = {
+  migrate: [],
+  "workspace create": ["name", "environment", "plan"],
+  "workspace list": [],
+  "key create": ["workspace", "name", "scopes", "type", "agent", "expires-at"],
+  "signing-key list": [],
+  "signing-key rotate": ["activate-in"],
 }
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  options: {
-    name: { type: "string" },
-    environment: { type: "string" },
-    plan: { type: "string" },
-    workspace: { type: "string" },
-    scopes: { type: "string" },
-    type: { type: "string" },
-    agent: { type: "string" },
-    "expires-at": { type: "string" },
-    "activate-in": { type: "string" },
-    json: { type: "boolean" },
-    help: { type: "boolean", short: "h" },
-  },
-})
+const parsed = (() => {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        name: { type: "string" },
+        environment: { type: "string" },
+        plan: { type: "string" },
+        workspace: { type: "string" },
+        scopes: { type: "string" },
+        type: { type: "string" },
+        agent: { type: "string" },
+        "expires-at": { type: "string" },
+        "activate-in": { type: "string" },
+        json: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    })
+  } catch (e) {
+    // an unknown option, or one without its value: Node's message names it
+    return fail(`${(e as Error).message} (npm run cli -- --help)`)
+  }
+})()
+const { positionals, values } = parsed
 const command = positionals.join(" ")
 if (values.help || command === "" || command === "help") {
   process.stdout.write(HELP)
   process.exit(0)
 }
+const takes = COMMANDS[command] ?? fail(`unknown command "${command}" (npm run cli -- --help)`)
+for (const option of Object.keys(values))
+  if (option !== "json" && !takes.includes(option)) fail(`--${option} does not apply to ${command}`)
 
-let config: ReturnType<typeof loadConfig>
-try {
-  config = loadConfig()
-} catch (e) {
-  fail(e instanceof ConfigError ? e.message : String(e))
-  throw e
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+/** The input as the domain's own schema decodes it, or the first problem, named by its option. */
+const decodeArgs = <A>(
+  schema: Schema.Codec<A, unknown>,
+  input: Record<string, unknown>,
+  flags: Record<string, string>,
+) => {
+  const exit = SchemaParser.decodeUnknownExit(schema)(input, { errors: "all" })
+  if (Exit.isSuccess(exit)) return exit.value
+  const failure = exit.cause.reasons.find(Cause.isFailReason)
+  const [issue] = failure ? (formatIssue(failure.error).issues ?? []) : []
+  const field = String(issue?.path?.[0] ?? "")
+  return fail(`${flags[field] ?? field}: ${issue?.message ?? "invalid"}`)
 }
-const release = config.databaseUrl ? () => {} : acquireDataDirLock(config.dataDir)
-const runtime = ManagedRuntime.make(
-  DomainLayer.pipe(Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config)), domainSettings(config)))),
-)
+
 const operator = (workspaceId = "ws_operator", environment: "live" | "test" = "live"): Actor =>
   systemActor(workspaceId, environment, new Set(SCOPES))
 
 const out = (json: unknown, human: string) =>
   process.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`)
 
-const program = Effect.gen(function* () {
+/** The command's work, built from arguments already checked: nothing here can refuse them. */
+const task = (): Effect.Effect<void, unknown, Services> => {
   switch (command) {
-    case "migrate": {
-      const applied = yield* migrate()
-      return out({ applied }, applied.length ? `applied: ${applied.join(", ")}` : "nothing to apply")
-    }
+    case "migrate":
+      return Effect.gen(function* () {
+        const applied = yield* migrate()
+        out({ applied }, applied.length ? `applied: ${applied.join(", ")}` : "nothing to apply")
+      })
     case "workspace create": {
-      if (!values.name) return fail("--name is required")
-      const environment = (values.environment ?? "live") as Environment
-      if (!["live", "test"].includes(environment)) return fail("--environment must be live or test")
-      const plan = (values.plan ?? "free") as Plan
-      if (!["free", "pro", "enterprise"].includes(plan)) return fail("--plan must be free, pro or enterprise")
-      const { workspace, apiKey } = yield* WorkspaceService.use((s) =>
-        s.create(null, { name: values.name!, environment, plan }, "operator key"),
+      const input = decodeArgs(
+        CreateWorkspace,
+        { name: values.name ?? "", environment: values.environment ?? "live", plan: values.plan ?? "free" },
+        { name: "--name", environment: "--environment", plan: "--plan" },
       )
-      return out(
-        { workspace, apiKey },
-        `workspace ${workspace.id} (${workspace.name}, ${workspace.environment}, ${workspace.plan})\n` +
-          `workspace key with every scope, shown once:\n\n  ${apiKey.apiKey}\n`,
-      )
+      return Effect.gen(function* () {
+        const { workspace, apiKey } = yield* WorkspaceService.use((s) => s.create(null, input, "operator key"))
+        out(
+          { workspace, apiKey },
+          `workspace ${workspace.id} (${workspace.name}, ${workspace.environment}, ${workspace.plan})\n` +
+            `workspace key with every scope, shown once:\n\n  ${apiKey.apiKey}\n`,
+        )
+      })
     }
-    case "workspace list": {
-      const page = yield* WorkspaceService.use((s) => s.list(operator(), { limit: 100 }))
-      return out(
-        page.data,
-        page.data.map((w) => `${w.id}  ${w.environment}  ${w.plan}  ${w.name}`).join("\n") || "no workspaces",
-      )
-    }
+    case "workspace list":
+      return Effect.gen(function* () {
+        const page = yield* WorkspaceService.use((s) => s.list(operator(), { limit: 100 }))
+        out(
+          page.data,
+          page.data.map((w) => `${w.id}  ${w.environment}  ${w.plan}  ${w.name}`).join("\n") || "no workspaces",
+        )
+      })
     case "key create": {
-      if (!values.workspace || !values.name || !values.scopes)
-        return fail("--workspace, --name and --scopes are required")
-      const workspace = yield* WorkspaceService.use((s) => s.get(operator(), values.workspace!))
-      const type = (values.type ?? (values.agent ? "agent" : "workspace")) as "workspace" | "agent"
-      if (type !== "workspace" && type !== "agent") return fail("--type must be workspace or agent")
-      const scopes = values.scopes === "all" ? [...SCOPES] : values.scopes.split(",").map((s) => s.trim())
-      const key = yield* ApiKeyService.use((s) =>
-        s.create(operator(workspace.id, workspace.environment), {
-          name: values.name!,
-          type,
-          scopes,
+      if (!values.workspace) return fail("--workspace is required")
+      const workspaceId = values.workspace
+      const scopes = values.scopes === "all" ? [...SCOPES] : (values.scopes ?? "").split(",").map((s) => s.trim())
+      const unknown = scopes.filter((s) => s !== "" && canonicalScope(s) === undefined)
+      if (unknown.length > 0) fail(`--scopes: unknown scope ${unknown.join(", ")}; known: ${SCOPES.join(", ")}, or all`)
+      const input = decodeArgs(
+        CreateApiKey,
+        {
+          name: values.name ?? "",
+          type: values.type ?? (values.agent ? "agent" : "workspace"),
+          scopes: scopes.filter((s) => s !== ""),
           ...(values.agent ? { agentId: values.agent } : {}),
           ...(values["expires-at"] ? { expiresAt: values["expires-at"] } : {}),
-        }),
+        },
+        { name: "--name", type: "--type", scopes: "--scopes", agentId: "--agent", expiresAt: "--expires-at" },
       )
-      return out(key, `key ${key.id} (${key.type}, ${key.scopes.join(" ")}), shown once:\n\n  ${key.apiKey}\n`)
+      return Effect.gen(function* () {
+        const workspace = yield* WorkspaceService.use((s) => s.get(operator(), workspaceId))
+        const key = yield* ApiKeyService.use((s) => s.create(operator(workspace.id, workspace.environment), input))
+        out(key, `key ${key.id} (${key.type}, ${key.scopes.join(" ")}), shown once:\n\n  ${key.apiKey}\n`)
+      })
     }
-    case "signing-key list": {
-      const keys = yield* SigningKeys.use((k) => k.list)
-      return out(
-        keys,
-        keys
-          .map((k) => `${k.kid}  ${k.state.padEnd(8)}  activates ${k.activatesAt}  retires ${k.retiresAt ?? "-"}`)
-          .join("\n") || "no signing keys yet (the server makes one at start)",
-      )
-    }
+    case "signing-key list":
+      return Effect.gen(function* () {
+        const keys = yield* SigningKeys.use((k) => k.list)
+        out(
+          keys,
+          keys
+            .map((k) => `${k.kid}  ${k.state.padEnd(8)}  activates ${k.activatesAt}  retires ${k.retiresAt ?? "-"}`)
+            .join("\n") || "no signing keys yet (the server makes one at start)",
+        )
+      })
     case "signing-key rotate": {
       const raw = values["activate-in"] ?? String(DEFAULT_ACTIVATION_LEAD_SECONDS)
       if (!/^\d+$/.test(raw) || Number(raw) > 30 * 86_400)
         return fail("--activate-in must be whole seconds, 0 to 2592000")
-      const next = yield* SigningKeys.use((k) => k.rotate(Number(raw) * 1000))
-      return out(
-        next,
-        `signing key ${next.kid} published now; it signs from ${next.activatesAt}.\n` +
-          "The keys before it stop signing then; their public parts stay in the JWKS, so tokens they signed\n" +
-          "verify until they expire and signed checkpoints stay verifiable.",
-      )
+      return Effect.gen(function* () {
+        const next = yield* SigningKeys.use((k) => k.rotate(Number(raw) * 1000))
+        out(
+          next,
+          `signing key ${next.kid} published now; it signs from ${next.activatesAt}.\n` +
+            "The keys before it stop signing then; their public parts stay in the JWKS, so tokens they signed\n" +
+            "verify until they expire and signed checkpoints stay verifiable.",
+        )
+      })
     }
     default:
-      return fail(`unknown command "${command}"\n\n${HELP}`)
+      return fail(`unknown command "${command}" (npm run cli -- --help)`)
   }
-})
+}
+const program = task()
+
+// Only now, with every argument checked, the store: configuration, the data directory, the database.
+let release = () => {}
+let config: ReturnType<typeof loadConfig>
+try {
+  config = loadConfig()
+  if (!config.databaseUrl) release = acquireDataDirLock(config.dataDir)
+} catch (e) {
+  refuseStart(e)
+  throw e
+}
+const layer = DomainLayer.pipe(
+  Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config), storeName(config)), domainSettings(config))),
+)
+type Services = Layer.Success<typeof layer>
+const runtime = ManagedRuntime.make(layer)
 
 const exit = await runtime.runPromiseExit(program)
 await runtime.dispose()
@@ -160,9 +214,10 @@ release()
 if (Exit.isFailure(exit)) {
   const failure = exit.cause.reasons.find(Cause.isFailReason)
   const error = failure?.error as { _tag?: string; message?: string; field?: string } | undefined
+  if (!failure) refuseStart(Cause.squash(exit.cause))
   fail(
     error
-      ? `${error._tag}: ${error.field ? `${error.field}: ` : ""}${error.message ?? JSON.stringify(error)}`
+      ? `${error._tag}: ${error.field ? `${error.field}: ` : ""}${error.message || JSON.stringify(error)}`
       : Cause.pretty(exit.cause),
   )
 }

@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { StartupError } from "./startupError.ts"
 
 const alive = (pid: number) => {
   try {
@@ -10,26 +11,29 @@ const alive = (pid: number) => {
   }
 }
 
+/** The pid in the lock file, or undefined when there is none. */
+const holder = (file: string): number | undefined => {
+  try {
+    return Number(readFileSync(file, "utf8").trim())
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * The data directory is one process's: its embedded PostgreSQL is started and
  * stopped by that process, and a second one would take it for a leftover of a
  * crash. A pid file refuses the second opener; a stale one (its process gone)
- * is taken over. Returns the release function.
+ * is taken over. Returns the release function; a held directory is a StartupError.
  */
 export const acquireDataDirLock = (dataDir: string): (() => void) => {
   mkdirSync(dataDir, { recursive: true })
   const file = join(dataDir, "agentgov.pid")
-  try {
-    const pid = Number(readFileSync(file, "utf8").trim())
-    if (pid && pid !== process.pid && alive(pid)) {
-      process.stderr.write(
-        `agentgov: the data directory ${dataDir} is in use by process ${pid}. Stop it first, or set AGENTGOV_DATA_DIR.\n`,
-      )
-      process.exit(3)
-    }
-  } catch {
-    // no pid file: free
-  }
+  const pid = holder(file)
+  if (pid && pid !== process.pid && alive(pid))
+    throw new StartupError(
+      `the data directory ${dataDir} is in use by process ${pid}: stop it first, or set AGENTGOV_DATA_DIR`,
+    )
   writeFileSync(file, String(process.pid))
   return () => rmSync(file, { force: true })
 }

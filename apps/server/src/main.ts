@@ -1,21 +1,21 @@
-import { EmbeddedPostgresError } from "@agentgov/db"
-import { ConfigError, loadConfig, type ServerConfig } from "./config.ts"
+import { loadConfig, type ServerConfig } from "./config.ts"
 import { acquireDataDirLock } from "./dataDirLock.ts"
 import { makeLogger } from "./logger.ts"
+import { refuseStart } from "./startupError.ts"
 import { embeddedClusterDir, embeddedStore, startEmbedded } from "./store.ts"
 
+// Every refusal the operator can fix (configuration, port, data directory, store, Redis) is one
+// `agentgov: …` line on stderr and exit 2; anything else is a defect and keeps its stack trace.
 let config: ServerConfig
+let release = () => {}
 try {
   config = loadConfig()
+  if (!config.databaseUrl) release = acquireDataDirLock(config.dataDir)
 } catch (e) {
-  if (e instanceof ConfigError) {
-    process.stderr.write(`agentgov: ${e.message}\n`)
-    process.exit(2)
-  }
+  refuseStart(e)
   throw e
 }
 const log = makeLogger(config.logLevel)
-const release = config.databaseUrl ? () => {} : acquireDataDirLock(config.dataDir)
 // The embedded cluster boots while the server's modules load: both take a while on a first start.
 const cluster = config.databaseUrl ? undefined : startEmbedded(config.dataDir)
 cluster?.catch(() => {}) // awaited, and reported, by the store below
@@ -24,10 +24,10 @@ let server: Awaited<ReturnType<typeof startServer>>
 try {
   server = await startServer(config, { logger: log, ...(cluster ? { store: embeddedStore(() => cluster) } : {}) })
 } catch (e) {
-  if (!(e instanceof EmbeddedPostgresError)) throw e
-  process.stderr.write(`agentgov: ${e.message}\n`)
+  // A cluster this start began is stopped by its watchdog when this process exits.
   release()
-  process.exit(1)
+  refuseStart(e)
+  throw e
 }
 
 const store = config.databaseUrl
@@ -60,6 +60,19 @@ if (server.bootstrapped) {
       `          -H "Content-Type: application/json" -d '{"name":"my-agent"}'`,
       `  More keys:  POST ${server.url}/api/v1/api-keys, or  npm run cli -- key create --help`,
       `  API reference:  ${server.url}/api/v1/reference`,
+      "",
+    ].join("\n") + "\n",
+  )
+} else if (config.bootstrap) {
+  // A later start: the operator who lost the first key learns it cannot be shown again, and how to make another.
+  process.stdout.write(
+    [
+      "",
+      "  This store was set up by an earlier start, which showed its workspace key once; it is kept only as a",
+      "  hash and cannot be shown again. To create another key:",
+      `    ${config.databaseUrl ? "" : "stop the server (one process owns the data directory), then "}npm run cli -- workspace list`,
+      "    npm run cli -- key create --workspace <ws_id> --name <name> --scopes all",
+      `  or, with a key that may create keys:  POST ${server.url}/api/v1/api-keys`,
       "",
     ].join("\n") + "\n",
   )

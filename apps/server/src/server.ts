@@ -31,7 +31,8 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
-import { migratedStore, type StoreLayer, storeLayer } from "./store.ts"
+import { StartupError } from "./startupError.ts"
+import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
 import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
 
 export interface RunningServer {
@@ -61,13 +62,68 @@ const JWKS_PATH = "/.well-known/jwks.json"
  */
 export const startServer = async (config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
   const log = options.logger ?? makeLogger(config.logLevel)
-  const store = migratedStore(options.store ?? storeLayer(config))
+  // The port is taken before anything is written: a first start that bootstrapped and then found its
+  // port in use would have created the one key it shows, and never shown it.
+  let handle: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined
+  const server: Server = createServer((req, res) => {
+    if (!handle)
+      return sendError(res, new ApiError(503, "NOT_READY", "the server is starting"), requestIdOf(req), {
+        "retry-after": "1",
+      })
+    handle(req, res).catch((cause) => {
+      log.error("request failed", { cause: String(cause?.stack ?? cause) })
+      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestIdOf(req))
+      else res.destroy()
+    })
+  })
+  // Requests Node's parser refuses (oversized headers, a target that is no path) still get the envelope.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) return void socket.destroy()
+    const [status, code, message] =
+      err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "HEADERS_TOO_LARGE", "request headers too large"]
+        : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? [408, "REQUEST_TIMEOUT", "request not received in time"]
+          : [400, "BAD_REQUEST", "malformed HTTP request"]
+    const body = JSON.stringify({ ok: false, error: { code, message } })
+    const reason =
+      status === 431 ? "Request Header Fields Too Large" : status === 408 ? "Request Timeout" : "Bad Request"
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: req_${randomBytes(12).toString("base64url")}\r\nconnection: close\r\n\r\n${body}`,
+    )
+  })
+  server.requestTimeout = 30_000
+  server.headersTimeout = 20_000
+  server.keepAliveTimeout = 65_000
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (e: NodeJS.ErrnoException) =>
+      reject(
+        e.code === "EADDRINUSE" || e.code === "EACCES" || e.code === "EADDRNOTAVAIL"
+          ? new StartupError(
+              e.code === "EADDRINUSE"
+                ? `port ${config.port} on ${config.host} is in use by another process: stop it, or set PORT (0 picks a free one)`
+                : `cannot listen on ${config.host}:${config.port} (${e.code}): set HOST or PORT`,
+            )
+          : e,
+      ),
+    )
+    server.listen(config.port, config.host, () => resolve())
+  })
+  const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
   const runtime: Runtime = ManagedRuntime.make(
     DomainLayer.pipe(Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config)))),
   )
-  const bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
-  // The JWKS is never empty: a signing key exists before the first request.
-  await runtime.runPromise(SigningKeys.use((k) => k.current))
+  let bootstrapped: BootstrapResult | undefined
+  try {
+    bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
+    // The JWKS is never empty: a signing key exists before the first request.
+    await runtime.runPromise(SigningKeys.use((k) => k.current))
+  } catch (e) {
+    server.close()
+    await runtime.dispose().catch(() => {})
+    throw e
+  }
 
   const executor = makeExecutor(runtime, log)
   const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
@@ -129,7 +185,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   // AGENTGOV_ROLES: which parts this process runs (the API, the webhook worker); both by default.
   const roles = config.roles ?? ["api", "worker"]
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+  const serve = async (req: IncomingMessage, res: ServerResponse) => {
     const requestId = requestIdOf(req)
     let url: URL
     try {
@@ -171,38 +227,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     return rest(req, res, rest_, url, requestId)
   }
 
-  const server: Server = createServer((req, res) => {
-    handle(req, res).catch((cause) => {
-      log.error("request failed", { cause: String(cause?.stack ?? cause) })
-      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestIdOf(req))
-      else res.destroy()
-    })
-  })
-  // Requests Node's parser refuses (oversized headers, a target that is no path) still get the envelope.
-  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
-    if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) return void socket.destroy()
-    const [status, code, message] =
-      err.code === "HPE_HEADER_OVERFLOW"
-        ? [431, "HEADERS_TOO_LARGE", "request headers too large"]
-        : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
-          ? [408, "REQUEST_TIMEOUT", "request not received in time"]
-          : [400, "BAD_REQUEST", "malformed HTTP request"]
-    const body = JSON.stringify({ ok: false, error: { code, message } })
-    const reason =
-      status === 431 ? "Request Header Fields Too Large" : status === 408 ? "Request Timeout" : "Bad Request"
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-        `x-request-id: req_${randomBytes(12).toString("base64url")}\r\nconnection: close\r\n\r\n${body}`,
-    )
-  })
-  server.requestTimeout = 30_000
-  server.headersTimeout = 20_000
-  server.keepAliveTimeout = 65_000
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(config.port, config.host, () => resolve())
-  })
+  handle = serve
   const port = (server.address() as AddressInfo).port
   const worker: WebhookWorker | undefined = roles.includes("worker")
     ? await startWebhookWorker(runtime, log)

@@ -1,8 +1,9 @@
 import { join } from "node:path"
 import { type Database, type EmbeddedPostgres, migrate, PostgresClient, startEmbeddedPostgres } from "@agentgov/db"
 import { Effect, Layer } from "effect"
-import type * as SqlClient from "effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import type { ServerConfig } from "./config.ts"
+import { StartupError } from "./startupError.ts"
 
 export type StoreLayer = Layer.Layer<SqlClient.SqlClient | Database>
 
@@ -31,6 +32,21 @@ export const storeLayer = (config: Pick<ServerConfig, "databaseUrl" | "dataDir">
     ? PostgresClient.layer({ url: config.databaseUrl })
     : embeddedStore(() => startEmbedded(config.dataDir))
 
-/** The store with every migration applied before anything uses it. */
-export const migratedStore = (store: StoreLayer): StoreLayer =>
-  Layer.effectDiscard(migrate()).pipe(Layer.orDie, Layer.provideMerge(store))
+/** What a start that cannot reach the store names: DATABASE_URL's host (never its password), or the embedded one. */
+export const storeName = (config: Pick<ServerConfig, "databaseUrl">): string => {
+  if (!config.databaseUrl) return "the embedded PostgreSQL"
+  const u = new URL(config.databaseUrl)
+  return `the PostgreSQL at ${u.hostname}:${u.port || "5432"}${u.pathname} (DATABASE_URL)`
+}
+
+/**
+ * The store with every migration applied before anything uses it. A store that does not answer
+ * is a StartupError naming it (`name`), rather than whatever the first statement's failure says.
+ */
+export const migratedStore = (store: StoreLayer, name = "the store"): StoreLayer =>
+  Layer.effectDiscard(
+    SqlClient.SqlClient.use((sql) => sql`SELECT 1`).pipe(
+      Effect.mapError((e) => new StartupError(`${name} does not answer: ${e.reason.message}`)),
+      Effect.andThen(migrate()),
+    ),
+  ).pipe(Layer.orDie, Layer.provideMerge(store))

@@ -17,6 +17,8 @@ export interface ChildServer {
   readonly output: () => string
   /** The bootstrap key, once this process has printed it (first start on an empty store only). */
   readonly waitForKey: (ms?: number) => Promise<string>
+  /** Resolves once stdout matches (what the server prints after it listens). */
+  readonly waitForStdout: (pattern: RegExp, ms?: number) => Promise<void>
   readonly exited: Promise<void>
 }
 
@@ -31,8 +33,8 @@ process.once("exit", killAll)
 
 export const KEY_LINE = /^\s+(svc_[A-Za-z0-9_]+)\s*$/m
 
-/** Starts `node apps/server/src/main.ts` and resolves once it logs "agentgov listening". */
-export const spawnServer = async (env: Record<string, string>): Promise<ChildServer> => {
+/** `node apps/server/src/main.ts` with the tests' environment, tracked until it exits (killed by `stopChildren`). */
+const start = (env: Record<string, string>) => {
   const base = { ...process.env }
   for (const name of ["DATABASE_URL", "AGENTGOV_DATA_DIR", "PORT", "HOST", "REDIS_URL", "AGENTGOV_PUBLIC_URL"])
     delete base[name]
@@ -51,39 +53,67 @@ export const spawnServer = async (env: Record<string, string>): Promise<ChildSer
   live.add(proc)
   const dataDir = env.AGENTGOV_DATA_DIR
   if (!env.DATABASE_URL && dataDir) clusters.add(join(dataDir, "pg"))
-  let stdout = ""
-  let stderr = ""
-  let exitedWith: string | undefined
+  const out = { stdout: "", stderr: "", exitedWith: undefined as string | undefined }
   const listeners = new Set<() => void>()
   const notify = () => {
     for (const l of listeners) l()
   }
   proc.stdout!.setEncoding("utf8").on("data", (c: string) => {
-    stdout += c
+    out.stdout += c
     notify()
   })
   proc.stderr!.setEncoding("utf8").on("data", (c: string) => {
-    stderr += c
+    out.stderr += c
     notify()
   })
-  const exited = new Promise<void>((resolve) =>
-    proc.once("exit", (code, signal) => {
+  const exited = new Promise<number | null>((resolve) =>
+    // "close": the exit, and every byte it wrote read
+    proc.once("close", (code, signal) => {
       live.delete(proc)
-      exitedWith = signal ?? String(code)
+      out.exitedWith = signal ?? String(code)
       notify()
-      resolve()
+      resolve(code)
     }),
   )
-  const output = () => `--- stdout\n${stdout}\n--- stderr\n${stderr}`
+  return { proc, out, listeners, exited }
+}
+
+/**
+ * Runs the server until it exits by itself (a start it refuses), within `ms`; killed past that.
+ * Resolves with its exit code and what it wrote.
+ */
+export const runToExit = async (
+  env: Record<string, string>,
+  ms = 90_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> => {
+  const { proc, out, exited } = start(env)
+  const timer = setTimeout(() => proc.kill("SIGKILL"), ms)
+  try {
+    const code = await exited
+    if (out.exitedWith === "SIGKILL") throw new Error(`the server did not exit within ${ms} ms\n${out.stderr}`)
+    return { code, stdout: out.stdout, stderr: out.stderr }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Starts `node apps/server/src/main.ts` and resolves once it logs "agentgov listening"; killed if it does not. */
+export const spawnServer = async (env: Record<string, string>): Promise<ChildServer> => {
+  const { proc, out, listeners, exited } = start(env)
+  const output = () => `--- stdout\n${out.stdout}\n--- stderr\n${out.stderr}`
   const waitFor = <A>(find: () => A | undefined, what: string, ms: number) =>
     new Promise<A>((resolve, reject) => {
       const check = () => {
         const found = find()
         if (found !== undefined) done(() => resolve(found))
-        else if (exitedWith !== undefined)
-          done(() => reject(new Error(`server exited (${exitedWith}) ${what}\n${output()}`)))
+        else if (out.exitedWith !== undefined)
+          done(() => reject(new Error(`server exited (${out.exitedWith}) ${what}\n${output()}`)))
       }
-      const timer = setTimeout(() => done(() => reject(new Error(`timed out ${what}\n${output()}`))), ms)
+      const timer = setTimeout(() => {
+        // A server that never got there must not outlive the wait: it would hold its port and data directory.
+        proc.kill("SIGKILL")
+        done(() => reject(new Error(`timed out ${what}\n${output()}`)))
+      }, ms)
       const done = (settle: () => void) => {
         clearTimeout(timer)
         listeners.delete(check)
@@ -94,7 +124,7 @@ export const spawnServer = async (env: Record<string, string>): Promise<ChildSer
     })
   const url = await waitFor(
     () => {
-      for (const line of stderr.split("\n")) {
+      for (const line of out.stderr.split("\n")) {
         if (!line.includes("agentgov listening")) continue
         try {
           return JSON.parse(line).url as string
@@ -112,8 +142,10 @@ export const spawnServer = async (env: Record<string, string>): Promise<ChildSer
     proc,
     url,
     output,
-    waitForKey: (ms = 10_000) => waitFor(() => KEY_LINE.exec(stdout)?.[1], "waiting for the bootstrap key", ms),
-    exited,
+    waitForKey: (ms = 10_000) => waitFor(() => KEY_LINE.exec(out.stdout)?.[1], "waiting for the bootstrap key", ms),
+    waitForStdout: (pattern, ms = 10_000) =>
+      waitFor(() => (pattern.test(out.stdout) ? true : undefined), `waiting for ${pattern}`, ms).then(() => {}),
+    exited: exited.then(() => {}),
   }
 }
 

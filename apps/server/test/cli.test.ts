@@ -1,10 +1,10 @@
-import { execFile } from "node:child_process"
-import { rmSync } from "node:fs"
+import { type ChildProcess, execFile } from "node:child_process"
+import { existsSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { makeTestStore, reachableTempDir, type TestStore } from "@agentgov/testing"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 
 /** The operator CLI as an operator runs it: a process, configured by environment, against the selected store. */
 
@@ -28,9 +28,25 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
+/** Every CLI process a test started is killed when it ends: a timed-out one would hold the data directory. */
+const children = new Set<ChildProcess>()
+afterEach(() => {
+  for (const child of children) child.kill("SIGKILL")
+  children.clear()
+})
+const exec = (args: Array<string>, env_: Record<string, string | undefined>) => {
+  const pending = run(process.execPath, [CLI, ...args], { env: env_, killSignal: "SIGKILL" })
+  children.add(pending.child)
+  return pending.then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (e: { code: number; stdout: string; stderr: string }) => e,
+  )
+}
+
 const cli = async (...args: Array<string>) => {
-  const { stdout } = await run(process.execPath, [CLI, ...args, "--json"], { env, timeout: 60_000 })
-  return JSON.parse(stdout)
+  const result = await exec([...args, "--json"], env)
+  expect(result.code, result.stderr).toBe(0)
+  return JSON.parse(result.stdout)
 }
 
 // Each call is a process that loads the server's modules and, on the embedded default, starts the
@@ -47,13 +63,50 @@ describe("signing-key", { timeout: 120_000 }, () => {
     // The later rotation supersedes the pending key: it will sign briefly at most, then retire.
     expect(state[pending.kid]).toBe("pending")
   })
+})
 
-  it("refuses a bad --activate-in with a clear message and exit code 2", async () => {
-    const failed = await run(process.execPath, [CLI, "signing-key", "rotate", "--activate-in", "soon"], {
-      env,
-      timeout: 60_000,
-    }).catch((e: { code: number; stderr: string }) => e)
-    expect("code" in failed && failed.code).toBe(2)
-    expect((failed as { stderr: string }).stderr).toMatch(/--activate-in must be whole seconds/)
+// Arguments are checked before the store is opened: with a store that does not answer (DATABASE_URL on
+// port 1) and a data directory that does not exist, only the argument can be what is refused.
+describe("arguments", { timeout: 60_000, concurrent: true }, () => {
+  const unopened = (): Record<string, string | undefined> => ({
+    ...process.env,
+    DATABASE_URL: "postgres://postgres@127.0.0.1:1/x",
+    AGENTGOV_DATA_DIR: join(dir, "never-opened"),
+  })
+  it.each([
+    [["signing-key", "rotate", "--activate-in", "soon"], "--activate-in must be whole seconds, 0 to 2592000"],
+    [["signing-key", "list", "--name", "x"], "--name does not apply to signing-key list"],
+    [["workspace", "list", "--plan", "pro"], "--plan does not apply to workspace list"],
+    [["workspace", "create"], "--name: "],
+    [["workspace", "create", "--name", "a", "--plan", "gold"], "--plan: "],
+    [["workspace", "create", "--name", "a", "--environment", "prod"], "--environment: "],
+    [["key", "create", "--name", "a", "--scopes", "all"], "--workspace is required"],
+    [
+      ["key", "create", "--workspace", "ws_1", "--name", "a", "--scopes", "agents:fly"],
+      "--scopes: unknown scope agents:fly",
+    ],
+    [["key", "create", "--workspace", "ws_1", "--name", "a"], "--scopes: "],
+    [["key", "create", "--workspace", "ws_1", "--name", "a", "--scopes", "all", "--type", "x"], "--type: "],
+    [
+      ["key", "create", "--workspace", "ws_1", "--name", "a", "--scopes", "all", "--expires-at", "tomorrow"],
+      "--expires-at: ",
+    ],
+    [["workspace", "create", "--nme", "a"], "Unknown option '--nme'"],
+    [["workspaces", "list"], 'unknown command "workspaces list"'],
+  ])("%j is refused in one line, exit 2, before the store", async (args, message) => {
+    const result = await exec(args, unopened())
+    expect(result.code, result.stderr).toBe(2)
+    const lines = result.stderr.split("\n").filter((l) => l !== "")
+    expect(lines, result.stderr).toHaveLength(1)
+    expect(lines[0]).toContain(`agentgov: ${message}`)
+    expect(existsSync(join(dir, "never-opened"))).toBe(false)
+  })
+
+  it("a store that does not answer is one line and exit 2 too (what the cases above would say had they opened it)", async () => {
+    const result = await exec(["workspace", "list"], unopened())
+    expect(result.code).toBe(2)
+    expect(result.stderr).toBe(
+      "agentgov: the PostgreSQL at 127.0.0.1:1/x (DATABASE_URL) does not answer: connect ECONNREFUSED 127.0.0.1:1\n",
+    )
   })
 })

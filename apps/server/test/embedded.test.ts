@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { reachableTempDir } from "@agentgov/testing"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { type ChildServer, kill9, spawnServer, stopChildren } from "./childServer.ts"
+import { type ChildServer, kill9, runToExit, spawnServer, stopChildren } from "./childServer.ts"
 
 /**
  * The embedded default as an operator meets it: `node apps/server/src/main.ts` with no DATABASE_URL
@@ -115,6 +115,12 @@ describe.runIf(enabled)("the embedded PostgreSQL", { timeout: 180_000 }, () => {
     const server = await spawnServer(env)
     expect(await agentNames(server, key)).toEqual(["before-crash"])
     expect(postmasterPid()).not.toBe(gone)
+    // A restart says where the first key went, and how to make another.
+    await server.waitForStdout(/cannot be shown again/)
+    expect(server.output()).toMatch(
+      /showed its workspace key once; it is kept only as a\s+hash and cannot be shown again/,
+    )
+    expect(server.output()).toContain("npm run cli -- key create --workspace <ws_id>")
     expect(await stop(server)).toBe(0)
   })
 
@@ -134,8 +140,14 @@ describe.runIf(enabled)("the embedded PostgreSQL", { timeout: 180_000 }, () => {
   it("the CLI refuses while the server runs, and starts the cluster itself when it does not", async () => {
     const server = await spawnServer(env)
     const refused = await cli("workspace", "list")
-    expect(refused.code).toBe(3)
-    expect(refused.stderr).toMatch(/is in use by process/)
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toBe(
+      `agentgov: the data directory ${dataDir} is in use by process ${server.proc.pid}: stop it first, or set AGENTGOV_DATA_DIR\n`,
+    )
+    // a second server too, in one line, before it touches the cluster
+    const second = await runToExit(env)
+    expect(second.code).toBe(2)
+    expect(second.stderr).toBe(refused.stderr)
     expect(await stop(server)).toBe(0)
 
     const listed = await cli("workspace", "list")

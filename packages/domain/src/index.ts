@@ -117,6 +117,7 @@ export {
   type Counts,
   type HitResult,
   type LimitKey,
+  RedisUnreachable,
   redisHitStore,
   redisRateStore,
 } from "./ratelimits/Counters.ts"

@@ -5,6 +5,16 @@ import { type HitStore, LEASE_SHARE, LeasedHits } from "./LeasedHits.ts"
 import { type SyncCounts, type SyncEntry, SyncedRateCounter, type SyncStore } from "./SyncedRateCounter.ts"
 import { admits, windowPosition } from "./slidingWindow.ts"
 
+/** Redis (REDIS_URL) did not answer when the counters started; the message names its address, never a password. */
+export class RedisUnreachable extends Error {
+  constructor(url: string, cause: unknown) {
+    const u = new URL(url)
+    super(
+      `Redis at ${u.hostname}:${u.port || "6379"} (REDIS_URL) does not answer: ${(cause as Error)?.message ?? String(cause)}`,
+    )
+  }
+}
+
 export interface LimitKey {
   /** Counter name, e.g. `ws:ws_…` or `key:key_…`; the window index is appended by the store. */
   readonly key: string
@@ -78,8 +88,21 @@ export class Counters extends Context.Service<
         const client = yield* Effect.acquireRelease(
           Effect.promise(async () => {
             const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 })
-            // Fail at start, not on the first request, when Redis is unreachable.
-            await client.connect()
+            // Fail at start, not on the first request, when Redis is unreachable, saying why: ioredis's own
+            // rejection ("Connection is closed") does not, and it logs each attempt as an unhandled error.
+            let cause: unknown
+            const remember = (e: unknown) => {
+              cause ??= e
+            }
+            client.on("error", remember)
+            try {
+              await client.connect()
+            } catch (e) {
+              client.disconnect()
+              throw new RedisUnreachable(url, cause ?? e)
+            } finally {
+              client.off("error", remember)
+            }
             return client
           }),
           (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())),

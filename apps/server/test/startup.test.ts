@@ -1,0 +1,71 @@
+import { rmSync } from "node:fs"
+import { createServer, type Server } from "node:net"
+import { join } from "node:path"
+import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { runToExit, stopChildren } from "./childServer.ts"
+
+/**
+ * A start the operator must fix is refused in one `agentgov: …` line on stderr with exit 2, as the
+ * real process does it. The store is this file's database, so that only the case under test fails.
+ */
+
+let store: TestStore
+let dir: string
+let busy: Server
+let busyPort: number
+
+beforeAll(async () => {
+  store = await makeTestStore()
+  dir = reachableTempDir("agentgov-startup-")
+  busy = createServer()
+  await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve))
+  busyPort = (busy.address() as { port: number }).port
+})
+afterEach(stopChildren)
+afterAll(async () => {
+  await new Promise((resolve) => busy.close(resolve))
+  await store.cleanup()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+const refusal = (result: { code: number | null; stderr: string }) => {
+  expect(result.code, result.stderr).toBe(2)
+  const lines = result.stderr.split("\n").filter((l) => l !== "")
+  expect(lines, result.stderr).toHaveLength(1)
+  expect(lines[0]).toMatch(/^agentgov: /)
+  return lines[0]!
+}
+
+describe("a start that cannot go on", { timeout: 120_000 }, () => {
+  it("a port in use: one line naming it, exit 2, and nothing bootstrapped (its key would be lost)", async () => {
+    const env = { DATABASE_URL: store.url, AGENTGOV_DATA_DIR: join(dir, "port"), PORT: String(busyPort) }
+    const line = refusal(await runToExit(env))
+    expect(line).toContain(`port ${busyPort} on 127.0.0.1 is in use`)
+    const sql = pgConnect(store.url)
+    try {
+      expect(await sql`SELECT id FROM workspaces`).toHaveLength(0)
+    } finally {
+      await sql.end()
+    }
+  })
+
+  it("an unreachable DATABASE_URL: one line naming its host (no password), exit 2", async () => {
+    const line = refusal(
+      await runToExit({ DATABASE_URL: "postgres://postgres:s3cret@127.0.0.1:1/x", AGENTGOV_DATA_DIR: join(dir, "db") }),
+    )
+    expect(line).toContain("the PostgreSQL at 127.0.0.1:1/x (DATABASE_URL) does not answer")
+    expect(line).not.toContain("s3cret")
+  })
+
+  it("an unreachable REDIS_URL: one line naming it, exit 2", async () => {
+    const line = refusal(
+      await runToExit({
+        DATABASE_URL: store.url,
+        REDIS_URL: "redis://127.0.0.1:1",
+        AGENTGOV_DATA_DIR: join(dir, "redis"),
+      }),
+    )
+    expect(line).toContain("Redis at 127.0.0.1:1 (REDIS_URL) does not answer")
+  })
+})
