@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { makeTestStore, reachableTempDir, type TestStore } from "@agentgov/testing"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** The operator CLI as an operator runs it: a process, configured by environment, against the selected store. */
 
@@ -28,19 +28,24 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-/** Every CLI process a test started is killed when it ends: a timed-out one would hold the data directory. */
+/**
+ * No CLI process outlives its test: each is killed at its own bound (a hung one would hold the data
+ * directory), and any left when the file ends. Not in afterEach: the argument cases run concurrently,
+ * and one case's end must not kill another's process.
+ */
 const children = new Set<ChildProcess>()
-afterEach(() => {
+afterAll(() => {
   for (const child of children) child.kill("SIGKILL")
-  children.clear()
 })
 const exec = (args: Array<string>, env_: Record<string, string | undefined>) => {
-  const pending = run(process.execPath, [CLI, ...args], { env: env_, killSignal: "SIGKILL" })
+  const pending = run(process.execPath, [CLI, ...args], { env: env_, killSignal: "SIGKILL", timeout: 100_000 })
   children.add(pending.child)
-  return pending.then(
-    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  )
+  return pending
+    .then(
+      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    )
+    .finally(() => children.delete(pending.child))
 }
 
 const cli = async (...args: Array<string>) => {
@@ -68,10 +73,12 @@ describe("signing-key", { timeout: 120_000 }, () => {
 // Arguments are checked before the store is opened: with a store that does not answer (DATABASE_URL on
 // port 1) and a data directory that does not exist, only the argument can be what is refused.
 describe("arguments", { timeout: 60_000, concurrent: true }, () => {
+  // A data directory of each case's own: the cases run concurrently.
+  let cases = 0
   const unopened = (): Record<string, string | undefined> => ({
     ...process.env,
     DATABASE_URL: "postgres://postgres@127.0.0.1:1/x",
-    AGENTGOV_DATA_DIR: join(dir, "never-opened"),
+    AGENTGOV_DATA_DIR: join(dir, `never-opened-${++cases}`),
   })
   it.each([
     [["signing-key", "rotate", "--activate-in", "soon"], "--activate-in must be whole seconds, 0 to 2592000"],
@@ -94,12 +101,13 @@ describe("arguments", { timeout: 60_000, concurrent: true }, () => {
     [["workspace", "create", "--nme", "a"], "Unknown option '--nme'"],
     [["workspaces", "list"], 'unknown command "workspaces list"'],
   ])("%j is refused in one line, exit 2, before the store", async (args, message) => {
-    const result = await exec(args, unopened())
+    const env_ = unopened()
+    const result = await exec(args, env_)
     expect(result.code, result.stderr).toBe(2)
     const lines = result.stderr.split("\n").filter((l) => l !== "")
     expect(lines, result.stderr).toHaveLength(1)
     expect(lines[0]).toContain(`agentgov: ${message}`)
-    expect(existsSync(join(dir, "never-opened"))).toBe(false)
+    expect(existsSync(env_.AGENTGOV_DATA_DIR!)).toBe(false)
   })
 
   it("a store that does not answer is one line and exit 2 too (what the cases above would say had they opened it)", async () => {
