@@ -44,6 +44,16 @@ export const processCpuMs = (pid: number): number | undefined => {
   }
 }
 
+/** Linux: resident set size of a process (VmRSS in /proc), in bytes. */
+export const processRssBytes = (pid: number): number | undefined => {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
+    return kb === undefined ? undefined : Number(kb) * 1024
+  } catch {
+    return undefined
+  }
+}
+
 /** Linux: idle time of all the machine's cores together (idle + iowait in /proc/stat), in ms. */
 export const machineIdleMs = (): number | undefined => {
   try {
