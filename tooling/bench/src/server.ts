@@ -94,6 +94,11 @@ export const UNREACHABLE_LIMITS = {
   AGENTGOV_RATE_LIMIT_ENTERPRISE: "1000000000",
   AGENTGOV_RATE_LIMIT_AGENT: "1000000000",
   AGENTGOV_RATE_LIMIT_ANONYMOUS: "1000000000",
+  // The SSE benchmark holds 1,000 streams on one key: above the open-stream caps of every plan and key.
+  AGENTGOV_STREAM_LIMIT_FREE: "1000000",
+  AGENTGOV_STREAM_LIMIT_PRO: "1000000",
+  AGENTGOV_STREAM_LIMIT_ENTERPRISE: "1000000",
+  AGENTGOV_STREAM_LIMIT_KEY: "1000000",
 }
 
 export const startServer = async (options: StartOptions): Promise<BenchServer> => {
