@@ -179,7 +179,14 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
  */
 export const jsonClient = (base: string, key: string, maxSockets: number) => {
   const agent = new Agent({ keepAlive: true, maxSockets })
-  const call = (method: string, path: string, body?: unknown) =>
+  const call = (method: string, path: string, body?: unknown): Promise<Response> =>
+    send(method, path, body).catch((error: NodeJS.ErrnoException & { reusedSocket?: boolean }) => {
+      // A kept-alive socket the server closed while idle (its keep-alive timeout) just as this request took
+      // it: the request never reached the server (Node's documented case), so it is sent again, once.
+      if (error.reusedSocket && error.code === "ECONNRESET") return send(method, path, body)
+      throw error
+    })
+  const send = (method: string, path: string, body?: unknown) =>
     new Promise<Response>((resolve, reject) => {
       const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
       const req = request(`${base}${path}`, {
@@ -192,7 +199,7 @@ export const jsonClient = (base: string, key: string, maxSockets: number) => {
             : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }),
         },
       })
-      req.on("error", reject)
+      req.on("error", (error) => reject(Object.assign(error, { reusedSocket: req.reusedSocket })))
       req.on("response", (res) => {
         const chunks: Array<Buffer> = []
         res.on("data", (c: Buffer) => chunks.push(c))
