@@ -17,10 +17,19 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 
 const [url, table, token] = process.argv.slice(2) as [string, string, string]
-const sql = postgres(url, { max: 4, onnotice: () => {} })
+const target = connectionOptions(url)
+// The server's own pool size (packages/db), and a commit that waits for the WAL flush whatever the
+// database's default: the yardstick must be as durable as what it measures.
+const sql = postgres(target.url, {
+  ...(target.host ? { host: target.host } : {}),
+  max: 10,
+  onnotice: () => {},
+  connection: { synchronous_commit: "on" },
+})
 const expected = Buffer.from(`Bearer ${token}`)
 const workspaceId = "ws_baseline"
 let sequence = 0
@@ -39,6 +48,9 @@ interface Row {
   hash: string
 }
 
+/** A chain row's widths: a 26-character ULID after `evt_`, a 64-hex previous hash (constant here: no chain). */
+const NO_PREVIOUS = "0".repeat(64)
+
 /** One audit-width row: the event's fields, its data as text, and a SHA-256 over them. */
 const rowOf = (type: string, agentId: string | null, data: unknown): Row => {
   const seq = ++sequence
@@ -48,19 +60,55 @@ const rowOf = (type: string, agentId: string | null, data: unknown): Row => {
   return {
     workspace_id: workspaceId,
     sequence: seq,
-    id: `evt_${seq}`,
+    id: `evt_${String(seq).padStart(26, "0")}`,
     type,
     agent_id: agentId,
     actor_type: "api_key",
     actor_id: "key_baseline",
     data: text,
     ts,
-    prev_hash: "",
+    prev_hash: NO_PREVIOUS,
     hash,
   }
 }
 
-const insert = (rows: ReadonlyArray<Row>) => sql`INSERT INTO ${sql(table)} ${sql(rows as Array<Row>)}`
+const COLUMNS = [
+  "workspace_id",
+  "sequence",
+  "id",
+  "type",
+  "agent_id",
+  "actor_type",
+  "actor_id",
+  "data",
+  "ts",
+  "prev_hash",
+  "hash",
+] as const
+/**
+ * A prepared multi-row INSERT per group size. The data goes as text cast to the column's JSON type, as the
+ * server sends it: postgres.js would otherwise JSON-encode the string again and store a string scalar.
+ */
+const statements = new Map<number, string>()
+const statementFor = (n: number) => {
+  let statement = statements.get(n)
+  if (statement === undefined) {
+    const cast = (c: string) => (c === "data" ? "::text::json" : c === "ts" ? "::timestamptz" : "")
+    const tuples = Array.from(
+      { length: n },
+      (_, r) => `(${COLUMNS.map((c, i) => `$${r * COLUMNS.length + i + 1}${cast(c)}`).join(", ")})`,
+    )
+    statement = `INSERT INTO "${table}" (${COLUMNS.join(", ")}) VALUES ${tuples.join(", ")}`
+    statements.set(n, statement)
+  }
+  return statement
+}
+const insert = (rows: ReadonlyArray<Row>) =>
+  sql.unsafe(
+    statementFor(rows.length),
+    rows.flatMap((r) => COLUMNS.map((c) => r[c])),
+    { prepare: true },
+  )
 
 let waiting: Array<{ row: Row; done: (error?: unknown) => void }> = []
 let writing = false
@@ -98,7 +146,12 @@ const authorised = (req: IncomingMessage) => {
 
 const handle = async (req: IncomingMessage, res: ServerResponse, raw: Buffer) => {
   if (!authorised(req)) return send(res, 401, '{"ok":false,"error":{"code":"UNAUTHORIZED","message":"bad token"}}')
-  const body = JSON.parse(raw.toString("utf8"))
+  let body: any
+  try {
+    body = JSON.parse(raw.toString("utf8"))
+  } catch {
+    return send(res, 400, '{"ok":false,"error":{"code":"VALIDATION_ERROR","message":"the body is not JSON"}}')
+  }
   if (req.url === "/v1/guard") {
     // One trivial rule: deny what the body calls a deletion, allow the rest.
     const allowed = !String(body.action).endsWith(".delete")
@@ -116,7 +169,9 @@ const handle = async (req: IncomingMessage, res: ServerResponse, raw: Buffer) =>
       rowOf(e.type, e.agentId ?? null, e.data),
     )
     await insert(rows)
-    return send(res, 201, JSON.stringify({ ok: true, data: { accepted: rows.length } }))
+    // The ids and positions written, as the server answers (the bench reads them back).
+    const events = rows.map((r) => ({ id: r.id, sequence: r.sequence }))
+    return send(res, 201, JSON.stringify({ ok: true, data: { events } }))
   }
   send(res, 404, '{"ok":false,"error":{"code":"NOT_FOUND","message":"no route"}}')
 }

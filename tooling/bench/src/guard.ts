@@ -1,24 +1,27 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { cpus } from "node:os"
+import type postgres from "postgres"
+import { type Child, startChild, startDurable } from "./durable.ts"
 import { drive as driveLoad, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, cpuPer, measure, median, round, summarise, target } from "./report.ts"
 import { type BenchServer, processCpuMs } from "./server.ts"
 
 /**
- * `POST /v1/guard` over HTTP with an SDK token, 50 concurrent keep-alive
- * connections, against the server child on PostgreSQL (every evaluation is
- * recorded in the chain), and a bare node:http JSON echo server in another
- * child process measured in the same run with the same load generator
- * (load.ts) and bodies.
- * Targets: throughput ≥ 0.4× the echo server's, p99 ≤ 10 ms.
+ * `POST /v1/guard` over HTTP with an SDK token against the server child on PostgreSQL (every decision
+ * recorded in the chain), and in the same run, rounds interleaved, the minimal durable design
+ * (durableServer.ts: node:http + postgres.js, static token, one trivial rule, one audit-width row with a
+ * SHA-256 per decision, group commit, synchronous_commit on), both driven by the same load generator
+ * (load.ts) with the same bodies, at 1 (sequential), 16 and 64 keep-alive connections.
+ * Targets (issue 25): throughput ≥ 0.8× the durable server's at 16 and 64 connections, p99 ≤ 1.25× its
+ * p99 there, sequential p50 ≤ 1.3× its p50. A bare node:http echo server at 64 connections is recorded
+ * as information: what HTTP alone costs on this machine.
  */
 
-const CONNECTIONS = 50
+const LEVELS = [1, 16, 64] as const
 const ROUND_MS = 4_000
 const ROUNDS = 3
 const RULES = 100
 
-/** The baseline: read the body, parse it, answer a small JSON document. Nothing else. */
+/** The echo: read the body, parse it, answer a small JSON document. Nothing else. */
 const ECHO_SERVER = `
 const http = require("node:http")
 const server = http.createServer((req, res) => {
@@ -35,18 +38,9 @@ server.keepAliveTimeout = 65000
 server.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: server.address().port })))
 `
 
-const startEcho = (): Promise<{ url: string; child: ChildProcess }> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["-e", ECHO_SERVER], { stdio: ["ignore", "pipe", "inherit"] })
-    child.stdout!.setEncoding("utf8").once("data", (line: string) => {
-      resolve({ url: `http://127.0.0.1:${JSON.parse(line).port}`, child })
-    })
-    child.once("error", reject)
-  })
-
-/** CONNECTIONS connections sending `requestOf(i)` for ROUND_MS. */
-const drive = async (url: string, requestOf: (i: number) => Buffer) => {
-  const load = await driveLoad(url, CONNECTIONS, ROUND_MS, requestOf)
+/** `connections` connections sending `requestOf(i)` for ROUND_MS. */
+const drive = async (url: string, connections: number, requestOf: (i: number) => Buffer) => {
+  const load = await driveLoad(url, connections, ROUND_MS, requestOf)
   return {
     requests: load.requests,
     requestsPerSecond: load.requests / load.seconds,
@@ -75,6 +69,8 @@ const policies = () =>
 
 export const runGuardHttpBenchmark = async (
   server: BenchServer,
+  sql: postgres.Sql,
+  databaseUrl: string,
   log: (line: string) => void,
 ): Promise<BenchmarkResult> => {
   for (const doc of policies()) {
@@ -93,16 +89,28 @@ export const runGuardHttpBenchmark = async (
       context: { amount: (i * 37) % 2000, path: `/data/${i}.csv` },
     }),
   )
-  const echo = await startEcho()
+  const durable = await startDurable(sql, databaseUrl, "durable_guard")
+  let echo: Child | undefined
   try {
+    echo = await startChild(["-e", ECHO_SERVER])
     const auth = { authorization: `Bearer ${token.body.data.token}` }
-    const echoRequests = bodies.map((body) => requestBytes(echo.url, "/echo", {}, body))
+    const echoRequests = bodies.map((body) => requestBytes(echo!.url, "/echo", {}, body))
     const guardRequests = bodies.map((body) => requestBytes(server.url, "/v1/guard", auth, body))
-    const toEcho = (i: number) => echoRequests[i % echoRequests.length]!
-    const toGuard = (i: number) => guardRequests[i % guardRequests.length]!
-    log(`guard warm-up (${CONNECTIONS} connections)`)
-    await drive(echo.url, toEcho)
-    await drive(server.url, toGuard)
+    const durableRequests = bodies.map((body) =>
+      requestBytes(durable.url, "/v1/guard", { authorization: `Bearer ${durable.key}` }, body),
+    )
+    const sides = {
+      guard: { url: server.url, pid: server.pid, requestOf: (i: number) => guardRequests[i % guardRequests.length]! },
+      durable: {
+        url: durable.url,
+        pid: durable.pid,
+        requestOf: (i: number) => durableRequests[i % durableRequests.length]!,
+      },
+      echo: { url: echo.url, pid: echo.pid, requestOf: (i: number) => echoRequests[i % echoRequests.length]! },
+    }
+    type Side = keyof typeof sides
+    /** Every guard request the server answered here, warm-up included: a CPU profile's time divides by it. */
+    let guardRequestsServed = 0
     type Measured = Load & {
       serverCpuUsPerRequest: number | undefined
       clientCpuUsPerRequest: number | undefined
@@ -111,11 +119,13 @@ export const runGuardHttpBenchmark = async (
       idle: number | undefined
     }
     /** A round, with the CPU the serving process, PostgreSQL and the load generator spent per request: on a shared machine, what throughput is made of. */
-    const measureRound = async (pid: number | undefined, round_: () => Promise<Load>): Promise<Measured> => {
+    const measureRound = async (side: Side, connections: number): Promise<Measured> => {
+      const { url, pid, requestOf } = sides[side]
       let load!: Load
-      const window = await measure({ cpuMs: () => (pid === undefined ? undefined : processCpuMs(pid)) }, async () => {
-        load = await round_()
+      const window = await measure({ cpuMs: () => processCpuMs(pid) }, async () => {
+        load = await drive(url, connections, requestOf)
       })
+      if (side === "guard") guardRequestsServed += load.requests
       const cpu = cpuPer(window, load.requests, cpus().length)
       return {
         ...load,
@@ -125,45 +135,93 @@ export const runGuardHttpBenchmark = async (
         idle: cpu.idle,
       }
     }
-    const rounds: Array<{ guard: Measured; echo: Measured }> = []
+    const describe = (m: Measured) =>
+      `${round(m.requestsPerSecond, 0)} req/s, p50 ${m.latencyMs.p50} p99 ${m.latencyMs.p99} ms; server ${m.serverCpuUsPerRequest ?? "?"}, PostgreSQL ${m.postgresCpuUsPerRequest ?? "?"}, load ${m.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(m.idle)} idle`
+
+    log(`guard warm-up (${LEVELS.join(", ")} connections, both sides)`)
+    for (const connections of LEVELS) {
+      await measureRound("durable", connections)
+      await measureRound("guard", connections)
+    }
+    await measureRound("echo", 64)
+
+    type Level = { connections: number; guard: Measured; durable: Measured }
+    const rounds: Array<{ levels: Array<Level>; echo: Measured }> = []
     for (let r = 1; r <= ROUNDS; r++) {
-      const e = await measureRound(echo.child.pid, () => drive(echo.url, toEcho))
-      const g = await measureRound(server.pid, () => drive(server.url, toGuard))
-      log(
-        `guard round ${r}: ${round(g.requestsPerSecond, 0)} req/s (p99 ${g.latencyMs.p99} ms, server ${g.serverCpuUsPerRequest ?? "?"}, PostgreSQL ${g.postgresCpuUsPerRequest ?? "?"}, load ${g.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(g.idle)} idle); echo ${round(e.requestsPerSecond, 0)} req/s (server ${e.serverCpuUsPerRequest ?? "?"}, load ${e.clientCpuUsPerRequest ?? "?"} µs CPU/request, ${pct(e.idle)} idle)`,
-      )
-      rounds.push({ guard: g, echo: e })
+      const levels: Array<Level> = []
+      for (const connections of LEVELS) {
+        // The order swapped every round, so that neither side always runs after the other.
+        const order: Array<Side> = r % 2 === 1 ? ["durable", "guard"] : ["guard", "durable"]
+        const got: Partial<Record<Side, Measured>> = {}
+        for (const side of order) got[side] = await measureRound(side, connections)
+        levels.push({ connections, guard: got.guard!, durable: got.durable! })
+        log(`guard round ${r}, ${connections} connection(s): ${describe(got.guard!)}`)
+        log(`  minimal durable: ${describe(got.durable!)}`)
+      }
+      const e = await measureRound("echo", 64)
+      log(`  echo, 64 connections: ${describe(e)}`)
+      rounds.push({ levels, echo: e })
     }
     // Informational: the SDK sends an Idempotency-Key with every guard call; each request here has its own.
     const run = `bench-${Date.now().toString(36)}`
-    const keyed = await drive(server.url, (i) =>
+    const keyed = await drive(server.url, 64, (i) =>
       requestBytes(server.url, "/v1/guard", { ...auth, "idempotency-key": `${run}-${i}` }, bodies[i % bodies.length]),
     )
+    guardRequestsServed += keyed.requests
     log(`guard with Idempotency-Key: ${round(keyed.requestsPerSecond, 0)} req/s (p99 ${keyed.latencyMs.p99} ms)`)
-    const value = median(rounds.map((r) => r.guard.requestsPerSecond))
-    const baseline = median(rounds.map((r) => r.echo.requestsPerSecond))
-    const p99 = median(rounds.map((r) => r.guard.latencyMs.p99))
+    log(`guard requests served in this benchmark, warm-up included: ${guardRequestsServed}`)
+
+    /** Medians over the rounds at one level. */
+    const at = (connections: number) => {
+      const ls = rounds.map((r) => r.levels.find((l) => l.connections === connections)!)
+      const m = (f: (l: Level) => number) => median(ls.map(f))
+      return {
+        connections,
+        requestsPerSecond: round(m((l) => l.guard.requestsPerSecond)),
+        durableRequestsPerSecond: round(m((l) => l.durable.requestsPerSecond)),
+        p50Ms: m((l) => l.guard.latencyMs.p50),
+        durableP50Ms: m((l) => l.durable.latencyMs.p50),
+        p99Ms: m((l) => l.guard.latencyMs.p99),
+        durableP99Ms: m((l) => l.durable.latencyMs.p99),
+      }
+    }
+    const [seq, c16, c64] = LEVELS.map(at) as [ReturnType<typeof at>, ReturnType<typeof at>, ReturnType<typeof at>]
+    const echoRate = median(rounds.map((r) => r.echo.requestsPerSecond))
     return benchmark({
       name: "guard-http",
-      what: `POST /v1/guard with an SDK token, ${CONNECTIONS} keep-alive connections, ${RULES} rules, every decision recorded in the chain on PostgreSQL; ${ROUND_MS} ms per round, median of ${ROUNDS}`,
+      what: `POST /v1/guard with an SDK token, ${RULES} rules, every decision recorded in the chain on PostgreSQL; at 1, 16 and 64 keep-alive connections, ${ROUND_MS} ms per round, medians of ${ROUNDS} interleaved rounds; the headline at 64 connections`,
       unit: "requests/s",
-      value,
+      value: c64.requestsPerSecond,
       baseline: {
-        what: "a bare node:http JSON echo server (child process), same load generator (load.ts) and bodies",
-        value: round(baseline),
+        what: "the minimal durable design (durableServer.ts, child process) at 64 connections: node:http + postgres.js, static bearer token, one trivial rule, one audit-width row with a SHA-256 per decision, group-committed multi-row INSERTs with synchronous_commit on into a copy of events with all its indexes; same load generator (load.ts) and bodies",
+        value: c64.durableRequestsPerSecond,
       },
-      targets: [target("ratio to the echo server", "min", 0.4, value / baseline), target("p99 ms", "max", 10, p99)],
+      targets: [
+        target("throughput ratio, 16 connections", "min", 0.8, c16.requestsPerSecond / c16.durableRequestsPerSecond),
+        target("throughput ratio, 64 connections", "min", 0.8, c64.requestsPerSecond / c64.durableRequestsPerSecond),
+        target("p99 ratio, 16 connections", "max", 1.25, c16.p99Ms / c16.durableP99Ms),
+        target("p99 ratio, 64 connections", "max", 1.25, c64.p99Ms / c64.durableP99Ms),
+        target("sequential p50 ratio", "max", 1.3, seq.p50Ms / seq.durableP50Ms),
+      ],
       details: {
+        levels: [seq, c16, c64],
+        echo: {
+          what: "a bare node:http JSON echo server (child process) at 64 connections, same load generator and bodies: HTTP alone on this machine; informational",
+          requestsPerSecond: round(echoRate),
+          ratio: round(c64.requestsPerSecond / echoRate, 3),
+        },
+        guardRequestsServed,
         rounds,
         withIdempotencyKey: {
-          what: "one round with a distinct Idempotency-Key on every request, as the SDK sends; informational",
+          what: "one round at 64 connections with a distinct Idempotency-Key on every request, as the SDK sends; informational",
           requestsPerSecond: round(keyed.requestsPerSecond, 0),
-          ratio: round(keyed.requestsPerSecond / baseline, 3),
+          ratio: round(keyed.requestsPerSecond / c64.durableRequestsPerSecond, 3),
           latencyMs: keyed.latencyMs,
         },
       },
     })
   } finally {
-    echo.child.kill("SIGKILL")
+    durable.stop()
+    echo?.stop()
   }
 }

@@ -36,8 +36,16 @@ const body = (tag: string, client: number, call: number, batch: number) =>
     })),
   })
 
-/** `clients` concurrent clients, each making `calls` ingest calls of `batch` events one after another. */
-export const runIngest = async (server: BenchServer, shape: IngestShape, tag: string): Promise<IngestRun> => {
+/**
+ * `clients` concurrent clients, each making `calls` ingest calls of `batch` events one after another, to the
+ * server or to the durable baseline (which serves the same body at `/v1/events/ingest`).
+ */
+export const runIngest = async (
+  server: Pick<BenchServer, "call" | "cpuMs">,
+  shape: IngestShape,
+  tag: string,
+  path = "/api/v1/events/ingest",
+): Promise<IngestRun> => {
   const bodies = Array.from({ length: shape.clients }, (_, c) =>
     Array.from({ length: shape.calls }, (_, k) => body(tag, c, k, shape.batch)),
   )
@@ -49,7 +57,7 @@ export const runIngest = async (server: BenchServer, shape: IngestShape, tag: st
       bodies.map(async (mine) => {
         for (const b of mine) {
           const start = performance.now()
-          const res = await server.call("POST", "/api/v1/events/ingest", b)
+          const res = await server.call("POST", path, b)
           latencies.push(performance.now() - start)
           if (res.status !== 201) throw new Error(`ingest answered ${res.status}: ${JSON.stringify(res.body)}`)
           for (const e of res.body.data.events as Array<{ sequence: number }>) {

@@ -44,6 +44,16 @@ export const processCpuMs = (pid: number): number | undefined => {
   }
 }
 
+/** Linux: resident set size of a process (VmRSS in /proc), in bytes. */
+export const processRssBytes = (pid: number): number | undefined => {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
+    return kb === undefined ? undefined : Number(kb) * 1024
+  } catch {
+    return undefined
+  }
+}
+
 /** Linux: idle time of all the machine's cores together (idle + iowait in /proc/stat), in ms. */
 export const machineIdleMs = (): number | undefined => {
   try {
@@ -84,6 +94,11 @@ export const UNREACHABLE_LIMITS = {
   AGENTGOV_RATE_LIMIT_ENTERPRISE: "1000000000",
   AGENTGOV_RATE_LIMIT_AGENT: "1000000000",
   AGENTGOV_RATE_LIMIT_ANONYMOUS: "1000000000",
+  // The SSE benchmark holds 1,000 streams on one key: above the open-stream caps of every plan and key.
+  AGENTGOV_STREAM_LIMIT_FREE: "1000000",
+  AGENTGOV_STREAM_LIMIT_PRO: "1000000",
+  AGENTGOV_STREAM_LIMIT_ENTERPRISE: "1000000",
+  AGENTGOV_STREAM_LIMIT_KEY: "1000000",
 }
 
 export const startServer = async (options: StartOptions): Promise<BenchServer> => {
@@ -164,7 +179,14 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
  */
 export const jsonClient = (base: string, key: string, maxSockets: number) => {
   const agent = new Agent({ keepAlive: true, maxSockets })
-  const call = (method: string, path: string, body?: unknown) =>
+  const call = (method: string, path: string, body?: unknown): Promise<Response> =>
+    send(method, path, body).catch((error: NodeJS.ErrnoException & { reusedSocket?: boolean }) => {
+      // A kept-alive socket the server closed while idle (its keep-alive timeout) just as this request took
+      // it: the request never reached the server (Node's documented case), so it is sent again, once.
+      if (error.reusedSocket && error.code === "ECONNRESET") return send(method, path, body)
+      throw error
+    })
+  const send = (method: string, path: string, body?: unknown) =>
     new Promise<Response>((resolve, reject) => {
       const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
       const req = request(`${base}${path}`, {
@@ -177,7 +199,7 @@ export const jsonClient = (base: string, key: string, maxSockets: number) => {
             : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }),
         },
       })
-      req.on("error", reject)
+      req.on("error", (error) => reject(Object.assign(error, { reusedSocket: req.reusedSocket })))
       req.on("response", (res) => {
         const chunks: Array<Buffer> = []
         res.on("data", (c: Buffer) => chunks.push(c))

@@ -1,7 +1,7 @@
 import { type ClientRequest, request } from "node:http"
 import { setTimeout as sleep } from "node:timers/promises"
 import { measure, round, summarise } from "./report.ts"
-import type { BenchServer } from "./server.ts"
+import { type BenchServer, processRssBytes } from "./server.ts"
 
 export interface SseShape {
   readonly subscribers: number
@@ -70,6 +70,8 @@ export const runSse = async (server: BenchServer, shape: SseShape) => {
     }
   }
 
+  // The server's RSS before the streams and once all are open and primed: what they hold.
+  const rssBeforeBytes = processRssBytes(server.pid)
   // Connect, 50 at a time.
   const subscribers: Array<Subscriber> = []
   const connectStart = performance.now()
@@ -90,6 +92,7 @@ export const runSse = async (server: BenchServer, shape: SseShape) => {
       for (let waited = 0; waited < 1_000 && subscribers.some((s) => !s.primed); waited += 20) await sleep(20)
     }
 
+    const rssOpenBytes = processRssBytes(server.pid)
     const expected = shape.subscribers * shape.events
     const measured = await measure(server, async () => {
       const calls: Array<Promise<void>> = []
@@ -106,6 +109,8 @@ export const runSse = async (server: BenchServer, shape: SseShape) => {
       ...measured,
       connectMs: round(connectMs),
       primes,
+      rssBeforeBytes,
+      rssOpenBytes,
       expected,
       delivered: latencies.length,
       latencyMs: summarise(latencies),
