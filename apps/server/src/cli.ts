@@ -14,8 +14,7 @@ import {
 } from "@agentgov/domain"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, type Schema, SchemaIssue } from "effect"
 import * as SchemaParser from "effect/SchemaParser"
-import { loadConfig } from "./config.ts"
-import { acquireDataDirLock } from "./dataDirLock.ts"
+import { configAndLock } from "./dataDirLock.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { refuse, refuseStart } from "./startupError.ts"
 import { migratedStore, storeLayer, storeName } from "./store.ts"
@@ -193,15 +192,7 @@ const task = (): Effect.Effect<void, unknown, Services> => {
 const program = task()
 
 // Only now, with every argument checked, the store: configuration, the data directory, the database.
-let release = () => {}
-let config: ReturnType<typeof loadConfig>
-try {
-  config = loadConfig()
-  if (!config.databaseUrl) release = acquireDataDirLock(config.dataDir)
-} catch (e) {
-  refuseStart(e)
-  throw e
-}
+const { config, release } = configAndLock()
 const layer = DomainLayer.pipe(
   Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config), storeName(config)), domainSettings(config))),
 )

@@ -1,20 +1,11 @@
-import { loadConfig, type ServerConfig } from "./config.ts"
-import { acquireDataDirLock } from "./dataDirLock.ts"
+import { configAndLock } from "./dataDirLock.ts"
 import { makeLogger } from "./logger.ts"
 import { refuseStart } from "./startupError.ts"
 import { embeddedClusterDir, embeddedStore, startEmbedded } from "./store.ts"
 
 // Every refusal the operator can fix (configuration, port, data directory, store, Redis) is one
 // `agentgov: …` line on stderr and exit 2; anything else is a defect and keeps its stack trace.
-let config: ServerConfig
-let release = () => {}
-try {
-  config = loadConfig()
-  if (!config.databaseUrl) release = acquireDataDirLock(config.dataDir)
-} catch (e) {
-  refuseStart(e)
-  throw e
-}
+const { config, release } = configAndLock()
 const log = makeLogger(config.logLevel)
 // The embedded cluster boots while the server's modules load: both take a while on a first start.
 const cluster = config.databaseUrl ? undefined : startEmbedded(config.dataDir)

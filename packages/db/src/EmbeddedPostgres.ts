@@ -130,7 +130,8 @@ const checkReachable = (dir: string, user: RunAs) => {
   }
 }
 
-const alive = (pid: number) => {
+/** Whether a process with this pid exists (EPERM: it does, as another user's). */
+export const processAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
     return true
@@ -156,7 +157,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 const waitGone = async (pid: number, ms: number) => {
   const until = Date.now() + ms
-  while (alive(pid)) {
+  while (processAlive(pid)) {
     if (Date.now() > until) return false
     await sleep(25)
   }
@@ -176,7 +177,7 @@ export const stopLeftoverPostmaster = async (dir: string): Promise<void> => {
   } catch {
     return
   }
-  if (pid > 0 && alive(pid)) {
+  if (pid > 0 && processAlive(pid)) {
     const cmd = commandLine(pid)
     // One process owns the data directory (the caller's lock), so a postmaster on it is a leftover of ours.
     if (cmd === undefined || cmd.includes(dir)) {
@@ -330,7 +331,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
       const outcome = await Promise.race([exited, timeout])
       clearTimeout(timer)
       if (outcome === "timeout") {
-        if (alive(pid)) process.kill(pid, "SIGQUIT")
+        if (processAlive(pid)) process.kill(pid, "SIGQUIT")
         await exited
       }
     })())

@@ -5,6 +5,7 @@ export {
   type EmbeddedPostgres,
   EmbeddedPostgresError,
   type EmbeddedPostgresOptions,
+  processAlive,
   startEmbeddedPostgres,
   stopLeftoverPostmaster,
 } from "./EmbeddedPostgres.ts"
