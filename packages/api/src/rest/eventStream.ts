@@ -152,9 +152,10 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       "x-accel-buffering": "no",
       "x-request-id": requestId,
     })
-    res.write(": connected\n\n")
-
     let closed = false
+    // `: connected` is written once the subscription is live: a client that sees it and then records an
+    // event receives that event. Until then, as while the credential is checked, events wait.
+    let live = false
     let unsubscribe: (() => void) | undefined
     const close = () => {
       if (closed) return
@@ -190,6 +191,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
         close()
       },
       onConfirmed: () => {
+        if (!live) return
         heldBytes = 0
         for (const chunk of held.splice(0)) write(chunk)
       },
@@ -204,7 +206,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
         (filters === undefined || matchesFilters(filters, e.type)) && (agentId === undefined || e.agentId === agentId),
       onEvent: (e) => {
         const chunk = `id: ${e.id}\ndata: ${JSON.stringify({ type: e.type, payload: e })}\n\n`
-        if (!credential.checking()) return write(chunk)
+        if (live && !credential.checking()) return write(chunk)
         held.push(chunk)
         heldBytes += chunk.length
         // As for a client that does not read: bounded, and it resumes with Last-Event-ID.
@@ -215,7 +217,13 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       },
       onError: () => close(),
     })
-    if (closed) unsubscribe()
+    if (closed) return unsubscribe()
+    write(": connected\n\n")
+    live = true
+    if (!credential.checking()) {
+      heldBytes = 0
+      for (const chunk of held.splice(0)) write(chunk)
+    }
   }
 
   /** Ends every open stream (shutdown): clients reconnect elsewhere with Last-Event-ID. */
