@@ -170,31 +170,32 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       res.end()
     }
     open.add(close)
+    // A client that does not read is dropped, not buffered without bound; it resumes with Last-Event-ID.
+    const drop = () => {
+      close()
+      res.destroy()
+    }
     const write = (chunk: string) => {
       if (closed) return
       res.write(chunk)
-      // A client that does not read is dropped, not buffered without bound; it resumes with Last-Event-ID.
-      if (res.writableLength > maxBuffered) {
-        close()
-        res.destroy()
-      }
+      if (res.writableLength > maxBuffered) drop()
     }
     // Events that arrive while the credential is being checked again wait for its verdict.
     const held: Array<string> = []
     let heldBytes = 0
+    /** Sends what waited, once the stream is live and its credential is not in question. */
+    const sendHeld = () => {
+      if (!live || credential.checking()) return
+      heldBytes = 0
+      for (const chunk of held.splice(0)) write(chunk)
+    }
     const credential = watcher.watch(actor, bearerOf(req.headers.authorization) ?? "", {
       onEnd: (reason) => {
-        held.length = 0
-        heldBytes = 0
         const error = { code: "UNAUTHORIZED", message: endMessages[reason] }
         write(`event: error\ndata: ${JSON.stringify({ ok: false, error })}\n\n`)
         close()
       },
-      onConfirmed: () => {
-        if (!live) return
-        heldBytes = 0
-        for (const chunk of held.splice(0)) write(chunk)
-      },
+      onConfirmed: sendHeld,
     })
     const heartbeat = setInterval(() => write(": heartbeat\n\n"), heartbeatMs)
     req.on("close", close)
@@ -210,20 +211,14 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
         held.push(chunk)
         heldBytes += chunk.length
         // As for a client that does not read: bounded, and it resumes with Last-Event-ID.
-        if (heldBytes > maxBuffered) {
-          close()
-          res.destroy()
-        }
+        if (heldBytes > maxBuffered) drop()
       },
       onError: () => close(),
     })
     if (closed) return unsubscribe()
     write(": connected\n\n")
     live = true
-    if (!credential.checking()) {
-      heldBytes = 0
-      for (const chunk of held.splice(0)) write(chunk)
-    }
+    sendHeld()
   }
 
   /** Ends every open stream (shutdown): clients reconnect elsewhere with Last-Event-ID. */
