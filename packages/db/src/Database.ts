@@ -8,6 +8,12 @@ export interface DatabaseShape {
   readonly kind: "postgres"
   readonly notify: (channel: string, payload: string) => Promise<void>
   /**
+   * One prepared statement on the pool, outside any transaction and outside the Effect runtime: for a hot
+   * path (the group commit's append) where a fiber and a compiled template per statement cost more than the
+   * statement's own work. Rejects with the driver's error, whose `code` is the SQLSTATE.
+   */
+  readonly query: (text: string, params: ReadonlyArray<unknown>) => Promise<ReadonlyArray<Record<string, unknown>>>
+  /**
    * Subscribes; resolves to an unsubscribe function. `onMissed` is called when notifications may have been
    * lost (the listening connection dropped), and again once the subscription is back: whatever the
    * subscriber kept because no notification said otherwise must be taken as stale.

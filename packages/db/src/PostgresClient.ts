@@ -86,6 +86,7 @@ const make = (options: PostgresOptions) =>
       notify: async (channel, payload) => {
         await sql.notify(channel, payload)
       },
+      query: (text, params) => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
       listen: notifications.listen,
     })
     return { client, database }

@@ -53,6 +53,9 @@ const setup = async () => {
     Database.of({
       kind: "postgres",
       notify: async () => {},
+      query: async () => {
+        throw new Error("no statements in this test")
+      },
       listen: async (channel, onMessage, onMissed) => {
         expect(channel).toBe(KEYS_CHANNEL)
         announce = onMessage

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { type Database, PostgresClient } from "@agentgov/db"
+import { Database, PostgresClient } from "@agentgov/db"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -841,10 +841,10 @@ describe("group-commit appender", () => {
         let failures = 1
         return AuditLog.of({
           ...real,
-          appendAt: (workspaceId, prepared, expected, keys) => {
-            const append = real.appendAt(workspaceId, prepared, expected, keys)
-            if (failures-- <= 0) return append
-            return when === "after" ? append.pipe(Effect.andThen(lost())) : lost()
+          appendAtNow: async (workspaceId, prepared, expected, keys) => {
+            if (failures-- <= 0) return real.appendAtNow(workspaceId, prepared, expected, keys)
+            if (when === "after") await real.appendAtNow(workspaceId, prepared, expected, keys)
+            throw new Error("connection lost")
           },
         })
       }),
@@ -857,7 +857,10 @@ describe("group-commit appender", () => {
       }),
     ).pipe(Layer.provide(EventRepo.layer))
     // This test file's own connection pool.
-    const sql = Layer.succeed(SqlClient.SqlClient, await run(SqlClient.SqlClient.use(Effect.succeed)))
+    const sql = Layer.merge(
+      Layer.succeed(SqlClient.SqlClient, await run(SqlClient.SqlClient.use(Effect.succeed))),
+      Layer.succeed(Database, await run(Database.use(Effect.succeed))),
+    )
     return ManagedRuntime.make(
       EventAppender.layer.pipe(Layer.provide(Layer.mergeAll(auditLog, events, Idempotency.layer)), Layer.provide(sql)),
     )

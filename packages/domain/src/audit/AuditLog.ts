@@ -1,3 +1,4 @@
+import { Database } from "@agentgov/db"
 import { canonicalize, chainHashOfCanonical, GENESIS_HASH } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -50,6 +51,76 @@ const APPEND_ABORTED = "AGA01"
 
 const actorOf = (actor: Actor) =>
   ({ type: actor.credential.type, id: actor.credential.type === "system" ? null : actor.credential.id }) as const
+
+/**
+ * One statement that appends prepared rows after the head `expected`, and only there: it moves the head with
+ * a compare-and-set (under the head's row lock, which PostgreSQL re-checks after waiting for a concurrent
+ * writer), inserts the rows only when the head moved, queues one delivery per event and matching enabled
+ * webhook (exact name, `prefix.*`, `*`; aliases were resolved when the filters were saved; a delivery's id is
+ * derived from its event and webhook, see migration 0008), and announces the append to live streams and
+ * delivery workers (PostgreSQL delivers the notifications only at commit). Run alone it is its own
+ * transaction; inside one it joins it. `ok` is 0 when the head was no longer `expected`: nothing was written.
+ *
+ * With keys, it first claims them (ascending, the idempotency store's lock order) with their final responses,
+ * and moves the head only if it claimed every one; if it did not, or the head moved,
+ * `agentgov_abort_append()` aborts the whole statement, claims included.
+ *
+ * Plain text with numbered parameters (`appendParams`), prepared once per connection: the Effect path and
+ * the group commit's direct path send the same statement.
+ */
+const APPEND_STATEMENT = `WITH claimed AS (
+    INSERT INTO idempotency_keys (workspace_id, key, operation, request_hash, status_code, response_body, created_at)
+    SELECT $1, c.k, c.op, c.rh, c.st, c.b, $2::timestamptz
+    FROM json_to_recordset($3::text::json) AS c(k text, op text, rh text, st int4, b text)
+    ORDER BY c.k
+    ON CONFLICT (workspace_id, key) DO NOTHING
+    RETURNING 1
+  ), head AS (
+    UPDATE chain_heads SET sequence = $4, hash = $5
+    WHERE workspace_id = $1 AND sequence = $6 AND hash = $7
+      AND (SELECT count(*) FROM claimed) = $8::int4
+    RETURNING webhooks
+  ), appended AS (
+    INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
+    SELECT $1, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, $2::timestamptz, r.o, r.p, r.h
+    FROM json_to_recordset($9::text::json)
+      AS r(s int8, id text, t text, a text, at text, ai text, d json, o timestamptz, p text, h text)
+    WHERE EXISTS (SELECT 1 FROM head)
+    RETURNING id, type, sequence
+  ), queued AS (
+    INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_sequence, event_id, event_type, status,
+      next_attempt_at, created_at, updated_at)
+    SELECT 'dlv_' || substr(a.id, 5, 10) || substr(md5(a.id || w.id), 1, 16), $1, w.id, a.sequence,
+      a.id, a.type, 'pending', $2::timestamptz, $2::timestamptz, $2::timestamptz
+    FROM appended a JOIN webhooks w ON w.workspace_id = $1 AND w.enabled
+      AND (w.match_all OR w.match_types ? a.type
+           OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.match_prefixes) p WHERE starts_with(a.type, p)))
+    WHERE (SELECT webhooks FROM head) > 0
+    RETURNING 1
+  )
+  SELECT CASE WHEN $8::int4 > 0 AND NOT EXISTS (SELECT 1 FROM head) THEN agentgov_abort_append()
+      ELSE (SELECT count(*) FROM head)::int END AS ok,
+    (SELECT count(*) FROM (SELECT pg_notify('${EVENTS_CHANNEL}', $10) FROM head) n) AS events,
+    (SELECT count(*) FROM (SELECT pg_notify('${WEBHOOKS_CHANNEL}', $1) FROM queued LIMIT 1) n) AS deliveries`
+
+/** The parameters of APPEND_STATEMENT, in order. */
+const appendParams = (
+  workspaceId: string,
+  prepared: PreparedAppend,
+  expected: ChainHead,
+  keys: ReadonlyArray<CompletedKey>,
+): Array<string | number> => [
+  workspaceId,
+  prepared.timestamp,
+  JSON.stringify(keys.map((k) => ({ k: k.key, op: k.operation, rh: k.requestHash, st: k.status, b: k.body }))),
+  prepared.head.sequence,
+  prepared.head.hash,
+  expected.sequence,
+  expected.hash,
+  keys.length,
+  prepared.rows,
+  `${workspaceId}:${prepared.head.sequence}`,
+]
 
 /**
  * Numbers and hashes the events of several writers after `after`, in the
@@ -130,6 +201,16 @@ export class AuditLog extends Context.Service<
       expected: ChainHead,
       keys?: ReadonlyArray<CompletedKey>,
     ) => Effect.Effect<boolean>
+    /**
+     * `appendAt` outside the Effect runtime and outside any transaction, on the pool: the group commit's fast
+     * path. Rejects with the driver's error when the statement failed (it may have committed all the same).
+     */
+    readonly appendAtNow: (
+      workspaceId: string,
+      prepared: PreparedAppend,
+      expected: ChainHead,
+      keys?: ReadonlyArray<CompletedKey>,
+    ) => Promise<boolean>
     /** Creates the empty chain of a new workspace (in the workspace's creating transaction). */
     readonly initChain: (workspaceId: string) => Effect.Effect<void>
   }
@@ -138,76 +219,40 @@ export class AuditLog extends Context.Service<
     AuditLog,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const db = yield* Database
 
       const initChain = (workspaceId: string) =>
         sql`INSERT INTO chain_heads (workspace_id, sequence, hash) VALUES (${workspaceId}, 0, ${GENESIS_HASH})
             ON CONFLICT (workspace_id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
 
-      /**
-       * One statement that appends prepared rows after the head `expected`, and only there: it moves the
-       * head with a compare-and-set (under the head's row lock, which PostgreSQL re-checks after waiting
-       * for a concurrent writer), inserts the rows only when the head moved, queues one delivery per
-       * event and matching enabled webhook (exact name, `prefix.*`, `*`; aliases were resolved when the
-       * filters were saved; a delivery's id is derived from its event and webhook, see migration 0008),
-       * and announces the append to live streams and delivery workers (PostgreSQL delivers the
-       * notifications only at commit). Run alone it is its own transaction; inside one it joins it.
-       * False when the head was no longer `expected`: nothing was written.
-       *
-       * With `keys`, it first claims them (ascending, the idempotency store's lock order) with their
-       * final responses, and moves the head only if it claimed every one; if it did not, or the head
-       * moved, `agentgov_abort_append()` aborts the whole statement, claims included, and the answer is
-       * false as well.
-       */
       const write = (
         workspaceId: string,
         prepared: PreparedAppend,
         expected: ChainHead,
         keys: ReadonlyArray<CompletedKey> = [],
-      ) => {
-        const { timestamp, head } = prepared
-        const claims = JSON.stringify(
-          keys.map((k) => ({ k: k.key, op: k.operation, rh: k.requestHash, st: k.status, b: k.body })),
-        )
-        return sql<{ ok: number }>`WITH claimed AS (
-            INSERT INTO idempotency_keys (workspace_id, key, operation, request_hash, status_code, response_body, created_at)
-            SELECT ${workspaceId}, c.k, c.op, c.rh, c.st, c.b, ${timestamp}::timestamptz
-            FROM json_to_recordset(${claims}::text::json) AS c(k text, op text, rh text, st int4, b text)
-            ORDER BY c.k
-            ON CONFLICT (workspace_id, key) DO NOTHING
-            RETURNING 1
-          ), head AS (
-            UPDATE chain_heads SET sequence = ${head.sequence}, hash = ${head.hash}
-            WHERE workspace_id = ${workspaceId} AND sequence = ${expected.sequence} AND hash = ${expected.hash}
-              AND (SELECT count(*) FROM claimed) = ${keys.length}::int4
-            RETURNING webhooks
-          ), appended AS (
-            INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
-            SELECT ${workspaceId}, r.s, r.id, r.t, r.a, r.at, r.ai, r.d, ${timestamp}::timestamptz, r.o, r.p, r.h
-            FROM json_to_recordset(${prepared.rows}::text::json)
-              AS r(s int8, id text, t text, a text, at text, ai text, d json, o timestamptz, p text, h text)
-            WHERE EXISTS (SELECT 1 FROM head)
-            RETURNING id, type, sequence
-          ), queued AS (
-            INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_sequence, event_id, event_type, status,
-              next_attempt_at, created_at, updated_at)
-            SELECT 'dlv_' || substr(a.id, 5, 10) || substr(md5(a.id || w.id), 1, 16), ${workspaceId}, w.id, a.sequence,
-              a.id, a.type, 'pending', ${timestamp}::timestamptz, ${timestamp}::timestamptz, ${timestamp}::timestamptz
-            FROM appended a JOIN webhooks w ON w.workspace_id = ${workspaceId} AND w.enabled
-              AND (w.match_all OR w.match_types ? a.type
-                   OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.match_prefixes) p WHERE starts_with(a.type, p)))
-            WHERE (SELECT webhooks FROM head) > 0
-            RETURNING 1
-          )
-          SELECT CASE WHEN ${keys.length}::int4 > 0 AND NOT EXISTS (SELECT 1 FROM head) THEN agentgov_abort_append()
-              ELSE (SELECT count(*) FROM head)::int END AS ok,
-            (SELECT count(*) FROM (SELECT pg_notify(${EVENTS_CHANNEL}, ${`${workspaceId}:${head.sequence}`}) FROM head) n) AS events,
-            (SELECT count(*) FROM (SELECT pg_notify(${WEBHOOKS_CHANNEL}, ${workspaceId}) FROM queued LIMIT 1) n) AS deliveries`.pipe(
+      ) =>
+        sql.unsafe<{ ok: number }>(APPEND_STATEMENT, appendParams(workspaceId, prepared, expected, keys)).pipe(
           Effect.map((rows) => rows[0]?.ok === 1),
           Effect.catchIf(
             (e) => (e.reason.cause as { code?: unknown } | undefined)?.code === APPEND_ABORTED,
             () => Effect.succeed(false),
           ),
         )
+
+      const appendAtNow = async (
+        workspaceId: string,
+        prepared: PreparedAppend,
+        expected: ChainHead,
+        keys: ReadonlyArray<CompletedKey> = [],
+      ) => {
+        if (prepared.head.sequence === expected.sequence && keys.length === 0) return true
+        try {
+          const rows = await db.query(APPEND_STATEMENT, appendParams(workspaceId, prepared, expected, keys))
+          return rows[0]?.ok === 1
+        } catch (error) {
+          if ((error as { code?: unknown } | undefined)?.code === APPEND_ABORTED) return false
+          throw error
+        }
       }
 
       const appendAt = Effect.fn("AuditLog.appendAt")(function* (
@@ -239,7 +284,7 @@ export class AuditLog extends Context.Service<
       const append = (actor: Actor, events: ReadonlyArray<NewEvent>) =>
         appendGroups(actor.workspaceId, [{ actor, events }]).pipe(Effect.map((stored) => stored[0]!))
 
-      return AuditLog.of({ append, appendGroups, appendAt, initChain })
+      return AuditLog.of({ append, appendGroups, appendAt, appendAtNow, initChain })
     }),
   )
 }

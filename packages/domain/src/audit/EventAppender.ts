@@ -91,6 +91,9 @@ export class EventAppender extends Context.Service<
       const repo = yield* EventRepo
       const idempotency = yield* Idempotency
       const inTransaction = transactional(sql)
+      const clock = yield* Clock.Clock
+      // The writers run on this layer's services, whoever started them: they outlive the request.
+      const runExit = Effect.runPromiseExitWith(yield* Effect.context<never>())
       const queues = new Map<string, Queue>()
       /**
        * Per workspace, the head after this process's last append: what the fast path hashes after. Absent
@@ -140,10 +143,9 @@ export class EventAppender extends Context.Service<
           return { outcomes, head }
         })
 
-      const settle = (jobs: ReadonlyArray<Job>, outcomes: ReadonlyArray<AppendExit>) =>
-        Effect.sync(() => {
-          for (let i = 0; i < jobs.length; i++) jobs[i]!.done(outcomes[i]!)
-        })
+      const settle = (jobs: ReadonlyArray<Job>, outcomes: ReadonlyArray<AppendExit>) => {
+        for (let i = 0; i < jobs.length; i++) jobs[i]!.done(outcomes[i]!)
+      }
 
       /**
        * The locked path: one transaction for the batch; when it fails, each append alone, so that only the
@@ -160,7 +162,7 @@ export class EventAppender extends Context.Service<
             ),
           )
           if (Exit.isSuccess(exit)) {
-            yield* settle(jobs, exit.value.outcomes)
+            settle(jobs, exit.value.outcomes)
             return exit.value.head
           }
           if (jobs.length > 1) {
@@ -172,34 +174,44 @@ export class EventAppender extends Context.Service<
         })
 
       /**
-       * The fast path: the batch after `after`, in one statement. Its events when written, `refused` when it
-       * wrote nothing, and the statement's failure when whether it wrote cannot be told.
+       * The fast path: the batch after `after`, in one statement sent straight to the pool (no fiber). Its events
+       * when written, `refused` when it wrote nothing (or could not be prepared, so was never sent), and the
+       * statement's failure when whether it wrote cannot be told.
        *
        * A statement can fail after its COMMIT went through (the connection lost before the answer came):
        * then the batch is in the chain and must not go to the locked path, which would write it again. Its
        * last event tells: present with its hash, the batch was written; absent, it was not. When that cannot
        * be read either, the appends are answered with the failure rather than risk a second copy.
        */
-      const fast = (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead): Effect.Effect<FastOutcome> =>
-        Effect.gen(function* () {
-          const prepared = prepareAppend(
+      const fast = async (workspaceId: string, jobs: ReadonlyArray<Job>, after: ChainHead): Promise<FastOutcome> => {
+        let prepared: PreparedAppend
+        let keys: Array<CompletedKey>
+        try {
+          prepared = prepareAppend(
             workspaceId,
             jobs.map((j) => j.request),
             after,
-            yield* Clock.currentTimeMillis,
+            clock.currentTimeMillisUnsafe(),
           )
-          const keys = jobs.flatMap((job, i): Array<CompletedKey> => {
+          keys = jobs.flatMap((job, i): Array<CompletedKey> => {
             const key = job.request.idempotency
             if (!key) return []
             const { status, body } = key.render(prepared.stored[i]!)
             return [{ key: key.key, operation: key.operation, requestHash: key.requestHash, status, body }]
           })
-          const written = yield* Effect.exit(audit.appendAt(workspaceId, prepared, after, keys))
-          if (Exit.isSuccess(written)) return written.value ? { written: prepared } : { refused: true }
-          const held = yield* Effect.exit(repo.holds(workspaceId, prepared.head))
-          if (Exit.isFailure(held)) return { unknown: written as Exit.Exit<never> }
+        } catch {
+          return { refused: true }
+        }
+        try {
+          return (await audit.appendAtNow(workspaceId, prepared, after, keys))
+            ? { written: prepared }
+            : { refused: true }
+        } catch (error) {
+          const held = await runExit(repo.holds(workspaceId, prepared.head))
+          if (Exit.isFailure(held)) return { unknown: Exit.die(error) }
           return held.value ? { written: prepared } : { refused: true }
-        })
+        }
+      }
 
       /** Takes the waiting appends up to the batch limit; an Idempotency-Key seen twice waits for the next batch. */
       const take = (queue: Queue): Array<Job> => {
@@ -220,55 +232,61 @@ export class EventAppender extends Context.Service<
         return batch
       }
 
-      const drain = (workspaceId: string, queue: Queue): Effect.Effect<void> =>
-        Effect.gen(function* () {
-          /** After a refused or failed fast batch, the next one takes the lock: it cannot lose again. */
-          let lock = false
-          while (queue.pending.length > 0) {
-            if (!lock) {
-              if (!heads.has(workspaceId)) {
-                const read = yield* Effect.exit(repo.head(workspaceId))
-                if (Exit.isSuccess(read)) remember(workspaceId, read.value)
-              }
-              const head = heads.get(workspaceId)
-              if (head !== undefined) {
-                const jobs = take(queue)
-                const sent = yield* Effect.exit(fast(workspaceId, jobs, head))
-                // A batch that could not be prepared was never sent: nothing written, as when refused.
-                const outcome: FastOutcome = Exit.isSuccess(sent) ? sent.value : { refused: true }
-                if ("unknown" in outcome) {
-                  // Whether the batch was written cannot be told: answered with the failure, not written twice.
-                  const { unknown } = outcome
-                  yield* settle(
-                    jobs,
-                    jobs.map(() => unknown),
-                  )
-                  remember(workspaceId, undefined)
-                } else if ("written" in outcome) {
-                  yield* settle(
-                    jobs,
-                    outcome.written.stored.map((events) => Exit.succeed(events)),
-                  )
-                  remember(workspaceId, outcome.written.head)
-                } else {
-                  // Another writer moved the head, a key was taken, the batch failed without writing, or could not
-                  // be prepared: the locked path, in order, ahead of the rest.
-                  queue.pending.unshift(...jobs)
-                  remember(workspaceId, undefined)
-                  lock = true
-                }
-                continue
-              }
+      /**
+       * A workspace's writer: plain code on the common path (the head known, the batch written in one
+       * statement), the runtime only for a head to read, a doubt to settle or the locked path. It never
+       * rejects: every job it takes is settled.
+       */
+      const drain = async (workspaceId: string, queue: Queue): Promise<void> => {
+        /** After a refused or failed fast batch, the next one takes the lock: it cannot lose again. */
+        let lock = false
+        while (queue.pending.length > 0) {
+          if (!lock) {
+            if (!heads.has(workspaceId)) {
+              const read = await runExit(repo.head(workspaceId))
+              if (Exit.isSuccess(read)) remember(workspaceId, read.value)
             }
-            remember(workspaceId, yield* commit(workspaceId, take(queue)))
-            lock = false
+            const head = heads.get(workspaceId)
+            if (head !== undefined) {
+              const jobs = take(queue)
+              const outcome = await fast(workspaceId, jobs, head)
+              if ("unknown" in outcome) {
+                // Whether the batch was written cannot be told: answered with the failure, not written twice.
+                settle(
+                  jobs,
+                  jobs.map(() => outcome.unknown),
+                )
+                remember(workspaceId, undefined)
+              } else if ("written" in outcome) {
+                settle(
+                  jobs,
+                  outcome.written.stored.map((events) => Exit.succeed(events)),
+                )
+                remember(workspaceId, outcome.written.head)
+              } else {
+                // Another writer moved the head, a key was taken, the batch failed without writing, or could not
+                // be prepared: the locked path, in order, ahead of the rest.
+                queue.pending.unshift(...jobs)
+                remember(workspaceId, undefined)
+                lock = true
+              }
+              continue
+            }
           }
-          // Checked and removed in one synchronous step: an append arriving later starts a new writer.
-          queues.delete(workspaceId)
-        })
+          const jobs = take(queue)
+          const committed = await runExit(commit(workspaceId, jobs))
+          if (Exit.isFailure(committed))
+            settle(
+              jobs,
+              jobs.map(() => committed as Exit.Exit<never>),
+            )
+          remember(workspaceId, Exit.isSuccess(committed) ? committed.value : undefined)
+          lock = false
+        }
+        // Checked and removed in one synchronous step: an append arriving later starts a new writer.
+        queues.delete(workspaceId)
+      }
 
-      // A workspace's writer runs on this layer's services, whoever started it: it outlives the request.
-      const fork = Effect.runForkWith(yield* Effect.context<never>())
       const enqueue = (job: Job) => {
         const workspaceId = job.request.actor.workspaceId
         const queue = queues.get(workspaceId)
@@ -276,7 +294,7 @@ export class EventAppender extends Context.Service<
         else {
           const fresh: Queue = { pending: [job] }
           queues.set(workspaceId, fresh)
-          fork(drain(workspaceId, fresh).pipe(Effect.uninterruptible))
+          void drain(workspaceId, fresh)
         }
       }
 
