@@ -6,6 +6,7 @@ import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
 import { startDurable } from "./durable.ts"
+import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
 import { runGuardFairnessBenchmark } from "./guardFairness.ts"
@@ -46,7 +47,9 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * - webhooks: event written → delivered, and sustained deliveries/s;
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,webhooks,sdk picks benchmarks (sse also
+ * - the embedded default (embedded.ts): a fresh `npm start`, its idle RSS, and its guard against PostgreSQL's;
+ *
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -332,6 +335,7 @@ const main = async () => {
       ["guard-eval", () => runGuardEvalBenchmark()],
       ["guard", () => runGuardHttpBenchmark(server!, db, databaseUrl, log)],
       ["guard-fairness", () => runGuardFairnessBenchmark(server!, log)],
+      ["embedded", () => runEmbeddedBenchmark(root, server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
       ["sdk", () => runSdkBenchmarks(server!, log)],
     ] as const

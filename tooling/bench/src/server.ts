@@ -101,10 +101,22 @@ export const UNREACHABLE_LIMITS = {
   AGENTGOV_STREAM_LIMIT_KEY: "1000000",
 }
 
+/**
+ * The node arguments of the root package.json's `start` script (`node <flags> apps/server/src/main.ts`), so that
+ * the benchmarks run the server as `npm start` does, V8 flags included.
+ */
+export const startArguments = (root: string): Array<string> => {
+  const start = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).scripts.start as string
+  const [node, ...args] = start.split(/\s+/)
+  if (node !== "node" || args.at(-1) !== "apps/server/src/main.ts")
+    throw new Error(`the start script is not "node [flags] apps/server/src/main.ts": ${start}`)
+  return [...args.slice(0, -1), join(root, "apps/server/src/main.ts")]
+}
+
 export const startServer = async (options: StartOptions): Promise<BenchServer> => {
   const args = options.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfDir}`] : []
   const { DATABASE_URL: _inherited, ...inherited } = process.env
-  const child = spawn(process.execPath, [...args, join(options.root, "apps/server/src/main.ts")], {
+  const child = spawn(process.execPath, [...args, ...startArguments(options.root)], {
     cwd: options.root,
     env: {
       ...inherited,
