@@ -235,17 +235,58 @@ export interface ReportDocument {
 /** A report with its signature: a detached JWS (RFC 7515 App. F) over the JCS of the document without `signature`. */
 export type SignedReport = ReportDocument & { readonly signature: string }
 
-const JWS_TYPE = "agentgov-report+jcs"
+/** The JWS `typ` of a compliance report's signature. */
+export const REPORT_JWS_TYPE = "agentgov-report+jcs"
+/** The JWS `typ` of a certification's signature. */
+export const CERTIFICATION_JWS_TYPE = "agentgov-certification+jcs"
 
 const b64 = (s: string | Buffer) => Buffer.from(s).toString("base64url")
 
-/** Signs a report document with an Ed25519 key published under `kid`. */
-export const signReport = (doc: ReportDocument, privateKey: KeyObject, kid: string): SignedReport => {
-  const header = b64(JSON.stringify({ alg: "EdDSA", kid, typ: JWS_TYPE }))
+/** A detached compact JWS (RFC 7515 App. F, `header..signature`) over the JCS of `doc`, Ed25519 with key `kid`. */
+export const signDetached = (doc: unknown, privateKey: KeyObject, kid: string, typ: string): string => {
+  const header = b64(JSON.stringify({ alg: "EdDSA", kid, typ }))
   const payload = b64(canonicalize(doc))
-  const signature = sign(null, Buffer.from(`${header}.${payload}`), privateKey).toString("base64url")
-  return { ...doc, signature: `${header}..${signature}` }
+  return `${header}..${sign(null, Buffer.from(`${header}.${payload}`), privateKey).toString("base64url")}`
 }
+
+/** Checks a detached JWS made by `signDetached` over `doc` with a key of `jwks`: ok, or why not. */
+export const verifyDetached = (
+  doc: unknown,
+  signature: unknown,
+  jwks: Jwks,
+  typ: string,
+): { ok: true; kid: string } | { ok: false; reason: string } => {
+  if (typeof signature !== "string") return { ok: false, reason: '"signature" missing or not a string' }
+  const parts = signature.split(".")
+  if (parts.length !== 3 || parts[1] !== "")
+    return { ok: false, reason: "the signature is not a detached compact JWS (header..signature)" }
+  let header: Record<string, unknown>
+  try {
+    header = JSON.parse(Buffer.from(parts[0]!, "base64url").toString("utf8"))
+  } catch {
+    return { ok: false, reason: "the JWS header is not base64url JSON" }
+  }
+  if (header.alg !== "EdDSA" || header.typ !== typ || typeof header.kid !== "string")
+    return { ok: false, reason: `unexpected JWS header ${JSON.stringify(header)}` }
+  const kid = header.kid
+  const jwk = Array.isArray(jwks?.keys) ? jwks.keys.find((k) => k?.kid === kid) : undefined
+  if (!jwk) return { ok: false, reason: `no key with kid ${JSON.stringify(kid)} in the JWKS` }
+  try {
+    const key = createPublicKey({ key: jwk as JsonWebKey, format: "jwk" })
+    const input = Buffer.from(`${parts[0]}.${b64(canonicalize(doc))}`)
+    return verify(null, input, key, Buffer.from(parts[2]!, "base64url"))
+      ? { ok: true, kid }
+      : { ok: false, reason: `the signature does not verify with key ${JSON.stringify(kid)}` }
+  } catch (e) {
+    return { ok: false, reason: `cannot verify with key ${JSON.stringify(kid)}: ${(e as Error).message}` }
+  }
+}
+
+/** Signs a report document with an Ed25519 key published under `kid`. */
+export const signReport = (doc: ReportDocument, privateKey: KeyObject, kid: string): SignedReport => ({
+  ...doc,
+  signature: signDetached(doc, privateKey, kid, REPORT_JWS_TYPE),
+})
 
 export interface ReportError {
   readonly sequence?: number
@@ -264,35 +305,9 @@ export interface ReportVerification {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /** The report's signature check alone: ok, or why not. */
-export const verifyReportSignature = (
-  report: Record<string, unknown>,
-  jwks: Jwks,
-): { ok: true; kid: string } | { ok: false; reason: string } => {
+export const verifyReportSignature = (report: Record<string, unknown>, jwks: Jwks) => {
   const { signature, ...doc } = report
-  if (typeof signature !== "string") return { ok: false, reason: '"signature" missing or not a string' }
-  const parts = signature.split(".")
-  if (parts.length !== 3 || parts[1] !== "")
-    return { ok: false, reason: "the signature is not a detached compact JWS (header..signature)" }
-  let header: Record<string, unknown>
-  try {
-    header = JSON.parse(Buffer.from(parts[0]!, "base64url").toString("utf8"))
-  } catch {
-    return { ok: false, reason: "the JWS header is not base64url JSON" }
-  }
-  if (header.alg !== "EdDSA" || header.typ !== JWS_TYPE || typeof header.kid !== "string")
-    return { ok: false, reason: `unexpected JWS header ${JSON.stringify(header)}` }
-  const kid = header.kid
-  const jwk = Array.isArray(jwks?.keys) ? jwks.keys.find((k) => k?.kid === kid) : undefined
-  if (!jwk) return { ok: false, reason: `no key with kid ${JSON.stringify(kid)} in the JWKS` }
-  try {
-    const key = createPublicKey({ key: jwk as JsonWebKey, format: "jwk" })
-    const input = Buffer.from(`${parts[0]}.${b64(canonicalize(doc))}`)
-    return verify(null, input, key, Buffer.from(parts[2]!, "base64url"))
-      ? { ok: true, kid }
-      : { ok: false, reason: `the report's signature does not verify with key ${JSON.stringify(kid)}` }
-  } catch (e) {
-    return { ok: false, reason: `cannot verify with key ${JSON.stringify(kid)}: ${(e as Error).message}` }
-  }
+  return verifyDetached(doc, signature, jwks, REPORT_JWS_TYPE)
 }
 
 /**

@@ -22,7 +22,7 @@ export interface Facts {
   readonly keys: {
     readonly active: number
     readonly withoutExpiry: ReadonlyArray<string>
-    /** Active keys holding every scope: the least-privilege gaps. */
+    /** Active keys holding every workspace scope: the least-privilege gaps. */
     readonly allScopes: ReadonlyArray<string>
     /** Active keys of suspended or deregistered agents. */
     readonly ofInactiveAgents: ReadonlyArray<string>

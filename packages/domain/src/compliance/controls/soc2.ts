@@ -68,12 +68,12 @@ export const soc2: Catalogue = {
       reference: "CC6.3",
       citation:
         "The entity authorizes, modifies, or removes access to data, software, functions, and other protected information assets based on roles, responsibilities, or the system design and changes, giving consideration to the concepts of least privilege and segregation of duties, to meet the entity's objectives.",
-      satisfiedBy: "Fully for keys of this service: every active key in scope holds fewer than all scopes.",
+      satisfiedBy: "Fully for keys of this service: every active key in scope holds fewer than all workspace scopes.",
       required: true,
       judge: (f) => {
         const evidence = [
           { label: "active API keys in scope", value: f.keys.active },
-          { label: "active keys holding every scope", value: f.keys.allScopes.length, ids: f.keys.allScopes },
+          { label: "active keys holding every workspace scope", value: f.keys.allScopes.length, ids: f.keys.allScopes },
         ]
         return f.keys.allScopes.length === 0
           ? { status: "met", evidence, gaps: [] }
@@ -81,7 +81,7 @@ export const soc2: Catalogue = {
               status: "partial",
               evidence,
               gaps: [
-                `${f.keys.allScopes.length} active key(s) hold every scope: narrow them to what their holder needs`,
+                `${f.keys.allScopes.length} active key(s) hold every workspace scope: narrow them to what their holder needs`,
               ],
             }
       },
