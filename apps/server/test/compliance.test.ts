@@ -162,13 +162,13 @@ let compliant: Seeded
 let partial: Seeded
 let tampered: Seeded & { tampered: number }
 
-describe("reports judge each framework's controls by the catalogue's rules", () => {
-  beforeAll(async () => {
-    compliant = await seedCompliant()
-    partial = await seedPartial()
-    tampered = await seedTampered()
-  })
+beforeAll(async () => {
+  compliant = await seedCompliant()
+  partial = await seedPartial()
+  tampered = await seedTampered()
+})
 
+describe("reports judge each framework's controls by the catalogue's rules", () => {
   it("EU AI Act: compliant, partly (no approval exercised), non-compliant (a broken trail)", async () => {
     const good = await report(compliant, "eu-ai-act")
     // Required: record-keeping (chain valid, events recorded) and human oversight (approval decided, none bypassed).
@@ -378,6 +378,7 @@ describe("rendering", () => {
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toBe("application/pdf")
     const bytes = new Uint8Array(await res.arrayBuffer())
+    if (process.env.DUMP_REPORT_PDF) writeFileSync(process.env.DUMP_REPORT_PDF, bytes)
     expect(Buffer.from(bytes.subarray(0, 5)).toString()).toBe("%PDF-")
     const task = getDocument({ data: bytes, standardFontDataUrl: STANDARD_FONTS })
     const pdf = await task.promise

@@ -47,12 +47,19 @@ const rangesText = (ranges: ReadonlyArray<readonly [number, number]>, n = 12) =>
 const scopeText = (r: RenderableReport) => (r.agentId === null ? `workspace ${r.workspaceId}` : `agent ${r.agentId}`)
 const day = (iso: string) => iso.replace("T", " ").replace(/\.\d{3}Z$/, " UTC")
 
-const verifyCommands = (r: RenderableReport) => [
-  `curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/compliance/reports/${r.id}" > report.json`,
-  `curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/events/export?fromSequence=<first counted>&toSequence=<last counted>&sinceTreeSize=${r.checkpoint.treeSize}" > bundle.json`,
-  `curl "$BASE/.well-known/jwks.json" > trusted-jwks.json   # better: keys you pinned earlier`,
-  "agentgov-verify report report.json bundle.json [bundle-2.json …] --jwks trusted-jwks.json",
-]
+const verifyCommands = (r: RenderableReport) => {
+  const first = r.counted.sequences[0]?.[0] ?? 1
+  const last = r.counted.sequences.at(-1)?.[1] ?? first
+  return [
+    `curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/compliance/reports/${r.id}" > report.json`,
+    `curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/events/export?fromSequence=${first}&toSequence=${last}&sinceTreeSize=${r.checkpoint.treeSize}" > bundle.json`,
+    last - first >= 10_000
+      ? "# a bundle holds at most 10,000 events: export the range in several bundles and pass them all"
+      : "",
+    `curl "$BASE/.well-known/jwks.json" > trusted-jwks.json   # better: keys you pinned earlier`,
+    "agentgov-verify report report.json bundle.json [bundle-2.json …] --jwks trusted-jwks.json",
+  ].filter((line) => line !== "")
+}
 
 export const renderReportPdf = (r: RenderableReport): Promise<Buffer> =>
   new Promise((resolve, reject) => {
@@ -142,11 +149,11 @@ export const renderReportPdf = (r: RenderableReport): Promise<Buffer> =>
     doc.addPage()
     heading("Controls")
     const cols = [
-      { title: "Control", x: left, w: 70 },
-      { title: "Title", x: left + 72, w: 190 },
-      { title: "Reference", x: left + 264, w: 120 },
-      { title: "Required", x: left + 386, w: 50 },
-      { title: "Status", x: left + 438, w: width - 438 },
+      { title: "Control", x: left, w: 66 },
+      { title: "Title", x: left + 68, w: 180 },
+      { title: "Reference", x: left + 250, w: 115 },
+      { title: "Required", x: left + 367, w: 50 },
+      { title: "Status", x: left + 419, w: width - 419 },
     ]
     let y = doc.y
     doc.font("Helvetica-Bold").fontSize(9).fillColor("#5f6368")
@@ -180,7 +187,19 @@ export const renderReportPdf = (r: RenderableReport): Promise<Buffer> =>
     // The chart: grouped bars per time bucket, drawn with vector paths.
     y += 20
     doc.font("Helvetica-Bold").fontSize(13).fillColor("#202124").text("Activity over the period", left, y)
-    y += 22
+    y += 18
+    const bucketMinutes =
+      r.activity.length > 1 ? (Date.parse(r.activity[1]!.at) - Date.parse(r.activity[0]!.at)) / 60_000 : 0
+    doc
+      .font("Helvetica")
+      .fontSize(8)
+      .fillColor("#5f6368")
+      .text(
+        `Events per bucket of ${bucketMinutes >= 120 ? `${Math.round(bucketMinutes / 60)} h` : bucketMinutes >= 1 ? `${Math.round(bucketMinutes)} min` : `${Math.round(bucketMinutes * 60_000)} ms`}, from the counted events.`,
+        left,
+        y,
+      )
+    y += 16
     const chartH = 170
     const axisX = left + 40
     const chartW = width - 50
@@ -270,6 +289,15 @@ export const renderReportPdf = (r: RenderableReport): Promise<Buffer> =>
     doc.moveDown(0.5)
     for (const line of verifyCommands(r)) para(line, { font: "Courier", size: 7.5 })
     doc.moveDown(0.8)
+    heading("Scope", 12)
+    field("Period", `${r.period.from} (inclusive) to ${r.period.to} (exclusive)`)
+    field(
+      "Counts",
+      r.agentId === null
+        ? "every event of the workspace"
+        : `events of ${r.agentId} and workspace-wide events (no agent)`,
+    )
+    doc.moveDown(0.6)
     heading("Checkpoint", 12)
     field("Tree size", String(r.checkpoint.treeSize))
     field("Root hash", r.checkpoint.rootHash)
