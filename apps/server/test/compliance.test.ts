@@ -4,7 +4,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { ComplianceService, SCOPES } from "@agentgov/domain"
-import { verifyReport } from "@agentgov/verifier"
+import { type Jwks, verifyReport } from "@agentgov/verifier"
 import { getDocument } from "pdfjs-dist/legacy/build/pdf.mjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
@@ -317,7 +317,7 @@ describe("offline verification", () => {
   it("a report verifies against a bundle; a changed byte fails; counted events missing from the bundle fail", async () => {
     const r = await report(compliant, "soc2")
     const bundle = await exportFor(compliant, r.report)
-    const jwks = await (await fetch(`${t.url}/.well-known/jwks.json`)).json()
+    const jwks = (await (await fetch(`${t.url}/.well-known/jwks.json`)).json()) as Jwks
     const good = verifyReport(r, [bundle], { trustedJwks: jwks })
     expect(good.errors).toEqual([])
     expect(good.valid).toBe(true)
@@ -443,6 +443,10 @@ describe("certifications", () => {
       await t.call("GET", `/api/v1/compliance/certifications/${compliant.agentId}`, { key: compliant.key }),
     )
     expect(listed.map((c) => c.id)).toContain(cert.id)
+    // What the agent's badge will show.
+    expect(
+      await run(ComplianceService.use((s) => s.certifiedFrameworks(compliant.workspaceId, compliant.agentId))),
+    ).toEqual(["eu-ai-act"])
   })
 
   it("refuses with 409 naming the unmet controls, and changes nothing", async () => {

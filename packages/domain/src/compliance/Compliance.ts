@@ -12,7 +12,7 @@ export const ControlStatus = Schema.Literals(["met", "partial", "not_met", "not_
 
 export const EvidenceItem = Schema.Struct({
   label: Schema.String,
-  value: Schema.Union([Schema.Number, Schema.String, Schema.Boolean]),
+  value: Schema.Union([Schema.Finite, Schema.String, Schema.Boolean]),
   metric: Schema.optionalKey(
     Schema.String.annotate({ description: "the event metric this value is: recountable from an export bundle" }),
   ),

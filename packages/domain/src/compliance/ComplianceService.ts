@@ -34,7 +34,7 @@ import {
 } from "./Compliance.ts"
 import { CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
 import { type CertificationRow, ComplianceRepo, type ReportRow } from "./ComplianceRepo.ts"
-import { CATALOGUES, type Facts } from "./controls/index.ts"
+import { CATALOGUES, type Facts, type Framework } from "./controls/index.ts"
 import { readEvidence } from "./evidence.ts"
 import { belowBronze, trustTierOf } from "./trustFloor.ts"
 
@@ -125,6 +125,8 @@ export class ComplianceService extends Context.Service<
       actor: Actor,
       agentId: string,
     ) => Effect.Effect<ReadonlyArray<Certification>, AgentNotFound>
+    /** The frameworks the agent holds a certification of now, for its badge (`certifications: [framework…]`). */
+    readonly certifiedFrameworks: (workspaceId: string, agentId: string) => Effect.Effect<ReadonlyArray<Framework>>
     /**
      * For the trust module, after it records an agent's score: revokes the agent's certifications when its
      * trust fell below `bronze`. How many it revoked.
@@ -435,6 +437,16 @@ export class ComplianceService extends Context.Service<
         return rows.map((r) => toCertification(r, now))
       })
 
+      const certifiedFrameworks = (workspaceId: string, agentId: string) =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const rows = yield* sql<{ framework: Framework }>`SELECT DISTINCT framework FROM certifications
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'active'
+                AND expires_at > ${isoOf(now)}::timestamptz
+              ORDER BY framework`
+          return rows.map((r) => r.framework)
+        }).pipe(Effect.orDie)
+
       const reviewTrust = (workspaceId: string, agentId: string) =>
         tx(
           Effect.gen(function* () {
@@ -454,6 +466,7 @@ export class ComplianceService extends Context.Service<
         generateNext,
         issueCertification,
         listCertifications,
+        certifiedFrameworks,
         reviewTrust,
       })
     }),

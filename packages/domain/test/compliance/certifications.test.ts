@@ -14,7 +14,7 @@ import {
 import { at, type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
 
 const zero = Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics
-const facts = (over: Partial<Facts> & { metrics?: Partial<Metrics> } = {}): Facts => ({
+const facts = (over: Partial<Omit<Facts, "metrics">> & { metrics?: Partial<Metrics> } = {}): Facts => ({
   scope: "agent",
   chain: { valid: true, checked: 10 },
   checkpoint: { treeSize: 10, rootHash: "ab".repeat(32) },
