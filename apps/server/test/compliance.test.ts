@@ -401,6 +401,7 @@ describe("rendering", () => {
       headers: { authorization: `Bearer ${compliant.key}` },
     })
     expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8")
+    expect(res.headers.get("content-security-policy")).toContain("default-src 'none'")
     const html = await res.text()
     expect(html).toContain("<h1>GDPR</h1>")
     expect(html).toContain("GDPR-5.1.f")
@@ -614,6 +615,10 @@ describe("security", () => {
     const listed = ok<any[]>(await t.call("GET", "/api/v1/compliance/reports?limit=100", { key: compliant.agentKey }))
     expect(listed.length).toBeGreaterThan(0)
     expect(listed.every((x) => x.agentId === compliant.agentId)).toBe(true)
+    // Lists carry each report's summary, never its document.
+    const ready = listed.find((x) => x.id === mine.id)
+    expect(ready.summary).toEqual(mine.summary)
+    expect(ready.report).toBeUndefined()
     expect(
       (await t.call("GET", `/api/v1/compliance/certifications/${compliant.agentId}`, { key: compliant.agentKey }))
         .status,

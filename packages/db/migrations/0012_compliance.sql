@@ -11,7 +11,8 @@ CREATE TABLE compliance_reports (
   period_to     timestamptz NOT NULL,
   status        text NOT NULL CHECK (status IN ('generating', 'ready', 'failed')),
   requested_by  text NOT NULL,
-  result        text CHECK (result IN ('compliant', 'partially_compliant', 'non_compliant')),
+  -- The document's summary, kept apart so that lists need not read documents.
+  summary       jsonb,
   document      text,
   error         text,
   attempts      integer NOT NULL DEFAULT 0,
@@ -19,7 +20,7 @@ CREATE TABLE compliance_reports (
   created_at    timestamptz NOT NULL,
   completed_at  timestamptz,
   CONSTRAINT compliance_reports_period CHECK (period_from < period_to),
-  CONSTRAINT compliance_reports_ready CHECK ((status = 'ready') = (document IS NOT NULL))
+  CONSTRAINT compliance_reports_ready CHECK ((status = 'ready') = (document IS NOT NULL AND summary IS NOT NULL))
 );
 CREATE INDEX compliance_reports_by_workspace ON compliance_reports (workspace_id, id DESC);
 CREATE INDEX compliance_reports_queue ON compliance_reports (created_at) WHERE status = 'generating';

@@ -250,6 +250,9 @@ export const makeRestHandler = (options: RestOptions) => {
         "content-length": String(doc.body.length),
         "x-request-id": requestId,
         "x-content-type-options": "nosniff",
+        // A rendered page runs nothing and loads nothing: inline styles and its own SVG only.
+        "content-security-policy":
+          "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'",
         ...(doc.filename ? { "content-disposition": `inline; filename="${doc.filename}"` } : {}),
       })
       return void res.end(doc.body)

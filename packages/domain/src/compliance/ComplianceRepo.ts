@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { NewEvent } from "../audit/AuditEvent.ts"
+import type { ComplianceReport } from "./Compliance.ts"
 import type { Framework } from "./controls/Control.ts"
 
 export interface ReportRow {
@@ -12,7 +13,7 @@ export interface ReportRow {
   readonly period_to: Date
   readonly status: "generating" | "ready" | "failed"
   readonly requested_by: string
-  readonly result: "compliant" | "partially_compliant" | "non_compliant" | null
+  readonly summary: ComplianceReport["summary"]
   readonly document: string | null
   readonly error: string | null
   readonly attempts: number

@@ -1,3 +1,4 @@
+import { jsonb } from "@agentgov/db"
 import {
   CERTIFICATION_JWS_TYPE,
   type ControlOutcome,
@@ -44,7 +45,7 @@ const CLAIM_MS = 10 * 60_000
 const MAX_ATTEMPTS = 3
 
 const toReport = (r: ReportRow, withDocument: boolean): ComplianceReport => {
-  const doc = r.document === null ? undefined : (JSON.parse(r.document) as SignedReport)
+  const doc = withDocument && r.document !== null ? (JSON.parse(r.document) as SignedReport) : undefined
   return {
     id: r.id,
     workspaceId: r.workspace_id,
@@ -53,11 +54,11 @@ const toReport = (r: ReportRow, withDocument: boolean): ComplianceReport => {
     from: r.period_from.toISOString(),
     to: r.period_to.toISOString(),
     status: r.status,
-    summary: doc?.summary ?? null,
+    summary: r.summary,
     error: r.error,
     createdAt: r.created_at.toISOString(),
     completedAt: r.completed_at?.toISOString() ?? null,
-    ...(withDocument && doc ? { report: doc as never } : {}),
+    ...(doc ? { report: doc as never } : {}),
   }
 }
 
@@ -175,10 +176,9 @@ export class ComplianceService extends Context.Service<
           return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
         const { limit, before } = yield* pageWindow(query, idCursor("rpt"))
         const agentId = actor.agentId ?? query.agentId
-        // The list never carries documents: a report can be large.
+        // The list never reads documents: a report can be large.
         const rows = yield* sql<ReportRow>`SELECT id, workspace_id, framework, agent_id, period_from, period_to, status,
-              requested_by, result, error, attempts, created_at, completed_at,
-              CASE WHEN document IS NULL THEN NULL ELSE json_build_object('summary', (document::json)->'summary')::text END AS document
+              requested_by, summary, NULL AS document, error, attempts, created_at, completed_at
             FROM compliance_reports WHERE workspace_id = ${actor.workspaceId}
               ${before === undefined ? sql`` : sql`AND id < ${before}`}
               ${agentId === undefined ? sql`` : sql`AND agent_id = ${agentId}`}
@@ -301,7 +301,7 @@ export class ComplianceService extends Context.Service<
             Effect.gen(function* () {
               const updated =
                 yield* sql`UPDATE compliance_reports SET status = 'ready', document = ${JSON.stringify(signed)},
-                  result = ${doc.summary.result}, completed_at = ${isoOf(now)}::timestamptz, claimed_until = NULL
+                  summary = ${jsonb(sql, doc.summary)}, completed_at = ${isoOf(now)}::timestamptz, claimed_until = NULL
                 WHERE id = ${row.id} AND status = 'generating' RETURNING id`
               if (updated.length === 0) return
               yield* audit.append(actor, [

@@ -126,9 +126,9 @@ describe("certification expiry on a fixed clock", () => {
         (
           sql,
         ) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to, status,
-            requested_by, result, document, created_at, completed_at)
+            requested_by, summary, document, created_at, completed_at)
           VALUES ('rpt_fixed', ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-05-01T00:00:00Z', '2031-06-01T00:00:00Z',
-            'ready', 'test', 'compliant', ${JSON.stringify({ controls })}, '2031-06-01T00:00:00Z', '2031-06-01T00:00:00Z')`,
+            'ready', 'test', ${JSON.stringify({ result: "compliant", met: controls.length, partial: 0, notMet: 0, notApplicable: 0 })}::jsonb, ${JSON.stringify({ controls })}, '2031-06-01T00:00:00Z', '2031-06-01T00:00:00Z')`,
       ),
     )
     await run(SqlClient.SqlClient.use((sql) => sql`UPDATE agents SET trust_score = 700 WHERE id = ${agent.id}`))
