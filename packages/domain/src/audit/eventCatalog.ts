@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import type { RevokeReason } from "../apikeys/ApiKeyRepo.ts"
-import { isTimestamp } from "../shared/schemas.ts"
+import { DateTime } from "../shared/schemas.ts"
 import { RetryPolicy, UPDATABLE_WEBHOOK_FIELDS } from "../webhooks/Webhook.ts"
 import { Environment, GuardDefault, Plan } from "../workspaces/Workspace.ts"
 
@@ -31,17 +31,8 @@ const AgentId = Schema.String.annotate({ description: "the agent's id (`agt_…`
 const AgentName = Schema.String.annotate({ description: "the agent's name at the time of the event" })
 const Action = Schema.String.annotate({ description: "the action name evaluated, as the agent sent it" })
 const Score = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 }))
-/**
- * A timestamp field (D3). Unlike the shared `Timestamp`, whose filter has no JSON Schema form (so
- * its description and format are dropped from the document), this one shows as `format: date-time`.
- */
-const At = (description: string) =>
-  Schema.String.annotate({ description }).check(
-    Schema.makeFilter(
-      (s: string) => isTimestamp(s) || "expected an ISO 8601 timestamp with a zone, e.g. 2026-11-20T23:59:59.123Z",
-      { toJsonSchema: () => ({ format: "date-time" }) },
-    ),
-  )
+/** A timestamp field shown as `format: date-time` with its description. */
+const At = (description: string) => DateTime(description)
 
 /** D14: the frameworks of compliance reports. */
 const ComplianceFramework = Schema.Literals(["eu-ai-act", "gdpr", "soc2"])

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { Cursor, Id, Limit, Timestamp } from "../shared/schemas.ts"
+import { Cursor, DateTime, Id, Limit, Timestamp } from "../shared/schemas.ts"
 
 export const FrameworkName = Schema.Literals(["eu-ai-act", "gdpr", "soc2"]).annotate({
   description: "the framework whose control catalogue the report applies",
@@ -111,8 +111,10 @@ export const CreateReport = Schema.Struct({
   agentId: Schema.optionalKey(
     Schema.String.annotate({ description: "report on one agent (its events and the workspace's)" }),
   ),
-  from: Timestamp.annotate({ description: "start of the period (inclusive)" }),
-  to: Timestamp.annotate({ description: "end of the period (exclusive), not in the future" }),
+  from: DateTime("start of the period (inclusive)", ["2026-10-01T00:00:00.000Z"]),
+  to: DateTime("end of the period (exclusive), not in the future; at most 366 days after `from`", [
+    "2026-11-01T00:00:00.000Z",
+  ]),
 }).annotate({ identifier: "CreateComplianceReport" })
 export type CreateReport = typeof CreateReport.Type
 
