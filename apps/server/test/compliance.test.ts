@@ -268,6 +268,26 @@ describe("reports judge each framework's controls by the catalogue's rules", () 
     expect(keeping.gaps[0]).toContain(`from sequence ${tampered.tampered}`)
   })
 
+  it("a trail rewritten under a signed checkpoint: the report pins to that checkpoint and is not compliant", async () => {
+    const s = await seedCompliant()
+    const first = await report(s, "eu-ai-act")
+    const signed = first.report.checkpoint.treeSize
+    const [victim] = await t.query<{ sequence: number }>(
+      (sql) => sql`SELECT sequence FROM events WHERE workspace_id = ${s.workspaceId} AND type = 'policy.denied'`,
+    )
+    // Data and hash both replaced: the leaf no longer matches the root the checkpoint signed.
+    await t.query(
+      (sql) =>
+        sql`UPDATE events SET hash = ${"0".repeat(64)} WHERE workspace_id = ${s.workspaceId} AND sequence = ${victim!.sequence}`,
+    )
+    const bad = await report(s, "eu-ai-act")
+    expect(bad.report.checkpoint.treeSize).toBe(signed)
+    expect(bad.report.checkpoint.signature).toBe(first.report.checkpoint.signature)
+    expect(bad.report.chain).toMatchObject({ valid: false, firstBadSequence: Number(victim!.sequence) })
+    expect(statuses(bad)["AIA-12"]).toBe("not_met")
+    expect(bad.summary.result).toBe("non_compliant")
+  })
+
   it("the report is pinned to a signed checkpoint, lists what it counted and emits compliance.report.generated", async () => {
     const r = await report(compliant, "gdpr")
     const doc = r.report
@@ -378,6 +398,7 @@ describe("rendering", () => {
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toBe("application/pdf")
     const bytes = new Uint8Array(await res.arrayBuffer())
+    // To look at it as an auditor would: DUMP_REPORT_PDF=/tmp/r.pdf, then pdftoppm -png /tmp/r.pdf page.
     if (process.env.DUMP_REPORT_PDF) writeFileSync(process.env.DUMP_REPORT_PDF, bytes)
     expect(Buffer.from(bytes.subarray(0, 5)).toString()).toBe("%PDF-")
     const task = getDocument({ data: bytes, standardFontDataUrl: STANDARD_FONTS })
