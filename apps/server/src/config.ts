@@ -34,7 +34,7 @@ export interface ServerConfig {
   readonly rateLimits: RateLimitConfig
   /** Open event streams at once, per workspace by plan and per API key; counted per instance. */
   readonly streamLimits: StreamLimitConfig
-  /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks; default both (webhookWorker.ts). */
+  /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks and generates compliance reports; default both. */
   readonly roles?: ReadonlyArray<ServerRole>
   /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
   readonly webhookTimeScale?: number

@@ -28,6 +28,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { checkpointAll, verifyAllChains } from "./auditJobs.ts"
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
+import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
@@ -232,6 +233,9 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const worker: WebhookWorker | undefined = roles.includes("worker")
     ? await startWebhookWorker(runtime, log)
     : undefined
+  const reports: ComplianceWorker | undefined = roles.includes("worker")
+    ? startComplianceWorker(runtime, log)
+    : undefined
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation.
   const sweep = setInterval(() => {
@@ -293,6 +297,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     server.closeIdleConnections()
     await closed
     await worker?.stop()
+    await reports?.stop()
     await runtime.dispose()
   }
 

@@ -8,6 +8,7 @@ import type {
   ApprovalNotFound,
   ApprovalNotPending,
   ApproverNotListed,
+  CertificationRefused,
   ChainInconsistent,
   CheckpointNotFound,
   EnforcementAlreadyAppealed,
@@ -22,6 +23,7 @@ import type {
   PolicyInvalid,
   PolicyNameTaken,
   PolicyNotFound,
+  ReportNotFound,
   StateConflict,
   Unauthenticated,
   WebhookNotFound,
@@ -71,6 +73,7 @@ export type DomainError =
   | EnforcementClosed
   | EnforcementNotFound
   | EventNotFound
+  | CertificationRefused
   | GuardBusy
   | IdempotencyKeyReused
   | InvalidCursor
@@ -79,6 +82,7 @@ export type DomainError =
   | PolicyInvalid
   | PolicyNameTaken
   | PolicyNotFound
+  | ReportNotFound
   | StateConflict
   | Unauthenticated
   | WebhookNotFound
@@ -130,6 +134,14 @@ const mapping: Mapping = {
       409,
       "CHAIN_INCONSISTENT",
       `the audit chain no longer matches signed checkpoint ${e.treeSize} (from sequence ${e.firstBadSequence}): ${e.reason}. Nothing is signed or proven over it; the conflict is recorded (POST /events/verify reports it)`,
+    ),
+  ReportNotFound: (e) => new ApiError(404, "REPORT_NOT_FOUND", `compliance report ${e.reportId} not found`),
+  CertificationRefused: (e) =>
+    new ApiError(
+      409,
+      "CERTIFICATION_REFUSED",
+      e.message,
+      e.unmetControls.length > 0 ? { field: "reportId", issue: `unmet: ${e.unmetControls.join(", ")}` } : undefined,
     ),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
   GuardBusy: (e) =>

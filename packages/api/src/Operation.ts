@@ -28,7 +28,12 @@ export interface Operation<I = any, O = any, N extends string = string, M extend
   readonly sdkArgument?: string
   /** Lists answer `data` plus `meta` with the cursor. */
   readonly paginated?: boolean
-  readonly successStatus?: 200 | 201
+  readonly successStatus?: 200 | 201 | 202
+  /**
+   * Other media types the REST route answers when the handler returns a {@link RenderedDocument} (media
+   * type → description), for the OpenAPI document.
+   */
+  readonly alternateContent?: Readonly<Record<string, string>>
   /** Error codes beyond the common ones, for the reference. */
   readonly errors?: ReadonlyArray<string>
   /**
@@ -67,6 +72,24 @@ export type FastHandler<I, O> = (
   actor: Actor,
   context: OperationContext,
 ) => Promise<Exit.Exit<O | Replayed, DomainError>> | undefined
+
+/**
+ * A handler's answer that is a document, not JSON (a PDF): REST sends its bytes with its media type; tRPC
+ * and the SDK get `{contentType, base64}`.
+ */
+export class RenderedDocument {
+  readonly contentType: string
+  readonly body: Buffer
+  readonly filename: string | undefined
+  constructor(contentType: string, body: Buffer, filename?: string) {
+    this.contentType = contentType
+    this.body = body
+    this.filename = filename
+  }
+  toJSON() {
+    return { contentType: this.contentType, base64: this.body.toString("base64") }
+  }
+}
 
 /** What a transport passes to a handler beyond its input. */
 export interface OperationContext {

@@ -2,6 +2,7 @@ import type { Operation } from "./Operation.ts"
 import { agentOperations } from "./operations/agents.ts"
 import { apiKeyOperations } from "./operations/apikeys.ts"
 import { approvalOperations } from "./operations/approvals.ts"
+import { complianceOperations } from "./operations/compliance.ts"
 import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
 import { policyOperations } from "./operations/policies.ts"
@@ -20,6 +21,7 @@ export const definedOperations = [
   ...enforcementOperations,
   ...approvalOperations,
   ...webhookOperations,
+  ...complianceOperations,
 ] as const
 
 /** One of them, typed: what the tRPC router's type is built from. */

@@ -1,7 +1,7 @@
 export { ApiError, type DomainError, formatPath, toApiError } from "./ApiError.ts"
 export { type AnyDefinedOperation, definedOperations, operations } from "./catalog.ts"
 export { type Executor, makeExecutor, type Runtime } from "./Executor.ts"
-export { defineOperation, type HttpMethod, type Operation } from "./Operation.ts"
+export { defineOperation, type HttpMethod, type Operation, RenderedDocument } from "./Operation.ts"
 export { buildOpenApi, type OpenApiOptions } from "./openapi.ts"
 export { renderReference } from "./reference.ts"
 export { type EventStreamOptions, makeEventStreamHandler } from "./rest/eventStream.ts"

@@ -172,6 +172,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Enforcement: "Enforcements against agents (suspensions, throttles, revocations) and their appeals.",
   Approvals: "Human approvals requested by `require_approval` rules.",
   Webhooks: "Webhook endpoints subscribed to events, their deliveries and secrets.",
+  Compliance:
+    "Compliance reports (EU AI Act, GDPR, SOC 2) pinned to signed audit checkpoints, and agent certifications.",
   Service: "Liveness, readiness and the public signing keys: no credential.",
   "Webhook events": "The system's events, as delivered to webhooks (signed POSTs).",
 }
@@ -364,7 +366,15 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     const responses: Json = {
       [String(op.successStatus ?? 200)]: {
         description: "Success",
-        content: { "application/json": { schema: success, example: exampleOf(success, components) } },
+        content: {
+          "application/json": { schema: success, example: exampleOf(success, components) },
+          ...Object.fromEntries(
+            Object.entries(op.alternateContent ?? {}).map(([type, description]) => [
+              type,
+              { schema: { type: "string", format: "binary", description } },
+            ]),
+          ),
+        },
       },
     }
     const errorCodes = new Set(["400", "401", "403", "429", "500"])

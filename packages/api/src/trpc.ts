@@ -9,7 +9,7 @@ import {
 import { ApiError, formatPath } from "./ApiError.ts"
 import { type AnyDefinedOperation, operations } from "./catalog.ts"
 import type { Executor } from "./Executor.ts"
-import type { Operation } from "./Operation.ts"
+import { type Operation, RenderedDocument } from "./Operation.ts"
 import { findUnstorable } from "./rest/http.ts"
 
 export interface TrpcContext {
@@ -131,7 +131,7 @@ export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
       if (!decoded.ok) return fail(decoded.error)
       const result = await executor.run(op, decoded.value, auth.value, ctx.requestId)
       if (!result.ok) return fail(result.error)
-      return result.value
+      return result.value instanceof RenderedDocument ? result.value.toJSON() : result.value
     }
     const base = t.procedure.input((v: unknown) => v)
     return op.method === "GET" ? base.query(resolve) : base.mutation(resolve)

@@ -385,13 +385,52 @@ export interface ApiKeyRotatedData {
 
 /** `chain.invalid`: the workspace's audit chain failed verification or conflicts with a signed checkpoint. */
 export interface ChainInvalidData {
-  /** What found it: `POST /events/verify`, the 6-hourly verification, or the checkpointer. */
-  readonly trigger: "api" | "scheduled" | "checkpoint"
+  /** What found it: `POST /events/verify`, the 6-hourly verification, the checkpointer, or a compliance report. */
+  readonly trigger: "api" | "scheduled" | "checkpoint" | "report"
   /** Events that verified before the break. */
   readonly checked: number
   /** The first sequence that does not verify (or the first of the range a signed root no longer matches). */
   readonly firstBadSequence: number
   readonly reason: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compliance (D14)
+
+/** The frameworks of compliance reports. */
+export type ComplianceFramework = "eu-ai-act" | "gdpr" | "soc2"
+
+/** `compliance.report.generated`: a report was generated, signed and pinned to a checkpoint. */
+export interface ComplianceReportGeneratedData {
+  readonly reportId: string
+  readonly framework: ComplianceFramework
+  /** The agent reported on; absent for the workspace. */
+  readonly agentId?: string
+  readonly from: string
+  readonly to: string
+  readonly result: "compliant" | "partially_compliant" | "non_compliant"
+  /** The tree size of the signed checkpoint the report is pinned to. */
+  readonly treeSize: number
+  /** Events counted. */
+  readonly counted: number
+}
+
+/** `certification.issued`: an agent was certified for a framework (valid one year). */
+export interface CertificationIssuedData {
+  readonly certificationId: string
+  readonly agentId: string
+  readonly framework: ComplianceFramework
+  readonly reportId: string
+  readonly expiresAt: string
+}
+
+/** `certification.revoked`: a suspension, a revocation or a fall below bronze ended a certification. */
+export interface CertificationRevokedData {
+  readonly certificationId: string
+  readonly agentId: string
+  readonly framework: ComplianceFramework
+  readonly reportId: string
+  readonly reason: "agent_suspended" | "agent_revoked" | "trust_below_bronze"
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,6 +536,9 @@ export interface SystemEventDataMap {
   "webhook.redelivered": WebhookRedeliveredData
   "webhook.disabled": WebhookDisabledData
   "chain.invalid": ChainInvalidData
+  "compliance.report.generated": ComplianceReportGeneratedData
+  "certification.issued": CertificationIssuedData
+  "certification.revoked": CertificationRevokedData
 }
 
 /**
@@ -559,6 +601,9 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "webhook.redelivered",
   "webhook.disabled",
   "chain.invalid",
+  "compliance.report.generated",
+  "certification.issued",
+  "certification.revoked",
 ] as const satisfies ReadonlyArray<SystemEventName>)
 
 /**

@@ -280,6 +280,29 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     firstBadSequence: 38,
     reason: "event 38 is missing: checkpoint 39 signed events 1..39, and the chain ends at 37",
   }),
+  "compliance.report.generated": () => ({
+    reportId: "rpt_01jd8xk5m6n7p8q9r0s1t2v3w4",
+    framework: "soc2",
+    from: "2026-10-01T00:00:00.000Z",
+    to: "2026-11-01T00:00:00.000Z",
+    result: "compliant",
+    treeSize: 1204,
+    counted: 1180,
+  }),
+  "certification.issued": () => ({
+    certificationId: "crt_01jd8xm6n7p8q9r0s1t2v3w4x5",
+    agentId: SAMPLE_AGENT,
+    framework: "soc2",
+    reportId: "rpt_01jd8xk5m6n7p8q9r0s1t2v3w4",
+    expiresAt: "2027-11-01T00:00:00.000Z",
+  }),
+  "certification.revoked": () => ({
+    certificationId: "crt_01jd8xm6n7p8q9r0s1t2v3w4x5",
+    agentId: SAMPLE_AGENT,
+    framework: "soc2",
+    reportId: "rpt_01jd8xk5m6n7p8q9r0s1t2v3w4",
+    reason: "agent_suspended",
+  }),
 }
 
 /**

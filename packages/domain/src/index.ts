@@ -16,6 +16,8 @@ import { MerkleStore } from "./audit/MerkleStore.ts"
 import { Authenticator } from "./auth/Authenticator.ts"
 import { CredentialWatch } from "./auth/CredentialWatch.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
+import { ComplianceRepo } from "./compliance/ComplianceRepo.ts"
+import { ComplianceService } from "./compliance/ComplianceService.ts"
 import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
@@ -92,6 +94,7 @@ export {
 } from "./auth/CredentialWatch.ts"
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
+export * from "./compliance/index.ts"
 export * from "./enforcement/Enforcement.ts"
 export * from "./enforcement/EnforcementErrors.ts"
 export { type AutoEnforcement, EnforcementService } from "./enforcement/EnforcementService.ts"
@@ -196,6 +199,7 @@ const repos = Layer.mergeAll(
   SigningKeys.layer,
   ApprovalRepo.layer,
   EnforcementRepo.layer,
+  ComplianceRepo.layer,
   WebhookRepo.layer,
   WebhookClient.layer,
 )
@@ -209,12 +213,8 @@ const governance = GuardService.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(ApprovalService.layer, EnforcementService.layer, PolicyService.layer)),
 )
 
-/**
- * Every domain service. Needs the store (SqlClient, Database), the master key,
- * the token and rate-limit settings from the operator's configuration, and the
- * rate-limit Counters (in-process, or Redis when several instances share them).
- */
-export const DomainLayer = Layer.mergeAll(
+/** Every domain service but compliance, which reads the audit trail through them. */
+const core = Layer.mergeAll(
   WorkspaceService.layer,
   AgentService.layer,
   Authenticator.layer,
@@ -228,6 +228,13 @@ export const DomainLayer = Layer.mergeAll(
   WebhookService.layer,
   DeliveryQueue.layer,
 ).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
+
+/**
+ * Every domain service. Needs the store (SqlClient, Database), the master key,
+ * the token and rate-limit settings from the operator's configuration, and the
+ * rate-limit Counters (in-process, or Redis when several instances share them).
+ */
+export const DomainLayer = ComplianceService.layer.pipe(Layer.provideMerge(core))
 
 export type DomainServices =
   | WorkspaceService
@@ -247,6 +254,7 @@ export type DomainServices =
   | PolicySets
   | GuardService
   | EnforcementService
+  | ComplianceService
   | SigningKeys
   | SdkTokens
   | RateLimiter

@@ -2,6 +2,7 @@ import { type FetchLike, HttpClient } from "./core/HttpClient.ts"
 import { Agents } from "./resources/Agents.ts"
 import { ApiKeys } from "./resources/ApiKeys.ts"
 import { Approvals } from "./resources/Approvals.ts"
+import { Compliance } from "./resources/Compliance.ts"
 import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
@@ -104,6 +105,7 @@ export class AgentGov {
   readonly approvals: Approvals
   readonly enforcement: Enforcements
   readonly webhooks: Webhooks
+  readonly compliance: Compliance
   private readonly http: HttpClient
 
   constructor(options: AgentGovOptions) {
@@ -136,6 +138,7 @@ export class AgentGov {
     this.approvals = new Approvals(this.http)
     this.enforcement = new Enforcements(this.http)
     this.webhooks = new Webhooks(this.http)
+    this.compliance = new Compliance(this.http)
   }
 
   /**

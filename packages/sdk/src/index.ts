@@ -21,6 +21,7 @@ export {
 export { Agents, AgentVersions } from "./resources/Agents.ts"
 export { ApiKeys } from "./resources/ApiKeys.ts"
 export { Approvals } from "./resources/Approvals.ts"
+export { Certifications, Compliance, ComplianceReports } from "./resources/Compliance.ts"
 export { Enforcements } from "./resources/Enforcements.ts"
 export { Events } from "./resources/Events.ts"
 export { Guard, Policies } from "./resources/Policies.ts"

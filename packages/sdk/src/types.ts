@@ -1357,3 +1357,220 @@ export interface WebhookRedeliverResult {
   /** More failed deliveries match than one call queues; call again. */
   readonly hasMore: boolean
 }
+
+/**
+ * The frameworks of compliance reports (D14).
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceFramework } from "@agentgov/sdk"
+ *
+ * const frameworks: ComplianceFramework[] = ["eu-ai-act", "gdpr", "soc2"]
+ * ```
+ */
+export type ComplianceFramework = "eu-ai-act" | "gdpr" | "soc2"
+
+/**
+ * One piece of evidence of a control: a value from the records; `metric` when it is a count of the
+ * audit trail that `agentgov-verify report` recounts from a bundle.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceEvidence } from "@agentgov/sdk"
+ *
+ * const recountable = (e: ComplianceEvidence) => e.metric !== undefined
+ * ```
+ */
+export interface ComplianceEvidence {
+  readonly label: string
+  readonly value: number | string | boolean
+  readonly metric?: string
+  readonly ids?: ReadonlyArray<string>
+}
+
+/**
+ * A control of the framework's catalogue, as the report judged it.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceControl } from "@agentgov/sdk"
+ *
+ * const blocking = (c: ComplianceControl) => c.required && c.status !== "met"
+ * ```
+ */
+export interface ComplianceControl {
+  readonly id: string
+  readonly title: string
+  readonly reference: string
+  /** Must be `met` for a certification. */
+  readonly required: boolean
+  readonly status: "met" | "partial" | "not_met" | "not_applicable"
+  readonly evidence: ReadonlyArray<ComplianceEvidence>
+  /** What the records cannot show: the operator supplies it. */
+  readonly gaps: ReadonlyArray<string>
+}
+
+/**
+ * A report's overall result and its counts of controls by status.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceSummary } from "@agentgov/sdk"
+ *
+ * const ok = (s: ComplianceSummary) => s.result === "compliant"
+ * ```
+ */
+export interface ComplianceSummary {
+  readonly result: "compliant" | "partially_compliant" | "non_compliant"
+  readonly met: number
+  readonly partial: number
+  readonly notMet: number
+  readonly notApplicable: number
+}
+
+/**
+ * The signed report: pinned to a signed checkpoint, listing what it counted; `signature` is a detached
+ * JWS over the JCS of the other fields. Check it offline with `agentgov-verify report`.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceReportDocument } from "@agentgov/sdk"
+ *
+ * const exportUrl = (d: ComplianceReportDocument) =>
+ *   `/api/v1/events/export?fromSequence=${d.counted.sequences[0]?.[0]}&sinceTreeSize=${d.checkpoint.treeSize}`
+ * ```
+ */
+export interface ComplianceReportDocument {
+  readonly format: "agentgov.compliance-report/v1"
+  readonly id: string
+  readonly workspaceId: string
+  readonly framework: ComplianceFramework
+  readonly catalogueVersion: string
+  readonly agentId: string | null
+  readonly period: { readonly from: string; readonly to: string }
+  readonly generatedAt: string
+  readonly checkpoint: Checkpoint
+  readonly chain: {
+    readonly valid: boolean
+    readonly checked: number
+    readonly firstBadSequence?: number
+    readonly reason?: string
+  }
+  readonly counted: {
+    readonly count: number
+    readonly sequences: ReadonlyArray<readonly [number, number]>
+    readonly idsDigest: string
+    readonly ids?: ReadonlyArray<string>
+  }
+  readonly metrics: { readonly [name: string]: number }
+  readonly activity: ReadonlyArray<{
+    readonly at: string
+    readonly evaluations: number
+    readonly denials: number
+    readonly enforcements: number
+  }>
+  readonly controls: ReadonlyArray<ComplianceControl>
+  readonly summary: ComplianceSummary
+  readonly signature: string
+}
+
+/**
+ * A compliance report record: `generating` until the worker has made it, then `ready` with the signed
+ * `report` (single reads only) or `failed`.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceReport } from "@agentgov/sdk"
+ *
+ * const done = (r: ComplianceReport) => r.status !== "generating"
+ * ```
+ */
+export interface ComplianceReport {
+  readonly id: string
+  readonly workspaceId: string
+  readonly framework: ComplianceFramework
+  readonly agentId: string | null
+  readonly from: string
+  readonly to: string
+  readonly status: "generating" | "ready" | "failed"
+  readonly summary: ComplianceSummary | null
+  readonly error: string | null
+  readonly createdAt: string
+  readonly completedAt: string | null
+  readonly report?: ComplianceReportDocument
+}
+
+/**
+ * Input of `compliance.reports.create`.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceReportCreateParams } from "@agentgov/sdk"
+ *
+ * const params: ComplianceReportCreateParams = { framework: "soc2", from: "2026-10-01T00:00:00.000Z", to: "2026-11-01T00:00:00.000Z" }
+ * ```
+ */
+export interface ComplianceReportCreateParams {
+  readonly framework: ComplianceFramework
+  /** Report on one agent: its events and the workspace-wide ones. */
+  readonly agentId?: string
+  readonly from: string
+  /** Not in the future. */
+  readonly to: string
+}
+
+/**
+ * Filters of `compliance.reports.list`.
+ *
+ * @example
+ * ```ts
+ * import type { ComplianceReportListParams } from "@agentgov/sdk"
+ *
+ * const params: ComplianceReportListParams = { framework: "gdpr", status: "ready" }
+ * ```
+ */
+export interface ComplianceReportListParams extends ListParams {
+  readonly framework?: ComplianceFramework
+  readonly agentId?: string
+  readonly status?: "generating" | "ready" | "failed"
+}
+
+/**
+ * An agent's certification for a framework: a year from issue unless revoked.
+ *
+ * @example
+ * ```ts
+ * import type { Certification } from "@agentgov/sdk"
+ *
+ * const current = (c: Certification) => c.status === "active"
+ * ```
+ */
+export interface Certification {
+  readonly id: string
+  readonly workspaceId: string
+  readonly agentId: string
+  readonly framework: ComplianceFramework
+  readonly reportId: string
+  readonly issuedAt: string
+  readonly expiresAt: string
+  readonly status: "active" | "expired" | "revoked"
+  readonly revokedAt: string | null
+  readonly revokedReason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | null
+  /** Detached JWS over the JCS of {id, workspaceId, agentId, framework, reportId, issuedAt, expiresAt}. */
+  readonly signature: string
+}
+
+/**
+ * Input of `compliance.certifications.create`.
+ *
+ * @example
+ * ```ts
+ * import type { CertificationCreateParams } from "@agentgov/sdk"
+ *
+ * const params: CertificationCreateParams = { agentId: "agt_…", reportId: "rpt_…" }
+ * ```
+ */
+export interface CertificationCreateParams {
+  readonly agentId: string
+  readonly reportId: string
+}

@@ -50,6 +50,11 @@ type Checks = {
   WebhookTestResult: Same<S.WebhookTestResult, D.TestResult>
   WebhookRedeliverParams: Same<S.WebhookRedeliverParams, D.Redeliver>
   WebhookRedeliverResult: Same<S.WebhookRedeliverResult, D.RedeliverResult>
+  ComplianceReport: Same<S.ComplianceReport, D.ComplianceReport>
+  ComplianceReportCreateParams: Same<S.ComplianceReportCreateParams, D.CreateReport>
+  ComplianceReportListParams: Same<S.ComplianceReportListParams, D.ReportListQuery>
+  Certification: Same<S.Certification, D.Certification>
+  CertificationCreateParams: Same<S.CertificationCreateParams, D.IssueCertification>
 }
 
 type Differing = { [K in keyof Checks]: Checks[K] extends true ? never : K }[keyof Checks]

@@ -59,6 +59,11 @@ const METHODS: Readonly<Record<string, string>> = {
   "webhooks.rotate": "webhooks.rotate",
   "webhooks.test": "webhooks.test",
   "webhooks.redeliver": "webhooks.redeliver",
+  "compliance.reports.create": "compliance.reports.create",
+  "compliance.reports.list": "compliance.reports.list",
+  "compliance.reports.get": "compliance.reports.get",
+  "compliance.certifications.create": "compliance.certifications.create",
+  "compliance.certifications.list": "compliance.certifications.list",
 }
 
 it("covers every operation of the catalog, and nothing else", () => {

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * agentgov-verify <bundle.json | -> [--jwks <file>] [--json]
+ * agentgov-verify report <report.json> <bundle.json>... [--jwks <file>] [--json]
  *
- * Verifies an audit-trail export bundle offline. Exit code 0: valid; 1: invalid;
+ * Verifies an audit-trail export bundle, or a compliance report against bundles, offline. Exit code 0: valid; 1: invalid;
  * 2: usage or I/O error (bundle or JWKS file unreadable or not JSON). Either file may
  * also be the API's response envelope `{ok: true, data: ...}` as saved by curl.
  */
@@ -11,8 +12,11 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { type BundleVerification, unwrapEnvelope, verifyBundle } from "./bundle.ts"
 import type { Jwks } from "./checkpoint.ts"
+import { type ReportVerification, verifyReport } from "./report.ts"
 
-const USAGE = "usage: agentgov-verify <bundle.json | -> [--jwks <trusted-jwks.json>] [--json]"
+const USAGE =
+  "usage: agentgov-verify <bundle.json | -> [--jwks <trusted-jwks.json>] [--json]\n" +
+  "       agentgov-verify report <report.json> <bundle.json>... [--jwks <trusted-jwks.json>] [--json]"
 
 /** The parsed JSON of a file, or of stdin for "-"; throws with a message fit for the user. */
 const readJson = (path: string, what: string): unknown => {
@@ -57,6 +61,43 @@ const summary = (r: BundleVerification): string[] => {
   return lines
 }
 
+const reportSummary = (r: ReportVerification): string[] => {
+  const lines: string[] = []
+  if (r.valid) lines.push(`OK: the report's signature, checkpoint and ${r.recounted} counted events verify and recount`)
+  else {
+    lines.push(`INVALID: ${r.errors.length} error${r.errors.length === 1 ? "" : "s"}`)
+    for (const e of r.errors) lines.push(`  ${e.sequence === undefined ? "" : `event ${e.sequence}: `}${e.reason}`)
+  }
+  for (const w of r.warnings) lines.push(`warning: ${w}`)
+  return lines
+}
+
+const parseReportOptions = (argv: string[]) => {
+  try {
+    const parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { jwks: { type: "string" }, json: { type: "boolean" } },
+    })
+    if (parsed.positionals.length < 2) throw new Error("expected a report file and at least one bundle file")
+    return parsed
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${USAGE}`)
+  }
+}
+
+const reportMain = (argv: string[]): number => {
+  const { values, positionals } = parseReportOptions(argv)
+  const trustedJwks = values.jwks === undefined ? undefined : readJwks(values.jwks)
+  const [reportPath, ...bundlePaths] = positionals
+  const report = readJson(reportPath!, "report")
+  const bundles = bundlePaths.map((p) => readJson(p, "bundle"))
+  const result = verifyReport(report, bundles, trustedJwks ? { trustedJwks } : {})
+  const output = values.json ? [JSON.stringify({ ...result, bundles: undefined }, null, 2)] : reportSummary(result)
+  process.stdout.write(`${output.join("\n")}\n`)
+  return result.valid ? 0 : 1
+}
+
 const parseOptions = (argv: string[]) => {
   try {
     const parsed = parseArgs({
@@ -74,6 +115,7 @@ const parseOptions = (argv: string[]) => {
 /** Runs the CLI on `argv` (without node and the script), writes to stdout/stderr and returns the exit code. */
 export const main = (argv: string[]): number => {
   try {
+    if (argv[0] === "report") return reportMain(argv.slice(1))
     const { values, positionals } = parseOptions(argv)
     const trustedJwks = values.jwks === undefined ? undefined : readJwks(values.jwks)
     const bundle = readJson(positionals[0]!, "bundle")

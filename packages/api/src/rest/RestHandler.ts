@@ -4,7 +4,7 @@ import type { Actor } from "@agentgov/domain"
 import { ApiError, formatPath } from "../ApiError.ts"
 import type { Executor, Result } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
-import type { Operation } from "../Operation.ts"
+import { type Operation, RenderedDocument } from "../Operation.ts"
 import { errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
 import { makeRouter } from "./Router.ts"
 
@@ -243,6 +243,20 @@ export const makeRestHandler = (options: RestOptions) => {
     const result = await executor.run(op, decoded.value, actor, requestId)
     if (!result.ok)
       return sendJson(res, result.error.status, errorBody(result.error), requestId, result.error.headers ?? {})
+    if (result.value instanceof RenderedDocument) {
+      const doc = result.value
+      res.writeHead(200, {
+        "content-type": doc.contentType,
+        "content-length": String(doc.body.length),
+        "x-request-id": requestId,
+        "x-content-type-options": "nosniff",
+        // A rendered page runs nothing and loads nothing: inline styles and its own SVG only.
+        "content-security-policy":
+          "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'",
+        ...(doc.filename ? { "content-disposition": `inline; filename="${doc.filename}"` } : {}),
+      })
+      return void res.end(doc.body)
+    }
     const { status, body } = encode(op, result.value)
     return sendJson(res, status, body, requestId)
   }

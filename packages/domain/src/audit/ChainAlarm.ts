@@ -5,8 +5,8 @@ import { newId } from "../shared/ids.ts"
 import type { Verification } from "./Event.ts"
 import { EventAppender } from "./EventAppender.ts"
 
-/** Who found a chain's state: `POST /events/verify`, the 6-hourly verification, or the checkpointer. */
-export type ChainCheckTrigger = "api" | "scheduled" | "checkpoint"
+/** Who found a chain's state: `POST /events/verify`, the 6-hourly verification, the checkpointer, or a compliance report. */
+export type ChainCheckTrigger = "api" | "scheduled" | "checkpoint" | "report"
 
 /**
  * Records what a check of a workspace's chain found (`chain_verifications`) and raises a broken chain: an

@@ -9,6 +9,7 @@ import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { isTimestamp } from "../shared/schemas.ts"
 import { requireStorable } from "../shared/storable.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import type { ChainCheckTrigger } from "./ChainAlarm.ts"
 import { ChainAlarm } from "./ChainAlarm.ts"
 import {
   type EventQueryInput,
@@ -58,7 +59,7 @@ export class EventService extends Context.Service<
      * Recomputes the workspace's chain from its first event, and its Merkle root at every signed checkpoint's
      * size, and records the result; a broken chain is raised (`ChainAlarm`).
      */
-    readonly verify: (actor: Actor, trigger: "api" | "scheduled") => Effect.Effect<Verification>
+    readonly verify: (actor: Actor, trigger: ChainCheckTrigger) => Effect.Effect<Verification>
   }
 >()("@agentgov/domain/audit/EventService") {
   static readonly layer = Layer.effect(
@@ -175,7 +176,7 @@ export class EventService extends Context.Service<
         return event
       })
 
-      const verify = Effect.fn("EventService.verify")(function* (actor: Actor, trigger: "api" | "scheduled") {
+      const verify = Effect.fn("EventService.verify")(function* (actor: Actor, trigger: ChainCheckTrigger) {
         const workspaceId = actor.workspaceId
         const head = yield* repo.head(workspaceId)
         let expected = 1

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import type { RevokeReason } from "../apikeys/ApiKeyRepo.ts"
-import { isTimestamp } from "../shared/schemas.ts"
+import { DateTime } from "../shared/schemas.ts"
 import { RetryPolicy, UPDATABLE_WEBHOOK_FIELDS } from "../webhooks/Webhook.ts"
 import { Environment, GuardDefault, Plan } from "../workspaces/Workspace.ts"
 
@@ -31,17 +31,11 @@ const AgentId = Schema.String.annotate({ description: "the agent's id (`agt_…`
 const AgentName = Schema.String.annotate({ description: "the agent's name at the time of the event" })
 const Action = Schema.String.annotate({ description: "the action name evaluated, as the agent sent it" })
 const Score = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 }))
-/**
- * A timestamp field (D3). Unlike the shared `Timestamp`, whose filter has no JSON Schema form (so
- * its description and format are dropped from the document), this one shows as `format: date-time`.
- */
-const At = (description: string) =>
-  Schema.String.annotate({ description }).check(
-    Schema.makeFilter(
-      (s: string) => isTimestamp(s) || "expected an ISO 8601 timestamp with a zone, e.g. 2026-11-20T23:59:59.123Z",
-      { toJsonSchema: () => ({ format: "date-time" }) },
-    ),
-  )
+/** A timestamp field shown as `format: date-time` with its description. */
+const At = (description: string) => DateTime(description)
+
+/** D14: the frameworks of compliance reports. */
+const ComplianceFramework = Schema.Literals(["eu-ai-act", "gdpr", "soc2"])
 
 /** D6: the guard's outcome. */
 const Decision = Schema.Literals(["allow", "deny", "require_approval"])
@@ -554,9 +548,9 @@ export const SYSTEM_EVENTS = {
     description:
       "the workspace's audit chain failed verification or conflicts with a checkpoint already signed; no checkpoint is signed over it",
     emittedBy:
-      "POST /events/verify, the 6-hourly verification, the checkpointer (once, when the chain was not already known broken)",
+      "POST /events/verify, the 6-hourly verification, the checkpointer, compliance report generation (once, when the chain was not already known broken)",
     data: Schema.Struct({
-      trigger: Schema.Literals(["api", "scheduled", "checkpoint"]).annotate({ description: "what found it" }),
+      trigger: Schema.Literals(["api", "scheduled", "checkpoint", "report"]).annotate({ description: "what found it" }),
       checked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
         description: "events that verified before the break",
       }),
@@ -565,6 +559,44 @@ export const SYSTEM_EVENTS = {
           "the first sequence that does not verify (or the first of the range a signed root no longer matches)",
       }),
       reason: Schema.String,
+    }),
+  },
+  "compliance.report.generated": {
+    description: "a compliance report was generated, signed and pinned to a checkpoint",
+    emittedBy: "the report worker, after POST /compliance/reports",
+    data: Schema.Struct({
+      reportId: Schema.String.annotate({ description: "`rpt_…`" }),
+      framework: ComplianceFramework,
+      agentId: Schema.optionalKey(AgentId).annotate({ description: "the agent reported on; absent for the workspace" }),
+      from: At("start of the period (inclusive)"),
+      to: At("end of the period (exclusive)"),
+      result: Schema.Literals(["compliant", "partially_compliant", "non_compliant"]),
+      treeSize: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "the tree size of the signed checkpoint the report is pinned to",
+      }),
+      counted: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({ description: "events counted" }),
+    }),
+  },
+  "certification.issued": {
+    description: "an agent was certified for a framework (valid one year)",
+    emittedBy: "POST /compliance/certifications",
+    data: Schema.Struct({
+      certificationId: Schema.String.annotate({ description: "`crt_…`" }),
+      agentId: AgentId,
+      framework: ComplianceFramework,
+      reportId: Schema.String.annotate({ description: "the report it was issued from (`rpt_…`)" }),
+      expiresAt: At("a year after issue"),
+    }),
+  },
+  "certification.revoked": {
+    description: "an agent's certification was revoked",
+    emittedBy: "POST /enforcement (suspension or revocation), automatic enforcement, a fall below bronze",
+    data: Schema.Struct({
+      certificationId: Schema.String,
+      agentId: AgentId,
+      framework: ComplianceFramework,
+      reportId: Schema.String,
+      reason: Schema.Literals(["agent_suspended", "agent_revoked", "trust_below_bronze"]),
     }),
   },
 } satisfies Record<string, EventDefinition>

@@ -44,6 +44,7 @@ export const AGENT_KEY_SCOPES: ReadonlySet<Scope> = new Set<Scope>([
   "events:write",
   "enforcement:read",
   "approvals:read",
+  "compliance:read",
 ])
 
 const known: ReadonlySet<string> = new Set(SCOPES)

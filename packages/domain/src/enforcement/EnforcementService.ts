@@ -7,6 +7,7 @@ import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { ComplianceRepo } from "../compliance/ComplianceRepo.ts"
 import type { RuleEnforcement } from "../policies/engine/index.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
@@ -134,6 +135,7 @@ export class EnforcementService extends Context.Service<
       const agents = yield* AgentRepo
       const workspaces = yield* WorkspaceRepo
       const keys = yield* ApiKeyRepo
+      const certifications = yield* ComplianceRepo
       const audit = yield* AuditLog
       const tx = transactional(sql)
 
@@ -275,6 +277,16 @@ export class EnforcementService extends Context.Service<
                 },
               })
             }
+            // D14: a suspension or revocation ends the agent's certifications, whatever the agent's status was.
+            if (SUSPENDING_TYPES.has(stored.type))
+              events.push(
+                ...(yield* certifications.revokeCertifications(
+                  actor.workspaceId,
+                  agent.id,
+                  stored.type === "revocation" ? "agent_revoked" : "agent_suspended",
+                  isoOf(now),
+                )),
+              )
             if (stored.type === "revocation") {
               // Before the chain head is taken: key rows, then the chain head, as every key revocation locks.
               const revoked = yield* keys.revokeAll(actor.workspaceId, agent.id, "agent_revoked", isoOf(now))

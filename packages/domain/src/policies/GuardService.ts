@@ -43,7 +43,8 @@ const AGENTS_CHANNEL = "agentgov_agents"
 const AGENT_MAX_AGE_MS = 30_000
 
 /** D11's tiers by score, for `agent.trustTier` conditions. */
-const tierOf = (score: number) =>
+/** The trust tier of a score (D11). */
+export const tierOf = (score: number) =>
   score >= 950
     ? "platinum"
     : score >= 850

@@ -1,0 +1,89 @@
+import { Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { NewEvent } from "../audit/AuditEvent.ts"
+import type { ComplianceReport } from "./Compliance.ts"
+import type { Framework } from "./controls/Control.ts"
+
+export interface ReportRow {
+  readonly id: string
+  readonly workspace_id: string
+  readonly framework: Framework
+  readonly agent_id: string | null
+  readonly period_from: Date
+  readonly period_to: Date
+  readonly status: "generating" | "ready" | "failed"
+  readonly requested_by: string
+  readonly summary: ComplianceReport["summary"]
+  readonly document: string | null
+  readonly error: string | null
+  readonly attempts: number
+  readonly created_at: Date
+  readonly completed_at: Date | null
+}
+
+export interface CertificationRow {
+  readonly id: string
+  readonly workspace_id: string
+  readonly agent_id: string
+  readonly framework: Framework
+  readonly report_id: string
+  readonly status: "active" | "revoked"
+  readonly issued_at: Date
+  readonly expires_at: Date
+  readonly revoked_at: Date | null
+  readonly revoked_reason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | null
+  readonly signature: string
+}
+
+export type RevocationReason = NonNullable<CertificationRow["revoked_reason"]>
+
+/** Report and certification rows; every query is scoped by workspace. */
+export class ComplianceRepo extends Context.Service<
+  ComplianceRepo,
+  {
+    readonly findReport: (workspaceId: string, id: string) => Effect.Effect<ReportRow | undefined>
+    /**
+     * Revokes the agent's certifications still in force at `at` (in the caller's transaction) and answers
+     * the `certification.revoked` events to append with the change.
+     */
+    readonly revokeCertifications: (
+      workspaceId: string,
+      agentId: string,
+      reason: RevocationReason,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<NewEvent>>
+  }
+>()("@agentgov/domain/compliance/ComplianceRepo") {
+  static readonly layer = Layer.effect(
+    ComplianceRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const findReport = (workspaceId: string, id: string) =>
+        sql<ReportRow>`SELECT * FROM compliance_reports WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie,
+        )
+
+      const revokeCertifications = (workspaceId: string, agentId: string, reason: RevocationReason, at: string) =>
+        sql<CertificationRow>`UPDATE certifications SET status = 'revoked', revoked_at = ${at}::timestamptz,
+              revoked_reason = ${reason}
+            WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'active'
+              AND expires_at > ${at}::timestamptz
+            RETURNING *`.pipe(
+          Effect.map((rows) =>
+            rows.map(
+              (c): NewEvent => ({
+                type: "certification.revoked",
+                agentId,
+                data: { certificationId: c.id, agentId, framework: c.framework, reportId: c.report_id, reason },
+              }),
+            ),
+          ),
+          Effect.orDie,
+        )
+
+      return ComplianceRepo.of({ findReport, revokeCertifications })
+    }),
+  )
+}

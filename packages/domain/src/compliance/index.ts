@@ -1,0 +1,7 @@
+export * from "./Compliance.ts"
+export * from "./ComplianceErrors.ts"
+export { ComplianceRepo, type RevocationReason } from "./ComplianceRepo.ts"
+export { ComplianceService, summarise } from "./ComplianceService.ts"
+export { CATALOGUES, type Catalogue, type Control, type Facts, FRAMEWORKS, type Framework } from "./controls/index.ts"
+export { renderReportHtml, renderReportPdf } from "./render.ts"
+export { belowBronze } from "./trustFloor.ts"

@@ -1,0 +1,163 @@
+import { EVENT_METRICS, type Metrics } from "@agentgov/verifier"
+import type { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import {
+  AgentService,
+  Authenticator,
+  CATALOGUES,
+  ComplianceService,
+  type Facts,
+  summarise,
+  WorkspaceService,
+} from "../../src/index.ts"
+import { at, type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
+
+const zero = Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics
+const facts = (over: Partial<Omit<Facts, "metrics">> & { metrics?: Partial<Metrics> } = {}): Facts => ({
+  scope: "agent",
+  chain: { valid: true, checked: 10 },
+  checkpoint: { treeSize: 10, rootHash: "ab".repeat(32) },
+  keys: { active: 1, withoutExpiry: [], allScopes: [], ofInactiveAgents: [] },
+  enforcements: { incidents: 0, incidentsClosedWithin72h: 0, openOver7d: [], medianHoursToClose: null },
+  guardDefault: "deny",
+  enforcingPolicies: 1,
+  ...over,
+  metrics: { ...zero, events: 10, evaluations: 5, ...over.metrics },
+})
+const judge = (framework: keyof typeof CATALOGUES, id: string, f: Facts) =>
+  CATALOGUES[framework].controls.find((c) => c.id === id)!.judge(f)
+
+describe("the catalogue's rules", () => {
+  it("human oversight: a bypassed approval is not met; none decided is partial; decided and none bypassed is met", () => {
+    expect(
+      judge(
+        "eu-ai-act",
+        "AIA-14",
+        facts({ metrics: { approvalsRequired: 2, approvalsDecidedByPeople: 1, approvalsBypassed: 1 } }),
+      ).status,
+    ).toBe("not_met")
+    expect(judge("eu-ai-act", "AIA-14", facts({ metrics: { approvalsRequired: 2 } })).status).toBe("partial")
+    expect(
+      judge("eu-ai-act", "AIA-14", facts({ metrics: { approvalsRequired: 2, approvalsDecidedByPeople: 2 } })).status,
+    ).toBe("met")
+  })
+
+  it("record-keeping names the first bad sequence of a broken chain", () => {
+    const j = judge(
+      "eu-ai-act",
+      "AIA-12",
+      facts({ chain: { valid: false, checked: 6, firstBadSequence: 7, reason: "hash" } }),
+    )
+    expect(j.status).toBe("not_met")
+    expect(j.gaps[0]).toContain("from sequence 7")
+  })
+
+  it("marking of content: nothing registered is not applicable; unmarked items are not met or partial", () => {
+    expect(judge("eu-ai-act", "AIA-50", facts()).status).toBe("not_applicable")
+    expect(judge("eu-ai-act", "AIA-50", facts({ metrics: { contentRegistered: 2, contentUnmarked: 2 } })).status).toBe(
+      "not_met",
+    )
+    expect(judge("eu-ai-act", "AIA-50", facts({ metrics: { contentRegistered: 2, contentUnmarked: 1 } })).status).toBe(
+      "partial",
+    )
+    expect(judge("eu-ai-act", "AIA-50", facts({ metrics: { contentRegistered: 2 } })).status).toBe("met")
+  })
+
+  it("SOC 2 CC6.2: a key left active for a deregistered agent is not met", () => {
+    expect(
+      judge(
+        "soc2",
+        "CC6.2",
+        facts({ keys: { active: 1, withoutExpiry: [], allScopes: [], ofInactiveAgents: ["key_1"] } }),
+      ).status,
+    ).toBe("not_met")
+  })
+
+  it("only controls the records can fully evidence are required, and every control cites its text", () => {
+    for (const c of Object.values(CATALOGUES)) {
+      expect(c.controls.length).toBeGreaterThan(0)
+      for (const control of c.controls) {
+        expect(control.citation.length).toBeGreaterThan(40)
+        expect(control.reference).not.toBe("")
+        // A required control must be able to be met; a not-required one never claims more than partial
+        // unless its rule says met outright from records (content marking).
+        const best = control.judge(facts({ metrics: { approvalsRequired: 1, approvalsDecidedByPeople: 1 } }))
+        if (control.required) expect(best.status).toBe("met")
+      }
+    }
+  })
+
+  it("the summary: compliant only when every required control is met", () => {
+    const c = (required: boolean, status: "met" | "partial" | "not_met" | "not_applicable") => ({
+      id: "x",
+      title: "x",
+      reference: "x",
+      required,
+      status,
+      evidence: [],
+      gaps: [],
+    })
+    expect(summarise([c(true, "met"), c(false, "partial")]).result).toBe("compliant")
+    expect(summarise([c(true, "met"), c(true, "partial")]).result).toBe("partially_compliant")
+    expect(summarise([c(true, "not_met"), c(true, "met")]).result).toBe("non_compliant")
+  })
+})
+
+let env: DomainTestRuntime
+beforeAll(async () => {
+  env = await makeDomainRuntime()
+})
+afterAll(async () => env?.dispose())
+const run = <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => env.run(effect)
+
+const T = Date.parse("2031-06-01T08:00:00.000Z")
+const YEAR = 365 * 86_400_000
+
+describe("certification expiry on a fixed clock", () => {
+  it("is listed until a year after issue, and not from then on", async () => {
+    const { apiKey } = await run(WorkspaceService.use((s) => s.create(null, { name: "certs", environment: "live" })))
+    const actor = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const agent = await run(AgentService.use((s) => s.register(actor, { name: "certified" })))
+    // A ready report of the agent whose required controls are met (generation is tested with the server).
+    const controls = CATALOGUES.gdpr.controls.map((c) => ({ id: c.id, required: c.required, status: "met" }))
+    await run(
+      SqlClient.SqlClient.use(
+        (
+          sql,
+        ) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to, status,
+            requested_by, summary, document, created_at, completed_at)
+          VALUES ('rpt_fixed', ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-05-01T00:00:00Z', '2031-06-01T00:00:00Z',
+            'ready', 'test', ${JSON.stringify({ result: "compliant", met: controls.length, partial: 0, notMet: 0, notApplicable: 0 })}::jsonb, ${JSON.stringify({ controls })}, '2031-06-01T00:00:00Z', '2031-06-01T00:00:00Z')`,
+      ),
+    )
+    await run(SqlClient.SqlClient.use((sql) => sql`UPDATE agents SET trust_score = 700 WHERE id = ${agent.id}`))
+    const cert = await run(
+      at(
+        T,
+        ComplianceService.use((s) => s.issueCertification(actor, { agentId: agent.id, reportId: "rpt_fixed" })),
+      ),
+    )
+    expect(cert.issuedAt).toBe(new Date(T).toISOString())
+    expect(cert.expiresAt).toBe(new Date(T + YEAR).toISOString())
+    const listAt = (ms: number) =>
+      run(
+        at(
+          ms,
+          ComplianceService.use((s) => s.listCertifications(actor, agent.id)),
+        ),
+      )
+    expect((await listAt(T + YEAR - 1)).map((c) => c.status)).toEqual(["active"])
+    expect(await listAt(T + YEAR)).toEqual([])
+    // An expired certification is not revoked by a later fall below bronze: it is simply over.
+    await run(SqlClient.SqlClient.use((sql) => sql`UPDATE agents SET trust_score = 100 WHERE id = ${agent.id}`))
+    expect(
+      await run(
+        at(
+          T + YEAR + 1,
+          ComplianceService.use((s) => s.reviewTrust(actor.workspaceId, agent.id)),
+        ),
+      ),
+    ).toBe(0)
+  })
+})

@@ -1,0 +1,115 @@
+import { describe, expect, it } from "vitest"
+import {
+  CountedBuilder,
+  EVENT_METRICS,
+  type Metrics,
+  metricMatches,
+  REPORT_FORMAT,
+  type ReportDocument,
+  signReport,
+  verifyReport,
+} from "../src/index.ts"
+import { makeBundle, makeChain, makeSigner, WORKSPACE } from "./fixtures.ts"
+
+const signer = makeSigner("key_report")
+const chain = makeChain(40)
+/** The period covers events 5..30 (the fixture's events are a second apart). */
+const period = { from: chain[4]!.timestamp, to: chain[30]!.timestamp }
+
+/** A report over the fixture chain, counted by the same rules the server uses. */
+const makeReport = (): ReportDocument => {
+  const bundle = makeBundle(chain, signer)
+  const counted = new CountedBuilder(10_000)
+  const metrics = Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics
+  for (const e of chain.slice(4, 30)) {
+    counted.push(e.sequence, e.id)
+    for (const m of EVENT_METRICS) if (metricMatches(m, e)) metrics[m.name] += 1
+  }
+  return {
+    format: REPORT_FORMAT,
+    id: "rpt_1",
+    workspaceId: WORKSPACE,
+    framework: "soc2",
+    catalogueVersion: "test",
+    agentId: null,
+    period,
+    generatedAt: "2025-01-02T00:00:00.000Z",
+    checkpoint: bundle.checkpoint,
+    chain: { valid: true, checked: 40 },
+    counted: counted.done(),
+    metrics,
+    activity: [],
+    controls: [],
+    summary: { result: "compliant", met: 0, partial: 0, notMet: 0, notApplicable: 0 },
+  }
+}
+
+describe("verifyReport", () => {
+  const report = signReport(makeReport(), signer.privateKey, signer.kid)
+  const bundle = makeBundle(chain, signer)
+
+  it("verifies a report against a bundle of its checkpoint, recounting every metric", () => {
+    const r = verifyReport(report, [bundle], { trustedJwks: signer.jwks })
+    expect(r.errors).toEqual([])
+    expect(r.valid).toBe(true)
+    expect(r.recounted).toBe(26)
+    expect(report.counted.sequences).toEqual([[5, 30]])
+  })
+
+  it("one changed byte anywhere in the report fails its signature", () => {
+    const text = JSON.stringify(report)
+    const i = text.indexOf('"generatedAt":"2025') + '"generatedAt":"202'.length
+    const changed = JSON.parse(`${text.slice(0, i)}6${text.slice(i + 1)}`)
+    const r = verifyReport(changed, [bundle], { trustedJwks: signer.jwks })
+    expect(r.valid).toBe(false)
+    expect(r.errors[0]!.reason).toMatch(/signature does not verify/)
+  })
+
+  it("a metric the bundle does not recount fails, even when re-signed by another key", () => {
+    const other = makeSigner("key_other")
+    const inflated = signReport(
+      { ...makeReport(), metrics: { ...makeReport().metrics, evaluations: 99 } },
+      other.privateKey,
+      other.kid,
+    )
+    const r = verifyReport(inflated, [bundle], { trustedJwks: signer.jwks })
+    expect(r.valid).toBe(false)
+    const reasons = r.errors.map((e) => e.reason)
+    expect(reasons).toContain('no key with kid "key_other" in the JWKS')
+    expect(reasons).toContain("metric evaluations: the report says 99, the bundle recounts 0")
+  })
+
+  it("counted events missing from the bundle fail, each named", () => {
+    const part = makeBundle(chain, signer, { from: 10, to: 40 })
+    const r = verifyReport(report, [part], { trustedJwks: signer.jwks })
+    expect(r.valid).toBe(false)
+    for (const sequence of [5, 6, 7, 8, 9])
+      expect(r.errors).toContainEqual({ sequence, reason: "counted by the report but not in the bundle" })
+  })
+
+  it("a bundle of a later tree must prove it extends the report's", () => {
+    const longer = makeChain(50)
+    const later = makeBundle(longer, signer, { from: 1, to: 40 })
+    const unlinked = verifyReport(report, [later], { trustedJwks: signer.jwks })
+    expect(unlinked.valid).toBe(false)
+    expect(unlinked.errors.map((e) => e.reason).join()).toMatch(/nor proven to extend it/)
+    const linked = makeBundle(longer, signer, { from: 1, to: 40, consistencyFrom: 40 })
+    expect(verifyReport(report, [linked], { trustedJwks: signer.jwks }).errors).toEqual([])
+  })
+
+  it("an event of the period the report left out is an undercount", () => {
+    const doc = makeReport()
+    const counted = new CountedBuilder(10_000)
+    for (const e of chain.slice(5, 30)) counted.push(e.sequence, e.id)
+    const metrics = Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics
+    for (const e of chain.slice(5, 30)) for (const m of EVENT_METRICS) if (metricMatches(m, e)) metrics[m.name] += 1
+    const under = signReport({ ...doc, counted: counted.done(), metrics }, signer.privateKey, signer.kid)
+    const r = verifyReport(under, [bundle], { trustedJwks: signer.jwks })
+    expect(r.errors).toContainEqual({ sequence: 5, reason: "in the report's period and tree, but not counted" })
+  })
+
+  it("never throws on junk", () => {
+    expect(verifyReport(null, []).valid).toBe(false)
+    expect(verifyReport({ format: REPORT_FORMAT }, [{}]).valid).toBe(false)
+  })
+})
