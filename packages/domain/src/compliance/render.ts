@@ -4,7 +4,6 @@
  * evidence and gaps, and the verification page, so its page count is the catalogue's size plus three.
  */
 import type { ControlOutcome } from "@agentgov/verifier"
-import PDFDocument from "pdfkit"
 import type { ReportDocumentSchema } from "./Compliance.ts"
 import { CATALOGUES } from "./controls/index.ts"
 
@@ -61,8 +60,10 @@ const verifyCommands = (r: RenderableReport) => {
   ].filter((line) => line !== "")
 }
 
-export const renderReportPdf = (r: RenderableReport): Promise<Buffer> =>
-  new Promise((resolve, reject) => {
+export const renderReportPdf = async (r: RenderableReport): Promise<Buffer> => {
+  // Loaded on the first PDF asked for: pdfkit and its fonts (~2 MB of code) are not part of every instance.
+  const { default: PDFDocument } = await import("pdfkit")
+  return new Promise((resolve, reject) => {
     const catalogue = CATALOGUES[r.framework as keyof typeof CATALOGUES]
     const doc = new PDFDocument({
       size: "A4",
@@ -323,6 +324,7 @@ export const renderReportPdf = (r: RenderableReport): Promise<Buffer> =>
     para(r.signature, { font: "Courier", size: 7 })
     doc.end()
   })
+}
 
 const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c as "&"] ?? c)

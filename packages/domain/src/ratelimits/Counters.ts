@@ -1,5 +1,5 @@
 import { Context, Effect, Layer } from "effect"
-import { Redis } from "ioredis"
+import type { Redis } from "ioredis"
 import { InMemoryRateCounter, type RateCounter } from "../policies/engine/RateCounter.ts"
 import { type HitStore, LEASE_SHARE, LeasedHits } from "./LeasedHits.ts"
 import { type SyncCounts, type SyncEntry, SyncedRateCounter, type SyncStore } from "./SyncedRateCounter.ts"
@@ -87,6 +87,8 @@ export class Counters extends Context.Service<
       Effect.gen(function* () {
         const client = yield* Effect.acquireRelease(
           Effect.promise(async () => {
+            // Loaded only when Redis is configured: an instance without it does not carry the client.
+            const { Redis } = await import("ioredis")
             const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 })
             // Fail at start, not on the first request, when Redis is unreachable, saying why: ioredis's own
             // rejection ("Connection is closed") does not, and it logs each attempt as an unhandled error.
