@@ -304,7 +304,7 @@ const readCommon = (
     }
   }
   if (s.previousSecret !== undefined) secrets.push(s.previousSecret)
-  if (command === "start" && secrets.length === 0) {
+  if ((command === "start" || command === "check") && secrets.length === 0) {
     problems.push(
       `AGENTGOV_WEBHOOK_SECRET is required: the webhook's signing secret (or run \`agentgov-connector-${definition.name} install\`, which stores one in ${dataDir})`,
     )
