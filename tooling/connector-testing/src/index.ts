@@ -1,0 +1,16 @@
+export { type Agentgov, startAgentgov } from "./agentgov.ts"
+export { type ConnectorUnderTest, describeConnectorContract, looksRaw, type VendorFake } from "./contract.ts"
+export {
+  type ChildConnector,
+  type FakeAnswer,
+  type FakeRequest,
+  type HttpFake,
+  type InProcess,
+  kill9,
+  runCommand,
+  runInProcess,
+  sleep,
+  spawnConnector,
+  startHttpFake,
+  waitFor,
+} from "./processes.ts"
