@@ -1,5 +1,5 @@
 import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
-import { type DeliveryResult, dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
+import { type DeliveryResult, dead, defineConnector, type Logger, ok, retry } from "@agentgov/connector-sdk/runtime"
 import { DiscordAPIError, HTTPError, RateLimitError, REST } from "@discordjs/rest"
 
 /**
@@ -55,6 +55,36 @@ export const renderEmbed = (m: FormattedEvent): Record<string, unknown> => {
   }
 }
 
+/** The characters of an embed that count towards Discord's 6,000 per message. */
+export const embedSize = (embed: Record<string, any>): number =>
+  (embed.title ?? "").length +
+  (embed.description ?? "").length +
+  (embed.footer?.text ?? "").length +
+  (embed.author?.name ?? "").length +
+  ((embed.fields ?? []) as Array<{ name: string; value: string }>).reduce(
+    (n, f) => n + f.name.length + f.value.length,
+    0,
+  )
+
+/** Groups embeds into messages of at most 10 embeds and 6,000 characters, keeping their order. */
+export const packMessages = <A>(items: ReadonlyArray<{ readonly embed: Record<string, any>; readonly item: A }>) => {
+  const messages: Array<Array<{ readonly embed: Record<string, any>; readonly item: A }>> = []
+  let current: (typeof messages)[number] = []
+  let size = 0
+  for (const entry of items) {
+    const n = embedSize(entry.embed)
+    if (current.length > 0 && (current.length === EMBED_LIMITS.embedsPerMessage || size + n > EMBED_LIMITS.total)) {
+      messages.push(current)
+      current = []
+      size = 0
+    }
+    current.push(entry)
+    size += n
+  }
+  if (current.length > 0) messages.push(current)
+  return messages
+}
+
 /** The webhook's id and token, from its URL (`…/api/webhooks/<id>/<token>`). */
 export const parseWebhookUrl = (url: string): { readonly id: string; readonly token: string } | undefined => {
   const match = /\/webhooks\/(\d+)\/([A-Za-z0-9_.-]+)\/?$/.exec(new URL(url).pathname)
@@ -73,6 +103,38 @@ export const classify = (error: unknown): DeliveryResult => {
   if (error instanceof HTTPError)
     return error.status >= 500 ? retry(`HTTP ${error.status}`) : dead(`HTTP ${error.status}`)
   return retry((error as Error).message ?? String(error))
+}
+
+interface Client {
+  readonly rest: REST
+  readonly webhook: { readonly id: string; readonly token: string }
+}
+
+/** One Execute Webhook call with `embeds` (at most 10, within 6,000 characters); a result per embed. */
+const post = async (
+  client: Client,
+  embeds: ReadonlyArray<Record<string, unknown>>,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<Array<DeliveryResult>> => {
+  try {
+    await client.rest.post(`/webhooks/${client.webhook.id}/${client.webhook.token}`, {
+      auth: false,
+      query: new URLSearchParams({ wait: "true" }),
+      body: { embeds, allowed_mentions: { parse: [] } },
+      signal,
+    })
+    return embeds.map(() => ok())
+  } catch (error) {
+    if (error instanceof DiscordAPIError && error.status === 404) {
+      log.error(
+        "the Discord webhook no longer exists: every event will be dead-lettered until DISCORD_WEBHOOK_URL is replaced, then `replay --all`",
+        { status: 404, code: error.code },
+      )
+    }
+    const result = classify(error)
+    return embeds.map(() => result)
+  }
 }
 
 export const discord = defineConnector({
@@ -95,7 +157,7 @@ export const discord = defineConnector({
       default: "https://discord.com/api",
     },
   },
-  setup: (settings) => {
+  setup: (settings): Client => {
     const rest = new REST({
       version: "10",
       api: settings.apiUrl.replace(/\/+$/, ""),
@@ -107,26 +169,36 @@ export const discord = defineConnector({
     return { rest, webhook: parseWebhookUrl(settings.webhookUrl)! }
   },
   deliver: async (event, { client, severity, dashboardUrl, log, signal }) => {
-    const m = formatEvent(event, { severity, dashboardUrl })
-    try {
-      await client.rest.post(`/webhooks/${client.webhook.id}/${client.webhook.token}`, {
-        auth: false,
-        query: new URLSearchParams({ wait: "true" }),
-        body: { embeds: [renderEmbed(m)], allowed_mentions: { parse: [] } },
-        signal,
-      })
-      return ok()
-    } catch (error) {
-      const result = classify(error)
-      if (error instanceof DiscordAPIError && error.status === 404) {
-        log.error(
-          "the Discord webhook no longer exists: every event will be dead-lettered until DISCORD_WEBHOOK_URL is replaced, then `replay --all`",
-          {
-            eventId: event.id,
-          },
-        )
+    const [result] = await post(client, [renderEmbed(formatEvent(event, { severity, dashboardUrl }))], log, signal)
+    return result!
+  },
+  // Discord allows 30 messages a minute per webhook: under load, up to 10 events share one message.
+  batch: {
+    max: EMBED_LIMITS.embedsPerMessage,
+    deliver: async (events, { client, severities, dashboardUrl, log, signal }) => {
+      const entries = events.map((event, i) => ({
+        item: i,
+        embed: renderEmbed(formatEvent(event, { severity: severities[i]!, dashboardUrl })),
+      }))
+      const results: Array<DeliveryResult> = []
+      let failed: DeliveryResult | undefined
+      for (const message of packMessages(entries)) {
+        const answered = failed
+          ? message.map(() =>
+              failed!.outcome === "retry"
+                ? failed!
+                : retry("not sent: an earlier message of the batch failed", { afterMs: 0 }),
+            )
+          : await post(
+              client,
+              message.map((m) => m.embed),
+              log,
+              signal,
+            )
+        if (answered[0]!.outcome !== "ok") failed ??= answered[0]
+        for (const [i, m] of message.entries()) results[m.item] = answered[i]!
       }
-      return result
-    }
+      return results
+    },
   },
 })

@@ -87,6 +87,35 @@ describe("discord: mention safety, truncation, and a deleted webhook, from real 
     expect(connector.running.health().deadLetters).toBe(0)
   })
 
+  it("puts up to 10 queued events in one message, in order", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentgov-discord-batch-"))
+    const batchSecret = "whsec_discord_batch_0123456789abcdef"
+    const settings = { ...env(fake), AGENTGOV_WEBHOOK_SECRET: batchSecret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+    try {
+      // paused while 25 events arrive, so that they are all queued when delivery starts
+      const paused = await runInProcess(discord, { ...settings, AGENTGOV_CONNECTOR_PAUSE: "true" })
+      await agentgov.subscribe(`${paused.url}/webhooks`, ["burst.*"], batchSecret)
+      const events = Array.from({ length: 25 }, (_, n) => ({ type: "burst.event", data: { n } }))
+      const res = await agentgov.t.call("POST", "/api/v1/events/ingest", { body: { events } })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      await waitFor(() => paused.running.health().queued === 25, "25 queued events")
+      await paused.running.close()
+      const before = fake.messages.length
+      const resumed = await runInProcess(discord, settings)
+      await waitFor(() => resumed.running.health().queued === 0, "the burst to be delivered")
+      await resumed.running.close()
+      const sent = fake.messages.slice(before)
+      expect(sent.map((m) => m.embeds.length)).toEqual([10, 10, 5])
+      for (const m of sent) expect(m.allowed_mentions).toEqual({ parse: [] })
+      const order = sent.flatMap((m) =>
+        m.embeds.map((e: any) => Number(/N\n(\d+)/.exec(visibleText({ embeds: [e] }))?.[1])),
+      )
+      expect(order).toEqual(Array.from({ length: 25 }, (_, n) => n))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it("dead-letters the events of a deleted webhook (404) and reports it", async () => {
     fake.deleteWebhook()
     const agent = await agentgov.t.call("POST", "/api/v1/agents", { body: { name: "gone" } })

@@ -216,6 +216,49 @@ describe("the durable runtime", () => {
     expect(r.health().ignored).toBe(2)
   })
 
+  it("hands due events to batch.deliver, and splits a refused batch so that only the bad event is dead-lettered", async () => {
+    const dataDir = tempDir()
+    const batches: Array<Array<string>> = []
+    const singles: Array<string> = []
+    const definition = defineConnector({
+      name: "batched",
+      description: "batches",
+      defaultEvents: ["*"],
+      settings: {},
+      deliver: (event) => {
+        singles.push(event.id)
+        return (event.data as { bad?: boolean }).bad ? dead("HTTP 400") : ok()
+      },
+      batch: {
+        max: 3,
+        deliver: (events) => {
+          batches.push(events.map((e) => e.id))
+          return events.some((e) => (e.data as { bad?: boolean }).bad) ? dead("HTTP 400") : ok()
+        },
+      },
+    })
+    const env = { PORT: "0", HOST: "127.0.0.1", AGENTGOV_WEBHOOK_SECRET: SECRET, AGENTGOV_CONNECTOR_DATA_DIR: dataDir }
+    const paused = await startConnector(definition, {
+      env: { ...env, AGENTGOV_CONNECTOR_PAUSE: "true" },
+      log: () => {},
+    })
+    const events = [1, 2, 3, 4, 5].map((n) => envelope("badge.earned", { n, bad: n === 2 }))
+    for (const e of events) expect((await post(paused.url, JSON.stringify(e))).status).toBe(200)
+    await paused.close()
+    const r = await startConnector(definition, { env, log: () => {} })
+    running.push(r)
+    await waitFor(() => r.health().queued === 0, "every job settled")
+    // 5 events: a batch of 3 (with the bad one) and a batch of 2; the refused batch's events went alone
+    expect(batches).toEqual([events.slice(0, 3).map((e) => e.id), events.slice(3).map((e) => e.id)])
+    expect(singles.sort()).toEqual(
+      events
+        .slice(0, 3)
+        .map((e) => e.id)
+        .sort(),
+    )
+    expect(r.health()).toMatchObject({ deadLetters: 1, delivered: 4 })
+  })
+
   it("serves /healthz and /readyz, and drains on close: not ready, and new deliveries get 503", async () => {
     let release: () => void = () => {}
     const calls: Array<string> = []

@@ -10,7 +10,7 @@ import { Webhook } from "../Webhook.ts"
 import { type ApiTarget, InstallError, installWebhook, readInstalled, uninstallWebhook } from "./install.ts"
 import { isLogLevel, jsonLogger, type Logger, type LogLevel } from "./log.ts"
 import { loudEnough, type Routing, readRouting, routes, severityOf } from "./routing.ts"
-import { Store } from "./Store.ts"
+import { Store, type StoredJob } from "./Store.ts"
 import { type Env, httpUrlProblem, readSettings, type SettingsOf, type SettingsSchema } from "./settings.ts"
 
 // -----------------------------------------------------------------------------------------------
@@ -154,6 +154,31 @@ export interface ConnectorDefinition<S extends SettingsSchema = SettingsSchema, 
    */
   readonly orderingKey?: (event: AnyWebhookEvent) => string | undefined
   readonly deliver: (event: AnyWebhookEvent, ctx: DeliveryContext<S, C>) => DeliveryResult | Promise<DeliveryResult>
+  /**
+   * Several events in one vendor call (Discord: up to 10 embeds a message). When set, up to `max`
+   * due events go to `batch.deliver` at once (a single due event still goes to `deliver`). Answer one
+   * result for all, or one per event in order. A refused batch (`dead`) is not dead-lettered: each of
+   * its events goes again alone, so that only the bad one is.
+   */
+  readonly batch?: {
+    readonly max: number
+    readonly deliver: (
+      events: ReadonlyArray<AnyWebhookEvent>,
+      ctx: BatchContext<S, C>,
+    ) => DeliveryResult | ReadonlyArray<DeliveryResult> | Promise<DeliveryResult | ReadonlyArray<DeliveryResult>>
+  }
+}
+
+/**
+ * What `batch.deliver` gets beside the events: a {@link DeliveryContext} with a severity per event.
+ *
+ * @example
+ * ```ts
+ * batch: { max: 10, deliver: (events, { severities }) => post(events.map((e, i) => render(e, severities[i]))) }
+ * ```
+ */
+export type BatchContext<S extends SettingsSchema, C> = Omit<DeliveryContext<S, C>, "severity" | "deliveryId"> & {
+  readonly severities: ReadonlyArray<Severity>
 }
 
 /**
@@ -492,13 +517,22 @@ export const startConnector = async <S extends SettingsSchema, C>(
     timer = setTimeout(tick, Math.max(0, Math.min(ms, POLL_MS)))
   }
 
+  /** Runs in flight (a run is one event, or one batch). */
+  let runs = 0
+  const controllers = new Set<AbortController>()
+  const maxBatch = definition.batch ? Math.max(1, definition.batch.max) : 1
+
   const tick = () => {
     if (stopped || closing || common.paused) return
     const now = Date.now()
-    const free = common.concurrency - busy.size
+    const free = common.concurrency - runs
     if (free > 0) {
-      const ids = new Set(busy.keys())
-      for (const job of store.dueJobs(now, free, ids)) void run(job)
+      const due = store.dueJobs(now, free * maxBatch, new Set(busy.keys()))
+      // a job split out of a refused batch goes alone, so that only the bad event is dead-lettered
+      const groups: Array<Array<StoredJob>> = due.filter((j) => j.solo).map((j) => [j])
+      const rest = due.filter((j) => !j.solo)
+      for (let i = 0; i < rest.length; i += maxBatch) groups.push(rest.slice(i, i + maxBatch))
+      for (const group of groups.slice(0, free)) void run(group)
     }
     const next = store.nextDue(new Set(busy.keys()))
     schedule(next === undefined ? POLL_MS : next - Date.now())
@@ -510,69 +544,86 @@ export const startConnector = async <S extends SettingsSchema, C>(
     return Math.round(exp / 2 + Math.random() * (exp / 2))
   }
 
-  const run = async (job: ReturnType<Store["dueJobs"]>[number]) => {
-    const controller = new AbortController()
-    busy.set(job.seq, controller)
-    const attempt = store.startAttempt(job.seq)
-    const event = JSON.parse(job.body) as AnyWebhookEvent
-    const severity = severityOf(common.routing, event)
-    const fields = { eventId: job.eventId, type: job.type, attempt }
-    let result: DeliveryResult
-    const timeout = setTimeout(
-      () => controller.abort(new Error(`the attempt took longer than ${common.attemptTimeoutMs} ms`)),
-      common.attemptTimeoutMs,
-    )
+  /** Calls the connector for `jobs` (one, or a batch); one result per job. */
+  const attemptJobs = async (
+    jobs: ReadonlyArray<StoredJob>,
+    events: ReadonlyArray<AnyWebhookEvent>,
+    attempts: ReadonlyArray<number>,
+    controller: AbortController,
+  ): Promise<ReadonlyArray<DeliveryResult>> => {
+    const base = {
+      settings,
+      client,
+      dashboardUrl: common.dashboardUrl,
+      signal: controller.signal,
+      state,
+      log,
+    }
     try {
-      const answered = definition.deliver(event, {
-        settings,
-        client,
-        severity,
-        dashboardUrl: common.dashboardUrl,
-        attempt,
-        signal: controller.signal,
-        deliveryId: job.deliveryId,
-        state,
-        log,
-      })
+      const answered =
+        definition.batch && jobs.length > 1
+          ? definition.batch.deliver(events, {
+              ...base,
+              attempt: Math.max(...attempts),
+              severities: events.map((e) => severityOf(common.routing, e)),
+            })
+          : definition.deliver(events[0]!, {
+              ...base,
+              attempt: attempts[0]!,
+              severity: severityOf(common.routing, events[0]!),
+              deliveryId: jobs[0]!.deliveryId,
+            })
       // a vendor client that ignores the signal must not hold the slot past the time-out
-      result = await Promise.race([
+      const result = await Promise.race([
         Promise.resolve(answered),
         new Promise<never>((_, reject) =>
           controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true }),
         ),
       ])
+      const results = Array.isArray(result) ? result : jobs.map(() => result as DeliveryResult)
+      if (results.length !== jobs.length)
+        throw new Error(`batch.deliver answered ${results.length} results for ${jobs.length} events`)
+      return results
     } catch (error) {
-      result = isRetryable(error)
+      const failed = isRetryable(error)
         ? retry(errorSummary(error).message, { afterMs: retryAfterMs(error) })
         : dead(errorSummary(error).message)
-    } finally {
-      clearTimeout(timeout)
+      return jobs.map(() => failed)
     }
-    if (!store.isOpen) return
+  }
+
+  const settle = (job: StoredJob, attempt: number, result: DeliveryResult, batchSize: number) => {
     const now = Date.now()
+    const fields = { eventId: job.eventId, type: job.type, attempt, ...(batchSize > 1 ? { batch: batchSize } : {}) }
     switch (result.outcome) {
       case "ok":
         store.delivered(job.seq)
         stats.delivered++
         log.info("delivered", fields)
-        break
+        return
       case "dead":
         stats.failedAttempts++
+        if (batchSize > 1) {
+          // which event of the batch was refused is unknown: each goes again alone, at once
+          store.reschedule(job.seq, now, result.reason, { solo: true })
+          log.warn("batch refused; each event goes again alone", { ...fields, reason: result.reason })
+          return
+        }
         store.deadLetter(job.seq, "non_retryable", result.reason, now)
         log.error("dead-lettered: the vendor refused it", { ...fields, reason: result.reason })
-        break
+        return
       case "retry": {
         stats.failedAttempts++
         if (closing) {
           // stays queued with its attempt counted; the next start tries it again
           store.reschedule(job.seq, now, result.reason)
           log.warn("attempt failed while draining; left queued", { ...fields, reason: result.reason })
-          break
+          return
         }
         if (attempt >= common.maxAttempts) {
           store.deadLetter(job.seq, "max_attempts", result.reason, now)
           log.error("dead-lettered: every attempt failed", { ...fields, reason: result.reason })
-          break
+          return
         }
         const delayMs =
           result.afterMs !== undefined && Number.isFinite(result.afterMs)
@@ -586,10 +637,31 @@ export const startConnector = async <S extends SettingsSchema, C>(
           delayMs,
           retryAfter: result.afterMs !== undefined,
         })
-        break
+        return
       }
     }
-    busy.delete(job.seq)
+  }
+
+  const run = async (jobs: ReadonlyArray<StoredJob>) => {
+    runs++
+    const controller = new AbortController()
+    controllers.add(controller)
+    for (const job of jobs) busy.set(job.seq, controller)
+    const attempts = jobs.map((job) => store.startAttempt(job.seq))
+    const events = jobs.map((job) => JSON.parse(job.body) as AnyWebhookEvent)
+    const timeout = setTimeout(
+      () => controller.abort(new Error(`the attempt took longer than ${common.attemptTimeoutMs} ms`)),
+      common.attemptTimeoutMs,
+    )
+    const results = await attemptJobs(jobs, events, attempts, controller)
+    clearTimeout(timeout)
+    controllers.delete(controller)
+    runs--
+    if (!store.isOpen) return
+    jobs.forEach((job, i) => {
+      settle(job, attempts[i]!, results[i]!, jobs.length)
+      busy.delete(job.seq)
+    })
     if (!closing) schedule(0)
     notifyIdle()
   }
@@ -719,7 +791,7 @@ export const startConnector = async <S extends SettingsSchema, C>(
       const deadline = Date.now() + common.drainTimeoutMs
       while (busy.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
       const drained = busy.size === 0
-      for (const controller of busy.values()) controller.abort(new Error("the connector is shutting down"))
+      for (const controller of controllers) controller.abort(new Error("the connector is shutting down"))
       stopped = true
       server.closeAllConnections()
       await serverClosed

@@ -26,6 +26,8 @@ export interface StoredJob {
   /** Epoch ms before which the job is not tried. */
   readonly nextAt: number
   readonly lastError: string | null
+  /** Split out of a refused batch: delivered alone. */
+  readonly solo: boolean
 }
 
 /** An event whose delivery failed for good; `replay` moves it back to the jobs. */
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   attempts INTEGER NOT NULL DEFAULT 0,
   next_at INTEGER NOT NULL,
   last_error TEXT,
+  solo INTEGER NOT NULL DEFAULT 0,
   created_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_next ON jobs (next_at, seq);
@@ -95,6 +98,7 @@ const toJob = (r: Row): StoredJob => ({
   attempts: Number(r.attempts),
   nextAt: Number(r.next_at),
   lastError: r.last_error === null ? null : String(r.last_error),
+  solo: Number(r.solo) === 1,
 })
 
 const toDeadLetter = (r: Row): StoredDeadLetter => ({
@@ -225,8 +229,10 @@ export class Store {
     this.#db.prepare("DELETE FROM jobs WHERE seq = ?").run(seq)
   }
 
-  reschedule(seq: number, nextAt: number, error: string): void {
-    this.#db.prepare("UPDATE jobs SET next_at = ?, last_error = ? WHERE seq = ?").run(nextAt, error, seq)
+  reschedule(seq: number, nextAt: number, error: string, options: { readonly solo?: boolean } = {}): void {
+    this.#db
+      .prepare("UPDATE jobs SET next_at = ?, last_error = ?, solo = max(solo, ?) WHERE seq = ?")
+      .run(nextAt, error, options.solo ? 1 : 0, seq)
   }
 
   /** Holds every job until `until` at least (a vendor's rate limit applies to all of them). */

@@ -17,6 +17,7 @@ export {
 } from "./install.ts"
 export type { Logger, LogLevel } from "./log.ts"
 export {
+  type BatchContext,
   ConfigError,
   type ConnectorDefinition,
   type DeliveryContext,
