@@ -299,6 +299,18 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
       expect((await agentgov.t.call("GET", `/api/v1/webhooks/${first.webhookId}`)).status).toBe(404)
     })
 
+    it("never logs the webhook secret or a vendor credential", () => {
+      const logged = JSON.stringify(connector.logs())
+      expect(logged.length).toBeGreaterThan(1000)
+      expect(logged).not.toContain(secret)
+      const settings = Object.values(c.definition.settings as Record<string, { env: string; secret?: boolean }>)
+      for (const spec of settings.filter((s) => s.secret)) {
+        const value = vendorEnv()[spec.env as keyof ReturnType<typeof vendorEnv>]
+        expect(value, spec.env).toBeDefined()
+        expect(logged).not.toContain(value)
+      }
+    })
+
     it("refuses to start with bad settings, listing every problem, exit 2", async () => {
       const r = await runCommand(c.bin, [], { PORT: "not-a-port", AGENTGOV_CONNECTOR_DATA_DIR: tempDir() })
       expect(r.code).toBe(2)

@@ -647,21 +647,26 @@ export const startConnector = async <S extends SettingsSchema, C>(
     const controller = new AbortController()
     controllers.add(controller)
     for (const job of jobs) busy.set(job.seq, controller)
-    const attempts = jobs.map((job) => store.startAttempt(job.seq))
-    const events = jobs.map((job) => JSON.parse(job.body) as AnyWebhookEvent)
     const timeout = setTimeout(
       () => controller.abort(new Error(`the attempt took longer than ${common.attemptTimeoutMs} ms`)),
       common.attemptTimeoutMs,
     )
-    const results = await attemptJobs(jobs, events, attempts, controller)
-    clearTimeout(timeout)
-    controllers.delete(controller)
-    runs--
-    if (!store.isOpen) return
-    jobs.forEach((job, i) => {
-      settle(job, attempts[i]!, results[i]!, jobs.length)
-      busy.delete(job.seq)
-    })
+    try {
+      const attempts = jobs.map((job) => store.startAttempt(job.seq))
+      const events = jobs.map((job) => JSON.parse(job.body) as AnyWebhookEvent)
+      const results = await attemptJobs(jobs, events, attempts, controller)
+      if (!store.isOpen) return
+      for (const [i, job] of jobs.entries()) settle(job, attempts[i]!, results[i]!, jobs.length)
+    } catch (error) {
+      // the store failed (disk full, locked): the jobs stay queued and are tried again later
+      log.error("cannot record a delivery attempt", { error: errorSummary(error).message })
+      if (!closing) await new Promise((r) => setTimeout(r, POLL_MS))
+    } finally {
+      clearTimeout(timeout)
+      controllers.delete(controller)
+      runs--
+      for (const job of jobs) busy.delete(job.seq)
+    }
     if (!closing) schedule(0)
     notifyIdle()
   }
