@@ -1,4 +1,4 @@
-import { type FakeAnswer, type FakeRequest, startHttpFake, type VendorFake } from "@agentgov/connector-testing"
+import { type FakeAnswer, type FakeRequest, startScriptedFake, type VendorFake } from "@agentgov/connector-testing"
 
 /**
  * A fake of Discord's "Execute Webhook" endpoint (`POST /api/v10/webhooks/{id}/{token}`) on
@@ -63,16 +63,9 @@ const embedProblem = (embeds: Array<any>): string | undefined => {
 
 export const startDiscordFake = async (): Promise<DiscordFake> => {
   const messages: Array<any> = []
-  const attempts: Array<{ status: number; at: number }> = []
-  let next: FakeAnswer | undefined
   let deleted = false
   let seq = 0
   const answer = (r: FakeRequest): FakeAnswer => {
-    if (next) {
-      const a = next
-      next = undefined
-      return a
-    }
     const match = /^\/api\/v10\/webhooks\/(\d+)\/([^/?]+)(\?.*)?$/.exec(r.url)
     if (r.method !== "POST" || !match) return err(404, 0, "404: Not Found")
     if (deleted || match[1] !== WEBHOOK_ID) return err(404, 10015, "Unknown Webhook")
@@ -88,10 +81,20 @@ export const startDiscordFake = async (): Promise<DiscordFake> => {
       body: { id: String(++seq), channel_id: "1", content: body.content ?? "", embeds: body.embeds },
     }
   }
-  const http = await startHttpFake((r) => {
-    const a = answer(r)
-    attempts.push({ status: a.status, at: r.at })
-    return a
+  const { http, attempts, failNext } = await startScriptedFake(answer, {
+    rateLimit: (seconds) => ({
+      status: 429,
+      headers: {
+        "retry-after": String(seconds),
+        "x-ratelimit-limit": "5",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset-after": String(seconds),
+        "x-ratelimit-bucket": "fakebucket",
+        "x-ratelimit-scope": "shared",
+      },
+      body: { message: "You are being rate limited.", retry_after: seconds, global: false },
+    }),
+    refuse: () => err(400, 50035, "Invalid Form Body"),
   })
   return {
     url: `${http.url}/api`,
@@ -101,24 +104,8 @@ export const startDiscordFake = async (): Promise<DiscordFake> => {
       deleted = true
     },
     accepted: () => messages.map(visibleText),
-    attempts: () => attempts,
-    failNext: (kind, retryAfterSeconds = 1) => {
-      next =
-        kind === "rate_limit"
-          ? {
-              status: 429,
-              headers: {
-                "retry-after": String(retryAfterSeconds),
-                "x-ratelimit-limit": "5",
-                "x-ratelimit-remaining": "0",
-                "x-ratelimit-reset-after": String(retryAfterSeconds),
-                "x-ratelimit-bucket": "fakebucket",
-                "x-ratelimit-scope": "shared",
-              },
-              body: { message: "You are being rate limited.", retry_after: retryAfterSeconds, global: false },
-            }
-          : err(400, 50035, "Invalid Form Body")
-    },
+    attempts,
+    failNext,
     close: http.close,
   }
 }

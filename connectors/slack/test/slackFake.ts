@@ -1,4 +1,4 @@
-import { type FakeAnswer, type FakeRequest, startHttpFake, type VendorFake } from "@agentgov/connector-testing"
+import { type FakeAnswer, type FakeRequest, startScriptedFake, type VendorFake } from "@agentgov/connector-testing"
 
 /**
  * A fake of Slack's Web API (chat.postMessage, chat.update) on loopback, holding to what Slack
@@ -83,15 +83,8 @@ const PING = /<!(channel|here|everyone)(\|[^>]*)?>|<@[UW][A-Z0-9]+>|<!subteam\^/
 export const startSlackFake = async (): Promise<SlackFake> => {
   const messages: Array<SlackMessage> = []
   const pings: Array<string> = []
-  const attempts: Array<{ status: number; at: number }> = []
-  let next: FakeAnswer | undefined
   let seq = 0
   const answer = (r: FakeRequest): FakeAnswer => {
-    if (next) {
-      const a = next
-      next = undefined
-      return a
-    }
     const auth = r.headers.authorization
     if (auth === undefined) return error("not_authed")
     if (auth !== `Bearer ${SLACK_TOKEN}`) return error("invalid_auth")
@@ -128,10 +121,13 @@ export const startSlackFake = async (): Promise<SlackFake> => {
     }
     return error("unknown_method")
   }
-  const http = await startHttpFake((r) => {
-    const a = answer(r)
-    attempts.push({ status: a.status, at: r.at })
-    return a
+  const { http, attempts, failNext } = await startScriptedFake(answer, {
+    rateLimit: (seconds) => ({
+      status: 429,
+      headers: { "retry-after": String(seconds) },
+      body: { ok: false, error: "ratelimited" },
+    }),
+    refuse: () => error("invalid_auth"),
   })
   return {
     url: `${http.url}/api/`,
@@ -139,17 +135,8 @@ export const startSlackFake = async (): Promise<SlackFake> => {
     pings,
     requests: http.requests,
     accepted: () => messages.map((m) => visibleText(m)),
-    attempts: () => attempts,
-    failNext: (kind, retryAfterSeconds = 1) => {
-      next =
-        kind === "rate_limit"
-          ? {
-              status: 429,
-              headers: { "retry-after": String(retryAfterSeconds) },
-              body: { ok: false, error: "ratelimited" },
-            }
-          : error("invalid_auth")
-    },
+    attempts,
+    failNext,
     close: http.close,
   }
 }

@@ -1,19 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
-import {
-  type Agentgov,
-  describeConnectorContract,
-  type InProcess,
-  runInProcess,
-  startAgentgov,
-  waitFor,
-} from "@agentgov/connector-testing"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describeConnectorContract, useConnectorRig, waitFor } from "@agentgov/connector-testing"
+import { describe, expect, it } from "vitest"
 import { MAX_PAYLOAD_BYTES, teams } from "../src/connector.ts"
-import { startTeamsFake, type TeamsFake, validateCard, visibleText } from "./teamsFake.ts"
+import { startTeamsFake, validateCard, visibleText } from "./teamsFake.ts"
 
 const bin = fileURLToPath(new URL("../bin/agentgov-connector-teams.js", import.meta.url))
 const env = (fake: { url: string }) => ({ TEAMS_WEBHOOK_URL: fake.url })
@@ -21,31 +11,7 @@ const env = (fake: { url: string }) => ({ TEAMS_WEBHOOK_URL: fake.url })
 describeConnectorContract({ definition: teams, bin, startFake: startTeamsFake, env })
 
 describe("teams: Adaptive Card 1.5 cards from real deliveries", () => {
-  let agentgov: Agentgov
-  let fake: TeamsFake
-  let connector: InProcess
-  let dataDir: string
-  let hookId: string
-  const secret = "whsec_teams_cards_0123456789abcdef"
-
-  beforeAll(async () => {
-    agentgov = await startAgentgov()
-    fake = await startTeamsFake()
-    dataDir = mkdtempSync(join(tmpdir(), "agentgov-teams-"))
-    connector = await runInProcess(teams, {
-      ...env(fake),
-      AGENTGOV_WEBHOOK_SECRET: secret,
-      AGENTGOV_CONNECTOR_DATA_DIR: dataDir,
-      AGENTGOV_DASHBOARD_URL: "https://gov.example.com",
-    })
-    hookId = (await agentgov.subscribe(`${connector.url}/webhooks`, ["big.*"], secret)).id
-  })
-  afterAll(async () => {
-    await connector?.running.close()
-    await fake?.close()
-    await agentgov?.close()
-    rmSync(dataDir, { recursive: true, force: true })
-  })
+  const rig = useConnectorRig({ definition: teams, startFake: startTeamsFake, env, events: ["big.*"] })
 
   it("the vendored schema is not vacuous: it refuses what Adaptive Cards 1.5 does not define", () => {
     const good = { type: "AdaptiveCard", version: "1.5", body: [{ type: "TextBlock", text: "hi" }] }
@@ -58,12 +24,12 @@ describe("teams: Adaptive Card 1.5 cards from real deliveries", () => {
   })
 
   it("validates every catalog event's card against the Adaptive Card 1.5 schema, each with an Action.OpenUrl into the service", async () => {
-    const before = fake.cards.length
+    const before = rig.fake.cards.length
     for (const type of SYSTEM_EVENT_NAMES) {
-      expect(await agentgov.testDelivery(hookId, type), type).toMatchObject({ delivered: true })
+      expect(await rig.agentgov.testDelivery(rig.hookId, type), type).toMatchObject({ delivered: true })
     }
-    await waitFor(() => fake.cards.length === before + SYSTEM_EVENT_NAMES.length, "every card")
-    for (const card of fake.cards.slice(before)) {
+    await waitFor(() => rig.fake.cards.length === before + SYSTEM_EVENT_NAMES.length, "every card")
+    for (const card of rig.fake.cards.slice(before)) {
       expect(validateCard(card), JSON.stringify(validateCard.errors)).toBe(true)
       expect(card.version).toBe("1.5")
       for (const action of card.actions ?? []) {
@@ -72,28 +38,28 @@ describe("teams: Adaptive Card 1.5 cards from real deliveries", () => {
       }
     }
     // events about an agent, an approval or an enforcement link to it
-    const approval = fake.cards.slice(before).find((c) => visibleText(c).includes("approval.requested"))
+    const approval = rig.fake.cards.slice(before).find((c) => visibleText(c).includes("approval.requested"))
     expect(approval.actions[0].url).toMatch(/^https:\/\/gov\.example\.com\/approvals\/apr_/)
   })
 
   it("keeps a card from an oversized event under Teams' size limit", async () => {
-    const before = fake.cards.length
+    const before = rig.fake.cards.length
     const data: Record<string, unknown> = {}
     // close to the service's 32 KiB limit on an event's data
     for (let i = 0; i < 10; i++) data[`part${i}`] = `${String(i).repeat(3000)}`
-    await agentgov.ingest("big.report", data)
-    await waitFor(() => fake.cards.length === before + 1, "the big card")
-    expect(fake.sizes.at(-1)!).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES)
-    expect(validateCard(fake.cards.at(-1))).toBe(true)
-    expect(visibleText(fake.cards.at(-1))).toContain("…")
-    expect(connector.running.health().deadLetters).toBe(0)
+    await rig.agentgov.ingest("big.report", data)
+    await waitFor(() => rig.fake.cards.length === before + 1, "the big card")
+    expect(rig.fake.sizes.at(-1)!).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES)
+    expect(validateCard(rig.fake.cards.at(-1))).toBe(true)
+    expect(visibleText(rig.fake.cards.at(-1))).toContain("…")
+    expect(rig.connector.running.health().deadLetters).toBe(0)
   })
 
   it("cannot be made to show a link whose label hides its target", async () => {
-    const before = fake.cards.length
-    await agentgov.ingest("big.phish", { note: "[reset your password](https://evil.example/) **now**" })
-    await waitFor(() => fake.cards.length === before + 1, "the card")
-    const text = visibleText(fake.cards.at(-1))
+    const before = rig.fake.cards.length
+    await rig.agentgov.ingest("big.phish", { note: "[reset your password](https://evil.example/) **now**" })
+    await waitFor(() => rig.fake.cards.length === before + 1, "the card")
+    const text = visibleText(rig.fake.cards.at(-1))
     expect(text).not.toContain("](https://evil.example/)")
     expect(text).not.toContain("**now**")
   })

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type FakeAnswer, type FakeRequest, startHttpFake, type VendorFake } from "@agentgov/connector-testing"
+import { type FakeAnswer, type FakeRequest, startScriptedFake, type VendorFake } from "@agentgov/connector-testing"
 import { Ajv } from "ajv"
 
 /**
@@ -50,14 +50,7 @@ const bad = (message: string): FakeAnswer => ({
 export const startTeamsFake = async (): Promise<TeamsFake> => {
   const cards: Array<any> = []
   const sizes: Array<number> = []
-  const attempts: Array<{ status: number; at: number }> = []
-  let next: FakeAnswer | undefined
   const answer = (r: FakeRequest): FakeAnswer => {
-    if (next) {
-      const a = next
-      next = undefined
-      return a
-    }
     if (r.method !== "POST" || r.url !== `${FLOW_PATH}${FLOW_QUERY}`)
       return { status: 404, body: { error: { code: "WorkflowNotFound", message: "The workflow was not found." } } }
     const size = Buffer.byteLength(r.raw)
@@ -78,10 +71,13 @@ export const startTeamsFake = async (): Promise<TeamsFake> => {
     sizes.push(size)
     return { status: 202 }
   }
-  const http = await startHttpFake((r) => {
-    const a = answer(r)
-    attempts.push({ status: a.status, at: r.at })
-    return a
+  const { http, attempts, failNext } = await startScriptedFake(answer, {
+    rateLimit: (seconds) => ({
+      status: 429,
+      headers: { "retry-after": String(seconds) },
+      body: { error: { code: "TooManyRequests", message: "Rate limit is exceeded." } },
+    }),
+    refuse: () => bad("Bad Request"),
   })
   return {
     url: `${http.url}${FLOW_PATH}${FLOW_QUERY}`,
@@ -89,17 +85,8 @@ export const startTeamsFake = async (): Promise<TeamsFake> => {
     sizes,
     requests: http.requests,
     accepted: () => cards.map(visibleText),
-    attempts: () => attempts,
-    failNext: (kind, retryAfterSeconds = 1) => {
-      next =
-        kind === "rate_limit"
-          ? {
-              status: 429,
-              headers: { "retry-after": String(retryAfterSeconds) },
-              body: { error: { code: "TooManyRequests", message: "Rate limit is exceeded." } },
-            }
-          : bad("Bad Request")
-    },
+    attempts,
+    failNext,
     close: http.close,
   }
 }

@@ -1,23 +1,13 @@
-import { createHmac, randomBytes } from "node:crypto"
+import { createHmac } from "node:crypto"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
 import type { ConnectorDefinition } from "@agentgov/connector-sdk/runtime"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Agentgov, startAgentgov } from "./agentgov.ts"
-import {
-  type FakeRequest,
-  type InProcess,
-  kill9,
-  runCommand,
-  runInProcess,
-  sleep,
-  spawnConnector,
-  startHttpFake,
-  waitFor,
-} from "./processes.ts"
+import { afterAll, describe, expect, it } from "vitest"
+import { type FakeRequest, kill9, runCommand, sleep, spawnConnector, startHttpFake, waitFor } from "./processes.ts"
+import { newSecret, useConnectorRig } from "./rig.ts"
 
 /**
  * The scenarios every connector must pass, driven by real deliveries from a real agentgov server to
@@ -52,7 +42,6 @@ export interface ConnectorUnderTest {
 /** JSON, or an object or value stringified by accident, in what a reader sees. */
 export const looksRaw = (text: string) => /\{"|":\s|\[object |\bundefined\b|\bNaN\b/.test(text)
 
-const newSecret = () => `whsec_${randomBytes(24).toString("hex")}`
 const hmac = (secret: string, content: string) => createHmac("sha256", secret).update(content).digest("hex")
 
 const freePort = () =>
@@ -67,46 +56,25 @@ const freePort = () =>
 export const describeConnectorContract = (c: ConnectorUnderTest) => {
   const name = c.definition.name
   describe(`${name}: the connector contract, against a real agentgov server`, () => {
-    let agentgov: Agentgov
-    let fake: VendorFake
-    let connector: InProcess
-    let dataDir: string
-    let hookId: string
+    const rig = useConnectorRig({ definition: c.definition, startFake: c.startFake, env: c.env, events: ["deploy.*"] })
     const dirs: Array<string> = []
     const tempDir = () => {
       const d = mkdtempSync(join(tmpdir(), `agentgov-${name}-`))
       dirs.push(d)
       return d
     }
-    const secret = newSecret()
-    const vendorEnv = () => ({ ...c.env(fake), AGENTGOV_DASHBOARD_URL: "https://gov.example.com" })
-
-    beforeAll(async () => {
-      agentgov = await startAgentgov()
-      fake = await c.startFake()
-      dataDir = tempDir()
-      connector = await runInProcess(c.definition, {
-        ...vendorEnv(),
-        AGENTGOV_WEBHOOK_SECRET: secret,
-        AGENTGOV_CONNECTOR_DATA_DIR: dataDir,
-      })
-      hookId = (await agentgov.subscribe(`${connector.url}/webhooks`, ["deploy.*"], secret)).id
-    })
-    afterAll(async () => {
-      await connector?.running.close()
-      await fake?.close()
-      await agentgov?.close()
+    afterAll(() => {
       for (const d of dirs) rmSync(d, { recursive: true, force: true })
     })
 
     it("renders every catalog event, and a client event, with no raw JSON at the reader", async () => {
       for (const type of SYSTEM_EVENT_NAMES) {
-        const result = await agentgov.testDelivery(hookId, type)
+        const result = await rig.agentgov.testDelivery(rig.hookId, type)
         expect(result, type).toEqual({ delivered: true, statusCode: 200 })
       }
-      await agentgov.ingest("deploy.finished", { service: "billing", buildNumber: 42, tags: ["prod", "eu"] })
-      await waitFor(() => fake.accepted().length === SYSTEM_EVENT_NAMES.length + 1, "every event to be posted")
-      const texts = fake.accepted()
+      await rig.agentgov.ingest("deploy.finished", { service: "billing", buildNumber: 42, tags: ["prod", "eu"] })
+      await waitFor(() => rig.fake.accepted().length === SYSTEM_EVENT_NAMES.length + 1, "every event to be posted")
+      const texts = rig.fake.accepted()
       for (const type of SYSTEM_EVENT_NAMES) {
         const text = texts.find((t) => t.includes(type))
         expect(text, `a message naming ${type}`).toBeDefined()
@@ -119,30 +87,30 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
     })
 
     it("retries a 429 after its Retry-After", async () => {
-      const before = fake.accepted().length
-      const attemptsBefore = fake.attempts().length
-      fake.failNext("rate_limit", 1)
-      expect(await agentgov.testDelivery(hookId, "badge.earned")).toMatchObject({ delivered: true })
-      await waitFor(() => fake.accepted().length === before + 1, "the retried message")
-      const [limited, retried] = fake.attempts().slice(attemptsBefore)
+      const before = rig.fake.accepted().length
+      const attemptsBefore = rig.fake.attempts().length
+      rig.fake.failNext("rate_limit", 1)
+      expect(await rig.agentgov.testDelivery(rig.hookId, "badge.earned")).toMatchObject({ delivered: true })
+      await waitFor(() => rig.fake.accepted().length === before + 1, "the retried message")
+      const [limited, retried] = rig.fake.attempts().slice(attemptsBefore)
       expect(limited!.status).toBe(429)
       expect(retried!.status).toBeLessThan(300)
       // the retry waited for the vendor's Retry-After (a lower bound the connector must honour)
       expect(retried!.at - limited!.at).toBeGreaterThanOrEqual(1000)
       // scheduled from the Retry-After (a client may add a margin), not from the backoff
-      const scheduled = connector.logs().find((l) => l.msg === "attempt failed; will retry")
+      const scheduled = rig.connector.logs().find((l) => l.msg === "attempt failed; will retry")
       expect(scheduled).toMatchObject({ retryAfter: true })
       expect(scheduled!.delayMs).toBeGreaterThanOrEqual(1000)
       expect(scheduled!.delayMs).toBeLessThan(2000)
     })
 
     it("dead-letters a refused message, lists it, and sends it with `replay`", async () => {
-      const before = fake.accepted().length
-      fake.failNext("refuse")
-      await agentgov.testDelivery(hookId, "policy.denied")
-      await waitFor(() => connector.running.health().deadLetters === 1, "the dead letter")
-      expect(fake.accepted()).toHaveLength(before)
-      const env = { AGENTGOV_CONNECTOR_DATA_DIR: dataDir }
+      const before = rig.fake.accepted().length
+      rig.fake.failNext("refuse")
+      await rig.agentgov.testDelivery(rig.hookId, "policy.denied")
+      await waitFor(() => rig.connector.running.health().deadLetters === 1, "the dead letter")
+      expect(rig.fake.accepted()).toHaveLength(before)
+      const env = { AGENTGOV_CONNECTOR_DATA_DIR: rig.dataDir }
       const listed = await runCommand(c.bin, ["dead-letters"], env)
       expect(listed.code, listed.stderr).toBe(0)
       const letter = JSON.parse(listed.stdout.trim().split("\n")[0]!)
@@ -151,40 +119,43 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
       expect(replayed.code, replayed.stderr).toBe(0)
       expect(JSON.parse(replayed.stdout)).toMatchObject({ ok: true, replayed: [letter.eventId] })
       // the running connector picks the replayed job up from the shared store
-      await waitFor(() => fake.accepted().length === before + 1, "the replayed message")
-      expect(fake.accepted().at(-1)).toContain("policy.denied")
-      expect(connector.running.health().deadLetters).toBe(0)
+      await waitFor(() => rig.fake.accepted().length === before + 1, "the replayed message")
+      expect(rig.fake.accepted().at(-1)).toContain("policy.denied")
+      expect(rig.connector.running.health().deadLetters).toBe(0)
     })
 
     it("delivers after a kill -9 between the 2xx and the vendor call", async () => {
-      const before = fake.accepted().length
+      const before = rig.fake.accepted().length
       const dir = tempDir()
       const childSecret = newSecret()
-      const env = { ...vendorEnv(), AGENTGOV_WEBHOOK_SECRET: childSecret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+      const env = { ...rig.vendorEnv(), AGENTGOV_WEBHOOK_SECRET: childSecret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
       // paused: it stores and answers, and does not call the vendor, so the kill lands in between
       const first = await spawnConnector(c.bin, { ...env, AGENTGOV_CONNECTOR_PAUSE: "true" })
-      const hook = await agentgov.subscribe(`${first.url}/webhooks`, ["never.*"], childSecret)
-      expect(await agentgov.testDelivery(hook.id, "agent.suspended")).toEqual({ delivered: true, statusCode: 200 })
+      const hook = await rig.agentgov.subscribe(`${first.url}/webhooks`, ["never.*"], childSecret)
+      expect(await rig.agentgov.testDelivery(hook.id, "agent.suspended")).toEqual({ delivered: true, statusCode: 200 })
       await kill9(first)
-      expect(fake.accepted()).toHaveLength(before)
+      expect(rig.fake.accepted()).toHaveLength(before)
 
       const second = await spawnConnector(c.bin, env)
-      await waitFor(() => fake.accepted().length === before + 1, `the stored event after restart\n${second.output()}`)
-      expect(fake.accepted().at(-1)).toContain("agent.suspended")
+      await waitFor(
+        () => rig.fake.accepted().length === before + 1,
+        `the stored event after restart\n${second.output()}`,
+      )
+      expect(rig.fake.accepted().at(-1)).toContain("agent.suspended")
       // SIGTERM drains and exits cleanly
       second.proc.kill("SIGTERM")
       expect(await second.exited).toBe(0)
-      expect(fake.accepted()).toHaveLength(before + 1)
+      expect(rig.fake.accepted()).toHaveLength(before + 1)
     })
 
     let captured: FakeRequest | undefined
     it("posts a redelivered event once", async () => {
-      const before = fake.accepted().length
+      const before = rig.fake.accepted().length
       const seen = new Set<string>()
       // between the server and the connector: the first attempt reaches the connector, but the
       // server is told it failed, so it sends the same event again (a new attempt, signed anew)
       const proxy = await startHttpFake(async (r) => {
-        const res = await fetch(`${connector.url}/webhooks`, {
+        const res = await fetch(`${rig.connector.url}/webhooks`, {
           method: "POST",
           headers: Object.fromEntries(
             Object.entries(r.headers).filter(([k]) => k.startsWith("x-svc") || k === "content-type"),
@@ -198,16 +169,16 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
         return { status: first ? 500 : res.status, body: await res.text() }
       })
       try {
-        await agentgov.subscribe(`${proxy.url}/webhooks`, ["redelivery.*"], secret)
-        const eventId = await agentgov.ingest("redelivery.probe", { attempt: "twice" })
+        await rig.agentgov.subscribe(`${proxy.url}/webhooks`, ["redelivery.*"], rig.secret)
+        const eventId = await rig.agentgov.ingest("redelivery.probe", { attempt: "twice" })
         await waitFor(() => proxy.requests.length >= 2, "the server's retry")
         const bodies = proxy.requests.map((r) => JSON.parse(r.raw))
         expect(bodies.map((b) => b.id)).toEqual([eventId, eventId])
         expect(bodies.map((b) => b.metadata.attempt)).toEqual([1, 2])
-        await connector.running.idle()
+        await rig.connector.running.idle()
         await sleep(200)
-        expect(fake.accepted()).toHaveLength(before + 1)
-        expect(connector.logs().some((l) => l.msg === "duplicate ignored" && l.eventId === eventId)).toBe(true)
+        expect(rig.fake.accepted()).toHaveLength(before + 1)
+        expect(rig.connector.logs().some((l) => l.msg === "duplicate ignored" && l.eventId === eventId)).toBe(true)
       } finally {
         await proxy.close()
       }
@@ -215,13 +186,13 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
 
     it("answers 401 to a forged or stale signature, and posts nothing", async () => {
       expect(captured).toBeDefined()
-      const before = fake.accepted().length
-      const received = connector.running.health().received
+      const before = rig.fake.accepted().length
+      const received = rig.connector.running.health().received
       const body = captured!.raw.replace(/"id":"evt_[^"]+"/, '"id":"evt_forged000000000000000000"')
       const id = String(captured!.headers["x-svc-webhook-id"])
       const now = Math.floor(Date.now() / 1000)
       const post = (ts: number, key: string) =>
-        fetch(`${connector.url}/webhooks`, {
+        fetch(`${rig.connector.url}/webhooks`, {
           method: "POST",
           headers: {
             "content-type": "application/json",
@@ -233,11 +204,11 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
         })
       const forged = await post(now, newSecret())
       expect(forged.status).toBe(401)
-      const stale = await post(now - 3600, secret)
+      const stale = await post(now - 3600, rig.secret)
       expect(stale.status).toBe(401)
       expect(((await stale.json()) as any).error.code).toBe("UNAUTHORIZED")
       // the captured delivery, its headers kept and its body changed
-      const tampered = await fetch(`${connector.url}/webhooks`, {
+      const tampered = await fetch(`${rig.connector.url}/webhooks`, {
         method: "POST",
         headers: Object.fromEntries(
           Object.entries(captured!.headers).filter(([k]) => k.startsWith("x-svc") || k === "content-type"),
@@ -245,18 +216,18 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
         body,
       })
       expect(tampered.status).toBe(401)
-      await connector.running.idle()
-      expect(fake.accepted()).toHaveLength(before)
-      expect(connector.running.health().received).toBe(received)
+      await rig.connector.running.idle()
+      expect(rig.fake.accepted()).toHaveLength(before)
+      expect(rig.connector.running.health().received).toBe(received)
     })
 
     it("installs and uninstalls against the server, each twice in a row, and runs on the stored secret", async () => {
       const dir = tempDir()
       const port = await freePort()
       const env = {
-        ...vendorEnv(),
-        AGENTGOV_URL: agentgov.url,
-        AGENTGOV_API_KEY: agentgov.key,
+        ...rig.vendorEnv(),
+        AGENTGOV_URL: rig.agentgov.url,
+        AGENTGOV_API_KEY: rig.agentgov.key,
         CONNECTOR_PUBLIC_URL: `http://127.0.0.1:${port}`,
         AGENTGOV_CONNECTOR_DATA_DIR: dir,
         PORT: String(port),
@@ -275,14 +246,14 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
       const second = await install()
       expect(second).toMatchObject({ ok: true, action: "unchanged", webhookId: first.webhookId })
       await standIn.close()
-      const registered = await agentgov.t.call("GET", `/api/v1/webhooks/${first.webhookId}`)
+      const registered = await rig.agentgov.t.call("GET", `/api/v1/webhooks/${first.webhookId}`)
       expect(registered.body.data).toMatchObject({ url: `http://127.0.0.1:${port}/webhooks`, enabled: true })
       expect(registered.body.data.events).toEqual([...c.definition.defaultEvents])
       expect(statSync(join(dir, "webhook.json")).mode & 0o777).toBe(0o600)
 
       // the stored secret verifies the server's deliveries
       const running = await spawnConnector(c.bin, { ...env, AGENTGOV_CONNECTOR_PAUSE: "true" })
-      expect(await agentgov.testDelivery(first.webhookId, "approval.requested")).toEqual({
+      expect(await rig.agentgov.testDelivery(first.webhookId, "approval.requested")).toEqual({
         delivered: true,
         statusCode: 200,
       })
@@ -296,16 +267,16 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
       }
       expect(await uninstall()).toMatchObject({ ok: true, action: "deleted", webhookId: first.webhookId })
       expect(await uninstall()).toMatchObject({ ok: true, action: "not_installed" })
-      expect((await agentgov.t.call("GET", `/api/v1/webhooks/${first.webhookId}`)).status).toBe(404)
+      expect((await rig.agentgov.t.call("GET", `/api/v1/webhooks/${first.webhookId}`)).status).toBe(404)
     })
 
     it("never logs the webhook secret or a vendor credential", () => {
-      const logged = JSON.stringify(connector.logs())
+      const logged = JSON.stringify(rig.connector.logs())
       expect(logged.length).toBeGreaterThan(1000)
-      expect(logged).not.toContain(secret)
+      expect(logged).not.toContain(rig.secret)
       const settings = Object.values(c.definition.settings as Record<string, { env: string; secret?: boolean }>)
       for (const spec of settings.filter((s) => s.secret)) {
-        const value = vendorEnv()[spec.env as keyof ReturnType<typeof vendorEnv>]
+        const value = rig.vendorEnv()[spec.env]
         expect(value, spec.env).toBeDefined()
         expect(logged).not.toContain(value)
       }

@@ -9,8 +9,11 @@ export {
   kill9,
   runCommand,
   runInProcess,
+  type ScriptedFake,
   sleep,
   spawnConnector,
   startHttpFake,
+  startScriptedFake,
   waitFor,
 } from "./processes.ts"
+export { newSecret, type Rig, useConnectorRig } from "./rig.ts"

@@ -186,3 +186,35 @@ export const startHttpFake = async (
     },
   }
 }
+
+/** The part of a vendor fake every vendor shares: scripted failures, and a record of each answer. */
+export interface ScriptedFake {
+  readonly http: HttpFake
+  readonly attempts: () => ReadonlyArray<{ readonly status: number; readonly at: number }>
+  readonly failNext: (kind: "rate_limit" | "refuse", retryAfterSeconds?: number) => void
+}
+
+/**
+ * An HTTP fake answering with `answer`, except that `failNext` makes the next request get the
+ * vendor's documented rate-limit answer (built from the `Retry-After` seconds) or refusal.
+ */
+export const startScriptedFake = async (
+  answer: (r: FakeRequest) => FakeAnswer,
+  failures: { readonly rateLimit: (retryAfterSeconds: number) => FakeAnswer; readonly refuse: () => FakeAnswer },
+): Promise<ScriptedFake> => {
+  const attempts: Array<{ status: number; at: number }> = []
+  let next: FakeAnswer | undefined
+  const http = await startHttpFake((r) => {
+    const a = next ?? answer(r)
+    next = undefined
+    attempts.push({ status: a.status, at: r.at })
+    return a
+  })
+  return {
+    http,
+    attempts: () => attempts,
+    failNext: (kind, retryAfterSeconds = 1) => {
+      next = kind === "rate_limit" ? failures.rateLimit(retryAfterSeconds) : failures.refuse()
+    },
+  }
+}
