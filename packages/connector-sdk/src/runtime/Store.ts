@@ -12,9 +12,8 @@ import { DatabaseSync, type SQLInputValue } from "node:sqlite"
  * SQLite's locking serialises the writes, and the connector polls for jobs it did not insert.
  */
 
-/** One event waiting for delivery. */
-export interface StoredJob {
-  readonly seq: number
+/** What a job and a dead letter both hold of their event. */
+export interface StoredEvent {
   readonly eventId: string
   readonly deliveryId: string
   readonly type: string
@@ -23,6 +22,11 @@ export interface StoredJob {
   /** Jobs sharing a key are delivered one at a time, in arrival order. */
   readonly orderKey: string | null
   readonly attempts: number
+}
+
+/** One event waiting for delivery. */
+export interface StoredJob extends StoredEvent {
+  readonly seq: number
   /** Epoch ms before which the job is not tried. */
   readonly nextAt: number
   readonly lastError: string | null
@@ -31,14 +35,8 @@ export interface StoredJob {
 }
 
 /** An event whose delivery failed for good; `replay` moves it back to the jobs. */
-export interface StoredDeadLetter {
+export interface StoredDeadLetter extends StoredEvent {
   readonly id: number
-  readonly eventId: string
-  readonly deliveryId: string
-  readonly type: string
-  readonly body: string
-  readonly orderKey: string | null
-  readonly attempts: number
   /** `non_retryable` (the vendor refused it), `max_attempts`. */
   readonly reason: string
   readonly error: string
@@ -88,27 +86,26 @@ CREATE TABLE IF NOT EXISTS state (
 
 type Row = Record<string, SQLInputValue>
 
-const toJob = (r: Row): StoredJob => ({
-  seq: Number(r.seq),
+const toEvent = (r: Row): StoredEvent => ({
   eventId: String(r.event_id),
   deliveryId: String(r.delivery_id),
   type: String(r.type),
   body: String(r.body),
   orderKey: r.order_key === null ? null : String(r.order_key),
   attempts: Number(r.attempts),
+})
+
+const toJob = (r: Row): StoredJob => ({
+  ...toEvent(r),
+  seq: Number(r.seq),
   nextAt: Number(r.next_at),
   lastError: r.last_error === null ? null : String(r.last_error),
   solo: Number(r.solo) === 1,
 })
 
 const toDeadLetter = (r: Row): StoredDeadLetter => ({
+  ...toEvent(r),
   id: Number(r.id),
-  eventId: String(r.event_id),
-  deliveryId: String(r.delivery_id),
-  type: String(r.type),
-  body: String(r.body),
-  orderKey: r.order_key === null ? null : String(r.order_key),
-  attempts: Number(r.attempts),
   reason: String(r.reason),
   error: String(r.error),
   failedAt: Number(r.failed_at),

@@ -35,5 +35,5 @@ export {
   startConnector,
 } from "./Runtime.ts"
 export type { Routing } from "./routing.ts"
-export type { StoredDeadLetter, StoredJob } from "./Store.ts"
+export type { StoredDeadLetter, StoredEvent, StoredJob } from "./Store.ts"
 export type { Env, SettingSpec, SettingsOf, SettingsSchema } from "./settings.ts"
