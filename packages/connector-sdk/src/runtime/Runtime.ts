@@ -964,6 +964,12 @@ export const runConnectorCli = async (
       }
       process.once("SIGTERM", stop)
       process.once("SIGINT", stop)
+      // `npx` and `npm start` run the connector under `sh -c`, which does not pass SIGTERM on: when
+      // the launcher goes away, the connector is re-parented; drain then rather than run on orphaned.
+      const launcher = process.ppid
+      setInterval(() => {
+        if (process.ppid !== launcher) stop()
+      }, 500).unref()
       return
     }
   }
