@@ -1,5 +1,5 @@
 import { createHmac } from "node:crypto"
-import { mkdtempSync, rmSync, statSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -259,6 +259,12 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
       })
       running.proc.kill("SIGTERM")
       await running.exited
+
+      // a data directory that lost its file finds the webhook by URL and sets a new secret on it
+      const before = JSON.parse(readFileSync(join(dir, "webhook.json"), "utf8")).secret
+      rmSync(join(dir, "webhook.json"))
+      expect(await install()).toMatchObject({ ok: true, action: "adopted", webhookId: first.webhookId })
+      expect(JSON.parse(readFileSync(join(dir, "webhook.json"), "utf8")).secret).not.toBe(before)
 
       const uninstall = async () => {
         const r = await runCommand(c.bin, ["uninstall"], env)
