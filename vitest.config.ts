@@ -6,7 +6,7 @@ import { defineConfig } from "vitest/config"
  */
 export default defineConfig({
   test: {
-    projects: ["packages/*", "apps/*", "tooling/bench"],
+    projects: ["packages/*", "apps/*", "connectors/*/vitest.config.ts", "tooling/bench"],
     reporters: ["default", "./tooling/testing/src/SummaryReporter.ts"],
     maxWorkers: 2,
   },

@@ -28,6 +28,7 @@ export {
 } from "./errors.ts"
 export * from "./events.ts"
 export { parseRetryAfter, type RetryOptions, retryAfterMs } from "./retry.ts"
+export { atLeast, defaultSeverity, isSeverity, SEVERITIES, type Severity } from "./severity.ts"
 export {
   DEFAULT_TOLERANCE_SECONDS,
   getHeader,

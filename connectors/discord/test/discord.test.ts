@@ -1,0 +1,109 @@
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { describeConnectorContract, runInProcess, useConnectorRig, waitFor } from "@agentgov/connector-testing"
+import { describe, expect, it } from "vitest"
+import { discord } from "../src/connector.ts"
+import { startDiscordFake, visibleText, WEBHOOK_ID, WEBHOOK_TOKEN } from "./discordFake.ts"
+
+const bin = fileURLToPath(new URL("../bin/agentgov-connector-discord.js", import.meta.url))
+const env = (fake: { url: string }) => ({
+  DISCORD_WEBHOOK_URL: `https://discord.com/api/webhooks/${WEBHOOK_ID}/${WEBHOOK_TOKEN}`,
+  DISCORD_API_URL: fake.url,
+})
+
+describeConnectorContract({ definition: discord, bin, startFake: startDiscordFake, env })
+
+describe("discord: mention safety, truncation, and a deleted webhook, from real events", () => {
+  const rig = useConnectorRig({
+    definition: discord,
+    startFake: startDiscordFake,
+    env,
+    events: ["enforcement.*", "ops.*"],
+  })
+
+  it("sends allowed_mentions {parse: []} and breaks @everyone, @here and <@id> in event text", async () => {
+    const agent = await rig.agentgov.t.call("POST", "/api/v1/agents", { body: { name: "pager" } })
+    const created = await rig.agentgov.t.call("POST", "/api/v1/enforcement", {
+      body: { agentId: agent.body.data.id, type: "warning", reason: "@everyone look: <@123456789012345678> and @here" },
+    })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    await waitFor(() => rig.fake.messages.some((m) => visibleText(m).includes("enforcement.created")), "the warning")
+    for (const r of rig.fake.requests) expect(JSON.parse(r.raw).allowed_mentions).toEqual({ parse: [] })
+    const text = rig.fake.messages.map(visibleText).join("\n")
+    expect(text).toContain("@\u200beveryone look")
+    expect(text).not.toMatch(/@(everyone|here)\b/)
+    expect(text).not.toContain("<@123456789012345678>")
+  })
+
+  it("cuts every field to Discord's limits so that an oversized event is still posted", async () => {
+    const before = rig.fake.messages.length
+    const data: Record<string, unknown> = { notes: "n".repeat(5000) }
+    for (let i = 0; i < 30; i++) data[`field${i}`] = `${"v".repeat(900)}${i}`
+    // four 63-character segments: a title past Discord's 256
+    await rig.agentgov.ingest(["ops", ..."abcd"].map((c) => (c === "ops" ? c : c.repeat(63))).join("."), data)
+    await waitFor(() => rig.fake.messages.length === before + 1, "the long event")
+    const [embed] = rig.fake.messages.at(-1).embeds
+    expect(embed.title.length).toBeLessThanOrEqual(256)
+    expect(embed.title.endsWith("…")).toBe(true)
+    for (const f of embed.fields) expect(f.value.length).toBeLessThanOrEqual(1024)
+    const total = [
+      embed.title,
+      embed.description ?? "",
+      embed.footer.text,
+      ...embed.fields.flatMap((f: any) => [f.name, f.value]),
+    ]
+    expect(total.join("").length).toBeLessThanOrEqual(6000)
+    // the fields that fit are there, cut with an ellipsis where they had to be
+    expect(embed.fields.length).toBeGreaterThan(1)
+    expect(embed.fields.some((f: any) => f.value.endsWith("…"))).toBe(true)
+    expect(embed.fields.length).toBeLessThanOrEqual(25)
+    expect(rig.fake.messages.at(-1).embeds).toHaveLength(1)
+    expect(rig.connector.running.health().deadLetters).toBe(0)
+  })
+
+  it("puts up to 10 queued events in one message, in order", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentgov-discord-batch-"))
+    const batchSecret = "whsec_discord_batch_0123456789abcdef"
+    const settings = { ...env(rig.fake), AGENTGOV_WEBHOOK_SECRET: batchSecret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+    try {
+      // paused while 25 events arrive, so that they are all queued when delivery starts
+      const paused = await runInProcess(discord, { ...settings, AGENTGOV_CONNECTOR_PAUSE: "true" })
+      await rig.agentgov.subscribe(`${paused.url}/webhooks`, ["burst.*"], batchSecret)
+      const events = Array.from({ length: 25 }, (_, n) => ({ type: "burst.event", data: { n } }))
+      const res = await rig.agentgov.t.call("POST", "/api/v1/events/ingest", { body: { events } })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      await waitFor(() => paused.running.health().queued === 25, "25 queued events")
+      await paused.running.close()
+      const before = rig.fake.messages.length
+      const resumed = await runInProcess(discord, settings)
+      await waitFor(() => resumed.running.health().queued === 0, "the burst to be delivered")
+      await resumed.running.close()
+      const sent = rig.fake.messages.slice(before)
+      expect(sent.map((m) => m.embeds.length)).toEqual([10, 10, 5])
+      for (const m of sent) expect(m.allowed_mentions).toEqual({ parse: [] })
+      const order = sent.flatMap((m) =>
+        m.embeds.map((e: any) => Number(/N\n(\d+)/.exec(visibleText({ embeds: [e] }))?.[1])),
+      )
+      expect(order).toEqual(Array.from({ length: 25 }, (_, n) => n))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("dead-letters the events of a deleted webhook (404) and reports it", async () => {
+    rig.fake.deleteWebhook()
+    const agent = await rig.agentgov.t.call("POST", "/api/v1/agents", { body: { name: "gone" } })
+    await rig.agentgov.t.call("POST", "/api/v1/enforcement", {
+      body: { agentId: agent.body.data.id, type: "warning", reason: "after the channel was deleted" },
+    })
+    await waitFor(() => rig.connector.running.health().deadLetters === 1, "the dead letter")
+    const report = rig.connector.logs().find((l) => l.level === "error" && String(l.msg).includes("no longer exists"))
+    expect(report).toBeDefined()
+    const dead = rig.connector.logs().find((l) => l.msg === "dead-lettered: the vendor refused it")
+    expect(dead?.reason).toContain("webhook not found (404, code 10015)")
+    // one attempt, not a retry storm against a webhook that is gone
+    expect(rig.fake.attempts().filter((a) => a.status === 404)).toHaveLength(1)
+  })
+})

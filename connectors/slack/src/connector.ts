@@ -1,0 +1,221 @@
+import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
+import { type DeliveryResult, dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
+import { ErrorCode, LogLevel, WebClient } from "@slack/web-api"
+
+/**
+ * The Slack connector: each event as a Block Kit message (inside a colour bar for its severity)
+ * with a plain-text fallback; follow-ups of one approval or enforcement in the first message's
+ * thread; an approval's message updated once it is decided.
+ */
+
+// Slack's documented limits (docs.slack.dev, Block Kit reference and chat.postMessage).
+const LIMITS = {
+  headerText: 150,
+  sectionText: 3000,
+  fieldText: 2000,
+  fields: 10,
+  contextText: 3000,
+  buttonText: 75,
+  url: 3000,
+  /** chat.postMessage truncates `text` past 40,000 characters; keep the fallback far shorter. */
+  fallback: 4000,
+} as const
+
+/** Platform errors worth another try; every other `ok: false` is a refusal (invalid_auth, channel_not_found, …). */
+const TRANSIENT = new Set(["internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"])
+
+/**
+ * Escapes text for Slack's mrkdwn: `&`, `<` and `>` (so `<!channel>`, `<@U…>` and links in event
+ * text are shown, never acted on), and breaks `@channel`, `@here` and `@everyone` with a zero-width
+ * space so that no client turns them into a ping.
+ */
+export const escapeSlack = (text: string): string =>
+  text
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/@(channel|here|everyone)\b/gi, "@\u200b$1")
+
+/** Plain text (header, button): Slack does not parse mentions there, but a bare @channel still reads as one. */
+const plainText = (text: string, max: number) =>
+  truncate(text.replace(/@(channel|here|everyone)\b/gi, "@\u200b$1"), max)
+
+/** The `text` fallback (notifications, screen readers, clients without Block Kit). */
+export const fallbackText = (m: FormattedEvent): string => {
+  const style = SEVERITY_STYLE[m.severity]
+  const lines = [`${style.emoji} ${m.title}`, m.summary, m.link ? `${m.link.label}: ${m.link.url}` : ""]
+  return truncate(escapeSlack(lines.filter((l) => l !== "").join("\n")), LIMITS.fallback)
+}
+
+/** Block Kit blocks for one formatted event; `decided` adds the decision under an approval. */
+export const renderBlocks = (m: FormattedEvent, extra?: string): Array<Record<string, unknown>> => {
+  const style = SEVERITY_STYLE[m.severity]
+  const blocks: Array<Record<string, unknown>> = [
+    {
+      type: "header",
+      text: { type: "plain_text", text: plainText(`${style.emoji} ${m.title}`, LIMITS.headerText), emoji: true },
+    },
+  ]
+  if (m.summary !== "")
+    blocks.push({
+      type: "section",
+      text: { type: "mrkdwn", text: truncate(escapeSlack(m.summary), LIMITS.sectionText) },
+    })
+  if (extra !== undefined)
+    blocks.push({ type: "section", text: { type: "mrkdwn", text: truncate(extra, LIMITS.sectionText) } })
+  const fields = m.fields.slice(0, LIMITS.fields).map((f) => ({
+    type: "mrkdwn",
+    text: truncate(`*${escapeSlack(f.label)}*\n${escapeSlack(f.value)}`, LIMITS.fieldText),
+  }))
+  if (fields.length > 0) blocks.push({ type: "section", fields })
+  blocks.push({
+    type: "context",
+    elements: [
+      {
+        type: "mrkdwn",
+        text: truncate(
+          `${style.label} · \`${escapeSlack(m.eventType)}\` · ${escapeSlack(m.timestamp)}`,
+          LIMITS.contextText,
+        ),
+      },
+    ],
+  })
+  if (m.link && m.link.url.length <= LIMITS.url) {
+    blocks.push({
+      type: "actions",
+      elements: [
+        {
+          type: "button",
+          text: { type: "plain_text", text: plainText(m.link.label, LIMITS.buttonText) },
+          url: m.link.url,
+          action_id: "open_in_agentgov",
+        },
+      ],
+    })
+  }
+  return blocks
+}
+
+/** The message body: fallback text, and the blocks inside an attachment whose colour is the severity's. */
+export const renderMessage = (m: FormattedEvent, extra?: string) => ({
+  text: fallbackText(m),
+  attachments: [
+    { color: SEVERITY_STYLE[m.severity].colour, fallback: fallbackText(m), blocks: renderBlocks(m, extra) },
+  ],
+})
+
+interface Thread {
+  readonly channel: string
+  readonly ts: string
+}
+
+const threadKey = (subject: NonNullable<FormattedEvent["subject"]>) => `slack:thread:${subject.kind}:${subject.id}`
+
+/** What a Slack client failure means for the queue. */
+export const classify = (error: unknown): DeliveryResult => {
+  const e = error as {
+    code?: string
+    retryAfter?: number
+    statusCode?: number
+    data?: { error?: string }
+    message?: string
+  }
+  switch (e.code) {
+    case ErrorCode.RateLimitedError:
+      return retry("ratelimited", { afterMs: (e.retryAfter ?? 1) * 1000, pauseAll: true })
+    case ErrorCode.PlatformError: {
+      const code = e.data?.error ?? "unknown_error"
+      return TRANSIENT.has(code) ? retry(code) : dead(code)
+    }
+    case ErrorCode.HTTPError:
+      return (e.statusCode ?? 500) >= 500 || e.statusCode === 408
+        ? retry(`HTTP ${e.statusCode}`)
+        : dead(`HTTP ${e.statusCode}`)
+    default:
+      // network failures, time-outs
+      return retry(e.message ?? String(error))
+  }
+}
+
+export const slack = defineConnector({
+  name: "slack",
+  description: "posts agentgov events to a Slack channel",
+  defaultEvents: ["*"],
+  settings: {
+    token: {
+      env: "SLACK_BOT_TOKEN",
+      description: "the bot token (xoxb-…) with chat:write, invited to the channel",
+      required: true,
+      secret: true,
+      check: (v) => (/^xox[bp]-/.test(v) ? undefined : "must be a Slack bot token (xoxb-…)"),
+    },
+    channel: {
+      env: "SLACK_CHANNEL",
+      description: "the channel id (C…) or name to post in",
+      required: true,
+    },
+    apiUrl: {
+      env: "SLACK_API_URL",
+      description: "Slack's Web API base URL (a proxy's, or a test fake's)",
+      kind: "url",
+      default: "https://slack.com/api/",
+    },
+  },
+  setup: (settings) =>
+    new WebClient(settings.token, {
+      slackApiUrl: settings.apiUrl.endsWith("/") ? settings.apiUrl : `${settings.apiUrl}/`,
+      // The durable queue retries for as long as it takes; the client only smooths over a blip,
+      // and hands a 429 back at once so that its Retry-After holds every queued message.
+      retryConfig: { retries: 2, factor: 2, minTimeout: 250, maxTimeout: 2000 },
+      rejectRateLimitedCalls: true,
+      timeout: 10_000,
+      logLevel: LogLevel.ERROR,
+    }),
+  orderingKey: (event) => {
+    const subject = formatEvent(event).subject
+    return subject && `${subject.kind}:${subject.id}`
+  },
+  deliver: async (event, { client, settings, severity, dashboardUrl, state, log }) => {
+    const m = formatEvent(event, { severity, dashboardUrl })
+    const key = m.subject && threadKey(m.subject)
+    const stored = key === undefined ? undefined : state.get(key)
+    const thread = stored === undefined ? undefined : (JSON.parse(stored) as Thread)
+    try {
+      if (thread && event.type === "approval.decided") {
+        // the request's message shows the outcome; its thread carries the decision as a reply
+        const requested = state.get(`${key}:message`)
+        if (requested !== undefined) {
+          const original = JSON.parse(requested) as FormattedEvent
+          const outcome = `${SEVERITY_STYLE[m.severity].emoji} *${escapeSlack(m.title)}*`
+          try {
+            await client.chat.update({ channel: thread.channel, ts: thread.ts, ...renderMessage(original, outcome) })
+          } catch (error) {
+            // a deleted original must not stop the reply
+            if ((error as { data?: { error?: string } }).data?.error !== "message_not_found") throw error
+            log.warn("the approval's message is gone; replying only", { eventId: event.id })
+          }
+        }
+      }
+      const posted = await client.chat.postMessage({
+        channel: thread?.channel ?? settings.channel,
+        ...renderMessage(m),
+        ...(thread ? { thread_ts: thread.ts } : {}),
+        unfurl_links: false,
+        unfurl_media: false,
+        link_names: false,
+      })
+      if (
+        key !== undefined &&
+        thread === undefined &&
+        typeof posted.ts === "string" &&
+        typeof posted.channel === "string"
+      ) {
+        state.set(key, JSON.stringify({ channel: posted.channel, ts: posted.ts } satisfies Thread))
+        if (event.type === "approval.requested") state.set(`${key}:message`, JSON.stringify(m))
+      }
+      return ok()
+    } catch (error) {
+      return classify(error)
+    }
+  },
+})

@@ -1,0 +1,49 @@
+import type { Severity } from "../severity.ts"
+
+/**
+ * How each severity looks in chat: a colour (hex, for Slack attachments, Discord embeds and Teams
+ * accents), an emoji, a word, and the Adaptive Card colour name.
+ *
+ * @example
+ * ```ts
+ * import { SEVERITY_STYLE } from "@agentgov/connector-sdk/format"
+ *
+ * const { emoji, label } = SEVERITY_STYLE[message.severity] // "🔴", "Critical"
+ * ```
+ */
+export const SEVERITY_STYLE: Readonly<
+  Record<
+    Severity,
+    {
+      readonly colour: string
+      readonly emoji: string
+      readonly label: string
+      readonly adaptiveColor: "Good" | "Warning" | "Attention" | "Accent"
+    }
+  >
+> = {
+  info: { colour: "#2e90fa", emoji: "🔵", label: "Info", adaptiveColor: "Accent" },
+  warning: { colour: "#f79009", emoji: "🟠", label: "Warning", adaptiveColor: "Warning" },
+  error: { colour: "#d92d20", emoji: "🔴", label: "Error", adaptiveColor: "Attention" },
+  critical: { colour: "#7a0916", emoji: "🚨", label: "Critical", adaptiveColor: "Attention" },
+}
+
+/**
+ * Cuts `text` to at most `max` UTF-16 code units (what Slack, Discord and Teams count), ending with
+ * `…` when cut, never splitting a surrogate pair.
+ *
+ * @example
+ * ```ts
+ * import { truncate } from "@agentgov/connector-sdk/format"
+ *
+ * truncate("a long reason", 6) // "a lon…"
+ * ```
+ */
+export const truncate = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  if (max <= 0) return ""
+  let cut = max - 1
+  const code = text.charCodeAt(cut - 1)
+  if (code >= 0xd800 && code <= 0xdbff) cut--
+  return `${text.slice(0, cut)}…`
+}

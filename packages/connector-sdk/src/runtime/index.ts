@@ -1,0 +1,39 @@
+/**
+ * `@agentgov/connector-sdk/runtime`: the runtime of standalone connector apps (a durable
+ * node:sqlite queue, de-duplication, retries, dead letters and `replay`, routing, health, drain,
+ * `install`). Needs Node ≥ 22.13 (node:sqlite); the package's main entry does not.
+ */
+
+export {
+  type ApiTarget,
+  InstallError,
+  type InstalledWebhook,
+  type InstallResult,
+  installWebhook,
+  readInstalled,
+  type UninstallResult,
+  uninstallWebhook,
+  WEBHOOK_FILE,
+} from "./install.ts"
+export type { Logger, LogLevel } from "./log.ts"
+export {
+  type BatchContext,
+  ConfigError,
+  type ConnectorDefinition,
+  type DeliveryContext,
+  type DeliveryResult,
+  dead,
+  defineConnector,
+  loadConfig,
+  ok,
+  type RunningConnector,
+  type RuntimeHealth,
+  retry,
+  runConnectorCli,
+  type StartOptions,
+  type StateStore,
+  startConnector,
+} from "./Runtime.ts"
+export type { Routing } from "./routing.ts"
+export type { StoredDeadLetter, StoredEvent, StoredJob } from "./Store.ts"
+export type { Env, SettingSpec, SettingsOf, SettingsSchema } from "./settings.ts"
