@@ -57,6 +57,7 @@ const BY_TYPE: Readonly<Record<string, Severity>> = {
   "policy.denied": "error",
   "trust.tier.downgraded": "error",
   "badge.revoked": "error",
+  "certification.revoked": "warning",
   "content.match.detected": "error",
   "webhook.disabled": "error",
   "approval.requested": "warning",

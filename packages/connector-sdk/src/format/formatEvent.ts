@@ -134,6 +134,10 @@ const policyLink = (id: unknown): Draft["link"] =>
   typeof id === "string" ? ["Open the policy", `/policies/${encodeURIComponent(id)}`] : undefined
 const contentLink = (id: unknown): Draft["link"] =>
   typeof id === "string" ? ["Open the content", `/content/${encodeURIComponent(id)}`] : undefined
+const reportLink = (id: unknown): Draft["link"] =>
+  typeof id === "string" ? ["Open the report", `/compliance/reports/${encodeURIComponent(id)}`] : undefined
+const FRAMEWORK: Readonly<Record<string, string>> = { "eu-ai-act": "EU AI Act", gdpr: "GDPR", soc2: "SOC 2" }
+const frameworkOf = (f: unknown) => (typeof f === "string" ? (FRAMEWORK[f] ?? plain(f)) : undefined) ?? "a framework"
 const webhookLink = (id: unknown): Draft["link"] =>
   typeof id === "string" ? ["Open the webhook", `/webhooks/${encodeURIComponent(id)}`] : undefined
 
@@ -513,6 +517,36 @@ const FORMATTERS: Formatters = {
       ["Found by", words(d.trigger), true],
     ],
     link: ["Open the audit trail", "/events"],
+  }),
+  "compliance.report.generated": (d) => ({
+    title: `${frameworkOf(d.framework)} report ready: ${words(d.result) ?? "result unknown"}`,
+    summary: typeof d.counted === "number" ? `${d.counted} events counted, pinned to a signed checkpoint.` : undefined,
+    fields: [
+      ["Framework", frameworkOf(d.framework), true],
+      ["Scope", typeof d.agentId === "string" ? `agent ${d.agentId}` : "the whole workspace", true],
+      ["Period", d.from && d.to ? `${plain(d.from)} to ${plain(d.to)}` : undefined, false],
+      ["Checkpoint tree size", typeof d.treeSize === "number" ? String(d.treeSize) : undefined, true],
+    ],
+    link: reportLink(d.reportId),
+  }),
+  "certification.issued": (d) => ({
+    title: `${agentOf(d)} certified for ${frameworkOf(d.framework)}`,
+    fields: [
+      ["Agent", agentOf(d), true],
+      ["Framework", frameworkOf(d.framework), true],
+      ["Valid until", plain(d.expiresAt), true],
+    ],
+    link: reportLink(d.reportId),
+  }),
+  "certification.revoked": (d) => ({
+    title: `${frameworkOf(d.framework)} certification of ${agentOf(d)} revoked`,
+    summary: words(d.reason),
+    fields: [
+      ["Agent", agentOf(d), true],
+      ["Framework", frameworkOf(d.framework), true],
+      ["Why", words(d.reason), true],
+    ],
+    link: agentLink(d),
   }),
 }
 
