@@ -10,6 +10,8 @@ import { stopLeftoverPostmaster } from "@agentgov/db"
  */
 
 const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url))
+/** What `npm start` runs: the bundle, built first when stale (apps/server/start.mjs). */
+export const START = fileURLToPath(new URL("../start.mjs", import.meta.url))
 
 export interface ChildServer {
   readonly proc: ChildProcess
@@ -34,11 +36,11 @@ process.once("exit", killAll)
 export const KEY_LINE = /^\s+(svc_[A-Za-z0-9_]+)\s*$/m
 
 /** `node apps/server/src/main.ts` with the tests' environment, tracked until it exits (killed by `stopChildren`). */
-const start = (env: Record<string, string>) => {
+const start = (env: Record<string, string>, entry = MAIN) => {
   const base = { ...process.env }
   for (const name of ["DATABASE_URL", "AGENTGOV_DATA_DIR", "PORT", "HOST", "REDIS_URL", "AGENTGOV_PUBLIC_URL"])
     delete base[name]
-  const proc = spawn(process.execPath, [MAIN], {
+  const proc = spawn(process.execPath, [entry], {
     env: {
       ...base,
       PORT: "0",
@@ -98,8 +100,8 @@ export const runToExit = async (
 }
 
 /** Starts `node apps/server/src/main.ts` and resolves once it logs "agentgov listening"; killed if it does not. */
-export const spawnServer = async (env: Record<string, string>): Promise<ChildServer> => {
-  const { proc, out, listeners, exited } = start(env)
+export const spawnServer = async (env: Record<string, string>, entry = MAIN): Promise<ChildServer> => {
+  const { proc, out, listeners, exited } = start(env, entry)
   const output = () => `--- stdout\n${out.stdout}\n--- stderr\n${out.stderr}`
   const waitFor = <A>(find: () => A | undefined, what: string, ms: number) =>
     new Promise<A>((resolve, reject) => {

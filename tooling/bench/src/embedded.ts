@@ -6,7 +6,7 @@ import { createInterface } from "node:readline"
 import { prepareGuard } from "./guard.ts"
 import { drive } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
-import { type BenchServer, processRssBytes, startServer } from "./server.ts"
+import { type BenchServer, processRssBytes, START_SCRIPT, startServer } from "./server.ts"
 
 /**
  * The embedded default against the same service on PostgreSQL (issue 25, target 2), in one run:
@@ -30,7 +30,7 @@ const freshDataDir = () => {
   return dir
 }
 
-/** The pid of the `apps/server/src/main.ts` node process below `ancestor` (npm → sh → node). */
+/** The pid of the server's node process below `ancestor` (npm → sh → node). */
 const serverPidUnder = (ancestor: number): number | undefined => {
   const parent = new Map<number, number>()
   for (const entry of readdirSync("/proc")) {
@@ -47,7 +47,7 @@ const serverPidUnder = (ancestor: number): number | undefined => {
     if (up !== ancestor) continue
     try {
       const command = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-      if (command.includes("apps/server/src/main.ts")) {
+      if (command.includes(START_SCRIPT)) {
         if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "node") return pid
       }
     } catch {

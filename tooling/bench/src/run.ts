@@ -362,7 +362,7 @@ const main = async () => {
     revision: code,
     machine: info,
     notes: [
-      `Server: apps/server/src/main.ts as a child process on ${embedded ? "its embedded PostgreSQL (AGENTGOV_BENCH_STORE=embedded)" : "a fresh PostgreSQL database"}, LOG_LEVEL=info, background checkpoint signing off (AGENTGOV_CHECKPOINT_INTERVAL_MS=86400000) so that it does not land inside a timed window.`,
+      `Server: as npm start runs it (the bundle apps/server/dist/main.mjs, apps/server/start.mjs) as a child process on ${embedded ? "its embedded PostgreSQL (AGENTGOV_BENCH_STORE=embedded)" : "a fresh PostgreSQL database"}, LOG_LEVEL=info, background checkpoint signing off (AGENTGOV_CHECKPOINT_INTERVAL_MS=86400000) so that it does not land inside a timed window.`,
       "Load generator, server and PostgreSQL share this machine's cores. serverCpuMs/benchCpuMs: CPU time of the server child and of this process in each timed window.",
     ],
     pass: results.every((r) => r.pass),

@@ -83,7 +83,7 @@ export const postgresCpuMs = (): number | undefined => {
 }
 
 /**
- * Starts `apps/server/src/main.ts` as a child process, so that the server and
+ * Starts the server as `npm start` does (startArguments) as a child process, so that the server and
  * the load generator do not share an event loop, and waits for its
  * "agentgov listening" log line and the bootstrap key it prints on first start.
  */
@@ -101,16 +101,19 @@ export const UNREACHABLE_LIMITS = {
   AGENTGOV_STREAM_LIMIT_KEY: "1000000",
 }
 
+/** What `npm start` runs: the bundled server, built first when its sources changed (apps/server/start.mjs). */
+export const START_SCRIPT = "apps/server/start.mjs"
+
 /**
- * The node arguments of the root package.json's `start` script (`node <flags> apps/server/src/main.ts`), so that
- * the benchmarks run the server as `npm start` does, V8 flags included.
+ * The node arguments of the root package.json's `start` script (`node <flags> apps/server/start.mjs`), so that
+ * the benchmarks run the server as `npm start` does: from its bundle, V8 flags included.
  */
 export const startArguments = (root: string): Array<string> => {
   const start = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).scripts.start as string
   const [node, ...args] = start.split(/\s+/)
-  if (node !== "node" || args.at(-1) !== "apps/server/src/main.ts")
-    throw new Error(`the start script is not "node [flags] apps/server/src/main.ts": ${start}`)
-  return [...args.slice(0, -1), join(root, "apps/server/src/main.ts")]
+  if (node !== "node" || args.at(-1) !== START_SCRIPT)
+    throw new Error(`the start script is not "node [flags] ${START_SCRIPT}": ${start}`)
+  return [...args.slice(0, -1), join(root, START_SCRIPT)]
 }
 
 export const startServer = async (options: StartOptions): Promise<BenchServer> => {

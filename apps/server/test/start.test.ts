@@ -1,0 +1,76 @@
+import { rmSync, statSync, utimesSync } from "node:fs"
+import { join } from "node:path"
+import { makeTestStore, reachableTempDir, type TestStore } from "@agentgov/testing"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+// @ts-expect-error: plain JavaScript, run by `npm start` without the TypeScript stripper
+import { build, bundlePath, root, stale } from "../bundle.mjs"
+import { type ChildServer, START, spawnServer, stopChildren } from "./childServer.ts"
+
+/**
+ * `npm start` as an operator runs it: `node apps/server/start.mjs` builds the server into one file
+ * (apps/server/dist/main.mjs) when it is missing or older than any of its sources, then runs it. On the
+ * selected store: a fresh database at DATABASE_URL, else its own embedded PostgreSQL.
+ */
+
+let store: { env: Record<string, string>; cleanup: () => Promise<void> }
+beforeAll(async () => {
+  if (process.env.DATABASE_URL) {
+    const db: TestStore = await makeTestStore()
+    store = { env: { DATABASE_URL: db.url! }, cleanup: db.cleanup }
+  } else {
+    const dir = reachableTempDir("agentgov-start-")
+    store = {
+      env: { AGENTGOV_DATA_DIR: join(dir, "data") },
+      cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+    }
+  }
+})
+afterEach(stopChildren)
+afterAll(async () => store?.cleanup())
+
+const call = async (server: ChildServer, key: string, method: string, path: string, body?: unknown) => {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+  return { status: res.status, body: (await res.json()) as any }
+}
+
+describe("npm start: the bundled server", () => {
+  it("is rebuilt when a source is newer than the bundle, and not otherwise", async () => {
+    await build()
+    expect(stale()).toBe(false)
+    // A source of a workspace package the server bundles, touched after the build.
+    const source = join(root, "packages/domain/src/audit/AuditLog.ts")
+    const { atime, mtime } = statSync(source)
+    const later = new Date(statSync(bundlePath).mtimeMs + 5_000)
+    utimesSync(source, later, later)
+    try {
+      expect(stale()).toBe(true)
+    } finally {
+      utimesSync(source, atime, mtime)
+    }
+    expect(stale()).toBe(false)
+  })
+
+  it("migrates, bootstraps and serves the API and the guard, from the bundle", async () => {
+    const server = await spawnServer(store.env, START)
+    const key = await server.waitForKey()
+    const agent = await call(server, key, "POST", "/api/v1/agents", { name: "from-the-bundle" })
+    expect(agent.status).toBe(201)
+    const policy = await call(server, key, "POST", "/api/v1/policies", {
+      name: "no deletes",
+      rules: [{ id: "r1", effect: "deny", actions: ["files.delete"] }],
+    })
+    expect(policy.status).toBe(201)
+    const denied = await call(server, key, "POST", "/api/v1/guard", {
+      agentId: agent.body.data.id,
+      action: "files.delete",
+    })
+    expect(denied.status).toBe(200)
+    expect(denied.body.data).toMatchObject({ decision: "deny", allowed: false })
+    const verified = await call(server, key, "POST", "/api/v1/events/verify")
+    expect(verified.body.data).toMatchObject({ valid: true })
+  })
+})
