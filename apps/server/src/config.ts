@@ -34,7 +34,9 @@ export interface ServerConfig {
   readonly rateLimits: RateLimitConfig
   /** Open event streams at once, per workspace by plan and per API key; counted per instance. */
   readonly streamLimits: StreamLimitConfig
-  /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks; default both (webhookWorker.ts). */
+  /** How often the trust worker recomputes every agent for decay and tenure (AGENTGOV_TRUST_SWEEP_INTERVAL_MS, 1 h). */
+  readonly trustSweepIntervalMs?: number
+  /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks and keeps trust scores; default both (webhookWorker.ts, trustWorker.ts). */
   readonly roles?: ReadonlyArray<ServerRole>
   /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
   readonly webhookTimeScale?: number
@@ -167,6 +169,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     tokenAudience:
       env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
+    trustSweepIntervalMs: int("AGENTGOV_TRUST_SWEEP_INTERVAL_MS", 3_600_000, 1_000, 7 * 86_400_000),
     rateLimits,
     streamLimits,
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),

@@ -6,6 +6,7 @@ import {
   buildOpenApi,
   makeEventStreamHandler,
   makeExecutor,
+  makePublicRoutes,
   makeRestHandler,
   makeTrpcRouter,
   operations,
@@ -33,6 +34,7 @@ import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
+import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
 import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
 
 export interface RunningServer {
@@ -41,6 +43,8 @@ export interface RunningServer {
   readonly runtime: Runtime
   /** Set on the first start against an empty store: the bootstrap key, shown once. */
   readonly bootstrapped: BootstrapResult | undefined
+  /** The trust worker, when this instance runs the worker role. */
+  readonly trust: TrustWorker | undefined
   readonly close: () => Promise<void>
 }
 
@@ -133,6 +137,11 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     maxBodyBytes: config.maxBodyBytes,
     streams: { "/events/stream": eventStream },
   })
+  const publicRoutes = makePublicRoutes({
+    operations,
+    executor,
+    maxBodyBytes: Math.min(config.maxBodyBytes, 128 * 1024),
+  })
   const trpc = createHTTPHandler({
     router: makeTrpcRouter(executor),
     basePath: "/trpc/",
@@ -224,6 +233,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       })
       return void res.end(referenceHtml)
     }
+    // Badges and their verification (D1: public) before the REST facade, which asks every call for a credential.
+    if (await publicRoutes(req, res, rest_, url, requestId)) return
     return rest(req, res, rest_, url, requestId)
   }
 
@@ -231,6 +242,9 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const port = (server.address() as AddressInfo).port
   const worker: WebhookWorker | undefined = roles.includes("worker")
     ? await startWebhookWorker(runtime, log)
+    : undefined
+  const trust: TrustWorker | undefined = roles.includes("worker")
+    ? await startTrustWorker(runtime, log, { sweepMs: config.trustSweepIntervalMs })
     : undefined
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation.
@@ -293,6 +307,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     server.closeIdleConnections()
     await closed
     await worker?.stop()
+    await trust?.stop()
     await runtime.dispose()
   }
 
@@ -301,6 +316,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     port,
     runtime,
     bootstrapped,
+    trust,
     close,
   }
 }

@@ -8,6 +8,7 @@ import type {
   ApprovalNotFound,
   ApprovalNotPending,
   ApproverNotListed,
+  BadgeNotFound,
   ChainInconsistent,
   CheckpointNotFound,
   EnforcementAlreadyAppealed,
@@ -65,6 +66,7 @@ export type DomainError =
   | ApprovalNotFound
   | ApprovalNotPending
   | ApproverNotListed
+  | BadgeNotFound
   | ChainInconsistent
   | CheckpointNotFound
   | EnforcementAlreadyAppealed
@@ -116,6 +118,7 @@ const mapping: Mapping = {
       field: "approvers",
       issue: "this credential is not one of the approvers",
     }),
+  BadgeNotFound: (e) => new ApiError(404, "BADGE_NOT_FOUND", `agent ${e.agentId} holds no badge`),
   EnforcementNotFound: (e) => new ApiError(404, "ENFORCEMENT_NOT_FOUND", `enforcement ${e.enforcementId} not found`),
   EnforcementClosed: (e) => new ApiError(409, "ENFORCEMENT_CLOSED", e.message),
   EnforcementAlreadyAppealed: (e) =>
