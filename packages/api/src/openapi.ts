@@ -171,6 +171,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Policies: "Policy documents and the guard that evaluates actions against them.",
   Enforcement: "Enforcements against agents (suspensions, throttles, revocations) and their appeals.",
   Approvals: "Human approvals requested by `require_approval` rules.",
+  Trust:
+    "Trust scores (0–1000, six tiers), reputation history, operator adjustments, and the public, signed badges that strangers verify.",
   Webhooks: "Webhook endpoints subscribed to events, their deliveries and secrets.",
   Service: "Liveness, readiness and the public signing keys: no credential.",
   "Webhook events": "The system's events, as delivered to webhooks (signed POSTs).",
