@@ -1,4 +1,5 @@
 import { BADGE_TYP, SigningKeys, SYSTEM_EVENTS, TrustRecompute } from "@agentgov/domain"
+import { verifyBadge } from "@agentgov/verifier"
 import { Schema } from "effect"
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -351,6 +352,12 @@ describe("badges (D13)", () => {
     expect(protectedHeader.alg).toBe("EdDSA")
     for (const f of ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer"])
       expect(payload[f], f).toEqual(badge[f])
+    // agentgov-verify's check, offline, against the JWKS as served.
+    const served = (await publicGet("/.well-known/jwks.json")).body
+    expect(verifyBadge(JSON.stringify(res.body), served, { agentId: agent.id, issuer: badge.issuer })).toMatchObject({
+      valid: true,
+      claims: { tier: "bronze", score: 550 },
+    })
     // The same badge under /trust/badges and /v1, and through Accept.
     expect((await publicGet(`/api/v1/trust/badges/${agent.id}`)).body.data).toEqual(badge)
     expect((await publicGet(`/v1/badge/${agent.id}`, { accept: "application/json" })).body.data).toEqual(badge)

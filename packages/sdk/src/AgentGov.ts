@@ -6,6 +6,7 @@ import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
 import { Tokens } from "./resources/Tokens.ts"
+import { Trust } from "./resources/Trust.ts"
 import { Webhooks } from "./resources/Webhooks.ts"
 import { Workspaces } from "./resources/Workspaces.ts"
 import { AgentRuntime, type AgentRuntimeOptions } from "./runtime/AgentRuntime.ts"
@@ -103,6 +104,7 @@ export class AgentGov {
   readonly guard: Guard
   readonly approvals: Approvals
   readonly enforcement: Enforcements
+  readonly trust: Trust
   readonly webhooks: Webhooks
   private readonly http: HttpClient
 
@@ -135,6 +137,7 @@ export class AgentGov {
     this.guard = new Guard(this.http)
     this.approvals = new Approvals(this.http)
     this.enforcement = new Enforcements(this.http)
+    this.trust = new Trust(this.http)
     this.webhooks = new Webhooks(this.http)
   }
 

@@ -13,14 +13,16 @@ import {
 } from "@agentgov/domain"
 import { Schema } from "effect"
 import { defineOperation } from "../Operation.ts"
+import { BODY_SCHEMA } from "./common.ts"
 
 const tag = "Trust"
 
 const PUBLIC_NOTE =
   "Public (no credential, D1): it reveals only the agent's name, tier and score, and answers an unknown, deregistered, suspended or sub-`bronze` agent alike. Rate limited per client address."
 
+/** `idAnd` for a path parameter named `agentId`. */
 const agentIdAnd = <F extends Schema.Struct.Fields>(body: Schema.Struct<F>) =>
-  Schema.Struct({ ...AgentIdParam.fields, ...body.fields })
+  Schema.Struct({ ...AgentIdParam.fields, ...body.fields }).annotate({ [BODY_SCHEMA]: body })
 
 export const trustOperations = [
   defineOperation({
@@ -119,6 +121,7 @@ export const trustOperations = [
     description: `\`badge\`: the badge's JSON, its SVG, or the JWS alone. \`valid\`: the signature is the service's (a key of its JWKS; one retired since still verifies, as SDK tokens do, until the badge expires), it has not expired, and it is this agent's; else \`reason\` is \`malformed\`, \`unknown_key\`, \`bad_signature\` (also a JSON badge whose fields differ from what was signed), \`expired\` or \`other_agent\`. \`current\`: the agent still holds that tier now. Changes nothing. ${PUBLIC_NOTE}`,
     input: agentIdAnd(VerifyBadge),
     output: BadgeVerification,
+    sdkArgument: "badge",
     ignoresIdempotencyKey: true,
     handler: ({ agentId, badge }) => TrustService.use((s) => s.verify(agentId, badge)),
   }),

@@ -1,5 +1,5 @@
-import { verify } from "node:crypto"
 import { Database } from "@agentgov/db"
+import { BADGE_TYP, checkBadge, parseBadge } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Agent } from "../agents/Agent.ts"
@@ -8,14 +8,13 @@ import { AGENTS_CHANNEL, AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { TokenSettings } from "../auth/SdkTokens.ts"
-import { parseSegment, signCompact } from "../keys/jws.ts"
+import { signCompact } from "../keys/jws.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { isoOf } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
-import { jwsOfSvg } from "./badgeSvg.ts"
-import { type BadgeTier, badgeOf, tierOf } from "./Tier.ts"
+import { BADGE_TIERS, type BadgeTier, badgeOf, tierOf } from "./Tier.ts"
 import type { Adjustment, Badge, BadgeVerification, CreateAdjustment, Reputation, TrustScore } from "./Trust.ts"
 import { BadgeNotFound } from "./TrustErrors.ts"
 import { type Component, computeScore, type Evidence, emptyEvidence } from "./TrustModel.ts"
@@ -28,7 +27,6 @@ const REISSUE_AFTER_MS = 3_600_000
 /** The longest an agent's badge state is trusted without a notification (a safety net for a missed one). */
 const STATE_MAX_AGE_MS = 30_000
 const CACHE_LIMIT = 50_000
-export const BADGE_TYP = "agentgov-badge+jwt"
 
 interface BadgeState {
   readonly agentId: string
@@ -285,12 +283,12 @@ export class TrustService extends Context.Service<
       const refused = (
         agentId: string,
         reason: NonNullable<BadgeVerification["reason"]>,
-        claims?: Record<string, unknown>,
+        claims?: Readonly<Record<string, unknown>>,
       ): BadgeVerification => ({
         valid: false,
         reason,
         agentId,
-        tier: claimTier(claims?.tier),
+        tier: BADGE_TIERS.includes(claims?.tier as BadgeTier) ? (claims?.tier as BadgeTier) : null,
         score: typeof claims?.score === "number" && Number.isInteger(claims.score) ? claims.score : null,
         issuedAt: typeof claims?.issuedAt === "string" ? claims.issuedAt : null,
         expiresAt: typeof claims?.expiresAt === "string" ? claims.expiresAt : null,
@@ -298,37 +296,20 @@ export class TrustService extends Context.Service<
       })
 
       const verify_ = Effect.fn("TrustService.verify")(function* (agentId: string, presented: string) {
-        const { jws, shown } = jwsOf(presented)
-        if (jws === undefined) return refused(agentId, "malformed")
-        const [h = "", p = "", s = ""] = jws.split(".")
-        const header = parseSegment(h)
-        const claims = parseSegment(p)
-        if (!header || !claims) return refused(agentId, "malformed")
-        if (header.alg !== "EdDSA" || header.typ !== BADGE_TYP || typeof header.kid !== "string")
-          return refused(agentId, "malformed", claims)
-        const publicKey = yield* keys.publicKey(header.kid)
-        if (!publicKey) return refused(agentId, "unknown_key", claims)
-        if (!verify(null, Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s, "base64url")))
-          return refused(agentId, "bad_signature", claims)
-        // A JSON badge whose fields say other than what was signed was altered: its signature does not cover them.
-        if (shown !== undefined && BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]))
-          return refused(agentId, "bad_signature", claims)
-        const tier = claimTier(claims.tier)
-        const expiresAt = typeof claims.expiresAt === "string" ? Date.parse(claims.expiresAt) : Number.NaN
-        if (tier === null || typeof claims.score !== "number" || Number.isNaN(expiresAt))
-          return refused(agentId, "malformed", claims)
-        const now = yield* Clock.currentTimeMillis
-        if (expiresAt <= now || typeof claims.exp !== "number" || claims.exp * 1000 <= now)
-          return refused(agentId, "expired", claims)
-        if (claims.agentId !== agentId || claims.sub !== agentId) return refused(agentId, "other_agent", claims)
+        const parsed = parseBadge(presented)
+        if (parsed === undefined) return refused(agentId, "malformed")
+        const key = yield* keys.publicKey(parsed.kid)
+        const checked = checkBadge(parsed, key, { agentId, now: yield* Clock.currentTimeMillis })
+        if (!checked.valid) return refused(agentId, checked.reason, checked.claims)
         const holds = yield* current(agentId)
+        const { tier, score, issuedAt, expiresAt } = checked.claims
         return {
           valid: true,
           agentId,
           tier,
-          score: claims.score,
-          issuedAt: String(claims.issuedAt),
-          expiresAt: String(claims.expiresAt),
+          score,
+          issuedAt,
+          expiresAt,
           current: holds?.tier === tier,
         } satisfies BadgeVerification
       })
@@ -343,34 +324,3 @@ export class TrustService extends Context.Service<
     }),
   )
 }
-
-const BADGE_FIELDS = ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer"] as const
-
-const claimTier = (tier: unknown): BadgeTier | null =>
-  tier === "bronze" || tier === "silver" || tier === "gold" || tier === "platinum" ? tier : null
-
-/** The JWS of a presented badge (JSON, SVG or the JWS itself), and the JSON's fields when it was JSON. */
-const jwsOf = (presented: string): { jws: string | undefined; shown?: Record<string, unknown> } => {
-  const text = presented.trim()
-  if (text.startsWith("{")) {
-    try {
-      const json = JSON.parse(text) as unknown
-      if (typeof json === "object" && json !== null && !Array.isArray(json)) {
-        const outer = json as Record<string, unknown>
-        // The whole answer of GET /badge/:agentId?format=json, envelope and all, is taken too.
-        const shown =
-          outer.ok === true && typeof outer.data === "object" && outer.data !== null
-            ? (outer.data as Record<string, unknown>)
-            : outer
-        return { jws: typeof shown.signature === "string" ? compact(shown.signature) : undefined, shown }
-      }
-    } catch {
-      // not JSON after all
-    }
-    return { jws: undefined }
-  }
-  if (text.startsWith("<")) return { jws: jwsOfSvg(text) }
-  return { jws: compact(text) }
-}
-
-const compact = (s: string) => (/^[\w-]+\.[\w-]+\.[\w-]+$/.test(s) ? s : undefined)

@@ -87,7 +87,3 @@ export const renderBadgeSvg = (badge: {
 
 /** D13: the grey badge of an agent without one; it names nothing, so unknown and deregistered agents look alike. */
 export const NOT_VERIFIED_SVG = flat("agentgov", "not verified", NONE_COLOUR, "agentgov trust badge: not verified", "")
-
-/** The compact JWS a badge's SVG carries, or undefined. */
-export const jwsOfSvg = (svg: string): string | undefined =>
-  /<metadata\b[^>]*>\s*([\w-]+\.[\w-]+\.[\w-]+)\s*<\/metadata>/.exec(svg)?.[1]
