@@ -43,8 +43,6 @@ export interface RunningServer {
   readonly runtime: Runtime
   /** Set on the first start against an empty store: the bootstrap key, shown once. */
   readonly bootstrapped: BootstrapResult | undefined
-  /** The trust worker, when this instance runs the worker role. */
-  readonly trust: TrustWorker | undefined
   readonly close: () => Promise<void>
 }
 
@@ -316,7 +314,6 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     port,
     runtime,
     bootstrapped,
-    trust,
     close,
   }
 }

@@ -13,8 +13,6 @@ export interface TrustWorkerOptions {
 
 export interface TrustWorker {
   readonly stop: () => Promise<void>
-  /** Resolves once every workspace known to be behind has been caught up (tests). */
-  readonly idle: () => Promise<void>
 }
 
 /**
@@ -31,21 +29,13 @@ export const startTrustWorker = async (
 ): Promise<TrustWorker> => {
   const sweepMs = options.sweepMs ?? 3_600_000
   const pollMs = options.pollMs ?? 5_000
-  const gatherMs = options.gatherMs ?? 100
+  const gatherMs = options.gatherMs ?? 500
   const trust = await runtime.runPromise(TrustRecompute.useSync((t) => t))
 
   let stopping = false
   const due = new Set<string>()
   const running = new Map<string, Promise<void>>()
   let timer: NodeJS.Timeout | undefined
-  let idlers: Array<() => void> = []
-
-  const settleIdle = () => {
-    if (due.size > 0 || running.size > 0 || timer !== undefined) return
-    const waiting = idlers
-    idlers = []
-    for (const w of waiting) w()
-  }
 
   const runOne = (workspaceId: string) => {
     if (running.has(workspaceId)) return
@@ -63,7 +53,6 @@ export const startTrustWorker = async (
       running.delete(workspaceId)
       // Events that arrived during the pass asked for another.
       if (due.has(workspaceId) && !stopping) runOne(workspaceId)
-      settleIdle()
     })
     running.set(workspaceId, pass)
   }
@@ -71,7 +60,6 @@ export const startTrustWorker = async (
   const flush = () => {
     timer = undefined
     for (const w of [...due]) runOne(w)
-    settleIdle()
   }
 
   const wake = (workspaceId: string) => {
@@ -120,13 +108,6 @@ export const startTrustWorker = async (
       timer = undefined
       await unlisten().catch(() => {})
       await Promise.allSettled([...running.values()])
-    },
-    idle: async () => {
-      await lookBehind()
-      await new Promise<void>((resolve) => {
-        idlers.push(resolve)
-        settleIdle()
-      })
     },
   }
 }

@@ -145,7 +145,7 @@ export const checkBadge = (
 /** The Ed25519 key of `kid` in a JWKS, or undefined. */
 export const keyOfJwks = (jwks: Jwks, kid: string): KeyObject | undefined => {
   const jwk = Array.isArray(jwks?.keys) ? jwks.keys.find((k) => k?.kid === kid) : undefined
-  if (!jwk || jwk.kty !== "OKP" || jwk.crv !== "Ed25519") return undefined
+  if (jwk?.kty !== "OKP" || jwk.crv !== "Ed25519") return undefined
   try {
     return createPublicKey({ key: jwk as JsonWebKey, format: "jwk" })
   } catch {
