@@ -550,6 +550,7 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "approval.requested",
   "approval.decided",
   "trust.score.changed",
+  "trust.score.adjusted",
   "trust.tier.upgraded",
   "trust.tier.downgraded",
   "content.registered",
