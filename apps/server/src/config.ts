@@ -36,6 +36,11 @@ export interface ServerConfig {
   readonly streamLimits: StreamLimitConfig
   /** How often the trust worker recomputes every agent for decay and tenure (AGENTGOV_TRUST_SWEEP_INTERVAL_MS, 1 h). */
   readonly trustSweepIntervalMs?: number
+  /**
+   * Whether a `worker` instance keeps trust scores (trustWorker.ts); AGENTGOV_TRUST_WORKER=false turns it off
+   * (scores then stay as they are until an instance runs it; nothing is lost, the cursor waits).
+   */
+  readonly trustWorker?: boolean
   /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks and keeps trust scores; default both (webhookWorker.ts, trustWorker.ts). */
   readonly roles?: ReadonlyArray<ServerRole>
   /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
@@ -170,6 +175,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
     trustSweepIntervalMs: int("AGENTGOV_TRUST_SWEEP_INTERVAL_MS", 3_600_000, 1_000, 7 * 86_400_000),
+    trustWorker: env.AGENTGOV_TRUST_WORKER !== "false" && env.AGENTGOV_TRUST_WORKER !== "0",
     rateLimits,
     streamLimits,
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),

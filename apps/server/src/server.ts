@@ -241,9 +241,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const worker: WebhookWorker | undefined = roles.includes("worker")
     ? await startWebhookWorker(runtime, log)
     : undefined
-  const trust: TrustWorker | undefined = roles.includes("worker")
-    ? await startTrustWorker(runtime, log, { sweepMs: config.trustSweepIntervalMs })
-    : undefined
+  const trust: TrustWorker | undefined =
+    roles.includes("worker") && config.trustWorker !== false
+      ? await startTrustWorker(runtime, log, { sweepMs: config.trustSweepIntervalMs })
+      : undefined
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation.
   const sweep = setInterval(() => {

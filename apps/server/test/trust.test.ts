@@ -22,7 +22,7 @@ let other: { id: string; key: string; agent: string }
 const run = <A>(effect: unknown): Promise<A> => t.server.runtime.runPromise(effect as any) as Promise<A>
 
 beforeAll(async () => {
-  t = await startTestServer()
+  t = await startTestServer({ trustWorker: true })
   creds = await credentialFixtures(t)
   const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: unique("other") } })
   expect(ws.status, JSON.stringify(ws.body)).toBe(201)
