@@ -517,6 +517,15 @@ describe("badges (D13)", () => {
     expect(
       (await t.call("GET", `/api/v1/badge/${other.agent}?format=json`, { key: "svc_ws_test_garbage" })).status,
     ).toBe(200)
+    // tRPC serves the same operations without a credential too.
+    const input = encodeURIComponent(JSON.stringify({ agentId: other.agent }))
+    const viaTrpc = await fetch(`${t.url}/trpc/trust.badgeData?input=${input}`)
+    expect(viaTrpc.status).toBe(200)
+    expect(((await viaTrpc.json()) as any).result.data).toEqual(shown.body.data)
+    const noneViaTrpc = await fetch(
+      `${t.url}/trpc/trust.badgeData?input=${encodeURIComponent(JSON.stringify({ agentId: probation.id }))}`,
+    )
+    expect(((await noneViaTrpc.json()) as any).error.data.apiError.code).toBe("BADGE_NOT_FOUND")
     expectError(await publicGet(`/api/v1/badge/${other.agent}?format=xml`), 400, "BAD_REQUEST", "format")
     expectError(await publicGet(`/api/v1/badge/${other.agent}?x=1`), 400, "BAD_REQUEST", "x")
     expectError(await t.call("DELETE", `/api/v1/badge/${other.agent}`, { key: null }), 405, "METHOD_NOT_ALLOWED")
