@@ -17,6 +17,8 @@ export interface PublicRoutesOptions {
 
 /** Embeddable answers (a README's badge): caches may keep them this long. */
 const CACHEABLE = "public, max-age=300"
+/** Whether the agent holds its badge *now*: kept shorter. */
+const CACHEABLE_STATUS = "public, max-age=60"
 const CACHEABLE_MISS = "public, max-age=60"
 /** An SVG opened on its own runs nothing and loads nothing, whatever it contains. */
 const SVG_HEADERS = {
@@ -178,7 +180,14 @@ export const makePublicRoutes = (options: PublicRoutesOptions) => {
     }
     const svg = op.name === "trust.badge" && wantsSvg(req, (decoded.value as { format?: string }).format)
     const result = await executor.run(op, decoded.value, PUBLIC_ACTOR, requestId)
-    const cache = op.method === "POST" ? "no-store" : result.ok ? CACHEABLE : CACHEABLE_MISS
+    const cache =
+      op.method === "POST"
+        ? "no-store"
+        : !result.ok
+          ? CACHEABLE_MISS
+          : op.name === "trust.badgeStatus"
+            ? CACHEABLE_STATUS
+            : CACHEABLE
     // Caches must keep the SVG and the JSON of one URL apart.
     const vary: Record<string, string> = op.name === "trust.badge" ? { vary: "Accept" } : {}
     if (svg) {
