@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import type { BadgeTier } from "./Tier.ts"
 
 /** One colour per tier (D13), dark enough for white text (WCAG AA at 11px bold). */
@@ -57,12 +58,15 @@ const flat = (label: string, message: string, colour: string, title: string, met
   const width = lw + mw
   const l = escapeXml(label)
   const m = escapeXml(message)
+  // Ids of their own: badges inlined side by side in one HTML page share one id space, and the first
+  // badge's clip path would cut every other one to its width.
+  const id = `agb-${createHash("sha256").update(`${label}\u0000${message}\u0000${colour}`).digest("hex").slice(0, 10)}`
   // Label and message are separate text elements: a right-to-left name cannot reorder the tier beside it.
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="20" role="img" aria-label="${escapeXml(title)}">
 <title>${escapeXml(title)}</title>${metadata}
-<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/><stop offset="1" stop-opacity=".1"/></linearGradient>
-<clipPath id="r"><rect width="${width}" height="20" rx="3" fill="#fff"/></clipPath>
-<g clip-path="url(#r)"><rect width="${lw}" height="20" fill="${LABEL_COLOUR}"/><rect x="${lw}" width="${mw}" height="20" fill="${colour}"/><rect width="${width}" height="20" fill="url(#s)"/></g>
+<linearGradient id="${id}-s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/><stop offset="1" stop-opacity=".1"/></linearGradient>
+<clipPath id="${id}-r"><rect width="${width}" height="20" rx="3" fill="#fff"/></clipPath>
+<g clip-path="url(#${id}-r)"><rect width="${lw}" height="20" fill="${LABEL_COLOUR}"/><rect x="${lw}" width="${mw}" height="20" fill="${colour}"/><rect width="${width}" height="20" fill="url(#${id}-s)"/></g>
 <g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" font-size="11">
 <text x="${lw / 2}" y="14" direction="ltr" unicode-bidi="embed">${l}</text>
 <text x="${lw + mw / 2}" y="14" font-weight="bold">${m}</text>
