@@ -6,19 +6,22 @@ export type Tier = (typeof TIERS)[number]
 export const BADGE_TIERS = ["bronze", "silver", "gold", "platinum"] as const
 export type BadgeTier = (typeof BADGE_TIERS)[number]
 
-const FLOORS: ReadonlyArray<readonly [number, Tier]> = [
-  [950, "platinum"],
-  [850, "gold"],
-  [700, "silver"],
-  [500, "bronze"],
-  [300, "probation"],
-]
-
-/** The tier of a score 0–1000 (D11: `untrusted` < 300 ≤ `probation` < 500 ≤ `bronze` < 700 ≤ `silver` < 850 ≤ `gold` < 950 ≤ `platinum`). */
-export const tierOf = (score: number): Tier => {
-  for (const [floor, tier] of FLOORS) if (score >= floor) return tier
-  return "untrusted"
-}
+/**
+ * The tier of a score 0–1000 (D11: `untrusted` < 300 ≤ `probation` < 500 ≤ `bronze` < 700 ≤ `silver` < 850 ≤
+ * `gold` < 950 ≤ `platinum`). The guard calls it on every decision: comparisons, no loop.
+ */
+export const tierOf = (score: number): Tier =>
+  score >= 950
+    ? "platinum"
+    : score >= 850
+      ? "gold"
+      : score >= 700
+        ? "silver"
+        : score >= 500
+          ? "bronze"
+          : score >= 300
+            ? "probation"
+            : "untrusted"
 
 /** Position of a tier, for comparisons (`untrusted` is 0). */
 export const tierRank = (tier: Tier): number => TIERS.indexOf(tier)
