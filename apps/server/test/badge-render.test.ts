@@ -34,6 +34,8 @@ const pixel = async (selector: string, x: number, y: number): Promise<readonly [
   const png = await page.locator(selector).screenshot()
   return page.evaluate(
     async ({ data, x, y }) => {
+      // Runs in the page (this package's types have no DOM).
+      const { Image, document } = globalThis as any
       const img = new Image()
       img.src = `data:image/png;base64,${data}`
       await img.decode()
@@ -43,7 +45,7 @@ const pixel = async (selector: string, x: number, y: number): Promise<readonly [
       const ctx = canvas.getContext("2d")!
       ctx.drawImage(img, 0, 0)
       const [r, g, b] = ctx.getImageData(x, y, 1, 1).data
-      return [r!, g!, b!] as const
+      return [r, g, b] as const
     },
     { data: png.toString("base64"), x, y },
   )
@@ -77,9 +79,14 @@ describe.skipIf(!existsSync(CHROMIUM))("the badge in Chromium", () => {
       )
       .join("")
     await page.setContent(`<!doctype html><html><body style="margin:0;background:#fff">${html}</body></html>`)
-    await page.waitForFunction(() => [...document.images].every((i) => i.complete && i.naturalWidth > 0))
+    await page.waitForFunction(() =>
+      [...(globalThis as any).document.images].every((i: any) => i.complete && i.naturalWidth > 0),
+    )
     expect(dialogs).toEqual([])
-    expect(await page.evaluate(() => document.querySelectorAll("script, foreignObject, img[onerror]").length)).toBe(0)
+    const injected = await page.evaluate(
+      () => (globalThis as any).document.querySelectorAll("script, foreignObject, img[onerror]").length,
+    )
+    expect(injected).toBe(0)
 
     const tiers = ["bronze", "silver", "gold", "platinum", "bronze"] as const
     for (const [i, tier] of tiers.entries()) {
