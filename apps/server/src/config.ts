@@ -34,7 +34,17 @@ export interface ServerConfig {
   readonly rateLimits: RateLimitConfig
   /** Open event streams at once, per workspace by plan and per API key; counted per instance. */
   readonly streamLimits: StreamLimitConfig
-  /** AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks and generates compliance reports; default both. */
+  /** How often the trust worker recomputes every agent for decay and tenure (AGENTGOV_TRUST_SWEEP_INTERVAL_MS, 1 h). */
+  readonly trustSweepIntervalMs?: number
+  /**
+   * Whether a `worker` instance keeps trust scores (trustWorker.ts); AGENTGOV_TRUST_WORKER=false turns it off
+   * (scores then stay as they are until an instance runs it; nothing is lost, the cursor waits).
+   */
+  readonly trustWorker?: boolean
+  /**
+   * AGENTGOV_ROLES: `api` serves requests, `worker` delivers webhooks, generates compliance reports and keeps trust
+   * scores; default both (webhookWorker.ts, complianceWorker.ts, trustWorker.ts).
+   */
   readonly roles?: ReadonlyArray<ServerRole>
   /** Tests only: multiplies webhook retry delays and time-outs (AGENTGOV_WEBHOOK_TIME_SCALE, default 1). */
   readonly webhookTimeScale?: number
@@ -167,6 +177,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     tokenAudience:
       env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
+    trustSweepIntervalMs: int("AGENTGOV_TRUST_SWEEP_INTERVAL_MS", 3_600_000, 1_000, 7 * 86_400_000),
+    trustWorker: env.AGENTGOV_TRUST_WORKER !== "false" && env.AGENTGOV_TRUST_WORKER !== "0",
     rateLimits,
     streamLimits,
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),

@@ -6,6 +6,7 @@ import {
   buildOpenApi,
   makeEventStreamHandler,
   makeExecutor,
+  makePublicRoutes,
   makeRestHandler,
   makeTrpcRouter,
   operations,
@@ -34,6 +35,7 @@ import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
+import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
 import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
 
 export interface RunningServer {
@@ -134,6 +136,11 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     maxBodyBytes: config.maxBodyBytes,
     streams: { "/events/stream": eventStream },
   })
+  const publicRoutes = makePublicRoutes({
+    operations,
+    executor,
+    maxBodyBytes: Math.min(config.maxBodyBytes, 128 * 1024),
+  })
   const trpc = createHTTPHandler({
     router: makeTrpcRouter(executor),
     basePath: "/trpc/",
@@ -225,6 +232,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       })
       return void res.end(referenceHtml)
     }
+    // Badges and their verification (D1: public) before the REST facade, which asks every call for a credential.
+    if (await publicRoutes(req, res, rest_, url, requestId)) return
     return rest(req, res, rest_, url, requestId)
   }
 
@@ -236,6 +245,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const reports: ComplianceWorker | undefined = roles.includes("worker")
     ? startComplianceWorker(runtime, log)
     : undefined
+  const trust: TrustWorker | undefined =
+    roles.includes("worker") && config.trustWorker !== false
+      ? await startTrustWorker(runtime, log, { sweepMs: config.trustSweepIntervalMs })
+      : undefined
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation.
   const sweep = setInterval(() => {
@@ -298,6 +311,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     await closed
     await worker?.stop()
     await reports?.stop()
+    await trust?.stop()
     await runtime.dispose()
   }
 

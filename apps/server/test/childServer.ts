@@ -6,7 +6,7 @@ import { stopLeftoverPostmaster } from "@agentgov/db"
 /**
  * Real server processes (`node apps/server/src/main.ts`) for the tests that
  * need several instances or a kill -9. Configured by environment, like
- * production; rate limits are off unless the test's `env` sets them.
+ * production; rate limits and the trust worker are off unless the test's `env` sets them.
  */
 
 const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url))
@@ -48,6 +48,8 @@ const start = (env: Record<string, string>, entry = MAIN) => {
       LOG_LEVEL: "info",
       AGENTGOV_BOOTSTRAP: "true",
       AGENTGOV_RATE_LIMITS: "false",
+      // As in helpers.ts: the trust worker's appends would race suites that count events.
+      AGENTGOV_TRUST_WORKER: "false",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

@@ -170,6 +170,18 @@ const checkResponse = (r: Req, res: Res): void => {
     return
   }
 
+  // The public badge (D13): an image unless JSON is asked for, and a cache may be told it still holds it.
+  const publicOp = ops.find((o) => o.method === r.method && o.public)
+  if (publicOp !== undefined && res.status === 304) {
+    expect(res.text, where).toBe("")
+    return
+  }
+  if (publicOp?.name === "trust.badge" && res.headers["content-type"]?.startsWith("image/svg+xml")) {
+    expect([200, 404], where).toContain(res.status)
+    expect(res.text.startsWith("<svg "), where).toBe(true)
+    return
+  }
+
   expect(res.headers["content-type"], where).toMatch(/^application\/json/)
   let body: any
   try {
@@ -230,9 +242,10 @@ const checkResponse = (r: Req, res: Res): void => {
   if (res.status === 405) expect(res.headers.allow, `405 without Allow: ${where}`).toBeTruthy()
 
   // D1: every catalog operation needs a credential, and the REST facade checks it first, before the
-  // path, query or body are looked at; a valid one is never refused.
+  // path, query or body are looked at; a valid one is never refused. Public ones (badges) read none.
   const op = ops.find((o) => o.method === r.method)
-  if (op !== undefined) {
+  if (op?.public) expect(res.status, `a public operation asked for a credential: ${where}`).not.toBe(401)
+  else if (op !== undefined) {
     if (r.validCredential) expect(res.status, `a valid credential was refused: ${where}`).not.toBe(401)
     else expect(res.status, `an invalid credential got past authentication: ${where}`).toBe(401)
   }

@@ -112,6 +112,9 @@ export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig 
   // Counted and reported on every response, but out of the way of suites that are not about limits.
   rateLimits: { ...DEFAULT_RATE_LIMITS, plans: { free: 1e9, pro: 1e9, enterprise: 1e9 }, agent: 1e9, anonymous: 1e9 },
   streamLimits: DEFAULT_STREAM_LIMITS,
+  // The trust worker appends trust events on its own schedule: suites that count events would race it.
+  // Its own suite (trust.test.ts) turns it on.
+  trustWorker: false,
   ...overrides,
 })
 

@@ -9,6 +9,7 @@ import type {
   ApprovalNotPending,
   ApproverNotListed,
   CertificationRefused,
+  BadgeNotFound,
   ChainInconsistent,
   CheckpointNotFound,
   EnforcementAlreadyAppealed,
@@ -67,6 +68,7 @@ export type DomainError =
   | ApprovalNotFound
   | ApprovalNotPending
   | ApproverNotListed
+  | BadgeNotFound
   | ChainInconsistent
   | CheckpointNotFound
   | EnforcementAlreadyAppealed
@@ -120,6 +122,7 @@ const mapping: Mapping = {
       field: "approvers",
       issue: "this credential is not one of the approvers",
     }),
+  BadgeNotFound: (e) => new ApiError(404, "BADGE_NOT_FOUND", `agent ${e.agentId} holds no badge`),
   EnforcementNotFound: (e) => new ApiError(404, "ENFORCEMENT_NOT_FOUND", `enforcement ${e.enforcementId} not found`),
   EnforcementClosed: (e) => new ApiError(409, "ENFORCEMENT_CLOSED", e.message),
   EnforcementAlreadyAppealed: (e) =>

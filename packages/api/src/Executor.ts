@@ -16,7 +16,7 @@ import { Cause, Effect, Exit, type ManagedRuntime, type Schema, SchemaIssue, typ
 import * as SchemaParser from "effect/SchemaParser"
 import * as SqlClient from "effect/sql/SqlClient"
 import { ApiError, type DomainError, formatPath, internalError, toApiError } from "./ApiError.ts"
-import type { FastHandler, Operation, OperationContext } from "./Operation.ts"
+import { type FastHandler, type Operation, type OperationContext, PUBLIC_ACTOR } from "./Operation.ts"
 
 export type Runtime = ManagedRuntime.ManagedRuntime<DomainServices | SqlClient.SqlClient, never>
 
@@ -187,6 +187,18 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     return { result: { ok: true, value: actor.success }, headers }
   }
 
+  /**
+   * Admits a call to a public operation (D1): no credential is read, whatever the request carries; the
+   * client's address is counted (the limit of requests without a valid credential, D10). The actor is
+   * PUBLIC_ACTOR.
+   */
+  const admitPublic = async (address = "unknown"): Promise<Admission> => {
+    const exit = await runtime.runPromiseExit(RateLimiter.use((l) => l.checkAnonymous(address)))
+    if (Exit.isFailure(exit))
+      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "admitPublic" }), headers: {} }
+    return admission({ _tag: "Success", success: PUBLIC_ACTOR }, exit.value)
+  }
+
   const requireScope = (actor: Actor, scope: Scope): ApiError | undefined =>
     actor.scopes.has(scope)
       ? undefined
@@ -196,7 +208,9 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
         })
 
   const authorize = (op: Operation, actor: Actor): ApiError | undefined =>
-    op.scope === null ? undefined : requireScope(actor, op.scope)
+    op.scope === null || (op.orScope !== undefined && actor.scopes.has(op.orScope))
+      ? undefined
+      : requireScope(actor, op.scope)
 
   /** Decodes raw input; `status` is 422 for bodies and 400 for query strings (decision D2). */
   const decode = (op: Operation, raw: unknown, status: 400 | 422): Result<unknown> => {
@@ -300,7 +314,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     )
   }
 
-  return { authenticate, authorize, requireScope, decode, run, runIdempotent }
+  return { authenticate, admitPublic, authorize, requireScope, decode, run, runIdempotent }
 }
 
 export type Executor = ReturnType<typeof makeExecutor>

@@ -19,6 +19,14 @@ export interface Operation<I = any, O = any, N extends string = string, M extend
   readonly path: string
   /** The scope the credential must hold; `null`: any valid credential (e.g. exchanging a key for a token). */
   readonly scope: Scope | null
+  /** A second scope that serves as well as `scope` (D12: a trust score needs `trust:read` or `agents:read`). */
+  readonly orScope?: Scope
+  /**
+   * Public (D1): no credential; the handler's actor is PUBLIC_ACTOR, which belongs to no workspace, and
+   * calls are rate limited by the client's address. Served over REST by the public handler
+   * (rest/publicRoutes.ts), which also renders what is not JSON (a badge's SVG).
+   */
+  readonly public?: true
   readonly summary: string
   readonly description?: string
   readonly tag: string
@@ -89,6 +97,15 @@ export class RenderedDocument {
   toJSON() {
     return { contentType: this.contentType, base64: this.body.toString("base64") }
   }
+}
+
+/** The actor of a public operation's handler: no workspace, no scope. Handlers of public operations ignore it. */
+export const PUBLIC_ACTOR: Actor = {
+  workspaceId: "",
+  environment: "live",
+  credential: { type: "system", id: "public" },
+  keyType: "workspace",
+  scopes: new Set(),
 }
 
 /** What a transport passes to a handler beyond its input. */

@@ -7,6 +7,7 @@ import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
 import { policyOperations } from "./operations/policies.ts"
 import { tokenOperations } from "./operations/tokens.ts"
+import { trustOperations } from "./operations/trust.ts"
 import { webhookOperations } from "./operations/webhooks.ts"
 import { workspaceOperations } from "./operations/workspaces.ts"
 
@@ -20,6 +21,7 @@ export const definedOperations = [
   ...policyOperations,
   ...enforcementOperations,
   ...approvalOperations,
+  ...trustOperations,
   ...webhookOperations,
   ...complianceOperations,
 ] as const

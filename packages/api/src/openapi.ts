@@ -171,6 +171,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Policies: "Policy documents and the guard that evaluates actions against them.",
   Enforcement: "Enforcements against agents (suspensions, throttles, revocations) and their appeals.",
   Approvals: "Human approvals requested by `require_approval` rules.",
+  Trust:
+    "Trust scores (0–1000, six tiers), reputation history, operator adjustments, and the public, signed badges that strangers verify.",
   Webhooks: "Webhook endpoints subscribed to events, their deliveries and secrets.",
   Compliance:
     "Compliance reports (EU AI Act, GDPR, SOC 2) pinned to signed audit checkpoints, and agent certifications.",
@@ -245,7 +247,7 @@ const codeSamples = (
   const url = `$AGENTGOV_URL/api/v1${path.replace(/\{[A-Za-z]+\}/g, id)}${
     Object.keys(query).length > 0 ? `?${new URLSearchParams(query as Record<string, string>)}` : ""
   }`
-  const curl = curlSample(op.method, url, { auth: true, body })
+  const curl = curlSample(op.method, url, { auth: !op.public, body })
   const input = body ?? query
   const args = [
     ...pathArgs.map(() => JSON.stringify(id)),
@@ -377,7 +379,12 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
         },
       },
     }
-    const errorCodes = new Set(["400", "401", "403", "429", "500"])
+    // A badge's image: the same record, drawn (rest/publicRoutes.ts).
+    if (op.name === "trust.badge")
+      responses["200"].content["image/svg+xml"] = {
+        schema: { type: "string", description: "the badge as an SVG image, the JWS in its `<metadata>`" },
+      }
+    const errorCodes = new Set(op.public ? ["400", "429", "500"] : ["400", "401", "403", "429", "500"])
     if (op.method === "POST" || op.method === "PATCH") for (const c of ["413", "415", "422"]) errorCodes.add(c)
     if (op.errors?.some((e) => e.endsWith("_NOT_FOUND"))) errorCodes.add("404")
     if (op.errors?.includes("VALIDATION_ERROR")) errorCodes.add("422")
@@ -401,14 +408,16 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       summary: op.summary,
       description: [
         op.description,
-        op.scope === null
-          ? `Any valid API key. Also served under \`/v1${op.path}\`.`
-          : `Requires scope \`${op.scope}\`. Also served under \`/v1${op.path}\`.`,
+        op.public
+          ? `No credential. Also served under \`/v1${op.path}\`.`
+          : op.scope === null
+            ? `Any valid API key. Also served under \`/v1${op.path}\`.`
+            : `Requires scope \`${op.scope}\`${op.orScope ? ` or \`${op.orScope}\`` : ""}. Also served under \`/v1${op.path}\`.`,
       ]
         .filter(Boolean)
         .join("\n\n"),
       tags: [op.tag],
-      security: [{ bearer: [] }],
+      security: op.public ? [] : [{ bearer: [] }],
       "x-scope": op.scope,
       parameters,
       ...(requestBody ? { requestBody } : {}),

@@ -115,9 +115,12 @@ export type AgentgovRouter = TRPCBuiltRouter<Root, AgentgovRouterRecord>
 export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
   const procedure = (op: Operation) => {
     const resolve = async ({ ctx, input }: { ctx: TrpcContext; input: unknown }) => {
-      const auth = (await executor.authenticate(ctx.authorization, ctx.address)).result
+      // A public operation (D1) takes no credential and is limited by the client's address alone.
+      const auth = op.public
+        ? (await executor.admitPublic(ctx.address)).result
+        : (await executor.authenticate(ctx.authorization, ctx.address)).result
       if (!auth.ok) return fail(auth.error)
-      const denied = executor.authorize(op, auth.value)
+      const denied = op.public ? undefined : executor.authorize(op, auth.value)
       if (denied) return fail(denied)
       const raw = input ?? {}
       const unstorable = findUnstorable(raw)

@@ -260,6 +260,16 @@ export interface TrustScoreChangedData {
   readonly newTier: TrustTier
 }
 
+/** `trust.score.adjusted`: an operator adjusted an agent's trust score. */
+export interface TrustScoreAdjustedData {
+  readonly adjustmentId: string
+  readonly agentId: string
+  readonly agentName: string
+  /** Points added (negative: taken away). */
+  readonly delta: number
+  readonly reason: string
+}
+
 /** `trust.tier.upgraded` / `trust.tier.downgraded`: an agent crossed a tier threshold. */
 export interface TrustTierChangedData {
   readonly agentId: string
@@ -284,7 +294,7 @@ export interface BadgeRevokedData {
   readonly agentName: string
   /** The tier of the badge removed. */
   readonly tier: BadgeTier
-  readonly reason: "tier_below_bronze" | "agent_suspended"
+  readonly reason: "tier_below_bronze" | "agent_suspended" | "agent_deregistered"
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,6 +526,7 @@ export interface SystemEventDataMap {
   "approval.requested": ApprovalRequestedData
   "approval.decided": ApprovalDecidedData
   "trust.score.changed": TrustScoreChangedData
+  "trust.score.adjusted": TrustScoreAdjustedData
   "trust.tier.upgraded": TrustTierChangedData
   "trust.tier.downgraded": TrustTierChangedData
   "content.registered": ContentRegisteredData
@@ -581,6 +592,7 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "approval.requested",
   "approval.decided",
   "trust.score.changed",
+  "trust.score.adjusted",
   "trust.tier.upgraded",
   "trust.tier.downgraded",
   "content.registered",

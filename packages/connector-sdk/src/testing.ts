@@ -182,6 +182,13 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     reason: "30 days without violations",
     newTier: "bronze",
   }),
+  "trust.score.adjusted": () => ({
+    adjustmentId: "adj_01jd0000000000000000000000",
+    agentId: SAMPLE_AGENT,
+    agentName: SAMPLE_AGENT_NAME,
+    delta: 50,
+    reason: "passed a manual audit",
+  }),
   "trust.tier.upgraded": () => ({
     agentId: SAMPLE_AGENT,
     agentName: SAMPLE_AGENT_NAME,

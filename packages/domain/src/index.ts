@@ -28,6 +28,8 @@ import { PolicyService } from "./policies/PolicyService.ts"
 import { PolicySets } from "./policies/PolicySets.ts"
 import { RateLimiter } from "./ratelimits/RateLimiter.ts"
 import { StreamSlots } from "./ratelimits/StreamSlots.ts"
+import { TrustRecompute } from "./trust/TrustRecompute.ts"
+import { TrustService } from "./trust/TrustService.ts"
 import { DeliveryQueue } from "./webhooks/DeliveryQueue.ts"
 import { WebhookClient } from "./webhooks/WebhookClient.ts"
 import { WebhookRepo } from "./webhooks/WebhookRepo.ts"
@@ -35,7 +37,7 @@ import { WebhookService } from "./webhooks/WebhookService.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
 import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
-export { canonicalize, chainHash, GENESIS_HASH } from "@agentgov/verifier"
+export { BADGE_TYP, canonicalize, chainHash, GENESIS_HASH } from "@agentgov/verifier"
 export * from "./agents/Agent.ts"
 export * from "./agents/AgentErrors.ts"
 export { type AgentListFilter, AgentService } from "./agents/AgentService.ts"
@@ -161,6 +163,13 @@ export { InvalidCursor } from "./shared/paginationErrors.ts"
 export { randomId } from "./shared/random.ts"
 export * from "./shared/schemas.ts"
 export { findUnstorable, requireStorable } from "./shared/storable.ts"
+export { escapeXml, NOT_VERIFIED_SVG, renderBadgeSvg, TIER_COLOURS } from "./trust/badgeSvg.ts"
+export { BADGE_TIERS, type BadgeTier as BadgeTierName, badgeOf, TIERS, type Tier, tierOf } from "./trust/Tier.ts"
+export * from "./trust/Trust.ts"
+export * from "./trust/TrustErrors.ts"
+export * as TrustModel from "./trust/TrustModel.ts"
+export { ANNOUNCE_DELTA, MODEL_VERSION, type PassResult, TrustRecompute } from "./trust/TrustRecompute.ts"
+export { BADGE_LIFETIME_MS, TrustService } from "./trust/TrustService.ts"
 export {
   type AttemptResult,
   type ClaimedDelivery,
@@ -227,6 +236,8 @@ const core = Layer.mergeAll(
   StreamSlots.layer,
   WebhookService.layer,
   DeliveryQueue.layer,
+  TrustService.layer,
+  TrustRecompute.layer,
 ).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
 
 /**
@@ -261,3 +272,5 @@ export type DomainServices =
   | StreamSlots
   | WebhookService
   | DeliveryQueue
+  | TrustService
+  | TrustRecompute

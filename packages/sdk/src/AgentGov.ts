@@ -7,6 +7,7 @@ import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
 import { Tokens } from "./resources/Tokens.ts"
+import { Trust } from "./resources/Trust.ts"
 import { Webhooks } from "./resources/Webhooks.ts"
 import { Workspaces } from "./resources/Workspaces.ts"
 import { AgentRuntime, type AgentRuntimeOptions } from "./runtime/AgentRuntime.ts"
@@ -104,6 +105,7 @@ export class AgentGov {
   readonly guard: Guard
   readonly approvals: Approvals
   readonly enforcement: Enforcements
+  readonly trust: Trust
   readonly webhooks: Webhooks
   readonly compliance: Compliance
   private readonly http: HttpClient
@@ -137,6 +139,7 @@ export class AgentGov {
     this.guard = new Guard(this.http)
     this.approvals = new Approvals(this.http)
     this.enforcement = new Enforcements(this.http)
+    this.trust = new Trust(this.http)
     this.webhooks = new Webhooks(this.http)
     this.compliance = new Compliance(this.http)
   }

@@ -26,6 +26,7 @@ export { Enforcements } from "./resources/Enforcements.ts"
 export { Events } from "./resources/Events.ts"
 export { Guard, Policies } from "./resources/Policies.ts"
 export { Tokens } from "./resources/Tokens.ts"
+export { Trust } from "./resources/Trust.ts"
 export { Webhooks } from "./resources/Webhooks.ts"
 export { Workspaces } from "./resources/Workspaces.ts"
 export {

@@ -1574,3 +1574,174 @@ export interface CertificationCreateParams {
   readonly agentId: string
   readonly reportId: string
 }
+
+// ---------------------------------------------------------------------------------------------
+// Trust (D11–D13)
+
+/**
+ * D11's tiers: `untrusted` < 300 ≤ `probation` < 500 ≤ `bronze` < 700 ≤ `silver` < 850 ≤ `gold` < 950 ≤ `platinum`.
+ *
+ * @example
+ * ```ts
+ * import type { TrustTier } from "@agentgov/sdk"
+ *
+ * const badged = (t: TrustTier) => t !== "untrusted" && t !== "probation"
+ * ```
+ */
+export type TrustTier = "untrusted" | "probation" | "bronze" | "silver" | "gold" | "platinum"
+
+/**
+ * The tiers that hold a badge (D13).
+ *
+ * @example
+ * ```ts
+ * import type { BadgeTier } from "@agentgov/sdk"
+ *
+ * const top = (t: BadgeTier) => t === "platinum"
+ * ```
+ */
+export type BadgeTier = "bronze" | "silver" | "gold" | "platinum"
+
+/**
+ * One component of a trust score: 0–1000, its weight, and the numbers it used.
+ *
+ * @example
+ * ```ts
+ * import type { TrustComponent } from "@agentgov/sdk"
+ *
+ * const points = (c: TrustComponent) => c.score * c.weight
+ * ```
+ */
+export interface TrustComponent {
+  readonly name: string
+  readonly score: number
+  readonly weight: number
+  readonly detail: { readonly [key: string]: unknown }
+}
+
+/**
+ * An agent's trust score (D12).
+ *
+ * @example
+ * ```ts
+ * import type { TrustScore } from "@agentgov/sdk"
+ *
+ * const weakest = (s: TrustScore) => [...s.components].sort((a, b) => a.score - b.score)[0]?.name
+ * ```
+ */
+export interface TrustScore {
+  readonly agentId: string
+  readonly score: number
+  readonly tier: TrustTier
+  readonly components: ReadonlyArray<TrustComponent>
+  readonly computedAt: string
+  readonly policyVersion: string
+}
+
+/**
+ * An agent's reputation: the score, the evidence counts behind it, and its history for charts.
+ *
+ * @example
+ * ```ts
+ * import type { Reputation } from "@agentgov/sdk"
+ *
+ * const points = (r: Reputation) => r.history.map((p) => [Date.parse(p.at), p.score] as const)
+ * ```
+ */
+export interface Reputation {
+  readonly agentId: string
+  readonly score: number
+  readonly tier: TrustTier
+  readonly counts: { readonly [key: string]: number }
+  readonly history: ReadonlyArray<{ readonly at: string; readonly score: number; readonly tier: TrustTier }>
+}
+
+/**
+ * Options of `trust.reputation`.
+ *
+ * @example
+ * ```ts
+ * import type { ReputationParams } from "@agentgov/sdk"
+ *
+ * const params: ReputationParams = { limit: 500 }
+ * ```
+ */
+export interface ReputationParams {
+  /** How many of the latest points, 1..1000 (default 200). */
+  readonly limit?: number
+}
+
+/**
+ * Input of `trust.adjust`: points to add (negative to take away), −1000..1000, not 0.
+ *
+ * @example
+ * ```ts
+ * import type { AdjustmentCreateParams } from "@agentgov/sdk"
+ *
+ * const params: AdjustmentCreateParams = { delta: 50, reason: "passed a manual audit" }
+ * ```
+ */
+export interface AdjustmentCreateParams {
+  readonly delta: number
+  readonly reason: string
+}
+
+/**
+ * An operator's adjustment of a trust score.
+ *
+ * @example
+ * ```ts
+ * import type { Adjustment } from "@agentgov/sdk"
+ *
+ * const raised = (a: Adjustment) => a.delta > 0
+ * ```
+ */
+export interface Adjustment {
+  readonly id: string
+  readonly agentId: string
+  readonly delta: number
+  readonly reason: string
+  readonly createdAt: string
+}
+
+/**
+ * A trust badge (D13): `signature` is a compact JWS that verifies against the service's JWKS.
+ *
+ * @example
+ * ```ts
+ * import type { Badge } from "@agentgov/sdk"
+ *
+ * const label = (b: Badge) => `${b.agentName}: ${b.tier} (${b.score})`
+ * ```
+ */
+export interface Badge {
+  readonly agentId: string
+  readonly agentName: string
+  readonly tier: BadgeTier
+  readonly score: number
+  readonly issuedAt: string
+  readonly expiresAt: string
+  readonly issuer: string
+  readonly signature: string
+}
+
+/**
+ * The answer of a badge check.
+ *
+ * @example
+ * ```ts
+ * import type { BadgeVerification } from "@agentgov/sdk"
+ *
+ * const trusted = (v: BadgeVerification) => v.valid && v.current
+ * ```
+ */
+export interface BadgeVerification {
+  readonly valid: boolean
+  readonly reason?: "malformed" | "unknown_key" | "bad_signature" | "expired" | "other_agent" | "no_badge"
+  readonly agentId: string
+  readonly tier: BadgeTier | null
+  readonly score: number | null
+  readonly issuedAt: string | null
+  readonly expiresAt: string | null
+  readonly current: boolean
+}

@@ -42,6 +42,13 @@ type Checks = {
   EnforcementCreateParams: Same<S.EnforcementCreateParams, D.CreateEnforcement>
   EnforcementUpdateParams: Same<S.EnforcementUpdateParams, D.UpdateEnforcement>
   EnforcementAppealParams: Same<S.EnforcementAppealParams, D.AppealEnforcement>
+  TrustScore: Same<S.TrustScore, D.TrustScore>
+  Reputation: Same<S.Reputation, D.Reputation>
+  ReputationParams: Same<S.ReputationParams, Omit<T<typeof D.ReputationQuery>, "id">>
+  AdjustmentCreateParams: Same<S.AdjustmentCreateParams, D.CreateAdjustment>
+  Adjustment: Same<S.Adjustment, D.Adjustment>
+  Badge: Same<S.Badge, D.Badge>
+  BadgeVerification: Same<S.BadgeVerification, D.BadgeVerification>
   Webhook: Same<S.Webhook, D.Webhook>
   WebhookWithSecret: Same<S.WebhookWithSecret, D.WebhookWithSecret>
   WebhookCreateParams: Same<S.WebhookCreateParams, D.CreateWebhook>

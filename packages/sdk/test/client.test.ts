@@ -1,5 +1,6 @@
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
+import { TrustRecompute } from "@agentgov/domain"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type AgentGov, AgentGovError } from "../src/index.ts"
 import { Webhook, WebhookVerificationError } from "../src/webhooks.ts"
@@ -306,6 +307,27 @@ describe("every resource", () => {
     expect((await client.enforcement.list({ status: "all", agentId: agent.id }).toArray()).map((e) => e.id)).toEqual([
       enforcement.id,
     ])
+  })
+
+  it("trust: score, reputation, adjust, badge, badgeData, badgeStatus, verifyBadge", async () => {
+    const agent = await client.agents.create({ name: unique("sdk-trust") })
+    const score = await client.trust.score(agent.id)
+    expect(score).toMatchObject({ agentId: agent.id, score: 400, tier: "probation" })
+    expect((await client.trust.reputation(agent.id, { limit: 10 })).agentId).toBe(agent.id)
+    expect(await client.trust.adjust(agent.id, { delta: 150, reason: "sdk" })).toMatchObject({ delta: 150 })
+    // This suite's server runs no trust worker: one pass, as the worker would.
+    await t.server.runtime.runPromise(TrustRecompute.use((r) => r.catchUp(t.workspaceId)))
+    const badge = await client.trust.badge(agent.id)
+    expect(badge).toMatchObject({ agentId: agent.id, tier: "bronze", score: 550 })
+    expect(await client.trust.badgeData(agent.id)).toEqual(badge)
+    expect(await client.trust.badgeStatus(agent.id)).toMatchObject({ valid: true, current: true })
+    expect(await client.trust.verifyBadge(agent.id, badge)).toMatchObject({ valid: true, tier: "bronze" })
+    expect(await client.trust.verifyBadge(agent.id, { ...badge, score: 999 })).toMatchObject({
+      valid: false,
+      reason: "bad_signature",
+    })
+    const missing = await rejection(client.trust.badge("agt_none"))
+    expect(missing).toMatchObject({ status: 404, code: "BADGE_NOT_FOUND" })
   })
 
   it("webhooks: create, get, update, test, rotate, redeliver, delete", async () => {

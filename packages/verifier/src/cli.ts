@@ -2,14 +2,16 @@
 /**
  * agentgov-verify <bundle.json | -> [--jwks <file>] [--json]
  * agentgov-verify report <report.json> <bundle.json>... [--jwks <file>] [--json]
+ * agentgov-verify badge <badge.json | badge.svg | jws-file | -> --jwks <file> [--agent <id>] [--issuer <url>] [--json]
  *
- * Verifies an audit-trail export bundle, or a compliance report against bundles, offline. Exit code 0: valid; 1: invalid;
- * 2: usage or I/O error (bundle or JWKS file unreadable or not JSON). Either file may
- * also be the API's response envelope `{ok: true, data: ...}` as saved by curl.
+ * Verifies an audit-trail export bundle, a compliance report against bundles, or a trust badge (D13),
+ * offline. Exit code 0: valid; 1: invalid; 2: usage or I/O error (a file unreadable or not JSON). Bundle,
+ * report, badge and JWKS files may also be the API's response envelope `{ok: true, data: ...}` as saved by curl.
  */
 import { readFileSync, realpathSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { verifyBadge } from "./badge.ts"
 import { type BundleVerification, unwrapEnvelope, verifyBundle } from "./bundle.ts"
 import type { Jwks } from "./checkpoint.ts"
 import { type ReportVerification, verifyReport } from "./report.ts"
@@ -17,6 +19,7 @@ import { type ReportVerification, verifyReport } from "./report.ts"
 const USAGE =
   "usage: agentgov-verify <bundle.json | -> [--jwks <trusted-jwks.json>] [--json]\n" +
   "       agentgov-verify report <report.json> <bundle.json>... [--jwks <trusted-jwks.json>] [--json]"
+  "       agentgov-verify badge <badge.json | badge.svg | jws | -> --jwks <jwks.json> [--agent <agt_…>] [--issuer <url>] [--json]"
 
 /** The parsed JSON of a file, or of stdin for "-"; throws with a message fit for the user. */
 const readJson = (path: string, what: string): unknown => {
@@ -112,10 +115,66 @@ const parseOptions = (argv: string[]) => {
   }
 }
 
+const readText = (path: string, what: string): string => {
+  try {
+    return readFileSync(path === "-" ? 0 : path, "utf8")
+  } catch (e) {
+    throw new Error(`cannot read the ${what} ${path}: ${(e as Error).message}`)
+  }
+}
+
+/** `agentgov-verify badge …`: a badge's JSON, SVG or JWS against a JWKS saved from the service. */
+const badgeMain = (argv: string[]): number => {
+  let parsed: ReturnType<
+    typeof parseArgs<{
+      args: string[]
+      allowPositionals: true
+      options: {
+        jwks: { type: "string" }
+        agent: { type: "string" }
+        issuer: { type: "string" }
+        json: { type: "boolean" }
+      }
+    }>
+  >
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        jwks: { type: "string" },
+        agent: { type: "string" },
+        issuer: { type: "string" },
+        json: { type: "boolean" },
+      },
+    })
+    if (parsed.positionals.length !== 1) throw new Error("expected exactly one badge file")
+    if (parsed.values.jwks === undefined) throw new Error("--jwks is required: save <origin>/.well-known/jwks.json")
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${USAGE}`)
+  }
+  const { values, positionals } = parsed
+  const jwks = readJwks(values.jwks!)
+  const text = readText(positionals[0]!, "badge").trim()
+  const result = verifyBadge(text, jwks, {
+    ...(values.agent !== undefined ? { agentId: values.agent } : {}),
+    ...(values.issuer !== undefined ? { issuer: values.issuer } : {}),
+  })
+  if (values.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+  else if (result.valid) {
+    const c = result.claims
+    process.stdout.write(
+      `OK: ${c.agentName} (${c.agentId}) holds ${c.tier} at ${c.score}, issued ${c.issuedAt} by ${c.issuer}, expires ${c.expiresAt}, signed by kid ${result.kid}\n`,
+    )
+  } else process.stdout.write(`INVALID: ${result.reason}\n`)
+  return result.valid ? 0 : 1
+}
+
 /** Runs the CLI on `argv` (without node and the script), writes to stdout/stderr and returns the exit code. */
 export const main = (argv: string[]): number => {
   try {
     if (argv[0] === "report") return reportMain(argv.slice(1))
+    if (argv[0] === "badge") return badgeMain(argv.slice(1))
     const { values, positionals } = parseOptions(argv)
     const trustedJwks = values.jwks === undefined ? undefined : readJwks(values.jwks)
     const bundle = readJson(positionals[0]!, "bundle")

@@ -1,3 +1,4 @@
+export * from "./badge.ts"
 export * from "./bundle.ts"
 export * from "./chain.ts"
 export * from "./checkpoint.ts"

@@ -365,6 +365,19 @@ const FORMATTERS: Formatters = {
       link: agentLink(d),
     }
   },
+  "trust.score.adjusted": (d) => {
+    const delta = typeof d.delta === "number" ? d.delta : undefined
+    return {
+      title: `An operator adjusted the trust score of ${agentOf(d)}${delta === undefined ? "" : ` by ${delta > 0 ? "+" : ""}${delta}`}`,
+      summary: plain(d.reason),
+      fields: [
+        ["Agent", agentOf(d), true],
+        ["Adjustment", delta === undefined ? undefined : `${delta > 0 ? "+" : ""}${delta} points`, true],
+        ["Reason", plain(d.reason), false],
+      ],
+      link: agentLink(d),
+    }
+  },
   "trust.tier.upgraded": (d) => ({
     title: `${agentOf(d)} promoted: ${tierName(d.previousTier) ?? "?"} → ${tierName(d.newTier) ?? "?"}`,
     fields: [["Score", typeof d.score === "number" ? `${d.score} / 1000` : undefined, true]],

@@ -65,6 +65,9 @@ export interface AgentFilter {
   readonly asOf: string
 }
 
+/** Where the agents trigger (migration 0006) announces a change at commit; the payload is the agent id. */
+export const AGENTS_CHANNEL = "agentgov_agents"
+
 /** SQL for agents and their versions; every statement is scoped by workspace. */
 export class AgentRepo extends Context.Service<
   AgentRepo,

@@ -333,6 +333,17 @@ export const SYSTEM_EVENTS = {
       newTier: TrustTier,
     }),
   },
+  "trust.score.adjusted": {
+    description: "an operator adjusted an agent's trust score (a project addition: D12 audits adjustments)",
+    emittedBy: "POST /trust/score/:agentId/adjustments",
+    data: Schema.Struct({
+      adjustmentId: Schema.String.annotate({ description: "the adjustment's id (`adj_…`)" }),
+      agentId: AgentId,
+      agentName: AgentName,
+      delta: Schema.Int.annotate({ description: "points added to the score (negative: taken away)" }),
+      reason: Schema.String.annotate({ description: "the operator's reason" }),
+    }),
+  },
   "trust.tier.upgraded": {
     description: "promoted to a higher badge tier",
     emittedBy: "trust scoring",
@@ -409,7 +420,7 @@ export const SYSTEM_EVENTS = {
       agentId: AgentId,
       agentName: AgentName,
       tier: BadgeTier.annotate({ description: "the tier of the badge removed" }),
-      reason: Schema.Literals(["tier_below_bronze", "agent_suspended"]),
+      reason: Schema.Literals(["tier_below_bronze", "agent_suspended", "agent_deregistered"]),
     }),
   },
   "workspace.created": {

@@ -3,10 +3,10 @@ import { Database } from "@agentgov/db"
 import { Clock, Context, Effect, Layer } from "effect"
 import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
 import { ApiKeyRepo, KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
+import { b64json, parseSegment } from "../keys/jws.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
 import { PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { isJsonObject } from "../shared/schemas.ts"
 import type { Actor } from "./Actor.ts"
 import { actorOfKey, keyRefusal } from "./keyActor.ts"
 
@@ -46,16 +46,6 @@ interface Cached {
 const CACHE_LIMIT = 100_000
 /** Clock skew tolerated on `nbf` and `exp`. */
 const LEEWAY_S = 5
-
-const b64json = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
-const parseSegment = (segment: string): Record<string, unknown> | undefined => {
-  try {
-    const value = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"))
-    return isJsonObject(value) ? value : undefined
-  } catch {
-    return undefined
-  }
-}
 
 /**
  * When a token verified before stops (its `exp`, in ms), for a connection that holds it past its

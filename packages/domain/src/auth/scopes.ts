@@ -24,6 +24,7 @@ export const SCOPES = [
   "apikeys:read",
   "apikeys:write",
   "trust:read",
+  "trust:write",
   "compliance:read",
   "compliance:write",
   "workspaces:read",

@@ -1,4 +1,4 @@
-import { tierOf } from "../policies/GuardService.ts"
+import { tierOf } from "../trust/Tier.ts"
 
 /**
  * Whether an agent's trust has fallen below `bronze` (D11), which ends its certifications (D14). The one

@@ -21,6 +21,7 @@ import { Counters } from "../ratelimits/Counters.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
+import { tierOf } from "../trust/Tier.ts"
 import {
   type AgentFacts,
   type CompiledPolicySet,
@@ -42,21 +43,7 @@ const AGENTS_CHANNEL = "agentgov_agents"
 /** A safety net for a missed notification. */
 const AGENT_MAX_AGE_MS = 30_000
 
-/** D11's tiers by score, for `agent.trustTier` conditions. */
-/** The trust tier of a score (D11). */
-export const tierOf = (score: number) =>
-  score >= 950
-    ? "platinum"
-    : score >= 850
-      ? "gold"
-      : score >= 700
-        ? "silver"
-        : score >= 500
-          ? "bronze"
-          : score >= 300
-            ? "probation"
-            : "untrusted"
-
+/** The agent as conditions read it (D6); `agent.trust.tier` is D11's tier of the score the trust worker announced. */
 const factsOf = (agent: Agent): { -readonly [K in keyof AgentFacts]: AgentFacts[K] } => ({
   id: agent.id,
   name: agent.name,

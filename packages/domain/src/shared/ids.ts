@@ -18,6 +18,7 @@ export type IdPrefix =
   | "rpt"
   | "crt"
   | "tok"
+  | "adj"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)

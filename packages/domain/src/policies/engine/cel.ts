@@ -339,6 +339,9 @@ const meterNode = (node: CelNode, perElement: number, deep: boolean) => {
   }
 }
 
+/** The first segment of each agent field (`trust` of `agent.trust.score`): what `agent.<name>` may name. */
+const AGENT_ROOTS: ReadonlySet<string> = new Set(Object.keys(AGENT_FIELDS).map((f) => f.split(".")[1]!))
+
 /** Problems the type checker does not see: forbidden functions, unknown agent fields. */
 const lint = (nodes: ReadonlyArray<CelNode>): string | undefined => {
   for (const n of nodes) {
@@ -349,10 +352,8 @@ const lint = (nodes: ReadonlyArray<CelNode>): string | undefined => {
     }
     if (n.op === ".") {
       const [target, field] = n.args as [CelNode, string]
-      if (target.op === "id" && target.args === "agent" && !(`agent.${field}` in AGENT_FIELDS)) {
-        const known = Object.keys(AGENT_FIELDS)
-          .map((f) => f.slice(6))
-          .join(", ")
+      if (target.op === "id" && target.args === "agent" && !AGENT_ROOTS.has(field)) {
+        const known = [...AGENT_ROOTS].join(", ")
         return `agent has no field "${field}" (fields: ${known})`
       }
     }

@@ -16,6 +16,12 @@ export interface AgentFacts {
   readonly trustTier?: string | null | undefined
 }
 
+/** The agent as CEL sees it: the facts, plus `trust: {score, tier}` (D6's `agent.trust.*`); built only when CEL runs. */
+const celAgent = (agent: AgentFacts): object =>
+  agent.trustScore === undefined && agent.trustTier === undefined
+    ? agent
+    : { ...agent, trust: { score: agent.trustScore ?? null, tier: agent.trustTier ?? null } }
+
 /**
  * Per-call state the compiled conditions read. One object per evaluation; `error` carries why
  * the condition that just answered {@link ERROR} could not be evaluated.
@@ -165,6 +171,8 @@ const AGENT_FIELD_KIND: Readonly<Record<string, number>> = {
   "agent.version": F_AGENT_VERSION,
   "agent.trustScore": F_AGENT_TRUST_SCORE,
   "agent.trustTier": F_AGENT_TRUST_TIER,
+  "agent.trust.score": F_AGENT_TRUST_SCORE,
+  "agent.trust.tier": F_AGENT_TRUST_TIER,
 }
 
 const OP_CODE: Readonly<Record<string, number>> = {
@@ -447,7 +455,7 @@ export const evalCondition = (s: EvalState, n: Node): Outcome => {
     }
     default: {
       if (n.cel === undefined) return fail(s, n.celProblem)
-      if (s.cel === undefined) s.cel = { action: s.action, context: s.context, agent: s.agent }
+      if (s.cel === undefined) s.cel = { action: s.action, context: s.context, agent: celAgent(s.agent) }
       const left = EVALUATION_BUDGET - s.steps
       const limit = left < CEL_MAX_COST ? left : CEL_MAX_COST
       const r = n.cel.run(s.cel, limit)

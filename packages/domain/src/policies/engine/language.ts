@@ -59,6 +59,9 @@ export const AGENT_FIELDS = {
   "agent.version": "string",
   "agent.trustScore": "number",
   "agent.trustTier": "string",
+  // D6/D12's names; the camel-case ones above are kept for policies written before them.
+  "agent.trust.score": "number",
+  "agent.trust.tier": "string",
 } as const
 export type AgentField = keyof typeof AGENT_FIELDS
 

@@ -1,0 +1,113 @@
+import type { Runtime } from "@agentgov/api"
+import { TrustRecompute } from "@agentgov/domain"
+import type { Logger } from "./logger.ts"
+
+export interface TrustWorkerOptions {
+  /** How often every agent is recomputed for decay, tenure and key age (default 1 h). */
+  readonly sweepMs?: number
+  /** The longest sleep without a look for workspaces behind (the fallback when a notification is missed). */
+  readonly pollMs?: number
+  /** Notifications of one workspace are gathered this long into one pass (the guard's events come in floods). */
+  readonly gatherMs?: number
+}
+
+export interface TrustWorker {
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * The trust worker (D12): follows each workspace's audit trail from its durable cursor
+ * (TrustRecompute.catchUp), woken by the `agentgov_events` notification of every append on any
+ * instance, and at least every `pollMs`; recomputes every agent each `sweepMs` for decay. Passes
+ * of one workspace never overlap here, and other instances skip a workspace whose cursor row is
+ * locked, so any number of instances may run it on one database.
+ */
+export const startTrustWorker = async (
+  runtime: Runtime,
+  log: Logger,
+  options: TrustWorkerOptions = {},
+): Promise<TrustWorker> => {
+  const sweepMs = options.sweepMs ?? 3_600_000
+  const pollMs = options.pollMs ?? 5_000
+  const gatherMs = options.gatherMs ?? 500
+  const trust = await runtime.runPromise(TrustRecompute.useSync((t) => t))
+
+  let stopping = false
+  const due = new Set<string>()
+  const running = new Map<string, Promise<void>>()
+  let timer: NodeJS.Timeout | undefined
+
+  const runOne = (workspaceId: string) => {
+    if (running.has(workspaceId)) return
+    due.delete(workspaceId)
+    const pass = (async () => {
+      try {
+        for (;;) {
+          const result = await runtime.runPromise(trust.catchUp(workspaceId))
+          if (!result.more || stopping) break
+        }
+      } catch (cause) {
+        if (!stopping) log.error("trust recomputation failed", { workspaceId, cause: String(cause) })
+      }
+    })().finally(() => {
+      running.delete(workspaceId)
+      // Events that arrived during the pass asked for another.
+      if (due.has(workspaceId) && !stopping) runOne(workspaceId)
+    })
+    running.set(workspaceId, pass)
+  }
+
+  const flush = () => {
+    timer = undefined
+    for (const w of [...due]) runOne(w)
+  }
+
+  const wake = (workspaceId: string) => {
+    if (stopping) return
+    due.add(workspaceId)
+    if (timer === undefined) {
+      timer = setTimeout(flush, gatherMs)
+      timer.unref()
+    }
+  }
+
+  const lookBehind = async () => {
+    try {
+      for (const w of await runtime.runPromise(trust.behind)) wake(w)
+    } catch (cause) {
+      if (!stopping) log.error("trust worker could not read its cursors", { cause: String(cause) })
+    }
+  }
+
+  const sweepAll = async () => {
+    try {
+      for (const w of await runtime.runPromise(trust.sweepDue(sweepMs))) {
+        if (stopping) return
+        await runtime.runPromise(trust.sweep(w))
+      }
+    } catch (cause) {
+      if (!stopping) log.error("trust sweep failed", { cause: String(cause) })
+    }
+  }
+
+  const unlisten = await runtime.runPromise(
+    trust.wakeups((workspaceId) => (workspaceId === undefined ? void lookBehind() : wake(workspaceId))),
+  )
+  const poller = setInterval(() => void lookBehind(), pollMs)
+  poller.unref()
+  const sweeper = setInterval(() => void sweepAll(), Math.min(sweepMs, 60_000))
+  sweeper.unref()
+  await lookBehind()
+
+  return {
+    stop: async () => {
+      stopping = true
+      clearInterval(poller)
+      clearInterval(sweeper)
+      clearTimeout(timer)
+      timer = undefined
+      await unlisten().catch(() => {})
+      await Promise.allSettled([...running.values()])
+    },
+  }
+}

@@ -1,0 +1,372 @@
+import { Database, jsonb } from "@agentgov/db"
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { NewEvent } from "../audit/AuditEvent.ts"
+import { AuditLog, EVENTS_CHANNEL } from "../audit/AuditLog.ts"
+import { systemActor } from "../auth/Actor.ts"
+import { SCOPES } from "../auth/scopes.ts"
+import { isoOf } from "../shared/time.ts"
+import { type BadgeTier, badgeOf, type Tier, tierOf, tierRank } from "./Tier.ts"
+import {
+  applyEvent,
+  cloneEvidence,
+  computeScore,
+  EVIDENCE_TYPES,
+  type Evidence,
+  emptyEvidence,
+  type Facts,
+  NO_FACTS,
+} from "./TrustModel.ts"
+
+/** The scoring model's version, reported as `policyVersion` (D12); docs/trust.md describes it. */
+export const MODEL_VERSION = "trust-model/1"
+/** A change smaller than this is not announced (D12), unless the tier changes. */
+export const ANNOUNCE_DELTA = 10
+/** Events read per transaction. */
+const BATCH = 1_000
+
+const DAY_MS = 86_400_000
+
+/** Events the worker reads but that say nothing about an agent: its own output. */
+const OWN_OUTPUT = new Set([
+  "trust.score.changed",
+  "trust.tier.upgraded",
+  "trust.tier.downgraded",
+  "badge.earned",
+  "badge.revoked",
+])
+
+interface AgentRow {
+  readonly id: string
+  readonly name: string
+  readonly status: string
+  readonly created_at: Date
+  readonly trust_score: number
+}
+
+interface ScoreRow {
+  readonly agent_id: string
+  readonly evidence: Evidence
+  readonly published_score: number
+  readonly badge_tier: BadgeTier | null
+}
+
+/** Each agent's identity facts (D12's key hygiene), read from its keys and versions at `now`. */
+export const factsOf = (sql: SqlClient.SqlClient, workspaceId: string, agentIds: ReadonlyArray<string>, now: number) =>
+  Effect.gen(function* () {
+    const facts = new Map<string, Facts>(agentIds.map((id) => [id, NO_FACTS]))
+    if (agentIds.length === 0) return facts
+    const rows = yield* sql<{
+      id: string
+      has_version: boolean
+      active_keys: number
+      without_expiry: number
+      newest: Date | null
+    }>`SELECT a.id, a.current_version IS NOT NULL AS has_version,
+          count(k.id)::int AS active_keys,
+          count(k.id) FILTER (WHERE k.expires_at IS NULL)::int AS without_expiry,
+          max(k.created_at) AS newest
+        FROM agents a
+        LEFT JOIN api_keys k ON k.workspace_id = a.workspace_id AND k.agent_id = a.id AND k.status = 'active'
+          AND (k.expires_at IS NULL OR k.expires_at > ${isoOf(now)}::timestamptz)
+        WHERE a.workspace_id = ${workspaceId} AND a.id IN ${sql.in(agentIds)}
+        GROUP BY a.id, a.current_version`
+    for (const r of rows)
+      facts.set(r.id, {
+        hasVersion: r.has_version,
+        activeAgentKeys: r.active_keys,
+        keysWithoutExpiry: r.without_expiry,
+        newestKeyAgeDays: r.newest === null ? null : Math.max(0, (now - r.newest.getTime()) / DAY_MS),
+      })
+    return facts
+  }).pipe(Effect.orDie)
+
+/** What one pass did: events read, events emitted, and whether more wait. */
+export interface PassResult {
+  readonly skipped: boolean
+  readonly read: number
+  readonly emitted: number
+  readonly more: boolean
+}
+
+/** What moved an agent's score in a pass, for the `reason` of trust.score.changed. */
+type Causes = Map<string, number>
+
+const reasonOf = (causes: Causes | undefined, adjustments: ReadonlyArray<string>): string => {
+  const parts = [...(causes ?? new Map())].map(([type, n]) => (n > 1 ? `${type} ×${n}` : type))
+  if (adjustments.length > 0) parts.unshift(...adjustments)
+  return parts.length > 0 ? `evidence: ${parts.join(", ")}`.slice(0, 500) : "time: old evidence decayed, tenure grew"
+}
+
+/**
+ * Keeps trust scores current (D12) off the request path. Per workspace a durable cursor names the
+ * last event of the audit trail whose evidence is folded into `trust_scores`; a pass, in one
+ * transaction under the cursor's row lock, reads the events after it, updates the evidence and
+ * scores of the agents they name, appends the trust and badge events, and moves the cursor. A
+ * crash rolls all of it back and the next pass reads the same events again: no update is lost and
+ * none is announced twice. Other instances skip a workspace whose cursor is locked.
+ */
+export class TrustRecompute extends Context.Service<
+  TrustRecompute,
+  {
+    /** One pass over the events after the workspace's cursor (at most BATCH). */
+    readonly catchUp: (workspaceId: string) => Effect.Effect<PassResult>
+    /** Recomputes every agent of the workspace at now (decay, tenure, keys); `read` is 0. */
+    readonly sweep: (workspaceId: string) => Effect.Effect<PassResult>
+    /** Workspaces whose chain has events the worker has not read. */
+    readonly behind: Effect.Effect<ReadonlyArray<string>>
+    /** Workspaces whose last sweep is older than `olderThanMs`. */
+    readonly sweepDue: (olderThanMs: number) => Effect.Effect<ReadonlyArray<string>>
+    /** Calls `onWake(workspaceId)` when events were appended (on any instance); `onWake()` when some may have been missed. */
+    readonly wakeups: (onWake: (workspaceId?: string) => void) => Effect.Effect<() => Promise<void>>
+  }
+>()("@agentgov/domain/trust/TrustRecompute") {
+  static readonly layer = Layer.effect(
+    TrustRecompute,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const db = yield* Database
+      const audit = yield* AuditLog
+
+      /** Locks the workspace's cursor (creating it), or undefined when another pass holds it. */
+      const lockCursor = (workspaceId: string, now: number) =>
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO trust_cursors (workspace_id, sequence, updated_at)
+              SELECT ${workspaceId}, 0, ${isoOf(now)}::timestamptz WHERE EXISTS (SELECT 1 FROM workspaces WHERE id = ${workspaceId})
+              ON CONFLICT (workspace_id) DO NOTHING`
+          const rows = yield* sql<{
+            sequence: string | number
+            environment: "live" | "test"
+          }>`SELECT c.sequence, w.environment
+              FROM trust_cursors c JOIN workspaces w ON w.id = c.workspace_id
+              WHERE c.workspace_id = ${workspaceId} FOR UPDATE OF c SKIP LOCKED`
+          const row = rows[0]
+          return row === undefined ? undefined : { sequence: Number(row.sequence), environment: row.environment }
+        })
+
+      const loadAgents = (workspaceId: string, ids: ReadonlyArray<string>) =>
+        ids.length === 0
+          ? Effect.succeed([] as ReadonlyArray<AgentRow>)
+          : sql<AgentRow>`SELECT id, name, status, created_at, trust_score FROM agents
+              WHERE workspace_id = ${workspaceId} AND id IN ${sql.in(ids)}`
+
+      const loadScores = (workspaceId: string, ids: ReadonlyArray<string>) =>
+        ids.length === 0
+          ? Effect.succeed([] as ReadonlyArray<ScoreRow>)
+          : sql<ScoreRow>`SELECT agent_id, evidence, published_score, badge_tier FROM trust_scores
+              WHERE workspace_id = ${workspaceId} AND agent_id IN ${sql.in(ids)}`
+
+      /**
+       * Scores the agents at `now` from their (updated) evidence, writes them, and returns the events
+       * that announce what changed: D12's score and tier events, D13's badge events.
+       */
+      const settle = (
+        workspaceId: string,
+        agents: ReadonlyArray<AgentRow>,
+        evidence: Map<string, Evidence>,
+        rows: Map<string, ScoreRow>,
+        causes: Map<string, Causes>,
+        adjustments: Map<string, Array<string>>,
+        now: number,
+      ) =>
+        Effect.gen(function* () {
+          const facts = yield* factsOf(
+            sql,
+            workspaceId,
+            agents.map((a) => a.id),
+            now,
+          )
+          const events: Array<NewEvent> = []
+          const at = isoOf(now)
+          for (const agent of agents) {
+            const ev = evidence.get(agent.id)!
+            const row = rows.get(agent.id)
+            const computed = computeScore(ev, facts.get(agent.id) ?? NO_FACTS, now)
+            const previous = row?.published_score ?? agent.trust_score
+            const before = tierOf(previous)
+            // A deregistered agent's record is history: its score stays as it was, only its badge goes.
+            const frozen = agent.status === "deregistered"
+            const announce =
+              !frozen && (Math.abs(computed.score - previous) >= ANNOUNCE_DELTA || computed.tier !== before)
+            const published = announce ? computed.score : previous
+            const tier: Tier = tierOf(published)
+            const base = { agentId: agent.id, agentName: agent.name }
+            if (announce) {
+              events.push({
+                type: "trust.score.changed",
+                agentId: agent.id,
+                data: {
+                  ...base,
+                  previousScore: previous,
+                  newScore: published,
+                  delta: published - previous,
+                  reason: reasonOf(causes.get(agent.id), adjustments.get(agent.id) ?? []),
+                  newTier: tier,
+                },
+              })
+              if (tier !== before)
+                events.push({
+                  type: tierRank(tier) > tierRank(before) ? "trust.tier.upgraded" : "trust.tier.downgraded",
+                  agentId: agent.id,
+                  data: { ...base, previousTier: before, newTier: tier, score: published },
+                })
+            }
+            const held = row?.badge_tier ?? undefined
+            const holds = badgeOf(tier, agent.status)
+            if (held !== undefined && holds === undefined)
+              events.push({
+                type: "badge.revoked",
+                agentId: agent.id,
+                data: {
+                  ...base,
+                  tier: held,
+                  reason:
+                    agent.status === "suspended"
+                      ? "agent_suspended"
+                      : agent.status === "deregistered"
+                        ? "agent_deregistered"
+                        : "tier_below_bronze",
+                },
+              })
+            else if (held === undefined && holds !== undefined)
+              events.push({
+                type: "badge.earned",
+                agentId: agent.id,
+                data: { ...base, tier: holds, score: published },
+              })
+            yield* sql`INSERT INTO trust_scores (agent_id, workspace_id, evidence, score, components, computed_at,
+                  published_score, badge_tier)
+                VALUES (${agent.id}, ${workspaceId}, ${jsonb(sql, ev)}, ${computed.score}, ${jsonb(sql, computed.components)},
+                  ${at}::timestamptz, ${published}, ${holds ?? null})
+                ON CONFLICT (agent_id) DO UPDATE SET evidence = EXCLUDED.evidence, score = EXCLUDED.score,
+                  components = EXCLUDED.components, computed_at = EXCLUDED.computed_at,
+                  published_score = EXCLUDED.published_score, badge_tier = EXCLUDED.badge_tier`
+            if (announce || row === undefined)
+              yield* sql`INSERT INTO trust_history (workspace_id, agent_id, at, score, tier)
+                  VALUES (${workspaceId}, ${agent.id}, ${at}::timestamptz, ${published}, ${tier})`
+            // The guard reads agents.trust_score from its cache, which this update invalidates (migration 0006's
+            // trigger): only announced changes, so the guard's copy stays warm between them.
+            if (announce && published !== agent.trust_score)
+              yield* sql`UPDATE agents SET trust_score = ${published} WHERE id = ${agent.id} AND workspace_id = ${workspaceId}`
+          }
+          return events
+        })
+
+      const catchUp = Effect.fn("TrustRecompute.catchUp")(function* (workspaceId: string) {
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const cursor = yield* lockCursor(workspaceId, now)
+            if (cursor === undefined) return { skipped: true, read: 0, emitted: 0, more: false }
+            const read = yield* sql<{
+              sequence: string | number
+              type: string
+              agent_id: string | null
+              data: string
+              ts: Date
+            }>`SELECT sequence, type, agent_id, data::text AS data, ts FROM events
+                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence}
+                ORDER BY sequence LIMIT ${BATCH}`
+            if (read.length === 0) return { skipped: false, read: 0, emitted: 0, more: false }
+            const last = Number(read[read.length - 1]!.sequence)
+
+            const relevant: Array<{ agentId: string; type: string; data: Record<string, unknown>; at: number }> = []
+            for (const r of read) {
+              if (OWN_OUTPUT.has(r.type)) continue
+              const data = JSON.parse(r.data) as Record<string, unknown>
+              const agentId = r.agent_id ?? (typeof data.agentId === "string" ? data.agentId : undefined)
+              if (agentId === undefined) continue
+              relevant.push({ agentId, type: r.type, data, at: r.ts.getTime() })
+            }
+            const ids = [...new Set(relevant.map((e) => e.agentId))]
+            const agents = yield* loadAgents(workspaceId, ids)
+            const rows = new Map((yield* loadScores(workspaceId, ids)).map((r) => [r.agent_id, r]))
+            const known = new Set(agents.map((a) => a.id))
+            const evidence = new Map<string, Evidence>()
+            for (const a of agents) {
+              const row = rows.get(a.id)
+              evidence.set(a.id, row ? cloneEvidence(row.evidence) : emptyEvidence(a.created_at.getTime()))
+            }
+            const causes = new Map<string, Causes>()
+            const adjustments = new Map<string, Array<string>>()
+            for (const e of relevant) {
+              if (!known.has(e.agentId)) continue
+              applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at)
+              if (e.type === "trust.score.adjusted") {
+                const list = adjustments.get(e.agentId) ?? []
+                const d = Number(e.data.delta)
+                list.push(`operator adjustment ${d > 0 ? "+" : ""}${d}: ${String(e.data.reason)}`)
+                adjustments.set(e.agentId, list)
+              } else if (EVIDENCE_TYPES.has(e.type)) {
+                const c = causes.get(e.agentId) ?? new Map<string, number>()
+                c.set(e.type, (c.get(e.type) ?? 0) + 1)
+                causes.set(e.agentId, c)
+              }
+            }
+            const events = yield* settle(workspaceId, agents, evidence, rows, causes, adjustments, now)
+            if (events.length > 0)
+              yield* audit.append(systemActor(workspaceId, cursor.environment, new Set(SCOPES)), events)
+            yield* sql`UPDATE trust_cursors SET sequence = ${last}, updated_at = ${isoOf(now)}::timestamptz
+                WHERE workspace_id = ${workspaceId}`
+            return { skipped: false, read: read.length, emitted: events.length, more: read.length === BATCH }
+          }),
+        )
+      }, Effect.orDie)
+
+      const sweep = Effect.fn("TrustRecompute.sweep")(function* (workspaceId: string) {
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const cursor = yield* lockCursor(workspaceId, now)
+            if (cursor === undefined) return { skipped: true, read: 0, emitted: 0, more: false }
+            const rows = yield* sql<ScoreRow>`SELECT t.agent_id, t.evidence, t.published_score, t.badge_tier
+                FROM trust_scores t JOIN agents a ON a.id = t.agent_id
+                WHERE t.workspace_id = ${workspaceId} AND (a.status <> 'deregistered' OR t.badge_tier IS NOT NULL)`
+            const ids = rows.map((r) => r.agent_id)
+            const agents = yield* loadAgents(workspaceId, ids)
+            const evidence = new Map(rows.map((r) => [r.agent_id, r.evidence]))
+            const events = yield* settle(
+              workspaceId,
+              agents,
+              evidence,
+              new Map(rows.map((r) => [r.agent_id, r])),
+              new Map(),
+              new Map(),
+              now,
+            )
+            if (events.length > 0)
+              yield* audit.append(systemActor(workspaceId, cursor.environment, new Set(SCOPES)), events)
+            yield* sql`UPDATE trust_cursors SET swept_at = ${isoOf(now)}::timestamptz WHERE workspace_id = ${workspaceId}`
+            return { skipped: false, read: 0, emitted: events.length, more: false }
+          }),
+        )
+      }, Effect.orDie)
+
+      const behind = sql<{ workspace_id: string }>`SELECT h.workspace_id FROM chain_heads h
+          LEFT JOIN trust_cursors c ON c.workspace_id = h.workspace_id
+          WHERE h.sequence > coalesce(c.sequence, 0)`.pipe(
+        Effect.map((rows) => rows.map((r) => r.workspace_id)),
+        Effect.orDie,
+      )
+
+      const sweepDue = (olderThanMs: number) =>
+        Effect.gen(function* () {
+          const before = isoOf((yield* Clock.currentTimeMillis) - olderThanMs)
+          const rows = yield* sql<{ workspace_id: string }>`SELECT workspace_id FROM trust_cursors
+              WHERE swept_at IS NULL OR swept_at < ${before}::timestamptz`
+          return rows.map((r) => r.workspace_id)
+        }).pipe(Effect.orDie)
+
+      const wakeups = (onWake: (workspaceId?: string) => void) =>
+        Effect.promise(() =>
+          db.listen(
+            EVENTS_CHANNEL,
+            (payload) => onWake(payload.slice(0, payload.lastIndexOf(":"))),
+            () => onWake(),
+          ),
+        )
+
+      return TrustRecompute.of({ catchUp, sweep, behind, sweepDue, wakeups })
+    }),
+  )
+}

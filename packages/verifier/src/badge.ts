@@ -1,0 +1,170 @@
+import { createPublicKey, type JsonWebKey, type KeyObject, verify } from "node:crypto"
+import type { Jwks } from "./checkpoint.ts"
+
+/**
+ * agentgov trust badges (decision D13): a compact JWS (EdDSA, `typ: agentgov-badge+jwt`, `kid`
+ * in the service's JWKS) whose payload carries the badge's fields. A badge is presented as its
+ * JSON (optionally inside the API's `{ok, data}` envelope), as its SVG (the JWS in `<metadata>`),
+ * or as the JWS alone. The service's own `POST /badge/:agentId/verify` uses these same functions.
+ */
+
+export const BADGE_TYP = "agentgov-badge+jwt"
+export const BADGE_TIERS = ["bronze", "silver", "gold", "platinum"] as const
+export type BadgeTier = (typeof BADGE_TIERS)[number]
+/** The fields of the badge's JSON, each also in the signed payload. */
+export const BADGE_FIELDS = ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer"] as const
+
+export type BadgeFailure = "malformed" | "unknown_key" | "bad_signature" | "expired" | "other_agent"
+
+/** A presented badge taken apart, before any check. */
+export interface ParsedBadge {
+  readonly jws: string
+  readonly kid: string
+  readonly claims: Readonly<Record<string, unknown>>
+  /** The fields the badge's JSON showed beside the JWS, when it was presented as JSON. */
+  readonly shown?: Readonly<Record<string, unknown>>
+}
+
+export interface BadgeClaims {
+  readonly agentId: string
+  readonly agentName: string
+  readonly tier: BadgeTier
+  readonly score: number
+  readonly issuedAt: string
+  readonly expiresAt: string
+  readonly issuer: string
+}
+
+export type BadgeCheck =
+  | { readonly valid: true; readonly claims: BadgeClaims; readonly kid: string }
+  | {
+      readonly valid: false
+      readonly reason: BadgeFailure
+      /** What the badge claims, when it could be read (a refused badge's claims are not vouched for). */
+      readonly claims?: Readonly<Record<string, unknown>>
+    }
+
+const COMPACT = /^[\w-]+\.[\w-]+\.[\w-]+$/
+
+const segment = (s: string): Record<string, unknown> | undefined => {
+  try {
+    const v = JSON.parse(Buffer.from(s, "base64url").toString("utf8")) as unknown
+    return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The compact JWS a badge's SVG carries in its `<metadata>`, or undefined. */
+export const jwsOfSvg = (svg: string): string | undefined =>
+  /<metadata\b[^>]*>\s*([\w-]+\.[\w-]+\.[\w-]+)\s*<\/metadata>/.exec(svg)?.[1]
+
+/** Takes a presented badge (JSON text or object, SVG, or JWS) apart; undefined when it is none of them. */
+export const parseBadge = (presented: unknown): ParsedBadge | undefined => {
+  let jws: string | undefined
+  let shown: Record<string, unknown> | undefined
+  let value = presented
+  if (typeof value === "string") {
+    const text = value.trim()
+    if (text.startsWith("<")) jws = jwsOfSvg(text)
+    else if (text.startsWith("{")) {
+      try {
+        value = JSON.parse(text) as unknown
+      } catch {
+        return undefined
+      }
+    } else jws = text
+  }
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const outer = value as Record<string, unknown>
+    // The API's answer as saved by curl: `{ok: true, data: badge}`.
+    shown =
+      outer.ok === true && typeof outer.data === "object" && outer.data !== null
+        ? (outer.data as Record<string, unknown>)
+        : outer
+    jws = typeof shown.signature === "string" ? shown.signature : undefined
+  }
+  if (jws === undefined || !COMPACT.test(jws)) return undefined
+  const [h, p] = jws.split(".") as [string, string, string]
+  const header = segment(h)
+  const claims = segment(p)
+  if (!header || !claims) return undefined
+  if (header.alg !== "EdDSA" || header.typ !== BADGE_TYP || typeof header.kid !== "string") return undefined
+  return { jws, kid: header.kid, claims, ...(shown ? { shown } : {}) }
+}
+
+/**
+ * Checks a parsed badge with the public key of its `kid` (undefined: no such key). Valid: the
+ * signature verifies, the JSON shown beside it (if any) says what was signed, the fields are
+ * well-formed, it has not expired at `now` (ms), and, with `agentId`, it is that agent's.
+ */
+export const checkBadge = (
+  parsed: ParsedBadge,
+  key: KeyObject | undefined,
+  options: { readonly agentId?: string; readonly now?: number } = {},
+): BadgeCheck => {
+  const { claims } = parsed
+  if (!key) return { valid: false, reason: "unknown_key", claims }
+  const [h, p, s] = parsed.jws.split(".") as [string, string, string]
+  let good = false
+  try {
+    good = verify(null, Buffer.from(`${h}.${p}`), key, Buffer.from(s, "base64url"))
+  } catch {
+    good = false
+  }
+  if (!good) return { valid: false, reason: "bad_signature", claims }
+  // JSON whose fields say other than what was signed was altered: the signature does not cover them.
+  const shown = parsed.shown
+  if (shown !== undefined && BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]))
+    return { valid: false, reason: "bad_signature", claims }
+  const expiresAt = typeof claims.expiresAt === "string" ? Date.parse(claims.expiresAt) : Number.NaN
+  if (
+    typeof claims.agentId !== "string" ||
+    typeof claims.agentName !== "string" ||
+    !BADGE_TIERS.includes(claims.tier as BadgeTier) ||
+    typeof claims.score !== "number" ||
+    !Number.isInteger(claims.score) ||
+    typeof claims.issuedAt !== "string" ||
+    typeof claims.issuer !== "string" ||
+    Number.isNaN(expiresAt)
+  )
+    return { valid: false, reason: "malformed", claims }
+  const now = options.now ?? Date.now()
+  if (expiresAt <= now || (typeof claims.exp === "number" && claims.exp * 1000 <= now))
+    return { valid: false, reason: "expired", claims }
+  if (options.agentId !== undefined && (claims.agentId !== options.agentId || claims.sub !== options.agentId))
+    return { valid: false, reason: "other_agent", claims }
+  const { agentId, agentName, tier, score, issuedAt, issuer } = claims as unknown as BadgeClaims
+  return {
+    valid: true,
+    kid: parsed.kid,
+    claims: { agentId, agentName, tier, score, issuedAt, expiresAt: claims.expiresAt as string, issuer },
+  }
+}
+
+/** The Ed25519 key of `kid` in a JWKS, or undefined. */
+export const keyOfJwks = (jwks: Jwks, kid: string): KeyObject | undefined => {
+  const jwk = Array.isArray(jwks?.keys) ? jwks.keys.find((k) => k?.kid === kid) : undefined
+  if (jwk?.kty !== "OKP" || jwk.crv !== "Ed25519") return undefined
+  try {
+    return createPublicKey({ key: jwk as JsonWebKey, format: "jwk" })
+  } catch {
+    return undefined
+  }
+}
+
+/** Offline verification against a JWKS saved from `<origin>/.well-known/jwks.json`; `issuer`, when given, must match. */
+export const verifyBadge = (
+  presented: unknown,
+  jwks: Jwks,
+  options: { readonly agentId?: string; readonly issuer?: string; readonly now?: number } = {},
+):
+  | BadgeCheck
+  | { readonly valid: false; readonly reason: "wrong_issuer"; readonly claims: Readonly<Record<string, unknown>> } => {
+  const parsed = parseBadge(presented)
+  if (!parsed) return { valid: false, reason: "malformed" }
+  const result = checkBadge(parsed, keyOfJwks(jwks, parsed.kid), options)
+  if (result.valid && options.issuer !== undefined && result.claims.issuer !== options.issuer)
+    return { valid: false, reason: "wrong_issuer", claims: parsed.claims }
+  return result
+}

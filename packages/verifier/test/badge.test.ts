@@ -1,0 +1,126 @@
+import { spawnSync } from "node:child_process"
+import { generateKeyPairSync, type KeyObject, sign } from "node:crypto"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "vitest"
+import { BADGE_TYP, verifyBadge } from "../src/badge.ts"
+
+const cliPath = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+const NOW = Date.parse("2030-01-01T12:00:00.000Z")
+
+const keyPair = (kid: string) => {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519")
+  return { kid, privateKey, jwk: { ...publicKey.export({ format: "jwk" }), kid, alg: "EdDSA", use: "sig" } }
+}
+const service = keyPair("key_service")
+const stranger = keyPair("key_stranger")
+const jwks = { keys: [service.jwk] }
+
+const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url")
+const jws = (header: object, payload: object, key: KeyObject) => {
+  const input = `${b64(header)}.${b64(payload)}`
+  return `${input}.${sign(null, Buffer.from(input), key).toString("base64url")}`
+}
+
+const fields = {
+  agentId: "agt_1",
+  agentName: "billing-bot",
+  tier: "silver",
+  score: 742,
+  issuedAt: new Date(NOW - 3_600_000).toISOString(),
+  expiresAt: new Date(NOW + 20 * 3_600_000).toISOString(),
+  issuer: "https://gov.example.com",
+}
+const badgeOf = (over: Partial<typeof fields> = {}, key = service) => {
+  const f = { ...fields, ...over }
+  const signature = jws(
+    { alg: "EdDSA", typ: BADGE_TYP, kid: key.kid },
+    { ...f, iss: f.issuer, sub: f.agentId, iat: Date.parse(f.issuedAt) / 1000, exp: Date.parse(f.expiresAt) / 1000 },
+    key.privateKey,
+  )
+  return { ...f, signature }
+}
+
+describe("verifyBadge", () => {
+  const badge = badgeOf()
+
+  it("accepts the JSON, the API's envelope, the SVG and the JWS alone", () => {
+    const svg = `<svg xmlns="http://www.w3.org/2000/svg"><metadata id="agentgov-badge">${badge.signature}</metadata></svg>`
+    for (const presented of [
+      badge,
+      JSON.stringify(badge),
+      JSON.stringify({ ok: true, data: badge }),
+      svg,
+      badge.signature,
+    ]) {
+      const r = verifyBadge(presented, jwks, { agentId: "agt_1", issuer: fields.issuer, now: NOW })
+      expect(r).toEqual({ valid: true, kid: service.kid, claims: fields })
+    }
+  })
+
+  it.each([
+    ["a JSON field changed", { ...badge, tier: "platinum" }, "bad_signature"],
+    ["a key not in the JWKS", badgeOf({}, stranger), "unknown_key"],
+    ["garbage", "hello", "malformed"],
+    ["an SVG without metadata", "<svg></svg>", "malformed"],
+  ])("%s → %s", (_, presented, reason) => {
+    expect(verifyBadge(presented, jwks, { now: NOW })).toMatchObject({ valid: false, reason })
+  })
+
+  it("a payload changed after signing does not verify", () => {
+    const [h, , s] = badge.signature.split(".")
+    const forged = `${h}.${b64({ ...fields, tier: "platinum", sub: "agt_1" })}.${s}`
+    expect(verifyBadge(forged, jwks, { now: NOW })).toMatchObject({ valid: false, reason: "bad_signature" })
+  })
+
+  it("expired, another agent's, another issuer's", () => {
+    expect(verifyBadge(badge, jwks, { now: NOW + 21 * 3_600_000 })).toMatchObject({ valid: false, reason: "expired" })
+    expect(verifyBadge(badge, jwks, { agentId: "agt_2", now: NOW })).toMatchObject({
+      valid: false,
+      reason: "other_agent",
+    })
+    expect(verifyBadge(badge, jwks, { issuer: "https://evil.example", now: NOW })).toMatchObject({
+      valid: false,
+      reason: "wrong_issuer",
+    })
+  })
+})
+
+describe("agentgov-verify badge", () => {
+  const dir = mkdtempSync(join(tmpdir(), "agentgov-badge-"))
+  const write = (name: string, text: string) => {
+    const path = join(dir, name)
+    writeFileSync(path, text)
+    return path
+  }
+  const fresh = badgeOf({
+    issuedAt: new Date().toISOString(),
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  })
+  const jwksFile = write("jwks.json", JSON.stringify(jwks))
+  const run = (args: string[]) => spawnSync(process.execPath, [cliPath, "badge", ...args], { encoding: "utf8" })
+
+  it("exits 0 for a valid badge and says what it holds", () => {
+    const r = run([
+      write("badge.json", JSON.stringify({ ok: true, data: fresh })),
+      "--jwks",
+      jwksFile,
+      "--agent",
+      "agt_1",
+    ])
+    expect(r.stderr).toBe("")
+    expect(r.status).toBe(0)
+    expect(r.stdout).toMatch(/^OK: billing-bot \(agt_1\) holds silver at 742/)
+  })
+
+  it("exits 1 with the reason for a bad one, 2 without --jwks", () => {
+    const r = run([write("tampered.json", JSON.stringify({ ...fresh, score: 999 })), "--jwks", jwksFile, "--json"])
+    expect(r.status).toBe(1)
+    expect(JSON.parse(r.stdout)).toMatchObject({ valid: false, reason: "bad_signature" })
+    const usage = run([write("b.jws", fresh.signature)])
+    expect(usage.status).toBe(2)
+    expect(usage.stderr).toContain("--jwks is required")
+  })
+})
