@@ -290,6 +290,49 @@ describe("tier crossings (D12, D13)", () => {
   })
 })
 
+describe("certifications (D14) and trust", () => {
+  it("a fall below bronze revokes the agent's certifications in the pass that announces it", async () => {
+    const agent = await bronzeAgent()
+    // A certification in force (issued through its report; its rules are compliance.test.ts's).
+    const now = Date.now()
+    await t.query(
+      (
+        sql,
+      ) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to, status,
+          requested_by, created_at)
+        VALUES (${`rpt_trust${now}`}, ${t.workspaceId}, 'soc2', ${agent.id}, now() - interval '1 day', now(),
+          'generating', 'test', now())`,
+    )
+    await t.query(
+      (sql) => sql`INSERT INTO certifications (id, workspace_id, agent_id, framework, report_id, status, issued_at,
+          expires_at, signature)
+        VALUES (${`crt_trust${now}`}, ${t.workspaceId}, ${agent.id}, 'soc2', ${`rpt_trust${now}`}, 'active', now(),
+          now() + interval '365 days', 'sig')`,
+    )
+    const [head] = await t.query<{ last: number }>(
+      (sql) => sql`SELECT max(sequence)::int AS last FROM events WHERE workspace_id = ${t.workspaceId}`,
+    )
+    await adjust(agent.id, -300, "incident review")
+    await caughtUp()
+    const rows = await t.query<{ type: string; data: any }>(
+      (sql) => sql`SELECT type, data FROM events WHERE workspace_id = ${t.workspaceId} AND agent_id = ${agent.id}
+          AND sequence > ${head!.last} AND type IN ('trust.tier.downgraded', 'certification.revoked') ORDER BY sequence`,
+    )
+    expect(rows.map((r) => r.type)).toEqual(["trust.tier.downgraded", "certification.revoked"])
+    expect(rows[1]!.data).toEqual({
+      certificationId: `crt_trust${now}`,
+      agentId: agent.id,
+      framework: "soc2",
+      reportId: `rpt_trust${now}`,
+      reason: "trust_below_bronze",
+    })
+    const [cert] = await t.query<{ status: string }>(
+      (sql) => sql`SELECT status FROM certifications WHERE id = ${`crt_trust${now}`}`,
+    )
+    expect(cert!.status).toBe("revoked")
+  })
+})
+
 describe("adjustments", () => {
   it("need trust:write, refuse bad input without changing anything, and are audited", async () => {
     const agent = await register()

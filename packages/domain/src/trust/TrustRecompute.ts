@@ -5,6 +5,7 @@ import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog, EVENTS_CHANNEL } from "../audit/AuditLog.ts"
 import { systemActor } from "../auth/Actor.ts"
 import { SCOPES } from "../auth/scopes.ts"
+import { ComplianceRepo } from "../compliance/ComplianceRepo.ts"
 import { isoOf } from "../shared/time.ts"
 import { type BadgeTier, badgeOf, type Tier, tierOf, tierRank } from "./Tier.ts"
 import {
@@ -127,6 +128,7 @@ export class TrustRecompute extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const db = yield* Database
       const audit = yield* AuditLog
+      const certifications = yield* ComplianceRepo
 
       /** Locks the workspace's cursor (creating it), or undefined when another pass holds it. */
       const lockCursor = (workspaceId: string, now: number) =>
@@ -211,6 +213,11 @@ export class TrustRecompute extends Context.Service<
                   data: { ...base, previousTier: before, newTier: tier, score: published },
                 })
             }
+            // D14: a fall below bronze ends the agent's certifications, in the transaction that announces it.
+            if (announce && tierRank(tier) < tierRank("bronze"))
+              events.push(
+                ...(yield* certifications.revokeCertifications(workspaceId, agent.id, "trust_below_bronze", at)),
+              )
             const held = row?.badge_tier ?? undefined
             const holds = badgeOf(tier, agent.status)
             if (held !== undefined && holds === undefined)
