@@ -291,24 +291,46 @@ describe("tier crossings (D12, D13)", () => {
 })
 
 describe("certifications (D14) and trust", () => {
-  it("a fall below bronze revokes the agent's certifications in the pass that announces it", async () => {
-    const agent = await bronzeAgent()
-    // A certification in force (issued through its report; its rules are compliance.test.ts's).
-    const now = Date.now()
+  /** A certification in force for `agent` (issuing one through its report is compliance.test.ts's). */
+  const certify = async (agentId: string, now: number) => {
     await t.query(
       (
         sql,
       ) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to, status,
           requested_by, created_at)
-        VALUES (${`rpt_trust${now}`}, ${t.workspaceId}, 'soc2', ${agent.id}, now() - interval '1 day', now(),
+        VALUES (${`rpt_trust${now}`}, ${t.workspaceId}, 'soc2', ${agentId}, now() - interval '1 day', now(),
           'generating', 'test', now())`,
     )
     await t.query(
       (sql) => sql`INSERT INTO certifications (id, workspace_id, agent_id, framework, report_id, status, issued_at,
           expires_at, signature)
-        VALUES (${`crt_trust${now}`}, ${t.workspaceId}, ${agent.id}, 'soc2', ${`rpt_trust${now}`}, 'active', now(),
+        VALUES (${`crt_trust${now}`}, ${t.workspaceId}, ${agentId}, 'soc2', ${`rpt_trust${now}`}, 'active', now(),
           now() + interval '365 days', 'sig')`,
     )
+  }
+
+  it("the badge names the frameworks the agent is certified for, signed with the rest", async () => {
+    const agent = await bronzeAgent()
+    await certify(agent.id, Date.now())
+    const res = await publicGet(`/api/v1/badge/${agent.id}?format=json`)
+    expect(res.status).toBe(200)
+    const badge = res.body.data
+    expect(badge.certifications).toEqual(["soc2"])
+    const jwks = createRemoteJWKSet(new URL(`${t.url}/.well-known/jwks.json`))
+    const { payload } = await jwtVerify(badge.signature, jwks, { issuer: badge.issuer, typ: BADGE_TYP })
+    expect(payload.certifications).toEqual(["soc2"])
+    const served = (await publicGet("/.well-known/jwks.json")).body
+    expect(verifyBadge(JSON.stringify(badge), served, { agentId: agent.id })).toMatchObject({ valid: true })
+    // A badge that claims more certifications than were signed is refused.
+    expect(
+      verifyBadge(JSON.stringify({ ...badge, certifications: ["eu-ai-act", "soc2"] }), served, { agentId: agent.id }),
+    ).toMatchObject({ valid: false, reason: "bad_signature" })
+  })
+
+  it("a fall below bronze revokes the agent's certifications in the pass that announces it", async () => {
+    const agent = await bronzeAgent()
+    const now = Date.now()
+    await certify(agent.id, now)
     const [head] = await t.query<{ last: number }>(
       (sql) => sql`SELECT max(sequence)::int AS last FROM events WHERE workspace_id = ${t.workspaceId}`,
     )
@@ -377,9 +399,25 @@ describe("badges (D13)", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     const badge = res.body.data
     expect(Object.keys(badge).sort()).toEqual(
-      ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer", "signature"].sort(),
+      [
+        "agentId",
+        "agentName",
+        "tier",
+        "score",
+        "issuedAt",
+        "expiresAt",
+        "issuer",
+        "certifications",
+        "signature",
+      ].sort(),
     )
-    expect(badge).toMatchObject({ agentId: agent.id, agentName: agent.name, tier: "bronze", score: 550 })
+    expect(badge).toMatchObject({
+      agentId: agent.id,
+      agentName: agent.name,
+      tier: "bronze",
+      score: 550,
+      certifications: [],
+    })
     expect(Date.parse(badge.expiresAt) - Date.parse(badge.issuedAt)).toBeLessThanOrEqual(24 * 3_600_000)
     expect(res.headers.get("cache-control")).toMatch(/public, max-age=\d+/)
     const etag = res.headers.get("etag")!
@@ -393,7 +431,7 @@ describe("badges (D13)", () => {
       typ: BADGE_TYP,
     })
     expect(protectedHeader.alg).toBe("EdDSA")
-    for (const f of ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer"])
+    for (const f of ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer", "certifications"])
       expect(payload[f], f).toEqual(badge[f])
     // agentgov-verify's check, offline, against the JWKS as served.
     const served = (await publicGet("/.well-known/jwks.json")).body

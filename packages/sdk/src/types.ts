@@ -1722,6 +1722,8 @@ export interface Badge {
   readonly issuedAt: string
   readonly expiresAt: string
   readonly issuer: string
+  /** The compliance frameworks the agent holds a certification of in force (D14), sorted. */
+  readonly certifications: ReadonlyArray<ComplianceFramework>
   readonly signature: string
 }
 

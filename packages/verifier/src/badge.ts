@@ -115,7 +115,11 @@ export const checkBadge = (
   if (!good) return { valid: false, reason: "bad_signature", claims }
   // JSON whose fields say other than what was signed was altered: the signature does not cover them.
   const shown = parsed.shown
-  if (shown !== undefined && BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]))
+  if (
+    shown !== undefined &&
+    (BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]) ||
+      ("certifications" in shown && JSON.stringify(shown.certifications) !== JSON.stringify(claims.certifications)))
+  )
     return { valid: false, reason: "bad_signature", claims }
   const expiresAt = typeof claims.expiresAt === "string" ? Date.parse(claims.expiresAt) : Number.NaN
   if (

@@ -42,6 +42,8 @@ export class ComplianceRepo extends Context.Service<
   ComplianceRepo,
   {
     readonly findReport: (workspaceId: string, id: string) => Effect.Effect<ReportRow | undefined>
+    /** The frameworks the agent holds a certification of in force at `at`, sorted (the badge shows them). */
+    readonly activeFrameworks: (workspaceId: string, agentId: string, at: string) => Effect.Effect<ReadonlyArray<Framework>>
     /**
      * Revokes the agent's certifications still in force at `at` (in the caller's transaction) and answers
      * the `certification.revoked` events to append with the change.
@@ -83,7 +85,16 @@ export class ComplianceRepo extends Context.Service<
           Effect.orDie,
         )
 
-      return ComplianceRepo.of({ findReport, revokeCertifications })
+      const activeFrameworks = (workspaceId: string, agentId: string, at: string) =>
+        sql<{ framework: Framework }>`SELECT DISTINCT framework FROM certifications
+            WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'active'
+              AND expires_at > ${at}::timestamptz
+            ORDER BY framework`.pipe(
+          Effect.map((rows) => rows.map((r) => r.framework)),
+          Effect.orDie,
+        )
+
+      return ComplianceRepo.of({ findReport, activeFrameworks, revokeCertifications })
     }),
   )
 }

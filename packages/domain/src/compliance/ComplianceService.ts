@@ -438,14 +438,7 @@ export class ComplianceService extends Context.Service<
       })
 
       const certifiedFrameworks = (workspaceId: string, agentId: string) =>
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          const rows = yield* sql<{ framework: Framework }>`SELECT DISTINCT framework FROM certifications
-              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'active'
-                AND expires_at > ${isoOf(now)}::timestamptz
-              ORDER BY framework`
-          return rows.map((r) => r.framework)
-        }).pipe(Effect.orDie)
+        Effect.flatMap(Clock.currentTimeMillis, (now) => repo.activeFrameworks(workspaceId, agentId, isoOf(now)))
 
       const reviewTrust = (workspaceId: string, agentId: string) =>
         tx(

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { FrameworkName } from "../compliance/Compliance.ts"
 import { Id, Timestamp } from "../shared/schemas.ts"
 import { BADGE_TIERS, TIERS } from "./Tier.ts"
 
@@ -84,6 +85,9 @@ export const Badge = Schema.Struct({
   issuedAt: Timestamp,
   expiresAt: Timestamp,
   issuer: Schema.String.annotate({ description: "the service's public URL; the JWS's `iss`" }),
+  certifications: Schema.Array(FrameworkName).annotate({
+    description: "the compliance frameworks the agent holds a certification of in force (D14), sorted",
+  }),
   signature: Schema.String.annotate({
     description:
       "compact JWS (EdDSA, `typ: agentgov-badge+jwt`, `kid` in /.well-known/jwks.json) whose payload carries these fields",

@@ -7,6 +7,8 @@ import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
 import { AGENTS_CHANNEL, AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { ComplianceRepo } from "../compliance/ComplianceRepo.ts"
+import type { Framework } from "../compliance/controls/Control.ts"
 import { TokenSettings } from "../auth/SdkTokens.ts"
 import { signCompact } from "../keys/jws.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
@@ -33,6 +35,7 @@ interface BadgeState {
   readonly name: string
   readonly tier: BadgeTier | undefined
   readonly score: number
+  readonly certifications: ReadonlyArray<Framework>
 }
 
 interface CachedBadge {
@@ -77,6 +80,7 @@ export class TrustService extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const db = yield* Database
       const agents = yield* AgentRepo
+      const certifications = yield* ComplianceRepo
       const audit = yield* AuditLog
       const keys = yield* SigningKeys
       const settings = yield* TokenSettings
@@ -212,17 +216,24 @@ export class TrustService extends Context.Service<
           )
           const workspaceId = rows[0]?.workspace_id
           if (workspaceId === undefined) return undefined
-          const agent = yield* agents.find(workspaceId, agentId, isoOf(yield* Clock.currentTimeMillis))
+          const at = isoOf(yield* Clock.currentTimeMillis)
+          const agent = yield* agents.find(workspaceId, agentId, at)
           if (!agent) return undefined
+          const tier = badgeOf(tierOf(agent.trustScore), agent.status)
           return {
             agentId,
             name: agent.name,
-            tier: badgeOf(tierOf(agent.trustScore), agent.status),
+            tier,
             score: agent.trustScore,
+            certifications: tier === undefined ? [] : yield* certifications.activeFrameworks(workspaceId, agentId, at),
           } satisfies BadgeState
         })
 
-      const sameState = (a: BadgeState, b: BadgeState) => a.name === b.name && a.tier === b.tier && a.score === b.score
+      const sameState = (a: BadgeState, b: BadgeState) =>
+        a.name === b.name &&
+        a.tier === b.tier &&
+        a.score === b.score &&
+        a.certifications.join() === b.certifications.join()
 
       const issue = (state: BadgeState & { tier: BadgeTier }, now: number) =>
         Effect.gen(function* () {
@@ -237,6 +248,7 @@ export class TrustService extends Context.Service<
             issuedAt,
             expiresAt,
             issuer: settings.issuer,
+            certifications: state.certifications,
           }
           const signature = signCompact(
             { alg: "EdDSA", typ: BADGE_TYP, kid: key.kid },
