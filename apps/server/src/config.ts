@@ -18,6 +18,8 @@ export interface ServerConfig {
   readonly redisUrl: string | undefined
   readonly logLevel: LogLevel
   readonly publicUrl: string
+  /** Whether publicUrl was derived from HOST and PORT (AGENTGOV_PUBLIC_URL unset): then PORT=0 takes the bound port. */
+  readonly publicUrlDerived?: boolean
   readonly maxBodyBytes: number
   readonly sweepIntervalMs: number
   /** How often every workspace's chain is verified (D8: 6 hours). */
@@ -168,6 +170,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     redisUrl: url("REDIS_URL", ["redis:", "rediss:"]),
     logLevel: level as LogLevel,
     publicUrl: publicUrl.replace(/\/$/, ""),
+    publicUrlDerived: !env.AGENTGOV_PUBLIC_URL,
     maxBodyBytes: int("AGENTGOV_MAX_BODY_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
     sweepIntervalMs: int("AGENTGOV_SWEEP_INTERVAL_MS", 30_000, 100, 86_400_000),
     verifyIntervalMs: int("AGENTGOV_VERIFY_INTERVAL_MS", 6 * 3_600_000, 1_000, 30 * 86_400_000),

@@ -34,7 +34,7 @@ if (config.databaseUrl && !process.env.AGENTGOV_PUBLIC_URL)
   // The public URL is the SDK tokens' issuer: derived from this instance's host and port, it differs between
   // instances on one host, and a token minted by one would be refused by the others as of a wrong issuer.
   log.warn("AGENTGOV_PUBLIC_URL is not set: SDK tokens are issued by this instance's own URL", {
-    issuer: config.publicUrl,
+    issuer: server.publicUrl,
     hint: "instances sharing a PostgreSQL database must share AGENTGOV_PUBLIC_URL for their tokens to work on each other",
   })
 if (server.bootstrapped) {

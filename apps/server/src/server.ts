@@ -40,6 +40,8 @@ import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webho
 
 export interface RunningServer {
   readonly url: string
+  /** The public base URL in use: AGENTGOV_PUBLIC_URL, or derived from HOST and the bound port. */
+  readonly publicUrl: string
   readonly port: number
   readonly runtime: Runtime
   /** Set on the first start against an empty store: the bootstrap key, shown once. */
@@ -63,7 +65,8 @@ const JWKS_PATH = "/.well-known/jwks.json"
  * REST (`/api/v1`, `/v1`), tRPC (`/trpc`), the OpenAPI document, the API
  * reference and health checks on one node:http server.
  */
-export const startServer = async (config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
+export const startServer = async (given: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
+  let config = given
   const log = options.logger ?? makeLogger(config.logLevel)
   // The port is taken before anything is written: a first start that bootstrapped and then found its
   // port in use would have created the one key it shows, and never shown it.
@@ -113,6 +116,13 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     )
     server.listen(config.port, config.host, () => resolve())
   })
+  // PORT=0 picked a port: a public URL derived from HOST and PORT names the one bound (the tokens' issuer,
+  // the OpenAPI servers, links), not port 0.
+  if (config.port === 0 && config.publicUrlDerived) {
+    const url = new URL(config.publicUrl)
+    url.port = String((server.address() as { port: number }).port)
+    config = { ...config, publicUrl: url.href.replace(/\/$/, "") }
+  }
   const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
   const runtime: Runtime = ManagedRuntime.make(
     DomainLayer.pipe(Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config)))),
@@ -317,6 +327,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
 
   return {
     url: `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${port}`,
+    publicUrl: config.publicUrl,
     port,
     runtime,
     bootstrapped,
