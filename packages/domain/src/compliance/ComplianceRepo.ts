@@ -43,7 +43,11 @@ export class ComplianceRepo extends Context.Service<
   {
     readonly findReport: (workspaceId: string, id: string) => Effect.Effect<ReportRow | undefined>
     /** The frameworks the agent holds a certification of in force at `at`, sorted (the badge shows them). */
-    readonly activeFrameworks: (workspaceId: string, agentId: string, at: string) => Effect.Effect<ReadonlyArray<Framework>>
+    readonly activeFrameworks: (
+      workspaceId: string,
+      agentId: string,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<Framework>>
     /**
      * Revokes the agent's certifications still in force at `at` (in the caller's transaction) and answers
      * the `certification.revoked` events to append with the change.
