@@ -148,9 +148,13 @@ export interface ConnectorDefinition<S extends SettingsSchema = SettingsSchema, 
   readonly validate?: (settings: SettingsOf<S>) => ReadonlyArray<string>
   /**
    * Builds the vendor client once at start. `dataDir` is the connector's data directory, for a
-   * connector that keeps durable state of its own beside the queue (the e-mail digest).
+   * connector that keeps durable state of its own beside the queue (the e-mail digest), and
+   * `dashboardUrl` the common `AGENTGOV_DASHBOARD_URL`, for work done outside `deliver`.
    */
-  readonly setup?: (settings: SettingsOf<S>, runtime: { readonly log: Logger; readonly dataDir: string }) => C
+  readonly setup?: (
+    settings: SettingsOf<S>,
+    runtime: { readonly log: Logger; readonly dataDir: string; readonly dashboardUrl: string | undefined },
+  ) => C
   /**
    * Called once while the connector closes, after running deliveries are drained and before the
    * store closes: stop timers and close what `setup` opened.
@@ -470,7 +474,7 @@ export const startConnector = async <S extends SettingsSchema, C>(
 ): Promise<RunningConnector> => {
   const { common, settings } = loadConfig(definition, options.env, "start")
   const log = jsonLogger(definition.name, common.logLevel, options.log)
-  const client = (definition.setup ? definition.setup(settings, { log, dataDir: common.dataDir }) : undefined) as C
+  const client = (definition.setup ? definition.setup(settings, { log, dataDir: common.dataDir, dashboardUrl: common.dashboardUrl }) : undefined) as C
   const store = new Store(common.dataDir)
   const webhook = new Webhook({
     secret: common.secrets,
