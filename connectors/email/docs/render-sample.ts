@@ -16,7 +16,11 @@ const events = [
   sampleEvent("agent.suspended", { data: { agentName: "billing-bot", reason: "repeated policy violations" } }),
   ...["exfiltration attempt", "unapproved deploy", "too many denials"].map((reason, i) =>
     sampleEvent("enforcement.created", {
-      data: { type: i === 0 ? "suspension" : "warning", reason, ...(i === 2 ? { agentId: "agt_01jd8x3m9q7k2v5w0b4c6e8f2h" } : {}) },
+      data: {
+        type: i === 0 ? "suspension" : "warning",
+        reason,
+        ...(i === 2 ? { agentId: "agt_01jd8x3m9q7k2v5w0b4c6e8f2h" } : {}),
+      },
     }),
   ),
   ...Array.from({ length: 5 }, () => sampleEvent("policy.violated")),
@@ -44,7 +48,9 @@ events.forEach((e, i) => {
   )
 })
 const now = Date.parse("2026-11-25T08:00:00Z")
-const digest = store.assign("<sample@agentgov.connector>", now, (id) => renderDigest(store, id, { frequency: "daily", dashboardUrl, now }))!
+const digest = store.assign("<sample@agentgov.connector>", now, (id) =>
+  renderDigest(store, id, { frequency: "daily", dashboardUrl, now }),
+)!
 store.close()
 rmSync(dir, { recursive: true, force: true })
 const here = new URL(".", import.meta.url).pathname

@@ -148,7 +148,9 @@ export class DigestStore {
   }
 
   setMeta(key: string, value: string): void {
-    this.db.prepare("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(key, value)
+    this.db
+      .prepare("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+      .run(key, value)
   }
 
   /**
@@ -177,7 +179,9 @@ export class DigestStore {
       )
       this.db.prepare("UPDATE events SET digest_id = ? WHERE digest_id IS NULL").run(id)
       const m = render(id)
-      this.db.prepare("UPDATE digests SET subject = ?, text = ?, html = ? WHERE id = ?").run(m.subject, m.text, m.html, id)
+      this.db
+        .prepare("UPDATE digests SET subject = ?, text = ?, html = ? WHERE id = ?")
+        .run(m.subject, m.text, m.html, id)
       this.db.exec("COMMIT")
       return this.digest(id)
     } catch (error) {
@@ -198,7 +202,9 @@ export class DigestStore {
   }
 
   markSent(id: number, now: number): void {
-    this.db.prepare("UPDATE digests SET status = 'sent', sent_at = ?, attempts = attempts + 1 WHERE id = ?").run(now, id)
+    this.db
+      .prepare("UPDATE digests SET status = 'sent', sent_at = ?, attempts = attempts + 1 WHERE id = ?")
+      .run(now, id)
   }
 
   markAttemptFailed(id: number, error: string, nextAttemptAt: number, giveUp: boolean): void {
@@ -264,9 +270,9 @@ export class DigestStore {
 
   /** The event ids of a digest (tests, and the log line of a sent digest). */
   eventIds(digestId: number): Array<string> {
-    return (this.db.prepare("SELECT event_id FROM events WHERE digest_id = ? ORDER BY seq").all(digestId) as Array<any>).map(
-      (r) => String(r.event_id),
-    )
+    return (
+      this.db.prepare("SELECT event_id FROM events WHERE digest_id = ? ORDER BY seq").all(digestId) as Array<any>
+    ).map((r) => String(r.event_id))
   }
 
   close(): void {

@@ -138,8 +138,10 @@ class Mailer {
         continue
       }
       if (now < Number(this.store.meta("next_due"))) return
-      const digest = this.store.assign(`<digest.${now}.${randomBytes(8).toString("hex")}@agentgov.connector>`, now, (id) =>
-        renderDigest(this.store, id, { frequency: this.o.frequency, dashboardUrl: this.o.dashboardUrl, now }),
+      const digest = this.store.assign(
+        `<digest.${now}.${randomBytes(8).toString("hex")}@agentgov.connector>`,
+        now,
+        (id) => renderDigest(this.store, id, { frequency: this.o.frequency, dashboardUrl: this.o.dashboardUrl, now }),
       )
       this.advance(now)
       // an empty period: nothing marked, nothing sent
@@ -164,7 +166,12 @@ class Mailer {
         headers: { "X-Agentgov-Digest": String(d.id), "X-Agentgov-Events": String(d.eventCount) },
       })
       this.store.markSent(d.id, this.o.now())
-      this.o.log.info("digest sent", { digest: d.id, events: d.eventCount, attempt: d.attempts + 1, response: info.response })
+      this.o.log.info("digest sent", {
+        digest: d.id,
+        events: d.eventCount,
+        attempt: d.attempts + 1,
+        response: info.response,
+      })
       return true
     } catch (error) {
       const e = error as { message?: string; responseCode?: number; code?: string }

@@ -1,5 +1,5 @@
-import { SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
 import type { Severity } from "@agentgov/connector-sdk"
+import { SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
 import type { DigestStore, GroupCount } from "./DigestStore.ts"
 import type { Frequency } from "./schedule.ts"
 
@@ -73,11 +73,20 @@ const byType = (groups: ReadonlyArray<GroupCount>): Array<TypeGroup> => {
       severity: SEVERITIES[t.rank] ?? "info",
       agents: t.agents.sort((a, b) => b.count - a.count || a.agentLabel.localeCompare(b.agentLabel)),
     }))
-    .sort((a, b) => SEVERITIES.indexOf(b.severity) - SEVERITIES.indexOf(a.severity) || b.count - a.count || a.type.localeCompare(b.type))
+    .sort(
+      (a, b) =>
+        SEVERITIES.indexOf(b.severity) - SEVERITIES.indexOf(a.severity) ||
+        b.count - a.count ||
+        a.type.localeCompare(b.type),
+    )
 }
 
 const heading = (frequency: Frequency) =>
-  frequency === "immediate" ? "agentgov events" : frequency === "hourly" ? "agentgov hourly digest" : "agentgov daily digest"
+  frequency === "immediate"
+    ? "agentgov events"
+    : frequency === "hourly"
+      ? "agentgov hourly digest"
+      : "agentgov daily digest"
 
 /** Builds digest `digestId`'s message from the store. */
 export const renderDigest = (store: DigestStore, digestId: number, o: RenderOptions): DigestMessage => {
@@ -103,7 +112,11 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
   )
 
   // --- text
-  const text: Array<string> = [`${heading(o.frequency)}, ${at}`, `${plural(total, "event")} of ${plural(types.length, "type")}`, ""]
+  const text: Array<string> = [
+    `${heading(o.frequency)}, ${at}`,
+    `${plural(total, "event")} of ${plural(types.length, "type")}`,
+    "",
+  ]
   for (const t of types) text.push(`  ${String(t.count).padStart(6)}  ${t.type} (${SEVERITY_STYLE[t.severity].label})`)
   text.push("")
   for (const t of types) {
@@ -113,12 +126,16 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
       for (const s of sampleOf.get(`${a.type}\u0000${a.agentKey}`) ?? []) {
         text.push(`   * ${when(new Date(s.occurredAt).toISOString())}  ${s.title}`)
         if (s.summary !== "") text.push(`     ${truncate(s.summary, LIMITS.text)}`)
-        for (const f of (JSON.parse(s.fields) as Array<{ label: string; value: string }>).slice(0, LIMITS.fieldsPerEvent))
+        for (const f of (JSON.parse(s.fields) as Array<{ label: string; value: string }>).slice(
+          0,
+          LIMITS.fieldsPerEvent,
+        ))
           text.push(`     ${f.label}: ${truncate(f.value, LIMITS.text)}`)
         const link = safeUrl(s.link)
         if (link) text.push(`     ${link}`)
       }
-      if (a.count > LIMITS.eventsPerAgent) text.push(`   … and ${plural(a.count - LIMITS.eventsPerAgent, "more event")}`)
+      if (a.count > LIMITS.eventsPerAgent)
+        text.push(`   … and ${plural(a.count - LIMITS.eventsPerAgent, "more event")}`)
     }
     if (t.agents.length > LIMITS.agentsPerType)
       text.push(`-- … and ${plural(t.agents.length - LIMITS.agentsPerType, "more agent")}`)
@@ -163,20 +180,28 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
         html.push(
           `<tr><td style="padding:6px 0 6px 12px;border-left:2px solid #e3e6ea">`,
           `<div><span style="color:#5b6474">${e(when(new Date(s.occurredAt).toISOString()) ?? "")}</span> ${e(s.title)}</div>`,
-          s.summary === "" ? "" : `<div style="color:#3b4455;margin-top:2px">${e(truncate(s.summary, LIMITS.text))}</div>`,
+          s.summary === ""
+            ? ""
+            : `<div style="color:#3b4455;margin-top:2px">${e(truncate(s.summary, LIMITS.text))}</div>`,
           fields.length === 0
             ? ""
             : `<div style="color:#5b6474;margin-top:2px">${fields.map((f) => `${e(f.label)}: <span style="color:#1d2433">${e(truncate(f.value, LIMITS.text))}</span>`).join(" · ")}</div>`,
-          link ? `<div style="margin-top:2px"><a href="${e(link)}" style="color:#2e5bda">Open in agentgov</a></div>` : "",
+          link
+            ? `<div style="margin-top:2px"><a href="${e(link)}" style="color:#2e5bda">Open in agentgov</a></div>`
+            : "",
           "</td></tr>",
         )
       }
       html.push("</table>")
       if (a.count > LIMITS.eventsPerAgent)
-        html.push(`<div style="color:#5b6474;font-size:13px;padding-left:14px">… and ${e(plural(a.count - LIMITS.eventsPerAgent, "more event"))}</div>`)
+        html.push(
+          `<div style="color:#5b6474;font-size:13px;padding-left:14px">… and ${e(plural(a.count - LIMITS.eventsPerAgent, "more event"))}</div>`,
+        )
     }
     if (t.agents.length > LIMITS.agentsPerType)
-      html.push(`<div style="color:#5b6474;font-size:13px;margin-top:6px">… and ${e(plural(t.agents.length - LIMITS.agentsPerType, "more agent"))}</div>`)
+      html.push(
+        `<div style="color:#5b6474;font-size:13px;margin-top:6px">… and ${e(plural(t.agents.length - LIMITS.agentsPerType, "more agent"))}</div>`,
+      )
     html.push("</td></tr>")
   }
   html.push(

@@ -26,7 +26,8 @@ const zoneProblem = (zone: string): string | undefined => {
 /** Parses `HH:MM[ zone]`; a string is a problem. */
 export const parseDigestAt = (text: string): DigestAt | string => {
   const match = /^([01]?\d|2[0-3]):([0-5]\d)(?:\s+(\S+))?$/.exec(text.trim())
-  if (!match) return `"${text}" is not a time of day: write HH:MM, optionally followed by a time zone ("08:00 Europe/Berlin")`
+  if (!match)
+    return `"${text}" is not a time of day: write HH:MM, optionally followed by a time zone ("08:00 Europe/Berlin")`
   const zone = match[3] ?? "UTC"
   const problem = zoneProblem(zone)
   return problem ?? { hour: Number(match[1]), minute: Number(match[2]), zone }

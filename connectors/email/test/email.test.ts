@@ -148,8 +148,12 @@ describe("email: digests over a real SMTP server, on a fixed clock", () => {
     const at = parseDigestAt("08:00 Europe/Berlin")
     if (typeof at === "string") throw new Error(at)
     // the night summer time starts (29 March 2026): 08:00 in Berlin is 06:00 UTC, the day before 07:00
-    expect(new Date(nextDue("daily", Date.parse("2026-03-28T07:30:00Z"), at)).toISOString()).toBe("2026-03-29T06:00:00.000Z")
-    expect(new Date(nextDue("daily", Date.parse("2026-03-27T12:00:00Z"), at)).toISOString()).toBe("2026-03-28T07:00:00.000Z")
+    expect(new Date(nextDue("daily", Date.parse("2026-03-28T07:30:00Z"), at)).toISOString()).toBe(
+      "2026-03-29T06:00:00.000Z",
+    )
+    expect(new Date(nextDue("daily", Date.parse("2026-03-27T12:00:00Z"), at)).toISOString()).toBe(
+      "2026-03-28T07:00:00.000Z",
+    )
     expect(nextDue("hourly", Date.parse("2026-11-25T08:00:00Z"), at)).toBe(Date.parse("2026-11-25T09:00:00Z"))
     expect(parseDigestAt("25:00")).toContain("is not a time of day")
     expect(parseDigestAt("08:00 Mars/Olympus")).toContain("is not an IANA time zone")
@@ -182,7 +186,9 @@ describe("email: an agent's name is escaped in the HTML, from a real server", ()
     const html = smtp.mailbox[0]!.parsed.html as string
     const doc = parse(html)
     expect(doc.querySelectorAll("img")).toHaveLength(0)
-    expect(doc.querySelectorAll("*").filter((el) => Object.keys(el.attributes).some((a) => a.startsWith("on")))).toEqual([])
+    expect(
+      doc.querySelectorAll("*").filter((el) => Object.keys(el.attributes).some((a) => a.startsWith("on"))),
+    ).toEqual([])
     // the reader sees the name as written
     expect(doc.querySelector("body")!.text).toContain(name)
     expect(html).toContain("&lt;img src=x onerror=alert(1)&gt;")

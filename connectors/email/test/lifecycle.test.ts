@@ -3,7 +3,15 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { github } from "@agentgov/connector-github"
 import { pagerduty } from "@agentgov/connector-pagerduty"
-import { type Agentgov, type InProcess, newSecret, runInProcess, sleep, startAgentgov, waitFor } from "@agentgov/connector-testing"
+import {
+  type Agentgov,
+  type InProcess,
+  newSecret,
+  runInProcess,
+  sleep,
+  startAgentgov,
+  waitFor,
+} from "@agentgov/connector-testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type GitHubFake, REPOSITORY, startGitHubFake, TOKEN } from "../../github/test/githubFake.ts"
 import { type PagerDutyFake, ROUTING_KEY, startPagerDutyFake } from "../../pagerduty/test/pagerdutyFake.ts"
@@ -74,10 +82,16 @@ describe("one enforcement's lifecycle reaches PagerDuty, GitHub and e-mail in or
     const id: string = created.body.data.id
     const key = `agentgov:enforcement:${id}`
     const mailTypes = () =>
-      smtp.mailbox.flatMap((m) => [...(m.parsed.text ?? "").matchAll(/^\s+\d+ {2}(enforcement\.\w+) /gm)].map((x) => x[1]))
+      smtp.mailbox.flatMap((m) =>
+        [...(m.parsed.text ?? "").matchAll(/^\s+\d+ {2}(enforcement\.\w+) /gm)].map((x) => x[1]),
+      )
     const reached = async (step: string, n: number) => {
       await waitFor(
-        () => pd.alerts.get(key)?.events.length === n && gh.issues.length === 1 && gh.issues[0]!.comments.length === n - 1 && mailTypes().length === n,
+        () =>
+          pd.alerts.get(key)?.events.length === n &&
+          gh.issues.length === 1 &&
+          gh.issues[0]!.comments.length === n - 1 &&
+          mailTypes().length === n,
         `${step} at every vendor`,
       )
     }

@@ -156,7 +156,8 @@ const findIssue = async (client: Client, key: string, state: StateStore): Promis
     state: "open",
     per_page: 100,
   })) {
-    const found = page.data.find((i) => !i.pull_request && (i.body ?? "").split("\n")[0] === needle)
+    const issues = page.data as ReadonlyArray<{ number: number; body?: string | null; pull_request?: unknown }>
+    const found = issues.find((i) => !i.pull_request && (i.body ?? "").split("\n")[0] === needle)
     if (found) {
       state.set(`issue:${key}`, String(found.number))
       return found.number
@@ -216,10 +217,12 @@ export const github = defineConnector({
     const GitHub = Octokit.plugin(throttling, retryPlugin)
     // the plugins wait for GitHub's rate limits (the throttling plugin also spaces writes a second
     // apart, as GitHub asks); past THROTTLE_RETRIES, the error goes to the queue, which waits too
-    const onLimit = (kind: string) => (retryAfter: number, options: { method?: string; url?: string }, _o: unknown, retryCount: number) => {
-      log.warn(`GitHub ${kind} rate limit`, { retryAfter, method: options.method, url: options.url, retryCount })
-      return retryCount < THROTTLE_RETRIES
-    }
+    const onLimit =
+      (kind: string) =>
+      (retryAfter: number, options: { method?: string; url?: string }, _o: unknown, retryCount: number) => {
+        log.warn(`GitHub ${kind} rate limit`, { retryAfter, method: options.method, url: options.url, retryCount })
+        return retryCount < THROTTLE_RETRIES
+      }
     const octokit = new GitHub({
       auth: settings.token,
       baseUrl: settings.apiUrl.replace(/\/+$/, ""),

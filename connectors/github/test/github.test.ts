@@ -7,7 +7,11 @@ import { afterAll, describe, expect, it } from "vitest"
 import { github, LABELS, marker } from "../src/connector.ts"
 import { REPOSITORY, startGitHubFake, TOKEN } from "./githubFake.ts"
 
-const env = (fake: { url: string }) => ({ GITHUB_TOKEN: TOKEN, GITHUB_REPOSITORY: REPOSITORY, GITHUB_API_URL: fake.url })
+const env = (fake: { url: string }) => ({
+  GITHUB_TOKEN: TOKEN,
+  GITHUB_REPOSITORY: REPOSITORY,
+  GITHUB_API_URL: fake.url,
+})
 
 describe("github: issues for enforcements, from a real server to a fake of GitHub's REST API", () => {
   const rig = useConnectorRig({
@@ -102,7 +106,11 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
     })
     const secret = newSecret()
     const start = async (dir: string) => {
-      const c = await runInProcess(github, { ...rig.vendorEnv(), AGENTGOV_WEBHOOK_SECRET: secret, AGENTGOV_CONNECTOR_DATA_DIR: dir })
+      const c = await runInProcess(github, {
+        ...rig.vendorEnv(),
+        AGENTGOV_WEBHOOK_SECRET: secret,
+        AGENTGOV_CONNECTOR_DATA_DIR: dir,
+      })
       running.push(c)
       return c
     }

@@ -29,10 +29,17 @@ export interface GitHubFake extends VendorFake {
 
 const validation = (message: string, code: string, field: string, resource: string): FakeAnswer => ({
   status: 422,
-  body: { message: "Validation Failed", errors: [{ resource, code, field, message }], documentation_url: "https://docs.github.com/rest" },
+  body: {
+    message: "Validation Failed",
+    errors: [{ resource, code, field, message }],
+    documentation_url: "https://docs.github.com/rest",
+  },
 })
 
-const notFound: FakeAnswer = { status: 404, body: { message: "Not Found", documentation_url: "https://docs.github.com/rest" } }
+const notFound: FakeAnswer = {
+  status: 404,
+  body: { message: "Not Found", documentation_url: "https://docs.github.com/rest" },
+}
 
 const issueJson = (base: string, i: Issue) => ({
   id: 1000 + i.number,
@@ -76,7 +83,8 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
     if (path === "/labels" && r.method === "GET")
       return page(base, url.pathname, url.searchParams, [...labels.values()])
     if (path === "/labels" && r.method === "POST") {
-      if (typeof body.name !== "string" || body.name === "") return validation("name is missing", "missing_field", "name", "Label")
+      if (typeof body.name !== "string" || body.name === "")
+        return validation("name is missing", "missing_field", "name", "Label")
       if ([...labels.keys()].some((k) => k.toLowerCase() === body.name.toLowerCase()))
         return validation("already_exists", "already_exists", "name", "Label")
       labels.set(body.name, { name: body.name, color: body.color, description: body.description ?? "" })
@@ -93,9 +101,12 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
       return page(base, url.pathname, url.searchParams, list)
     }
     if (path === "/issues" && r.method === "POST") {
-      if (typeof body.title !== "string" || body.title === "") return validation("title is missing", "missing_field", "title", "Issue")
-      if (body.title.length > 256) return validation("title is too long (maximum is 256 characters)", "custom", "title", "Issue")
-      if ((body.body ?? "").length > 65_536) return validation("body is too long (maximum is 65536 characters)", "custom", "body", "Issue")
+      if (typeof body.title !== "string" || body.title === "")
+        return validation("title is missing", "missing_field", "title", "Issue")
+      if (body.title.length > 256)
+        return validation("title is too long (maximum is 256 characters)", "custom", "title", "Issue")
+      if ((body.body ?? "").length > 65_536)
+        return validation("body is too long (maximum is 65536 characters)", "custom", "body", "Issue")
       for (const l of body.labels ?? [])
         if (!labels.has(l)) labels.set(l, { name: l, color: "ededed", description: "" })
       const issue: Issue = {
@@ -114,8 +125,10 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
     const issue = one ? issues[Number(one[1]) - 1] : undefined
     if (!one || !issue) return notFound
     if (one[2] && r.method === "POST") {
-      if (typeof body.body !== "string" || body.body === "") return validation("body is missing", "missing_field", "body", "IssueComment")
-      if (body.body.length > 65_536) return validation("body is too long (maximum is 65536 characters)", "custom", "body", "IssueComment")
+      if (typeof body.body !== "string" || body.body === "")
+        return validation("body is missing", "missing_field", "body", "IssueComment")
+      if (body.body.length > 65_536)
+        return validation("body is too long (maximum is 65536 characters)", "custom", "body", "IssueComment")
       issue.comments.push(body.body)
       return { status: 201, body: { id: issue.comments.length, body: body.body } }
     }
@@ -134,7 +147,8 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
       headers: { "retry-after": String(seconds), "x-ratelimit-remaining": "4000" },
       body: {
         message: "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-        documentation_url: "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+        documentation_url:
+          "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
       },
     }),
     refuse: () => validation("title is too long (maximum is 256 characters)", "custom", "title", "Issue"),

@@ -149,7 +149,13 @@ export const pagerduty = defineConnector({
     const action = actionFor(event, state)
     if (action === "skip") return ok()
     const key = dedupKey(event)
-    const body = buildEvent(event, action, formatEvent(event, { severity, dashboardUrl }), settings.routingKey, dashboardUrl)
+    const body = buildEvent(
+      event,
+      action,
+      formatEvent(event, { severity, dashboardUrl }),
+      settings.routingKey,
+      dashboardUrl,
+    )
     let res: Response
     try {
       res = await fetch(settings.eventsUrl, {

@@ -1,10 +1,13 @@
-import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
+import { fileURLToPath } from "node:url"
+import type { AnyWebhookEvent } from "@agentgov/connector-sdk"
 import { formatEvent } from "@agentgov/connector-sdk/format"
-import { useConnectorRig, waitFor } from "@agentgov/connector-testing"
+import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
+import { runCommand, useConnectorRig, waitFor } from "@agentgov/connector-testing"
 import { describe, expect, it } from "vitest"
 import { buildEvent, EVENTS_V2_LIMITS, pagerduty } from "../src/connector.ts"
 import { problemsOf, ROUTING_KEY, startPagerDutyFake } from "./pagerdutyFake.ts"
 
+const bin = fileURLToPath(new URL("../bin/agentgov-connector-pagerduty.js", import.meta.url))
 const env = (fake: { url: string }) => ({ PAGERDUTY_ROUTING_KEY: ROUTING_KEY, PAGERDUTY_EVENTS_URL: fake.url })
 
 describe("pagerduty: one incident per enforcement, from a real server to a fake of Events API v2", () => {
@@ -37,7 +40,10 @@ describe("pagerduty: one incident per enforcement, from a real server to a fake 
       payload: { severity: "critical", class: "enforcement.created", component: "agentgov" },
     })
     expect(trigger.payload.summary).toContain("issued to")
-    expect(trigger.payload.custom_details).toMatchObject({ Event: "enforcement.created", Summary: "exfiltration attempt" })
+    expect(trigger.payload.custom_details).toMatchObject({
+      Event: "enforcement.created",
+      Summary: "exfiltration attempt",
+    })
     expect(trigger.links).toEqual([{ href: `https://gov.example.com/enforcement/${id}`, text: expect.any(String) }])
 
     // an update and an appeal: the same dedup key, so the open alert grows and nobody is paged again
@@ -82,7 +88,10 @@ describe("pagerduty: one incident per enforcement, from a real server to a fake 
     await deliver("trust.tier.downgraded", { ...agent, previousTier: "silver", newTier: "bronze" })
     await deliver("trust.tier.downgraded", { ...agent, previousTier: "bronze", newTier: "probation" })
     await waitFor(() => rig.fake.alerts.get(key)?.events.length === 2, "the tier incident and its repeat")
-    expect(rig.fake.alerts.get(key)!.events[0].payload).toMatchObject({ class: "trust.tier.downgraded", severity: "error" })
+    expect(rig.fake.alerts.get(key)!.events[0].payload).toMatchObject({
+      class: "trust.tier.downgraded",
+      severity: "error",
+    })
     // a partial recovery (back to bronze, short of silver) leaves the incident open and sends nothing
     const before = rig.fake.attempts().length
     await deliver("trust.tier.upgraded", { ...agent, previousTier: "probation", newTier: "bronze" })
@@ -109,7 +118,12 @@ describe("pagerduty: one incident per enforcement, from a real server to a fake 
     rig.fake.failWith(503, 2)
     const outage = await enforce("warning", "during an outage")
     await waitFor(() => rig.fake.alerts.has(`agentgov:enforcement:${outage}`), "the trigger after the outage")
-    expect(rig.fake.attempts().slice(mark).map((a) => a.status)).toEqual([503, 503, 202])
+    expect(
+      rig.fake
+        .attempts()
+        .slice(mark)
+        .map((a) => a.status),
+    ).toEqual([503, 503, 202])
 
     rig.fake.failNext("refuse")
     const refused = await enforce("warning", "refused")
@@ -117,6 +131,12 @@ describe("pagerduty: one incident per enforcement, from a real server to a fake 
     expect(rig.fake.alerts.has(`agentgov:enforcement:${refused}`)).toBe(false)
     const dead = rig.connector.logs().find((l) => l.msg === "dead-lettered: the vendor refused it")
     expect(dead?.reason).toContain("HTTP 400")
+
+    // once fixed, `replay --all` from the command line queues it again for the running connector
+    const replayed = await runCommand(bin, ["replay", "--all"], { AGENTGOV_CONNECTOR_DATA_DIR: rig.dataDir })
+    expect(replayed.code, replayed.stderr).toBe(0)
+    await waitFor(() => rig.fake.alerts.has(`agentgov:enforcement:${refused}`), "the replayed trigger")
+    expect(rig.connector.running.health().deadLetters).toBe(0)
   })
 
   it("never logs the routing key", () => {
@@ -130,7 +150,7 @@ describe("pagerduty: what the API accepts", () => {
     for (let i = 0; i < 400; i++) huge[`field${i}`] = "v".repeat(3000)
     const event = sampleEvent("ops.overflow", { data: huge })
     const long = { ...sampleEvent("enforcement.created"), type: "x".repeat(50) + ".y".repeat(900) }
-    for (const e of [event, long]) {
+    for (const e of [event, long] as Array<AnyWebhookEvent>) {
       const m = formatEvent(e, { dashboardUrl: "https://gov.example.com" })
       const body = buildEvent(e, "trigger", m, ROUTING_KEY, "https://gov.example.com")
       const raw = JSON.stringify(body)
@@ -139,7 +159,10 @@ describe("pagerduty: what the API accepts", () => {
     }
     // a formatted event far over the limit: details stop before 512 KB and say so
     const m = formatEvent(event)
-    const fat = { ...m, fields: Array.from({ length: 300 }, (_, i) => ({ label: `F${i}`, value: "v".repeat(3000), short: false })) }
+    const fat = {
+      ...m,
+      fields: Array.from({ length: 300 }, (_, i) => ({ label: `F${i}`, value: "v".repeat(3000), short: false })),
+    }
     const body = buildEvent(event, "trigger", fat, ROUTING_KEY, undefined) as any
     expect(body.payload.custom_details.Truncated).toBe("more details in agentgov")
     expect(problemsOf(JSON.stringify(body))).toEqual([])

@@ -43,7 +43,8 @@ export const problemsOf = (raw: string): Array<string> => {
     return ["Malformed JSON"]
   }
   const problems: Array<string> = []
-  if (typeof body.routing_key !== "string" || body.routing_key === "") problems.push("'routing_key' is missing or blank")
+  if (typeof body.routing_key !== "string" || body.routing_key === "")
+    problems.push("'routing_key' is missing or blank")
   else if (body.routing_key !== ROUTING_KEY) problems.push("Invalid routing key")
   if (!["trigger", "acknowledge", "resolve"].includes(body.event_action)) problems.push("'event_action' is invalid")
   if (body.event_action !== "trigger" && (typeof body.dedup_key !== "string" || body.dedup_key === ""))

@@ -474,7 +474,11 @@ export const startConnector = async <S extends SettingsSchema, C>(
 ): Promise<RunningConnector> => {
   const { common, settings } = loadConfig(definition, options.env, "start")
   const log = jsonLogger(definition.name, common.logLevel, options.log)
-  const client = (definition.setup ? definition.setup(settings, { log, dataDir: common.dataDir, dashboardUrl: common.dashboardUrl }) : undefined) as C
+  const client = (
+    definition.setup
+      ? definition.setup(settings, { log, dataDir: common.dataDir, dashboardUrl: common.dashboardUrl })
+      : undefined
+  ) as C
   const store = new Store(common.dataDir)
   const webhook = new Webhook({
     secret: common.secrets,
