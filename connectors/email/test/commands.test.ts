@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -54,15 +53,6 @@ const apps = [
   },
 ] as const
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer()
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
-
 describe("the command line of the pagerduty, github and email apps", () => {
   let agentgov: Agentgov
   const dirs: Array<string> = []
@@ -108,16 +98,15 @@ describe("the command line of the pagerduty, github and email apps", () => {
     })
 
     it(`${name}: installs its default events, again unchanged, and uninstalls`, async () => {
-      const port = await freePort()
+      // something answers at the public URL, so that the server's first deliveries do not fail
+      const standIn = await startHttpFake(() => ({ status: 200 }))
       const env = {
         ...app.good,
         AGENTGOV_URL: agentgov.url,
         AGENTGOV_API_KEY: agentgov.key,
-        CONNECTOR_PUBLIC_URL: `http://127.0.0.1:${port}`,
+        CONNECTOR_PUBLIC_URL: standIn.url,
         AGENTGOV_CONNECTOR_DATA_DIR: tempDir(),
       }
-      // something answers at the public URL, so that the server's first deliveries do not fail
-      const standIn = await startHttpFake(() => ({ status: 200 }), port)
       try {
         const first = await runCommand(bin, ["install"], env)
         expect(first.code, first.stderr).toBe(0)
