@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import { DatabaseSync } from "node:sqlite"
+import { DatabaseSync, type StatementSync } from "node:sqlite"
 
 /**
  * The e-mail connector's own durable state in `<data dir>/email.db` (node:sqlite, WAL,
@@ -103,6 +103,7 @@ const rowToDigest = (r: any): StoredDigest => ({
 export class DigestStore {
   private readonly db: DatabaseSync
   private open = true
+  private insert: StatementSync | undefined
 
   constructor(dataDir: string) {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 })
@@ -117,25 +118,24 @@ export class DigestStore {
 
   /** Stores an event for the next digest; a second copy of one event id is ignored. */
   add(e: PendingEvent, now: number): void {
-    this.db
-      .prepare(
-        `INSERT OR IGNORE INTO events (event_id, type, agent_key, agent_label, severity, severity_rank, title, summary, link, occurred_at, fields, received_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        e.eventId,
-        e.type,
-        e.agentKey,
-        e.agentLabel,
-        e.severity,
-        SEVERITY_RANK[e.severity] ?? 0,
-        e.title,
-        e.summary,
-        e.link,
-        e.occurredAt,
-        e.fields,
-        now,
-      )
+    this.insert ??= this.db.prepare(
+      `INSERT OR IGNORE INTO events (event_id, type, agent_key, agent_label, severity, severity_rank, title, summary, link, occurred_at, fields, received_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    this.insert.run(
+      e.eventId,
+      e.type,
+      e.agentKey,
+      e.agentLabel,
+      e.severity,
+      SEVERITY_RANK[e.severity] ?? 0,
+      e.title,
+      e.summary,
+      e.link,
+      e.occurredAt,
+      e.fields,
+      now,
+    )
   }
 
   pendingCount(): number {
