@@ -144,10 +144,25 @@ const ensureLabels = async (client: Client) => {
   for (const label of Object.values(LABELS)) await ensureLabel(client, label)
 }
 
-/** The open issue of `key`: the local store first, else the marker among open agentgov issues. */
+/**
+ * The open issue of `key`: the local store's, while it is open (one a person closed, deleted or
+ * moved is forgotten), else the one among the open agentgov issues whose first line is the marker.
+ */
 const findIssue = async (client: Client, key: string, state: StateStore): Promise<number | undefined> => {
   const known = state.get(`issue:${key}`)
-  if (known !== undefined) return Number(known)
+  if (known !== undefined) {
+    try {
+      const { data } = await client.octokit.rest.issues.get({
+        owner: client.owner,
+        repo: client.repo,
+        issue_number: Number(known),
+      })
+      if (data.state === "open") return Number(known)
+    } catch (error) {
+      if (statusOf(error) !== 404 && statusOf(error) !== 410) throw error
+    }
+    state.delete(`issue:${key}`)
+  }
   const needle = marker(key)
   for await (const page of client.octokit.paginate.iterator(client.octokit.rest.issues.listForRepo, {
     owner: client.owner,

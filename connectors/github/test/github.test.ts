@@ -84,6 +84,19 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
     expect(issueOf(id)!.labels).toEqual(["agentgov", "severity: error", "type: enforcement"])
   })
 
+  it("opens a new issue when a person closed the open one, and leaves the closed one alone", async () => {
+    const id = await enforce("warning", "closed by hand")
+    await waitFor(() => issueOf(id) !== undefined, "the issue")
+    const closed = issueOf(id)!
+    closed.state = "closed" // a person closed it on GitHub
+    expect((await call("PATCH", `/enforcement/${id}`, { reason: "closed by hand, then changed" })).status).toBe(200)
+    const mine = () => rig.fake.issues.filter((i) => i.body.startsWith(marker(`enforcement:${id}`)))
+    await waitFor(() => mine().length === 2, "a second issue")
+    expect(closed.comments).toEqual([])
+    expect(mine()[1]!.body).toContain("`enforcement.updated`")
+    expect(mine()[1]!.state).toBe("open")
+  })
+
   it("dead-letters what GitHub refuses (422)", async () => {
     rig.fake.failNext("refuse")
     await enforce("warning", "refused")

@@ -132,6 +132,7 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
       issue.comments.push(body.body)
       return { status: 201, body: { id: issue.comments.length, body: body.body } }
     }
+    if (!one[2] && r.method === "GET") return { status: 200, body: issueJson(base, issue) }
     if (!one[2] && r.method === "PATCH") {
       if (body.state !== undefined && !["open", "closed"].includes(body.state))
         return validation("state is invalid", "invalid", "state", "Issue")
