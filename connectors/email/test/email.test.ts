@@ -144,6 +144,17 @@ describe("email: digests over a real SMTP server, on a fixed clock", () => {
     expect(mail.parsed.from?.text).toBe('"agentgov" <agentgov@example.com>')
   })
 
+  it("with ?requireTLS=true, sends nothing to a server that offers no STARTTLS, and schedules a retry", async () => {
+    const c = await start("immediate", { SMTP_URL: `${smtp.url}?requireTLS=true` })
+    const before = smtp.mailbox.length
+    await send(c, "digest.probe", { n: 99 })
+    await waitFor(() => c.logs().some((l) => l.msg === "sending the digest failed; will retry"), "the refused attempt")
+    expect(smtp.mailbox).toHaveLength(before)
+    const failed = c.logs().find((l) => l.msg === "sending the digest failed; will retry")!
+    expect(failed.error).toMatch(/STARTTLS/i)
+    expect(failed.delayMs).toBe(1000)
+  })
+
   it("schedules daily times across a daylight-saving change", () => {
     const at = parseDigestAt("08:00 Europe/Berlin")
     if (typeof at === "string") throw new Error(at)
