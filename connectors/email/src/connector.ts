@@ -26,6 +26,7 @@ export interface EmailOptions {
 /** Attempts of one digest before it is kept as failed (about a day with the backoff cap). */
 export const MAX_SEND_ATTEMPTS = 300
 const BACKOFF_MAX_MS = 5 * 60_000
+const STOP_WAIT_MS = 5000
 
 const ADDRESS = /^[^\s@<>(),;:"]+@[^\s@<>(),;:"]+\.[^\s@<>(),;:"]+$/
 
@@ -192,10 +193,16 @@ class Mailer {
     }
   }
 
+  /**
+   * Stops the loop: a send in progress gets a few seconds; one cut short stays `sending` and goes
+   * again after the restart.
+   */
   async stop() {
     this.stopped = true
     clearTimeout(this.timer)
-    await this.running
+    let waited: NodeJS.Timeout | undefined
+    await Promise.race([this.running, new Promise((r) => (waited = setTimeout(r, STOP_WAIT_MS)))])
+    clearTimeout(waited)
     this.transport.close()
     this.store.close()
   }
@@ -251,16 +258,26 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
     setup: (settings, { log, dataDir, dashboardUrl }) => {
       const now = options.now ?? Date.now
       // started here, not at the first event: a digest marked before a crash is sent at once
-      const mailer = new Mailer(new DigestStore(dataDir), nodemailer.createTransport(settings.smtpUrl), {
-        frequency: settings.frequency as Frequency,
-        at: parseDigestAt(settings.digestAt) as DigestAt,
-        from: settings.from,
-        to: addresses(settings.to),
-        dashboardUrl,
-        now,
-        pollMs: options.pollMs ?? 1000,
-        log,
-      })
+      const mailer = new Mailer(
+        new DigestStore(dataDir),
+        nodemailer.createTransport({
+          url: settings.smtpUrl,
+          // a server that stops answering fails the attempt within a minute (the URL may say otherwise)
+          connectionTimeout: 30_000,
+          greetingTimeout: 30_000,
+          socketTimeout: 60_000,
+        }),
+        {
+          frequency: settings.frequency as Frequency,
+          at: parseDigestAt(settings.digestAt) as DigestAt,
+          from: settings.from,
+          to: addresses(settings.to),
+          dashboardUrl,
+          now,
+          pollMs: options.pollMs ?? 1000,
+          log,
+        },
+      )
       return { mailer, now }
     },
     stop: (client) => client.mailer.stop(),

@@ -251,5 +251,39 @@ describe("email: kill -9 in the middle of sending a digest", () => {
   })
 })
 
+describe("email: SIGTERM while the SMTP server holds a digest", () => {
+  let smtp: SmtpServer
+  let dir: string
+  beforeAll(async () => {
+    smtp = await startSmtpServer()
+    dir = mkdtempSync(join(tmpdir(), "agentgov-email-term-"))
+  })
+  afterAll(async () => {
+    await smtp.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("exits within its wait and sends the digest once after the restart", async () => {
+    const secret = newSecret()
+    const env = { ...mailEnv(smtp, "immediate"), AGENTGOV_WEBHOOK_SECRET: secret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+    smtp.hold(true)
+    const first = await spawnConnector(bin, env)
+    const { body, headers } = signDelivery({ secret, envelope: sampleEvent("digest.probe", { data: { n: 7 } }) })
+    expect((await fetch(`${first.url}/webhooks`, { method: "POST", headers, body })).status).toBe(200)
+    await waitFor(() => smtp.held.length === 1, "the held message")
+    first.proc.kill("SIGTERM")
+    expect(await first.exited).toBe(0)
+    expect(smtp.mailbox).toHaveLength(0)
+
+    smtp.hold(false)
+    const second = await spawnConnector(bin, env)
+    await waitFor(() => smtp.mailbox.length === 1, `the digest after the restart\n${second.output()}`)
+    second.proc.kill("SIGTERM")
+    expect(await second.exited).toBe(0)
+    expect(smtp.mailbox.map((m) => m.parsed.messageId)).toEqual([smtp.held[0]!.messageId])
+    expect(probes(smtp.mailbox[0]!)).toEqual([7])
+  })
+})
+
 const probes2 = (mails: ReadonlyArray<Mail>) => mails.flatMap(probes)
 const probesOfRaw = (raw: string) => [...raw.matchAll(/^\s+N: (\d+)\r?$/gm)].map((x) => Number(x[1]))
