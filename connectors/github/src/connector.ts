@@ -91,6 +91,30 @@ export const renderEvent = (m: FormattedEvent): string => {
 
 const fit = (text: string) => truncate(text, GITHUB_LIMITS.body - 100)
 
+/** Whether `text` (an issue's body, a comment) is the rendering of event `eventId`. */
+export const renders = (text: string, eventId: string) => text.includes(`<sub>agentgov event \`${eventId}\`</sub>`)
+
+/**
+ * The writes go once through Octokit (`retries: 0`): a 5xx whose write GitHub in fact made would
+ * be made twice by the retry plugin. The queue retries instead, and looks first.
+ */
+const ONCE = { request: { retries: 0 } } as const
+
+/** Comments event `m` on issue `number`, unless an earlier attempt of it did. */
+const commentOnce = async (client: Client, number: number, m: FormattedEvent, attempt: number) => {
+  const { owner, repo, octokit } = client
+  if (attempt > 1) {
+    const comments = await octokit.paginate(octokit.rest.issues.listComments, {
+      owner,
+      repo,
+      issue_number: number,
+      per_page: 100,
+    })
+    if ((comments as ReadonlyArray<{ body?: string }>).some((c) => renders(c.body ?? "", m.eventId))) return
+  }
+  await octokit.rest.issues.createComment({ owner, repo, issue_number: number, body: fit(renderEvent(m)), ...ONCE })
+}
+
 /** The body of a new issue: the marker, the event, and what happens next. */
 export const issueBody = (key: string, m: FormattedEvent): string =>
   fit(
@@ -148,7 +172,11 @@ const ensureLabels = async (client: Client) => {
  * The open issue of `key`: the local store's, while it is open (one a person closed, deleted or
  * moved is forgotten), else the one among the open agentgov issues whose first line is the marker.
  */
-const findIssue = async (client: Client, key: string, state: StateStore): Promise<number | undefined> => {
+const findIssue = async (
+  client: Client,
+  key: string,
+  state: StateStore,
+): Promise<{ readonly number: number; readonly body: string } | undefined> => {
   const known = state.get(`issue:${key}`)
   if (known !== undefined) {
     try {
@@ -157,7 +185,7 @@ const findIssue = async (client: Client, key: string, state: StateStore): Promis
         repo: client.repo,
         issue_number: Number(known),
       })
-      if (data.state === "open") return Number(known)
+      if (data.state === "open") return { number: Number(known), body: data.body ?? "" }
     } catch (error) {
       if (statusOf(error) !== 404 && statusOf(error) !== 410) throw error
     }
@@ -175,7 +203,7 @@ const findIssue = async (client: Client, key: string, state: StateStore): Promis
     const found = issues.find((i) => !i.pull_request && (i.body ?? "").split("\n")[0] === needle)
     if (found) {
       state.set(`issue:${key}`, String(found.number))
-      return found.number
+      return { number: found.number, body: found.body ?? "" }
     }
   }
   return undefined
@@ -256,33 +284,35 @@ export const github = defineConnector({
     return client
   },
   orderingKey: (event) => issueKey(event),
-  deliver: async (event, { client, severity, dashboardUrl, state, log }) => {
+  deliver: async (event, { client, severity, dashboardUrl, state, log, attempt }) => {
     try {
       client.ready ??= ensureLabels(client)
       await client.ready
       const key = issueKey(event)
       const m = formatEvent(event, { severity, dashboardUrl })
       const { owner, repo, octokit } = client
-      const number = await findIssue(client, key, state)
+      const found = await findIssue(client, key, state)
       if (event.type === "enforcement.resolved") {
-        if (number === undefined) {
+        if (found === undefined) {
           log.info("no open issue for this enforcement; nothing to close", { key })
           return ok()
         }
-        await octokit.rest.issues.createComment({ owner, repo, issue_number: number, body: fit(renderEvent(m)) })
+        await commentOnce(client, found.number, m, attempt)
         const overturned = (event.data as { resolution?: string }).resolution === "overturned"
         await octokit.rest.issues.update({
           owner,
           repo,
-          issue_number: number,
+          issue_number: found.number,
           state: "closed",
           state_reason: overturned ? "not_planned" : "completed",
         })
         state.delete(`issue:${key}`)
         return ok()
       }
-      if (number !== undefined) {
-        await octokit.rest.issues.createComment({ owner, repo, issue_number: number, body: fit(renderEvent(m)) })
+      // an earlier attempt opened this very issue, and its answer was lost
+      if (found && renders(found.body, m.eventId)) return ok()
+      if (found) {
+        await commentOnce(client, found.number, m, attempt)
         return ok()
       }
       const type = typeLabel(m.eventType)
@@ -293,6 +323,7 @@ export const github = defineConnector({
         title: issueTitle(m),
         body: issueBody(key, m),
         labels: [LABELS.agentgov.name, LABELS[m.severity].name, type.name],
+        ...ONCE,
       })
       state.set(`issue:${key}`, String(created.data.number))
       log.info("issue opened", { key, number: created.data.number })

@@ -97,6 +97,29 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
     expect(mine()[1]!.state).toBe("open")
   })
 
+  it("makes an issue and a comment once when GitHub made them but answered 502", async () => {
+    rig.fake.loseNextAnswer()
+    const id = await enforce("warning", "answer lost")
+    await waitFor(
+      () =>
+        rig.connector.logs().some((l) => l.msg === "delivered" && l.type === "enforcement.created" && l.attempt === 2),
+      "the second attempt",
+    )
+    expect(rig.fake.issues.filter((i) => i.body.startsWith(marker(`enforcement:${id}`)))).toHaveLength(1)
+    const issue = issueOf(id)!
+    expect(issue.comments).toEqual([])
+
+    rig.fake.loseNextAnswer()
+    expect((await call("POST", `/enforcement/${id}/appeal`, { reason: "answer lost again" })).status).toBe(200)
+    await waitFor(
+      () =>
+        rig.connector.logs().some((l) => l.msg === "delivered" && l.type === "enforcement.appealed" && l.attempt === 2),
+      "the appeal's second attempt",
+    )
+    expect(issue.comments).toHaveLength(1)
+    expect(issue.comments[0]).toContain("answer lost again")
+  })
+
   it("dead-letters what GitHub refuses (422)", async () => {
     rig.fake.failNext("refuse")
     await enforce("warning", "refused")

@@ -25,6 +25,8 @@ export interface GitHubFake extends VendorFake {
   readonly issues: Array<Issue>
   readonly labels: Map<string, { name: string; color: string; description: string }>
   readonly requests: ReadonlyArray<FakeRequest>
+  /** The next issue or comment is made, but answered 502 (GitHub's "the write may have happened"). */
+  readonly loseNextAnswer: () => void
 }
 
 const validation = (message: string, code: string, field: string, resource: string): FakeAnswer => ({
@@ -71,6 +73,12 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
   const issues: Array<Issue> = []
   const labels = new Map<string, { name: string; color: string; description: string }>()
   let base = ""
+  let loseAnswer = false
+  const lost = (made: FakeAnswer): FakeAnswer => {
+    if (!loseAnswer) return made
+    loseAnswer = false
+    return { status: 502, body: { message: "Server Error" } }
+  }
   const answer = (r: FakeRequest): FakeAnswer => {
     const auth = String(r.headers.authorization ?? "")
     if (auth !== `token ${TOKEN}` && auth !== `bearer ${TOKEN}`)
@@ -119,7 +127,7 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
         comments: [],
       }
       issues.push(issue)
-      return { status: 201, body: issueJson(base, issue) }
+      return lost({ status: 201, body: issueJson(base, issue) })
     }
     const one = /^\/issues\/(\d+)(\/comments)?$/.exec(path)
     const issue = one ? issues[Number(one[1]) - 1] : undefined
@@ -130,7 +138,11 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
       if (body.body.length > 65_536)
         return validation("body is too long (maximum is 65536 characters)", "custom", "body", "IssueComment")
       issue.comments.push(body.body)
-      return { status: 201, body: { id: issue.comments.length, body: body.body } }
+      return lost({ status: 201, body: { id: issue.comments.length, body: body.body } })
+    }
+    if (one[2] && r.method === "GET") {
+      const list = issue.comments.map((c, i) => ({ id: i + 1, body: c }))
+      return page(base, url.pathname, url.searchParams, list)
     }
     if (!one[2] && r.method === "GET") return { status: 200, body: issueJson(base, issue) }
     if (!one[2] && r.method === "PATCH") {
@@ -160,6 +172,9 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
     issues,
     labels,
     requests: http.requests,
+    loseNextAnswer: () => {
+      loseAnswer = true
+    },
     accepted: () => issues.flatMap((i) => [`${i.title}\n${i.body}`, ...i.comments]),
     attempts,
     failNext,
