@@ -207,21 +207,31 @@ describe("email: an agent's name is escaped in the HTML, from a real server", ()
   })
 })
 
-describe("email: kill -9 in the middle of sending a digest", () => {
+describe("email: a kill -9 or a SIGTERM in the middle of sending a digest", () => {
   let smtp: SmtpServer
-  let dir: string
+  const dirs: Array<string> = []
   beforeAll(async () => {
     smtp = await startSmtpServer()
-    dir = mkdtempSync(join(tmpdir(), "agentgov-email-kill-"))
   })
   afterAll(async () => {
     await smtp.close()
-    rmSync(dir, { recursive: true, force: true })
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
   })
+  /** A fresh mailbox, data directory and secret. */
+  const fresh = () => {
+    smtp.mailbox.length = 0
+    smtp.held.length = 0
+    const dir = mkdtempSync(join(tmpdir(), "agentgov-email-crash-"))
+    dirs.push(dir)
+    const secret = newSecret()
+    return {
+      secret,
+      env: { ...mailEnv(smtp, "immediate"), AGENTGOV_WEBHOOK_SECRET: secret, AGENTGOV_CONNECTOR_DATA_DIR: dir },
+    }
+  }
 
   it("sends that digest once after the restart, with the same Message-ID, and then the rest: no duplicate, no gap", async () => {
-    const secret = newSecret()
-    const env = { ...mailEnv(smtp, "immediate"), AGENTGOV_WEBHOOK_SECRET: secret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+    const { secret, env } = fresh()
     const post = async (url: string, n: number) => {
       const { body, headers } = signDelivery({ secret, envelope: sampleEvent("digest.probe", { data: { n } }) })
       const res = await fetch(`${url}/webhooks`, { method: "POST", headers, body })
@@ -249,23 +259,9 @@ describe("email: kill -9 in the middle of sending a digest", () => {
     expect(new Set(ids).size).toBe(ids.length)
     expect(probes2(smtp.mailbox).sort()).toEqual([1, 2, 3])
   })
-})
-
-describe("email: SIGTERM while the SMTP server holds a digest", () => {
-  let smtp: SmtpServer
-  let dir: string
-  beforeAll(async () => {
-    smtp = await startSmtpServer()
-    dir = mkdtempSync(join(tmpdir(), "agentgov-email-term-"))
-  })
-  afterAll(async () => {
-    await smtp.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
 
   it("exits within its wait and sends the digest once after the restart", async () => {
-    const secret = newSecret()
-    const env = { ...mailEnv(smtp, "immediate"), AGENTGOV_WEBHOOK_SECRET: secret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+    const { secret, env } = fresh()
     smtp.hold(true)
     const first = await spawnConnector(bin, env)
     const { body, headers } = signDelivery({ secret, envelope: sampleEvent("digest.probe", { data: { n: 7 } }) })
