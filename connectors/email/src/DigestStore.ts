@@ -275,6 +275,24 @@ export class DigestStore {
     ).map((r) => String(r.event_id))
   }
 
+  /** Forgets the digests sent (and their events) before `before`; returns how many digests. */
+  prune(before: number): number {
+    this.db.exec("BEGIN IMMEDIATE")
+    try {
+      this.db
+        .prepare("DELETE FROM events WHERE digest_id IN (SELECT id FROM digests WHERE status = 'sent' AND sent_at < ?)")
+        .run(before)
+      const gone = Number(
+        this.db.prepare("DELETE FROM digests WHERE status = 'sent' AND sent_at < ?").run(before).changes,
+      )
+      this.db.exec("COMMIT")
+      return gone
+    } catch (error) {
+      this.db.exec("ROLLBACK")
+      throw error
+    }
+  }
+
   close(): void {
     if (!this.open) return
     this.open = false

@@ -27,6 +27,8 @@ export interface EmailOptions {
 export const MAX_SEND_ATTEMPTS = 300
 const BACKOFF_MAX_MS = 5 * 60_000
 const STOP_WAIT_MS = 5000
+/** Sent digests and their events are kept this long, then pruned (hourly). */
+export const RETAIN_SENT_MS = 7 * 86_400_000
 
 const ADDRESS = /^[^\s@<>(),;:"]+@[^\s@<>(),;:"]+\.[^\s@<>(),;:"]+$/
 
@@ -78,6 +80,7 @@ class Mailer {
   private running: Promise<void> | undefined
   private stopped = false
   private kicked = false
+  private prunedAt = Number.NEGATIVE_INFINITY
 
   readonly store: DigestStore
   private readonly transport: Transporter
@@ -128,6 +131,11 @@ class Mailer {
   }
 
   private async run() {
+    if (this.o.now() - this.prunedAt >= 3_600_000) {
+      this.prunedAt = this.o.now()
+      const gone = this.store.prune(this.prunedAt - RETAIN_SENT_MS)
+      if (gone > 0) this.o.log.info("old digests pruned", { digests: gone })
+    }
     for (;;) {
       if (this.stopped) return
       const now = this.o.now()

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { fileURLToPath } from "node:url"
 import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
 import {
@@ -110,6 +111,23 @@ describe("email: digests over a real SMTP server, on a fixed clock", () => {
     await waitFor(() => smtp.mailbox.length === before + 2, "the 10:00 digest")
     expect(probes(smtp.mailbox.at(-1)!)).toEqual([1])
     expect(smtp.mailbox.at(-1)!.parsed.headers.get("x-agentgov-events")).toBe("1")
+
+    // a week and an hour later, the sent digests and their events are gone from email.db
+    const rows = () => {
+      const db = new DatabaseSync(join(c.running.dataDir, "email.db"), { readOnly: true })
+      try {
+        return [
+          db.prepare("SELECT COUNT(*) AS n FROM digests").get(),
+          db.prepare("SELECT COUNT(*) AS n FROM events").get(),
+        ].map((r) => Number((r as { n: number }).n))
+      } finally {
+        db.close()
+      }
+    }
+    expect(rows()).toEqual([2, 5])
+    clock.t = Date.parse("2026-12-02T11:00:00.000Z")
+    await waitFor(() => rows()[0] === 0, "the pruning")
+    expect(rows()).toEqual([0, 0])
   })
 
   it("daily: at EMAIL_DIGEST_AT in its time zone", async () => {
