@@ -43,14 +43,18 @@ events.forEach((e, i) => {
       link: m.link?.url ?? null,
       occurredAt: t0 + i * 3_600_000,
       fields: JSON.stringify(m.fields.map((f) => ({ label: f.label, value: f.value }))),
+      recipients: "ops@example.com",
     },
     t0 + i * 3_600_000,
   )
 })
 const now = Date.parse("2026-11-25T08:00:00Z")
-const digest = store.assign("<sample@agentgov.connector>", now, (id) =>
-  renderDigest(store, id, { frequency: "daily", dashboardUrl, now }),
-)!
+const [digest] = store.assign(
+  () => "<sample@agentgov.connector>",
+  now,
+  (id) => renderDigest(store, id, { frequency: "daily", dashboardUrl, now }),
+)
+if (!digest) throw new Error("no digest")
 store.close()
 rmSync(dir, { recursive: true, force: true })
 const here = new URL(".", import.meta.url).pathname

@@ -28,11 +28,14 @@ export interface PendingEvent {
   readonly occurredAt: number
   /** Label/value pairs, JSON. */
   readonly fields: string
+  /** Who gets it: addresses, `, `-separated, sorted (a digest goes to one such set). */
+  readonly recipients: string
 }
 
 export interface StoredDigest {
   readonly id: number
   readonly messageId: string
+  readonly recipients: string
   readonly subject: string
   readonly text: string
   readonly html: string
@@ -67,6 +70,7 @@ CREATE TABLE IF NOT EXISTS events (
   link TEXT,
   occurred_at INTEGER NOT NULL,
   fields TEXT NOT NULL,
+  recipients TEXT NOT NULL,
   received_at INTEGER NOT NULL,
   digest_id INTEGER
 );
@@ -74,6 +78,7 @@ CREATE INDEX IF NOT EXISTS events_digest ON events (digest_id, type, seq);
 CREATE TABLE IF NOT EXISTS digests (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   message_id TEXT NOT NULL UNIQUE,
+  recipients TEXT NOT NULL,
   status TEXT NOT NULL CHECK (status IN ('sending', 'sent', 'failed')),
   subject TEXT NOT NULL DEFAULT '',
   text TEXT NOT NULL DEFAULT '',
@@ -91,6 +96,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITH
 const rowToDigest = (r: any): StoredDigest => ({
   id: Number(r.id),
   messageId: String(r.message_id),
+  recipients: String(r.recipients),
   subject: String(r.subject),
   text: String(r.text),
   html: String(r.html),
@@ -119,8 +125,8 @@ export class DigestStore {
   /** Stores an event for the next digest; a second copy of one event id is ignored. */
   add(e: PendingEvent, now: number): void {
     this.insert ??= this.db.prepare(
-      `INSERT OR IGNORE INTO events (event_id, type, agent_key, agent_label, severity, severity_rank, title, summary, link, occurred_at, fields, received_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT OR IGNORE INTO events (event_id, type, agent_key, agent_label, severity, severity_rank, title, summary, link, occurred_at, fields, recipients, received_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     this.insert.run(
       e.eventId,
@@ -134,6 +140,7 @@ export class DigestStore {
       e.link,
       e.occurredAt,
       e.fields,
+      e.recipients,
       now,
     )
   }
@@ -154,36 +161,45 @@ export class DigestStore {
   }
 
   /**
-   * In one transaction: a new digest takes every waiting event, `render` builds its message from
-   * them (through the digest's read helpers), and the message is stored with status `sending`.
-   * Returns undefined (and stores nothing) when no event waits.
+   * In one transaction: every waiting event goes to a new digest, one digest per set of
+   * recipients; `render` builds each digest's message from its events (through the read helpers
+   * below), and the messages are stored with status `sending`. Returns the digests, none (and
+   * stores nothing) when no event waits.
    */
   assign(
-    messageId: string,
+    messageId: () => string,
     now: number,
     render: (digestId: number) => { subject: string; text: string; html: string },
-  ): StoredDigest | undefined {
+  ): Array<StoredDigest> {
     this.db.exec("BEGIN IMMEDIATE")
     try {
-      const count = this.pendingCount()
-      if (count === 0) {
-        this.db.exec("COMMIT")
-        return undefined
-      }
-      const id = Number(
+      const sets = (
         this.db
           .prepare(
-            "INSERT INTO digests (message_id, status, event_count, created_at, next_attempt_at) VALUES (?, 'sending', ?, ?, ?)",
+            "SELECT recipients, COUNT(*) AS n FROM events WHERE digest_id IS NULL GROUP BY recipients ORDER BY MIN(seq)",
           )
-          .run(messageId, count, now, now).lastInsertRowid,
-      )
-      this.db.prepare("UPDATE events SET digest_id = ? WHERE digest_id IS NULL").run(id)
-      const m = render(id)
-      this.db
-        .prepare("UPDATE digests SET subject = ?, text = ?, html = ? WHERE id = ?")
-        .run(m.subject, m.text, m.html, id)
+          .all() as Array<{ recipients: string; n: number }>
+      ).map((r) => ({ recipients: String(r.recipients), count: Number(r.n) }))
+      const ids: Array<number> = []
+      for (const set of sets) {
+        const id = Number(
+          this.db
+            .prepare(
+              "INSERT INTO digests (message_id, recipients, status, event_count, created_at, next_attempt_at) VALUES (?, ?, 'sending', ?, ?, ?)",
+            )
+            .run(messageId(), set.recipients, set.count, now, now).lastInsertRowid,
+        )
+        this.db
+          .prepare("UPDATE events SET digest_id = ? WHERE digest_id IS NULL AND recipients = ?")
+          .run(id, set.recipients)
+        const m = render(id)
+        this.db
+          .prepare("UPDATE digests SET subject = ?, text = ?, html = ? WHERE id = ?")
+          .run(m.subject, m.text, m.html, id)
+        ids.push(id)
+      }
       this.db.exec("COMMIT")
-      return this.digest(id)
+      return ids.map((id) => this.digest(id)!)
     } catch (error) {
       this.db.exec("ROLLBACK")
       throw error
@@ -265,6 +281,7 @@ export class DigestStore {
       link: r.link === null ? null : String(r.link),
       occurredAt: Number(r.occurred_at),
       fields: String(r.fields),
+      recipients: String(r.recipients),
     }))
   }
 

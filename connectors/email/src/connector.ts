@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import type { AnyWebhookEvent, Severity } from "@agentgov/connector-sdk"
+import { type AnyWebhookEvent, matchesEventPattern, type Severity } from "@agentgov/connector-sdk"
 import { formatEvent } from "@agentgov/connector-sdk/format"
 import { defineConnector, type Logger, ok, retry } from "@agentgov/connector-sdk/runtime"
 import nodemailer, { type Transporter } from "nodemailer"
@@ -38,6 +38,38 @@ const addresses = (text: string) =>
     .map((s) => s.trim())
     .filter((s) => s !== "")
 
+/** `pattern=address,address;…`: recipients per event pattern. */
+export type Routes = ReadonlyArray<readonly [pattern: string, addresses: ReadonlyArray<string>]>
+
+const PATTERN = /^(\*|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(\.\*)?)$/
+
+/** Parses `EMAIL_ROUTES`; a string is a problem. */
+export const parseRoutes = (text: string): Routes | string => {
+  const routes: Array<readonly [string, ReadonlyArray<string>]> = []
+  for (const entry of text
+    .split(";")
+    .map((e) => e.trim())
+    .filter((e) => e !== "")) {
+    const eq = entry.indexOf("=")
+    const pattern = eq < 0 ? "" : entry.slice(0, eq).trim()
+    const to = eq < 0 ? [] : addresses(entry.slice(eq + 1))
+    if (!PATTERN.test(pattern) || to.length === 0)
+      return `"${entry}" is not pattern=address[,address] (e.g. enforcement.*=security@example.com)`
+    const bad = to.filter((a) => !ADDRESS.test(bare(a)))
+    if (bad.length > 0) return `not e-mail addresses: ${bad.join(", ")}`
+    routes.push([pattern, to])
+  }
+  return routes
+}
+
+/** The recipients of an event type, as one sorted `, `-separated set. */
+export const recipientsOf =
+  (routes: Routes, fallback: ReadonlyArray<string>) =>
+  (type: string): string => {
+    const matched = routes.filter(([pattern]) => matchesEventPattern(pattern, type)).flatMap(([, to]) => to)
+    return [...new Set(matched.length > 0 ? matched : fallback)].sort().join(", ")
+  }
+
 /** The bare address of `Name <a@b.c>` or `a@b.c`. */
 const bare = (text: string) => /<([^>]+)>\s*$/.exec(text)?.[1] ?? text
 
@@ -67,7 +99,8 @@ interface MailerOptions {
   readonly frequency: Frequency
   readonly at: DigestAt
   readonly from: string
-  readonly to: ReadonlyArray<string>
+  /** Who gets an event of a type: the matching routes' addresses, else EMAIL_TO. */
+  readonly recipientsOf: (type: string) => string
   readonly dashboardUrl: string | undefined
   readonly now: () => number
   readonly pollMs: number
@@ -111,6 +144,10 @@ class Mailer {
     this.timer.unref()
   }
 
+  recipientsOf(type: string) {
+    return this.o.recipientsOf(type)
+  }
+
   /** An event arrived: an immediate digest need not wait for the next poll. */
   kick() {
     if (this.o.frequency !== "immediate") return
@@ -147,16 +184,19 @@ class Mailer {
         continue
       }
       if (now < Number(this.store.meta("next_due"))) return
-      const digest = this.store.assign(
-        `<digest.${now}.${randomBytes(8).toString("hex")}@agentgov.connector>`,
+      const digests = this.store.assign(
+        () => `<digest.${now}.${randomBytes(8).toString("hex")}@agentgov.connector>`,
         now,
         (id) => renderDigest(this.store, id, { frequency: this.o.frequency, dashboardUrl: this.o.dashboardUrl, now }),
       )
       this.advance(now)
       // an empty period: nothing marked, nothing sent
-      if (!digest) return
-      this.o.log.info("digest built", { digest: digest.id, events: digest.eventCount })
-      if (!(await this.send(digest))) return
+      if (digests.length === 0) return
+      for (const digest of digests) {
+        this.o.log.info("digest built", { digest: digest.id, events: digest.eventCount })
+        // one that fails stays marked: the reconciliation above sends it, and those after it, first
+        if (!(await this.send(digest))) return
+      }
       if (this.o.frequency !== "immediate") return
     }
   }
@@ -166,7 +206,7 @@ class Mailer {
     try {
       const info = await this.transport.sendMail({
         from: this.o.from,
-        to: [...this.o.to],
+        to: d.recipients.split(", "),
         subject: d.subject.replace(/[\r\n]+/g, " "),
         text: d.text,
         html: d.html,
@@ -247,6 +287,16 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
           return bad.length > 0 ? `not e-mail addresses: ${bad.join(", ")}` : undefined
         },
       },
+      routes: {
+        env: "EMAIL_ROUTES",
+        description:
+          "per event type, other recipients: pattern=address,address;pattern=… (e.g. enforcement.*=security@example.com); the rest go to EMAIL_TO",
+        default: "",
+        check: (v) => {
+          const r = parseRoutes(v)
+          return typeof r === "string" ? r : undefined
+        },
+      },
       frequency: {
         env: "EMAIL_FREQUENCY",
         description: "immediate, hourly or daily",
@@ -279,7 +329,7 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
           frequency: settings.frequency as Frequency,
           at: parseDigestAt(settings.digestAt) as DigestAt,
           from: settings.from,
-          to: addresses(settings.to),
+          recipientsOf: recipientsOf(parseRoutes(settings.routes) as Routes, addresses(settings.to)),
           dashboardUrl,
           now,
           pollMs: options.pollMs ?? 1000,
@@ -291,7 +341,8 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
     stop: (client) => client.mailer.stop(),
     deliver: (event, { client, severity, dashboardUrl }) => {
       if (!client.mailer.store.isOpen) return retry("the connector is stopping")
-      client.mailer.store.add(pending(event, severity, dashboardUrl), client.now())
+      const e = pending(event, severity, dashboardUrl)
+      client.mailer.store.add({ ...e, recipients: client.mailer.recipientsOf(e.type) }, client.now())
       client.mailer.kick()
       return ok()
     },

@@ -41,6 +41,7 @@ const apps = [
       EMAIL_TO: "ops@example.com, not-an-address",
       EMAIL_FREQUENCY: "weekly",
       EMAIL_DIGEST_AT: "25:00",
+      EMAIL_ROUTES: "enforcement.*=",
     },
     problems: [
       "SMTP_URL must start with smtp:// or smtps://",
@@ -48,6 +49,7 @@ const apps = [
       "EMAIL_TO not e-mail addresses: not-an-address",
       "EMAIL_FREQUENCY must be one of immediate, hourly, daily",
       'EMAIL_DIGEST_AT "25:00" is not a time of day',
+      'EMAIL_ROUTES "enforcement.*=" is not pattern=address[,address]',
     ],
     secret: "s3cretpass",
   },

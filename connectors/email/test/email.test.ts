@@ -130,6 +130,29 @@ describe("email: digests over a real SMTP server, on a fixed clock", () => {
     expect(rows()).toEqual([0, 0])
   })
 
+  it("routes event types to their own recipients with EMAIL_ROUTES, one digest per set of recipients", async () => {
+    clock.t = Date.parse("2026-11-25T10:30:00.000Z")
+    const c = await start("hourly", {
+      EMAIL_ROUTES: "enforcement.*=security@example.com; badge.*=ops@example.com,hr@example.com",
+    })
+    const before = smtp.mailbox.length
+    await send(c, "enforcement.created", { agentId: "agt_routed" })
+    await send(c, "badge.earned", { agentId: "agt_routed" })
+    await send(c, "digest.probe", { n: 42 })
+    clock.t = Date.parse("2026-11-25T11:00:00.000Z")
+    await waitFor(() => smtp.mailbox.length === before + 3, "three digests")
+    const sent = smtp.mailbox.slice(before).map((m) => ({
+      to: m.envelope.to,
+      subject: m.parsed.subject,
+      events: m.parsed.headers.get("x-agentgov-events"),
+    }))
+    expect(sent).toEqual([
+      { to: ["security@example.com"], subject: "[agentgov] Suspension issued to agt_routed", events: "1" },
+      { to: ["hr@example.com", "ops@example.com"], subject: expect.stringContaining("badge"), events: "1" },
+      { to: ["ops@example.com", "security@example.com"], subject: "[agentgov] Digest probe", events: "1" },
+    ])
+  })
+
   it("daily: at EMAIL_DIGEST_AT in its time zone", async () => {
     clock.t = Date.parse("2026-11-25T06:30:00.000Z") // 07:30 in Berlin
     const c = await start("daily", { EMAIL_DIGEST_AT: "08:00 Europe/Berlin" })
