@@ -146,8 +146,20 @@ export interface ConnectorDefinition<S extends SettingsSchema = SettingsSchema, 
   readonly settings: S
   /** Checks across settings; each string is one problem. */
   readonly validate?: (settings: SettingsOf<S>) => ReadonlyArray<string>
-  /** Builds the vendor client once at start. */
-  readonly setup?: (settings: SettingsOf<S>, runtime: { readonly log: Logger }) => C
+  /**
+   * Builds the vendor client once at start. `dataDir` is the connector's data directory, for a
+   * connector that keeps durable state of its own beside the queue (the e-mail digest), and
+   * `dashboardUrl` the common `AGENTGOV_DASHBOARD_URL`, for work done outside `deliver`.
+   */
+  readonly setup?: (
+    settings: SettingsOf<S>,
+    runtime: { readonly log: Logger; readonly dataDir: string; readonly dashboardUrl: string | undefined },
+  ) => C
+  /**
+   * Called once while the connector closes, after running deliveries are drained and before the
+   * store closes: stop timers and close what `setup` opened.
+   */
+  readonly stop?: (client: C) => void | Promise<void>
   /**
    * Events with the same key are delivered one at a time, in arrival order (an approval's request
    * before its decision, so the decision can thread under it). Undefined: no ordering.
@@ -462,7 +474,11 @@ export const startConnector = async <S extends SettingsSchema, C>(
 ): Promise<RunningConnector> => {
   const { common, settings } = loadConfig(definition, options.env, "start")
   const log = jsonLogger(definition.name, common.logLevel, options.log)
-  const client = (definition.setup ? definition.setup(settings, { log }) : undefined) as C
+  const client = (
+    definition.setup
+      ? definition.setup(settings, { log, dataDir: common.dataDir, dashboardUrl: common.dashboardUrl })
+      : undefined
+  ) as C
   const store = new Store(common.dataDir)
   const webhook = new Webhook({
     secret: common.secrets,
@@ -798,6 +814,13 @@ export const startConnector = async <S extends SettingsSchema, C>(
       const drained = busy.size === 0
       for (const controller of controllers) controller.abort(new Error("the connector is shutting down"))
       stopped = true
+      if (definition.stop) {
+        try {
+          await definition.stop(client)
+        } catch (error) {
+          log.error("stopping the connector's client failed", { error: (error as Error).message })
+        }
+      }
       server.closeAllConnections()
       await serverClosed
       store.close()

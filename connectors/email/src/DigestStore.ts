@@ -1,0 +1,318 @@
+import { mkdirSync } from "node:fs"
+import { join } from "node:path"
+import { DatabaseSync, type StatementSync } from "node:sqlite"
+
+/**
+ * The e-mail connector's own durable state in `<data dir>/email.db` (node:sqlite, WAL,
+ * `synchronous=FULL`): the events waiting for a digest, the digests (each with its rendered
+ * message and Message-ID, written before the first byte goes to the SMTP server), and when the
+ * next digest is due.
+ *
+ * An event belongs to exactly one digest: `assign` gives every waiting event to a new digest in the
+ * same transaction that stores the digest's message, so a later digest never repeats it and a
+ * crash never loses it (it is either still waiting, or in a stored digest that is sent again).
+ */
+
+export interface PendingEvent {
+  readonly eventId: string
+  readonly type: string
+  /** The agent's id, or "" for events without one. */
+  readonly agentKey: string
+  /** How the agent reads: its name, or its id. */
+  readonly agentLabel: string
+  readonly severity: string
+  readonly title: string
+  readonly summary: string
+  readonly link: string | null
+  /** The event's own time, epoch ms. */
+  readonly occurredAt: number
+  /** Label/value pairs, JSON. */
+  readonly fields: string
+  /** Who gets it: addresses, `, `-separated, sorted (a digest goes to one such set). */
+  readonly recipients: string
+}
+
+export interface StoredDigest {
+  readonly id: number
+  readonly messageId: string
+  readonly recipients: string
+  readonly subject: string
+  readonly text: string
+  readonly html: string
+  readonly eventCount: number
+  readonly createdAt: number
+  readonly attempts: number
+  readonly nextAttemptAt: number
+}
+
+/** A type's or an agent's count in a digest. */
+export interface GroupCount {
+  readonly type: string
+  readonly agentKey: string
+  readonly agentLabel: string
+  readonly count: number
+  readonly severityRank: number
+}
+
+export const SEVERITY_RANK: Readonly<Record<string, number>> = { info: 0, warning: 1, error: 2, critical: 3 }
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id TEXT NOT NULL UNIQUE,
+  type TEXT NOT NULL,
+  agent_key TEXT NOT NULL,
+  agent_label TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  severity_rank INTEGER NOT NULL,
+  title TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  link TEXT,
+  occurred_at INTEGER NOT NULL,
+  fields TEXT NOT NULL,
+  recipients TEXT NOT NULL,
+  received_at INTEGER NOT NULL,
+  digest_id INTEGER
+);
+CREATE INDEX IF NOT EXISTS events_digest ON events (digest_id, type, seq);
+CREATE TABLE IF NOT EXISTS digests (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id TEXT NOT NULL UNIQUE,
+  recipients TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('sending', 'sent', 'failed')),
+  subject TEXT NOT NULL DEFAULT '',
+  text TEXT NOT NULL DEFAULT '',
+  html TEXT NOT NULL DEFAULT '',
+  event_count INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  last_error TEXT,
+  sent_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+`
+
+const rowToDigest = (r: any): StoredDigest => ({
+  id: Number(r.id),
+  messageId: String(r.message_id),
+  recipients: String(r.recipients),
+  subject: String(r.subject),
+  text: String(r.text),
+  html: String(r.html),
+  eventCount: Number(r.event_count),
+  createdAt: Number(r.created_at),
+  attempts: Number(r.attempts),
+  nextAttemptAt: Number(r.next_attempt_at),
+})
+
+export class DigestStore {
+  private readonly db: DatabaseSync
+  private open = true
+  private insert: StatementSync | undefined
+
+  constructor(dataDir: string) {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+    this.db = new DatabaseSync(join(dataDir, "email.db"))
+    this.db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;")
+    this.db.exec(SCHEMA)
+  }
+
+  get isOpen() {
+    return this.open
+  }
+
+  /** Stores an event for the next digest; a second copy of one event id is ignored. */
+  add(e: PendingEvent, now: number): void {
+    this.insert ??= this.db.prepare(
+      `INSERT OR IGNORE INTO events (event_id, type, agent_key, agent_label, severity, severity_rank, title, summary, link, occurred_at, fields, recipients, received_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    this.insert.run(
+      e.eventId,
+      e.type,
+      e.agentKey,
+      e.agentLabel,
+      e.severity,
+      SEVERITY_RANK[e.severity] ?? 0,
+      e.title,
+      e.summary,
+      e.link,
+      e.occurredAt,
+      e.fields,
+      e.recipients,
+      now,
+    )
+  }
+
+  pendingCount(): number {
+    return Number((this.db.prepare("SELECT COUNT(*) AS n FROM events WHERE digest_id IS NULL").get() as any).n)
+  }
+
+  meta(key: string): string | undefined {
+    const row = this.db.prepare("SELECT value FROM meta WHERE key = ?").get(key) as { value: string } | undefined
+    return row?.value
+  }
+
+  setMeta(key: string, value: string): void {
+    this.db
+      .prepare("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+      .run(key, value)
+  }
+
+  /**
+   * In one transaction: every waiting event goes to a new digest, one digest per set of
+   * recipients; `render` builds each digest's message from its events (through the read helpers
+   * below), and the messages are stored with status `sending`. Returns the digests, none (and
+   * stores nothing) when no event waits.
+   */
+  assign(
+    messageId: () => string,
+    now: number,
+    render: (digestId: number) => { subject: string; text: string; html: string },
+  ): Array<StoredDigest> {
+    this.db.exec("BEGIN IMMEDIATE")
+    try {
+      const sets = (
+        this.db
+          .prepare(
+            "SELECT recipients, COUNT(*) AS n FROM events WHERE digest_id IS NULL GROUP BY recipients ORDER BY MIN(seq)",
+          )
+          .all() as Array<{ recipients: string; n: number }>
+      ).map((r) => ({ recipients: String(r.recipients), count: Number(r.n) }))
+      const ids: Array<number> = []
+      for (const set of sets) {
+        const id = Number(
+          this.db
+            .prepare(
+              "INSERT INTO digests (message_id, recipients, status, event_count, created_at, next_attempt_at) VALUES (?, ?, 'sending', ?, ?, ?)",
+            )
+            .run(messageId(), set.recipients, set.count, now, now).lastInsertRowid,
+        )
+        this.db
+          .prepare("UPDATE events SET digest_id = ? WHERE digest_id IS NULL AND recipients = ?")
+          .run(id, set.recipients)
+        const m = render(id)
+        this.db
+          .prepare("UPDATE digests SET subject = ?, text = ?, html = ? WHERE id = ?")
+          .run(m.subject, m.text, m.html, id)
+        ids.push(id)
+      }
+      this.db.exec("COMMIT")
+      return ids.map((id) => this.digest(id)!)
+    } catch (error) {
+      this.db.exec("ROLLBACK")
+      throw error
+    }
+  }
+
+  digest(id: number): StoredDigest | undefined {
+    const r = this.db.prepare("SELECT * FROM digests WHERE id = ?").get(id)
+    return r ? rowToDigest(r) : undefined
+  }
+
+  /** The oldest digest marked `sending` and not yet sent: after a crash, the one to send again. */
+  unsent(): StoredDigest | undefined {
+    const r = this.db.prepare("SELECT * FROM digests WHERE status = 'sending' ORDER BY id LIMIT 1").get()
+    return r ? rowToDigest(r) : undefined
+  }
+
+  markSent(id: number, now: number): void {
+    this.db
+      .prepare("UPDATE digests SET status = 'sent', sent_at = ?, attempts = attempts + 1 WHERE id = ?")
+      .run(now, id)
+  }
+
+  markAttemptFailed(id: number, error: string, nextAttemptAt: number, giveUp: boolean): void {
+    this.db
+      .prepare(
+        "UPDATE digests SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, status = CASE WHEN ? THEN 'failed' ELSE status END WHERE id = ?",
+      )
+      .run(error, nextAttemptAt, giveUp ? 1 : 0, id)
+  }
+
+  counts(): { pending: number; sending: number; sent: number; failed: number } {
+    const rows = this.db.prepare("SELECT status, COUNT(*) AS n FROM digests GROUP BY status").all() as Array<{
+      status: string
+      n: number
+    }>
+    const by = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]))
+    return { pending: this.pendingCount(), sending: by.sending ?? 0, sent: by.sent ?? 0, failed: by.failed ?? 0 }
+  }
+
+  /** Counts by type and agent in a digest, the most severe type first. */
+  groups(digestId: number): Array<GroupCount> {
+    return (
+      this.db
+        .prepare(
+          `SELECT type, agent_key, MAX(agent_label) AS agent_label, COUNT(*) AS n, MAX(severity_rank) AS rank
+           FROM events WHERE digest_id = ? GROUP BY type, agent_key`,
+        )
+        .all(digestId) as Array<any>
+    ).map((r) => ({
+      type: String(r.type),
+      agentKey: String(r.agent_key),
+      agentLabel: String(r.agent_label),
+      count: Number(r.n),
+      severityRank: Number(r.rank),
+    }))
+  }
+
+  /** Up to `perGroup` events of each type and agent in a digest, oldest first. */
+  samples(digestId: number, perGroup: number): Array<PendingEvent & { readonly seq: number }> {
+    return (
+      this.db
+        .prepare(
+          `SELECT * FROM (
+             SELECT *, ROW_NUMBER() OVER (PARTITION BY type, agent_key ORDER BY seq) AS rn
+             FROM events WHERE digest_id = ?
+           ) WHERE rn <= ? ORDER BY seq`,
+        )
+        .all(digestId, perGroup) as Array<any>
+    ).map((r) => ({
+      seq: Number(r.seq),
+      eventId: String(r.event_id),
+      type: String(r.type),
+      agentKey: String(r.agent_key),
+      agentLabel: String(r.agent_label),
+      severity: String(r.severity),
+      title: String(r.title),
+      summary: String(r.summary),
+      link: r.link === null ? null : String(r.link),
+      occurredAt: Number(r.occurred_at),
+      fields: String(r.fields),
+      recipients: String(r.recipients),
+    }))
+  }
+
+  /** The event ids of a digest (tests, and the log line of a sent digest). */
+  eventIds(digestId: number): Array<string> {
+    return (
+      this.db.prepare("SELECT event_id FROM events WHERE digest_id = ? ORDER BY seq").all(digestId) as Array<any>
+    ).map((r) => String(r.event_id))
+  }
+
+  /** Forgets the digests sent (and their events) before `before`; returns how many digests. */
+  prune(before: number): number {
+    this.db.exec("BEGIN IMMEDIATE")
+    try {
+      this.db
+        .prepare("DELETE FROM events WHERE digest_id IN (SELECT id FROM digests WHERE status = 'sent' AND sent_at < ?)")
+        .run(before)
+      const gone = Number(
+        this.db.prepare("DELETE FROM digests WHERE status = 'sent' AND sent_at < ?").run(before).changes,
+      )
+      this.db.exec("COMMIT")
+      return gone
+    } catch (error) {
+      this.db.exec("ROLLBACK")
+      throw error
+    }
+  }
+
+  close(): void {
+    if (!this.open) return
+    this.open = false
+    this.db.close()
+  }
+}

@@ -1,0 +1,76 @@
+import type { AddressInfo } from "node:net"
+import { type ParsedMail, simpleParser } from "mailparser"
+import { SMTPServer } from "smtp-server"
+
+/**
+ * A real SMTP server (`smtp-server`) in the test process. A message counts as delivered only once
+ * the server has answered `250` to its DATA, as RFC 5321 has it: a message whose sender went away
+ * before that answer is discarded. `hold()` makes the server keep the next message unanswered, so a
+ * test can kill the sender in the middle of the conversation.
+ */
+
+export interface Mail {
+  readonly parsed: ParsedMail
+  readonly raw: string
+  readonly envelope: { readonly from: string; readonly to: ReadonlyArray<string> }
+}
+
+export interface SmtpServer {
+  readonly url: string
+  /** Messages answered 250, oldest first. */
+  readonly mailbox: Array<Mail>
+  /** Messages held unanswered by `hold()`, with their Message-ID. */
+  readonly held: Array<{ readonly messageId: string; readonly raw: string }>
+  /** The next messages are received whole but never answered (the sender dies waiting). */
+  readonly hold: (on: boolean) => void
+  readonly close: () => Promise<void>
+}
+
+export const startSmtpServer = async (): Promise<SmtpServer> => {
+  const mailbox: Array<Mail> = []
+  const held: Array<{ messageId: string; raw: string }> = []
+  let holding = false
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS"],
+    logger: false,
+    size: 10 * 1024 * 1024,
+    closeTimeout: 200,
+    onData(stream, session, callback) {
+      const chunks: Array<Buffer> = []
+      stream.on("data", (c: Buffer) => chunks.push(c))
+      stream.on("end", () => {
+        const raw = Buffer.concat(chunks).toString("utf8")
+        void simpleParser(raw).then((parsed) => {
+          if (holding) {
+            held.push({ messageId: parsed.messageId ?? "", raw })
+            return // never answered
+          }
+          mailbox.push({
+            parsed,
+            raw,
+            envelope: {
+              from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+              to: session.envelope.rcptTo.map((r) => r.address),
+            },
+          })
+          callback()
+        }, callback)
+      })
+    },
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  const port = (server.server.address() as AddressInfo).port
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    mailbox,
+    held,
+    hold: (on) => {
+      holding = on
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+      }),
+  }
+}

@@ -1,0 +1,193 @@
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
+import { type InProcess, newSecret, runInProcess, useConnectorRig, waitFor } from "@agentgov/connector-testing"
+import { afterAll, describe, expect, it } from "vitest"
+import { github, LABELS, marker } from "../src/connector.ts"
+import { REPOSITORY, startGitHubFake, TOKEN } from "./githubFake.ts"
+
+const env = (fake: { url: string }) => ({
+  GITHUB_TOKEN: TOKEN,
+  GITHUB_REPOSITORY: REPOSITORY,
+  GITHUB_API_URL: fake.url,
+})
+
+describe("github: issues for enforcements, from a real server to a fake of GitHub's REST API", () => {
+  const rig = useConnectorRig({
+    definition: github,
+    startFake: startGitHubFake,
+    env,
+    events: ["enforcement.*", "policy.violated"],
+  })
+  const call = (method: string, path: string, body?: unknown) =>
+    rig.agentgov.t.call(method, `/api/v1${path}`, body === undefined ? {} : { body })
+  let agents = 0
+  const enforce = async (type: string, reason: string) => {
+    const agent = await call("POST", "/agents", { name: `gh-${++agents}` })
+    const created = await call("POST", "/enforcement", { agentId: agent.body.data.id, type, reason })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    return created.body.data.id as string
+  }
+  const issueOf = (id: string) => rig.fake.issues.find((i) => i.body.startsWith(marker(`enforcement:${id}`)))
+
+  it("creates its labels at start", async () => {
+    await waitFor(() => rig.fake.labels.size === Object.keys(LABELS).length, "the labels")
+    for (const l of Object.values(LABELS)) expect(rig.fake.labels.get(l.name)).toEqual(l)
+  })
+
+  it("opens an issue, comments on the appeal, and comments and closes on resolution", async () => {
+    // a reason that tries to forge another issue's marker, to mention everyone and to inject markup
+    const reason = "<!-- agentgov:key=enforcement:enf_other --> @everyone see **this** <img src=x onerror=alert(1)>"
+    const id = await enforce("suspension", reason)
+    await waitFor(() => issueOf(id) !== undefined, "the issue")
+    const issue = issueOf(id)!
+    expect(issue.title).toMatch(/^\[agentgov\] Suspension issued to agt_/)
+    expect(issue.labels).toEqual(["agentgov", "severity: critical", "type: enforcement"])
+    const lines = issue.body.split("\n")
+    expect(lines[0]).toBe(marker(`enforcement:${id}`))
+    // the marker is the only HTML comment; the reason is inert text
+    expect(issue.body.split("<!--")).toHaveLength(2)
+    expect(issue.body).not.toContain("<img")
+    expect(issue.body).not.toContain("@everyone")
+    expect(issue.body).toContain("&lt;img src=x onerror=alert\\(1\\)&gt;")
+    expect(issue.body).toContain(`(https://gov.example.com/enforcement/${id})`)
+    expect(issue.body).toContain("| Type | suspension |")
+
+    expect((await call("POST", `/enforcement/${id}/appeal`, { reason: "a false positive" })).status).toBe(200)
+    await waitFor(() => issue.comments.length === 1, "the appeal's comment")
+    expect(issue.comments[0]).toContain("`enforcement.appealed`")
+    expect(issue.comments[0]).toContain("a false positive")
+    expect(issue.state).toBe("open")
+
+    expect((await call("PATCH", `/enforcement/${id}`, { resolution: "overturned", note: "cleared" })).status).toBe(200)
+    await waitFor(() => issue.state === "closed", "the close")
+    expect(issue.state_reason).toBe("not_planned")
+    expect(issue.comments).toHaveLength(2)
+    expect(issue.comments[1]).toContain("`enforcement.resolved`")
+    expect(rig.fake.issues.filter((i) => i.body.startsWith(marker(`enforcement:${id}`)))).toHaveLength(1)
+  })
+
+  it("waits out a secondary rate limit (403 with retry-after) in the throttling plugin", async () => {
+    const failed = rig.connector.running.health().failedAttempts
+    const mark = rig.fake.attempts().length
+    rig.fake.failNext("rate_limit", 1)
+    const id = await enforce("warning", "under a secondary rate limit")
+    await waitFor(() => issueOf(id) !== undefined, "the issue after the limit")
+    const [limited, next] = rig.fake.attempts().slice(mark)
+    expect(limited!.status).toBe(403)
+    expect(next!.status).toBeLessThan(300)
+    expect(next!.at - limited!.at).toBeGreaterThanOrEqual(1000)
+    // the plugin waited and retried: the queue never saw a failure
+    expect(rig.connector.running.health().failedAttempts).toBe(failed)
+    expect(rig.connector.logs().find((l) => l.msg === "GitHub secondary rate limit")).toMatchObject({ retryAfter: 1 })
+    expect(issueOf(id)!.labels).toEqual(["agentgov", "severity: error", "type: enforcement"])
+  })
+
+  it("opens a new issue when a person closed the open one, and leaves the closed one alone", async () => {
+    const id = await enforce("warning", "closed by hand")
+    await waitFor(() => issueOf(id) !== undefined, "the issue")
+    const closed = issueOf(id)!
+    closed.state = "closed" // a person closed it on GitHub
+    expect((await call("PATCH", `/enforcement/${id}`, { reason: "closed by hand, then changed" })).status).toBe(200)
+    const mine = () => rig.fake.issues.filter((i) => i.body.startsWith(marker(`enforcement:${id}`)))
+    await waitFor(() => mine().length === 2, "a second issue")
+    expect(closed.comments).toEqual([])
+    expect(mine()[1]!.body).toContain("`enforcement.updated`")
+    expect(mine()[1]!.state).toBe("open")
+  })
+
+  it("makes an issue and a comment once when GitHub made them but answered 502", async () => {
+    rig.fake.loseNextAnswer()
+    const id = await enforce("warning", "answer lost")
+    await waitFor(
+      () =>
+        rig.connector.logs().some((l) => l.msg === "delivered" && l.type === "enforcement.created" && l.attempt === 2),
+      "the second attempt",
+    )
+    expect(rig.fake.issues.filter((i) => i.body.startsWith(marker(`enforcement:${id}`)))).toHaveLength(1)
+    const issue = issueOf(id)!
+    expect(issue.comments).toEqual([])
+
+    rig.fake.loseNextAnswer()
+    expect((await call("POST", `/enforcement/${id}/appeal`, { reason: "answer lost again" })).status).toBe(200)
+    await waitFor(
+      () =>
+        rig.connector.logs().some((l) => l.msg === "delivered" && l.type === "enforcement.appealed" && l.attempt === 2),
+      "the appeal's second attempt",
+    )
+    expect(issue.comments).toHaveLength(1)
+    expect(issue.comments[0]).toContain("answer lost again")
+  })
+
+  it("dead-letters what GitHub refuses (422)", async () => {
+    rig.fake.failNext("refuse")
+    await enforce("warning", "refused")
+    await waitFor(() => rig.connector.running.health().deadLetters === 1, "the dead letter")
+    expect(rig.connector.logs().find((l) => l.msg === "dead-lettered: the vendor refused it")?.reason).toContain(
+      "GitHub answered 422",
+    )
+  })
+
+  it("never logs the token", () => {
+    expect(JSON.stringify(rig.connector.logs())).not.toContain(TOKEN)
+  })
+
+  describe("de-duplication across restarts", () => {
+    const dirs: Array<string> = []
+    const running: Array<InProcess> = []
+    afterAll(async () => {
+      for (const r of running) await r.running.close()
+      for (const d of dirs) rmSync(d, { recursive: true, force: true })
+    })
+    const secret = newSecret()
+    const start = async (dir: string) => {
+      const c = await runInProcess(github, {
+        ...rig.vendorEnv(),
+        AGENTGOV_WEBHOOK_SECRET: secret,
+        AGENTGOV_CONNECTOR_DATA_DIR: dir,
+      })
+      running.push(c)
+      return c
+    }
+    const violate = async (c: InProcess) => {
+      const { body, headers } = signDelivery({ secret, envelope: sampleEvent("policy.violated") })
+      const res = await fetch(`${c.url}/webhooks`, { method: "POST", headers, body })
+      expect(res.status).toBe(200)
+      await c.running.idle()
+    }
+    const violationIssues = () => rig.fake.issues.filter((i) => i.body.startsWith("<!-- agentgov:key=violation:"))
+
+    it("comments on the open issue after a restart, and after losing the local store", async () => {
+      const dir = mkdtempSync(join(tmpdir(), "agentgov-github-a-"))
+      dirs.push(dir)
+      const first = await start(dir)
+      await violate(first)
+      expect(violationIssues()).toHaveLength(1)
+      const issue = violationIssues()[0]!
+      expect(issue.labels).toEqual(["agentgov", "severity: error", "type: policy violation"])
+      expect(issue.body).toContain("no-deletes")
+      await first.running.close()
+
+      // the same data directory: the local store knows the issue
+      const listsBefore = rig.fake.requests.filter((r) => r.method === "GET" && r.url.includes("/issues?")).length
+      const second = await start(dir)
+      await violate(second)
+      expect(violationIssues()).toHaveLength(1)
+      expect(issue.comments).toHaveLength(1)
+      expect(rig.fake.requests.filter((r) => r.method === "GET" && r.url.includes("/issues?")).length).toBe(listsBefore)
+      await second.running.close()
+
+      // a new data directory: the marker in the issue finds it
+      const fresh = mkdtempSync(join(tmpdir(), "agentgov-github-b-"))
+      dirs.push(fresh)
+      const third = await start(fresh)
+      await violate(third)
+      expect(violationIssues()).toHaveLength(1)
+      expect(issue.comments).toHaveLength(2)
+      expect(rig.fake.requests.filter((r) => r.method === "GET" && r.url.includes("/issues?")).length).toBeGreaterThan(
+        listsBefore,
+      )
+    })
+  })
+})
