@@ -18,6 +18,7 @@ import { CredentialWatch } from "./auth/CredentialWatch.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
 import { ComplianceRepo } from "./compliance/ComplianceRepo.ts"
 import { ComplianceService } from "./compliance/ComplianceService.ts"
+import { ContentService } from "./content/ContentService.ts"
 import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
@@ -95,6 +96,7 @@ export {
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./compliance/index.ts"
+export * from "./content/index.ts"
 export * from "./enforcement/Enforcement.ts"
 export * from "./enforcement/EnforcementErrors.ts"
 export { type AutoEnforcement, EnforcementService } from "./enforcement/EnforcementService.ts"
@@ -234,7 +236,7 @@ const core = Layer.mergeAll(
  * the token and rate-limit settings from the operator's configuration, and the
  * rate-limit Counters (in-process, or Redis when several instances share them).
  */
-export const DomainLayer = ComplianceService.layer.pipe(Layer.provideMerge(core))
+export const DomainLayer = Layer.merge(ComplianceService.layer, ContentService.layer).pipe(Layer.provideMerge(core))
 
 export type DomainServices =
   | WorkspaceService
@@ -255,6 +257,7 @@ export type DomainServices =
   | GuardService
   | EnforcementService
   | ComplianceService
+  | ContentService
   | SigningKeys
   | SdkTokens
   | RateLimiter

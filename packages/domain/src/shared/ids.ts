@@ -18,6 +18,8 @@ export type IdPrefix =
   | "rpt"
   | "crt"
   | "tok"
+  | "mch"
+  | "tkd"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)

@@ -1,0 +1,13 @@
+import { Context } from "effect"
+
+export interface ContentSettingsShape {
+  /** `smtp://user:pass@host:port` (or `smtps://`): takedown notices are sent through it; unset, kept `pending`. */
+  readonly smtpUrl: string | undefined
+  /** The notices' From address. */
+  readonly from: string
+}
+
+/** The operator's content settings (SMTP_URL, AGENTGOV_TAKEDOWN_FROM). Unset: notices stay pending. */
+export const ContentSettings = Context.Reference<ContentSettingsShape>("@agentgov/domain/content/ContentSettings", {
+  defaultValue: () => ({ smtpUrl: undefined, from: "agentgov <takedowns@localhost>" }),
+})

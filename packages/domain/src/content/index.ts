@@ -1,0 +1,7 @@
+export * from "./Content.ts"
+export * from "./ContentErrors.ts"
+export { ContentService, IMAGE_RECORD_THRESHOLD, TEXT_RECORD_THRESHOLD } from "./ContentService.ts"
+export { ContentSettings, type ContentSettingsShape } from "./ContentSettings.ts"
+export { hamming, hashImage, IMAGE_RADIUS, MAX_INPUT_PIXELS } from "./imageHash.ts"
+export { fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
+export { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE, PSNR_FLOOR } from "./watermark.ts"
