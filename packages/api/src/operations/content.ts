@@ -81,7 +81,9 @@ export const contentOperations = [
     },
     handler: ({ id }, actor) =>
       ContentService.use((s) => s.asset(actor, id)).pipe(
-        Effect.map((a) => new RenderedDocument(a.mediaType, a.data) as unknown as { contentType: string; base64: string }),
+        Effect.map(
+          (a) => new RenderedDocument(a.mediaType, a.data) as unknown as { contentType: string; base64: string },
+        ),
       ),
   }),
   defineOperation({

@@ -125,7 +125,9 @@ export const WatermarkDetection = Schema.Struct({
   confidence: Schema.optionalKey(
     Schema.Finite.annotate({ description: "share of the payload's blocks that agree, 0.7..1" }),
   ),
-  registered: Schema.optionalKey(Schema.Boolean.annotate({ description: "whether the id is an item of this workspace" })),
+  registered: Schema.optionalKey(
+    Schema.Boolean.annotate({ description: "whether the id is an item of this workspace" }),
+  ),
 })
 
 export const CreateTakedown = Schema.Struct({

@@ -377,7 +377,11 @@ export class ContentService extends Context.Service<
           if (fp.fingerprints.length === 0) return []
           const positions = new Map<number, Array<number>>()
           for (const f of fp.fingerprints) positions.set(f.hash, [...(positions.get(f.hash) ?? []), f.pos])
-          const hits = yield* sql<{ content_id: string; hash: string | number; pos: number }>`SELECT content_id, hash, pos
+          const hits = yield* sql<{
+            content_id: string
+            hash: string | number
+            pos: number
+          }>`SELECT content_id, hash, pos
               FROM content_text_fingerprints
               WHERE workspace_id = ${actor.workspaceId}
                 AND hash IN (SELECT (jsonb_array_elements_text(${JSON.stringify([...positions.keys()])}::text::jsonb))::bigint)
@@ -420,7 +424,9 @@ export class ContentService extends Context.Service<
           const hashes = yield* Effect.promise(() => hashImage(bytes))
           const probe = blocksOf(hashes.phash)
           // Multi-index lookup: each block within BLOCK_RADIUS of the probe's, exactly, through the index.
-          const wanted = probe.flatMap((value, block) => neighbours(value, BLOCK_RADIUS).map((v) => ({ block, value: v })))
+          const wanted = probe.flatMap((value, block) =>
+            neighbours(value, BLOCK_RADIUS).map((v) => ({ block, value: v })),
+          )
           const candidates = yield* sql<{
             id: string
             phash: string
@@ -451,7 +457,13 @@ export class ContentService extends Context.Service<
               const existing = out.find((m) => m.contentId === mark.contentId)
               const watermark = { contentId: mark.contentId, confidence: Math.round(mark.confidence * 10000) / 10000 }
               if (existing) out[out.indexOf(existing)] = { ...existing, watermark }
-              else out.push({ contentId: mark.contentId, similarity: watermark.confidence, method: "watermark", watermark })
+              else
+                out.push({
+                  contentId: mark.contentId,
+                  similarity: watermark.confidence,
+                  method: "watermark",
+                  watermark,
+                })
             }
           }
           return out
@@ -557,7 +569,11 @@ export class ContentService extends Context.Service<
           settings.smtpUrl === undefined
             ? { status: "pending" as const }
             : yield* Effect.promise(() =>
-                sendNotice(settings, { to: input.recipient, subject: `Takedown notice ${id}: ${item.title}`, text: notice }),
+                sendNotice(settings, {
+                  to: input.recipient,
+                  subject: `Takedown notice ${id}: ${item.title}`,
+                  text: notice,
+                }),
               )
         const sentAt = delivery.status === "sent" ? isoOf(now) : null
         return yield* tx(

@@ -72,12 +72,7 @@ export const hamming = (a: string, b: string): number => {
 
 const greyThumb = async (image: Sharp, width: number, height: number) =>
   new Uint8Array(
-    await image
-      .clone()
-      .greyscale()
-      .resize(width, height, { fit: "fill", kernel: "lanczos3" })
-      .raw()
-      .toBuffer(),
+    await image.clone().greyscale().resize(width, height, { fit: "fill", kernel: "lanczos3" }).raw().toBuffer(),
   )
 
 /** The image with uniform borders trimmed, or as it is when it is uniform throughout (nothing left to trim to). */
@@ -143,7 +138,8 @@ export interface DecodedImage {
 export const inspectImage = async (input: Buffer): Promise<DecodedImage | string> => {
   let meta: Metadata
   try {
-    meta = await sharp(input, { limitInputPixels: MAX_INPUT_PIXELS }).metadata()
+    // The header only, nothing decoded: the size is checked below, before any decoding.
+    meta = await sharp(input, { limitInputPixels: false }).metadata()
   } catch {
     return "is not a JPEG, PNG or WebP image"
   }

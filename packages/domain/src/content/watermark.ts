@@ -1,4 +1,4 @@
-import sharp, { type Metadata, type Sharp } from "sharp"
+import sharp, { type Sharp } from "sharp"
 import { hash32 } from "./textFingerprint.ts"
 
 /**
@@ -12,10 +12,12 @@ import { hash32 } from "./textFingerprint.ts"
  * The change is drawn on the canonical grid, scaled up to the image's size and added equally to R, G and
  * B (so it is all luma).
  *
- * Payload: the id's 26 base-32 characters (130 bits) and a CRC-16 of them, 146 bits, each repeated on 7
- * blocks scattered by a fixed permutation and whitened by a fixed pseudo-random sequence (so a blank
- * image reads no id). Decoding sums the soft values of the repeats (a repetition code decoded softly);
- * the CRC confirms the id, and the share of blocks that agree with it is the confidence.
+ * Payload: the id's 26 base-32 characters (130 bits) and a CRC-16 of them, 146 bits, encoded by a
+ * convolutional code (constraint length 7, rate 1/3, the generators 133/171/165 octal of LTE and 802.11)
+ * whose 456 coded bits are each carried twice: 912 blocks, scattered by a fixed permutation and whitened
+ * by a fixed pseudo-random sequence (so a blank image reads no id). Decoding is soft-decision Viterbi
+ * over the blocks' coefficient differences; the CRC confirms the id, and the share of blocks that agree
+ * with the re-encoded id is the confidence.
  */
 
 const SIZE = 256
@@ -25,7 +27,11 @@ const BLOCK_COUNT = PER_ROW * PER_ROW
 const ID_CHARS = 26
 const ID_BITS = ID_CHARS * 5
 const PAYLOAD_BITS = ID_BITS + 16
-const REPEATS = Math.floor(BLOCK_COUNT / PAYLOAD_BITS)
+/** The encoder's memory: six bits, flushed by six zero bits after the payload. */
+const MEMORY = 6
+const GENERATORS = [0o133, 0o171, 0o165] as const
+const CODED_BITS = (PAYLOAD_BITS + MEMORY) * GENERATORS.length
+const COPIES = Math.floor(BLOCK_COUNT / CODED_BITS)
 /** Smallest side we watermark: below it the canonical grid is finer than the image. */
 export const MIN_WATERMARK_SIDE = 256
 /** The margin pushed between the two coefficients (orthonormal DCT of 0–255 luma). */
@@ -42,7 +48,7 @@ const SLOTS: ReadonlyArray<number> = (() => {
     const j = seed % (i + 1)
     ;[order[i], order[j]] = [order[j]!, order[i]!]
   }
-  return order.slice(0, PAYLOAD_BITS * REPEATS)
+  return order.slice(0, CODED_BITS * COPIES)
 })()
 const WHITEN: ReadonlyArray<number> = SLOTS.map((_, i) => hash32(`wm-${i}`) & 1)
 
@@ -50,6 +56,65 @@ const C = (u: number, x: number) => (u === 0 ? Math.SQRT1_2 : 1) * Math.cos(((2 
 /** The two 8×8 basis images whose order carries the bit (orthonormal). */
 const BASIS_A = Array.from({ length: 64 }, (_, i) => C(1, i >> 3) * C(2, i & 7))
 const BASIS_B = Array.from({ length: 64 }, (_, i) => C(2, i >> 3) * C(1, i & 7))
+
+const parity = (x: number) => {
+  let p = 0
+  while (x) {
+    p ^= x & 1
+    x >>= 1
+  }
+  return p
+}
+
+/** The convolutional code's output for the payload and its six flushing zeros. */
+const encode = (bits: ReadonlyArray<number>): Array<number> => {
+  const out: Array<number> = []
+  let reg = 0
+  for (const b of [...bits, ...new Array<number>(MEMORY).fill(0)]) {
+    reg = ((reg << 1) | b) & 0x7f
+    for (const g of GENERATORS) out.push(parity(reg & g))
+  }
+  return out
+}
+
+/** Soft-decision Viterbi: the payload whose codeword correlates best with `soft` (positive reads as 1). */
+const viterbi = (soft: Float64Array): Array<number> => {
+  const STATES = 1 << MEMORY
+  const steps = PAYLOAD_BITS + MEMORY
+  let metric = new Float64Array(STATES).fill(Number.NEGATIVE_INFINITY)
+  metric[0] = 0
+  const from: Array<Uint8Array> = []
+  for (let t = 0; t < steps; t++) {
+    const next = new Float64Array(STATES).fill(Number.NEGATIVE_INFINITY)
+    const back = new Uint8Array(STATES)
+    for (let state = 0; state < STATES; state++) {
+      const m = metric[state]!
+      if (m === Number.NEGATIVE_INFINITY) continue
+      for (let b = 0; b < (t >= PAYLOAD_BITS ? 1 : 2); b++) {
+        const reg = ((state << 1) | b) & 0x7f
+        let gain = 0
+        GENERATORS.forEach((g, k) => {
+          const v = soft[t * GENERATORS.length + k]!
+          gain += parity(reg & g) ? v : -v
+        })
+        const to = reg & (STATES - 1)
+        if (m + gain > next[to]!) {
+          next[to] = m + gain
+          back[to] = state
+        }
+      }
+    }
+    from.push(back)
+    metric = next
+  }
+  const bits: Array<number> = []
+  let state = 0
+  for (let t = steps - 1; t >= 0; t--) {
+    bits.push(state & 1)
+    state = from[t]![state]!
+  }
+  return bits.reverse().slice(0, PAYLOAD_BITS)
+}
 
 const crc16 = (bits: ReadonlyArray<number>): Array<number> => {
   let crc = 0xffff
@@ -92,7 +157,12 @@ const blockDifferences = (grid: Float64Array): Float64Array => {
 /** Luma on the canonical grid, as the reader sees it. */
 const canonicalLuma = async (image: Buffer | Sharp): Promise<Float64Array> => {
   const s = Buffer.isBuffer(image) ? sharp(image, { limitInputPixels: 40_000_000 }) : (image as Sharp).clone()
-  const raw = await s.flatten({ background: "#ffffff" }).greyscale().resize(SIZE, SIZE, { fit: "fill", fastShrinkOnLoad: false }).raw().toBuffer()
+  const raw = await s
+    .flatten({ background: "#ffffff" })
+    .greyscale()
+    .resize(SIZE, SIZE, { fit: "fill", fastShrinkOnLoad: false })
+    .raw()
+    .toBuffer()
   return Float64Array.from(raw)
 }
 
@@ -121,6 +191,8 @@ const upscale = (delta: Float64Array, width: number, height: number): Float32Arr
 
 /** The least PSNR a watermarked image has (dB): the change stays below what the eye sees. */
 export const PSNR_FLOOR = 40.2
+/** The PSNR a mark is strengthened towards when the image takes it cheaply. */
+const PSNR_TARGET = 40.8
 
 const psnrOf = (a: Buffer, b: Buffer, pixels: number, channels: number, colour: number): number => {
   let se = 0
@@ -142,7 +214,7 @@ export interface Watermarked {
 
 /** Embeds `contentId` into the image; answers the image re-encoded in its format (PNG stays lossless). */
 export const embedWatermark = async (input: Buffer, contentId: string): Promise<Watermarked> => {
-  const bits = payloadOf(contentId)
+  const coded = encode(payloadOf(contentId))
   const base = sharp(input, { limitInputPixels: 40_000_000 }).rotate()
   const meta = await sharp(input).metadata()
   const { data: pixels, info } = await base.clone().raw().toBuffer({ resolveWithObject: true })
@@ -150,46 +222,7 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
   if (width < MIN_WATERMARK_SIDE || height < MIN_WATERMARK_SIDE)
     throw new RangeError(`a watermark needs at least ${MIN_WATERMARK_SIDE}×${MIN_WATERMARK_SIDE} pixels`)
   const colour = Math.min(channels, 3)
-  const total = new Float64Array(SIZE * SIZE)
-  let current: Buffer = pixels
-  // Scaling up and back down blurs the change a little: measure what the reader sees and top it up.
-  for (let round = 0; round < 3; round++) {
-    const seen = blockDifferences(
-      await canonicalLuma(sharp(current, { raw: { width, height, channels } }).png({ compressionLevel: 0 })),
-    )
-    const step = new Float64Array(SIZE * SIZE)
-    let short = 0
-    SLOTS.forEach((block, slot) => {
-      const want = bits[Math.floor(slot / REPEATS)]! ^ WHITEN[slot]! ? 1 : -1
-      const d = seen[block]!
-      const needed = want * MARGIN - d
-      if ((want > 0 && needed <= 0) || (want < 0 && needed >= 0)) return
-      short++
-      // Split the push between the two coefficients: (1,2) by +needed/2, (2,1) by -needed/2.
-      const ox = (block % PER_ROW) * BLOCK
-      const oy = Math.floor(block / PER_ROW) * BLOCK
-      for (let i = 0; i < 64; i++)
-      {
-        const k = (oy + (i >> 3)) * SIZE + ox + (i & 7)
-        // 1.15: a little over, for what the scaling blurs away.
-        step[k] = step[k]! + (needed / 2) * (BASIS_A[i]! - BASIS_B[i]!) * 1.15
-      }
-    })
-    if (short === 0) break
-    for (let i = 0; i < total.length; i++) total[i] = total[i]! + step[i]!
-    const delta = upscale(total, width, height)
-    const next = Buffer.from(pixels)
-    for (let p = 0; p < width * height; p++)
-      for (let c = 0; c < colour; c++) {
-        const k = p * channels + c
-        next[k] = Math.max(0, Math.min(255, Math.round(pixels[k]! + delta[p]!)))
-      }
-    current = next
-  }
-  let psnr = psnrOf(pixels, current, width * height, channels, colour)
-  if (psnr < PSNR_FLOOR) {
-    // Scale the whole change down to the floor: a weaker mark rather than a visible one.
-    const scale = 10 ** ((psnr - PSNR_FLOOR) / 20)
+  const apply = (total: Float64Array, scale: number): Buffer => {
     const delta = upscale(total, width, height)
     const next = Buffer.from(pixels)
     for (let p = 0; p < width * height; p++)
@@ -197,7 +230,52 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
         const k = p * channels + c
         next[k] = Math.max(0, Math.min(255, Math.round(pixels[k]! + delta[p]! * scale)))
       }
-    current = next
+    return next
+  }
+  const mark = async (margin: number) => {
+    const total = new Float64Array(SIZE * SIZE)
+    let current: Buffer = pixels
+    // Scaling up and back down blurs the change a little: measure what the reader sees and top it up.
+    for (let round = 0; round < 3; round++) {
+      const seen = blockDifferences(
+        await canonicalLuma(sharp(current, { raw: { width, height, channels } }).png({ compressionLevel: 0 })),
+      )
+      const step = new Float64Array(SIZE * SIZE)
+      let short = 0
+      SLOTS.forEach((block, slot) => {
+        const want = coded[slot % CODED_BITS]! ^ WHITEN[slot]! ? 1 : -1
+        const needed = want * margin - seen[block]!
+        if ((want > 0 && needed <= 0) || (want < 0 && needed >= 0)) return
+        short++
+        // Split the push between the two coefficients: (1,2) by +needed/2, (2,1) by -needed/2; 1.15 is a
+        // little over, for what the scaling blurs away.
+        const ox = (block % PER_ROW) * BLOCK
+        const oy = Math.floor(block / PER_ROW) * BLOCK
+        for (let i = 0; i < 64; i++) {
+          const k = (oy + (i >> 3)) * SIZE + ox + (i & 7)
+          step[k] = step[k]! + (needed / 2) * (BASIS_A[i]! - BASIS_B[i]!) * 1.15
+        }
+      })
+      if (short === 0) break
+      for (let i = 0; i < total.length; i++) total[i] = total[i]! + step[i]!
+      current = apply(total, 1)
+    }
+    return { total, current, psnr: psnrOf(pixels, current, width * height, channels, colour) }
+  }
+  let marked = await mark(MARGIN)
+  // An image that took the mark cheaply gets a stronger one, up to the PSNR target: robustness costs
+  // nothing the eye sees below it.
+  let margin = MARGIN
+  for (let round = 0; round < 2 && marked.psnr > PSNR_TARGET + 0.3; round++) {
+    margin *= 10 ** ((marked.psnr - PSNR_TARGET) / 20)
+    const stronger = await mark(margin)
+    if (stronger.psnr < PSNR_FLOOR) break
+    marked = stronger
+  }
+  let { current, psnr } = marked
+  if (psnr < PSNR_FLOOR) {
+    // Scale the whole change down to the floor: a weaker mark rather than a visible one.
+    current = apply(marked.total, 10 ** ((psnr - PSNR_FLOOR) / 20))
     psnr = psnrOf(pixels, current, width * height, channels, colour)
   }
   const out = sharp(current, { raw: { width, height, channels } })
@@ -210,39 +288,10 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
   return { data, psnr }
 }
 
+/** The most one block's reading counts for in decoding (the embedding margin). */
+const SOFT_CLIP = MARGIN
 /** Least share of agreeing blocks for a reading to count. */
 const MIN_CONFIDENCE = 0.7
-/** Chase decoding: the weakest bits tried flipped, one or two at a time, when the hard decision fails its CRC. */
-const CHASE_BITS = 6
-
-const crcHolds = (bits: ReadonlyArray<number>) => {
-  const crc = crc16(bits.slice(0, ID_BITS))
-  return crc.every((b, i) => b === bits[ID_BITS + i])
-}
-
-/**
- * The payload bits: the hard decision when its CRC holds, else the first of the patterns with one or two
- * of the CHASE_BITS least certain bits flipped whose CRC holds (22 patterns tried at most).
- */
-const chaseDecode = (hard: ReadonlyArray<number>, soft: Float64Array): Array<number> | undefined => {
-  if (crcHolds(hard)) return [...hard]
-  const weakest = Array.from(soft, (s, i) => [Math.abs(s), i] as const)
-    .sort((a, b) => a[0] - b[0])
-    .slice(0, CHASE_BITS)
-    .map(([, i]) => i)
-  const flipped = (idx: ReadonlyArray<number>) => hard.map((b, i) => (idx.includes(i) ? 1 - b : b))
-  for (let a = 0; a < weakest.length; a++) {
-    const one = flipped([weakest[a]!])
-    if (crcHolds(one)) return one
-  }
-  for (let a = 0; a < weakest.length; a++)
-    for (let b = a + 1; b < weakest.length; b++) {
-      const two = flipped([weakest[a]!, weakest[b]!])
-      if (crcHolds(two)) return two
-    }
-  return undefined
-}
-
 export interface WatermarkReading {
   readonly contentId: string
   /** Share of the payload's blocks that agree with the decoded id, 0.5 (chance) to 1. */
@@ -252,24 +301,26 @@ export interface WatermarkReading {
 /** The content id the image carries, or undefined when none decodes (its CRC does not check). */
 export const detectWatermark = async (input: Buffer): Promise<WatermarkReading | undefined> => {
   const diffs = blockDifferences(await canonicalLuma(input))
-  const soft = new Float64Array(PAYLOAD_BITS)
+  const soft = new Float64Array(CODED_BITS)
   SLOTS.forEach((block, slot) => {
-    const bit = Math.floor(slot / REPEATS)
-    soft[bit] = soft[bit]! + (WHITEN[slot] ? -diffs[block]! : diffs[block]!)
+    const j = slot % CODED_BITS
+    // Clipped: a block the image overpowered says so loudly, and should count no more than a marked one.
+    const d = Math.max(-SOFT_CLIP, Math.min(SOFT_CLIP, diffs[block]!))
+    soft[j] = soft[j]! + (WHITEN[slot] ? -d : d)
   })
-  const hard = Array.from(soft, (s) => (s > 0 ? 1 : 0))
-  const bits = chaseDecode(hard, soft)
-  if (bits === undefined) return undefined
+  const bits = viterbi(soft)
   const idBits = bits.slice(0, ID_BITS)
+  if (crc16(idBits).some((b, i) => b !== bits[ID_BITS + i])) return undefined
   let id = "cnt_"
   for (let i = 0; i < ID_CHARS; i++) {
     let v = 0
     for (let j = 0; j < 5; j++) v = (v << 1) | idBits[i * 5 + j]!
     id += CROCKFORD[v]
   }
+  const coded = encode(bits)
   let agree = 0
   SLOTS.forEach((block, slot) => {
-    const want = bits[Math.floor(slot / REPEATS)]! ^ WHITEN[slot]! ? 1 : -1
+    const want = coded[slot % CODED_BITS]! ^ WHITEN[slot]! ? 1 : -1
     if (want * diffs[block]! > 0) agree++
   })
   const confidence = agree / SLOTS.length

@@ -1,23 +1,11 @@
 import sharp from "sharp"
 import { describe, expect, it } from "vitest"
-import {
-  copiedSpans,
-  coverage,
-  fingerprintText,
-  MIN_SPAN_WORDS,
-} from "../../src/content/textFingerprint.ts"
 import { hamming, hashImage, IMAGE_RADIUS } from "../../src/content/imageHash.ts"
+import { copiedSpans, coverage, fingerprintText, MIN_SPAN_WORDS } from "../../src/content/textFingerprint.ts"
 import { detectWatermark, embedWatermark, PSNR_FLOOR } from "../../src/content/watermark.ts"
 import { newId } from "../../src/shared/ids.ts"
+import { rng, scene } from "./corpus.ts"
 
-/** A seeded generator: the corpus is the same on every run. */
-const rng = (seed: number) => {
-  let s = seed >>> 0
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0
-    return s / 2 ** 32
-  }
-}
 const SYLLABLES = "ka lo mi ne ru sa te vo zu ba di fe go hu ji pa qui ro si tu wa xe yo ze".split(" ")
 const vocabulary = (() => {
   const r = rng(1)
@@ -37,7 +25,13 @@ const detects = (candidate: string, registered: string) => {
   for (const f of r.fingerprints) byHash.set(f.hash, [...(byHash.get(f.hash) ?? []), f.pos])
   const seeds = c.fingerprints.flatMap((f) => (byHash.get(f.hash) ?? []).map((p) => [f.pos, p] as const))
   const spans = copiedSpans(c.tokens, r.tokens, seeds)
-  return { spans, found: coverage(spans.map((s) => s.registered), r.tokens.length) }
+  return {
+    spans,
+    found: coverage(
+      spans.map((s) => s.registered),
+      r.tokens.length,
+    ),
+  }
 }
 
 describe("text fingerprints, measured on a generated corpus", () => {
@@ -59,7 +53,9 @@ describe("text fingerprints, measured on a generated corpus", () => {
       trials++
       if (spans.length > 0) {
         found++
-        const longest = spans.reduce((a, b) => (b.candidate[1] - b.candidate[0] > a.candidate[1] - a.candidate[0] ? b : a))
+        const longest = spans.reduce((a, b) =>
+          b.candidate[1] - b.candidate[0] > a.candidate[1] - a.candidate[0] ? b : a,
+        )
         expect(longest.candidate[1] - longest.candidate[0]).toBeGreaterThanOrEqual(length - 2)
       }
     }
@@ -114,19 +110,6 @@ describe("text fingerprints, measured on a generated corpus", () => {
     expect(detects(a, b).spans).toEqual([])
   })
 })
-
-/** A generated scene: a gradient, shapes and a little texture. */
-export const scene = (seed: number, width = 640, height = 480) => {
-  const r = rng(seed)
-  const colour = () => `rgb(${Math.floor(r() * 255)},${Math.floor(r() * 255)},${Math.floor(r() * 255)})`
-  const shapes = Array.from({ length: 25 }, () =>
-    r() > 0.5
-      ? `<circle cx="${r() * width}" cy="${r() * height}" r="${10 + r() * 120}" fill="${colour()}" fill-opacity="${0.4 + r() * 0.6}"/>`
-      : `<rect x="${r() * width}" y="${r() * height}" width="${20 + r() * 200}" height="${20 + r() * 200}" fill="${colour()}" transform="rotate(${r() * 90} ${width / 2} ${height / 2})"/>`,
-  ).join("")
-  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1"><stop offset="0" stop-color="${colour()}"/><stop offset="1" stop-color="${colour()}"/></linearGradient></defs><rect width="100%" height="100%" fill="url(#g)"/>${shapes}</svg>`
-  return sharp(Buffer.from(svg)).jpeg({ quality: 92 }).toBuffer()
-}
 
 const TRANSFORMS: Record<string, (b: Buffer) => Promise<Buffer>> = {
   "resize to 50%": (b) => sharp(b).resize(320).jpeg({ quality: 85 }).toBuffer(),
@@ -190,5 +173,20 @@ describe("image hashes and the watermark, measured on generated scenes", () => {
       expect(await detectWatermark(original)).toBeUndefined()
     }
     for (let i = 0; i < 20; i++) expect(await detectWatermark(await scene(300 + i))).toBeUndefined()
+  })
+
+  it("a lossless (PNG) watermarked asset differs from its original by a PSNR of at least 40 dB, as decoded", async () => {
+    const original = await sharp(await scene(400))
+      .png()
+      .toBuffer()
+    const marked = await embedWatermark(original, newId("cnt"))
+    const a = await sharp(original).raw().toBuffer()
+    const b = await sharp(marked.data).raw().toBuffer()
+    expect(b.length).toBe(a.length)
+    let se = 0
+    for (let i = 0; i < a.length; i++) se += (a[i]! - b[i]!) ** 2
+    const psnr = 10 * Math.log10((255 * 255) / (se / a.length))
+    expect(psnr).toBeGreaterThanOrEqual(40)
+    expect(psnr).toBeLessThan(60)
   })
 })
