@@ -43,6 +43,10 @@ export interface ServerConfig {
    * The only way to admit one, loopback included (`127.0.0.1,::1` on a developer's machine).
    */
   readonly webhookAllowlist?: ReadonlyArray<string>
+  /** SMTP_URL: takedown notices are sent through it; unset, they are kept `pending`. */
+  readonly smtpUrl?: string | undefined
+  /** AGENTGOV_TAKEDOWN_FROM: the From address of takedown notices. */
+  readonly takedownFrom?: string | undefined
 }
 
 export type ServerRole = "api" | "worker"
@@ -172,6 +176,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),
     webhookTimeScale,
     webhookAllowlist,
+    smtpUrl: url("SMTP_URL", ["smtp:", "smtps:"]),
+    takedownFrom: env.AGENTGOV_TAKEDOWN_FROM && env.AGENTGOV_TAKEDOWN_FROM !== "" ? env.AGENTGOV_TAKEDOWN_FROM : undefined,
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

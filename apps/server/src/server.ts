@@ -18,6 +18,7 @@ import {
 import {
   ApiKeyService,
   ApprovalService,
+  ContentSettings,
   DomainLayer,
   EnforcementService,
   Idempotency,
@@ -113,7 +114,19 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   })
   const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
   const runtime: Runtime = ManagedRuntime.make(
-    DomainLayer.pipe(Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config)))),
+    DomainLayer.pipe(
+      Layer.provideMerge(
+        Layer.mergeAll(
+          store,
+          domainSettings(config),
+          webhookSettings(config),
+          Layer.succeed(ContentSettings, {
+            smtpUrl: config.smtpUrl,
+            from: config.takedownFrom ?? "agentgov <takedowns@localhost>",
+          }),
+        ),
+      ),
+    ),
   )
   let bootstrapped: BootstrapResult | undefined
   try {

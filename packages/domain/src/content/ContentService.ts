@@ -505,6 +505,7 @@ export class ContentService extends Context.Service<
                     contentId: cid,
                     matchId: id,
                     similarity: Math.min(1, similarity),
+                    method,
                     ...(input.url !== undefined ? { url: input.url } : {}),
                   },
                 },
