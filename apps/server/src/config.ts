@@ -177,7 +177,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     webhookTimeScale,
     webhookAllowlist,
     smtpUrl: url("SMTP_URL", ["smtp:", "smtps:"]),
-    takedownFrom: env.AGENTGOV_TAKEDOWN_FROM && env.AGENTGOV_TAKEDOWN_FROM !== "" ? env.AGENTGOV_TAKEDOWN_FROM : undefined,
+    takedownFrom:
+      env.AGENTGOV_TAKEDOWN_FROM && env.AGENTGOV_TAKEDOWN_FROM !== "" ? env.AGENTGOV_TAKEDOWN_FROM : undefined,
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

@@ -3,6 +3,7 @@ import { Agents } from "./resources/Agents.ts"
 import { ApiKeys } from "./resources/ApiKeys.ts"
 import { Approvals } from "./resources/Approvals.ts"
 import { Compliance } from "./resources/Compliance.ts"
+import { Content } from "./resources/Content.ts"
 import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
@@ -106,6 +107,7 @@ export class AgentGov {
   readonly enforcement: Enforcements
   readonly webhooks: Webhooks
   readonly compliance: Compliance
+  readonly content: Content
   private readonly http: HttpClient
 
   constructor(options: AgentGovOptions) {
@@ -139,6 +141,7 @@ export class AgentGov {
     this.enforcement = new Enforcements(this.http)
     this.webhooks = new Webhooks(this.http)
     this.compliance = new Compliance(this.http)
+    this.content = new Content(this.http)
   }
 
   /**

@@ -58,7 +58,7 @@ export const ContentMatch = Schema.Struct({
   contentId: Schema.String,
   similarity: Schema.Finite.annotate({
     description:
-      "0..1: for text, the share of the registered text found (or the MinHash estimate of Jaccard, whichever is larger); for images, 1 − distance/64; for a watermark, its confidence",
+      "0..1: for text, the share of the registered text found (for a whole-document near-duplicate, the MinHash estimate of Jaccard); for images, 1 − distance/64; for a watermark, its confidence",
   }),
   method: MatchMethod,
   spans: Schema.optionalKey(Schema.Array(MatchedSpan)),

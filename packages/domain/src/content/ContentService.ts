@@ -405,10 +405,12 @@ export class ContentService extends Context.Service<
             )
             const jaccard = minHashSimilarity(fp.minhash, row.minhash)
             if (spans.length === 0 && jaccard < MINHASH_NEAR_DUPLICATE) continue
+            // MinHash speaks only for whole-document near-duplicates; below that the spans are the evidence.
+            const nearDuplicate = jaccard >= MINHASH_NEAR_DUPLICATE && jaccard > found
             out.push({
               contentId,
-              similarity: Math.round(Math.max(found, jaccard) * 10000) / 10000,
-              method: found >= jaccard ? "text-winnowing" : "text-minhash",
+              similarity: Math.round((nearDuplicate ? jaccard : found) * 10000) / 10000,
+              method: nearDuplicate ? "text-minhash" : "text-winnowing",
               spans: spans.map((s) => ({
                 candidate: { start: fp.tokens[s.candidate[0]]!.start, end: fp.tokens[s.candidate[1] - 1]!.end },
                 registered: { start: registered[s.registered[0]]!.start, end: registered[s.registered[1] - 1]!.end },
