@@ -18,6 +18,7 @@ import {
 import {
   ApiKeyService,
   ApprovalService,
+  C2paSigner,
   ContentSettings,
   DomainLayer,
   EnforcementService,
@@ -123,6 +124,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
           Layer.succeed(ContentSettings, {
             smtpUrl: config.smtpUrl,
             from: config.takedownFrom ?? "agentgov <takedowns@localhost>",
+            c2paCertPem: config.c2paCertPem,
+            c2paKeyPem: config.c2paKeyPem,
           }),
         ),
       ),
@@ -133,6 +136,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
     // The JWKS is never empty: a signing key exists before the first request.
     await runtime.runPromise(SigningKeys.use((k) => k.current))
+    // The C2PA credential too: issued at first start (or the operator's checked), not at the first upload.
+    await runtime.runPromise(C2paSigner.use((s) => s.signing))
   } catch (e) {
     server.close()
     await runtime.dispose().catch(() => {})

@@ -77,3 +77,13 @@ CREATE TABLE content_takedowns (
   sent_at       timestamptz
 );
 CREATE INDEX content_takedowns_by_item ON content_takedowns (workspace_id, content_id, id DESC);
+
+-- The service's C2PA signing credential, issued at first start by its own CA: the CA's and the signing
+-- certificate's PEM, and the signing key sealed with the master key (as the other signing keys are).
+CREATE TABLE c2pa_credentials (
+  id          text PRIMARY KEY,
+  ca_pem      text NOT NULL,
+  cert_pem    text NOT NULL,
+  sealed_key  text NOT NULL,
+  created_at  timestamptz NOT NULL
+);

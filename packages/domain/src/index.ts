@@ -18,6 +18,7 @@ import { CredentialWatch } from "./auth/CredentialWatch.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
 import { ComplianceRepo } from "./compliance/ComplianceRepo.ts"
 import { ComplianceService } from "./compliance/ComplianceService.ts"
+import { C2paSigner } from "./content/C2paSigner.ts"
 import { ContentService } from "./content/ContentService.ts"
 import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
@@ -236,7 +237,10 @@ const core = Layer.mergeAll(
  * the token and rate-limit settings from the operator's configuration, and the
  * rate-limit Counters (in-process, or Redis when several instances share them).
  */
-export const DomainLayer = Layer.merge(ComplianceService.layer, ContentService.layer).pipe(Layer.provideMerge(core))
+export const DomainLayer = Layer.merge(
+  ComplianceService.layer,
+  ContentService.layer.pipe(Layer.provideMerge(C2paSigner.layer)),
+).pipe(Layer.provideMerge(core))
 
 export type DomainServices =
   | WorkspaceService
@@ -258,6 +262,7 @@ export type DomainServices =
   | EnforcementService
   | ComplianceService
   | ContentService
+  | C2paSigner
   | SigningKeys
   | SdkTokens
   | RateLimiter

@@ -1596,7 +1596,7 @@ export interface ContentRegisterParams {
   readonly metadata?: JsonObject
   /** Embed an invisible watermark carrying the content id (images of at least 256×256). */
   readonly watermark?: boolean
-  /** Sign a C2PA manifest into the asset (not available yet: refused with 422). */
+  /** Sign a C2PA manifest into the asset (images). */
   readonly c2pa?: boolean
   /** The agent that produced it. */
   readonly agentId?: string
@@ -1686,7 +1686,8 @@ export interface ContentItem {
         readonly height: number
       }
   readonly watermark: { readonly embedded: boolean; readonly psnr?: number }
-  readonly c2pa: { readonly signed: boolean }
+  /** `source`: the service's own credential (`issued`) or the operator's (AGENTGOV_C2PA_CERT). */
+  readonly c2pa: { readonly signed: boolean; readonly source?: "issued" | "operator" }
   readonly matches?: ReadonlyArray<ContentMatch>
   readonly createdAt: string
 }
@@ -1733,7 +1734,13 @@ export interface ContentScanParams {
  */
 export interface ContentScanResult {
   readonly matches: ReadonlyArray<ContentMatch>
-  readonly c2pa: { readonly present: boolean; readonly valid?: boolean }
+  /** `state`: c2pa-rs's `Invalid`, `Valid` or `Trusted`; `failures`: its codes (`assertion.dataHash.mismatch`, …). */
+  readonly c2pa: {
+    readonly present: boolean
+    readonly valid?: boolean
+    readonly state?: string
+    readonly failures?: ReadonlyArray<string>
+  }
 }
 
 /**

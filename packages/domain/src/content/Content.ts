@@ -21,7 +21,12 @@ export const RegisterContent = Schema.Struct({
       description: "embed an invisible watermark carrying the content id (images of at least 256×256 only)",
     }),
   ),
-  c2pa: Schema.optionalKey(Schema.Boolean.annotate({ description: "sign a C2PA manifest into the asset (images)" })),
+  c2pa: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description:
+        "sign a C2PA manifest into the asset (images): a `c2pa.created` action, the workspace as author, a hard binding, and a soft binding naming the watermark when there is one",
+    }),
+  ),
   agentId: Schema.optionalKey(Schema.String.annotate({ description: "the agent that produced it" })),
 }).annotate({ identifier: "RegisterContent" })
 export type RegisterContent = typeof RegisterContent.Type
@@ -87,7 +92,14 @@ export const ContentItem = Schema.Struct({
     embedded: Schema.Boolean,
     psnr: Schema.optionalKey(Schema.Finite.annotate({ description: "dB, of the watermarked image" })),
   }),
-  c2pa: Schema.Struct({ signed: Schema.Boolean }),
+  c2pa: Schema.Struct({
+    signed: Schema.Boolean,
+    source: Schema.optionalKey(
+      Schema.Literals(["issued", "operator"]).annotate({
+        description: "signed by the service's own credential (`issued`) or the operator's (AGENTGOV_C2PA_CERT)",
+      }),
+    ),
+  }),
   matches: Schema.optionalKey(Schema.Array(ContentMatch).annotate({ description: "the match history, newest first" })),
   createdAt: Schema.String,
 }).annotate({ identifier: "ContentItem" })
@@ -114,7 +126,18 @@ export const ScanResult = Schema.Struct({
   c2pa: Schema.Struct({
     present: Schema.Boolean,
     valid: Schema.optionalKey(Schema.Boolean),
-  }).annotate({ description: "whether the candidate carries a C2PA manifest, and whether it validates" }),
+    state: Schema.optionalKey(
+      Schema.String.annotate({ description: "c2pa-rs's validation state: `Invalid`, `Valid` or `Trusted`" }),
+    ),
+    failures: Schema.optionalKey(
+      Schema.Array(Schema.String).annotate({
+        description: "c2pa-rs's failure codes, e.g. `assertion.dataHash.mismatch` for a modified asset",
+      }),
+    ),
+  }).annotate({
+    description:
+      "whether the candidate carries a C2PA manifest and whether it validates (`Trusted`: signed by this service's credential)",
+  }),
 })
 export type ScanResult = typeof ScanResult.Type
 

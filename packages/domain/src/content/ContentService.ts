@@ -13,6 +13,7 @@ import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
 import { isoOf } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
+import { C2paSigner } from "./C2paSigner.ts"
 import {
   type ContentItem,
   type ContentListQuery,
@@ -26,6 +27,7 @@ import {
 } from "./Content.ts"
 import { ContentNotFound } from "./ContentErrors.ts"
 import { ContentSettings } from "./ContentSettings.ts"
+import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
 import {
   BLOCK_RADIUS,
   blocksOf,
@@ -139,7 +141,10 @@ const toItem = (r: ItemRow, matches?: ReadonlyArray<MatchRow>): ContentItem => (
           height: r.height!,
         },
   watermark: { embedded: r.watermarked, ...(r.watermark_psnr !== null ? { psnr: r.watermark_psnr } : {}) },
-  c2pa: { signed: r.c2pa !== null },
+  c2pa:
+    r.c2pa === null
+      ? { signed: false }
+      : { signed: true, source: (r.c2pa as { source: "issued" | "operator" }).source },
   ...(matches ? { matches: matches.map(toMatch) } : {}),
   createdAt: r.created_at.toISOString(),
 })
@@ -200,6 +205,7 @@ export class ContentService extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const audit = yield* AuditLog
       const agents = yield* AgentRepo
+      const c2pa = yield* C2paSigner
       const tx = transactional(sql)
 
       const findItem = (workspaceId: string, id: string) =>
@@ -239,8 +245,6 @@ export class ContentService extends Context.Service<
         const metadata = input.metadata ?? {}
         if (Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES)
           return yield* new InvalidInput({ field: "metadata", message: "exceeds 16 KiB" })
-        if (input.c2pa === true)
-          return yield* new InvalidInput({ field: "c2pa", message: "C2PA signing is not available on this server yet" })
         const now = yield* Clock.currentTimeMillis
         const id = newId("cnt", now)
 
@@ -251,6 +255,8 @@ export class ContentService extends Context.Service<
               field: "watermark",
               message: "texts take no watermark: any normaliser strips invisible marks from text",
             })
+          if (input.c2pa === true)
+            return yield* new InvalidInput({ field: "c2pa", message: "C2PA manifests are signed into images only" })
           const text = input.text
           if (text === undefined || text.trim() === "")
             return yield* new InvalidInput({ field: "text", message: "is required for a text" })
@@ -304,21 +310,36 @@ export class ContentService extends Context.Service<
           asset = marked.data
           psnr = Math.round(marked.psnr * 100) / 100
         }
+        const mediaType = IMAGE_MEDIA_TYPES[image.format]
+        let manifest: { signed: true; source: string } | null = null
+        if (input.c2pa === true) {
+          const { credential, source } = yield* c2pa.signing
+          const unsigned = asset
+          asset = yield* Effect.promise(() =>
+            signManifest(unsigned, mediaType, credential, {
+              title: input.title,
+              author: actor.workspaceId,
+              contentId: id,
+              watermarked: psnr !== null,
+            }),
+          )
+          manifest = { signed: true, source }
+        }
         const hashes = yield* Effect.promise(() => hashImage(asset))
         const rows = [
           ...blocksOf(hashes.phash).map((value, block) => ({ block, value, mirror: false })),
           ...blocksOf(hashes.mirrorPhash).map((value, block) => ({ block, value, mirror: true })),
         ]
-        const mediaType = IMAGE_MEDIA_TYPES[image.format]
         return yield* tx(
           Effect.gen(function* () {
             yield* sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256, width,
-                height, phash, dhash, mirror_phash, mirror_dhash, watermarked, watermark_psnr, agent_id, created_by,
-                created_at)
+                height, phash, dhash, mirror_phash, mirror_dhash, watermarked, watermark_psnr, c2pa, agent_id,
+                created_by, created_at)
               VALUES (${id}, ${actor.workspaceId}, 'image', ${input.title}, ${mediaType}, ${jsonb(sql, metadata)},
                 ${asset.toString("base64")}, ${createHash("sha256").update(asset).digest("hex")}, ${image.width},
                 ${image.height}, ${hashes.phash}, ${hashes.dhash}, ${hashes.mirrorPhash}, ${hashes.mirrorDhash},
-                ${psnr !== null}, ${psnr}, ${agentId ?? null}, ${actor.credential.id}, ${isoOf(now)}::timestamptz)`
+                ${psnr !== null}, ${psnr}, ${manifest === null ? null : jsonb(sql, manifest)}, ${agentId ?? null},
+                ${actor.credential.id}, ${isoOf(now)}::timestamptz)`
             yield* sql`INSERT INTO content_image_blocks (workspace_id, block, value, content_id, mirror)
               SELECT ${actor.workspaceId}, x.block, x.value, ${id}, x.mirror
               FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS x(block smallint, value integer, mirror boolean)`
@@ -331,7 +352,7 @@ export class ContentService extends Context.Service<
                   mediaType,
                   fingerprint: `phash:${hashes.phash}`,
                   watermarked: psnr !== null,
-                  c2pa: false,
+                  c2pa: manifest !== null,
                   ...(agentId !== undefined ? { agentId } : {}),
                 },
               },
@@ -421,6 +442,13 @@ export class ContentService extends Context.Service<
           return out
         })
 
+      /** The candidate's C2PA manifest, validated by c2pa-rs with the service's anchors. */
+      const manifestOf = (bytes: Buffer, mediaType: string) =>
+        Effect.gen(function* () {
+          const { anchorsPem } = yield* c2pa.signing
+          return yield* Effect.promise(() => readManifest(bytes, mediaType, anchorsPem))
+        })
+
       const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
         Effect.gen(function* () {
           const hashes = yield* Effect.promise(() => hashImage(bytes))
@@ -476,13 +504,15 @@ export class ContentService extends Context.Service<
         if ((input.text === undefined) === (input.data === undefined))
           return yield* new InvalidInput({ field: "text", message: "send either text or data" })
         let matches: Array<ContentMatch>
+        let manifest: ManifestReading = { present: false }
         if (input.text !== undefined) {
           if (input.text.length > MAX_TEXT_CHARS)
             return yield* new InvalidInput({ field: "text", message: `exceeds ${MAX_TEXT_CHARS} characters` })
           matches = yield* scanText(actor, input.text, contentId)
         } else {
-          const { bytes } = yield* imageInput("data", input.data)
+          const { bytes, image } = yield* imageInput("data", input.data)
           matches = yield* scanImage(actor, bytes, contentId)
+          manifest = yield* manifestOf(bytes, IMAGE_MEDIA_TYPES[image.format])
         }
         matches.sort((a, b) => b.similarity - a.similarity || a.contentId.localeCompare(b.contentId))
         const now = yield* Clock.currentTimeMillis
@@ -517,7 +547,17 @@ export class ContentService extends Context.Service<
             return result
           }),
         ).pipe(Effect.orDie)
-        return { matches: recorded, c2pa: { present: false } }
+        return {
+          matches: recorded,
+          c2pa: manifest.present
+            ? {
+                present: true,
+                valid: manifest.valid === true,
+                ...(manifest.state !== undefined ? { state: manifest.state } : {}),
+                failures: manifest.failures ?? [],
+              }
+            : { present: false },
+        }
       })
 
       const detect = Effect.fn("ContentService.detectWatermark")(function* (actor: Actor, data: string) {

@@ -5,6 +5,10 @@ export interface ContentSettingsShape {
   readonly smtpUrl: string | undefined
   /** The notices' From address. */
   readonly from: string
+  /** AGENTGOV_C2PA_CERT: the operator's C2PA signing certificate chain (PEM, signing certificate first). */
+  readonly c2paCertPem?: string | undefined
+  /** AGENTGOV_C2PA_KEY: its private key (PEM). Without both, the service issues its own. */
+  readonly c2paKeyPem?: string | undefined
 }
 
 /** The operator's content settings (SMTP_URL, AGENTGOV_TAKEDOWN_FROM). Unset: notices stay pending. */

@@ -7,9 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type Actor,
   Authenticator,
+  C2paSigner,
   ContentService,
   ContentSettings,
   EventService,
+  readManifest,
   WorkspaceService,
 } from "../../src/index.ts"
 import { type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
@@ -159,6 +161,68 @@ describe("registering and scanning images", () => {
     })
     expect(await fail(content((s) => s.scan(actor, { data: "@@@" })))).toMatchObject({ field: "data" })
     expect(await counts()).toEqual(before)
+  })
+})
+
+describe("C2PA", () => {
+  it("signs a manifest c2pa-rs validates (Trusted with the service's CA as anchor); a modified byte breaks its hard binding", async () => {
+    const original = await scene(11)
+    const item = await run(
+      content((s) =>
+        s.register(actor, {
+          kind: "image",
+          title: "signed",
+          data: original.toString("base64"),
+          watermark: true,
+          c2pa: true,
+        }),
+      ),
+    )
+    expect(item).toMatchObject({ c2pa: { signed: true, source: "issued" }, watermark: { embedded: true } })
+    expect((await eventsOf("content.registered")).at(0)?.data).toMatchObject({ contentId: item.id, c2pa: true })
+    const { data } = await run(content((s) => s.asset(actor, item.id)))
+    const { anchorsPem } = await run(C2paSigner.use((s) => s.signing))
+    const untrusted = await readManifest(data, "image/jpeg", undefined)
+    expect(untrusted).toMatchObject({ present: true, valid: true, state: "Valid" })
+    const trusted = await readManifest(data, "image/jpeg", anchorsPem)
+    expect(trusted).toMatchObject({
+      present: true,
+      valid: true,
+      state: "Trusted",
+      author: actor.workspaceId,
+      softBinding: item.id,
+      failures: [],
+    })
+    expect(trusted.actions).toContain("c2pa.created")
+    // The watermark survives the manifest: it is still read from the signed asset.
+    expect((await run(content((s) => s.detectWatermark(actor, data.toString("base64"))))).contentId).toBe(item.id)
+
+    // One byte of the image data changed (inside the JPEG's entropy-coded data, before its end marker).
+    const modified = Buffer.from(data)
+    modified[modified.length - 100] = modified[modified.length - 100]! ^ 0x01
+    const broken = await readManifest(modified, "image/jpeg", anchorsPem)
+    expect(broken).toMatchObject({ present: true, valid: false, state: "Invalid" })
+    expect(broken.failures).toContain("assertion.dataHash.mismatch")
+
+    const scanned = await run(content((s) => s.scan(actor, { data: data.toString("base64") })))
+    expect(scanned.c2pa).toMatchObject({ present: true, valid: true, state: "Trusted" })
+    expect(scanned.matches[0]).toMatchObject({ contentId: item.id })
+    const scannedBroken = await run(content((s) => s.scan(actor, { data: modified.toString("base64") })))
+    expect(scannedBroken.c2pa).toMatchObject({ present: true, valid: false })
+    const plain = await run(content((s) => s.scan(actor, { data: original.toString("base64") })))
+    expect(plain.c2pa).toEqual({ present: false })
+  })
+
+  it("keeps the service's signing key sealed, and signs texts never", async () => {
+    const [row] = await run(
+      SqlClient.SqlClient.use((sql) => sql<{ sealed_key: string; ca_pem: string }>`SELECT * FROM c2pa_credentials`),
+    )
+    expect(row!.ca_pem).toContain("BEGIN CERTIFICATE")
+    expect(row!.sealed_key).toMatch(/^v1\./)
+    expect(row!.sealed_key).not.toContain("PRIVATE KEY")
+    expect(
+      await fail(content((s) => s.register(actor, { kind: "text", title: "t", text: "some words", c2pa: true }))),
+    ).toMatchObject({ field: "c2pa" })
   })
 })
 
