@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import {
   DEFAULT_RATE_LIMITS,
@@ -55,6 +56,13 @@ export interface ServerConfig {
    * The only way to admit one, loopback included (`127.0.0.1,::1` on a developer's machine).
    */
   readonly webhookAllowlist?: ReadonlyArray<string>
+  /** SMTP_URL: takedown notices are sent through it; unset, they are kept `pending`. */
+  readonly smtpUrl?: string | undefined
+  /** AGENTGOV_TAKEDOWN_FROM: the From address of takedown notices. */
+  readonly takedownFrom?: string | undefined
+  /** AGENTGOV_C2PA_CERT / AGENTGOV_C2PA_KEY: the operator's C2PA chain and key (PEM text, or a path to it). */
+  readonly c2paCertPem?: string | undefined
+  readonly c2paKeyPem?: string | undefined
 }
 
 export type ServerRole = "api" | "worker"
@@ -94,6 +102,29 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       problems.push(`${name}: expected a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`)
       return undefined
     }
+  }
+
+  /** Both or neither; each PEM text or the path of a PEM file. */
+  const c2pa = () => {
+    const read = (name: string) => {
+      const raw = env[name]
+      if (raw === undefined || raw === "") return undefined
+      if (raw.includes("-----BEGIN")) return raw
+      try {
+        return readFileSync(raw, "utf8")
+      } catch {
+        problems.push(`${name}: neither PEM text nor a readable file`)
+        return undefined
+      }
+    }
+    const cert = read("AGENTGOV_C2PA_CERT")
+    const key = read("AGENTGOV_C2PA_KEY")
+    if ((cert === undefined) !== (key === undefined))
+      problems.push("AGENTGOV_C2PA_CERT and AGENTGOV_C2PA_KEY: set both or neither")
+    if (cert !== undefined && !cert.includes("BEGIN CERTIFICATE"))
+      problems.push("AGENTGOV_C2PA_CERT: no certificate in it")
+    if (key !== undefined && !key.includes("PRIVATE KEY")) problems.push("AGENTGOV_C2PA_KEY: no private key in it")
+    return cert !== undefined && key !== undefined ? { c2paCertPem: cert, c2paKeyPem: key } : {}
   }
 
   const masterKey = () => {
@@ -187,6 +218,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),
     webhookTimeScale,
     webhookAllowlist,
+    smtpUrl: url("SMTP_URL", ["smtp:", "smtps:"]),
+    takedownFrom:
+      env.AGENTGOV_TAKEDOWN_FROM && env.AGENTGOV_TAKEDOWN_FROM !== "" ? env.AGENTGOV_TAKEDOWN_FROM : undefined,
+    ...c2pa(),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

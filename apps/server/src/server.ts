@@ -19,6 +19,8 @@ import {
 import {
   ApiKeyService,
   ApprovalService,
+  C2paSigner,
+  ContentSettings,
   DomainLayer,
   EnforcementService,
   Idempotency,
@@ -125,13 +127,29 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   }
   const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
   const runtime: Runtime = ManagedRuntime.make(
-    DomainLayer.pipe(Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config)))),
+    DomainLayer.pipe(
+      Layer.provideMerge(
+        Layer.mergeAll(
+          store,
+          domainSettings(config),
+          webhookSettings(config),
+          Layer.succeed(ContentSettings, {
+            smtpUrl: config.smtpUrl,
+            from: config.takedownFrom ?? "agentgov <takedowns@localhost>",
+            c2paCertPem: config.c2paCertPem,
+            c2paKeyPem: config.c2paKeyPem,
+          }),
+        ),
+      ),
+    ),
   )
   let bootstrapped: BootstrapResult | undefined
   try {
     bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
     // The JWKS is never empty: a signing key exists before the first request.
     await runtime.runPromise(SigningKeys.use((k) => k.current))
+    // The C2PA credential too: issued at first start (or the operator's checked), not at the first upload.
+    await runtime.runPromise(C2paSigner.use((s) => s.signing))
   } catch (e) {
     server.close()
     await runtime.dispose().catch(() => {})

@@ -12,6 +12,7 @@ import type {
   CertificationRefused,
   ChainInconsistent,
   CheckpointNotFound,
+  ContentNotFound,
   EnforcementAlreadyAppealed,
   EnforcementClosed,
   EnforcementNotFound,
@@ -70,6 +71,7 @@ export type DomainError =
   | ApproverNotListed
   | BadgeNotFound
   | ChainInconsistent
+  | ContentNotFound
   | CheckpointNotFound
   | EnforcementAlreadyAppealed
   | EnforcementClosed
@@ -138,6 +140,7 @@ const mapping: Mapping = {
       "CHAIN_INCONSISTENT",
       `the audit chain no longer matches signed checkpoint ${e.treeSize} (from sequence ${e.firstBadSequence}): ${e.reason}. Nothing is signed or proven over it; the conflict is recorded (POST /events/verify reports it)`,
     ),
+  ContentNotFound: (e) => new ApiError(404, "CONTENT_NOT_FOUND", `content ${e.contentId} not found`),
   ReportNotFound: (e) => new ApiError(404, "REPORT_NOT_FOUND", `compliance report ${e.reportId} not found`),
   CertificationRefused: (e) =>
     new ApiError(

@@ -34,6 +34,8 @@ export interface Operation<I = any, O = any, N extends string = string, M extend
   readonly output: Schema.Top
   /** The SDK method takes this input field itself, not the input object (`events.ingest(events)`). */
   readonly sdkArgument?: string
+  /** Largest body this operation accepts over REST, when it differs from the server's (content uploads). */
+  readonly maxBodyBytes?: number
   /** Lists answer `data` plus `meta` with the cursor. */
   readonly paginated?: boolean
   readonly successStatus?: 200 | 201 | 202

@@ -3,6 +3,7 @@ import { agentOperations } from "./operations/agents.ts"
 import { apiKeyOperations } from "./operations/apikeys.ts"
 import { approvalOperations } from "./operations/approvals.ts"
 import { complianceOperations } from "./operations/compliance.ts"
+import { contentOperations } from "./operations/content.ts"
 import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
 import { policyOperations } from "./operations/policies.ts"
@@ -24,6 +25,7 @@ export const definedOperations = [
   ...trustOperations,
   ...webhookOperations,
   ...complianceOperations,
+  ...contentOperations,
 ] as const
 
 /** One of them, typed: what the tRPC router's type is built from. */

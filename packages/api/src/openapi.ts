@@ -176,6 +176,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Webhooks: "Webhook endpoints subscribed to events, their deliveries and secrets.",
   Compliance:
     "Compliance reports (EU AI Act, GDPR, SOC 2) pinned to signed audit checkpoints, and agent certifications.",
+  Content:
+    "Content protection: register texts and images with fingerprints and an invisible watermark, scan candidates for copies, and send takedown notices.",
   Service: "Liveness, readiness and the public signing keys: no credential.",
   "Webhook events": "The system's events, as delivered to webhooks (signed POSTs).",
 }

@@ -18,6 +18,8 @@ import { CredentialWatch } from "./auth/CredentialWatch.ts"
 import { SdkTokens } from "./auth/SdkTokens.ts"
 import { ComplianceRepo } from "./compliance/ComplianceRepo.ts"
 import { ComplianceService } from "./compliance/ComplianceService.ts"
+import { C2paSigner } from "./content/C2paSigner.ts"
+import { ContentService } from "./content/ContentService.ts"
 import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
@@ -97,6 +99,7 @@ export {
 export { SdkTokens, type TokenClaims, TokenSettings } from "./auth/SdkTokens.ts"
 export { AGENT_KEY_SCOPES, canonicalScope, SCOPE_ALIASES, SCOPES, type Scope } from "./auth/scopes.ts"
 export * from "./compliance/index.ts"
+export * from "./content/index.ts"
 export * from "./enforcement/Enforcement.ts"
 export * from "./enforcement/EnforcementErrors.ts"
 export { type AutoEnforcement, EnforcementService } from "./enforcement/EnforcementService.ts"
@@ -245,7 +248,10 @@ const core = Layer.mergeAll(
  * the token and rate-limit settings from the operator's configuration, and the
  * rate-limit Counters (in-process, or Redis when several instances share them).
  */
-export const DomainLayer = ComplianceService.layer.pipe(Layer.provideMerge(core))
+export const DomainLayer = Layer.merge(
+  ComplianceService.layer,
+  ContentService.layer.pipe(Layer.provideMerge(C2paSigner.layer)),
+).pipe(Layer.provideMerge(core))
 
 export type DomainServices =
   | WorkspaceService
@@ -266,6 +272,8 @@ export type DomainServices =
   | GuardService
   | EnforcementService
   | ComplianceService
+  | ContentService
+  | C2paSigner
   | SigningKeys
   | SdkTokens
   | RateLimiter

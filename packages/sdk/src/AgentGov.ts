@@ -3,6 +3,7 @@ import { Agents } from "./resources/Agents.ts"
 import { ApiKeys } from "./resources/ApiKeys.ts"
 import { Approvals } from "./resources/Approvals.ts"
 import { Compliance } from "./resources/Compliance.ts"
+import { Content } from "./resources/Content.ts"
 import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
@@ -108,6 +109,7 @@ export class AgentGov {
   readonly trust: Trust
   readonly webhooks: Webhooks
   readonly compliance: Compliance
+  readonly content: Content
   private readonly http: HttpClient
 
   constructor(options: AgentGovOptions) {
@@ -142,6 +144,7 @@ export class AgentGov {
     this.trust = new Trust(this.http)
     this.webhooks = new Webhooks(this.http)
     this.compliance = new Compliance(this.http)
+    this.content = new Content(this.http)
   }
 
   /**

@@ -1747,3 +1747,231 @@ export interface BadgeVerification {
   readonly expiresAt: string | null
   readonly current: boolean
 }
+
+/**
+ * Input of `content.register` (D15): a text, or an image as base64 (JPEG, PNG or WebP, at most 20 MB
+ * encoded and 40 megapixels).
+ *
+ * @example
+ * ```ts
+ * import type { ContentRegisterParams } from "@agentgov/sdk"
+ *
+ * const params: ContentRegisterParams = { kind: "image", title: "Hero image", data: "<base64>", watermark: true }
+ * ```
+ */
+export interface ContentRegisterParams {
+  readonly kind: "text" | "image"
+  readonly title: string
+  /** The text, for `kind: "text"`. */
+  readonly text?: string
+  /** The image, base64, for `kind: "image"`. */
+  readonly data?: string
+  readonly metadata?: JsonObject
+  /** Embed an invisible watermark carrying the content id (images of at least 256×256). */
+  readonly watermark?: boolean
+  /** Sign a C2PA manifest into the asset (images). */
+  readonly c2pa?: boolean
+  /** The agent that produced it. */
+  readonly agentId?: string
+}
+
+/**
+ * How a scan found a copy.
+ *
+ * @example
+ * ```ts
+ * import type { ContentMatchMethod } from "@agentgov/sdk"
+ *
+ * const visual = (m: ContentMatchMethod) => m === "phash" || m === "phash-mirror"
+ * ```
+ */
+export type ContentMatchMethod = "text-winnowing" | "text-minhash" | "phash" | "phash-mirror" | "watermark"
+
+/**
+ * A copied run of words, as UTF-16 offsets in the scanned text and in the registered one.
+ *
+ * @example
+ * ```ts
+ * import type { ContentSpan } from "@agentgov/sdk"
+ *
+ * const quote = (candidate: string, s: ContentSpan) => candidate.slice(s.candidate.start, s.candidate.end)
+ * ```
+ */
+export interface ContentSpan {
+  readonly candidate: { readonly start: number; readonly end: number }
+  readonly registered: { readonly start: number; readonly end: number }
+  readonly words: number
+}
+
+/**
+ * A match of a scan; `id` is set when it was recorded (at or above threshold).
+ *
+ * @example
+ * ```ts
+ * import type { ContentMatch } from "@agentgov/sdk"
+ *
+ * const recorded = (m: ContentMatch) => m.id !== undefined
+ * ```
+ */
+export interface ContentMatch {
+  readonly id?: string
+  readonly contentId: string
+  /** 0..1: share of the registered text found, 1 − distance/64 for images, the watermark's confidence. */
+  readonly similarity: number
+  readonly method: ContentMatchMethod
+  readonly spans?: ReadonlyArray<ContentSpan>
+  /** pHash Hamming distance (images). */
+  readonly distance?: number
+  readonly watermark?: { readonly contentId: string; readonly confidence: number }
+  readonly url?: string
+  readonly createdAt?: string
+}
+
+/**
+ * A registered text or image, with its fingerprint summary and (from `get`) its match history.
+ *
+ * @example
+ * ```ts
+ * import type { ContentItem } from "@agentgov/sdk"
+ *
+ * const marked = (c: ContentItem) => c.watermark.embedded
+ * ```
+ */
+export interface ContentItem {
+  readonly id: string
+  readonly workspaceId: string
+  readonly kind: "text" | "image"
+  readonly title: string
+  readonly mediaType: string
+  /** SHA-256 of the protected asset, hex. */
+  readonly sha256: string
+  readonly metadata: { readonly [key: string]: unknown }
+  readonly agentId: string | null
+  readonly fingerprint:
+    | { readonly algorithm: "winnow-5w4-minhash64"; readonly words: number; readonly fingerprints: number }
+    | {
+        readonly algorithm: "phash64+dhash64"
+        readonly phash: string
+        readonly dhash: string
+        readonly mirrorPhash: string
+        readonly mirrorDhash: string
+        readonly width: number
+        readonly height: number
+      }
+  readonly watermark: { readonly embedded: boolean; readonly psnr?: number }
+  /** `source`: the service's own credential (`issued`) or the operator's (AGENTGOV_C2PA_CERT). */
+  readonly c2pa: { readonly signed: boolean; readonly source?: "issued" | "operator" }
+  readonly matches?: ReadonlyArray<ContentMatch>
+  readonly createdAt: string
+}
+
+/**
+ * Query of `content.list`.
+ *
+ * @example
+ * ```ts
+ * import type { ContentListParams } from "@agentgov/sdk"
+ *
+ * const params: ContentListParams = { kind: "image", limit: 50 }
+ * ```
+ */
+export interface ContentListParams extends ListParams {
+  readonly kind?: "text" | "image"
+}
+
+/**
+ * Input of `content.scan`: a candidate text or image (base64), and where it was found.
+ *
+ * @example
+ * ```ts
+ * import type { ContentScanParams } from "@agentgov/sdk"
+ *
+ * const params: ContentScanParams = { text: "…", url: "https://example.com/post" }
+ * ```
+ */
+export interface ContentScanParams {
+  readonly text?: string
+  readonly data?: string
+  readonly url?: string
+}
+
+/**
+ * A scan's answer: matches best first, and whether the candidate carries a C2PA manifest.
+ *
+ * @example
+ * ```ts
+ * import type { ContentScanResult } from "@agentgov/sdk"
+ *
+ * const best = (r: ContentScanResult) => r.matches[0]
+ * ```
+ */
+export interface ContentScanResult {
+  readonly matches: ReadonlyArray<ContentMatch>
+  /** `state`: c2pa-rs's `Invalid`, `Valid` or `Trusted`; `failures`: its codes (`assertion.dataHash.mismatch`, …). */
+  readonly c2pa: {
+    readonly present: boolean
+    readonly valid?: boolean
+    readonly state?: string
+    readonly failures?: ReadonlyArray<string>
+  }
+}
+
+/**
+ * What `content.detectWatermark` read.
+ *
+ * @example
+ * ```ts
+ * import type { WatermarkDetection } from "@agentgov/sdk"
+ *
+ * const ours = (d: WatermarkDetection) => d.found && d.registered === true
+ * ```
+ */
+export interface WatermarkDetection {
+  readonly found: boolean
+  readonly contentId?: string
+  /** Share of the payload's blocks that agree, 0.7..1. */
+  readonly confidence?: number
+  /** Whether the id is an item of this workspace. */
+  readonly registered?: boolean
+}
+
+/**
+ * Input of `content.takedowns.create`.
+ *
+ * @example
+ * ```ts
+ * import type { TakedownCreateParams } from "@agentgov/sdk"
+ *
+ * const params: TakedownCreateParams = { matchId: "mch_…", targetUrl: "https://copy.example/x", recipient: "abuse@copy.example" }
+ * ```
+ */
+export interface TakedownCreateParams {
+  readonly matchId?: string
+  readonly targetUrl: string
+  readonly recipient: string
+  readonly note?: string
+}
+
+/**
+ * A takedown notice: `sent` by SMTP, `pending` when the server has no SMTP_URL, `failed` when refused.
+ *
+ * @example
+ * ```ts
+ * import type { Takedown } from "@agentgov/sdk"
+ *
+ * const delivered = (t: Takedown) => t.status === "sent"
+ * ```
+ */
+export interface Takedown {
+  readonly id: string
+  readonly contentId: string
+  readonly matchId: string | null
+  readonly targetUrl: string
+  readonly recipient: string
+  readonly note: string | null
+  readonly notice: string
+  readonly status: "pending" | "sent" | "failed"
+  readonly error: string | null
+  readonly createdAt: string
+  readonly sentAt: string | null
+}

@@ -62,6 +62,15 @@ type Checks = {
   ComplianceReportListParams: Same<S.ComplianceReportListParams, D.ReportListQuery>
   Certification: Same<S.Certification, D.Certification>
   CertificationCreateParams: Same<S.CertificationCreateParams, D.IssueCertification>
+  ContentItem: Same<S.ContentItem, D.ContentItem>
+  ContentMatch: Same<S.ContentMatch, D.ContentMatch>
+  ContentRegisterParams: Same<S.ContentRegisterParams, D.RegisterContent>
+  ContentListParams: Same<S.ContentListParams, D.ContentListQuery>
+  ContentScanParams: Same<S.ContentScanParams, D.ScanContent>
+  ContentScanResult: Same<S.ContentScanResult, D.ScanResult>
+  WatermarkDetection: Same<S.WatermarkDetection, T<typeof D.WatermarkDetection>>
+  TakedownCreateParams: Same<S.TakedownCreateParams, D.CreateTakedown>
+  Takedown: Same<S.Takedown, D.Takedown>
 }
 
 type Differing = { [K in keyof Checks]: Checks[K] extends true ? never : K }[keyof Checks]

@@ -71,6 +71,15 @@ const METHODS: Readonly<Record<string, string>> = {
   "compliance.reports.get": "compliance.reports.get",
   "compliance.certifications.create": "compliance.certifications.create",
   "compliance.certifications.list": "compliance.certifications.list",
+  "content.register": "content.register",
+  "content.list": "content.list",
+  "content.get": "content.get",
+  "content.asset": "content.asset",
+  "content.scan": "content.scan",
+  "content.scanItem": "content.scan",
+  "content.watermark.detect": "content.detectWatermark",
+  "content.takedowns.create": "content.takedowns.create",
+  "content.takedowns.list": "content.takedowns.list",
 }
 
 it("covers every operation of the catalog, and nothing else", () => {

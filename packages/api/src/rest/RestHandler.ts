@@ -130,10 +130,12 @@ export const makeRestHandler = (options: RestOptions) => {
     let raw: Record<string, unknown>
     let fingerprint: unknown
     if (op.method === "POST" || op.method === "PATCH") {
-      const body = await readBody(req, maxBody)
+      // An operation may take larger bodies than the rest (content uploads); never smaller than the server's.
+      const limit = Math.max(maxBody, op.maxBodyBytes ?? 0)
+      const body = await readBody(req, limit)
       if (body.kind === "aborted") return
       if (body.kind === "too_large") {
-        return sendError(res, new ApiError(413, "PAYLOAD_TOO_LARGE", `body exceeds ${maxBody} bytes`), requestId, {
+        return sendError(res, new ApiError(413, "PAYLOAD_TOO_LARGE", `body exceeds ${limit} bytes`), requestId, {
           connection: "close",
         })
       }

@@ -380,7 +380,7 @@ export const SYSTEM_EVENTS = {
   },
   "content.match.detected": {
     description: "potential infringement detected",
-    emittedBy: "POST /content/:id/scan",
+    emittedBy: "POST /content/scan, POST /content/:id/scan",
     data: Schema.Struct({
       contentId: ContentId.annotate({ description: "the registered content that was matched (`cnt_…`)" }),
       matchId: Schema.String,
@@ -391,11 +391,14 @@ export const SYSTEM_EVENTS = {
       matchedContentId: Schema.optionalKey(Schema.String).annotate({
         description: "the other registered content it matched, if any",
       }),
+      method: Schema.optionalKey(
+        Schema.Literals(["text-winnowing", "text-minhash", "phash", "phash-mirror", "watermark"]),
+      ).annotate({ description: "how it was found" }),
     }),
   },
   "content.takedown.submitted": {
-    description: "takedown notice sent",
-    emittedBy: "takedown",
+    description: "takedown notice sent (or kept pending when no SMTP server is configured)",
+    emittedBy: "POST /content/:id/takedowns",
     data: Schema.Struct({
       contentId: ContentId,
       takedownId: Schema.String,

@@ -19,6 +19,8 @@ export type IdPrefix =
   | "crt"
   | "tok"
   | "adj"
+  | "mch"
+  | "tkd"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)

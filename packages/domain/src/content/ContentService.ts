@@ -1,0 +1,668 @@
+import { createHash } from "node:crypto"
+import { jsonb } from "@agentgov/db"
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { AgentNotFound } from "../agents/AgentErrors.ts"
+import { AgentRepo } from "../agents/AgentRepo.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { idCursor, type Page, pageWindow, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
+import { isoOf } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
+import { C2paSigner } from "./C2paSigner.ts"
+import {
+  type ContentItem,
+  type ContentListQuery,
+  type ContentMatch,
+  type CreateTakedown,
+  MAX_TEXT_CHARS,
+  type RegisterContent,
+  type ScanContent,
+  type ScanResult,
+  type Takedown,
+} from "./Content.ts"
+import { ContentNotFound } from "./ContentErrors.ts"
+import { ContentSettings } from "./ContentSettings.ts"
+import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
+import {
+  BLOCK_RADIUS,
+  blocksOf,
+  hamming,
+  hashImage,
+  IMAGE_MEDIA_TYPES,
+  IMAGE_RADIUS,
+  inspectImage,
+  neighbours,
+} from "./imageHash.ts"
+import { composeNotice, sendNotice } from "./takedownNotice.ts"
+import { copiedSpans, coverage, fingerprintText, minHashSimilarity, tokenize } from "./textFingerprint.ts"
+import { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE } from "./watermark.ts"
+
+interface ItemRow {
+  readonly id: string
+  readonly workspace_id: string
+  readonly kind: "text" | "image"
+  readonly title: string
+  readonly media_type: string
+  readonly metadata: Record<string, unknown>
+  readonly asset: string
+  readonly sha256: string
+  readonly width: number | null
+  readonly height: number | null
+  readonly words: number | null
+  readonly minhash: ReadonlyArray<number> | null
+  readonly phash: string | null
+  readonly dhash: string | null
+  readonly mirror_phash: string | null
+  readonly mirror_dhash: string | null
+  readonly watermarked: boolean
+  readonly watermark_psnr: number | null
+  readonly c2pa: unknown
+  readonly agent_id: string | null
+  readonly created_at: Date
+  readonly fingerprints?: number | string
+}
+
+interface MatchRow {
+  readonly id: string
+  readonly content_id: string
+  readonly method: ContentMatch["method"]
+  readonly similarity: number
+  readonly evidence: Omit<ContentMatch, "id" | "contentId" | "similarity" | "method" | "url" | "createdAt">
+  readonly url: string | null
+  readonly created_at: Date
+}
+
+interface TakedownRow {
+  readonly id: string
+  readonly content_id: string
+  readonly match_id: string | null
+  readonly target_url: string
+  readonly recipient: string
+  readonly note: string | null
+  readonly notice: string
+  readonly status: Takedown["status"]
+  readonly error: string | null
+  readonly created_at: Date
+  readonly sent_at: Date | null
+}
+
+/** A text match is recorded from this share of the registered text found (or MinHash Jaccard). */
+export const TEXT_RECORD_THRESHOLD = 0.05
+/** An image match is recorded at this similarity (pHash distance ≤ 10 of 64 bits). */
+export const IMAGE_RECORD_THRESHOLD = 1 - IMAGE_RADIUS / 64
+/** Items a text scan verifies at most, the ones sharing most fingerprints first. */
+const MAX_TEXT_CANDIDATES = 50
+const MINHASH_NEAR_DUPLICATE = 0.5
+
+const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+/** The bytes of a base64 field, or why they are not. */
+const decodeBase64 = (field: string, value: string): Buffer | InvalidInput => {
+  const compact = value.replace(/\s+/g, "")
+  if (compact.length === 0 || compact.length % 4 !== 0 || !STRICT_BASE64.test(compact))
+    return new InvalidInput({ field, message: "is not valid base64" })
+  return Buffer.from(compact, "base64")
+}
+
+const toMatch = (m: MatchRow): ContentMatch => ({
+  id: m.id,
+  contentId: m.content_id,
+  similarity: m.similarity,
+  method: m.method,
+  ...m.evidence,
+  ...(m.url !== null ? { url: m.url } : {}),
+  createdAt: m.created_at.toISOString(),
+})
+
+const toItem = (r: ItemRow, matches?: ReadonlyArray<MatchRow>): ContentItem => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  kind: r.kind,
+  title: r.title,
+  mediaType: r.media_type,
+  sha256: r.sha256,
+  metadata: r.metadata,
+  agentId: r.agent_id,
+  fingerprint:
+    r.kind === "text"
+      ? { algorithm: "winnow-5w4-minhash64", words: r.words ?? 0, fingerprints: Number(r.fingerprints ?? 0) }
+      : {
+          algorithm: "phash64+dhash64",
+          phash: r.phash!,
+          dhash: r.dhash!,
+          mirrorPhash: r.mirror_phash!,
+          mirrorDhash: r.mirror_dhash!,
+          width: r.width!,
+          height: r.height!,
+        },
+  watermark: { embedded: r.watermarked, ...(r.watermark_psnr !== null ? { psnr: r.watermark_psnr } : {}) },
+  c2pa:
+    r.c2pa === null
+      ? { signed: false }
+      : { signed: true, source: (r.c2pa as { source: "issued" | "operator" }).source },
+  ...(matches ? { matches: matches.map(toMatch) } : {}),
+  createdAt: r.created_at.toISOString(),
+})
+
+const toTakedown = (t: TakedownRow): Takedown => ({
+  id: t.id,
+  contentId: t.content_id,
+  matchId: t.match_id,
+  targetUrl: t.target_url,
+  recipient: t.recipient,
+  note: t.note,
+  notice: t.notice,
+  status: t.status,
+  error: t.error,
+  createdAt: t.created_at.toISOString(),
+  sentAt: t.sent_at?.toISOString() ?? null,
+})
+
+const ITEM_COLUMNS = `id, workspace_id, kind, title, media_type, metadata, sha256, width, height, words, minhash, phash,
+  dhash, mirror_phash, mirror_dhash, watermarked, watermark_psnr, c2pa, agent_id, created_at`
+
+const EMAIL = /^[^\s@<>(),;:"[\]]+@[^\s@<>(),;:"[\]]+\.[^\s@<>(),;:"[\]]+$/
+
+/**
+ * Content protection (decision D15): registers texts and images with their fingerprints (and, for images,
+ * an invisible watermark), scans candidates against them, records matches and sends takedown notices.
+ */
+export class ContentService extends Context.Service<
+  ContentService,
+  {
+    readonly register: (
+      actor: Actor,
+      input: RegisterContent,
+    ) => Effect.Effect<ContentItem, InvalidInput | PermissionDenied | AgentNotFound>
+    readonly list: (actor: Actor, query: ContentListQuery) => Effect.Effect<Page<ContentItem>, InvalidCursor>
+    readonly get: (actor: Actor, id: string) => Effect.Effect<ContentItem, ContentNotFound>
+    readonly asset: (actor: Actor, id: string) => Effect.Effect<{ mediaType: string; data: Buffer }, ContentNotFound>
+    readonly scan: (
+      actor: Actor,
+      input: ScanContent,
+      contentId?: string,
+    ) => Effect.Effect<ScanResult, InvalidInput | ContentNotFound>
+    readonly detectWatermark: (
+      actor: Actor,
+      data: string,
+    ) => Effect.Effect<{ found: boolean; contentId?: string; confidence?: number; registered?: boolean }, InvalidInput>
+    readonly createTakedown: (
+      actor: Actor,
+      contentId: string,
+      input: CreateTakedown,
+    ) => Effect.Effect<Takedown, InvalidInput | ContentNotFound>
+    readonly listTakedowns: (actor: Actor, contentId: string) => Effect.Effect<ReadonlyArray<Takedown>, ContentNotFound>
+  }
+>()("@agentgov/domain/content/ContentService") {
+  static readonly layer = Layer.effect(
+    ContentService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const audit = yield* AuditLog
+      const agents = yield* AgentRepo
+      const c2pa = yield* C2paSigner
+      const tx = transactional(sql)
+
+      const findItem = (workspaceId: string, id: string) =>
+        sql<ItemRow>`SELECT ${sql.literal(ITEM_COLUMNS)},
+              (SELECT count(*) FROM content_text_fingerprints f WHERE f.content_id = c.id) AS fingerprints
+            FROM content_items c WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie,
+        )
+
+      const requireItem = (actor: Actor, id: string) =>
+        Effect.gen(function* () {
+          const row = yield* findItem(actor.workspaceId, id)
+          if (!row) return yield* new ContentNotFound({ contentId: id })
+          return row
+        })
+
+      /** The image bytes of a field, checked to be a JPEG, PNG or WebP under the pixel limit. */
+      const imageInput = (field: string, value: string | undefined) =>
+        Effect.gen(function* () {
+          if (value === undefined) return yield* new InvalidInput({ field, message: "is required for an image" })
+          const bytes = decodeBase64(field, value)
+          if (bytes instanceof InvalidInput) return yield* bytes
+          const image = yield* Effect.promise(() => inspectImage(bytes))
+          if (typeof image === "string") return yield* new InvalidInput({ field, message: image })
+          return { bytes, image }
+        })
+
+      const register = Effect.fn("ContentService.register")(function* (actor: Actor, input: RegisterContent) {
+        if (actor.agentId !== undefined && input.agentId !== undefined && input.agentId !== actor.agentId)
+          return yield* new PermissionDenied({ message: "this credential is bound to another agent" })
+        const agentId = input.agentId ?? actor.agentId
+        if (agentId !== undefined) {
+          const agent = yield* agents.find(actor.workspaceId, agentId).pipe(Effect.orDie)
+          if (!agent) return yield* new AgentNotFound({ agentId })
+        }
+        const metadata = input.metadata ?? {}
+        if (Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES)
+          return yield* new InvalidInput({ field: "metadata", message: "exceeds 16 KiB" })
+        const now = yield* Clock.currentTimeMillis
+        const id = newId("cnt", now)
+
+        if (input.kind === "text") {
+          if (input.data !== undefined) return yield* new InvalidInput({ field: "data", message: "is for images" })
+          if (input.watermark === true)
+            return yield* new InvalidInput({
+              field: "watermark",
+              message: "texts take no watermark: any normaliser strips invisible marks from text",
+            })
+          if (input.c2pa === true)
+            return yield* new InvalidInput({ field: "c2pa", message: "C2PA manifests are signed into images only" })
+          const text = input.text
+          if (text === undefined || text.trim() === "")
+            return yield* new InvalidInput({ field: "text", message: "is required for a text" })
+          if (text.length > MAX_TEXT_CHARS)
+            return yield* new InvalidInput({ field: "text", message: `exceeds ${MAX_TEXT_CHARS} characters` })
+          const fp = fingerprintText(text)
+          if (fp.tokens.length === 0)
+            return yield* new InvalidInput({ field: "text", message: "has no words once normalised" })
+          const asset = Buffer.from(text, "utf8")
+          return yield* tx(
+            Effect.gen(function* () {
+              yield* sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256,
+                  words, minhash, watermarked, agent_id, created_by, created_at)
+                VALUES (${id}, ${actor.workspaceId}, 'text', ${input.title}, 'text/plain; charset=utf-8',
+                  ${jsonb(sql, metadata)}, ${asset.toString("base64")}, ${createHash("sha256").update(asset).digest("hex")},
+                  ${fp.tokens.length}, ${jsonb(sql, fp.minhash)}, false, ${agentId ?? null}, ${actor.credential.id},
+                  ${isoOf(now)}::timestamptz)`
+              yield* sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
+                SELECT ${actor.workspaceId}, x.hash, ${id}, x.pos
+                FROM jsonb_to_recordset(${JSON.stringify(fp.fingerprints)}::text::jsonb) AS x(hash bigint, pos integer)`
+              yield* audit.append(actor, [
+                {
+                  type: "content.registered",
+                  agentId: agentId ?? null,
+                  data: {
+                    contentId: id,
+                    mediaType: "text/plain",
+                    fingerprint: `minhash64:${Buffer.from(Uint32Array.from(fp.minhash.slice(0, 4)).buffer).toString("hex")}`,
+                    watermarked: false,
+                    c2pa: false,
+                    ...(agentId !== undefined ? { agentId } : {}),
+                  },
+                },
+              ])
+              return toItem((yield* findItem(actor.workspaceId, id))!)
+            }),
+          ).pipe(Effect.orDie)
+        }
+
+        if (input.text !== undefined) return yield* new InvalidInput({ field: "text", message: "is for texts" })
+        const { bytes, image } = yield* imageInput("data", input.data)
+        let asset = bytes
+        let psnr: number | null = null
+        if (input.watermark === true) {
+          if (image.width < MIN_WATERMARK_SIDE || image.height < MIN_WATERMARK_SIDE)
+            return yield* new InvalidInput({
+              field: "watermark",
+              message: `needs an image of at least ${MIN_WATERMARK_SIDE}×${MIN_WATERMARK_SIDE} pixels`,
+            })
+          const marked = yield* Effect.promise(() => embedWatermark(bytes, id))
+          asset = marked.data
+          psnr = Math.round(marked.psnr * 100) / 100
+        }
+        const mediaType = IMAGE_MEDIA_TYPES[image.format]
+        let manifest: { signed: true; source: string } | null = null
+        if (input.c2pa === true) {
+          const { credential, source } = yield* c2pa.signing
+          const unsigned = asset
+          asset = yield* Effect.promise(() =>
+            signManifest(unsigned, mediaType, credential, {
+              title: input.title,
+              author: actor.workspaceId,
+              contentId: id,
+              watermarked: psnr !== null,
+            }),
+          )
+          manifest = { signed: true, source }
+        }
+        const hashes = yield* Effect.promise(() => hashImage(asset))
+        const rows = [
+          ...blocksOf(hashes.phash).map((value, block) => ({ block, value, mirror: false })),
+          ...blocksOf(hashes.mirrorPhash).map((value, block) => ({ block, value, mirror: true })),
+        ]
+        return yield* tx(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256, width,
+                height, phash, dhash, mirror_phash, mirror_dhash, watermarked, watermark_psnr, c2pa, agent_id,
+                created_by, created_at)
+              VALUES (${id}, ${actor.workspaceId}, 'image', ${input.title}, ${mediaType}, ${jsonb(sql, metadata)},
+                ${asset.toString("base64")}, ${createHash("sha256").update(asset).digest("hex")}, ${image.width},
+                ${image.height}, ${hashes.phash}, ${hashes.dhash}, ${hashes.mirrorPhash}, ${hashes.mirrorDhash},
+                ${psnr !== null}, ${psnr}, ${manifest === null ? null : jsonb(sql, manifest)}, ${agentId ?? null},
+                ${actor.credential.id}, ${isoOf(now)}::timestamptz)`
+            yield* sql`INSERT INTO content_image_blocks (workspace_id, block, value, content_id, mirror)
+              SELECT ${actor.workspaceId}, x.block, x.value, ${id}, x.mirror
+              FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS x(block smallint, value integer, mirror boolean)`
+            yield* audit.append(actor, [
+              {
+                type: "content.registered",
+                agentId: agentId ?? null,
+                data: {
+                  contentId: id,
+                  mediaType,
+                  fingerprint: `phash:${hashes.phash}`,
+                  watermarked: psnr !== null,
+                  c2pa: manifest !== null,
+                  ...(agentId !== undefined ? { agentId } : {}),
+                },
+              },
+            ])
+            return toItem((yield* findItem(actor.workspaceId, id))!)
+          }),
+        ).pipe(Effect.orDie)
+      })
+
+      const list = Effect.fn("ContentService.list")(function* (actor: Actor, query: ContentListQuery) {
+        const { limit, before } = yield* pageWindow(query, idCursor("cnt"))
+        const rows = yield* sql<ItemRow>`SELECT ${sql.literal(ITEM_COLUMNS)},
+              (SELECT count(*) FROM content_text_fingerprints f WHERE f.content_id = c.id) AS fingerprints
+            FROM content_items c WHERE workspace_id = ${actor.workspaceId}
+              ${before === undefined ? sql`` : sql`AND id < ${before}`}
+              ${query.kind === undefined ? sql`` : sql`AND kind = ${query.kind}`}
+            ORDER BY id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
+        return toPage(
+          rows.map((r) => toItem(r)),
+          limit,
+        )
+      })
+
+      const matchesOf = (workspaceId: string, contentId: string) =>
+        sql<MatchRow>`SELECT * FROM content_matches WHERE workspace_id = ${workspaceId} AND content_id = ${contentId}
+            ORDER BY id DESC LIMIT 100`.pipe(Effect.orDie)
+
+      const get = Effect.fn("ContentService.get")(function* (actor: Actor, id: string) {
+        const row = yield* requireItem(actor, id)
+        return toItem(row, yield* matchesOf(actor.workspaceId, id))
+      })
+
+      const asset = Effect.fn("ContentService.asset")(function* (actor: Actor, id: string) {
+        const [row] = yield* sql<{ media_type: string; asset: string }>`SELECT media_type, asset FROM content_items
+            WHERE workspace_id = ${actor.workspaceId} AND id = ${id}`.pipe(Effect.orDie)
+        if (!row) return yield* new ContentNotFound({ contentId: id })
+        return { mediaType: row.media_type, data: Buffer.from(row.asset, "base64") }
+      })
+
+      const scanText = (actor: Actor, text: string, only: string | undefined) =>
+        Effect.gen(function* () {
+          const fp = fingerprintText(text)
+          if (fp.fingerprints.length === 0) return []
+          const positions = new Map<number, Array<number>>()
+          for (const f of fp.fingerprints) positions.set(f.hash, [...(positions.get(f.hash) ?? []), f.pos])
+          const hits = yield* sql<{
+            content_id: string
+            hash: string | number
+            pos: number
+          }>`SELECT content_id, hash, pos
+              FROM content_text_fingerprints
+              WHERE workspace_id = ${actor.workspaceId}
+                AND hash IN (SELECT (jsonb_array_elements_text(${JSON.stringify([...positions.keys()])}::text::jsonb))::bigint)
+                ${only === undefined ? sql`` : sql`AND content_id = ${only}`}`.pipe(Effect.orDie)
+          const seeds = new Map<string, Array<readonly [number, number]>>()
+          for (const h of hits)
+            for (const c of positions.get(Number(h.hash)) ?? [])
+              seeds.set(h.content_id, [...(seeds.get(h.content_id) ?? []), [c, h.pos] as const])
+          const ranked = [...seeds.entries()].sort((a, b) => b[1].length - a[1].length).slice(0, MAX_TEXT_CANDIDATES)
+          const out: Array<ContentMatch> = []
+          for (const [contentId, pairs] of ranked) {
+            const [row] = yield* sql<{ asset: string; minhash: ReadonlyArray<number> }>`SELECT asset, minhash
+                FROM content_items WHERE workspace_id = ${actor.workspaceId} AND id = ${contentId}`.pipe(Effect.orDie)
+            if (!row) continue
+            const registeredText = Buffer.from(row.asset, "base64").toString("utf8")
+            const registered = tokenize(registeredText)
+            const spans = copiedSpans(fp.tokens, registered, pairs)
+            const found = coverage(
+              spans.map((s) => s.registered),
+              registered.length,
+            )
+            const jaccard = minHashSimilarity(fp.minhash, row.minhash)
+            if (spans.length === 0 && jaccard < MINHASH_NEAR_DUPLICATE) continue
+            // MinHash speaks only for whole-document near-duplicates; below that the spans are the evidence.
+            const nearDuplicate = jaccard >= MINHASH_NEAR_DUPLICATE && jaccard > found
+            out.push({
+              contentId,
+              similarity: Math.round((nearDuplicate ? jaccard : found) * 10000) / 10000,
+              method: nearDuplicate ? "text-minhash" : "text-winnowing",
+              spans: spans.map((s) => ({
+                candidate: { start: fp.tokens[s.candidate[0]]!.start, end: fp.tokens[s.candidate[1] - 1]!.end },
+                registered: { start: registered[s.registered[0]]!.start, end: registered[s.registered[1] - 1]!.end },
+                words: s.candidate[1] - s.candidate[0],
+              })),
+            })
+          }
+          return out
+        })
+
+      /** The candidate's C2PA manifest, validated by c2pa-rs with the service's anchors. */
+      const manifestOf = (bytes: Buffer, mediaType: string) =>
+        Effect.gen(function* () {
+          const { anchorsPem } = yield* c2pa.signing
+          return yield* Effect.promise(() => readManifest(bytes, mediaType, anchorsPem))
+        })
+
+      const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
+        Effect.gen(function* () {
+          const hashes = yield* Effect.promise(() => hashImage(bytes))
+          const probe = blocksOf(hashes.phash)
+          // Multi-index lookup: each block within BLOCK_RADIUS of the probe's, exactly, through the index.
+          const wanted = probe.flatMap((value, block) =>
+            neighbours(value, BLOCK_RADIUS).map((v) => ({ block, value: v })),
+          )
+          const candidates = yield* sql<{
+            id: string
+            phash: string
+            mirror_phash: string
+          }>`SELECT DISTINCT c.id, c.phash, c.mirror_phash FROM content_image_blocks b
+              JOIN content_items c ON c.id = b.content_id
+              WHERE b.workspace_id = ${actor.workspaceId}
+                AND (b.block, b.value) IN (SELECT x.block, x.value
+                  FROM jsonb_to_recordset(${JSON.stringify(wanted)}::text::jsonb) AS x(block smallint, value integer))
+                ${only === undefined ? sql`` : sql`AND b.content_id = ${only}`}`.pipe(Effect.orDie)
+          const out: Array<ContentMatch> = []
+          for (const c of candidates) {
+            const direct = hamming(hashes.phash, c.phash)
+            const mirrored = hamming(hashes.phash, c.mirror_phash)
+            const distance = Math.min(direct, mirrored)
+            if (distance > IMAGE_RADIUS) continue
+            out.push({
+              contentId: c.id,
+              similarity: Math.round((1 - distance / 64) * 10000) / 10000,
+              method: direct <= mirrored ? "phash" : "phash-mirror",
+              distance,
+            })
+          }
+          const mark = yield* Effect.promise(() => detectWatermark(bytes))
+          if (mark && (only === undefined || mark.contentId === only)) {
+            const item = yield* findItem(actor.workspaceId, mark.contentId)
+            if (item) {
+              const existing = out.find((m) => m.contentId === mark.contentId)
+              const watermark = { contentId: mark.contentId, confidence: Math.round(mark.confidence * 10000) / 10000 }
+              if (existing) out[out.indexOf(existing)] = { ...existing, watermark }
+              else
+                out.push({
+                  contentId: mark.contentId,
+                  similarity: watermark.confidence,
+                  method: "watermark",
+                  watermark,
+                })
+            }
+          }
+          return out
+        })
+
+      const scan = Effect.fn("ContentService.scan")(function* (actor: Actor, input: ScanContent, contentId?: string) {
+        if (contentId !== undefined) yield* requireItem(actor, contentId)
+        if ((input.text === undefined) === (input.data === undefined))
+          return yield* new InvalidInput({ field: "text", message: "send either text or data" })
+        let matches: Array<ContentMatch>
+        let manifest: ManifestReading = { present: false }
+        if (input.text !== undefined) {
+          if (input.text.length > MAX_TEXT_CHARS)
+            return yield* new InvalidInput({ field: "text", message: `exceeds ${MAX_TEXT_CHARS} characters` })
+          matches = yield* scanText(actor, input.text, contentId)
+        } else {
+          const { bytes, image } = yield* imageInput("data", input.data)
+          matches = yield* scanImage(actor, bytes, contentId)
+          manifest = yield* manifestOf(bytes, IMAGE_MEDIA_TYPES[image.format])
+        }
+        matches.sort((a, b) => b.similarity - a.similarity || a.contentId.localeCompare(b.contentId))
+        const now = yield* Clock.currentTimeMillis
+        const recorded = yield* tx(
+          Effect.gen(function* () {
+            const result: Array<ContentMatch> = []
+            for (const m of matches) {
+              const threshold = m.method.startsWith("text") ? TEXT_RECORD_THRESHOLD : IMAGE_RECORD_THRESHOLD
+              if (m.similarity < threshold && m.method !== "watermark") {
+                result.push(m)
+                continue
+              }
+              const id = newId("mch", now)
+              const { contentId: cid, similarity, method, ...evidence } = m
+              yield* sql`INSERT INTO content_matches (id, workspace_id, content_id, method, similarity, evidence, url, created_at)
+                VALUES (${id}, ${actor.workspaceId}, ${cid}, ${method}, ${similarity}, ${jsonb(sql, evidence)},
+                  ${input.url ?? null}, ${isoOf(now)}::timestamptz)`
+              yield* audit.append(actor, [
+                {
+                  type: "content.match.detected",
+                  data: {
+                    contentId: cid,
+                    matchId: id,
+                    similarity: Math.min(1, similarity),
+                    method,
+                    ...(input.url !== undefined ? { url: input.url } : {}),
+                  },
+                },
+              ])
+              result.push({ id, ...m, ...(input.url !== undefined ? { url: input.url } : {}), createdAt: isoOf(now) })
+            }
+            return result
+          }),
+        ).pipe(Effect.orDie)
+        return {
+          matches: recorded,
+          c2pa: manifest.present
+            ? {
+                present: true,
+                valid: manifest.valid === true,
+                ...(manifest.state !== undefined ? { state: manifest.state } : {}),
+                failures: manifest.failures ?? [],
+              }
+            : { present: false },
+        }
+      })
+
+      const detect = Effect.fn("ContentService.detectWatermark")(function* (actor: Actor, data: string) {
+        const { bytes } = yield* imageInput("data", data)
+        const mark = yield* Effect.promise(() => detectWatermark(bytes))
+        if (!mark) return { found: false }
+        const item = yield* findItem(actor.workspaceId, mark.contentId)
+        return {
+          found: true,
+          contentId: mark.contentId,
+          confidence: Math.round(mark.confidence * 10000) / 10000,
+          registered: item !== undefined,
+        }
+      })
+
+      const createTakedown = Effect.fn("ContentService.createTakedown")(function* (
+        actor: Actor,
+        contentId: string,
+        input: CreateTakedown,
+      ) {
+        const item = yield* requireItem(actor, contentId)
+        if (!EMAIL.test(input.recipient))
+          return yield* new InvalidInput({ field: "recipient", message: "is not an e-mail address" })
+        let target: URL
+        try {
+          target = new URL(input.targetUrl)
+        } catch {
+          return yield* new InvalidInput({ field: "targetUrl", message: "is not a URL" })
+        }
+        if (target.protocol !== "http:" && target.protocol !== "https:")
+          return yield* new InvalidInput({ field: "targetUrl", message: "must be http or https" })
+        let match: MatchRow | undefined
+        if (input.matchId !== undefined) {
+          ;[match] = yield* sql<MatchRow>`SELECT * FROM content_matches
+              WHERE workspace_id = ${actor.workspaceId} AND content_id = ${contentId} AND id = ${input.matchId}`.pipe(
+            Effect.orDie,
+          )
+          if (!match) return yield* new InvalidInput({ field: "matchId", message: "is not a match of this item" })
+        }
+        const settings = yield* ContentSettings
+        const now = yield* Clock.currentTimeMillis
+        const id = newId("tkd", now)
+        const notice = composeNotice({
+          takedownId: id,
+          item: toItem(item),
+          match: match ? toMatch(match) : undefined,
+          targetUrl: target.href,
+          note: input.note,
+          at: isoOf(now),
+        })
+        const delivery =
+          settings.smtpUrl === undefined
+            ? { status: "pending" as const }
+            : yield* Effect.promise(() =>
+                sendNotice(settings, {
+                  to: input.recipient,
+                  subject: `Takedown notice ${id}: ${item.title}`,
+                  text: notice,
+                }),
+              )
+        const sentAt = delivery.status === "sent" ? isoOf(now) : null
+        return yield* tx(
+          Effect.gen(function* () {
+            const [row] = yield* sql<TakedownRow>`INSERT INTO content_takedowns (id, workspace_id, content_id, match_id,
+                target_url, recipient, note, notice, status, message_id, error, created_at, sent_at)
+              VALUES (${id}, ${actor.workspaceId}, ${contentId}, ${input.matchId ?? null}, ${target.href},
+                ${input.recipient}, ${input.note ?? null}, ${notice}, ${delivery.status},
+                ${"messageId" in delivery ? delivery.messageId : null}, ${"error" in delivery ? delivery.error : null},
+                ${isoOf(now)}::timestamptz, ${sentAt}::timestamptz)
+              RETURNING *`
+            yield* audit.append(actor, [
+              {
+                type: "content.takedown.submitted",
+                data: {
+                  contentId,
+                  takedownId: id,
+                  url: target.href,
+                  ...(input.matchId !== undefined ? { matchId: input.matchId } : {}),
+                },
+              },
+            ])
+            return toTakedown(row!)
+          }),
+        ).pipe(Effect.orDie)
+      })
+
+      const listTakedowns = Effect.fn("ContentService.listTakedowns")(function* (actor: Actor, contentId: string) {
+        yield* requireItem(actor, contentId)
+        const rows = yield* sql<TakedownRow>`SELECT * FROM content_takedowns
+            WHERE workspace_id = ${actor.workspaceId} AND content_id = ${contentId} ORDER BY id DESC LIMIT 100`.pipe(
+          Effect.orDie,
+        )
+        return rows.map(toTakedown)
+      })
+
+      return ContentService.of({
+        register,
+        list,
+        get,
+        asset,
+        scan,
+        detectWatermark: detect,
+        createTakedown,
+        listTakedowns,
+      })
+    }),
+  )
+}

@@ -1,0 +1,17 @@
+import { Context } from "effect"
+
+export interface ContentSettingsShape {
+  /** `smtp://user:pass@host:port` (or `smtps://`): takedown notices are sent through it; unset, kept `pending`. */
+  readonly smtpUrl: string | undefined
+  /** The notices' From address. */
+  readonly from: string
+  /** AGENTGOV_C2PA_CERT: the operator's C2PA signing certificate chain (PEM, signing certificate first). */
+  readonly c2paCertPem?: string | undefined
+  /** AGENTGOV_C2PA_KEY: its private key (PEM). Without both, the service issues its own. */
+  readonly c2paKeyPem?: string | undefined
+}
+
+/** The operator's content settings (SMTP_URL, AGENTGOV_TAKEDOWN_FROM). Unset: notices stay pending. */
+export const ContentSettings = Context.Reference<ContentSettingsShape>("@agentgov/domain/content/ContentSettings", {
+  defaultValue: () => ({ smtpUrl: undefined, from: "agentgov <takedowns@localhost>" }),
+})

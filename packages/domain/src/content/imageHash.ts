@@ -1,0 +1,160 @@
+import sharp, { type Metadata, type Sharp } from "sharp"
+
+/**
+ * Perceptual hashes of images (decision D15): a 64-bit DCT hash (pHash) and a 64-bit difference hash
+ * (dHash), of the image and of its mirror, after trimming uniform borders (so a letterboxed or padded copy
+ * hashes like the original). Hashes travel as 16 hex digits.
+ */
+
+/** Pixels we decode at most: a larger image is refused before it is decoded (a decompression bomb). */
+export const MAX_INPUT_PIXELS = 40_000_000
+
+export const IMAGE_MEDIA_TYPES = { jpeg: "image/jpeg", png: "image/png", webp: "image/webp" } as const
+export type ImageFormat = keyof typeof IMAGE_MEDIA_TYPES
+
+export interface ImageHashes {
+  readonly phash: string
+  readonly dhash: string
+  readonly mirrorPhash: string
+  readonly mirrorDhash: string
+}
+
+const N = 32
+/** cos((2x+1)uπ/2N) for the 32-point DCT, u < 8 (only the low frequencies are kept). */
+const COS = Array.from({ length: 8 }, (_, u) =>
+  Array.from({ length: N }, (_, x) => Math.cos(((2 * x + 1) * u * Math.PI) / (2 * N))),
+)
+
+const bitsToHex = (bits: ReadonlyArray<boolean>): string => {
+  let hex = ""
+  for (let i = 0; i < 64; i += 4)
+    hex += ((bits[i]! ? 8 : 0) | (bits[i + 1]! ? 4 : 0) | (bits[i + 2]! ? 2 : 0) | (bits[i + 3]! ? 1 : 0)).toString(16)
+  return hex
+}
+
+/** pHash: the 8×8 lowest DCT frequencies of a 32×32 grey thumbnail, each bit above or below their median. */
+export const phashOf = (grey32: Uint8Array): string => {
+  const coeffs: Array<number> = []
+  for (let u = 0; u < 8; u++)
+    for (let v = 0; v < 8; v++) {
+      let sum = 0
+      for (let y = 0; y < N; y++) {
+        const cy = COS[u]![y]!
+        for (let x = 0; x < N; x++) sum += grey32[y * N + x]! * cy * COS[v]![x]!
+      }
+      coeffs.push(sum)
+    }
+  // The DC term says only how bright the image is: leave it out of the median.
+  const sorted = coeffs.slice(1).sort((a, b) => a - b)
+  const median = (sorted[31]! + sorted[32]!) / 2
+  return bitsToHex(coeffs.map((c, i) => (i === 0 ? false : c > median)))
+}
+
+/** dHash: is each pixel of a 9×8 grey thumbnail brighter than its right neighbour. */
+export const dhashOf = (grey9x8: Uint8Array): string => {
+  const bits: Array<boolean> = []
+  for (let y = 0; y < 8; y++) for (let x = 0; x < 8; x++) bits.push(grey9x8[y * 9 + x]! > grey9x8[y * 9 + x + 1]!)
+  return bitsToHex(bits)
+}
+
+/** Bits that differ between two 16-hex-digit hashes. */
+export const hamming = (a: string, b: string): number => {
+  let d = 0
+  for (let i = 0; i < 16; i += 8) {
+    let x = (Number.parseInt(a.slice(i, i + 8), 16) ^ Number.parseInt(b.slice(i, i + 8), 16)) >>> 0
+    while (x) {
+      x &= x - 1
+      d++
+    }
+  }
+  return d
+}
+
+const greyThumb = async (image: Sharp, width: number, height: number) =>
+  new Uint8Array(
+    await image.clone().greyscale().resize(width, height, { fit: "fill", kernel: "lanczos3" }).raw().toBuffer(),
+  )
+
+/** The image with uniform borders trimmed, or as it is when it is uniform throughout (nothing left to trim to). */
+const trimmed = async (input: Buffer): Promise<Sharp> => {
+  const base = sharp(input, { limitInputPixels: MAX_INPUT_PIXELS }).rotate().flatten({ background: "#ffffff" })
+  try {
+    const { data, info } = await base.clone().trim({ threshold: 12 }).png({ compressionLevel: 0 }).toBuffer({
+      resolveWithObject: true,
+    })
+    if (info.width >= 16 && info.height >= 16) return sharp(data)
+  } catch {
+    // A uniform image has nothing but border: hash it as it is.
+  }
+  return base
+}
+
+export const hashImage = async (input: Buffer): Promise<ImageHashes> => {
+  const image = await trimmed(input)
+  const mirror = image.clone().flop()
+  const [phash, dhash, mirrorPhash, mirrorDhash] = await Promise.all([
+    greyThumb(image, N, N).then(phashOf),
+    greyThumb(image, 9, 8).then(dhashOf),
+    greyThumb(mirror, N, N).then(phashOf),
+    greyThumb(mirror, 9, 8).then(dhashOf),
+  ])
+  return { phash, dhash, mirrorPhash, mirrorDhash }
+}
+
+/** Multi-index hashing: the 64 bits as four 16-bit blocks. */
+export const BLOCKS = 4
+/** Largest pHash distance that counts as the same image (unrelated images sit near 32). */
+export const IMAGE_RADIUS = 10
+/**
+ * Per-block search radius: if two hashes are within IMAGE_RADIUS, then by the pigeonhole principle at
+ * least one of the four blocks is within floor(IMAGE_RADIUS / 4) of its counterpart.
+ */
+export const BLOCK_RADIUS = Math.floor(IMAGE_RADIUS / BLOCKS)
+
+export const blocksOf = (hex: string): Array<number> =>
+  Array.from({ length: BLOCKS }, (_, i) => Number.parseInt(hex.slice(i * 4, i * 4 + 4), 16))
+
+/** Every 16-bit value within `radius` bits of `value` (137 values for radius 2). */
+export const neighbours = (value: number, radius: number = BLOCK_RADIUS): Array<number> => {
+  const out = [value]
+  const walk = (v: number, from: number, left: number) => {
+    for (let bit = from; bit < 16; bit++) {
+      const n = v ^ (1 << bit)
+      out.push(n)
+      if (left > 1) walk(n, bit + 1, left - 1)
+    }
+  }
+  if (radius > 0) walk(value, 0, radius)
+  return out
+}
+
+export interface DecodedImage {
+  readonly format: ImageFormat
+  readonly width: number
+  readonly height: number
+}
+
+/** The format and size of what claims to be an image, or why it is not one we take. */
+export const inspectImage = async (input: Buffer): Promise<DecodedImage | string> => {
+  let meta: Metadata
+  try {
+    // The header only, nothing decoded: the size is checked below, before any decoding.
+    meta = await sharp(input, { limitInputPixels: false }).metadata()
+  } catch {
+    return "is not a JPEG, PNG or WebP image"
+  }
+  if (meta.format !== "jpeg" && meta.format !== "png" && meta.format !== "webp")
+    return `is ${meta.format ?? "an unknown format"}, not a JPEG, PNG or WebP image`
+  const width = meta.width ?? 0
+  const height = meta.height ?? 0
+  if (width * height > MAX_INPUT_PIXELS)
+    return `is ${width}×${height} pixels, more than the ${MAX_INPUT_PIXELS} pixels accepted`
+  if (width < 16 || height < 16) return "is smaller than 16×16 pixels"
+  // The header can lie about a truncated or corrupt body: decode it once, under the pixel limit.
+  try {
+    await sharp(input, { limitInputPixels: MAX_INPUT_PIXELS, failOn: "error" }).resize(8, 8).raw().toBuffer()
+  } catch (e) {
+    return `cannot be decoded (${e instanceof Error ? e.message.split("\n")[0] : "corrupt"})`
+  }
+  return { format: meta.format, width, height }
+}

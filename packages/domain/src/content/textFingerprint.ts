@@ -1,0 +1,294 @@
+/**
+ * Text fingerprints (decision D15): a normaliser that undoes the cheap tricks used to hide a copy, then
+ * winnowed word k-gram hashes (for partial copies, kept in an inverted index) and a MinHash signature
+ * (for whole-document near-duplicates).
+ *
+ * Normalisation, per code point: NFKC (full-width and ligature forms fold to their plain letters), then
+ * diacritics dropped (NFD without combining marks), common Cyrillic and Greek lookalikes mapped to the
+ * Latin letter they imitate, case folded. Format characters (`\p{Cf}`: zero-width space, joiners, soft
+ * hyphen, BOM, bidi marks) are dropped. Words are runs of letters and digits; everything else is a
+ * separator, so whitespace and punctuation differences fold away. Each word keeps the offsets of the
+ * original text it came from, so matches are reported as spans of the texts as sent.
+ */
+
+/** Lookalikes of Latin letters from other scripts (the confusables most used to dodge filters). */
+const CONFUSABLES: Readonly<Record<string, string>> = {
+  // Cyrillic
+  а: "a",
+  в: "b",
+  е: "e",
+  ё: "e",
+  к: "k",
+  м: "m",
+  н: "h",
+  о: "o",
+  р: "p",
+  с: "c",
+  т: "t",
+  у: "y",
+  х: "x",
+  ѕ: "s",
+  і: "i",
+  ї: "i",
+  ј: "j",
+  ԁ: "d",
+  ԛ: "q",
+  ԝ: "w",
+  һ: "h",
+  ӏ: "l",
+  ь: "b",
+  г: "r",
+  А: "a",
+  В: "b",
+  Е: "e",
+  К: "k",
+  М: "m",
+  Н: "h",
+  О: "o",
+  Р: "p",
+  С: "c",
+  Т: "t",
+  У: "y",
+  Х: "x",
+  Ѕ: "s",
+  І: "i",
+  Ј: "j",
+  // Greek
+  α: "a",
+  β: "b",
+  ε: "e",
+  ι: "i",
+  κ: "k",
+  ν: "v",
+  ο: "o",
+  ρ: "p",
+  τ: "t",
+  υ: "u",
+  χ: "x",
+  ω: "w",
+  Α: "a",
+  Β: "b",
+  Ε: "e",
+  Ζ: "z",
+  Η: "h",
+  Ι: "i",
+  Κ: "k",
+  Μ: "m",
+  Ν: "n",
+  Ο: "o",
+  Ρ: "p",
+  Τ: "t",
+  Υ: "y",
+  Χ: "x",
+  // Latin lookalikes outside ASCII that NFKC keeps
+  ı: "i",
+  ȷ: "j",
+  ɡ: "g",
+  ɑ: "a",
+  ʀ: "r",
+}
+
+const FORMAT = /\p{Cf}/u
+const MARK = /\p{M}/gu
+const WORD_CHAR = /[\p{L}\p{N}]/u
+
+/** One normalised word and where it came from in the original text (UTF-16 offsets, end exclusive). */
+export interface Token {
+  readonly word: string
+  readonly start: number
+  readonly end: number
+}
+
+const foldCodePoint = (ch: string): string => {
+  if (FORMAT.test(ch)) return ""
+  let out = ""
+  for (const c of ch.normalize("NFKC").normalize("NFD").replace(MARK, "")) out += CONFUSABLES[c] ?? c
+  return out.toLowerCase()
+}
+
+/** The normalised words of `text`, each with its original offsets. */
+export const tokenize = (text: string): Array<Token> => {
+  const tokens: Array<Token> = []
+  let word = ""
+  let start = -1
+  let end = -1
+  let i = 0
+  for (const ch of text) {
+    const folded = foldCodePoint(ch)
+    if (folded === "") {
+      // A format character inside a word neither splits it nor ends it.
+      i += ch.length
+      continue
+    }
+    for (const c of folded) {
+      if (WORD_CHAR.test(c)) {
+        if (start < 0) start = i
+        word += c
+        end = i + ch.length
+      } else if (start >= 0) {
+        tokens.push({ word, start, end })
+        word = ""
+        start = -1
+      }
+    }
+    i += ch.length
+  }
+  if (start >= 0) tokens.push({ word, start, end })
+  return tokens
+}
+
+/** The normalised text: its words joined by single spaces. */
+export const normalizeText = (text: string): string =>
+  tokenize(text)
+    .map((t) => t.word)
+    .join(" ")
+
+/** Words per shingle. */
+export const SHINGLE_WORDS = 5
+/** Winnowing window (in shingles): any copied run of WINDOW + SHINGLE_WORDS - 1 = 8 words shares a fingerprint. */
+export const WINDOW = 4
+/** MinHash signature length. */
+export const MINHASH_SIZE = 64
+
+/** 32-bit FNV-1a over the UTF-16 code units, then a murmur finaliser for avalanche. */
+export const hash32 = (s: string, seed = 0x811c9dc5): number => {
+  let h = seed >>> 0
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  h ^= h >>> 16
+  h = Math.imul(h, 0x85ebca6b)
+  h ^= h >>> 13
+  h = Math.imul(h, 0xc2b2ae35)
+  h ^= h >>> 16
+  return h >>> 0
+}
+
+/** The hash of each shingle (the k words starting at each position). */
+export const shingleHashes = (words: ReadonlyArray<string>): Array<number> => {
+  const out: Array<number> = []
+  for (let i = 0; i + SHINGLE_WORDS <= words.length; i++) out.push(hash32(words.slice(i, i + SHINGLE_WORDS).join(" ")))
+  // A text shorter than one shingle is one shingle of what it has.
+  if (out.length === 0 && words.length > 0) out.push(hash32(words.join(" ")))
+  return out
+}
+
+/** A fingerprint: a shingle hash and the word position where its shingle starts. */
+export interface Fingerprint {
+  readonly hash: number
+  readonly pos: number
+}
+
+/**
+ * Winnowing (Schleimer, Wilkerson, Aiken 2003): the minimum hash of every window of WINDOW shingles,
+ * rightmost on ties, each (hash, position) once. Guarantees a shared fingerprint for any shared run of
+ * WINDOW + SHINGLE_WORDS - 1 words.
+ */
+export const winnow = (hashes: ReadonlyArray<number>): Array<Fingerprint> => {
+  const out: Array<Fingerprint> = []
+  if (hashes.length === 0) return out
+  const w = Math.min(WINDOW, hashes.length)
+  let last = -1
+  for (let start = 0; start + w <= hashes.length; start++) {
+    let min = start
+    for (let j = start + 1; j < start + w; j++) if (hashes[j]! <= hashes[min]!) min = j
+    if (min !== last) {
+      out.push({ hash: hashes[min]!, pos: min })
+      last = min
+    }
+  }
+  return out
+}
+
+const MINHASH_SEEDS = Array.from({ length: MINHASH_SIZE }, (_, i) => hash32(`minhash-${i}`))
+
+/** One minimum per seeded hash over the shingles (Broder 1997): the share of equal slots estimates Jaccard. */
+export const minHash = (words: ReadonlyArray<string>): Array<number> => {
+  const sig = new Array<number>(MINHASH_SIZE).fill(0xffffffff)
+  const shingles = shingleHashes(words)
+  for (const s of shingles) {
+    for (let i = 0; i < MINHASH_SIZE; i++) {
+      // Re-hash the shingle hash with each seed: a family of independent-enough permutations.
+      let h = (s ^ MINHASH_SEEDS[i]!) >>> 0
+      h = Math.imul(h ^ (h >>> 16), 0x7feb352d)
+      h = Math.imul(h ^ (h >>> 15), 0x846ca68b)
+      h = (h ^ (h >>> 16)) >>> 0
+      if (h < sig[i]!) sig[i] = h
+    }
+  }
+  return sig
+}
+
+export const minHashSimilarity = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => {
+  let same = 0
+  for (let i = 0; i < MINHASH_SIZE; i++) if (a[i] === b[i]) same++
+  return same / MINHASH_SIZE
+}
+
+export interface TextFingerprints {
+  readonly tokens: ReadonlyArray<Token>
+  readonly fingerprints: ReadonlyArray<Fingerprint>
+  readonly minhash: ReadonlyArray<number>
+}
+
+export const fingerprintText = (text: string): TextFingerprints => {
+  const tokens = tokenize(text)
+  const words = tokens.map((t) => t.word)
+  return { tokens, fingerprints: winnow(shingleHashes(words)), minhash: minHash(words) }
+}
+
+/** A copied run, in words of each text. */
+export interface WordSpan {
+  readonly candidate: readonly [number, number]
+  readonly registered: readonly [number, number]
+}
+
+/** Shortest copied run reported, in words: shorter shared phrases are common between unrelated texts. */
+export const MIN_SPAN_WORDS = 12
+
+/**
+ * The copied runs between two tokenised texts, seeded by the positions of shared fingerprints and grown
+ * word by word in both directions (which also discards hash collisions: the words must be equal).
+ */
+export const copiedSpans = (
+  candidate: ReadonlyArray<Token>,
+  registered: ReadonlyArray<Token>,
+  seeds: ReadonlyArray<readonly [number, number]>,
+): Array<WordSpan> => {
+  const spans: Array<WordSpan> = []
+  const covered = new Set<string>()
+  for (const [c0, r0] of [...seeds].sort((a, b) => a[0] - b[0] || a[1] - b[1])) {
+    if (covered.has(`${c0}:${r0}`)) continue
+    if (candidate[c0]?.word !== registered[r0]?.word) continue
+    let cs = c0
+    let rs = r0
+    while (cs > 0 && rs > 0 && candidate[cs - 1]!.word === registered[rs - 1]!.word) {
+      cs--
+      rs--
+    }
+    let ce = c0
+    let re = r0
+    while (ce < candidate.length && re < registered.length && candidate[ce]!.word === registered[re]!.word) {
+      covered.add(`${ce}:${re}`)
+      ce++
+      re++
+    }
+    if (ce - cs >= MIN_SPAN_WORDS) spans.push({ candidate: [cs, ce], registered: [rs, re] })
+  }
+  return spans
+}
+
+/** How many positions of a text of `length` words the ranges cover. */
+export const coverage = (ranges: ReadonlyArray<readonly [number, number]>, length: number): number => {
+  if (length === 0) return 0
+  const sorted = [...ranges].sort((a, b) => a[0] - b[0])
+  let total = 0
+  let end = -1
+  for (const [s, e] of sorted) {
+    const from = Math.max(s, end)
+    if (e > from) total += e - from
+    end = Math.max(end, e)
+  }
+  return total / length
+}

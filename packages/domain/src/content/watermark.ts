@@ -1,0 +1,329 @@
+import sharp, { type Sharp } from "sharp"
+import { hash32 } from "./textFingerprint.ts"
+
+/**
+ * An invisible, blind image watermark carrying a content id (decision D15).
+ *
+ * Scheme: the image's luma is read on a canonical 256×256 grid (whatever the image's size, so a resized
+ * copy reads on the same grid), cut into 1,024 8×8 blocks. Each block carries one bit in the order of two
+ * low DCT coefficients, (1,2) above (2,1) for a one: informed embedding pushes the pair apart by a margin
+ * only where the image does not already say the bit, so the image itself is no noise to the reader, and
+ * an order (unlike a magnitude) survives blur and contrast changes, and brightness moves only the DC term.
+ * The change is drawn on the canonical grid, scaled up to the image's size and added equally to R, G and
+ * B (so it is all luma).
+ *
+ * Payload: the id's 26 base-32 characters (130 bits) and a CRC-16 of them, 146 bits, encoded by a
+ * convolutional code (constraint length 7, rate 1/3, the generators 133/171/165 octal of LTE and 802.11)
+ * whose 456 coded bits are each carried twice: 912 blocks, scattered by a fixed permutation and whitened
+ * by a fixed pseudo-random sequence (so a blank image reads no id). Decoding is soft-decision Viterbi
+ * over the blocks' coefficient differences; the CRC confirms the id, and the share of blocks that agree
+ * with the re-encoded id is the confidence.
+ */
+
+const SIZE = 256
+const BLOCK = 8
+const PER_ROW = SIZE / BLOCK
+const BLOCK_COUNT = PER_ROW * PER_ROW
+const ID_CHARS = 26
+const ID_BITS = ID_CHARS * 5
+const PAYLOAD_BITS = ID_BITS + 16
+/** The encoder's memory: six bits, flushed by six zero bits after the payload. */
+const MEMORY = 6
+const GENERATORS = [0o133, 0o171, 0o165] as const
+const CODED_BITS = (PAYLOAD_BITS + MEMORY) * GENERATORS.length
+const COPIES = Math.floor(BLOCK_COUNT / CODED_BITS)
+/** Smallest side we watermark: below it the canonical grid is finer than the image. */
+export const MIN_WATERMARK_SIDE = 256
+/** The margin pushed between the two coefficients (orthonormal DCT of 0–255 luma). */
+const MARGIN = 14
+const CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+const ID_PATTERN = /^cnt_[0-9a-hjkmnp-tv-z]{26}$/
+
+/** Block of each (bit, repeat) slot: a fixed shuffle, so the repeats of a bit are spread over the image. */
+const SLOTS: ReadonlyArray<number> = (() => {
+  const order = Array.from({ length: BLOCK_COUNT }, (_, i) => i)
+  let seed = 0x5eed1234
+  for (let i = order.length - 1; i > 0; i--) {
+    seed = hash32(String(i), seed)
+    const j = seed % (i + 1)
+    ;[order[i], order[j]] = [order[j]!, order[i]!]
+  }
+  return order.slice(0, CODED_BITS * COPIES)
+})()
+const WHITEN: ReadonlyArray<number> = SLOTS.map((_, i) => hash32(`wm-${i}`) & 1)
+
+const C = (u: number, x: number) => (u === 0 ? Math.SQRT1_2 : 1) * Math.cos(((2 * x + 1) * u * Math.PI) / 16) * 0.5
+/** The two 8×8 basis images whose order carries the bit (orthonormal). */
+const BASIS_A = Array.from({ length: 64 }, (_, i) => C(1, i >> 3) * C(2, i & 7))
+const BASIS_B = Array.from({ length: 64 }, (_, i) => C(2, i >> 3) * C(1, i & 7))
+
+const parity = (x: number) => {
+  let p = 0
+  while (x) {
+    p ^= x & 1
+    x >>= 1
+  }
+  return p
+}
+
+/** The convolutional code's output for the payload and its six flushing zeros. */
+const encode = (bits: ReadonlyArray<number>): Array<number> => {
+  const out: Array<number> = []
+  let reg = 0
+  for (const b of [...bits, ...new Array<number>(MEMORY).fill(0)]) {
+    reg = ((reg << 1) | b) & 0x7f
+    for (const g of GENERATORS) out.push(parity(reg & g))
+  }
+  return out
+}
+
+/** Soft-decision Viterbi: the payload whose codeword correlates best with `soft` (positive reads as 1). */
+const viterbi = (soft: Float64Array): Array<number> => {
+  const STATES = 1 << MEMORY
+  const steps = PAYLOAD_BITS + MEMORY
+  let metric = new Float64Array(STATES).fill(Number.NEGATIVE_INFINITY)
+  metric[0] = 0
+  const from: Array<Uint8Array> = []
+  for (let t = 0; t < steps; t++) {
+    const next = new Float64Array(STATES).fill(Number.NEGATIVE_INFINITY)
+    const back = new Uint8Array(STATES)
+    for (let state = 0; state < STATES; state++) {
+      const m = metric[state]!
+      if (m === Number.NEGATIVE_INFINITY) continue
+      for (let b = 0; b < (t >= PAYLOAD_BITS ? 1 : 2); b++) {
+        const reg = ((state << 1) | b) & 0x7f
+        let gain = 0
+        GENERATORS.forEach((g, k) => {
+          const v = soft[t * GENERATORS.length + k]!
+          gain += parity(reg & g) ? v : -v
+        })
+        const to = reg & (STATES - 1)
+        if (m + gain > next[to]!) {
+          next[to] = m + gain
+          back[to] = state
+        }
+      }
+    }
+    from.push(back)
+    metric = next
+  }
+  const bits: Array<number> = []
+  let state = 0
+  for (let t = steps - 1; t >= 0; t--) {
+    bits.push(state & 1)
+    state = from[t]![state]!
+  }
+  return bits.reverse().slice(0, PAYLOAD_BITS)
+}
+
+const crc16 = (bits: ReadonlyArray<number>): Array<number> => {
+  let crc = 0xffff
+  for (const b of bits) {
+    const top = ((crc >> 15) & 1) ^ b
+    crc = (crc << 1) & 0xffff
+    if (top) crc ^= 0x1021
+  }
+  return Array.from({ length: 16 }, (_, i) => (crc >> (15 - i)) & 1)
+}
+
+const payloadOf = (contentId: string): Array<number> => {
+  if (!ID_PATTERN.test(contentId)) throw new Error(`not a content id: ${contentId}`)
+  const bits: Array<number> = []
+  for (const ch of contentId.slice(4)) {
+    const v = CROCKFORD.indexOf(ch)
+    for (let i = 4; i >= 0; i--) bits.push((v >> i) & 1)
+  }
+  return [...bits, ...crc16(bits)]
+}
+
+/** The soft value of each block: coefficient (1,2) minus (2,1). */
+const blockDifferences = (grid: Float64Array): Float64Array => {
+  const out = new Float64Array(BLOCK_COUNT)
+  for (let b = 0; b < BLOCK_COUNT; b++) {
+    const ox = (b % PER_ROW) * BLOCK
+    const oy = Math.floor(b / PER_ROW) * BLOCK
+    let a = 0
+    let c = 0
+    for (let i = 0; i < 64; i++) {
+      const v = grid[(oy + (i >> 3)) * SIZE + ox + (i & 7)]!
+      a += v * BASIS_A[i]!
+      c += v * BASIS_B[i]!
+    }
+    out[b] = a - c
+  }
+  return out
+}
+
+/** Luma on the canonical grid, as the reader sees it. */
+const canonicalLuma = async (image: Buffer | Sharp): Promise<Float64Array> => {
+  const s = Buffer.isBuffer(image) ? sharp(image, { limitInputPixels: 40_000_000 }) : (image as Sharp).clone()
+  const raw = await s
+    .flatten({ background: "#ffffff" })
+    .greyscale()
+    .resize(SIZE, SIZE, { fit: "fill", fastShrinkOnLoad: false })
+    .raw()
+    .toBuffer()
+  return Float64Array.from(raw)
+}
+
+/** Bilinear upscale of the canonical-grid change to the image's size. */
+const upscale = (delta: Float64Array, width: number, height: number): Float32Array => {
+  const out = new Float32Array(width * height)
+  const sx = SIZE / width
+  const sy = SIZE / height
+  for (let y = 0; y < height; y++) {
+    const fy = Math.min(Math.max((y + 0.5) * sy - 0.5, 0), SIZE - 1)
+    const y0 = Math.floor(fy)
+    const y1 = Math.min(y0 + 1, SIZE - 1)
+    const wy = fy - y0
+    for (let x = 0; x < width; x++) {
+      const fx = Math.min(Math.max((x + 0.5) * sx - 0.5, 0), SIZE - 1)
+      const x0 = Math.floor(fx)
+      const x1 = Math.min(x0 + 1, SIZE - 1)
+      const wx = fx - x0
+      out[y * width + x] =
+        (1 - wy) * ((1 - wx) * delta[y0 * SIZE + x0]! + wx * delta[y0 * SIZE + x1]!) +
+        wy * ((1 - wx) * delta[y1 * SIZE + x0]! + wx * delta[y1 * SIZE + x1]!)
+    }
+  }
+  return out
+}
+
+/** The least PSNR a watermarked image has (dB): the change stays below what the eye sees. */
+export const PSNR_FLOOR = 40.2
+/** The PSNR a mark is strengthened towards when the image takes it cheaply. */
+const PSNR_TARGET = 40.8
+
+const psnrOf = (a: Buffer, b: Buffer, pixels: number, channels: number, colour: number): number => {
+  let se = 0
+  for (let p = 0; p < pixels; p++)
+    for (let c = 0; c < colour; c++) {
+      const d = a[p * channels + c]! - b[p * channels + c]!
+      se += d * d
+    }
+  const mse = se / (pixels * colour)
+  return mse === 0 ? Number.POSITIVE_INFINITY : 10 * Math.log10((255 * 255) / mse)
+}
+
+export interface Watermarked {
+  /** The watermarked image, in the format it came in. */
+  readonly data: Buffer
+  /** Peak signal-to-noise ratio of the watermarked pixels against the original's, in dB. */
+  readonly psnr: number
+}
+
+/** Embeds `contentId` into the image; answers the image re-encoded in its format (PNG stays lossless). */
+export const embedWatermark = async (input: Buffer, contentId: string): Promise<Watermarked> => {
+  const coded = encode(payloadOf(contentId))
+  const base = sharp(input, { limitInputPixels: 40_000_000 }).rotate()
+  const meta = await sharp(input).metadata()
+  const { data: pixels, info } = await base.clone().raw().toBuffer({ resolveWithObject: true })
+  const { width, height, channels } = info
+  if (width < MIN_WATERMARK_SIDE || height < MIN_WATERMARK_SIDE)
+    throw new RangeError(`a watermark needs at least ${MIN_WATERMARK_SIDE}×${MIN_WATERMARK_SIDE} pixels`)
+  const colour = Math.min(channels, 3)
+  const apply = (total: Float64Array, scale: number): Buffer => {
+    const delta = upscale(total, width, height)
+    const next = Buffer.from(pixels)
+    for (let p = 0; p < width * height; p++)
+      for (let c = 0; c < colour; c++) {
+        const k = p * channels + c
+        next[k] = Math.max(0, Math.min(255, Math.round(pixels[k]! + delta[p]! * scale)))
+      }
+    return next
+  }
+  const mark = async (margin: number) => {
+    const total = new Float64Array(SIZE * SIZE)
+    let current: Buffer = pixels
+    // Scaling up and back down blurs the change a little: measure what the reader sees and top it up.
+    for (let round = 0; round < 3; round++) {
+      const seen = blockDifferences(
+        await canonicalLuma(sharp(current, { raw: { width, height, channels } }).png({ compressionLevel: 0 })),
+      )
+      const step = new Float64Array(SIZE * SIZE)
+      let short = 0
+      SLOTS.forEach((block, slot) => {
+        const want = coded[slot % CODED_BITS]! ^ WHITEN[slot]! ? 1 : -1
+        const needed = want * margin - seen[block]!
+        if ((want > 0 && needed <= 0) || (want < 0 && needed >= 0)) return
+        short++
+        // Split the push between the two coefficients: (1,2) by +needed/2, (2,1) by -needed/2; 1.15 is a
+        // little over, for what the scaling blurs away.
+        const ox = (block % PER_ROW) * BLOCK
+        const oy = Math.floor(block / PER_ROW) * BLOCK
+        for (let i = 0; i < 64; i++) {
+          const k = (oy + (i >> 3)) * SIZE + ox + (i & 7)
+          step[k] = step[k]! + (needed / 2) * (BASIS_A[i]! - BASIS_B[i]!) * 1.15
+        }
+      })
+      if (short === 0) break
+      for (let i = 0; i < total.length; i++) total[i] = total[i]! + step[i]!
+      current = apply(total, 1)
+    }
+    return { total, current, psnr: psnrOf(pixels, current, width * height, channels, colour) }
+  }
+  let marked = await mark(MARGIN)
+  // An image that took the mark cheaply gets a stronger one, up to the PSNR target: robustness costs
+  // nothing the eye sees below it.
+  let margin = MARGIN
+  for (let round = 0; round < 2 && marked.psnr > PSNR_TARGET + 0.3; round++) {
+    margin *= 10 ** ((marked.psnr - PSNR_TARGET) / 20)
+    const stronger = await mark(margin)
+    if (stronger.psnr < PSNR_FLOOR) break
+    marked = stronger
+  }
+  let { current, psnr } = marked
+  if (psnr < PSNR_FLOOR) {
+    // Scale the whole change down to the floor: a weaker mark rather than a visible one.
+    current = apply(marked.total, 10 ** ((psnr - PSNR_FLOOR) / 20))
+    psnr = psnrOf(pixels, current, width * height, channels, colour)
+  }
+  const out = sharp(current, { raw: { width, height, channels } })
+  const data =
+    meta.format === "jpeg"
+      ? await out.jpeg({ quality: 95, chromaSubsampling: "4:4:4" }).toBuffer()
+      : meta.format === "webp"
+        ? await out.webp({ quality: 95 }).toBuffer()
+        : await out.png().toBuffer()
+  return { data, psnr }
+}
+
+/** The most one block's reading counts for in decoding (the embedding margin). */
+const SOFT_CLIP = MARGIN
+/** Least share of agreeing blocks for a reading to count. */
+const MIN_CONFIDENCE = 0.7
+export interface WatermarkReading {
+  readonly contentId: string
+  /** Share of the payload's blocks that agree with the decoded id, 0.5 (chance) to 1. */
+  readonly confidence: number
+}
+
+/** The content id the image carries, or undefined when none decodes (its CRC does not check). */
+export const detectWatermark = async (input: Buffer): Promise<WatermarkReading | undefined> => {
+  const diffs = blockDifferences(await canonicalLuma(input))
+  const soft = new Float64Array(CODED_BITS)
+  SLOTS.forEach((block, slot) => {
+    const j = slot % CODED_BITS
+    // Clipped: a block the image overpowered says so loudly, and should count no more than a marked one.
+    const d = Math.max(-SOFT_CLIP, Math.min(SOFT_CLIP, diffs[block]!))
+    soft[j] = soft[j]! + (WHITEN[slot] ? -d : d)
+  })
+  const bits = viterbi(soft)
+  const idBits = bits.slice(0, ID_BITS)
+  if (crc16(idBits).some((b, i) => b !== bits[ID_BITS + i])) return undefined
+  let id = "cnt_"
+  for (let i = 0; i < ID_CHARS; i++) {
+    let v = 0
+    for (let j = 0; j < 5; j++) v = (v << 1) | idBits[i * 5 + j]!
+    id += CROCKFORD[v]
+  }
+  const coded = encode(bits)
+  let agree = 0
+  SLOTS.forEach((block, slot) => {
+    const want = coded[slot % CODED_BITS]! ^ WHITEN[slot]! ? 1 : -1
+    if (want * diffs[block]! > 0) agree++
+  })
+  const confidence = agree / SLOTS.length
+  // A CRC-16 lets one random pattern in 65,536 through; what chance leaves is near 0.5 agreement.
+  return confidence >= MIN_CONFIDENCE ? { contentId: id, confidence } : undefined
+}

@@ -1,0 +1,306 @@
+import type { AddressInfo } from "node:net"
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import sharp from "sharp"
+import { SMTPServer } from "smtp-server"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import {
+  type Actor,
+  Authenticator,
+  C2paSigner,
+  ContentService,
+  ContentSettings,
+  EventService,
+  readManifest,
+  WorkspaceService,
+} from "../../src/index.ts"
+import { type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
+import { scene } from "./corpus.ts"
+
+let env: DomainTestRuntime
+let actor: Actor
+let other: Actor
+beforeAll(async () => {
+  env = await makeDomainRuntime()
+  const make = async (name: string) => {
+    const { apiKey } = await env.run(WorkspaceService.use((s) => s.create(null, { name, environment: "live" })))
+    return env.run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+  }
+  actor = await make("publisher")
+  other = await make("stranger")
+})
+afterAll(async () => env?.dispose())
+const run = <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => env.run(effect)
+const fail = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => env.failure(effect)
+const content = <A, E>(f: (s: ContentService["Service"]) => Effect.Effect<A, E, R>) => ContentService.use(f)
+const rows = (table: string) =>
+  run(SqlClient.SqlClient.use((sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(table)}`)).then(
+    (r) => r[0]!.n,
+  )
+const counts = async () => ({
+  items: await rows("content_items"),
+  blocks: await rows("content_image_blocks"),
+  fingerprints: await rows("content_text_fingerprints"),
+  matches: await rows("content_matches"),
+})
+const eventsOf = async (type: string) =>
+  (await run(EventService.use((s) => s.list(actor, { types: [type], limit: 100 } as never)))).data
+
+const ARTICLE =
+  "The committee met on Tuesday to review the harbour dredging plan. Engineers presented three options for the " +
+  "northern channel, each with a different schedule for moving the silt barges. The cheapest option would close " +
+  "the ferry route for six weeks during the spring season, which the merchants' association opposed in writing. " +
+  "A compromise emerged late in the afternoon: dredge at night, keep one lane open, and publish weekly soundings " +
+  "so that pilots can plan their approaches. The council will vote on the amended plan next month after a public " +
+  "hearing at the maritime museum, where models of the channel will be on display for residents to inspect."
+
+describe("registering and scanning texts", () => {
+  it("registers a text, finds a disguised partial copy with spans in both texts, records the match once above threshold", async () => {
+    const item = await run(content((s) => s.register(actor, { kind: "text", title: "Harbour report", text: ARTICLE })))
+    expect(item.id).toMatch(/^cnt_/)
+    expect(item.fingerprint).toMatchObject({ algorithm: "winnow-5w4-minhash64", words: 107 })
+    const registered = await eventsOf("content.registered")
+    expect(registered.at(0)?.data).toMatchObject({ contentId: item.id, mediaType: "text/plain", watermarked: false })
+
+    const copied = ARTICLE.slice(ARTICLE.indexOf("A compromise"), ARTICLE.indexOf("The council"))
+      .replaceAll("o", "ο")
+      .replaceAll(" ", " \u200b")
+    const candidate = `Blog post. I think the town should do something different entirely. ${copied} Anyway, that is my view.`
+    const result = await run(content((s) => s.scan(actor, { text: candidate, url: "https://copy.example/post" })))
+    expect(result.matches).toHaveLength(1)
+    const m = result.matches[0]!
+    expect(m).toMatchObject({ contentId: item.id, method: "text-winnowing", url: "https://copy.example/post" })
+    expect(m.id).toMatch(/^mch_/)
+    const span = m.spans![0]!
+    expect(ARTICLE.slice(span.registered.start, span.registered.end)).toMatch(/^A compromise.*approaches$/)
+    expect(candidate.slice(span.candidate.start, span.candidate.end)).toContain("\u200b")
+    const detected = await eventsOf("content.match.detected")
+    expect(detected.at(0)?.data).toMatchObject({ contentId: item.id, matchId: m.id })
+    const got = await run(content((s) => s.get(actor, item.id)))
+    expect(got.matches?.map((x) => x.id)).toEqual([m.id])
+
+    // The item-scoped scan answers the same; an unrelated text matches nothing and records nothing.
+    const before = await counts()
+    expect((await run(content((s) => s.scan(actor, { text: "Nothing alike here at all." }, item.id)))).matches).toEqual(
+      [],
+    )
+    expect(await counts()).toEqual(before)
+  })
+
+  it("another workspace's item is not found, and its texts are not scanned", async () => {
+    const mine = await run(content((s) => s.register(actor, { kind: "text", title: "secret", text: ARTICLE })))
+    expect((await fail(content((s) => s.get(other, mine.id))))._tag).toBe("ContentNotFound")
+    expect((await fail(content((s) => s.scan(other, { text: ARTICLE }, mine.id))))._tag).toBe("ContentNotFound")
+    expect((await fail(content((s) => s.listTakedowns(other, mine.id))))._tag).toBe("ContentNotFound")
+    expect((await run(content((s) => s.scan(other, { text: ARTICLE })))).matches).toEqual([])
+  })
+})
+
+describe("registering and scanning images", () => {
+  it("registers a watermarked image; a recompressed, downscaled copy is found by pHash and by its watermark", async () => {
+    const original = await scene(7)
+    const item = await run(
+      content((s) =>
+        s.register(actor, { kind: "image", title: "scene", data: original.toString("base64"), watermark: true }),
+      ),
+    )
+    expect(item).toMatchObject({ mediaType: "image/jpeg", watermark: { embedded: true } })
+    expect(item.watermark.psnr).toBeGreaterThanOrEqual(40)
+    const asset = await run(content((s) => s.asset(actor, item.id)))
+    const copy = await sharp(asset.data).resize(320).jpeg({ quality: 40 }).toBuffer()
+    const result = await run(content((s) => s.scan(actor, { data: copy.toString("base64") })))
+    expect(result.matches[0]).toMatchObject({ contentId: item.id, method: "phash", watermark: { contentId: item.id } })
+    expect(result.matches[0]!.distance).toBeLessThanOrEqual(10)
+    const mirrored = await sharp(original).flop().toBuffer()
+    const viaMirror = await run(content((s) => s.scan(actor, { data: mirrored.toString("base64") }, item.id)))
+    expect(viaMirror.matches[0]).toMatchObject({ contentId: item.id, method: "phash-mirror" })
+    const read = await run(content((s) => s.detectWatermark(actor, copy.toString("base64"))))
+    expect(read).toMatchObject({ found: true, contentId: item.id, registered: true })
+    // Another workspace reads the id but does not hold it.
+    expect(await run(content((s) => s.detectWatermark(other, copy.toString("base64"))))).toMatchObject({
+      registered: false,
+    })
+    expect((await run(content((s) => s.scan(other, { data: copy.toString("base64") })))).matches).toEqual([])
+  })
+
+  it("refuses bad base64, a non-image labelled as one, a decompression bomb and a text sent as data; stores nothing", async () => {
+    const before = await counts()
+    const register = (data: string) =>
+      fail(content((s) => s.register(actor, { kind: "image", title: "x", data, watermark: true })))
+    const bad = await register("not base64!!")
+    expect(bad).toMatchObject({ _tag: "InvalidInput", field: "data", message: "is not valid base64" })
+    const pdf = await register(Buffer.from("%PDF-1.4 not an image").toString("base64"))
+    expect(pdf).toMatchObject({ _tag: "InvalidInput", field: "data" })
+    const gif = await sharp({ create: { width: 32, height: 32, channels: 3, background: "red" } })
+      .gif()
+      .toBuffer()
+    expect(await register(gif.toString("base64"))).toMatchObject({ message: expect.stringContaining("gif") })
+    // 8,000 × 6,000 pixels of one colour: a small PNG that would decode to 144 MB, over the 40-megapixel limit.
+    const bomb = await sharp({
+      create: { width: 8_000, height: 6_000, channels: 3, background: "white" },
+      limitInputPixels: false,
+    })
+      .png({ compressionLevel: 9 })
+      .toBuffer()
+    expect(bomb.length).toBeLessThan(2_000_000)
+    expect(await register(bomb.toString("base64"))).toMatchObject({
+      field: "data",
+      message: expect.stringContaining("more than"),
+    })
+    const small = await sharp({ create: { width: 64, height: 64, channels: 3, background: "blue" } })
+      .png()
+      .toBuffer()
+    expect(await register(small.toString("base64"))).toMatchObject({ field: "watermark" })
+    expect(
+      await fail(content((s) => s.register(actor, { kind: "text", title: "t", text: "words", watermark: true }))),
+    ).toMatchObject({ field: "watermark" })
+    expect(
+      await fail(content((s) => s.register(actor, { kind: "text", title: "t", text: "\u200b \u200d" }))),
+    ).toMatchObject({
+      field: "text",
+    })
+    expect(await fail(content((s) => s.scan(actor, { data: "@@@" })))).toMatchObject({ field: "data" })
+    expect(await counts()).toEqual(before)
+  })
+})
+
+describe("C2PA", () => {
+  it("signs a manifest c2pa-rs validates (Trusted with the service's CA as anchor); a modified byte breaks its hard binding", async () => {
+    const original = await scene(11)
+    const item = await run(
+      content((s) =>
+        s.register(actor, {
+          kind: "image",
+          title: "signed",
+          data: original.toString("base64"),
+          watermark: true,
+          c2pa: true,
+        }),
+      ),
+    )
+    expect(item).toMatchObject({ c2pa: { signed: true, source: "issued" }, watermark: { embedded: true } })
+    expect((await eventsOf("content.registered")).at(0)?.data).toMatchObject({ contentId: item.id, c2pa: true })
+    const { data } = await run(content((s) => s.asset(actor, item.id)))
+    const { anchorsPem } = await run(C2paSigner.use((s) => s.signing))
+    const untrusted = await readManifest(data, "image/jpeg", undefined)
+    expect(untrusted).toMatchObject({ present: true, valid: true, state: "Valid" })
+    const trusted = await readManifest(data, "image/jpeg", anchorsPem)
+    expect(trusted).toMatchObject({
+      present: true,
+      valid: true,
+      state: "Trusted",
+      author: actor.workspaceId,
+      softBinding: item.id,
+      failures: [],
+    })
+    expect(trusted.actions).toContain("c2pa.created")
+    // The watermark survives the manifest: it is still read from the signed asset.
+    expect((await run(content((s) => s.detectWatermark(actor, data.toString("base64"))))).contentId).toBe(item.id)
+
+    // One byte of the image data changed (inside the JPEG's entropy-coded data, before its end marker).
+    const modified = Buffer.from(data)
+    modified[modified.length - 100] = modified[modified.length - 100]! ^ 0x01
+    const broken = await readManifest(modified, "image/jpeg", anchorsPem)
+    expect(broken).toMatchObject({ present: true, valid: false, state: "Invalid" })
+    expect(broken.failures).toContain("assertion.dataHash.mismatch")
+
+    const scanned = await run(content((s) => s.scan(actor, { data: data.toString("base64") })))
+    expect(scanned.c2pa).toMatchObject({ present: true, valid: true, state: "Trusted" })
+    expect(scanned.matches[0]).toMatchObject({ contentId: item.id })
+    const scannedBroken = await run(content((s) => s.scan(actor, { data: modified.toString("base64") })))
+    expect(scannedBroken.c2pa).toMatchObject({ present: true, valid: false })
+    const plain = await run(content((s) => s.scan(actor, { data: original.toString("base64") })))
+    expect(plain.c2pa).toEqual({ present: false })
+  })
+
+  it("keeps the service's signing key sealed, and signs texts never", async () => {
+    const [row] = await run(
+      SqlClient.SqlClient.use((sql) => sql<{ sealed_key: string; ca_pem: string }>`SELECT * FROM c2pa_credentials`),
+    )
+    expect(row!.ca_pem).toContain("BEGIN CERTIFICATE")
+    expect(row!.sealed_key).toMatch(/^v1\./)
+    expect(row!.sealed_key).not.toContain("PRIVATE KEY")
+    expect(
+      await fail(content((s) => s.register(actor, { kind: "text", title: "t", text: "some words", c2pa: true }))),
+    ).toMatchObject({ field: "c2pa" })
+  })
+})
+
+describe("takedowns", () => {
+  it("sends the notice with its evidence to a real SMTP server, and keeps it pending without one", async () => {
+    const received: Array<{ to: string; body: string }> = []
+    const server = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ["STARTTLS"],
+      onData(stream, session, callback) {
+        let body = ""
+        stream.on("data", (c: Buffer) => {
+          body += c.toString()
+        })
+        stream.on("end", () => {
+          received.push({ to: session.envelope.rcptTo.map((r) => r.address).join(","), body })
+          callback()
+        })
+      },
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const port = (server.server.address() as AddressInfo).port
+    try {
+      const item = await run(content((s) => s.register(actor, { kind: "text", title: "Harbour", text: ARTICLE })))
+      const scanned = await run(
+        content((s) =>
+          s.scan(actor, { text: `Intro words. ${ARTICLE.slice(0, 400)} outro`, url: "https://x.example/a" }, item.id),
+        ),
+      )
+      const matchId = scanned.matches[0]!.id!
+      const settings = { smtpUrl: `smtp://127.0.0.1:${port}`, from: "agentgov <legal@publisher.example>" }
+      const sent = await run(
+        content((s) =>
+          s.createTakedown(actor, item.id, { matchId, targetUrl: "https://x.example/a", recipient: "abuse@x.example" }),
+        ).pipe(Effect.provideService(ContentSettings, settings)),
+      )
+      expect(sent).toMatchObject({ status: "sent", matchId, recipient: "abuse@x.example" })
+      expect(received).toHaveLength(1)
+      expect(received[0]!.to).toBe("abuse@x.example")
+      expect(received[0]!.body).toContain(item.id)
+      expect(received[0]!.body).toContain("copied span")
+      expect((await eventsOf("content.takedown.submitted")).at(0)?.data).toMatchObject({
+        contentId: item.id,
+        takedownId: sent.id,
+        matchId,
+      })
+
+      const pending = await run(
+        content((s) =>
+          s.createTakedown(actor, item.id, { targetUrl: "https://y.example/b", recipient: "a@y.example" }),
+        ),
+      )
+      expect(pending.status).toBe("pending")
+      expect(received).toHaveLength(1)
+      expect((await run(content((s) => s.listTakedowns(actor, item.id)))).map((t) => t.id)).toEqual([
+        pending.id,
+        sent.id,
+      ])
+
+      const bad = await fail(
+        content((s) =>
+          s.createTakedown(actor, item.id, { targetUrl: "javascript:alert(1)", recipient: "a@y.example" }),
+        ),
+      )
+      expect(bad).toMatchObject({ field: "targetUrl" })
+      expect(
+        await fail(
+          content((s) =>
+            s.createTakedown(actor, item.id, {
+              matchId: "mch_nope",
+              targetUrl: "https://y.example",
+              recipient: "a@y.example",
+            }),
+          ),
+        ),
+      ).toMatchObject({ field: "matchId" })
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  })
+})

@@ -1,0 +1,192 @@
+import sharp from "sharp"
+import { describe, expect, it } from "vitest"
+import { hamming, hashImage, IMAGE_RADIUS } from "../../src/content/imageHash.ts"
+import { copiedSpans, coverage, fingerprintText, MIN_SPAN_WORDS } from "../../src/content/textFingerprint.ts"
+import { detectWatermark, embedWatermark, PSNR_FLOOR } from "../../src/content/watermark.ts"
+import { newId } from "../../src/shared/ids.ts"
+import { rng, scene } from "./corpus.ts"
+
+const SYLLABLES = "ka lo mi ne ru sa te vo zu ba di fe go hu ji pa qui ro si tu wa xe yo ze".split(" ")
+const vocabulary = (() => {
+  const r = rng(1)
+  return Array.from({ length: 5000 }, () =>
+    Array.from({ length: 2 + Math.floor(r() * 3) }, () => SYLLABLES[Math.floor(r() * SYLLABLES.length)]).join(""),
+  )
+})()
+const words = (r: () => number, n: number) => Array.from({ length: n }, () => vocabulary[Math.floor(r() * 5000)]!)
+const sentence = (ws: ReadonlyArray<string>) =>
+  ws.map((w, i) => (i % 11 === 10 ? `${w}.` : i % 7 === 3 ? `${w},` : w)).join(" ")
+
+/** Does `candidate` contain a reported copy of `registered` (as the scan decides it: spans over the threshold). */
+const detects = (candidate: string, registered: string) => {
+  const c = fingerprintText(candidate)
+  const r = fingerprintText(registered)
+  const byHash = new Map<number, Array<number>>()
+  for (const f of r.fingerprints) byHash.set(f.hash, [...(byHash.get(f.hash) ?? []), f.pos])
+  const seeds = c.fingerprints.flatMap((f) => (byHash.get(f.hash) ?? []).map((p) => [f.pos, p] as const))
+  const spans = copiedSpans(c.tokens, r.tokens, seeds)
+  return {
+    spans,
+    found: coverage(
+      spans.map((s) => s.registered),
+      r.tokens.length,
+    ),
+  }
+}
+
+describe("text fingerprints, measured on a generated corpus", () => {
+  const r = rng(42)
+  const documents = Array.from({ length: 60 }, () => sentence(words(r, 400 + Math.floor(r() * 400))))
+
+  it("finds ≥ 95% of 10% excerpts embedded in four times as much unrelated text, with the spans in both texts", () => {
+    let found = 0
+    let trials = 0
+    for (const doc of documents) {
+      const ws = doc.split(" ")
+      const length = Math.ceil(ws.length / 10)
+      const start = Math.floor(r() * (ws.length - length))
+      const excerpt = ws.slice(start, start + length).join(" ")
+      const before = sentence(words(r, length * 2))
+      const after = sentence(words(r, length * 2))
+      const candidate = `${before} ${excerpt} ${after}`
+      const { spans } = detects(candidate, doc)
+      trials++
+      if (spans.length > 0) {
+        found++
+        const longest = spans.reduce((a, b) =>
+          b.candidate[1] - b.candidate[0] > a.candidate[1] - a.candidate[0] ? b : a,
+        )
+        expect(longest.candidate[1] - longest.candidate[0]).toBeGreaterThanOrEqual(length - 2)
+      }
+    }
+    const recall = found / trials
+    console.info(`text recall on 10% excerpts: ${found}/${trials}`)
+    expect(recall).toBeGreaterThanOrEqual(0.95)
+  })
+
+  it("reports ≤ 0.1% false positives between unrelated documents", () => {
+    let pairs = 0
+    let positives = 0
+    for (let i = 0; i < documents.length; i++)
+      for (let j = i + 1; j < documents.length; j++) {
+        pairs++
+        if (detects(documents[i]!, documents[j]!).spans.length > 0) positives++
+      }
+    console.info(`text false positives: ${positives}/${pairs}`)
+    expect(pairs).toBe(1770)
+    expect(positives / pairs).toBeLessThanOrEqual(0.001)
+  })
+
+  it("zero-width characters, homoglyphs, full-width forms, case and spacing do not hide a copy", () => {
+    const doc = documents[0]!
+    const excerpt = doc.split(" ").slice(50, 110).join(" ")
+    const disguised = [...excerpt]
+      .map((ch, i) => {
+        if (ch === "a") return "а" // Cyrillic a
+        if (ch === "o") return "ο" // Greek omicron
+        if (ch === "e" && i % 2 === 0) return "Е" // Cyrillic capital Ie
+        if (ch === " " && i % 3 === 0) return " \u200b\u00a0 "
+        if (i % 5 === 0) return `${ch}\u200d`
+        if (ch === "s") return "ｓ" // full width
+        return ch
+      })
+      .join("")
+    expect(disguised).not.toContain(excerpt.slice(0, 20))
+    const candidate = `${sentence(words(r, 200))} ${disguised} ${sentence(words(r, 200))}`
+    const { spans } = detects(candidate, doc)
+    expect(spans.length).toBeGreaterThan(0)
+    const words60 = spans.reduce((n, s) => n + s.candidate[1] - s.candidate[0], 0)
+    expect(words60).toBeGreaterThanOrEqual(58)
+    // The span points at the disguised text as sent.
+    const { tokens } = fingerprintText(candidate)
+    const s = spans[0]!
+    expect(candidate.slice(tokens[s.candidate[0]]!.start, tokens[s.candidate[1] - 1]!.end)).toContain("\u200b")
+  })
+
+  it("a shared phrase shorter than the minimum span is not a copy", () => {
+    const phrase = words(rng(9), MIN_SPAN_WORDS - 2).join(" ")
+    const a = `${sentence(words(r, 100))} ${phrase} ${sentence(words(r, 100))}`
+    const b = `${sentence(words(r, 100))} ${phrase} ${sentence(words(r, 100))}`
+    expect(detects(a, b).spans).toEqual([])
+  })
+})
+
+const TRANSFORMS: Record<string, (b: Buffer) => Promise<Buffer>> = {
+  "resize to 50%": (b) => sharp(b).resize(320).jpeg({ quality: 85 }).toBuffer(),
+  "resize to 150%": (b) => sharp(b).resize(960).png().toBuffer(),
+  "JPEG quality 30": (b) => sharp(b).jpeg({ quality: 30 }).toBuffer(),
+  WebP: (b) => sharp(b).webp({ quality: 75 }).toBuffer(),
+  "blur (sigma 1)": (b) => sharp(b).blur(1).toBuffer(),
+  "brightness +15%": (b) => sharp(b).modulate({ brightness: 1.15 }).toBuffer(),
+  "darker by 25": (b) => sharp(b).linear(1, -25).toBuffer(),
+}
+const FAILING: Record<string, (b: Buffer) => Promise<Buffer>> = {
+  "crop 15% off each side": (b) => sharp(b).extract({ left: 96, top: 72, width: 448, height: 336 }).toBuffer(),
+  "rotate 10°": (b) => sharp(b).rotate(10).toBuffer(),
+}
+
+describe("image hashes and the watermark, measured on generated scenes", () => {
+  const SCENES = 12
+
+  it("pHash survives resize, recompression, blur and brightness; unrelated scenes stay apart", async () => {
+    const originals = await Promise.all(Array.from({ length: SCENES }, (_, i) => scene(100 + i)))
+    const hashes = await Promise.all(originals.map(hashImage))
+    for (const [name, transform] of Object.entries(TRANSFORMS)) {
+      let kept = 0
+      for (let i = 0; i < SCENES; i++) {
+        const h = await hashImage(await transform(originals[i]!))
+        if (hamming(h.phash, hashes[i]!.phash) <= IMAGE_RADIUS) kept++
+      }
+      console.info(`pHash ${name}: ${kept}/${SCENES} within ${IMAGE_RADIUS} bits`)
+      expect(kept, name).toBe(SCENES)
+    }
+    const mirrored = await hashImage(await sharp(originals[0]!).flop().toBuffer())
+    expect(hamming(mirrored.phash, hashes[0]!.mirrorPhash)).toBeLessThanOrEqual(IMAGE_RADIUS)
+    let close = 0
+    for (let i = 0; i < SCENES; i++)
+      for (let j = i + 1; j < SCENES; j++) if (hamming(hashes[i]!.phash, hashes[j]!.phash) <= IMAGE_RADIUS) close++
+    expect(close).toBe(0)
+    for (const [name, transform] of Object.entries(FAILING)) {
+      let kept = 0
+      for (let i = 0; i < SCENES; i++)
+        if (hamming((await hashImage(await transform(originals[i]!))).phash, hashes[i]!.phash) <= IMAGE_RADIUS) kept++
+      // Stated in docs/content.md, measured here: these are not what pHash is for.
+      console.info(`pHash ${name}: ${kept}/${SCENES} within ${IMAGE_RADIUS} bits`)
+      expect(kept, name).toBeLessThan(SCENES)
+    }
+  })
+
+  it("the watermark carries the id through each transformation at ≥ 40 dB, and an unmarked image reads none", async () => {
+    const SAMPLES = 4
+    for (let i = 0; i < SAMPLES; i++) {
+      const original = await scene(200 + i)
+      const id = newId("cnt")
+      const marked = await embedWatermark(original, id)
+      expect(marked.psnr).toBeGreaterThanOrEqual(PSNR_FLOOR)
+      expect(marked.psnr).toBeGreaterThanOrEqual(40)
+      expect((await detectWatermark(marked.data))?.contentId).toBe(id)
+      for (const [name, transform] of Object.entries(TRANSFORMS)) {
+        const read = await detectWatermark(await transform(marked.data))
+        expect(read?.contentId, `${name} of scene ${i}`).toBe(id)
+        expect(read!.confidence).toBeGreaterThanOrEqual(0.7)
+      }
+      expect(await detectWatermark(original)).toBeUndefined()
+    }
+    for (let i = 0; i < 20; i++) expect(await detectWatermark(await scene(300 + i))).toBeUndefined()
+  })
+
+  it("a lossless (PNG) watermarked asset differs from its original by a PSNR of at least 40 dB, as decoded", async () => {
+    const original = await sharp(await scene(400))
+      .png()
+      .toBuffer()
+    const marked = await embedWatermark(original, newId("cnt"))
+    const a = await sharp(original).raw().toBuffer()
+    const b = await sharp(marked.data).raw().toBuffer()
+    expect(b.length).toBe(a.length)
+    let se = 0
+    for (let i = 0; i < a.length; i++) se += (a[i]! - b[i]!) ** 2
+    const psnr = 10 * Math.log10((255 * 255) / (se / a.length))
+    expect(psnr).toBeGreaterThanOrEqual(40)
+    expect(psnr).toBeLessThan(60)
+  })
+})
