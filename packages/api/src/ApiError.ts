@@ -19,11 +19,14 @@ import type {
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
+  InvitationNotFound,
+  MemberNotFound,
   PermissionDenied,
   PolicyInvalid,
   PolicyNameTaken,
   PolicyNotFound,
   ReportNotFound,
+  SignInRefused,
   StateConflict,
   Unauthenticated,
   WebhookNotFound,
@@ -78,11 +81,14 @@ export type DomainError =
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
+  | InvitationNotFound
+  | MemberNotFound
   | PermissionDenied
   | PolicyInvalid
   | PolicyNameTaken
   | PolicyNotFound
   | ReportNotFound
+  | SignInRefused
   | StateConflict
   | Unauthenticated
   | WebhookNotFound
@@ -199,6 +205,9 @@ const mapping: Mapping = {
     }),
   PolicyNotFound: (e) => new ApiError(404, "POLICY_NOT_FOUND", `policy ${e.policyId} not found`),
   StateConflict: (e) => new ApiError(409, e.code, e.message),
+  MemberNotFound: (e) => new ApiError(404, "MEMBER_NOT_FOUND", `member ${e.userId} not found`),
+  InvitationNotFound: (e) => new ApiError(404, "INVITATION_NOT_FOUND", `invitation ${e.invitationId} not found`),
+  SignInRefused: (e) => new ApiError(403, e.code, e.message),
   Unauthenticated: (e) => new ApiError(401, "UNAUTHORIZED", e.message),
 }
 

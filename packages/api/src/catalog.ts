@@ -5,6 +5,7 @@ import { approvalOperations } from "./operations/approvals.ts"
 import { complianceOperations } from "./operations/compliance.ts"
 import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
+import { peopleOperations } from "./operations/people.ts"
 import { policyOperations } from "./operations/policies.ts"
 import { tokenOperations } from "./operations/tokens.ts"
 import { webhookOperations } from "./operations/webhooks.ts"
@@ -13,6 +14,7 @@ import { workspaceOperations } from "./operations/workspaces.ts"
 /** Every operation of the API, in the order the reference lists them, each with its own type. */
 export const definedOperations = [
   ...workspaceOperations,
+  ...peopleOperations,
   ...agentOperations,
   ...apiKeyOperations,
   ...tokenOperations,

@@ -164,6 +164,8 @@ export interface OpenApiOptions {
 /** Every tag's description: a tag the catalog uses without one here is an error, so a new one gets one. */
 const TAG_DESCRIPTIONS: Record<string, string> = {
   Workspaces: "Workspaces: the unit of isolation, with their settings, plan and environment.",
+  People:
+    "Users, their memberships in workspaces with a role (owner, admin, member, viewer: each a fixed scope set), and invitations.",
   Agents: "Registered agents, their versions, labels and metadata.",
   "API keys": "Workspace and agent API keys: create, rotate (with an overlap) and revoke.",
   Tokens: "Short-lived SDK tokens (signed JWTs) exchanged for an API key.",

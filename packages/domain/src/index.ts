@@ -22,6 +22,8 @@ import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
+import { PeopleRepo } from "./people/PeopleRepo.ts"
+import { PeopleService } from "./people/PeopleService.ts"
 import { GuardService } from "./policies/GuardService.ts"
 import { PolicyRepo } from "./policies/PolicyRepo.ts"
 import { PolicyService } from "./policies/PolicyService.ts"
@@ -42,7 +44,7 @@ export { type AgentListFilter, AgentService } from "./agents/AgentService.ts"
 export * from "./apikeys/ApiKey.ts"
 export * from "./apikeys/ApiKeyErrors.ts"
 export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } from "./apikeys/ApiKeyService.ts"
-export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
+export { hashKey, isSecretOf, mintKey, mintSecret, parseKey } from "./apikeys/keyFormat.ts"
 export * from "./approvals/Approval.ts"
 // The approval record, not the engine's rule-level `approval` settings (exported as RuleApproval).
 export { Approval } from "./approvals/Approval.ts"
@@ -106,6 +108,7 @@ export {
   type SigningKeyInfo,
   SigningKeys,
 } from "./keys/SigningKeys.ts"
+export * from "./people/index.ts"
 export type { Approval as RuleApproval } from "./policies/engine/index.ts"
 export * from "./policies/engine/index.ts"
 export * from "./policies/Guard.ts"
@@ -202,6 +205,7 @@ const repos = Layer.mergeAll(
   ComplianceRepo.layer,
   WebhookRepo.layer,
   WebhookClient.layer,
+  PeopleRepo.layer,
 )
 /** The appender, and the alarm a broken chain raises through it. */
 const writers = ChainAlarm.layer.pipe(Layer.provideMerge(EventAppender.layer.pipe(Layer.provideMerge(repos))))
@@ -227,6 +231,7 @@ const core = Layer.mergeAll(
   StreamSlots.layer,
   WebhookService.layer,
   DeliveryQueue.layer,
+  PeopleService.layer,
 ).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
 
 /**
@@ -237,6 +242,8 @@ const core = Layer.mergeAll(
 export const DomainLayer = ComplianceService.layer.pipe(Layer.provideMerge(core))
 
 export type DomainServices =
+  | PeopleRepo
+  | PeopleService
   | WorkspaceService
   | AgentService
   | ApiKeyService

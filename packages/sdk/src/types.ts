@@ -385,7 +385,7 @@ export interface SdkToken {
  * ```
  */
 export interface EventActor {
-  readonly type: "api_key" | "sdk_token" | "oauth" | "system"
+  readonly type: "api_key" | "sdk_token" | "oauth" | "user" | "system"
   readonly id: string | null
 }
 

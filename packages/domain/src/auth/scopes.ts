@@ -26,6 +26,8 @@ export const SCOPES = [
   "trust:read",
   "compliance:read",
   "compliance:write",
+  "members:read",
+  "members:write",
   "workspaces:read",
   "workspaces:write",
   "workspaces:admin",

@@ -18,6 +18,10 @@ export type IdPrefix =
   | "rpt"
   | "crt"
   | "tok"
+  | "usr"
+  | "inv"
+  | "ses"
+  | "oac"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)

@@ -1,0 +1,73 @@
+-- People (decision D16): users, their identities at the operator's OpenID Connect providers, memberships
+-- in workspaces with a role, invitations, and dashboard sessions. Secrets (invitation tokens, session ids,
+-- one-time sign-in links) are stored as SHA-256 only.
+
+CREATE TABLE users (
+  id             text PRIMARY KEY,
+  email          text NOT NULL,
+  email_verified boolean NOT NULL,
+  name           text,
+  created_at     timestamptz NOT NULL,
+  updated_at     timestamptz NOT NULL
+);
+-- One account per e-mail address: linking is by verified address only (D16), so it must be unambiguous.
+CREATE UNIQUE INDEX users_email_unique ON users (lower(email));
+
+-- A user's account at one provider: the provider's `sub` is the identity, never the e-mail.
+CREATE TABLE user_identities (
+  provider   text NOT NULL,
+  subject    text NOT NULL,
+  user_id    text NOT NULL REFERENCES users (id),
+  created_at timestamptz NOT NULL,
+  PRIMARY KEY (provider, subject)
+);
+CREATE INDEX user_identities_by_user ON user_identities (user_id);
+
+CREATE TABLE memberships (
+  workspace_id text NOT NULL REFERENCES workspaces (id),
+  user_id      text NOT NULL REFERENCES users (id),
+  role         text NOT NULL CHECK (role IN ('owner', 'admin', 'member', 'viewer')),
+  created_at   timestamptz NOT NULL,
+  updated_at   timestamptz NOT NULL,
+  PRIMARY KEY (workspace_id, user_id)
+);
+CREATE INDEX memberships_by_user ON memberships (user_id);
+
+CREATE TABLE invitations (
+  id           text PRIMARY KEY,
+  workspace_id text NOT NULL REFERENCES workspaces (id),
+  email        text NOT NULL,
+  role         text NOT NULL CHECK (role IN ('owner', 'admin', 'member', 'viewer')),
+  token_hash   text NOT NULL UNIQUE,
+  status       text NOT NULL CHECK (status IN ('pending', 'accepted', 'revoked')),
+  invited_by   text NOT NULL,
+  expires_at   timestamptz NOT NULL,
+  created_at   timestamptz NOT NULL,
+  accepted_by  text REFERENCES users (id),
+  accepted_at  timestamptz
+);
+CREATE INDEX invitations_by_workspace ON invitations (workspace_id, id DESC);
+
+-- Dashboard sessions: the cookie carries the secret, the row its hash. `idle_expires_at` moves with use
+-- (at most once a minute), `expires_at` never does; sign-out everywhere revokes every row of the user.
+CREATE TABLE sessions (
+  id              text PRIMARY KEY,
+  secret_hash     text NOT NULL UNIQUE,
+  csrf_hash       text NOT NULL,
+  user_id         text NOT NULL REFERENCES users (id),
+  created_at      timestamptz NOT NULL,
+  last_seen_at    timestamptz NOT NULL,
+  idle_expires_at timestamptz NOT NULL,
+  expires_at      timestamptz NOT NULL,
+  revoked_at      timestamptz
+);
+CREATE INDEX sessions_by_user ON sessions (user_id) WHERE revoked_at IS NULL;
+
+-- The first-run sign-in link for the bootstrap owner (no provider configured): single use.
+CREATE TABLE signin_links (
+  token_hash text PRIMARY KEY,
+  user_id    text NOT NULL REFERENCES users (id),
+  expires_at timestamptz NOT NULL,
+  used_at    timestamptz,
+  created_at timestamptz NOT NULL
+);
