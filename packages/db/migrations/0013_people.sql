@@ -50,11 +50,13 @@ CREATE INDEX invitations_by_workspace ON invitations (workspace_id, id DESC);
 
 -- Dashboard sessions: the cookie carries the secret, the row its hash. `idle_expires_at` moves with use
 -- (at most once a minute), `expires_at` never does; sign-out everywhere revokes every row of the user.
+-- `enterprise`: signed in through an enterprise-only provider, so it acts only in enterprise workspaces.
 CREATE TABLE sessions (
   id              text PRIMARY KEY,
   secret_hash     text NOT NULL UNIQUE,
-  csrf_hash       text NOT NULL,
   user_id         text NOT NULL REFERENCES users (id),
+  provider        text NOT NULL,
+  enterprise      boolean NOT NULL,
   created_at      timestamptz NOT NULL,
   last_seen_at    timestamptz NOT NULL,
   idle_expires_at timestamptz NOT NULL,
@@ -62,6 +64,16 @@ CREATE TABLE sessions (
   revoked_at      timestamptz
 );
 CREATE INDEX sessions_by_user ON sessions (user_id) WHERE revoked_at IS NULL;
+
+-- A sign-in under way at a provider: its `state` (hashed; the browser holds it in a cookie too), the PKCE
+-- verifier and the nonce. Taken (deleted) by the callback, so a code or state works once.
+CREATE TABLE signin_flows (
+  state_hash    text PRIMARY KEY,
+  provider      text NOT NULL,
+  code_verifier text NOT NULL,
+  nonce         text NOT NULL,
+  expires_at    timestamptz NOT NULL
+);
 
 -- The first-run sign-in link for the bootstrap owner (no provider configured): single use.
 CREATE TABLE signin_links (

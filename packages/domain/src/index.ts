@@ -24,6 +24,7 @@ import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
 import { PeopleRepo } from "./people/PeopleRepo.ts"
 import { PeopleService } from "./people/PeopleService.ts"
+import { Sessions } from "./people/Sessions.ts"
 import { GuardService } from "./policies/GuardService.ts"
 import { PolicyRepo } from "./policies/PolicyRepo.ts"
 import { PolicyService } from "./policies/PolicyService.ts"
@@ -206,6 +207,7 @@ const repos = Layer.mergeAll(
   WebhookRepo.layer,
   WebhookClient.layer,
   PeopleRepo.layer,
+  Sessions.layer,
 )
 /** The appender, and the alarm a broken chain raises through it. */
 const writers = ChainAlarm.layer.pipe(Layer.provideMerge(EventAppender.layer.pipe(Layer.provideMerge(repos))))
@@ -244,6 +246,7 @@ export const DomainLayer = ComplianceService.layer.pipe(Layer.provideMerge(core)
 export type DomainServices =
   | PeopleRepo
   | PeopleService
+  | Sessions
   | WorkspaceService
   | AgentService
   | ApiKeyService
