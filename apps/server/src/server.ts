@@ -33,6 +33,7 @@ import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker
 import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
+import { makeOAuthRoutes } from "./oauth/OAuthRoutes.ts"
 import { makeSignIn } from "./signin/SignIn.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
@@ -138,6 +139,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     publicUrl: config.publicUrl,
     providers: config.oidcProviders ?? [],
   })
+  const oauth = makeOAuthRoutes({ runtime, publicUrl: config.publicUrl, signIn })
   const executor = makeExecutor(runtime, log, { publicOrigin: new URL(config.publicUrl).origin })
   const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
   const rest = makeRestHandler({
@@ -218,6 +220,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       return sendError(res, new ApiError(404, "NOT_FOUND", "this instance runs the worker role only"), requestId)
     if (path === JWKS_PATH || path === `/api/v1${JWKS_PATH}` || path === `/v1${JWKS_PATH}`)
       return jwks(req, res, path, requestId)
+    if (path.startsWith("/oauth/") || path.startsWith("/.well-known/oauth-authorization-server")) {
+      res.setHeader("x-request-id", requestId)
+      if (await oauth.handle(req, res, url)) return
+    }
     if (path === "/auth" || path.startsWith("/auth/")) {
       res.setHeader("x-request-id", requestId)
       return signIn.handle(req, res, url, requestId)

@@ -21,6 +21,8 @@ import type {
   InvalidInput,
   InvitationNotFound,
   MemberNotFound,
+  OAuthClientNotFound,
+  OAuthGrantNotFound,
   PermissionDenied,
   PolicyInvalid,
   PolicyNameTaken,
@@ -83,6 +85,8 @@ export type DomainError =
   | InvalidInput
   | InvitationNotFound
   | MemberNotFound
+  | OAuthClientNotFound
+  | OAuthGrantNotFound
   | PermissionDenied
   | PolicyInvalid
   | PolicyNameTaken
@@ -208,6 +212,8 @@ const mapping: Mapping = {
   MemberNotFound: (e) => new ApiError(404, "MEMBER_NOT_FOUND", `member ${e.userId} not found`),
   InvitationNotFound: (e) => new ApiError(404, "INVITATION_NOT_FOUND", `invitation ${e.invitationId} not found`),
   SignInRefused: (e) => new ApiError(403, e.code, e.message),
+  OAuthClientNotFound: (e) => new ApiError(404, "OAUTH_CLIENT_NOT_FOUND", `OAuth client ${e.clientId} not found`),
+  OAuthGrantNotFound: (e) => new ApiError(404, "OAUTH_GRANT_NOT_FOUND", `OAuth grant ${e.grantId} not found`),
   Unauthenticated: (e) => new ApiError(401, "UNAUTHORIZED", e.message),
 }
 

@@ -5,6 +5,7 @@ import { approvalOperations } from "./operations/approvals.ts"
 import { complianceOperations } from "./operations/compliance.ts"
 import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
+import { oauthOperations } from "./operations/oauth.ts"
 import { peopleOperations } from "./operations/people.ts"
 import { policyOperations } from "./operations/policies.ts"
 import { tokenOperations } from "./operations/tokens.ts"
@@ -15,6 +16,7 @@ import { workspaceOperations } from "./operations/workspaces.ts"
 export const definedOperations = [
   ...workspaceOperations,
   ...peopleOperations,
+  ...oauthOperations,
   ...agentOperations,
   ...apiKeyOperations,
   ...tokenOperations,

@@ -72,6 +72,8 @@ CREATE TABLE signin_flows (
   provider      text NOT NULL,
   code_verifier text NOT NULL,
   nonce         text NOT NULL,
+  -- Where to go after sign-in: a path on this server (the OAuth consent screen that asked for sign-in).
+  return_to     text,
   expires_at    timestamptz NOT NULL
 );
 
@@ -83,3 +85,55 @@ CREATE TABLE signin_links (
   used_at    timestamptz,
   created_at timestamptz NOT NULL
 );
+
+-- OAuth 2.0 for third-party apps (D16). Clients are registered per workspace; a public client has no
+-- secret (PKCE S256 is then required). Every secret (client secret, code, access and refresh token) is
+-- stored as SHA-256 only.
+CREATE TABLE oauth_clients (
+  id            text PRIMARY KEY,
+  workspace_id  text NOT NULL REFERENCES workspaces (id),
+  name          text NOT NULL,
+  secret_hash   text,
+  redirect_uris jsonb NOT NULL,
+  scopes        jsonb NOT NULL,
+  created_by    text NOT NULL,
+  created_at    timestamptz NOT NULL,
+  revoked_at    timestamptz
+);
+CREATE INDEX oauth_clients_by_workspace ON oauth_clients (workspace_id, id DESC);
+
+-- What a person consented to: a client acting for them in one workspace with these scopes.
+CREATE TABLE oauth_grants (
+  id             text PRIMARY KEY,
+  client_id      text NOT NULL REFERENCES oauth_clients (id),
+  user_id        text NOT NULL REFERENCES users (id),
+  workspace_id   text NOT NULL REFERENCES workspaces (id),
+  scopes         jsonb NOT NULL,
+  created_at     timestamptz NOT NULL,
+  revoked_at     timestamptz,
+  revoked_reason text
+);
+CREATE INDEX oauth_grants_by_user ON oauth_grants (user_id, workspace_id) WHERE revoked_at IS NULL;
+CREATE INDEX oauth_grants_by_client ON oauth_grants (client_id) WHERE revoked_at IS NULL;
+
+-- Authorization codes: single use, short-lived, bound to the client, the redirect URI and the PKCE challenge.
+CREATE TABLE oauth_codes (
+  code_hash      text PRIMARY KEY,
+  grant_id       text NOT NULL REFERENCES oauth_grants (id),
+  redirect_uri   text NOT NULL,
+  code_challenge text,
+  expires_at     timestamptz NOT NULL,
+  used_at        timestamptz
+);
+
+-- Access (`svc_oauth_at_`, 1 h) and refresh (`svc_oauth_rt_`, 30 days) tokens. A refresh token is used
+-- once (`used_at`): a second use is a reuse and revokes the grant.
+CREATE TABLE oauth_tokens (
+  token_hash text PRIMARY KEY,
+  grant_id   text NOT NULL REFERENCES oauth_grants (id),
+  kind       text NOT NULL CHECK (kind IN ('access', 'refresh')),
+  expires_at timestamptz NOT NULL,
+  used_at    timestamptz,
+  created_at timestamptz NOT NULL
+);
+CREATE INDEX oauth_tokens_by_grant ON oauth_tokens (grant_id);

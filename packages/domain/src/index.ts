@@ -22,6 +22,7 @@ import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
+import { OAuthService } from "./oauth/OAuthService.ts"
 import { PeopleRepo } from "./people/PeopleRepo.ts"
 import { PeopleService } from "./people/PeopleService.ts"
 import { Sessions } from "./people/Sessions.ts"
@@ -109,6 +110,7 @@ export {
   type SigningKeyInfo,
   SigningKeys,
 } from "./keys/SigningKeys.ts"
+export * from "./oauth/index.ts"
 export * from "./people/index.ts"
 export type { Approval as RuleApproval } from "./policies/engine/index.ts"
 export * from "./policies/engine/index.ts"
@@ -219,6 +221,9 @@ const governance = GuardService.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(ApprovalService.layer, EnforcementService.layer, PolicyService.layer)),
 )
 
+/** People and the OAuth server that acts for them; the authenticator resolves OAuth tokens through it. */
+const people = OAuthService.layer.pipe(Layer.provideMerge(PeopleService.layer), Layer.provideMerge(writers))
+
 /** Every domain service but compliance, which reads the audit trail through them. */
 const core = Layer.mergeAll(
   WorkspaceService.layer,
@@ -233,8 +238,7 @@ const core = Layer.mergeAll(
   StreamSlots.layer,
   WebhookService.layer,
   DeliveryQueue.layer,
-  PeopleService.layer,
-).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
+).pipe(Layer.provideMerge(guardState), Layer.provideMerge(people), Layer.provideMerge(apiKeys))
 
 /**
  * Every domain service. Needs the store (SqlClient, Database), the master key,
@@ -246,6 +250,7 @@ export const DomainLayer = ComplianceService.layer.pipe(Layer.provideMerge(core)
 export type DomainServices =
   | PeopleRepo
   | PeopleService
+  | OAuthService
   | Sessions
   | WorkspaceService
   | AgentService

@@ -16,6 +16,21 @@ export interface SignInOptions {
   readonly allowInsecureIssuers?: boolean
 }
 
+/**
+ * A path on this server to return to after sign-in, or undefined: only `/…` (never `//host` or `/\host`,
+ * which browsers read as another origin), so that the sign-in is no open redirector.
+ */
+export const safeReturnPath = (raw: string | null): string | undefined => {
+  if (
+    !raw?.startsWith("/") ||
+    raw.startsWith("//") ||
+    raw.includes("\\") ||
+    [...raw].some((c) => c.charCodeAt(0) < 0x20)
+  )
+    return undefined
+  return new URL(raw, "http://x").origin === "http://x" ? raw : undefined
+}
+
 /** How long a sign-in may take at the provider. */
 const FLOW_TTL_MS = 10 * 60_000
 /** The provider id of sessions opened by the first-run link. */
@@ -67,15 +82,16 @@ export const makeSignIn = (options: SignInOptions) => {
     return setCookie(cookieName, started.secret, { secure, maxAgeSeconds: maxAge })
   }
 
-  const begin = async (res: ServerResponse, provider: OidcProviderConfig, requestId: string) => {
+  const begin = async (res: ServerResponse, provider: OidcProviderConfig, url: URL, requestId: string) => {
+    const returnTo = safeReturnPath(url.searchParams.get("return_to"))
     const config = await configOf(provider)
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const state = oidc.randomState()
     const nonce = oidc.randomNonce()
     await runtime.runPromise(
-      Sessions.use((s) => s.beginFlow(state, { provider: provider.id, codeVerifier, nonce }, FLOW_TTL_MS)),
+      Sessions.use((s) => s.beginFlow(state, { provider: provider.id, codeVerifier, nonce, returnTo }, FLOW_TTL_MS)),
     )
-    const url = oidc.buildAuthorizationUrl(config, {
+    const authorizeUrl = oidc.buildAuthorizationUrl(config, {
       redirect_uri: callbackUrl(provider.id),
       scope: "openid email profile",
       code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
@@ -83,7 +99,7 @@ export const makeSignIn = (options: SignInOptions) => {
       state,
       nonce,
     })
-    redirect(res, url.href, requestId, [
+    redirect(res, authorizeUrl.href, requestId, [
       setCookie(FLOW_COOKIE, state, { secure, maxAgeSeconds: FLOW_TTL_MS / 1000, path: "/auth/callback" }),
     ])
   }
@@ -167,7 +183,7 @@ export const makeSignIn = (options: SignInOptions) => {
       return fail(error instanceof ApiError ? error : refused(error.code, error.message))
     }
     const cookie = await startSession(req, exit.value.id, provider.id, provider.enterprise)
-    redirect(res, "/", requestId, [cookie, clearFlow])
+    redirect(res, flow.returnTo ?? "/", requestId, [cookie, clearFlow])
   }
 
   /** The signed-in person, their workspaces, the CSRF token for their mutations, and when the session ends. */
@@ -272,10 +288,17 @@ export const makeSignIn = (options: SignInOptions) => {
       const provider = providers.get(id)
       if (!provider)
         return sendError(res, new ApiError(404, "PROVIDER_NOT_FOUND", `no sign-in provider ${id}`), requestId)
-      return action === "signin" ? begin(res, provider, requestId) : callback(req, res, provider, url, requestId)
+      return action === "signin" ? begin(res, provider, url, requestId) : callback(req, res, provider, url, requestId)
     }
     return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${path}`), requestId)
   }
 
-  return { handle, cookieName, secure }
+  /** The live session of a request's cookie, with its secret (for the CSRF check), or undefined. */
+  const currentSession = async (req: IncomingMessage) => {
+    const secret = cookieOf(req.headers.cookie, cookieName)
+    const found = secret ? await runtime.runPromise(Sessions.use((s) => s.resolve(secret))) : undefined
+    return secret && found ? { secret, session: found } : undefined
+  }
+
+  return { handle, cookieName, secure, currentSession, providers: options.providers }
 }

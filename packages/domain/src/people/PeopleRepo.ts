@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
 import type { Plan } from "../workspaces/Workspace.ts"
 import type { Invitation, Member, User } from "./Person.ts"
 import type { Role } from "./roles.ts"
@@ -190,10 +191,14 @@ export class PeopleRepo extends Context.Service<
           sql`UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
               WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`.pipe(Effect.asVoid, Effect.orDie),
         deleteMember: (workspaceId, userId) =>
-          sql`DELETE FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`.pipe(
-            Effect.asVoid,
-            Effect.orDie,
-          ),
+          Effect.gen(function* () {
+            yield* sql`DELETE FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`
+            // The OAuth grants the person gave in the workspace end with the membership (a later invitation
+            // does not bring them back), announced like a key's revocation.
+            yield* sql`WITH r AS (UPDATE oauth_grants SET revoked_at = now(), revoked_reason = 'member_removed'
+                WHERE workspace_id = ${workspaceId} AND user_id = ${userId} AND revoked_at IS NULL RETURNING id)
+                SELECT pg_notify(${KEYS_CHANNEL}, id) FROM r`
+          }).pipe(Effect.orDie),
         insertInvitation: (i, tokenHash) =>
           sql`INSERT INTO invitations (id, workspace_id, email, role, token_hash, status, invited_by, expires_at, created_at)
               VALUES (${i.id}, ${i.workspaceId}, ${i.email}, ${i.role}, ${tokenHash}, 'pending', ${i.invitedBy},

@@ -42,6 +42,8 @@ export interface SignInFlow {
   readonly provider: string
   readonly codeVerifier: string
   readonly nonce: string
+  /** A path on this server to return to after sign-in. */
+  readonly returnTo?: string | undefined
 }
 
 /** Touching a session (moving its idle deadline) is a write: at most once a minute per session. */
@@ -184,20 +186,26 @@ export class Sessions extends Context.Service<
           Effect.gen(function* () {
             // Abandoned flows are cleared as new ones begin.
             yield* sql`DELETE FROM signin_flows WHERE expires_at < ${isoOf(now)}::timestamptz`
-            yield* sql`INSERT INTO signin_flows (state_hash, provider, code_verifier, nonce, expires_at)
-                VALUES (${hashKey(state)}, ${flow.provider}, ${flow.codeVerifier}, ${flow.nonce}, ${isoOf(now + ttlMs)}::timestamptz)`
+            yield* sql`INSERT INTO signin_flows (state_hash, provider, code_verifier, nonce, return_to, expires_at)
+                VALUES (${hashKey(state)}, ${flow.provider}, ${flow.codeVerifier}, ${flow.nonce}, ${flow.returnTo ?? null},
+                  ${isoOf(now + ttlMs)}::timestamptz)`
           }).pipe(orDie),
         )
 
       const takeFlow = (state: string) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          sql<{ provider: string; code_verifier: string; nonce: string; expires_at: Date }>`
+          sql<{ provider: string; code_verifier: string; nonce: string; return_to: string | null; expires_at: Date }>`
               DELETE FROM signin_flows WHERE state_hash = ${hashKey(state)}
-              RETURNING provider, code_verifier, nonce, expires_at`.pipe(
+              RETURNING provider, code_verifier, nonce, return_to, expires_at`.pipe(
             Effect.map((rows) => {
               const row = rows[0]
               if (!row || row.expires_at.getTime() <= now) return undefined
-              return { provider: row.provider, codeVerifier: row.code_verifier, nonce: row.nonce }
+              return {
+                provider: row.provider,
+                codeVerifier: row.code_verifier,
+                nonce: row.nonce,
+                returnTo: row.return_to ?? undefined,
+              }
             }),
             orDie,
           ),

@@ -22,6 +22,7 @@ export type IdPrefix =
   | "inv"
   | "ses"
   | "oac"
+  | "grt"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)
