@@ -442,4 +442,34 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       await other.close()
     }
   })
+
+  it("an event stream opened with an access token ends when its grant is revoked on another instance", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "events:read")
+    const other = await startServer(testConfig({ bootstrap: false, publicUrl: origin }), {
+      store: PostgresClient.layer({ url: t.store.url }),
+      logger: makeLogger("error", () => {}),
+    })
+    try {
+      const controller = new AbortController()
+      const stream = await fetch(`${other.url}/api/v1/events/stream`, {
+        headers: { authorization: `Bearer ${tokens.access_token}` },
+        signal: controller.signal,
+      })
+      expect(stream.status).toBe(200)
+      const ended = (async () => {
+        for await (const _ of stream.body as any as AsyncIterable<Uint8Array>);
+        return "ended"
+      })().catch(() => "ended")
+      const grants = await t.call("GET", "/api/v1/oauth/grants")
+      const grant = grants.body.data.find((g: any) => g.scopes.join() === "events:read")
+      expect((await t.call("DELETE", `/api/v1/oauth/grants/${grant.id}`)).status).toBe(200)
+      // Ends by itself (the test's own time-out is the bound); aborting would make this pass vacuously.
+      expect(await ended).toBe("ended")
+      controller.abort()
+    } finally {
+      await other.close()
+    }
+  })
 })

@@ -129,6 +129,8 @@ export class OAuthService extends Context.Service<
     /** RFC 7009: revokes an access token, or a refresh token and its grant; an unknown token is no error. */
     readonly revoke: (client: ClientAuthentication, token: string | undefined) => Effect.Effect<void, OAuthRefused>
     readonly authenticate: (bearer: string) => Effect.Effect<Actor, Unauthenticated>
+    /** When a usable access token expires (epoch ms), or undefined when it can no longer act. */
+    readonly accessTokenUntil: (bearer: string) => Effect.Effect<number | undefined>
   }
 >()("@agentgov/domain/oauth/OAuthService") {
   static readonly layer = Layer.effect(
@@ -526,7 +528,19 @@ export class OAuthService extends Context.Service<
         return actor
       })
 
+      const accessTokenUntil = (bearer: string) =>
+        authenticate(bearer).pipe(
+          Effect.flatMap(() =>
+            sql<{ expires_at: Date }>`SELECT expires_at FROM oauth_tokens WHERE token_hash = ${hashKey(bearer)}`.pipe(
+              orDie,
+            ),
+          ),
+          Effect.map((rows) => rows[0]?.expires_at.getTime()),
+          Effect.catchTag("Unauthenticated", () => Effect.succeed(undefined)),
+        )
+
       return OAuthService.of({
+        accessTokenUntil,
         createClient,
         listClients,
         deleteClient,
