@@ -124,6 +124,6 @@ describe("members over REST", () => {
     expectError(await t.call("PATCH", `${path}/${owner.userId}`, { body: { role: "viewer" } }), 409, "LAST_OWNER")
     expectError(await t.call("DELETE", `${path}/${owner.userId}`), 409, "LAST_OWNER")
     expectError(await t.call("DELETE", `${path}/usr_nobody`), 404, "MEMBER_NOT_FOUND")
-    expectError(await t.call("GET", "/api/v1/users/me"), 403, "FORBIDDEN")
+    expectError(await t.call("GET", "/api/v1/users/me"), 404, "USER_NOT_FOUND")
   })
 })

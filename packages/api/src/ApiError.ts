@@ -20,6 +20,7 @@ import type {
   InvalidCursor,
   InvalidInput,
   InvitationNotFound,
+  InvitationTokenUnknown,
   MemberNotFound,
   OAuthClientNotFound,
   OAuthGrantNotFound,
@@ -31,6 +32,7 @@ import type {
   SignInRefused,
   StateConflict,
   Unauthenticated,
+  UserNotFound,
   WebhookNotFound,
   WorkspaceNotFound,
 } from "@agentgov/domain"
@@ -84,6 +86,7 @@ export type DomainError =
   | InvalidCursor
   | InvalidInput
   | InvitationNotFound
+  | InvitationTokenUnknown
   | MemberNotFound
   | OAuthClientNotFound
   | OAuthGrantNotFound
@@ -94,6 +97,7 @@ export type DomainError =
   | ReportNotFound
   | SignInRefused
   | StateConflict
+  | UserNotFound
   | Unauthenticated
   | WebhookNotFound
   | WorkspaceNotFound
@@ -212,6 +216,13 @@ const mapping: Mapping = {
   MemberNotFound: (e) => new ApiError(404, "MEMBER_NOT_FOUND", `member ${e.userId} not found`),
   InvitationNotFound: (e) => new ApiError(404, "INVITATION_NOT_FOUND", `invitation ${e.invitationId} not found`),
   SignInRefused: (e) => new ApiError(403, e.code, e.message),
+  InvitationTokenUnknown: () => new ApiError(404, "INVITATION_NOT_FOUND", "no invitation has this token"),
+  UserNotFound: () =>
+    new ApiError(
+      404,
+      "USER_NOT_FOUND",
+      "no person behind this credential: an API key acts for a workspace, not a user",
+    ),
   OAuthClientNotFound: (e) => new ApiError(404, "OAUTH_CLIENT_NOT_FOUND", `OAuth client ${e.clientId} not found`),
   OAuthGrantNotFound: (e) => new ApiError(404, "OAUTH_GRANT_NOT_FOUND", `OAuth grant ${e.grantId} not found`),
   Unauthenticated: (e) => new ApiError(401, "UNAUTHORIZED", e.message),

@@ -5,6 +5,8 @@ import { Approvals } from "./resources/Approvals.ts"
 import { Compliance } from "./resources/Compliance.ts"
 import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
+import { OAuth } from "./resources/OAuth.ts"
+import { Invitations, Members, Users } from "./resources/People.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
 import { Tokens } from "./resources/Tokens.ts"
 import { Webhooks } from "./resources/Webhooks.ts"
@@ -106,6 +108,10 @@ export class AgentGov {
   readonly enforcement: Enforcements
   readonly webhooks: Webhooks
   readonly compliance: Compliance
+  readonly users: Users
+  readonly members: Members
+  readonly invitations: Invitations
+  readonly oauth: OAuth
   private readonly http: HttpClient
 
   constructor(options: AgentGovOptions) {
@@ -138,6 +144,10 @@ export class AgentGov {
     this.approvals = new Approvals(this.http)
     this.enforcement = new Enforcements(this.http)
     this.webhooks = new Webhooks(this.http)
+    this.users = new Users(this.http)
+    this.members = new Members(this.http)
+    this.invitations = new Invitations(this.http)
+    this.oauth = new OAuth(this.http)
     this.compliance = new Compliance(this.http)
   }
 

@@ -55,6 +55,16 @@ type Checks = {
   ComplianceReportListParams: Same<S.ComplianceReportListParams, D.ReportListQuery>
   Certification: Same<S.Certification, D.Certification>
   CertificationCreateParams: Same<S.CertificationCreateParams, D.IssueCertification>
+  User: Same<S.User, D.User>
+  Me: Same<S.Me, D.Me>
+  Member: Same<S.Member, D.Member>
+  MemberUpdateParams: Same<S.MemberUpdateParams, D.UpdateMember>
+  Invitation: Same<S.Invitation, D.Invitation>
+  InvitationCreateParams: Same<S.InvitationCreateParams, D.CreateInvitation>
+  CreatedInvitation: Same<S.CreatedInvitation, D.CreatedInvitation>
+  OAuthClient: Same<S.OAuthClient, D.OAuthClient>
+  CreatedOAuthClient: Same<S.CreatedOAuthClient, D.CreatedOAuthClient>
+  OAuthGrant: Same<S.OAuthGrant, D.OAuthGrant>
 }
 
 type Differing = { [K in keyof Checks]: Checks[K] extends true ? never : K }[keyof Checks]

@@ -30,7 +30,8 @@ export const peopleOperations = [
     tag,
     summary: "The signed-in person",
     description:
-      "The user behind a dashboard session or an OAuth access token, with their workspaces and roles. An API key is not a person: 403.",
+      "The user behind a dashboard session or an OAuth access token, with their workspaces and roles. An API key is not a person: 404 `USER_NOT_FOUND`.",
+    errors: ["USER_NOT_FOUND"],
     input: Schema.Struct({}),
     output: Me,
     handler: (_, actor) => PeopleService.use((s) => s.me(actor)),
@@ -131,7 +132,7 @@ export const peopleOperations = [
     summary: "Accept an invitation",
     description:
       "For a signed-in person whose verified e-mail address is the one invited. The token is the `invitation` value of the link's fragment.",
-    errors: ["INVITATION_CLOSED", "ALREADY_MEMBER"],
+    errors: ["INVITATION_NOT_FOUND", "INVITATION_CLOSED", "ALREADY_MEMBER"],
     input: Schema.Struct({ token: Schema.String.annotate({ description: "`svc_inv_…`" }) }),
     output: Member,
     handler: ({ token }, actor) => PeopleService.use((s) => s.acceptInvitation(actor, token)),

@@ -17,7 +17,10 @@ const RedirectUri = Schema.String.check(
       return "expected an absolute URI"
     }
   }),
-).annotate({ description: "matched exactly, character for character, at authorization and token time" })
+).annotate({
+  description: "matched exactly, character for character, at authorization and token time",
+  examples: ["https://app.example.com/callback"],
+})
 
 export const OAuthScope = Schema.Literals(SCOPES.filter((s) => s !== "workspaces:admin"))
 
@@ -36,7 +39,9 @@ export type OAuthClient = typeof OAuthClient.Type
 
 export const CreateOAuthClient = Schema.Struct({
   name: Name,
-  redirectUris: Schema.Array(RedirectUri).check(Schema.isMinLength(1), Schema.isMaxLength(10)),
+  redirectUris: Schema.Array(RedirectUri)
+    .check(Schema.isMinLength(1), Schema.isMaxLength(10))
+    .annotate({ examples: [["https://app.example.com/callback"]] }),
   type: Schema.optionalKey(Schema.Literals(["confidential", "public"])).annotate({
     description: "default `confidential` (gets a secret, shown once)",
   }),

@@ -13,3 +13,12 @@ export class SignInRefused extends Schema.TaggedError<SignInRefused>()("SignInRe
   code: Schema.String,
   message: Schema.String,
 }) {}
+
+/** No person behind the credential (an API key), or a user that no longer exists. */
+export class UserNotFound extends Schema.TaggedError<UserNotFound>()("UserNotFound", {}) {}
+
+/** An invitation token that names no invitation (garbage, or never issued). */
+export class InvitationTokenUnknown extends Schema.TaggedError<InvitationTokenUnknown>()(
+  "InvitationTokenUnknown",
+  {},
+) {}

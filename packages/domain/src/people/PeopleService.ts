@@ -3,7 +3,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
-import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
+import { PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { encodeCursor, idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
@@ -11,7 +11,13 @@ import { isoOf, nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import { WorkspaceNotFound } from "../workspaces/WorkspaceErrors.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
-import { InvitationNotFound, MemberNotFound, SignInRefused } from "./PeopleErrors.ts"
+import {
+  InvitationNotFound,
+  InvitationTokenUnknown,
+  MemberNotFound,
+  SignInRefused,
+  UserNotFound,
+} from "./PeopleErrors.ts"
 import { PeopleRepo } from "./PeopleRepo.ts"
 import { PeopleSettings } from "./PeopleSettings.ts"
 import type { CreatedInvitation, CreateInvitation, Invitation, Me, Member, User, VerifiedIdentity } from "./Person.ts"
@@ -50,7 +56,7 @@ const lastOwner = () =>
 export class PeopleService extends Context.Service<
   PeopleService,
   {
-    readonly me: (actor: Actor) => Effect.Effect<Me, PermissionDenied>
+    readonly me: (actor: Actor) => Effect.Effect<Me, UserNotFound>
     readonly listMembers: (
       actor: Actor,
       workspaceId: string,
@@ -85,7 +91,7 @@ export class PeopleService extends Context.Service<
     readonly acceptInvitation: (
       actor: Actor,
       token: string,
-    ) => Effect.Effect<Member, PermissionDenied | InvalidInput | StateConflict>
+    ) => Effect.Effect<Member, PermissionDenied | InvitationTokenUnknown | StateConflict>
     /**
      * The user a provider's verified identity signs in as: the one linked to it, else the one with its
      * verified e-mail (linked now), else a new one. An identity without a verified e-mail is refused.
@@ -137,9 +143,10 @@ export class PeopleService extends Context.Service<
             )
 
       const me = Effect.fn("PeopleService.me")(function* (actor: Actor) {
-        if (actor.userId === undefined) return yield* notAUser()
+        // An API key is not a person: there is no "me" behind it.
+        if (actor.userId === undefined) return yield* new UserNotFound()
         const user = yield* repo.findUser(actor.userId)
-        if (!user) return yield* notAUser()
+        if (!user) return yield* new UserNotFound()
         return { user, memberships: yield* repo.membershipsOf(user.id) }
       })
 
@@ -313,15 +320,15 @@ export class PeopleService extends Context.Service<
       })
 
       const acceptInvitation = Effect.fn("PeopleService.acceptInvitation")(function* (actor: Actor, token: string) {
-        if (actor.userId === undefined || actor.credential.type !== "user") return yield* notAUser()
-        const userId = actor.userId
-        const invalid = new InvalidInput({ field: "token", message: "this invitation link is not valid" })
-        if (!isSecretOf(INVITATION_PREFIX, token)) return yield* invalid
+        // Garbage is refused before any read; an unknown token is a missing invitation.
+        if (!isSecretOf(INVITATION_PREFIX, token)) return yield* new InvitationTokenUnknown()
         return yield* tx(
           Effect.gen(function* () {
             const nowMs = yield* Clock.currentTimeMillis
             const invitation = yield* repo.findInvitationByToken(hashKey(token), nowMs)
-            if (!invitation) return yield* invalid
+            if (!invitation) return yield* new InvitationTokenUnknown()
+            if (actor.userId === undefined || actor.credential.type !== "user") return yield* notAUser()
+            const userId = actor.userId
             if (invitation.status !== "pending")
               return yield* new StateConflict({
                 code: "INVITATION_CLOSED",

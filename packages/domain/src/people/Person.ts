@@ -5,7 +5,7 @@ import { Role } from "./roles.ts"
 export const Email = Schema.String.check(
   Schema.isMaxLength(320),
   Schema.isPattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/),
-).annotate({ description: "an e-mail address" })
+).annotate({ description: "an e-mail address", examples: ["ada@example.com"] })
 
 export const User = Schema.Struct({
   id: Id("usr"),

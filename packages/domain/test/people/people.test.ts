@@ -133,8 +133,7 @@ describe("memberships and invitations", () => {
       code: "INVITATION_CLOSED",
     })
     expect(await t.failure(people((s) => s.acceptInvitation(danActor, "svc_inv_garbage")))).toMatchObject({
-      _tag: "InvalidInput",
-      field: "token",
+      _tag: "InvitationTokenUnknown",
     })
     const list = await t.run(people((s) => s.listInvitations(owner, ws.id, {})))
     expect(list.data.map((i) => i.status).sort()).toEqual(["expired", "revoked"])
