@@ -56,13 +56,100 @@ export interface ServerConfig {
    * The only way to admit one, loopback included (`127.0.0.1,::1` on a developer's machine).
    */
   readonly webhookAllowlist?: ReadonlyArray<string>
-  /** SMTP_URL: takedown notices are sent through it; unset, they are kept `pending`. */
+  /**
+   * SMTP_URL: takedown notices and invitations are sent through it; unset, notices are kept `pending` and an
+   * invitation's link is shown to the inviter.
+   */
   readonly smtpUrl?: string | undefined
   /** AGENTGOV_TAKEDOWN_FROM: the From address of takedown notices. */
   readonly takedownFrom?: string | undefined
   /** AGENTGOV_C2PA_CERT / AGENTGOV_C2PA_KEY: the operator's C2PA chain and key (PEM text, or a path to it). */
   readonly c2paCertPem?: string | undefined
   readonly c2paKeyPem?: string | undefined
+  /** AGENTGOV_OIDC_PROVIDERS: the identity providers people sign in to the dashboard with (D16). */
+  readonly oidcProviders?: ReadonlyArray<OidcProviderConfig>
+  /** SMTP_FROM: the invitations' sender address. */
+  readonly smtpFrom?: string | undefined
+  /** Dashboard sessions: idle and absolute time-outs (AGENTGOV_SESSION_IDLE_SECONDS, _ABSOLUTE_SECONDS). */
+  readonly sessionIdleSeconds?: number
+  readonly sessionAbsoluteSeconds?: number
+}
+
+/** One OpenID Connect provider of AGENTGOV_OIDC_PROVIDERS. */
+export interface OidcProviderConfig {
+  /** In the callback's path: `/auth/callback/<id>`; letters, digits, `-` and `_`. */
+  readonly id: string
+  readonly label: string
+  readonly issuer: string
+  readonly clientId: string
+  readonly clientSecret: string
+  /** Offered only for workspaces on the enterprise plan (D16). */
+  readonly enterprise: boolean
+}
+
+/** Parses AGENTGOV_OIDC_PROVIDERS (a JSON array); each problem is pushed to `problems`. */
+export const parseOidcProviders = (raw: string | undefined, problems: Array<string>): Array<OidcProviderConfig> => {
+  if (raw === undefined || raw.trim() === "") return []
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(raw)
+  } catch {
+    problems.push("AGENTGOV_OIDC_PROVIDERS: expected a JSON array")
+    return []
+  }
+  if (!Array.isArray(parsed)) {
+    problems.push("AGENTGOV_OIDC_PROVIDERS: expected a JSON array")
+    return []
+  }
+  const out: Array<OidcProviderConfig> = []
+  const seen = new Set<string>()
+  for (const [i, p] of (parsed as Array<Record<string, unknown>>).entries()) {
+    const where = `AGENTGOV_OIDC_PROVIDERS[${i}]`
+    const str = (k: string) => (typeof p?.[k] === "string" && (p[k] as string) !== "" ? (p[k] as string) : undefined)
+    const id = str("id")
+    const issuer = str("issuer")
+    const clientId = str("clientId")
+    const clientSecret = str("clientSecret")
+    const missing = [
+      ["id", id],
+      ["issuer", issuer],
+      ["clientId", clientId],
+      ["clientSecret", clientSecret],
+    ].filter(([, v]) => v === undefined)
+    if (missing.length > 0) {
+      problems.push(`${where}: missing ${missing.map(([k]) => k).join(", ")}`)
+      continue
+    }
+    if (!/^[A-Za-z0-9_-]{1,40}$/.test(id!)) {
+      problems.push(`${where}.id: letters, digits, - and _ only`)
+      continue
+    }
+    if (seen.has(id!)) {
+      problems.push(`${where}.id: ${id} is listed twice`)
+      continue
+    }
+    seen.add(id!)
+    try {
+      const u = new URL(issuer!)
+      if (u.protocol !== "https:" && !["127.0.0.1", "localhost", "[::1]"].includes(u.hostname)) throw new Error()
+    } catch {
+      problems.push(`${where}.issuer: expected an https:// URL (http:// on loopback only)`)
+      continue
+    }
+    if (p.enterprise !== undefined && typeof p.enterprise !== "boolean") {
+      problems.push(`${where}.enterprise: expected true or false`)
+      continue
+    }
+    out.push({
+      id: id!,
+      label: str("label") ?? id!,
+      issuer: issuer!,
+      clientId: clientId!,
+      clientSecret: clientSecret!,
+      enterprise: p.enterprise === true,
+    })
+  }
+  return out
 }
 
 export type ServerRole = "api" | "worker"
@@ -222,6 +309,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     takedownFrom:
       env.AGENTGOV_TAKEDOWN_FROM && env.AGENTGOV_TAKEDOWN_FROM !== "" ? env.AGENTGOV_TAKEDOWN_FROM : undefined,
     ...c2pa(),
+    oidcProviders: parseOidcProviders(env.AGENTGOV_OIDC_PROVIDERS, problems),
+    smtpFrom: env.SMTP_FROM && env.SMTP_FROM !== "" ? env.SMTP_FROM : undefined,
+    sessionIdleSeconds: int("AGENTGOV_SESSION_IDLE_SECONDS", 2 * 3600, 60, 30 * 86_400),
+    sessionAbsoluteSeconds: int("AGENTGOV_SESSION_ABSOLUTE_SECONDS", 12 * 3600, 60, 90 * 86_400),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

@@ -1,7 +1,18 @@
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { Counters, MasterKey, RateLimitSettings, StreamLimitSettings, TokenSettings } from "@agentgov/domain"
+import {
+  Counters,
+  DEFAULT_INVITATION_TTL_MS,
+  DEFAULT_SESSION_SETTINGS,
+  MasterKey,
+  PeopleSettings,
+  type PeopleSettingsShape,
+  RateLimitSettings,
+  SessionSettings,
+  StreamLimitSettings,
+  TokenSettings,
+} from "@agentgov/domain"
 import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
 
@@ -20,7 +31,30 @@ export const domainSettings = (config: ServerConfig) =>
     RateLimitSettings.layer(config.rateLimits),
     Layer.succeed(StreamLimitSettings, config.streamLimits),
     config.redisUrl ? Counters.redis(config.redisUrl) : Counters.memory,
+    Layer.succeed(PeopleSettings, {
+      publicUrl: config.publicUrl,
+      invitationTtlMs: DEFAULT_INVITATION_TTL_MS,
+      sendInvitation: config.smtpUrl ? invitationMailer(config.smtpUrl, config.smtpFrom) : undefined,
+    }),
+    Layer.succeed(SessionSettings, {
+      idleMs: (config.sessionIdleSeconds ?? DEFAULT_SESSION_SETTINGS.idleMs / 1000) * 1000,
+      absoluteMs: (config.sessionAbsoluteSeconds ?? DEFAULT_SESSION_SETTINGS.absoluteMs / 1000) * 1000,
+    }),
   )
+
+/** Invitations over SMTP (nodemailer, loaded on the first invitation). */
+const invitationMailer = (smtpUrl: string, from: string | undefined): PeopleSettingsShape["sendInvitation"] => {
+  let transport: Promise<{ sendMail: (m: object) => Promise<unknown> }> | undefined
+  return async ({ to, workspaceName, role, link }) => {
+    transport ??= import("nodemailer").then((m) => m.default.createTransport(smtpUrl))
+    await (await transport).sendMail({
+      from: from ?? "agentgov <no-reply@localhost>",
+      to,
+      subject: `You are invited to ${workspaceName} on agentgov`,
+      text: `You are invited to join the workspace ${workspaceName} as ${role}.\n\nOpen this link and sign in with this e-mail address to accept:\n${link}\n\nThe link works once and expires in 7 days.\n`,
+    })
+  }
+}
 
 /**
  * The 32-byte key that encrypts the signing keys at rest:

@@ -51,6 +51,15 @@ if (server.bootstrapped) {
       `          -H "Content-Type: application/json" -d '{"name":"my-agent"}'`,
       `  More keys:  POST ${server.url}/api/v1/api-keys, or  npm run cli -- key create --help`,
       `  API reference:  ${server.url}/api/v1/reference`,
+      ...(server.bootstrapped.signInLink
+        ? [
+            "",
+            "  No sign-in provider is configured (AGENTGOV_OIDC_PROVIDERS). This link signs the workspace's owner in",
+            "  to the dashboard once, within 24 hours; then add a provider (see the README):",
+            "",
+            `    ${server.bootstrapped.signInLink}`,
+          ]
+        : []),
       "",
     ].join("\n") + "\n",
   )

@@ -15,6 +15,7 @@ import {
   requestIdOf,
   sendError,
   sendJson,
+  sessionRequestOf,
 } from "@agentgov/api"
 import {
   ApiKeyService,
@@ -35,6 +36,8 @@ import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker
 import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { type Logger, makeLogger } from "./logger.ts"
+import { makeOAuthRoutes } from "./oauth/OAuthRoutes.ts"
+import { makeSignIn } from "./signin/SignIn.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
 import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
@@ -145,7 +148,11 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   )
   let bootstrapped: BootstrapResult | undefined
   try {
-    bootstrapped = config.bootstrap ? await runtime.runPromise(bootstrap) : undefined
+    bootstrapped = config.bootstrap
+      ? await runtime.runPromise(
+          bootstrap({ publicUrl: config.publicUrl, providers: config.oidcProviders?.length ?? 0 }),
+        )
+      : undefined
     // The JWKS is never empty: a signing key exists before the first request.
     await runtime.runPromise(SigningKeys.use((k) => k.current))
     // The C2PA credential too: issued at first start (or the operator's checked), not at the first upload.
@@ -156,12 +163,20 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     throw e
   }
 
-  const executor = makeExecutor(runtime, log)
+  const signIn = makeSignIn({
+    runtime,
+    log,
+    publicUrl: config.publicUrl,
+    providers: config.oidcProviders ?? [],
+  })
+  const oauth = makeOAuthRoutes({ runtime, publicUrl: config.publicUrl, signIn })
+  const executor = makeExecutor(runtime, log, { publicOrigin: new URL(config.publicUrl).origin })
   const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
   const rest = makeRestHandler({
     operations,
     executor,
     maxBodyBytes: config.maxBodyBytes,
+    sessionCookie: signIn.cookieName,
     streams: { "/events/stream": eventStream },
   })
   const publicRoutes = makePublicRoutes({
@@ -177,6 +192,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       authorization: req.headers.authorization,
       requestId: String(req.headers["x-request-id"]),
       address: req.socket.remoteAddress,
+      session: sessionRequestOf(req, signIn.cookieName),
     }),
     onError: ({ error, path }) => {
       if (error.code === "INTERNAL_SERVER_ERROR")
@@ -239,6 +255,14 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       return sendError(res, new ApiError(404, "NOT_FOUND", "this instance runs the worker role only"), requestId)
     if (path === JWKS_PATH || path === `/api/v1${JWKS_PATH}` || path === `/v1${JWKS_PATH}`)
       return jwks(req, res, path, requestId)
+    if (path.startsWith("/oauth/") || path.startsWith("/.well-known/oauth-authorization-server")) {
+      res.setHeader("x-request-id", requestId)
+      if (await oauth.handle(req, res, url)) return
+    }
+    if (path === "/auth" || path.startsWith("/auth/")) {
+      res.setHeader("x-request-id", requestId)
+      return signIn.handle(req, res, url, requestId)
+    }
     if (path === "/trpc" || path.startsWith("/trpc/")) {
       // tRPC reads the request id from the header: make sure one is there.
       req.headers["x-request-id"] = requestId

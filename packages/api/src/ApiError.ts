@@ -21,13 +21,20 @@ import type {
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
+  InvitationNotFound,
+  InvitationTokenUnknown,
+  MemberNotFound,
+  OAuthClientNotFound,
+  OAuthGrantNotFound,
   PermissionDenied,
   PolicyInvalid,
   PolicyNameTaken,
   PolicyNotFound,
   ReportNotFound,
+  SignInRefused,
   StateConflict,
   Unauthenticated,
+  UserNotFound,
   WebhookNotFound,
   WorkspaceNotFound,
 } from "@agentgov/domain"
@@ -82,12 +89,19 @@ export type DomainError =
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
+  | InvitationNotFound
+  | InvitationTokenUnknown
+  | MemberNotFound
+  | OAuthClientNotFound
+  | OAuthGrantNotFound
   | PermissionDenied
   | PolicyInvalid
   | PolicyNameTaken
   | PolicyNotFound
   | ReportNotFound
+  | SignInRefused
   | StateConflict
+  | UserNotFound
   | Unauthenticated
   | WebhookNotFound
   | WorkspaceNotFound
@@ -205,6 +219,18 @@ const mapping: Mapping = {
     }),
   PolicyNotFound: (e) => new ApiError(404, "POLICY_NOT_FOUND", `policy ${e.policyId} not found`),
   StateConflict: (e) => new ApiError(409, e.code, e.message),
+  MemberNotFound: (e) => new ApiError(404, "MEMBER_NOT_FOUND", `member ${e.userId} not found`),
+  InvitationNotFound: (e) => new ApiError(404, "INVITATION_NOT_FOUND", `invitation ${e.invitationId} not found`),
+  SignInRefused: (e) => new ApiError(403, e.code, e.message),
+  InvitationTokenUnknown: () => new ApiError(404, "INVITATION_NOT_FOUND", "no invitation has this token"),
+  UserNotFound: () =>
+    new ApiError(
+      404,
+      "USER_NOT_FOUND",
+      "no person behind this credential: an API key acts for a workspace, not a user",
+    ),
+  OAuthClientNotFound: (e) => new ApiError(404, "OAUTH_CLIENT_NOT_FOUND", `OAuth client ${e.clientId} not found`),
+  OAuthGrantNotFound: (e) => new ApiError(404, "OAUTH_GRANT_NOT_FOUND", `OAuth grant ${e.grantId} not found`),
   Unauthenticated: (e) => new ApiError(401, "UNAUTHORIZED", e.message),
 }
 

@@ -3,14 +3,17 @@ import {
   type Actor,
   Authenticator,
   canonicalize,
+  csrfMatches,
   type DomainServices,
   Idempotency,
   type IdempotencyRequest,
+  PeopleService,
   RateLimiter,
   type RateLimitVerdict,
   Replayed,
   type Scope,
   SdkTokens,
+  Sessions,
 } from "@agentgov/domain"
 import { Cause, Effect, Exit, type ManagedRuntime, type Schema, SchemaIssue, type StandardSchema } from "effect"
 import * as SchemaParser from "effect/SchemaParser"
@@ -40,6 +43,27 @@ export interface IdempotentResponse {
   readonly replayed: boolean
 }
 
+/** What a cookie-authenticated request (the dashboard) brings besides the cookie. */
+export interface SessionRequest {
+  /** The session cookie's value. */
+  readonly secret: string
+  readonly method: string
+  /** `X-CSRF-Token`. */
+  readonly csrfToken: string | undefined
+  /** `Origin`, when the browser sent one. */
+  readonly origin: string | undefined
+  /** `X-Agentgov-Workspace`: the workspace the dashboard acts in; default the person's first. */
+  readonly workspaceId: string | undefined
+  readonly address: string | undefined
+}
+
+export interface ExecutorOptions {
+  /** Where the dashboard is served: a cookie-authenticated request from another origin is refused. */
+  readonly publicOrigin?: string
+}
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
+
 /** The credential of an `Authorization: Bearer <credential>` header, else undefined. */
 export const bearerOf = (authorization: string | undefined): string | undefined =>
   authorization === undefined ? undefined : /^Bearer +(\S+) *$/i.exec(authorization)?.[1]
@@ -49,7 +73,7 @@ export const bearerOf = (authorization: string | undefined): string | undefined 
  * input with the operation's schema, runs the handler on the shared runtime and
  * maps its failure to an ApiError. Transports add only their framing.
  */
-export const makeExecutor = (runtime: Runtime, log: Logger) => {
+export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOptions = {}) => {
   /**
    * Each operation's decoder, built once. Schema.toStandardSchemaV1 would do the same, but it starts a fiber
    * per call; a synchronous schema's parser answers an Exit without one. Issues are formatted as the
@@ -147,6 +171,67 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
       return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "authenticate" }), headers: {} }
     const { actor, verdict } = exit.value
     return admission(actor, verdict)
+  }
+
+  /**
+   * A dashboard request, authenticated by its session cookie (D16): a request that changes something must
+   * carry the session's CSRF token (and, when the browser names its origin, come from the dashboard's own);
+   * the session is read from the store each time, and so is the membership it acts through, so that a
+   * sign-out, a removal or a role change holds at once on every instance. The person acts in the workspace
+   * the request names (or their first) with their role's scopes; with no workspace, with none.
+   */
+  const authenticateSession = async (request: SessionRequest): Promise<Admission> => {
+    const refuse = (error: ApiError): Admission => ({ result: { ok: false, error }, headers: {} })
+    if (!SAFE_METHODS.has(request.method.toUpperCase())) {
+      if (request.origin !== undefined && options.publicOrigin !== undefined && request.origin !== options.publicOrigin)
+        return refuse(new ApiError(403, "CSRF_FAILED", "cross-origin request refused"))
+      if (!csrfMatches(request.secret, request.csrfToken))
+        return refuse(
+          new ApiError(403, "CSRF_FAILED", "missing or wrong X-CSRF-Token: read it from GET /auth/session", {
+            field: "x-csrf-token",
+            issue: "does not match the session",
+          }),
+        )
+    }
+    const program = Effect.gen(function* () {
+      const session = yield* Sessions.use((s) => s.resolve(request.secret))
+      if (!session)
+        return yield* Effect.fail(new ApiError(401, "UNAUTHORIZED", "signed out, or the session has expired"))
+      const people = yield* PeopleService
+      const credential = { type: "user" as const, id: session.userId }
+      const opts = { enterpriseOnly: session.enterprise }
+      let workspaceId = request.workspaceId
+      if (workspaceId === undefined) {
+        const mine = yield* people.workspacesOf(session.userId)
+        workspaceId = mine.find((m) => !session.enterprise || m.plan === "enterprise")?.workspaceId
+      }
+      const actor: Actor =
+        (workspaceId !== undefined
+          ? yield* people.actorOf(session.userId, workspaceId, credential, opts)
+          : undefined) ??
+        (request.workspaceId !== undefined
+          ? yield* Effect.fail(
+              new ApiError(403, "NOT_A_MEMBER", `you are not a member of workspace ${request.workspaceId}`, {
+                field: "x-agentgov-workspace",
+                issue: "not a member",
+              }),
+            )
+          : // Signed in, in no workspace yet: they may read who they are and accept an invitation.
+            {
+              workspaceId: "",
+              environment: "live",
+              credential,
+              keyType: "workspace",
+              scopes: new Set(),
+              userId: session.userId,
+            })
+      const limiter = yield* RateLimiter
+      return { actor, verdict: yield* limiter.check(actor) }
+    })
+    const exit = await runtime.runPromiseExit(program)
+    if (Exit.isFailure(exit))
+      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "session" }), headers: {} }
+    return admission({ _tag: "Success", success: exit.value.actor }, exit.value.verdict)
   }
 
   const admission = (
@@ -314,7 +399,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger) => {
     )
   }
 
-  return { authenticate, admitPublic, authorize, requireScope, decode, run, runIdempotent }
+  return { authenticate, admitPublic, authenticateSession, authorize, requireScope, decode, run, runIdempotent }
 }
 
 export type Executor = ReturnType<typeof makeExecutor>

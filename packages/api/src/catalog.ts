@@ -6,6 +6,8 @@ import { complianceOperations } from "./operations/compliance.ts"
 import { contentOperations } from "./operations/content.ts"
 import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
+import { oauthOperations } from "./operations/oauth.ts"
+import { peopleOperations } from "./operations/people.ts"
 import { policyOperations } from "./operations/policies.ts"
 import { tokenOperations } from "./operations/tokens.ts"
 import { trustOperations } from "./operations/trust.ts"
@@ -15,6 +17,8 @@ import { workspaceOperations } from "./operations/workspaces.ts"
 /** Every operation of the API, in the order the reference lists them, each with its own type. */
 export const definedOperations = [
   ...workspaceOperations,
+  ...peopleOperations,
+  ...oauthOperations,
   ...agentOperations,
   ...apiKeyOperations,
   ...tokenOperations,

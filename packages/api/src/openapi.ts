@@ -164,6 +164,10 @@ export interface OpenApiOptions {
 /** Every tag's description: a tag the catalog uses without one here is an error, so a new one gets one. */
 const TAG_DESCRIPTIONS: Record<string, string> = {
   Workspaces: "Workspaces: the unit of isolation, with their settings, plan and environment.",
+  People:
+    "Users, their memberships in workspaces with a role (owner, admin, member, viewer: each a fixed scope set), and invitations.",
+  OAuth:
+    "Third-party apps (OAuth 2.0 clients) registered per workspace, and the grants people gave them. The protocol endpoints live at /oauth (see /.well-known/oauth-authorization-server).",
   Agents: "Registered agents, their versions, labels and metadata.",
   "API keys": "Workspace and agent API keys: create, rotate (with an overlap) and revoke.",
   Tokens: "Short-lived SDK tokens (signed JWTs) exchanged for an API key.",

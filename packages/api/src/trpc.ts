@@ -8,7 +8,7 @@ import {
 } from "@trpc/server"
 import { ApiError, formatPath } from "./ApiError.ts"
 import { type AnyDefinedOperation, operations } from "./catalog.ts"
-import type { Executor } from "./Executor.ts"
+import type { Executor, SessionRequest } from "./Executor.ts"
 import { type Operation, RenderedDocument } from "./Operation.ts"
 import { findUnstorable } from "./rest/http.ts"
 
@@ -17,6 +17,8 @@ export interface TrpcContext {
   readonly requestId: string
   /** The client's address, for the rate limit of requests without a valid credential. */
   readonly address?: string | undefined
+  /** A dashboard request authenticated by its session cookie (no Authorization header). */
+  readonly session?: SessionRequest | undefined
 }
 
 type TrpcCode = ConstructorParameters<typeof TRPCError>[0]["code"]
@@ -116,9 +118,13 @@ export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
   const procedure = (op: Operation) => {
     const resolve = async ({ ctx, input }: { ctx: TrpcContext; input: unknown }) => {
       // A public operation (D1) takes no credential and is limited by the client's address alone.
-      const auth = op.public
-        ? (await executor.admitPublic(ctx.address)).result
-        : (await executor.authenticate(ctx.authorization, ctx.address)).result
+      const auth = (
+        op.public
+          ? await executor.admitPublic(ctx.address)
+          : ctx.session
+            ? await executor.authenticateSession(ctx.session)
+            : await executor.authenticate(ctx.authorization, ctx.address)
+      ).result
       if (!auth.ok) return fail(auth.error)
       const denied = op.public ? undefined : executor.authorize(op, auth.value)
       if (denied) return fail(denied)

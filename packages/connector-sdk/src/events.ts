@@ -444,6 +444,51 @@ export interface CertificationRevokedData {
 }
 
 // ---------------------------------------------------------------------------------------------
+// People (D16): memberships and invitations
+
+/** A member's role in a workspace. */
+export type MemberRole = "owner" | "admin" | "member" | "viewer"
+
+/** `member.invited`: a person invited by e-mail (the link itself is never in an event). */
+export interface MemberInvitedData {
+  readonly invitationId: string
+  readonly email: string
+  readonly role: MemberRole
+  readonly expiresAt: string
+}
+
+/** `invitation.revoked`: a pending invitation withdrawn. */
+export interface InvitationRevokedData {
+  readonly invitationId: string
+  readonly email: string
+  readonly role: MemberRole
+}
+
+/** `member.joined`: an invited person accepted. */
+export interface MemberJoinedData {
+  readonly userId: string
+  readonly email: string
+  readonly role: MemberRole
+  readonly invitationId: string
+}
+
+/** `member.role_changed`. */
+export interface MemberRoleChangedData {
+  readonly userId: string
+  readonly email: string
+  readonly from: MemberRole
+  readonly to: MemberRole
+}
+
+/** `member.removed`: removed, or left (`left`). */
+export interface MemberRemovedData {
+  readonly userId: string
+  readonly email: string
+  readonly role: MemberRole
+  readonly left: boolean
+}
+
+// ---------------------------------------------------------------------------------------------
 // Webhooks (never the secret; of the URL only its origin)
 
 /** `webhook.created`. */
@@ -540,6 +585,11 @@ export interface SystemEventDataMap {
   "apikey.created": ApiKeyCreatedData
   "apikey.revoked": ApiKeyRevokedData
   "apikey.rotated": ApiKeyRotatedData
+  "member.invited": MemberInvitedData
+  "invitation.revoked": InvitationRevokedData
+  "member.joined": MemberJoinedData
+  "member.role_changed": MemberRoleChangedData
+  "member.removed": MemberRemovedData
   "webhook.created": WebhookCreatedData
   "webhook.updated": WebhookUpdatedData
   "webhook.secret.rotated": WebhookSecretRotatedData
@@ -606,6 +656,11 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "apikey.created",
   "apikey.revoked",
   "apikey.rotated",
+  "member.invited",
+  "invitation.revoked",
+  "member.joined",
+  "member.role_changed",
+  "member.removed",
   "webhook.created",
   "webhook.updated",
   "webhook.secret.rotated",

@@ -260,6 +260,35 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     newKeyId: "key_01jd8xdk0m1n2p3q4r5s6t7v8w",
     overlapSeconds: 86_400,
   }),
+  "member.invited": () => ({
+    invitationId: "inv_01jd8xg2h3j4k5m6n7p8q9r0s1",
+    email: "ada@example.com",
+    role: "member",
+    expiresAt: "2026-12-02T10:00:00.000Z",
+  }),
+  "invitation.revoked": () => ({
+    invitationId: "inv_01jd8xg2h3j4k5m6n7p8q9r0s1",
+    email: "ada@example.com",
+    role: "member",
+  }),
+  "member.joined": () => ({
+    userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
+    email: "ada@example.com",
+    role: "member",
+    invitationId: "inv_01jd8xg2h3j4k5m6n7p8q9r0s1",
+  }),
+  "member.role_changed": () => ({
+    userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
+    email: "ada@example.com",
+    from: "member",
+    to: "admin",
+  }),
+  "member.removed": () => ({
+    userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
+    email: "ada@example.com",
+    role: "admin",
+    left: false,
+  }),
   "webhook.created": () => ({
     webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1",
     origin: "https://hooks.example.com",

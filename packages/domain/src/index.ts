@@ -24,6 +24,10 @@ import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
+import { OAuthService } from "./oauth/OAuthService.ts"
+import { PeopleRepo } from "./people/PeopleRepo.ts"
+import { PeopleService } from "./people/PeopleService.ts"
+import { Sessions } from "./people/Sessions.ts"
 import { GuardService } from "./policies/GuardService.ts"
 import { PolicyRepo } from "./policies/PolicyRepo.ts"
 import { PolicyService } from "./policies/PolicyService.ts"
@@ -46,7 +50,7 @@ export { type AgentListFilter, AgentService } from "./agents/AgentService.ts"
 export * from "./apikeys/ApiKey.ts"
 export * from "./apikeys/ApiKeyErrors.ts"
 export { ApiKeyService, DEFAULT_ROTATION_OVERLAP_SECONDS, type KeyListFilter } from "./apikeys/ApiKeyService.ts"
-export { hashKey, mintKey, parseKey } from "./apikeys/keyFormat.ts"
+export { hashKey, isSecretOf, mintKey, mintSecret, parseKey } from "./apikeys/keyFormat.ts"
 export * from "./approvals/Approval.ts"
 // The approval record, not the engine's rule-level `approval` settings (exported as RuleApproval).
 export { Approval } from "./approvals/Approval.ts"
@@ -111,6 +115,8 @@ export {
   type SigningKeyInfo,
   SigningKeys,
 } from "./keys/SigningKeys.ts"
+export * from "./oauth/index.ts"
+export * from "./people/index.ts"
 export type { Approval as RuleApproval } from "./policies/engine/index.ts"
 export * from "./policies/engine/index.ts"
 export * from "./policies/Guard.ts"
@@ -214,6 +220,8 @@ const repos = Layer.mergeAll(
   ComplianceRepo.layer,
   WebhookRepo.layer,
   WebhookClient.layer,
+  PeopleRepo.layer,
+  Sessions.layer,
 )
 /** The appender, and the alarm a broken chain raises through it. */
 const writers = ChainAlarm.layer.pipe(Layer.provideMerge(EventAppender.layer.pipe(Layer.provideMerge(repos))))
@@ -224,6 +232,9 @@ const guardState = PolicySets.layer.pipe(Layer.provideMerge(PolicyRepo.layer))
 const governance = GuardService.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(ApprovalService.layer, EnforcementService.layer, PolicyService.layer)),
 )
+
+/** People and the OAuth server that acts for them; the authenticator resolves OAuth tokens through it. */
+const people = OAuthService.layer.pipe(Layer.provideMerge(PeopleService.layer), Layer.provideMerge(writers))
 
 /** Every domain service but compliance, which reads the audit trail through them. */
 const core = Layer.mergeAll(
@@ -241,7 +252,7 @@ const core = Layer.mergeAll(
   DeliveryQueue.layer,
   TrustService.layer,
   TrustRecompute.layer,
-).pipe(Layer.provideMerge(guardState), Layer.provideMerge(apiKeys))
+).pipe(Layer.provideMerge(guardState), Layer.provideMerge(people), Layer.provideMerge(apiKeys))
 
 /**
  * Every domain service. Needs the store (SqlClient, Database), the master key,
@@ -254,6 +265,10 @@ export const DomainLayer = Layer.merge(
 ).pipe(Layer.provideMerge(core))
 
 export type DomainServices =
+  | PeopleRepo
+  | PeopleService
+  | OAuthService
+  | Sessions
   | WorkspaceService
   | AgentService
   | ApiKeyService

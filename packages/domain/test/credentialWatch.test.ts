@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest"
 import { ApiKeyRepo, KEYS_CHANNEL, type StoredKey } from "../src/apikeys/ApiKeyRepo.ts"
 import type { Actor } from "../src/auth/Actor.ts"
 import { type CredentialEnd, CredentialWatch } from "../src/auth/CredentialWatch.ts"
+import { OAuthService } from "../src/oauth/OAuthService.ts"
 
 type Row = StoredKey & { workspaceDeleted: boolean }
 
@@ -64,10 +65,12 @@ const setup = async () => {
       },
     }),
   )
+  // OAuth tokens are watched through their grant (covered end to end in apps/server/test/oauth.test.ts).
+  const noOAuth = Layer.succeed(OAuthService)({} as OAuthService["Service"])
   const watcher = await Effect.runPromise(
     Effect.scoped(
       CredentialWatch.useSync((w) => w).pipe(
-        Effect.provide(CredentialWatch.layer.pipe(Layer.provide(Layer.merge(repo, db)))),
+        Effect.provide(CredentialWatch.layer.pipe(Layer.provide(Layer.mergeAll(repo, db, noOAuth)))),
       ),
     ),
   )

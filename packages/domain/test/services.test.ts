@@ -25,6 +25,7 @@ import {
   Idempotency,
   MasterKey,
   mintKey,
+  OAuthService,
   prepareAppend,
   RateLimitSettings,
   SCOPES,
@@ -227,7 +228,10 @@ describe("Authenticator", () => {
         cached: () => undefined,
       }),
     )
-    const isolated = Authenticator.layer.pipe(Layer.provide(Layer.merge(stubRepo, noTokens)))
+    const noOAuth = Layer.succeed(OAuthService)(
+      OAuthService.of({ authenticate: () => Effect.die(new Error("unused")) } as unknown as OAuthService["Service"]),
+    )
+    const isolated = Authenticator.layer.pipe(Layer.provide(Layer.mergeAll(stubRepo, noTokens, noOAuth)))
     const attempt = (bearer: string) =>
       Effect.runPromise(authenticate(bearer).pipe(Effect.flip, Effect.provide(isolated)))
 

@@ -6,6 +6,8 @@ import { Compliance } from "./resources/Compliance.ts"
 import { Content } from "./resources/Content.ts"
 import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
+import { OAuth } from "./resources/OAuth.ts"
+import { Invitations, Members, Users } from "./resources/People.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
 import { Tokens } from "./resources/Tokens.ts"
 import { Trust } from "./resources/Trust.ts"
@@ -110,6 +112,10 @@ export class AgentGov {
   readonly webhooks: Webhooks
   readonly compliance: Compliance
   readonly content: Content
+  readonly users: Users
+  readonly members: Members
+  readonly invitations: Invitations
+  readonly oauth: OAuth
   private readonly http: HttpClient
 
   constructor(options: AgentGovOptions) {
@@ -143,6 +149,10 @@ export class AgentGov {
     this.enforcement = new Enforcements(this.http)
     this.trust = new Trust(this.http)
     this.webhooks = new Webhooks(this.http)
+    this.users = new Users(this.http)
+    this.members = new Members(this.http)
+    this.invitations = new Invitations(this.http)
+    this.oauth = new OAuth(this.http)
     this.compliance = new Compliance(this.http)
     this.content = new Content(this.http)
   }

@@ -25,6 +25,8 @@ export { Certifications, Compliance, ComplianceReports } from "./resources/Compl
 export { Content, Takedowns } from "./resources/Content.ts"
 export { Enforcements } from "./resources/Enforcements.ts"
 export { Events } from "./resources/Events.ts"
+export { OAuth, OAuthClients, OAuthGrants } from "./resources/OAuth.ts"
+export { Invitations, Members, Users } from "./resources/People.ts"
 export { Guard, Policies } from "./resources/Policies.ts"
 export { Tokens } from "./resources/Tokens.ts"
 export { Trust } from "./resources/Trust.ts"

@@ -385,7 +385,7 @@ export interface SdkToken {
  * ```
  */
 export interface EventActor {
-  readonly type: "api_key" | "sdk_token" | "oauth" | "system"
+  readonly type: "api_key" | "sdk_token" | "oauth" | "user" | "system"
   readonly id: string | null
 }
 
@@ -1974,4 +1974,107 @@ export interface Takedown {
   readonly error: string | null
   readonly createdAt: string
   readonly sentAt: string | null
+}
+
+// ---------------------------------------------------------------------------------------------
+// People (D16): users, members, invitations
+
+/** A member's role in a workspace, each a fixed set of scopes. */
+export type MemberRole = "owner" | "admin" | "member" | "viewer"
+
+/** A person (`usr_…`). */
+export interface User {
+  readonly id: string
+  readonly email: string
+  readonly emailVerified: boolean
+  readonly name: string | null
+  readonly createdAt: string
+}
+
+/** `GET /users/me`: the person behind a dashboard session or an OAuth access token. */
+export interface Me {
+  readonly user: User
+  readonly memberships: ReadonlyArray<{
+    readonly workspaceId: string
+    readonly workspaceName: string
+    readonly plan: string
+    readonly role: MemberRole
+  }>
+}
+
+export interface Member {
+  readonly workspaceId: string
+  readonly userId: string
+  readonly email: string
+  readonly name: string | null
+  readonly role: MemberRole
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+export interface MemberUpdateParams {
+  readonly role: MemberRole
+}
+
+export interface Invitation {
+  readonly id: string
+  readonly workspaceId: string
+  readonly email: string
+  readonly role: MemberRole
+  readonly status: "pending" | "accepted" | "revoked" | "expired"
+  readonly invitedBy: string
+  readonly expiresAt: string
+  readonly createdAt: string
+  readonly acceptedBy: string | null
+  readonly acceptedAt: string | null
+}
+
+export interface InvitationCreateParams {
+  readonly email: string
+  readonly role: MemberRole
+}
+
+/** `delivery: "link"`: no SMTP is configured; `link` is shown this once, pass it on yourself. */
+export interface CreatedInvitation {
+  readonly invitation: Invitation
+  readonly delivery: "email" | "link"
+  readonly link?: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// OAuth (D16): third-party apps and the grants people gave them
+
+export interface OAuthClient {
+  readonly id: string
+  readonly workspaceId: string
+  readonly name: string
+  readonly type: "confidential" | "public"
+  readonly redirectUris: ReadonlyArray<string>
+  readonly scopes: ReadonlyArray<string>
+  readonly createdAt: string
+}
+
+export interface OAuthClientCreateParams {
+  readonly name: string
+  /** Matched exactly at authorization and token time. */
+  readonly redirectUris: ReadonlyArray<string>
+  readonly type?: "confidential" | "public"
+  /** Scope names the app may ask for at most (never `workspaces:admin`); default all others. */
+  readonly scopes?: ReadonlyArray<string>
+}
+
+/** `clientSecret`: confidential clients only, shown this once. */
+export interface CreatedOAuthClient {
+  readonly client: OAuthClient
+  readonly clientSecret?: string
+}
+
+export interface OAuthGrant {
+  readonly id: string
+  readonly clientId: string
+  readonly clientName: string
+  readonly userId: string
+  readonly workspaceId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly createdAt: string
 }

@@ -71,6 +71,16 @@ type Checks = {
   WatermarkDetection: Same<S.WatermarkDetection, T<typeof D.WatermarkDetection>>
   TakedownCreateParams: Same<S.TakedownCreateParams, D.CreateTakedown>
   Takedown: Same<S.Takedown, D.Takedown>
+  User: Same<S.User, D.User>
+  Me: Same<S.Me, D.Me>
+  Member: Same<S.Member, D.Member>
+  MemberUpdateParams: Same<S.MemberUpdateParams, D.UpdateMember>
+  Invitation: Same<S.Invitation, D.Invitation>
+  InvitationCreateParams: Same<S.InvitationCreateParams, D.CreateInvitation>
+  CreatedInvitation: Same<S.CreatedInvitation, D.CreatedInvitation>
+  OAuthClient: Same<S.OAuthClient, D.OAuthClient>
+  CreatedOAuthClient: Same<S.CreatedOAuthClient, D.CreatedOAuthClient>
+  OAuthGrant: Same<S.OAuthGrant, D.OAuthGrant>
 }
 
 type Differing = { [K in keyof Checks]: Checks[K] extends true ? never : K }[keyof Checks]

@@ -5,6 +5,7 @@ import { ApiError, formatPath } from "../ApiError.ts"
 import type { Executor, Result } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
 import { type Operation, RenderedDocument } from "../Operation.ts"
+import { sessionRequestOf } from "./cookies.ts"
 import { errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
 import { makeRouter } from "./Router.ts"
 
@@ -13,6 +14,8 @@ export interface RestOptions {
   readonly executor: Executor
   /** Largest accepted body; default 1 MiB. */
   readonly maxBodyBytes?: number
+  /** The dashboard's session cookie: requests with it and no Authorization header act as the signed-in person. */
+  readonly sessionCookie?: string | undefined
   /** Streaming GET endpoints outside the JSON catalog, by path (the SSE stream). */
   readonly streams?: Readonly<
     Record<
@@ -87,7 +90,10 @@ export const makeRestHandler = (options: RestOptions) => {
     const method = req.method ?? "GET"
     // Every response carries the rate-limit headers (D10), so every request is counted,
     // also one to a path or with a method that does not exist.
-    const admission = await executor.authenticate(req.headers.authorization, req.socket.remoteAddress)
+    const session = req.headers.cookie === undefined ? undefined : sessionRequestOf(req, options.sessionCookie)
+    const admission = session
+      ? await executor.authenticateSession(session)
+      : await executor.authenticate(req.headers.authorization, req.socket.remoteAddress)
     for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
     if (!admission.result.ok && admission.result.error.status === 429)
       return sendError(res, admission.result.error, requestId)

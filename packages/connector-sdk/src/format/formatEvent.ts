@@ -477,6 +477,31 @@ const FORMATTERS: Formatters = {
     fields: [["Old key keeps working for", duration(d.overlapSeconds), true]],
     link: ["Open the API keys", "/api-keys"],
   }),
+  "member.invited": (d) => ({
+    title: `Invited: ${plain(d.email) ?? "?"} as ${plain(d.role) ?? "?"}`,
+    fields: [["Link expires", plain(d.expiresAt), true]],
+    link: ["Open the members", "/members"],
+  }),
+  "invitation.revoked": (d) => ({
+    title: `Invitation withdrawn: ${plain(d.email) ?? "?"}`,
+    fields: [["Role", plain(d.role), true]],
+    link: ["Open the members", "/members"],
+  }),
+  "member.joined": (d) => ({
+    title: `Joined: ${plain(d.email) ?? "?"} as ${plain(d.role) ?? "?"}`,
+    fields: [],
+    link: ["Open the members", "/members"],
+  }),
+  "member.role_changed": (d) => ({
+    title: `Role changed: ${plain(d.email) ?? "?"}, ${plain(d.from) ?? "?"} → ${plain(d.to) ?? "?"}`,
+    fields: [],
+    link: ["Open the members", "/members"],
+  }),
+  "member.removed": (d) => ({
+    title: `${d.left === true ? "Left" : "Removed"}: ${plain(d.email) ?? "?"}`,
+    fields: [["Role held", plain(d.role), true]],
+    link: ["Open the members", "/members"],
+  }),
   "webhook.created": (d) => ({
     title: `Webhook registered: ${plain(d.origin) ?? plain(d.webhookId) ?? "?"}`,
     fields: [

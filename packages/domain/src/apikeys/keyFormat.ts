@@ -73,3 +73,21 @@ export const parseKey = (candidate: string): ParsedKey | undefined => {
 /** Whether a bearer value looks like one of our API keys at all (vs. a JWT or OAuth token). */
 export const looksLikeApiKey = (candidate: string): boolean =>
   candidate.startsWith("svc_ws_") || candidate.startsWith("svc_ag_")
+
+/**
+ * Mints another opaque secret of the project (`svc_oauth_at_…`, an invitation, a session): `prefix`, 32
+ * CSPRNG base62 characters and the D4 checksum, so that garbage is refused before any read.
+ */
+export const mintSecret = (prefix: string): { readonly secret: string; readonly hash: string } => {
+  const random = randomBase62(RANDOM_LENGTH)
+  const secret = `${prefix}${random}${checksum(random)}`
+  return { secret, hash: hashKey(secret) }
+}
+
+/** Whether `candidate` is a well-formed secret of `prefix` whose checksum holds (no I/O). */
+export const isSecretOf = (prefix: string, candidate: string): boolean => {
+  if (!candidate.startsWith(prefix)) return false
+  const body = candidate.slice(prefix.length)
+  if (!/^[0-9A-Za-z]{38}$/.test(body)) return false
+  return checksum(body.slice(0, -CHECKSUM_LENGTH)) === body.slice(-CHECKSUM_LENGTH)
+}

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 
 export const Actor = Schema.Struct({
-  type: Schema.Literals(["api_key", "sdk_token", "oauth", "system"]),
+  type: Schema.Literals(["api_key", "sdk_token", "oauth", "user", "system"]),
   id: Schema.NullOr(Schema.String),
 }).annotate({
   identifier: "EventActor",

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import type { RevokeReason } from "../apikeys/ApiKeyRepo.ts"
+import { Role as MemberRole } from "../people/roles.ts"
 import { DateTime } from "../shared/schemas.ts"
 import { RetryPolicy, UPDATABLE_WEBHOOK_FIELDS } from "../webhooks/Webhook.ts"
 import { Environment, GuardDefault, Plan } from "../workspaces/Workspace.ts"
@@ -494,6 +495,46 @@ export const SYSTEM_EVENTS = {
       overlapSeconds: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
         description: "how long the old key keeps working; 0 revoked it at once",
       }),
+    }),
+  },
+  "member.invited": {
+    description: "a person invited to the workspace by e-mail",
+    emittedBy: "POST /workspaces/:id/invitations",
+    data: Schema.Struct({
+      invitationId: Schema.String.annotate({ description: "`inv_…`" }),
+      email: Schema.String,
+      role: MemberRole,
+      expiresAt: At("when the invitation link stops working"),
+    }),
+  },
+  "invitation.revoked": {
+    description: "a pending invitation withdrawn",
+    emittedBy: "DELETE /workspaces/:id/invitations/:invitationId",
+    data: Schema.Struct({ invitationId: Schema.String, email: Schema.String, role: MemberRole }),
+  },
+  "member.joined": {
+    description: "an invited person accepted and became a member",
+    emittedBy: "POST /invitations/accept",
+    data: Schema.Struct({
+      userId: Schema.String.annotate({ description: "`usr_…`" }),
+      email: Schema.String,
+      role: MemberRole,
+      invitationId: Schema.String,
+    }),
+  },
+  "member.role_changed": {
+    description: "a member's role changed",
+    emittedBy: "PATCH /workspaces/:id/members/:userId",
+    data: Schema.Struct({ userId: Schema.String, email: Schema.String, from: MemberRole, to: MemberRole }),
+  },
+  "member.removed": {
+    description: "a member removed, or left; their sessions and OAuth tokens stop acting in the workspace at once",
+    emittedBy: "DELETE /workspaces/:id/members/:userId",
+    data: Schema.Struct({
+      userId: Schema.String,
+      email: Schema.String,
+      role: MemberRole.annotate({ description: "the role they held" }),
+      left: Schema.Boolean.annotate({ description: "true when the member removed themselves" }),
     }),
   },
   "webhook.created": {

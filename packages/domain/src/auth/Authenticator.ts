@@ -3,6 +3,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
 import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { hashKey, looksLikeApiKey, parseKey } from "../apikeys/keyFormat.ts"
+import { OAuthService } from "../oauth/OAuthService.ts"
 import type { Actor } from "./Actor.ts"
 import { actorOfKey, keyRefusal } from "./keyActor.ts"
 import { looksLikeJwt, SdkTokens } from "./SdkTokens.ts"
@@ -10,8 +11,9 @@ import { looksLikeJwt, SdkTokens } from "./SdkTokens.ts"
 const TOUCH_INTERVAL_MS = 60_000
 
 /**
- * Turns a bearer credential into an Actor: an API key, or an SDK token
- * (SdkTokens). API keys: the checksum is checked
+ * Turns a bearer credential into an Actor: an API key, an SDK token
+ * (SdkTokens), or an OAuth access token (OAuthService: its grant's person with
+ * the granted scopes their role holds). API keys: the checksum is checked
  * before any read, the key is looked up by its SHA-256, the stored hash is
  * compared in constant time, and revocation or expiry refuse it at once.
  * Shared by every transport.
@@ -25,6 +27,7 @@ export class Authenticator extends Context.Service<
     Effect.gen(function* () {
       const repo = yield* ApiKeyRepo
       const tokens = yield* SdkTokens
+      const oauth = yield* OAuthService
       const lastTouched = new Map<string, number>()
       const invalid = new Unauthenticated({ message: "invalid API key" })
 
@@ -53,7 +56,9 @@ export class Authenticator extends Context.Service<
             ? authenticateKey(bearer)
             : looksLikeJwt(bearer)
               ? tokens.verify(bearer)
-              : Effect.fail(new Unauthenticated({ message: "unrecognised credential" })),
+              : bearer.startsWith("svc_oauth_")
+                ? oauth.authenticate(bearer)
+                : Effect.fail(new Unauthenticated({ message: "unrecognised credential" })),
       })
     }),
   )

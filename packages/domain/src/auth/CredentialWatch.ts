@@ -1,6 +1,7 @@
 import { Database } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import { ApiKeyRepo, KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
+import { OAuthService } from "../oauth/OAuthService.ts"
 import type { Actor } from "./Actor.ts"
 import { keyRefusal } from "./keyActor.ts"
 import { tokenExpiresAtMs } from "./SdkTokens.ts"
@@ -14,6 +15,8 @@ interface Watched {
   readonly tokenUntil: number
   readonly onEnd: (reason: CredentialEnd) => void
   readonly onConfirmed: () => void
+  /** An OAuth access token: read through its grant (and its person's membership), not as a key. */
+  readonly oauthBearer: string | undefined
   timer: ReturnType<typeof setTimeout> | undefined
   checking: boolean
   again: boolean
@@ -62,6 +65,7 @@ export class CredentialWatch extends Context.Service<
     Effect.gen(function* () {
       const repo = yield* ApiKeyRepo
       const db = yield* Database
+      const oauth = yield* OAuthService
       const byKey = new Map<string, Set<Watched>>()
 
       const unregister = (w: Watched) => {
@@ -103,6 +107,13 @@ export class CredentialWatch extends Context.Service<
           try {
             do {
               w.again = false
+              if (w.oauthBearer !== undefined) {
+                const tokenUntil = await Effect.runPromise(oauth.accessTokenUntil(w.oauthBearer))
+                if (w.ended) return
+                if (tokenUntil === undefined) return end(w, "revoked")
+                until = tokenUntil
+                continue
+              }
               const stored = await Effect.runPromise(repo.findById(w.keyId))
               if (w.ended) return
               const refusal = stored ? keyRefusal(stored, Date.now()) : "gone"
@@ -137,13 +148,16 @@ export class CredentialWatch extends Context.Service<
 
       const watch = (actor: Actor, bearer: string, listener: CredentialListener): CredentialWatchHandle => {
         const { type, id } = actor.credential
-        // Only key-backed credentials reach a connection; nothing else can be revoked.
-        if (type !== "api_key" && type !== "sdk_token") return { checking: () => false, stop: () => {} }
+        // Keys, the tokens minted from them, and OAuth access tokens (by their grant, announced on the same
+        // channel) can be revoked; a system actor cannot.
+        if (type !== "api_key" && type !== "sdk_token" && type !== "oauth")
+          return { checking: () => false, stop: () => {} }
         const w: Watched = {
           keyId: id,
           tokenUntil: type === "sdk_token" ? (tokenExpiresAtMs(bearer) ?? 0) : Number.POSITIVE_INFINITY,
           onEnd: listener.onEnd,
           onConfirmed: listener.onConfirmed,
+          oauthBearer: type === "oauth" ? bearer : undefined,
           timer: undefined,
           checking: false,
           again: false,

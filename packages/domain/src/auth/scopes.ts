@@ -27,6 +27,8 @@ export const SCOPES = [
   "trust:write",
   "compliance:read",
   "compliance:write",
+  "members:read",
+  "members:write",
   "workspaces:read",
   "workspaces:write",
   "workspaces:admin",

@@ -21,6 +21,11 @@ export type IdPrefix =
   | "adj"
   | "mch"
   | "tkd"
+  | "usr"
+  | "inv"
+  | "ses"
+  | "oac"
+  | "grt"
 
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)

@@ -1,0 +1,304 @@
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { ApiError, cookieOf, type Runtime, sendError, sendJson } from "@agentgov/api"
+import { csrfMatches, csrfTokenOf, PeopleService, Sessions, type SignInRefused } from "@agentgov/domain"
+import { Effect, Exit } from "effect"
+import * as oidc from "openid-client"
+import type { OidcProviderConfig } from "../config.ts"
+import type { Logger } from "../logger.ts"
+import { clearCookie, FLOW_COOKIE, isLoopbackUrl, sessionCookieName, setCookie } from "./cookies.ts"
+
+export interface SignInOptions {
+  readonly runtime: Runtime
+  readonly log: Logger
+  readonly publicUrl: string
+  readonly providers: ReadonlyArray<OidcProviderConfig>
+  /** Tests only: lets openid-client talk to http:// issuers on loopback. */
+  readonly allowInsecureIssuers?: boolean
+}
+
+/**
+ * A path on this server to return to after sign-in, or undefined: only `/…` (never `//host` or `/\host`,
+ * which browsers read as another origin), so that the sign-in is no open redirector.
+ */
+export const safeReturnPath = (raw: string | null): string | undefined => {
+  if (
+    !raw?.startsWith("/") ||
+    raw.startsWith("//") ||
+    raw.includes("\\") ||
+    [...raw].some((c) => c.charCodeAt(0) < 0x20)
+  )
+    return undefined
+  return new URL(raw, "http://x").origin === "http://x" ? raw : undefined
+}
+
+/** How long a sign-in may take at the provider. */
+const FLOW_TTL_MS = 10 * 60_000
+/** The provider id of sessions opened by the first-run link. */
+export const FIRST_RUN_PROVIDER = "first-run"
+
+/**
+ * Dashboard sign-in (D16) under `/auth`: OpenID Connect with each configured
+ * provider as relying party (authorization code, PKCE S256, `state` bound to
+ * the browser by a cookie and kept server-side with the nonce, single use;
+ * the ID token validated by openid-client against the provider's issuer and
+ * keys), sessions in HttpOnly cookies rotated at every sign-in, sign-out and
+ * sign-out everywhere (CSRF-checked), and the first-run link.
+ */
+export const makeSignIn = (options: SignInOptions) => {
+  const { runtime, log } = options
+  const publicUrl = options.publicUrl.replace(/\/$/, "")
+  const secure = !(isLoopbackUrl(publicUrl) && new URL(publicUrl).protocol === "http:")
+  const cookieName = sessionCookieName(publicUrl)
+  const providers = new Map(options.providers.map((p) => [p.id, p]))
+  const configs = new Map<string, Promise<oidc.Configuration>>()
+
+  /** The provider's metadata, discovered once (again after a failure). */
+  const configOf = (p: OidcProviderConfig) => {
+    let config = configs.get(p.id)
+    if (!config) {
+      config = oidc.discovery(new URL(p.issuer), p.clientId, undefined, oidc.ClientSecretBasic(p.clientSecret), {
+        ...(options.allowInsecureIssuers || isLoopbackUrl(p.issuer) ? { execute: [oidc.allowInsecureRequests] } : {}),
+        timeout: 10,
+      })
+      config.catch(() => configs.delete(p.id))
+      configs.set(p.id, config)
+    }
+    return config
+  }
+
+  const callbackUrl = (id: string) => `${publicUrl}/auth/callback/${id}`
+  const noStore = { "cache-control": "no-store", "referrer-policy": "no-referrer" }
+
+  const redirect = (res: ServerResponse, location: string, requestId: string, cookies: ReadonlyArray<string>) => {
+    res.writeHead(302, { location, "set-cookie": [...cookies], "x-request-id": requestId, ...noStore })
+    res.end()
+  }
+
+  /** Opens a session for `userId`, revoking the one the browser came with (rotation: no fixation). */
+  const startSession = async (req: IncomingMessage, userId: string, provider: string, enterprise: boolean) => {
+    const replacing = cookieOf(req.headers.cookie, cookieName)
+    const started = await runtime.runPromise(Sessions.use((s) => s.start(userId, provider, enterprise, replacing)))
+    const maxAge = Math.max(0, Math.floor((Date.parse(started.session.expiresAt) - Date.now()) / 1000))
+    return setCookie(cookieName, started.secret, { secure, maxAgeSeconds: maxAge })
+  }
+
+  const begin = async (res: ServerResponse, provider: OidcProviderConfig, url: URL, requestId: string) => {
+    const returnTo = safeReturnPath(url.searchParams.get("return_to"))
+    const config = await configOf(provider)
+    const codeVerifier = oidc.randomPKCECodeVerifier()
+    const state = oidc.randomState()
+    const nonce = oidc.randomNonce()
+    await runtime.runPromise(
+      Sessions.use((s) => s.beginFlow(state, { provider: provider.id, codeVerifier, nonce, returnTo }, FLOW_TTL_MS)),
+    )
+    const authorizeUrl = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: callbackUrl(provider.id),
+      scope: "openid email profile",
+      code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+      code_challenge_method: "S256",
+      state,
+      nonce,
+    })
+    redirect(res, authorizeUrl.href, requestId, [
+      setCookie(FLOW_COOKIE, state, { secure, maxAgeSeconds: FLOW_TTL_MS / 1000, path: "/auth/callback" }),
+    ])
+  }
+
+  const refused = (code: string, message: string) => new ApiError(403, code, message)
+
+  const callback = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    provider: OidcProviderConfig,
+    url: URL,
+    requestId: string,
+  ) => {
+    const clearFlow = clearCookie(FLOW_COOKIE, { secure, path: "/auth/callback" })
+    const fail = (error: ApiError) => sendError(res, error, requestId, { ...noStore, "set-cookie": clearFlow })
+    const state = url.searchParams.get("state")
+    const bound = cookieOf(req.headers.cookie, FLOW_COOKIE)
+    // The state must be the one this browser began with: a callback planted by someone else (login CSRF) fails.
+    if (!state || !bound || state !== bound)
+      return fail(
+        new ApiError(400, "SIGNIN_STATE_MISMATCH", "this sign-in was not started in this browser; start again"),
+      )
+    const flow = await runtime.runPromise(Sessions.use((s) => s.takeFlow(state)))
+    if (!flow || flow.provider !== provider.id)
+      return fail(
+        new ApiError(400, "SIGNIN_STATE_MISMATCH", "this sign-in has expired or was already used; start again"),
+      )
+    let claims: { readonly sub: string; readonly [claim: string]: unknown }
+    try {
+      const config = await configOf(provider)
+      const current = new URL(callbackUrl(provider.id))
+      current.search = url.search
+      const tokens = await oidc.authorizationCodeGrant(config, current, {
+        pkceCodeVerifier: flow.codeVerifier,
+        expectedState: state,
+        expectedNonce: flow.nonce,
+        idTokenExpected: true,
+      })
+      const idToken = tokens.claims()!
+      // Providers that keep the e-mail out of the ID token (OIDC Core 5.4) give it at userinfo, for the same `sub`.
+      claims =
+        idToken.email === undefined && tokens.access_token
+          ? { ...(await oidc.fetchUserInfo(config, tokens.access_token, idToken.sub)), sub: idToken.sub }
+          : idToken
+    } catch (e) {
+      // The provider's answer is not trusted: say why in the log (no code, no token), a generic refusal to the browser.
+      log.warn("sign-in refused", {
+        provider: provider.id,
+        reason: (e as { code?: string }).code ?? (e as Error).name,
+        message: (e as Error).message,
+      })
+      return fail(
+        new ApiError(400, "SIGNIN_FAILED", "the identity provider's answer could not be verified; start again"),
+      )
+    }
+    const program = Effect.gen(function* () {
+      const people = yield* PeopleService
+      const user = yield* people.userOfIdentity({
+        provider: provider.id,
+        subject: claims.sub,
+        email: typeof claims.email === "string" ? claims.email : undefined,
+        emailVerified: claims.email_verified === true,
+        name: typeof claims.name === "string" ? claims.name : undefined,
+      })
+      if (provider.enterprise && !(yield* people.mayUseEnterpriseProvider(user)))
+        return yield* Effect.fail(
+          refused(
+            "PROVIDER_NOT_ALLOWED",
+            `${provider.label} sign-in is for workspaces on the enterprise plan; use another sign-in method`,
+          ),
+        )
+      return user
+    })
+    const exit = await runtime.runPromiseExit(program)
+    if (Exit.isFailure(exit)) {
+      const reason = exit.cause.reasons.find((r) => r._tag === "Fail") as
+        | { error: ApiError | SignInRefused }
+        | undefined
+      if (!reason) throw new Error("sign-in failed", { cause: exit.cause })
+      const error = reason.error
+      return fail(error instanceof ApiError ? error : refused(error.code, error.message))
+    }
+    const cookie = await startSession(req, exit.value.id, provider.id, provider.enterprise)
+    redirect(res, flow.returnTo ?? "/", requestId, [cookie, clearFlow])
+  }
+
+  /** The signed-in person, their workspaces, the CSRF token for their mutations, and when the session ends. */
+  const session = async (req: IncomingMessage, res: ServerResponse, requestId: string) => {
+    const secret = cookieOf(req.headers.cookie, cookieName)
+    const found = secret ? await runtime.runPromise(Sessions.use((s) => s.resolve(secret))) : undefined
+    if (!secret || !found) return sendError(res, new ApiError(401, "UNAUTHORIZED", "not signed in"), requestId, noStore)
+    const me = await runtime.runPromise(
+      PeopleService.use((p) =>
+        p.me({
+          workspaceId: "",
+          environment: "live",
+          credential: { type: "user", id: found.userId },
+          keyType: "workspace",
+          scopes: new Set(),
+          userId: found.userId,
+        }),
+      ),
+    )
+    const memberships = found.enterprise ? me.memberships.filter((m) => m.plan === "enterprise") : me.memberships
+    return sendJson(
+      res,
+      200,
+      JSON.stringify({
+        ok: true,
+        data: {
+          user: me.user,
+          memberships,
+          provider: found.provider,
+          csrfToken: csrfTokenOf(secret),
+          expiresAt: found.expiresAt,
+        },
+      }),
+      requestId,
+      noStore,
+    )
+  }
+
+  const signOut = async (req: IncomingMessage, res: ServerResponse, everywhere: boolean, requestId: string) => {
+    const secret = cookieOf(req.headers.cookie, cookieName)
+    if (!secret) return sendError(res, new ApiError(401, "UNAUTHORIZED", "not signed in"), requestId)
+    const csrf = req.headers["x-csrf-token"]
+    if (!csrfMatches(secret, Array.isArray(csrf) ? csrf[0] : csrf))
+      return sendError(res, new ApiError(403, "CSRF_FAILED", "missing or wrong X-CSRF-Token"), requestId)
+    const ended = await runtime.runPromise(
+      Effect.gen(function* () {
+        const sessions = yield* Sessions
+        const found = yield* sessions.resolve(secret)
+        if (!found) return 0
+        if (everywhere) return yield* sessions.endAll(found.userId)
+        yield* sessions.end(secret)
+        return 1
+      }),
+    )
+    return sendJson(res, 200, JSON.stringify({ ok: true, data: { endedSessions: ended } }), requestId, {
+      ...noStore,
+      "set-cookie": clearCookie(cookieName, { secure }),
+    })
+  }
+
+  const firstRun = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string) => {
+    const token = url.searchParams.get("token") ?? ""
+    const userId = await runtime.runPromise(Sessions.use((s) => s.consumeSignInLink(token)))
+    if (!userId)
+      return sendError(
+        res,
+        new ApiError(400, "SIGNIN_LINK_USED", "this sign-in link was already used or has expired"),
+        requestId,
+        noStore,
+      )
+    redirect(res, "/", requestId, [await startSession(req, userId, FIRST_RUN_PROVIDER, false)])
+  }
+
+  const methodNotAllowed = (res: ServerResponse, method: string, path: string, allow: string, requestId: string) =>
+    sendError(res, new ApiError(405, "METHOD_NOT_ALLOWED", `${method} is not allowed on ${path}`), requestId, { allow })
+
+  /** Answers a request under `/auth`. */
+  const handle = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string): Promise<void> => {
+    const method = req.method ?? "GET"
+    const path = url.pathname
+    const [, , action, id] = path.split("/")
+    const get = method === "GET" || method === "HEAD"
+    if (path === "/auth/providers") {
+      if (!get) return methodNotAllowed(res, method, path, "GET", requestId)
+      const list = options.providers.map((p) => ({ id: p.id, label: p.label, enterprise: p.enterprise }))
+      return sendJson(res, 200, JSON.stringify({ ok: true, data: list }), requestId)
+    }
+    if (path === "/auth/session") {
+      if (!get) return methodNotAllowed(res, method, path, "GET", requestId)
+      return session(req, res, requestId)
+    }
+    if (path === "/auth/signout" || path === "/auth/signout-all") {
+      if (method !== "POST") return methodNotAllowed(res, method, path, "POST", requestId)
+      return signOut(req, res, path === "/auth/signout-all", requestId)
+    }
+    if (path === "/auth/first-run") {
+      if (!get) return methodNotAllowed(res, method, path, "GET", requestId)
+      return firstRun(req, res, url, requestId)
+    }
+    if ((action === "signin" || action === "callback") && id !== undefined && path.split("/").length === 4) {
+      if (!get) return methodNotAllowed(res, method, path, "GET", requestId)
+      const provider = providers.get(id)
+      if (!provider)
+        return sendError(res, new ApiError(404, "PROVIDER_NOT_FOUND", `no sign-in provider ${id}`), requestId)
+      return action === "signin" ? begin(res, provider, url, requestId) : callback(req, res, provider, url, requestId)
+    }
+    return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${path}`), requestId)
+  }
+
+  /** The live session of a request's cookie, with its secret (for the CSRF check), or undefined. */
+  const currentSession = async (req: IncomingMessage) => {
+    const secret = cookieOf(req.headers.cookie, cookieName)
+    const found = secret ? await runtime.runPromise(Sessions.use((s) => s.resolve(secret))) : undefined
+    return secret && found ? { secret, session: found } : undefined
+  }
+
+  return { handle, cookieName, secure, currentSession, providers: options.providers }
+}

@@ -1,0 +1,475 @@
+import { PostgresClient } from "@agentgov/db"
+import * as client from "openid-client"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeLogger } from "../src/logger.ts"
+import { startServer } from "../src/server.ts"
+import { startTestServer, type TestServer, testConfig } from "./helpers.ts"
+import { Browser, freePort, startIdp, type TestIdp } from "./oidc-support.ts"
+
+// The OAuth 2.0 authorization server for third-party apps (issue 32, D16), driven by openid-client as the
+// app, with a person signed in through a real OpenID Connect provider.
+
+const APP_CALLBACK = "http://127.0.0.1:9/callback"
+const AT = /^svc_oauth_at_[0-9A-Za-z]{38}$/
+const RT = /^svc_oauth_rt_[0-9A-Za-z]{38}$/
+
+let t: TestServer
+let origin: string
+let idp: TestIdp
+
+const accounts = {
+  alice: { email: "alice@example.com", email_verified: true },
+  vic: { email: "vic@example.com", email_verified: true },
+}
+
+const signedIn = async (account: keyof typeof accounts, role: string) => {
+  const browser = new Browser()
+  idp.loginAs(account)
+  await browser.follow(`${origin}/auth/signin/idp`, (next) => next.origin === origin && next.pathname === "/")
+  const invited = await t.call("POST", `/api/v1/workspaces/${t.workspaceId}/invitations`, {
+    body: { email: accounts[account].email, role },
+  })
+  if (invited.status === 201) {
+    const token = /#invitation=(.+)$/.exec(invited.body.data.link)![1]!
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const accepted = await browser.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf },
+      body: JSON.stringify({ token }),
+    })
+    expect(accepted.status).toBe(200)
+  }
+  return browser
+}
+
+const register = async (body: Record<string, unknown> = {}) => {
+  const res = await t.call("POST", "/api/v1/oauth/clients", {
+    body: { name: "Acme Dashboard", redirectUris: [APP_CALLBACK], ...body },
+  })
+  expect(res.status, JSON.stringify(res.body)).toBe(201)
+  return res.body.data as { client: { id: string; type: string }; clientSecret?: string }
+}
+
+/** The app's view of the server, discovered from its metadata as any OAuth client would. */
+const appConfig = (registered: { client: { id: string }; clientSecret?: string }) =>
+  client.discovery(
+    new URL(`${origin}/oauth`),
+    registered.client.id,
+    undefined,
+    registered.clientSecret ? client.ClientSecretBasic(registered.clientSecret) : client.None(),
+    { algorithm: "oauth2", execute: [client.allowInsecureRequests] },
+  )
+
+/** The person's browser through authorize and consent; answers the app's callback URL (or the refusal). */
+const consent = async (browser: Browser, authorizeUrl: URL, decision: "allow" | "deny" = "allow") => {
+  const page = await browser.fetch(authorizeUrl.href)
+  const html = await page.text()
+  if (page.status !== 200 || !html.includes("<form"))
+    return { status: page.status, html, location: page.headers.get("location") }
+  const fields = Object.fromEntries(
+    [...html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [
+      m[1]!,
+      m[2]!
+        .replace(/&amp;/g, "&")
+        .replace(/&quot;/g, '"')
+        .replace(/&lt;/g, "<")
+        .replace(/&gt;/g, ">")
+        .replace(/&#39;/g, "'"),
+    ]),
+  )
+  const res = await browser.fetch(`${origin}/oauth/authorize`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", origin },
+    body: new URLSearchParams({ ...fields, decision }).toString(),
+  })
+  return { status: res.status, html, location: res.headers.get("location"), fields }
+}
+
+const pkce = async () => {
+  const verifier = client.randomPKCECodeVerifier()
+  return { verifier, challenge: await client.calculatePKCECodeChallenge(verifier) }
+}
+
+/** authorize → consent → code → tokens, with PKCE; `scope` as the app asks. */
+const authorizeApp = async (browser: Browser, config: client.Configuration, scope: string) => {
+  const { verifier, challenge } = await pkce()
+  const state = client.randomState()
+  const url = client.buildAuthorizationUrl(config, {
+    redirect_uri: APP_CALLBACK,
+    scope,
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+    state,
+  })
+  const back = await consent(browser, url)
+  expect(back.status, back.html).toBe(302)
+  const callback = new URL(back.location!)
+  expect([...callback.searchParams.keys()].sort()).toEqual(["code", "iss", "state"])
+  const tokens = await client.authorizationCodeGrant(config, callback, {
+    pkceCodeVerifier: verifier,
+    expectedState: state,
+  })
+  return { tokens, callback, verifier }
+}
+
+const bearer = (token: string, path: string, init: RequestInit = {}) =>
+  fetch(`${origin}${path}`, { ...init, headers: { ...init.headers, authorization: `Bearer ${token}` } })
+
+beforeAll(async () => {
+  const port = await freePort()
+  origin = `http://127.0.0.1:${port}`
+  idp = await startIdp({ redirectUris: [`${origin}/auth/callback/idp`], accounts })
+  t = await startTestServer({
+    port,
+    publicUrl: origin,
+    oidcProviders: [
+      {
+        id: "idp",
+        label: "Test IdP",
+        issuer: idp.issuer,
+        clientId: "agentgov",
+        clientSecret: "agentgov-secret",
+        enterprise: false,
+      },
+    ],
+  })
+}, 60_000)
+
+afterAll(async () => {
+  await t?.close()
+  await idp?.close()
+})
+
+describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
+  it("publishes its metadata (RFC 8414) at the root and under the issuer's path", async () => {
+    for (const path of ["/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/oauth"]) {
+      const m = (await (await fetch(`${origin}${path}`)).json()) as any
+      expect(m).toMatchObject({
+        issuer: `${origin}/oauth`,
+        authorization_endpoint: `${origin}/oauth/authorize`,
+        token_endpoint: `${origin}/oauth/token`,
+        revocation_endpoint: `${origin}/oauth/revoke`,
+        response_types_supported: ["code"],
+        code_challenge_methods_supported: ["S256"],
+        grant_types_supported: ["authorization_code", "refresh_token"],
+        authorization_response_iss_parameter_supported: true,
+      })
+    }
+  })
+
+  it("authorize → consent → code → tokens → API call → refresh → a reused refresh token revokes the grant", async () => {
+    const browser = await signedIn("alice", "admin")
+    const registered = await register()
+    expect(registered.clientSecret).toMatch(/^svc_oauth_cs_/)
+    const config = await appConfig(registered)
+    const { tokens } = await authorizeApp(browser, config, "agents:read agents:write")
+    expect(tokens.access_token).toMatch(AT)
+    expect(tokens.refresh_token).toMatch(RT)
+    expect(tokens.token_type).toBe("bearer")
+    expect(tokens.expires_in).toBe(3600)
+    expect(tokens.scope).toBe("agents:read agents:write")
+
+    const created = await bearer(tokens.access_token, "/api/v1/agents", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "made-by-app" }),
+    })
+    expect(created.status).toBe(201)
+    // Rate limited like a key: the limit headers are there.
+    expect(created.headers.get("x-ratelimit-limit")).toBeTruthy()
+    // The event records the app's grant as the actor.
+    const events = await t.call("GET", "/api/v1/events?type=agent.registered")
+    const actor = events.body.data.find((e: any) => e.data.agentName === "made-by-app").actor
+    expect(actor.type).toBe("oauth")
+    expect(actor.id).toMatch(/^grt_/)
+    // tRPC takes it too.
+    expect((await bearer(tokens.access_token, "/trpc/agents.list")).status).toBe(200)
+    // Not granted: refused with the scope named.
+    const denied = await bearer(tokens.access_token, "/api/v1/policies")
+    expect(denied.status).toBe(403)
+
+    const refreshed = await client.refreshTokenGrant(config, tokens.refresh_token!)
+    expect(refreshed.access_token).toMatch(AT)
+    expect(refreshed.refresh_token).not.toBe(tokens.refresh_token)
+    expect((await bearer(refreshed.access_token, "/api/v1/agents")).status).toBe(200)
+
+    // The rotated-out refresh token used again: refused, and the whole grant ends.
+    await expect(client.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toMatchObject({
+      error: "invalid_grant",
+    })
+    expect((await bearer(refreshed.access_token, "/api/v1/agents")).status).toBe(401)
+    expect((await bearer(tokens.access_token, "/api/v1/agents")).status).toBe(401)
+    await expect(client.refreshTokenGrant(config, refreshed.refresh_token!)).rejects.toMatchObject({
+      error: "invalid_grant",
+    })
+  })
+
+  it("never grants more than the person's role holds", async () => {
+    const browser = await signedIn("vic", "viewer")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "agents:read agents:write apikeys:write")
+    expect(tokens.scope).toBe("agents:read")
+    expect((await bearer(tokens.access_token, "/api/v1/agents")).status).toBe(200)
+    const write = await bearer(tokens.access_token, "/api/v1/agents", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "viewer-cannot" }),
+    })
+    expect(write.status).toBe(403)
+    expect((await bearer(tokens.access_token, "/api/v1/api-keys")).status).toBe(403)
+  })
+
+  it("a code works once, bound to its client and redirect URI; its replay revokes what it granted", async () => {
+    const browser = await signedIn("alice", "admin")
+    const registered = await register()
+    const config = await appConfig(registered)
+    const { tokens, callback, verifier } = await authorizeApp(browser, config, "agents:read")
+    const code = callback.searchParams.get("code")!
+    const exchange = (body: Record<string, string>, auth = registered) =>
+      fetch(`${origin}/oauth/token`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          authorization: `Basic ${Buffer.from(`${auth.client.id}:${auth.clientSecret}`).toString("base64")}`,
+        },
+        body: new URLSearchParams({
+          grant_type: "authorization_code",
+          code,
+          redirect_uri: APP_CALLBACK,
+          code_verifier: verifier,
+          ...body,
+        }),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const replay = await exchange({})
+    expect(replay).toMatchObject({ status: 400, body: { error: "invalid_grant" } })
+    expect((await bearer(tokens.access_token, "/api/v1/agents")).status).toBe(401)
+
+    // Another client, or another redirect URI, cannot redeem a fresh code.
+    const fresh = await (async () => {
+      const { challenge, verifier: v } = await pkce()
+      const url = client.buildAuthorizationUrl(config, {
+        redirect_uri: APP_CALLBACK,
+        scope: "agents:read",
+        code_challenge: challenge,
+        code_challenge_method: "S256",
+        state: "s1",
+      })
+      const back = await consent(browser, url)
+      return { code: new URL(back.location!).searchParams.get("code")!, verifier: v }
+    })()
+    const other = await register({ name: "Other app" })
+    expect(await exchange({ code: fresh.code, code_verifier: fresh.verifier }, other as any)).toMatchObject({
+      status: 400,
+      body: { error: "invalid_grant" },
+    })
+    const wrongSecret = { client: registered.client, clientSecret: `${registered.clientSecret!.slice(0, -1)}x` }
+    expect(await exchange({ code: fresh.code, code_verifier: fresh.verifier }, wrongSecret)).toMatchObject({
+      status: 401,
+      body: { error: "invalid_client" },
+    })
+  })
+
+  it("requires PKCE S256 of public clients and refuses every downgrade", async () => {
+    const browser = await signedIn("alice", "admin")
+    const pub = await register({ name: "SPA", type: "public" })
+    expect(pub.clientSecret).toBeUndefined()
+    const config = await appConfig(pub)
+    const noPkce = await consent(
+      browser,
+      client.buildAuthorizationUrl(config, { redirect_uri: APP_CALLBACK, scope: "agents:read", state: "x" }),
+    )
+    expect(noPkce.status).toBe(302)
+    expect(new URL(noPkce.location!).searchParams.get("error")).toBe("invalid_request")
+    const { challenge } = await pkce()
+    const plain = await consent(
+      browser,
+      client.buildAuthorizationUrl(config, {
+        redirect_uri: APP_CALLBACK,
+        scope: "agents:read",
+        state: "x",
+        code_challenge: challenge,
+        code_challenge_method: "plain",
+      }),
+    )
+    expect(new URL(plain.location!).searchParams.get("error")).toBe("invalid_request")
+
+    // A public client's whole flow works with PKCE; without the verifier the code is refused.
+    const { tokens } = await authorizeApp(browser, config, "agents:read")
+    expect(tokens.access_token).toMatch(AT)
+    const { verifier: _v, challenge: c2 } = await pkce()
+    const back = await consent(
+      browser,
+      client.buildAuthorizationUrl(config, {
+        redirect_uri: APP_CALLBACK,
+        scope: "agents:read",
+        state: "y",
+        code_challenge: c2,
+        code_challenge_method: "S256",
+      }),
+    )
+    const noVerifier = await fetch(`${origin}/oauth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        client_id: pub.client.id,
+        code: new URL(back.location!).searchParams.get("code")!,
+        redirect_uri: APP_CALLBACK,
+      }),
+    })
+    expect(noVerifier.status).toBe(400)
+    expect(((await noVerifier.json()) as any).error).toBe("invalid_grant")
+
+    // A confidential client's code issued without a challenge, redeemed with a verifier: refused (downgrade).
+    const conf = await register({ name: "Server app" })
+    const confConfig = await appConfig(conf)
+    const plainFlow = await consent(
+      browser,
+      client.buildAuthorizationUrl(confConfig, { redirect_uri: APP_CALLBACK, scope: "agents:read", state: "z" }),
+    )
+    const downgrade = await fetch(`${origin}/oauth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        grant_type: "authorization_code",
+        client_id: conf.client.id,
+        client_secret: conf.clientSecret,
+        code: new URL(plainFlow.location!).searchParams.get("code")!,
+        redirect_uri: APP_CALLBACK,
+        code_verifier: client.randomPKCECodeVerifier(),
+      }),
+    })
+    expect(downgrade.status).toBe(400)
+    expect(((await downgrade.json()) as any).error).toBe("invalid_grant")
+  })
+
+  it("matches redirect URIs exactly and never redirects to an unregistered one", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    for (const redirect of [
+      `${APP_CALLBACK}/`,
+      `${APP_CALLBACK}?x=1`,
+      "http://127.0.0.1:9/CALLBACK",
+      "https://evil.example/cb",
+    ]) {
+      const { challenge } = await pkce()
+      const res = await consent(
+        browser,
+        client.buildAuthorizationUrl(config, {
+          redirect_uri: redirect,
+          scope: "agents:read",
+          state: "s",
+          code_challenge: challenge,
+          code_challenge_method: "S256",
+        }),
+      )
+      expect(res.status).toBe(400)
+      expect(res.location).toBeNull()
+    }
+  })
+
+  it("refuses a consent without the session's CSRF token, and a denied consent returns access_denied", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    const { challenge } = await pkce()
+    const url = client.buildAuthorizationUrl(config, {
+      redirect_uri: APP_CALLBACK,
+      scope: "agents:read",
+      state: "s",
+      code_challenge: challenge,
+      code_challenge_method: "S256",
+    })
+    const page = await browser.fetch(url.href)
+    expect(page.headers.get("x-frame-options")).toBe("DENY")
+    const html = await page.text()
+    expect(html).toContain("Acme Dashboard")
+    expect(html).toContain("agents:read")
+    const fields = Object.fromEntries(
+      [...html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!]),
+    )
+    const forged = await browser.fetch(`${origin}/oauth/authorize`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ ...fields, csrf_token: "forged", decision: "allow" }).toString(),
+    })
+    expect(forged.status).toBe(403)
+    const denied = await consent(browser, url, "deny")
+    expect(new URL(denied.location!).searchParams.get("error")).toBe("access_denied")
+  })
+
+  it("revokes: an access token (RFC 7009), the app's grants with the app, and a refresh token bound to its client", async () => {
+    const browser = await signedIn("alice", "admin")
+    const registered = await register()
+    const config = await appConfig(registered)
+    const first = await authorizeApp(browser, config, "agents:read")
+    await client.tokenRevocation(config, first.tokens.access_token)
+    expect((await bearer(first.tokens.access_token, "/api/v1/agents")).status).toBe(401)
+
+    const other = await appConfig(await register({ name: "Thief" }))
+    await expect(client.refreshTokenGrant(other, first.tokens.refresh_token!)).rejects.toMatchObject({
+      error: "invalid_grant",
+    })
+    // Still good for its own client.
+    const second = await client.refreshTokenGrant(config, first.tokens.refresh_token!)
+    expect((await bearer(second.access_token, "/api/v1/agents")).status).toBe(200)
+
+    expect((await t.call("DELETE", `/api/v1/oauth/clients/${registered.client.id}`)).status).toBe(200)
+    expect((await bearer(second.access_token, "/api/v1/agents")).status).toBe(401)
+  })
+
+  it("removing the member cuts their apps' tokens at once, on another instance too", async () => {
+    const browser = await signedIn("vic", "viewer")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "agents:read")
+    const other = await startServer(testConfig({ bootstrap: false, publicUrl: origin }), {
+      store: PostgresClient.layer({ url: t.store.url }),
+      logger: makeLogger("error", () => {}),
+    })
+    try {
+      const onOther = () =>
+        fetch(`${other.url}/api/v1/agents`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+      expect((await onOther()).status).toBe(200)
+      const me = (await (await bearer(tokens.access_token, "/api/v1/users/me")).json()) as any
+      expect(me.data.user.email).toBe("vic@example.com")
+      expect((await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${me.data.user.id}`)).status).toBe(
+        200,
+      )
+      expect((await onOther()).status).toBe(401)
+      // Invited again, the old grant stays ended.
+      await signedIn("vic", "viewer")
+      expect((await onOther()).status).toBe(401)
+    } finally {
+      await other.close()
+    }
+  })
+
+  it("an event stream opened with an access token ends when its grant is revoked on another instance", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "events:read")
+    const other = await startServer(testConfig({ bootstrap: false, publicUrl: origin }), {
+      store: PostgresClient.layer({ url: t.store.url }),
+      logger: makeLogger("error", () => {}),
+    })
+    try {
+      const controller = new AbortController()
+      const stream = await fetch(`${other.url}/api/v1/events/stream`, {
+        headers: { authorization: `Bearer ${tokens.access_token}` },
+        signal: controller.signal,
+      })
+      expect(stream.status).toBe(200)
+      const ended = (async () => {
+        for await (const _ of stream.body as any as AsyncIterable<Uint8Array>);
+        return "ended"
+      })().catch(() => "ended")
+      const grants = await t.call("GET", "/api/v1/oauth/grants")
+      const grant = grants.body.data.find((g: any) => g.scopes.join() === "events:read")
+      expect((await t.call("DELETE", `/api/v1/oauth/grants/${grant.id}`)).status).toBe(200)
+      // Ends by itself (the test's own time-out is the bound); aborting would make this pass vacuously.
+      expect(await ended).toBe("ended")
+      controller.abort()
+    } finally {
+      await other.close()
+    }
+  })
+})

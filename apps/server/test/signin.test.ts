@@ -1,0 +1,365 @@
+import { PostgresClient } from "@agentgov/db"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeLogger } from "../src/logger.ts"
+import { startServer } from "../src/server.ts"
+import { sessionCookieName, setCookie } from "../src/signin/cookies.ts"
+import { expectError, startTestServer, type TestServer, testConfig } from "./helpers.ts"
+import { Browser, freePort, startIdp, startMixUpIssuer, type TestIdp } from "./oidc-support.ts"
+
+// Dashboard sign-in through real OpenID Connect providers (oidc-provider, three independent issuers and a
+// mix-up issuer), end to end over HTTP with a cookie jar (issue 32, D16).
+
+const COOKIE = "agentgov_session"
+let t: TestServer
+let origin: string
+let social1: TestIdp
+let social2: TestIdp
+let enterprise: TestIdp
+let mixUp: { issuer: string; close: () => Promise<void> }
+
+const accounts = {
+  alice: { email: "alice@example.com", email_verified: true, name: "Alice" },
+  bob: { email: "bob@example.com", email_verified: true },
+  eve: { email: "eve@example.com", email_verified: false },
+}
+
+const idps = () => ({ social1, social2, enterprise })
+
+/** Signs in at `provider` as `account`, following every redirect back to the dashboard (`/`). */
+const signIn = async (browser: Browser, provider: "social1" | "social2" | "enterprise" | "mixup", account: string) => {
+  ;(provider === "mixup" ? social1 : idps()[provider]).loginAs(account)
+  return browser.follow(`${origin}/auth/signin/${provider}`, (next) => next.origin === origin && next.pathname === "/")
+}
+
+const sessionOf = async (browser: Browser) => {
+  const res = await browser.fetch(`${origin}/auth/session`)
+  return { status: res.status, body: (await res.json()) as any }
+}
+
+/** A REST call with the browser's cookie and (unless `csrf: null`) the session's CSRF token. */
+const api = async (
+  browser: Browser,
+  method: string,
+  path: string,
+  options: { body?: unknown; csrf?: string | null; headers?: Record<string, string> } = {},
+) => {
+  const headers: Record<string, string> = { ...options.headers }
+  if (options.body !== undefined) headers["content-type"] = "application/json"
+  if (options.csrf !== null && method !== "GET") {
+    headers["x-csrf-token"] = options.csrf ?? (await sessionOf(browser)).body.data.csrfToken
+  }
+  const res = await browser.fetch(`${origin}${path}`, {
+    method,
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  })
+  return { status: res.status, headers: res.headers, body: (await res.json()) as any }
+}
+
+/** Invites `email` to the bootstrap workspace with `role` (as the operator's key), and the browser accepts. */
+const join = async (browser: Browser, email: string, role: string, workspaceId = t.workspaceId) => {
+  const invited = await t.call("POST", `/api/v1/workspaces/${workspaceId}/invitations`, { body: { email, role } })
+  expect(invited.status, JSON.stringify(invited.body)).toBe(201)
+  const token = /#invitation=(.+)$/.exec(invited.body.data.link)![1]!
+  const accepted = await api(browser, "POST", "/api/v1/invitations/accept", { body: { token } })
+  expect(accepted.status, JSON.stringify(accepted.body)).toBe(200)
+  return accepted.body.data
+}
+
+beforeAll(async () => {
+  const port = await freePort()
+  origin = `http://127.0.0.1:${port}`
+  const callbacks = (...ids: Array<string>) => ids.map((id) => `${origin}/auth/callback/${id}`)
+  ;[social1, social2, enterprise] = await Promise.all([
+    startIdp({ redirectUris: callbacks("social1", "mixup"), accounts }),
+    startIdp({ redirectUris: callbacks("social2"), accounts }),
+    startIdp({ redirectUris: callbacks("enterprise"), accounts }),
+  ])
+  mixUp = await startMixUpIssuer(social1.issuer)
+  const provider = (id: string, issuer: string, isEnterprise = false) => ({
+    id,
+    label: id,
+    issuer,
+    clientId: "agentgov",
+    clientSecret: "agentgov-secret",
+    enterprise: isEnterprise,
+  })
+  t = await startTestServer({
+    port,
+    publicUrl: origin,
+    oidcProviders: [
+      provider("social1", social1.issuer),
+      provider("social2", social2.issuer),
+      provider("enterprise", enterprise.issuer, true),
+      provider("mixup", mixUp.issuer),
+    ],
+  })
+}, 60_000)
+
+afterAll(async () => {
+  await t?.close()
+  await Promise.all([social1?.close(), social2?.close(), enterprise?.close(), mixUp?.close()])
+})
+
+describe("sign-in through OpenID Connect providers", () => {
+  it("lists the providers, enterprise-only ones marked", async () => {
+    const res = await fetch(`${origin}/auth/providers`)
+    const body = (await res.json()) as any
+    expect(body.data.map((p: any) => [p.id, p.enterprise])).toEqual([
+      ["social1", false],
+      ["social2", false],
+      ["enterprise", true],
+      ["mixup", false],
+    ])
+  })
+
+  it("signs in end to end with PKCE, and the session cookie is HttpOnly, SameSite=Lax, on / (no Secure on loopback)", async () => {
+    const browser = new Browser()
+    const { hops } = await signIn(browser, "social1", "alice")
+    const start = new URL(hops[0]!.location!)
+    expect(start.origin).toBe(social1.issuer)
+    expect(start.searchParams.get("code_challenge_method")).toBe("S256")
+    expect(start.searchParams.get("state")).toBeTruthy()
+    expect(start.searchParams.get("nonce")).toBeTruthy()
+    const callback = hops.find((h) => h.url.startsWith(`${origin}/auth/callback/`))!
+    expect(callback.status).toBe(302)
+    expect(callback.location).toBe("/")
+    const cookie = callback.setCookies.find((c) => c.startsWith(`${COOKIE}=`))!
+    expect(cookie).toMatch(/; HttpOnly/)
+    expect(cookie).toMatch(/; SameSite=Lax/)
+    expect(cookie).toMatch(/; Path=\//)
+    expect(cookie).toMatch(/; Max-Age=\d+/)
+    expect(cookie).not.toMatch(/Secure/)
+    // The session cookie is opaque and carries the D4 checksum form; no token reaches the dashboard's URL.
+    expect(browser.cookie("127.0.0.1", COOKIE)).toMatch(/^svc_sess_[0-9A-Za-z]{38}$/)
+    expect(callback.location).not.toMatch(/code|token/)
+
+    const session = await sessionOf(browser)
+    expect(session.status).toBe(200)
+    expect(session.body.data.user).toMatchObject({ email: "alice@example.com", emailVerified: true, name: "Alice" })
+    expect(session.body.data.csrfToken).toEqual(expect.any(String))
+    const me = await api(browser, "GET", "/api/v1/users/me")
+    expect(me.status).toBe(200)
+    expect(me.body.data.user.email).toBe("alice@example.com")
+  })
+
+  it("outside loopback the cookie is Secure and __Host- prefixed", () => {
+    expect(sessionCookieName("https://agentgov.example.com")).toBe("__Host-agentgov_session")
+    expect(sessionCookieName("http://127.0.0.1:3000")).toBe("agentgov_session")
+    expect(setCookie("__Host-agentgov_session", "v", { secure: true })).toBe(
+      "__Host-agentgov_session=v; Path=/; HttpOnly; SameSite=Lax; Secure",
+    )
+  })
+
+  it("links a second provider's identity by verified e-mail to the same user", async () => {
+    const a = new Browser()
+    await signIn(a, "social1", "bob")
+    const b = new Browser()
+    await signIn(b, "social2", "bob")
+    const [first, second] = await Promise.all([sessionOf(a), sessionOf(b)])
+    expect(second.body.data.user.id).toBe(first.body.data.user.id)
+  })
+
+  it("refuses an identity whose e-mail the provider has not verified", async () => {
+    const browser = new Browser()
+    const { last } = await signIn(browser, "social1", "eve")
+    expect(last.status).toBe(403)
+    expect(((await last.json()) as any).error.code).toBe("EMAIL_UNVERIFIED")
+    expect(browser.cookie("127.0.0.1", COOKIE)).toBeUndefined()
+  })
+
+  it("refuses a wrong state, and a callback in a browser that did not start the sign-in", async () => {
+    const browser = new Browser()
+    social1.loginAs("alice")
+    const { hops } = await browser.follow(`${origin}/auth/signin/social1`, (next) =>
+      next.pathname.startsWith("/auth/callback/"),
+    )
+    const callback = new URL(hops.at(-1)!.url)
+    const wrong = new URL(callback)
+    wrong.searchParams.set("state", "not-the-state")
+    const res = await browser.fetch(wrong.href)
+    expectError({ status: res.status, headers: res.headers, body: await res.json() }, 400, "SIGNIN_STATE_MISMATCH")
+    // Another browser (an attacker planting their own code: login CSRF) has no flow cookie.
+    const other = await new Browser().fetch(callback.href)
+    expect(other.status).toBe(400)
+    expect(((await other.json()) as any).error.code).toBe("SIGNIN_STATE_MISMATCH")
+    expect(browser.cookie("127.0.0.1", COOKIE)).toBeUndefined()
+  })
+
+  it("a code works once: the callback replayed is refused", async () => {
+    const browser = new Browser()
+    social1.loginAs("alice")
+    const { hops } = await browser.follow(`${origin}/auth/signin/social1`, (next) =>
+      next.pathname.startsWith("/auth/callback/"),
+    )
+    const callback = hops.at(-1)!.url
+    const flow = browser.cookie("127.0.0.1", "agentgov_signin")!
+    const first = await browser.fetch(callback)
+    expect(first.status).toBe(302)
+    // The same callback again, with the state cookie put back (an attacker who captured the redirect).
+    browser.setCookie("127.0.0.1", "agentgov_signin", flow)
+    const replay = await browser.fetch(callback)
+    expect(replay.status).toBe(400)
+    expect(((await replay.json()) as any).error.code).toBe("SIGNIN_STATE_MISMATCH")
+  })
+
+  it("refuses an ID token from another issuer than the provider's", async () => {
+    const browser = new Browser()
+    const { last } = await signIn(browser, "mixup", "alice")
+    expect(last.status).toBe(400)
+    expect(((await last.json()) as any).error.code).toBe("SIGNIN_FAILED")
+    expect(browser.cookie("127.0.0.1", COOKIE)).toBeUndefined()
+  })
+
+  it("refuses an enterprise-only provider for a person whose workspaces are not on the enterprise plan", async () => {
+    const browser = new Browser()
+    await signIn(browser, "social1", "alice")
+    await join(browser, "alice@example.com", "member")
+    const refused = new Browser()
+    const { last } = await signIn(refused, "enterprise", "alice")
+    expect(last.status).toBe(403)
+    expect(((await last.json()) as any).error.code).toBe("PROVIDER_NOT_ALLOWED")
+    expect(refused.cookie("127.0.0.1", COOKIE)).toBeUndefined()
+
+    // Member of an enterprise workspace too: the enterprise sign-in works, and acts only there.
+    const ent = await t.call("POST", "/api/v1/workspaces", { body: { name: "enterprise-ws", plan: "enterprise" } })
+    await join(browser, "alice@example.com", "viewer", ent.body.data.workspace.id)
+    const allowed = new Browser()
+    await signIn(allowed, "enterprise", "alice")
+    const session = await sessionOf(allowed)
+    expect(session.body.data.memberships.map((m: any) => m.plan)).toEqual(["enterprise"])
+    const inFree = await api(allowed, "GET", `/api/v1/workspaces/${t.workspaceId}/members`, {
+      headers: { "x-agentgov-workspace": t.workspaceId },
+    })
+    expectError(inFree, 403, "NOT_A_MEMBER")
+    const inEnterprise = await api(allowed, "GET", `/api/v1/workspaces/${ent.body.data.workspace.id}/members`, {
+      headers: { "x-agentgov-workspace": ent.body.data.workspace.id },
+    })
+    expect(inEnterprise.status).toBe(200)
+  })
+})
+
+describe("sessions", () => {
+  it("rotates the session at sign-in: a planted session cookie is revoked (no fixation)", async () => {
+    const attacker = new Browser()
+    await signIn(attacker, "social2", "bob")
+    const planted = attacker.cookie("127.0.0.1", COOKIE)!
+    const victim = new Browser()
+    victim.setCookie("127.0.0.1", COOKIE, planted)
+    await signIn(victim, "social1", "alice")
+    const fresh = victim.cookie("127.0.0.1", COOKIE)!
+    expect(fresh).not.toBe(planted)
+    expect((await sessionOf(victim)).body.data.user.email).toBe("alice@example.com")
+    expect((await sessionOf(attacker)).status).toBe(401)
+  })
+
+  it("refuses a cookie-authenticated change without the CSRF token or from another origin, and changes nothing", async () => {
+    const browser = new Browser()
+    await signIn(browser, "social1", "alice")
+    // Alice is a member of the bootstrap workspace (joined above); make her an admin so she may invite.
+    const me = await api(browser, "GET", "/api/v1/users/me")
+    await t.call("PATCH", `/api/v1/workspaces/${t.workspaceId}/members/${me.body.data.user.id}`, {
+      body: { role: "admin" },
+    })
+    const path = `/api/v1/workspaces/${t.workspaceId}/invitations`
+    const before = (await t.call("GET", path)).body.data.length
+    const body = { email: "csrf@example.com", role: "viewer" }
+    const headers = { "x-agentgov-workspace": t.workspaceId }
+    expectError(await api(browser, "POST", path, { body, csrf: null, headers }), 403, "CSRF_FAILED")
+    expectError(await api(browser, "POST", path, { body, csrf: "forged", headers }), 403, "CSRF_FAILED")
+    expectError(
+      await api(browser, "POST", path, { body, headers: { ...headers, origin: "https://evil.example" } }),
+      403,
+      "CSRF_FAILED",
+    )
+    // tRPC mutations are held to the same rule.
+    const trpc = await browser.fetch(`${origin}/trpc/invitations.create`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify({ id: t.workspaceId, ...body }),
+    })
+    expect(trpc.status).toBe(403)
+    expect((await t.call("GET", path)).body.data.length).toBe(before)
+    const ok = await api(browser, "POST", path, { body, headers })
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201)
+    expect((await t.call("GET", path)).body.data.length).toBe(before + 1)
+    // A read needs no token.
+    expect((await api(browser, "GET", path, { headers })).status).toBe(200)
+  })
+
+  it("signs out here, and everywhere", async () => {
+    const a = new Browser()
+    const b = new Browser()
+    const c = new Browser()
+    await signIn(a, "social1", "bob")
+    await signIn(b, "social2", "bob")
+    await signIn(c, "social2", "bob")
+    const out = await api(a, "POST", "/auth/signout")
+    expect(out.status).toBe(200)
+    expect((await sessionOf(a)).status).toBe(401)
+    expect((await sessionOf(b)).status).toBe(200)
+    expectError(await api(b, "POST", "/auth/signout-all", { csrf: null }), 403, "CSRF_FAILED")
+    const all = await api(b, "POST", "/auth/signout-all")
+    // b and c at least: bob's sessions of earlier tests end too.
+    expect(all.body.data.endedSessions).toBeGreaterThanOrEqual(2)
+    expect((await sessionOf(b)).status).toBe(401)
+    expect((await sessionOf(c)).status).toBe(401)
+    const refused = await api(c, "GET", "/api/v1/users/me")
+    expectError(refused, 401, "UNAUTHORIZED")
+  })
+
+  it("removing a member cuts their session at once, on another instance too", async () => {
+    const browser = new Browser()
+    await signIn(browser, "social2", "bob")
+    await join(browser, "bob@example.com", "member")
+    const other = await startServer(testConfig({ bootstrap: false, publicUrl: origin }), {
+      store: PostgresClient.layer({ url: t.store.url }),
+      logger: makeLogger("error", () => {}),
+    })
+    try {
+      const cookie = `${COOKIE}=${browser.cookie("127.0.0.1", COOKIE)}`
+      const headers = { cookie, "x-agentgov-workspace": t.workspaceId }
+      const listOn = (url: string) => fetch(`${url}/api/v1/workspaces/${t.workspaceId}/members`, { headers })
+      expect((await listOn(other.url)).status).toBe(200)
+      const me = await api(browser, "GET", "/api/v1/users/me")
+      const removed = await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${me.body.data.user.id}`)
+      expect(removed.status).toBe(200)
+      const after = await listOn(other.url)
+      expect(after.status).toBe(403)
+      expect(((await after.json()) as any).error.code).toBe("NOT_A_MEMBER")
+    } finally {
+      await other.close()
+    }
+  })
+})
+
+describe("the first-run link (no provider configured)", () => {
+  it("signs the bootstrap owner in once, and only once", async () => {
+    const first = await startTestServer()
+    try {
+      const link = first.server.bootstrapped!.signInLink!
+      expect(link).toMatch(/\/auth\/first-run\?token=svc_signin_[0-9A-Za-z]{38}$/)
+      const path = new URL(link).pathname + new URL(link).search
+      const browser = new Browser()
+      const used = await browser.fetch(`${first.url}${path}`)
+      expect(used.status).toBe(302)
+      expect(used.headers.get("location")).toBe("/")
+      expect(used.headers.get("referrer-policy")).toBe("no-referrer")
+      const me = await browser.fetch(`${first.url}/api/v1/users/me`)
+      const body = (await me.json()) as any
+      expect(body.data.memberships).toEqual([
+        { workspaceId: first.workspaceId, workspaceName: "default", plan: "free", role: "owner" },
+      ])
+      const again = await new Browser().fetch(`${first.url}${path}`)
+      expect(again.status).toBe(400)
+      expect(((await again.json()) as any).error.code).toBe("SIGNIN_LINK_USED")
+      expect(again.headers.getSetCookie()).toEqual([])
+    } finally {
+      await first.close()
+    }
+  })
+
+  it("is not made when a provider is configured", () => {
+    expect(t.server.bootstrapped!.signInLink).toBeUndefined()
+  })
+})

@@ -1,0 +1,558 @@
+import { createHash, timingSafeEqual } from "node:crypto"
+import { jsonb } from "@agentgov/db"
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
+import { KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
+import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { SCOPES } from "../auth/scopes.ts"
+import { PeopleService } from "../people/PeopleService.ts"
+import { PermissionDenied } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { isoOf } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
+import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
+import type { CreatedOAuthClient, CreateOAuthClient, OAuthClient, OAuthGrant } from "./OAuthClient.ts"
+import { OAuthClientNotFound, OAuthGrantNotFound, OAuthRefused } from "./OAuthErrors.ts"
+
+export const ACCESS_TOKEN_PREFIX = "svc_oauth_at_"
+export const REFRESH_TOKEN_PREFIX = "svc_oauth_rt_"
+const CLIENT_SECRET_PREFIX = "svc_oauth_cs_"
+const CODE_PREFIX = "svc_oauth_code_"
+export const ACCESS_TOKEN_TTL_S = 3600
+export const REFRESH_TOKEN_TTL_S = 30 * 86_400
+const CODE_TTL_MS = 60_000
+
+const DEFAULT_CLIENT_SCOPES = SCOPES.filter((s) => s !== "workspaces:admin")
+
+/** The parameters of an authorization request (RFC 6749 4.1.1, RFC 7636 4.3). */
+export interface AuthorizeRequest {
+  readonly responseType: string | undefined
+  readonly clientId: string | undefined
+  readonly redirectUri: string | undefined
+  readonly scope: string | undefined
+  readonly state: string | undefined
+  readonly codeChallenge: string | undefined
+  readonly codeChallengeMethod: string | undefined
+}
+
+/** An authorization request checked for this person: what the consent screen shows. */
+export interface CheckedAuthorization {
+  readonly client: OAuthClient
+  readonly workspaceName: string
+  readonly redirectUri: string
+  readonly state: string
+  /** What the person may grant: requested ∩ the client's ∩ their role's. */
+  readonly scopes: ReadonlyArray<string>
+}
+
+export interface ClientAuthentication {
+  readonly clientId: string | undefined
+  readonly clientSecret: string | undefined
+}
+
+export interface TokenResponse {
+  readonly access_token: string
+  readonly token_type: "Bearer"
+  readonly expires_in: number
+  readonly refresh_token: string
+  readonly scope: string
+}
+
+interface ClientRow {
+  readonly id: string
+  readonly workspace_id: string
+  readonly name: string
+  readonly secret_hash: string | null
+  readonly redirect_uris: ReadonlyArray<string>
+  readonly scopes: ReadonlyArray<string>
+  readonly created_at: Date
+  readonly revoked_at: Date | null
+}
+const toClient = (r: ClientRow): OAuthClient => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  type: r.secret_hash === null ? "public" : "confidential",
+  redirectUris: r.redirect_uris,
+  scopes: r.scopes,
+  createdAt: r.created_at.toISOString(),
+})
+
+const refused = (error: string, description: string, redirect: boolean, status = 400) =>
+  new OAuthRefused({ error, description, redirect, status })
+
+const sameHash = (a: string, b: string) => timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"))
+const s256 = (verifier: string) => createHash("sha256").update(verifier).digest("base64url")
+
+/**
+ * The OAuth 2.0 authorization server of D16 for third-party apps, as domain
+ * verbs: client registration per workspace, the checks of an authorization
+ * request, codes, tokens (opaque, D4 checksum, stored hashed), refresh
+ * rotation with reuse detection, revocation, and the authentication of access
+ * tokens. A token acts as its grant's person in its workspace with the
+ * granted scopes that their role still holds: a role change narrows it and a
+ * removal stops it at once, on every instance (the grant and the membership
+ * are read with the token). Revoking a grant is announced on the keys
+ * channel, like a key's revocation.
+ */
+export class OAuthService extends Context.Service<
+  OAuthService,
+  {
+    readonly createClient: (actor: Actor, input: CreateOAuthClient) => Effect.Effect<CreatedOAuthClient>
+    readonly listClients: (actor: Actor, page: PageRequest) => Effect.Effect<Page<OAuthClient>, InvalidCursor>
+    readonly deleteClient: (actor: Actor, id: string) => Effect.Effect<OAuthClient, OAuthClientNotFound>
+    readonly listGrants: (actor: Actor, page: PageRequest) => Effect.Effect<Page<OAuthGrant>, InvalidCursor>
+    readonly revokeGrant: (actor: Actor, id: string) => Effect.Effect<OAuthGrant, OAuthGrantNotFound | PermissionDenied>
+    readonly checkAuthorization: (
+      request: AuthorizeRequest,
+      userId: string,
+      enterpriseOnly: boolean,
+    ) => Effect.Effect<CheckedAuthorization, OAuthRefused>
+    /** The person allowed: a grant and its code, as the redirect's query. */
+    readonly approve: (
+      request: AuthorizeRequest,
+      userId: string,
+      enterpriseOnly: boolean,
+    ) => Effect.Effect<{ readonly redirectUri: string; readonly code: string; readonly state: string }, OAuthRefused>
+    readonly exchangeCode: (
+      client: ClientAuthentication,
+      params: { code?: string | undefined; redirectUri?: string | undefined; codeVerifier?: string | undefined },
+    ) => Effect.Effect<TokenResponse, OAuthRefused>
+    readonly refresh: (
+      client: ClientAuthentication,
+      params: { refreshToken?: string | undefined; scope?: string | undefined },
+    ) => Effect.Effect<TokenResponse, OAuthRefused>
+    /** RFC 7009: revokes an access token, or a refresh token and its grant; an unknown token is no error. */
+    readonly revoke: (client: ClientAuthentication, token: string | undefined) => Effect.Effect<void, OAuthRefused>
+    readonly authenticate: (bearer: string) => Effect.Effect<Actor, Unauthenticated>
+    /** When a usable access token expires (epoch ms), or undefined when it can no longer act. */
+    readonly accessTokenUntil: (bearer: string) => Effect.Effect<number | undefined>
+  }
+>()("@agentgov/domain/oauth/OAuthService") {
+  static readonly layer = Layer.effect(
+    OAuthService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const people = yield* PeopleService
+      const workspaces = yield* WorkspaceRepo
+      const tx = transactional(sql)
+      const orDie = Effect.orDie
+
+      const findClient = (id: string) =>
+        sql<ClientRow>`SELECT c.* FROM oauth_clients c JOIN workspaces w ON w.id = c.workspace_id
+            WHERE c.id = ${id} AND c.revoked_at IS NULL AND w.deleted_at IS NULL`.pipe(
+          Effect.map((r) => r[0]),
+          orDie,
+        )
+
+      /** Revokes grants and announces each on the keys channel (open event streams re-check their credential). */
+      const revokeGrantsWhere = (
+        which: { readonly grantId: string } | { readonly clientId: string },
+        reason: string,
+        at: string,
+      ) =>
+        sql<{
+          id: string
+        }>`WITH r AS (UPDATE oauth_grants SET revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
+            WHERE revoked_at IS NULL AND ${"grantId" in which ? sql`id = ${which.grantId}` : sql`client_id = ${which.clientId}`}
+            RETURNING id)
+            SELECT id, pg_notify(${KEYS_CHANNEL}, id) FROM r`.pipe(
+          Effect.map((r) => r.length),
+          orDie,
+        )
+
+      const createClient = Effect.fn("OAuthService.createClient")(function* (actor: Actor, input: CreateOAuthClient) {
+        const now = yield* Clock.currentTimeMillis
+        const isPublic = input.type === "public"
+        const secret = isPublic ? undefined : mintSecret(CLIENT_SECRET_PREFIX)
+        const client: OAuthClient = {
+          id: newId("oac", now),
+          workspaceId: actor.workspaceId,
+          name: input.name,
+          type: isPublic ? "public" : "confidential",
+          redirectUris: [...new Set(input.redirectUris)],
+          scopes: [...new Set(input.scopes ?? DEFAULT_CLIENT_SCOPES)],
+          createdAt: isoOf(now),
+        }
+        yield* sql`INSERT INTO oauth_clients (id, workspace_id, name, secret_hash, redirect_uris, scopes, created_by, created_at)
+            VALUES (${client.id}, ${client.workspaceId}, ${client.name}, ${secret?.hash ?? null},
+              ${jsonb(sql, client.redirectUris)}, ${jsonb(sql, client.scopes)},
+              ${actor.userId ?? actor.credential.id}, ${client.createdAt}::timestamptz)`.pipe(orDie)
+        return secret ? { client, clientSecret: secret.secret } : { client }
+      })
+
+      const listClients = Effect.fn("OAuthService.listClients")(function* (actor: Actor, page: PageRequest) {
+        const { limit, before } = yield* pageWindow(page, idCursor("oac"))
+        const rows = yield* sql<ClientRow>`SELECT * FROM oauth_clients WHERE workspace_id = ${actor.workspaceId}
+            AND revoked_at IS NULL ${before ? sql`AND id < ${before}` : sql``} ORDER BY id DESC LIMIT ${limit + 1}`.pipe(
+          orDie,
+        )
+        return toPage(rows.map(toClient), limit)
+      })
+
+      const deleteClient = Effect.fn("OAuthService.deleteClient")(function* (actor: Actor, id: string) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const row = yield* findClient(id)
+            if (!row || row.workspace_id !== actor.workspaceId) return yield* new OAuthClientNotFound({ clientId: id })
+            const at = isoOf(yield* Clock.currentTimeMillis)
+            yield* sql`UPDATE oauth_clients SET revoked_at = ${at}::timestamptz WHERE id = ${id}`.pipe(orDie)
+            yield* revokeGrantsWhere({ clientId: id }, "client_deleted", at)
+            return toClient(row)
+          }),
+        )
+      })
+
+      interface GrantRow {
+        id: string
+        client_id: string
+        client_name: string
+        user_id: string
+        workspace_id: string
+        scopes: ReadonlyArray<string>
+        created_at: Date
+      }
+      const toGrant = (r: GrantRow): OAuthGrant => ({
+        id: r.id,
+        clientId: r.client_id,
+        clientName: r.client_name,
+        userId: r.user_id,
+        workspaceId: r.workspace_id,
+        scopes: r.scopes,
+        createdAt: r.created_at.toISOString(),
+      })
+      const grantSelect = sql`SELECT g.id, g.client_id, c.name AS client_name, g.user_id, g.workspace_id, g.scopes, g.created_at
+          FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id`
+
+      /** A person sees their own grants; a credential with apikeys:write, every grant of the workspace. */
+      const listGrants = Effect.fn("OAuthService.listGrants")(function* (actor: Actor, page: PageRequest) {
+        const { limit, before } = yield* pageWindow(page, idCursor("grt"))
+        const everyone = actor.scopes.has("apikeys:write")
+        const rows =
+          yield* sql<GrantRow>`${grantSelect} WHERE g.workspace_id = ${actor.workspaceId} AND g.revoked_at IS NULL
+            ${everyone ? sql`` : sql`AND g.user_id = ${actor.userId ?? ""}`}
+            ${before ? sql`AND g.id < ${before}` : sql``} ORDER BY g.id DESC LIMIT ${limit + 1}`.pipe(orDie)
+        return toPage(rows.map(toGrant), limit)
+      })
+
+      const revokeGrant = Effect.fn("OAuthService.revokeGrant")(function* (actor: Actor, id: string) {
+        const rows = yield* sql<GrantRow>`${grantSelect} WHERE g.id = ${id} AND g.workspace_id = ${actor.workspaceId}
+            AND g.revoked_at IS NULL`.pipe(orDie)
+        const grant = rows[0]
+        if (!grant) return yield* new OAuthGrantNotFound({ grantId: id })
+        if (grant.user_id !== actor.userId && !actor.scopes.has("apikeys:write"))
+          return yield* new PermissionDenied({
+            message: "revoking another person's grant needs apikeys:write",
+            scope: "apikeys:write",
+          })
+        yield* revokeGrantsWhere({ grantId: id }, "revoked", isoOf(yield* Clock.currentTimeMillis))
+        return toGrant(grant)
+      })
+
+      const checkAuthorization = Effect.fn("OAuthService.checkAuthorization")(function* (
+        request: AuthorizeRequest,
+        userId: string,
+        enterpriseOnly: boolean,
+      ) {
+        // Until the client and its redirect URI are verified, a refusal is shown, never redirected.
+        if (!request.clientId) return yield* refused("invalid_request", "client_id is missing", false)
+        const row = yield* findClient(request.clientId)
+        if (!row) return yield* refused("invalid_client", "unknown client", false)
+        const client = toClient(row)
+        if (!request.redirectUri || !client.redirectUris.includes(request.redirectUri))
+          return yield* refused("invalid_request", "redirect_uri is not one registered for this client", false)
+        if (!request.state) return yield* refused("invalid_request", "state is required", true)
+        if (request.responseType !== "code")
+          return yield* refused(
+            "unsupported_response_type",
+            "only the authorization code flow (response_type=code)",
+            true,
+          )
+        // PKCE (RFC 7636, RFC 9700 2.1.1): S256 only, never `plain`; required of public clients.
+        if (request.codeChallengeMethod !== undefined && request.codeChallengeMethod !== "S256")
+          return yield* refused("invalid_request", "code_challenge_method must be S256", true)
+        if (request.codeChallenge !== undefined && !/^[A-Za-z0-9_-]{43}$/.test(request.codeChallenge))
+          return yield* refused("invalid_request", "code_challenge must be a base64url SHA-256 (43 characters)", true)
+        if (request.codeChallenge !== undefined && request.codeChallengeMethod === undefined)
+          return yield* refused("invalid_request", "code_challenge_method=S256 is required with code_challenge", true)
+        if (client.type === "public" && request.codeChallenge === undefined)
+          return yield* refused("invalid_request", "PKCE with S256 is required for public clients", true)
+        const requested = request.scope?.trim() ? request.scope.trim().split(/\s+/) : client.scopes
+        const unknown = requested.find((s) => !client.scopes.includes(s))
+        if (unknown !== undefined)
+          return yield* refused("invalid_scope", `scope ${unknown} is not one this client may ask for`, true)
+        const actor = yield* people.actorOf(
+          userId,
+          client.workspaceId,
+          { type: "oauth", id: client.id },
+          { enterpriseOnly, within: new Set(requested) },
+        )
+        if (!actor)
+          return yield* refused(
+            "access_denied",
+            "you are not a member of the workspace this app is registered in",
+            true,
+          )
+        const scopes = requested.filter((s) => actor.scopes.has(s as never))
+        if (scopes.length === 0)
+          return yield* refused("invalid_scope", "your role holds none of the scopes this app asks for", true)
+        const workspace = yield* workspaces.find(client.workspaceId)
+        return {
+          client,
+          workspaceName: workspace?.name ?? client.workspaceId,
+          redirectUri: request.redirectUri,
+          state: request.state,
+          scopes,
+        } satisfies CheckedAuthorization
+      })
+
+      const approve = Effect.fn("OAuthService.approve")(function* (
+        request: AuthorizeRequest,
+        userId: string,
+        enterpriseOnly: boolean,
+      ) {
+        const checked = yield* checkAuthorization(request, userId, enterpriseOnly)
+        const now = yield* Clock.currentTimeMillis
+        const grantId = newId("grt", now)
+        const code = mintSecret(CODE_PREFIX)
+        yield* tx(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at)
+                VALUES (${grantId}, ${checked.client.id}, ${userId}, ${checked.client.workspaceId},
+                  ${jsonb(sql, checked.scopes)}, ${isoOf(now)}::timestamptz)`
+            yield* sql`INSERT INTO oauth_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at)
+                VALUES (${code.hash}, ${grantId}, ${checked.redirectUri}, ${request.codeChallenge ?? null},
+                  ${isoOf(now + CODE_TTL_MS)}::timestamptz)`
+          }).pipe(orDie),
+        )
+        return { redirectUri: checked.redirectUri, code: code.secret, state: checked.state }
+      })
+
+      /** The client the token endpoint talks to (RFC 6749 2.3): a confidential one proves its secret. */
+      const authenticateClient = (auth: ClientAuthentication) =>
+        Effect.gen(function* () {
+          const invalid = refused("invalid_client", "client authentication failed", false, 401)
+          if (!auth.clientId) return yield* invalid
+          const row = yield* findClient(auth.clientId)
+          if (!row) return yield* invalid
+          if (row.secret_hash === null) {
+            if (auth.clientSecret !== undefined) return yield* invalid
+          } else if (
+            auth.clientSecret === undefined ||
+            !isSecretOf(CLIENT_SECRET_PREFIX, auth.clientSecret) ||
+            !sameHash(row.secret_hash, hashKey(auth.clientSecret))
+          )
+            return yield* invalid
+          return row
+        })
+
+      const issue = (grantId: string, scopes: ReadonlyArray<string>, now: number) =>
+        Effect.gen(function* () {
+          const access = mintSecret(ACCESS_TOKEN_PREFIX)
+          const refresh = mintSecret(REFRESH_TOKEN_PREFIX)
+          yield* sql`INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at) VALUES
+              (${access.hash}, ${grantId}, 'access', ${isoOf(now + ACCESS_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz),
+              (${refresh.hash}, ${grantId}, 'refresh', ${isoOf(now + REFRESH_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz)`
+          return {
+            access_token: access.secret,
+            token_type: "Bearer",
+            expires_in: ACCESS_TOKEN_TTL_S,
+            refresh_token: refresh.secret,
+            scope: scopes.join(" "),
+          } satisfies TokenResponse
+        }).pipe(orDie)
+
+      const exchangeCode = Effect.fn("OAuthService.exchangeCode")(function* (
+        auth: ClientAuthentication,
+        params: { code?: string | undefined; redirectUri?: string | undefined; codeVerifier?: string | undefined },
+      ) {
+        const client = yield* authenticateClient(auth)
+        const badGrant = refused("invalid_grant", "the code is invalid, expired, used, or not this client's", false)
+        if (!params.code || !isSecretOf(CODE_PREFIX, params.code)) return yield* badGrant
+        type Outcome = { readonly error: OAuthRefused } | { readonly tokens: TokenResponse }
+        const outcome: Outcome = yield* tx(
+          Effect.gen(function* (): Effect.fn.Return<Outcome> {
+            const now = yield* Clock.currentTimeMillis
+            const rows = yield* sql<{
+              grant_id: string
+              redirect_uri: string
+              code_challenge: string | null
+              expires_at: Date
+              used_at: Date | null
+              client_id: string
+              scopes: ReadonlyArray<string>
+              revoked_at: Date | null
+            }>`SELECT k.grant_id, k.redirect_uri, k.code_challenge, k.expires_at, k.used_at, g.client_id, g.scopes, g.revoked_at
+                FROM oauth_codes k JOIN oauth_grants g ON g.id = k.grant_id
+                WHERE k.code_hash = ${hashKey(params.code!)} FOR UPDATE OF k`.pipe(orDie)
+            const row = rows[0]
+            if (!row || row.client_id !== client.id) return { error: badGrant }
+            if (row.used_at !== null) {
+              // A code used twice was stolen or replayed: what it granted is revoked (RFC 6749 4.1.2).
+              yield* revokeGrantsWhere({ grantId: row.grant_id }, "code_reused", isoOf(now))
+              return { error: badGrant }
+            }
+            yield* sql`UPDATE oauth_codes SET used_at = ${isoOf(now)}::timestamptz WHERE code_hash = ${hashKey(params.code!)}`.pipe(
+              orDie,
+            )
+            if (row.revoked_at !== null || row.expires_at.getTime() <= now) return { error: badGrant }
+            if (params.redirectUri !== row.redirect_uri)
+              return { error: refused("invalid_grant", "redirect_uri differs from the authorization request's", false) }
+            if (row.code_challenge === null) {
+              // PKCE downgrade: a verifier for a code issued without a challenge (RFC 9700 2.1.1).
+              if (params.codeVerifier !== undefined)
+                return { error: refused("invalid_grant", "code_verifier sent for a code issued without PKCE", false) }
+            } else if (
+              params.codeVerifier === undefined ||
+              !/^[A-Za-z0-9._~-]{43,128}$/.test(params.codeVerifier) ||
+              s256(params.codeVerifier) !== row.code_challenge
+            )
+              return { error: refused("invalid_grant", "code_verifier does not match the code_challenge", false) }
+            return { tokens: yield* issue(row.grant_id, row.scopes, now) }
+          }),
+        )
+        // A refusal still commits what it did: the code is spent, a replay's grant revoked.
+        if ("error" in outcome) return yield* outcome.error
+        return outcome.tokens
+      })
+
+      const refresh = Effect.fn("OAuthService.refresh")(function* (
+        auth: ClientAuthentication,
+        params: { refreshToken?: string | undefined; scope?: string | undefined },
+      ) {
+        const client = yield* authenticateClient(auth)
+        const badGrant = refused("invalid_grant", "the refresh token is invalid, expired, revoked or used", false)
+        if (!params.refreshToken || !isSecretOf(REFRESH_TOKEN_PREFIX, params.refreshToken)) return yield* badGrant
+        const tokenHash = hashKey(params.refreshToken)
+        const outcome: { readonly error: OAuthRefused } | { readonly tokens: TokenResponse } = yield* tx(
+          Effect.gen(function* (): Effect.fn.Return<
+            { readonly error: OAuthRefused } | { readonly tokens: TokenResponse }
+          > {
+            const now = yield* Clock.currentTimeMillis
+            const rows = yield* sql<{
+              grant_id: string
+              expires_at: Date
+              used_at: Date | null
+              client_id: string
+              user_id: string
+              workspace_id: string
+              scopes: ReadonlyArray<string>
+              revoked_at: Date | null
+            }>`SELECT t.grant_id, t.expires_at, t.used_at, g.client_id, g.user_id, g.workspace_id, g.scopes, g.revoked_at
+                FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+                WHERE t.token_hash = ${tokenHash} AND t.kind = 'refresh' FOR UPDATE OF t`.pipe(orDie)
+            const row = rows[0]
+            // Bound to its client: another client presenting it learns nothing.
+            if (!row || row.client_id !== client.id) return { error: badGrant }
+            if (row.revoked_at !== null || row.expires_at.getTime() <= now) return { error: badGrant }
+            if (row.used_at !== null) {
+              // Reuse of a rotated refresh token (RFC 9700 4.14.2): the grant and every token of it end.
+              yield* revokeGrantsWhere({ grantId: row.grant_id }, "refresh_token_reused", isoOf(now))
+              return { error: badGrant }
+            }
+            yield* sql`UPDATE oauth_tokens SET used_at = ${isoOf(now)}::timestamptz WHERE token_hash = ${tokenHash}`.pipe(
+              orDie,
+            )
+            let scopes = row.scopes
+            if (params.scope?.trim()) {
+              const asked = params.scope.trim().split(/\s+/)
+              const extra = asked.find((s) => !row.scopes.includes(s))
+              if (extra !== undefined)
+                return { error: refused("invalid_scope", `scope ${extra} was not granted`, false) }
+              scopes = asked
+            }
+            return { tokens: yield* issue(row.grant_id, scopes, now) }
+          }),
+        )
+        // The revocation above is committed even though the answer is a refusal.
+        if ("error" in outcome) return yield* outcome.error
+        return outcome.tokens
+      })
+
+      const revoke = Effect.fn("OAuthService.revoke")(function* (
+        auth: ClientAuthentication,
+        token: string | undefined,
+      ) {
+        const client = yield* authenticateClient(auth)
+        if (!token) return yield* refused("invalid_request", "token is missing", false)
+        if (!isSecretOf(ACCESS_TOKEN_PREFIX, token) && !isSecretOf(REFRESH_TOKEN_PREFIX, token)) return
+        const rows = yield* sql<{ grant_id: string; kind: string; client_id: string }>`
+            SELECT t.grant_id, t.kind, g.client_id FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+            WHERE t.token_hash = ${hashKey(token)}`.pipe(orDie)
+        const row = rows[0]
+        if (!row || row.client_id !== client.id) return
+        const at = isoOf(yield* Clock.currentTimeMillis)
+        if (row.kind === "refresh") {
+          yield* revokeGrantsWhere({ grantId: row.grant_id }, "revoked_by_client", at)
+          return
+        }
+        // An access token alone: expire it now.
+        yield* sql`UPDATE oauth_tokens SET expires_at = ${at}::timestamptz WHERE token_hash = ${hashKey(token)}`.pipe(
+          orDie,
+        )
+        yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, ${row.grant_id})`.pipe(orDie)
+      })
+
+      const authenticate = Effect.fn("OAuthService.authenticate")(function* (bearer: string) {
+        const invalid = new Unauthenticated({ message: "invalid OAuth access token" })
+        if (!isSecretOf(ACCESS_TOKEN_PREFIX, bearer)) return yield* invalid
+        const hash = hashKey(bearer)
+        const rows = yield* sql<{
+          token_hash: string
+          grant_id: string
+          expires_at: Date
+          user_id: string
+          workspace_id: string
+          scopes: ReadonlyArray<string>
+        }>`SELECT t.token_hash, t.grant_id, t.expires_at, g.user_id, g.workspace_id, g.scopes
+            FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id JOIN oauth_clients c ON c.id = g.client_id
+            WHERE t.token_hash = ${hash} AND t.kind = 'access' AND g.revoked_at IS NULL AND c.revoked_at IS NULL`.pipe(
+          orDie,
+        )
+        const row = rows[0]
+        if (!row || !sameHash(row.token_hash, hash)) return yield* invalid
+        if (row.expires_at.getTime() <= (yield* Clock.currentTimeMillis))
+          return yield* new Unauthenticated({ message: "OAuth access token has expired; refresh it" })
+        // The person's role now bounds the grant: a demotion narrows it, a removal ends it.
+        const actor = yield* people.actorOf(
+          row.user_id,
+          row.workspace_id,
+          { type: "oauth", id: row.grant_id },
+          { within: new Set(row.scopes) },
+        )
+        if (!actor) return yield* invalid
+        return actor
+      })
+
+      const accessTokenUntil = (bearer: string) =>
+        authenticate(bearer).pipe(
+          Effect.flatMap(() =>
+            sql<{ expires_at: Date }>`SELECT expires_at FROM oauth_tokens WHERE token_hash = ${hashKey(bearer)}`.pipe(
+              orDie,
+            ),
+          ),
+          Effect.map((rows) => rows[0]?.expires_at.getTime()),
+          Effect.catchTag("Unauthenticated", () => Effect.succeed(undefined)),
+        )
+
+      return OAuthService.of({
+        accessTokenUntil,
+        createClient,
+        listClients,
+        deleteClient,
+        listGrants,
+        revokeGrant,
+        checkAuthorization,
+        approve,
+        exchangeCode,
+        refresh,
+        revoke,
+        authenticate,
+      })
+    }),
+  )
+}

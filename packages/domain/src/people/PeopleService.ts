@@ -1,0 +1,470 @@
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import type { Actor } from "../auth/Actor.ts"
+import { PermissionDenied, StateConflict } from "../shared/errors.ts"
+import { newId } from "../shared/ids.ts"
+import { encodeCursor, idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { isoOf, nowIso } from "../shared/time.ts"
+import { transactional } from "../shared/transaction.ts"
+import { WorkspaceNotFound } from "../workspaces/WorkspaceErrors.ts"
+import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
+import {
+  InvitationNotFound,
+  InvitationTokenUnknown,
+  MemberNotFound,
+  SignInRefused,
+  UserNotFound,
+} from "./PeopleErrors.ts"
+import { PeopleRepo } from "./PeopleRepo.ts"
+import { PeopleSettings } from "./PeopleSettings.ts"
+import type { CreatedInvitation, CreateInvitation, Invitation, Me, Member, User, VerifiedIdentity } from "./Person.ts"
+import { OWNER_SCOPE, ROLE_SCOPES, type Role } from "./roles.ts"
+
+export const INVITATION_PREFIX = "svc_inv_"
+/** The first-run owner: an address nobody can prove, so no provider identity is ever linked to it. */
+export const BOOTSTRAP_OWNER_EMAIL = "owner@localhost"
+
+const notAUser = () =>
+  new PermissionDenied({
+    message: "this operation is for a signed-in person, not an API key or token",
+    field: "credential",
+    issue: "not a user",
+  })
+
+const ownerOnly = () =>
+  new PermissionDenied({
+    message: `granting, changing or removing the owner role needs ${OWNER_SCOPE} (an owner)`,
+    scope: OWNER_SCOPE,
+  })
+
+const lastOwner = () =>
+  new StateConflict({
+    code: "LAST_OWNER",
+    message: "a workspace keeps at least one owner: make another member owner first",
+  })
+
+/**
+ * People (D16): users, their memberships in workspaces with a role, and
+ * invitations. A membership's role is a fixed scope set (ROLE_SCOPES); a
+ * person acting in a workspace never holds more. A workspace keeps at least
+ * one owner, and only an owner grants or takes the owner role. Every change is
+ * an event of the workspace's audit trail, in the transaction of the change.
+ */
+export class PeopleService extends Context.Service<
+  PeopleService,
+  {
+    readonly me: (actor: Actor) => Effect.Effect<Me, UserNotFound>
+    readonly listMembers: (
+      actor: Actor,
+      workspaceId: string,
+      page: PageRequest,
+    ) => Effect.Effect<Page<Member>, WorkspaceNotFound | InvalidCursor>
+    readonly updateMember: (
+      actor: Actor,
+      workspaceId: string,
+      userId: string,
+      role: Role,
+    ) => Effect.Effect<Member, WorkspaceNotFound | MemberNotFound | PermissionDenied | StateConflict>
+    readonly removeMember: (
+      actor: Actor,
+      workspaceId: string,
+      userId: string,
+    ) => Effect.Effect<Member, WorkspaceNotFound | MemberNotFound | PermissionDenied | StateConflict>
+    readonly invite: (
+      actor: Actor,
+      workspaceId: string,
+      input: CreateInvitation,
+    ) => Effect.Effect<CreatedInvitation, WorkspaceNotFound | PermissionDenied | StateConflict>
+    readonly listInvitations: (
+      actor: Actor,
+      workspaceId: string,
+      page: PageRequest,
+    ) => Effect.Effect<Page<Invitation>, WorkspaceNotFound | InvalidCursor>
+    readonly revokeInvitation: (
+      actor: Actor,
+      workspaceId: string,
+      invitationId: string,
+    ) => Effect.Effect<Invitation, WorkspaceNotFound | InvitationNotFound | StateConflict>
+    readonly acceptInvitation: (
+      actor: Actor,
+      token: string,
+    ) => Effect.Effect<Member, PermissionDenied | InvitationTokenUnknown | StateConflict>
+    /**
+     * The user a provider's verified identity signs in as: the one linked to it, else the one with its
+     * verified e-mail (linked now), else a new one. An identity without a verified e-mail is refused.
+     */
+    readonly userOfIdentity: (identity: VerifiedIdentity) => Effect.Effect<User, SignInRefused>
+    /** The workspaces `userId` may act in; for a sign-in through an enterprise-only provider, enterprise ones. */
+    readonly workspacesOf: (userId: string) => Effect.Effect<Me["memberships"]>
+    /** Whether `userId` may sign in through an enterprise-only provider: a member, or invited, of an enterprise workspace. */
+    readonly mayUseEnterpriseProvider: (user: User) => Effect.Effect<boolean>
+    /**
+     * The Actor of `userId` in `workspaceId`, with the scopes of their role (narrowed to `within`, for an
+     * OAuth grant), or undefined when they are not a member (any more), or (enterprise-only sign-in) the
+     * workspace is not on the enterprise plan.
+     */
+    readonly actorOf: (
+      userId: string,
+      workspaceId: string,
+      credential: Actor["credential"],
+      options?: { readonly enterpriseOnly?: boolean; readonly within?: ReadonlySet<string> },
+    ) => Effect.Effect<Actor | undefined>
+    /** First run: the owner of the bootstrap workspace (one user, address `owner@localhost`, never verified). */
+    readonly ensureBootstrapOwner: (workspaceId: string) => Effect.Effect<User>
+  }
+>()("@agentgov/domain/people/PeopleService") {
+  static readonly layer = Layer.effect(
+    PeopleService,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* PeopleRepo
+      const workspaces = yield* WorkspaceRepo
+      const audit = yield* AuditLog
+      const tx = transactional(sql)
+
+      /** The workspace of a request: the actor's own (an operator key: any), else not found. */
+      const workspaceFor = (actor: Actor, workspaceId: string) =>
+        Effect.flatMap(workspaces.find(workspaceId), (w) =>
+          w && (w.id === actor.workspaceId || actor.scopes.has("workspaces:admin"))
+            ? Effect.succeed(w)
+            : Effect.fail(new WorkspaceNotFound({ workspaceId })),
+        )
+      const inWorkspace = (actor: Actor, workspaceId: string): Actor => ({ ...actor, workspaceId })
+      const requireScope = (actor: Actor, scope: "members:write" | typeof OWNER_SCOPE) =>
+        actor.scopes.has(scope)
+          ? Effect.void
+          : Effect.fail(
+              scope === OWNER_SCOPE
+                ? ownerOnly()
+                : new PermissionDenied({ message: `this credential lacks the scope ${scope}`, scope }),
+            )
+
+      const me = Effect.fn("PeopleService.me")(function* (actor: Actor) {
+        // An API key is not a person: there is no "me" behind it.
+        if (actor.userId === undefined) return yield* new UserNotFound()
+        const user = yield* repo.findUser(actor.userId)
+        if (!user) return yield* new UserNotFound()
+        return { user, memberships: yield* repo.membershipsOf(user.id) }
+      })
+
+      const listMembers = Effect.fn("PeopleService.listMembers")(function* (
+        actor: Actor,
+        workspaceId: string,
+        page: PageRequest,
+      ) {
+        yield* workspaceFor(actor, workspaceId)
+        const { limit, before } = yield* pageWindow(page, idCursor("usr"))
+        const rows = yield* repo.listMembers(workspaceId, { before, limit: limit + 1 })
+        const withId = rows.map((m) => ({ ...m, id: m.userId }))
+        const p = toPage(withId, limit, (last) => encodeCursor(last.userId))
+        return { ...p, data: p.data.map(({ id: _, ...m }) => m) }
+      })
+
+      /**
+       * Locks the member and the owners; refuses taking the owner role without OWNER_SCOPE, and taking it
+       * from the last owner.
+       */
+      const changeable = (actor: Actor, workspaceId: string, userId: string, next: Role | null) =>
+        Effect.gen(function* () {
+          const owners = yield* repo.lockOwners(workspaceId)
+          const member = yield* repo.findMember(workspaceId, userId, true)
+          if (!member) return yield* new MemberNotFound({ userId })
+          const self = actor.userId === userId
+          // Leaving is one's own right; changing others needs members:write.
+          if (!(self && next === null)) yield* requireScope(actor, "members:write")
+          const touchesOwner = member.role === "owner" || next === "owner"
+          if (touchesOwner && next !== member.role && !(self && next === null)) yield* requireScope(actor, OWNER_SCOPE)
+          if (member.role === "owner" && next !== "owner" && owners <= 1) return yield* lastOwner()
+          return member
+        })
+
+      const updateMember = Effect.fn("PeopleService.updateMember")(function* (
+        actor: Actor,
+        workspaceId: string,
+        userId: string,
+        role: Role,
+      ) {
+        yield* workspaceFor(actor, workspaceId)
+        return yield* tx(
+          Effect.gen(function* () {
+            const member = yield* changeable(actor, workspaceId, userId, role)
+            if (member.role === role) return member
+            const at = yield* nowIso
+            yield* repo.setRole(workspaceId, userId, role, at)
+            yield* audit.append(inWorkspace(actor, workspaceId), [
+              { type: "member.role_changed", data: { userId, email: member.email, from: member.role, to: role } },
+            ])
+            return { ...member, role, updatedAt: at }
+          }),
+        )
+      })
+
+      const removeMember = Effect.fn("PeopleService.removeMember")(function* (
+        actor: Actor,
+        workspaceId: string,
+        userId: string,
+      ) {
+        // Leaving: a person may always act on their own membership, in any workspace they belong to.
+        if (actor.userId !== userId) yield* workspaceFor(actor, workspaceId)
+        return yield* tx(
+          Effect.gen(function* () {
+            const member = yield* changeable(actor, workspaceId, userId, null)
+            yield* repo.deleteMember(workspaceId, userId)
+            yield* audit.append(inWorkspace(actor, workspaceId), [
+              {
+                type: "member.removed",
+                data: { userId, email: member.email, role: member.role, left: actor.userId === userId },
+              },
+            ])
+            return member
+          }),
+        )
+      })
+
+      const invite = Effect.fn("PeopleService.invite")(function* (
+        actor: Actor,
+        workspaceId: string,
+        input: CreateInvitation,
+      ) {
+        const workspace = yield* workspaceFor(actor, workspaceId)
+        yield* requireScope(actor, "members:write")
+        if (input.role === "owner") yield* requireScope(actor, OWNER_SCOPE)
+        const settings = yield* PeopleSettings
+        const { secret, hash } = mintSecret(INVITATION_PREFIX)
+        const now = yield* Clock.currentTimeMillis
+        const invitation: Invitation = {
+          id: newId("inv", now),
+          workspaceId,
+          email: input.email,
+          role: input.role,
+          status: "pending",
+          invitedBy: actor.userId ?? actor.credential.id,
+          expiresAt: isoOf(now + settings.invitationTtlMs),
+          createdAt: isoOf(now),
+          acceptedBy: null,
+          acceptedAt: null,
+        }
+        yield* tx(
+          Effect.gen(function* () {
+            const existing = yield* repo.findUserByEmail(input.email)
+            if (existing && (yield* repo.findMember(workspaceId, existing.id)))
+              return yield* new StateConflict({
+                code: "ALREADY_MEMBER",
+                message: `${input.email} is already a member of this workspace`,
+              })
+            yield* repo.insertInvitation(invitation, hash)
+            yield* audit.append(inWorkspace(actor, workspaceId), [
+              {
+                type: "member.invited",
+                data: {
+                  invitationId: invitation.id,
+                  email: input.email,
+                  role: input.role,
+                  expiresAt: invitation.expiresAt,
+                },
+              },
+            ])
+          }),
+        )
+        // The token travels in the fragment: browsers send it to no server, log and Referer included.
+        const link = `${settings.publicUrl.replace(/\/$/, "")}/#invitation=${secret}`
+        if (settings.sendInvitation) {
+          const sent = yield* Effect.promise(() =>
+            settings.sendInvitation!({ to: input.email, workspaceName: workspace.name, role: input.role, link }).then(
+              () => true,
+              () => false,
+            ),
+          )
+          if (sent) return { invitation, delivery: "email" as const }
+        }
+        return { invitation, delivery: "link" as const, link }
+      })
+
+      const listInvitations = Effect.fn("PeopleService.listInvitations")(function* (
+        actor: Actor,
+        workspaceId: string,
+        page: PageRequest,
+      ) {
+        yield* workspaceFor(actor, workspaceId)
+        const { limit, before } = yield* pageWindow(page, idCursor("inv"))
+        const nowMs = yield* Clock.currentTimeMillis
+        return toPage(yield* repo.listInvitations(workspaceId, { before, limit: limit + 1, nowMs }), limit)
+      })
+
+      const revokeInvitation = Effect.fn("PeopleService.revokeInvitation")(function* (
+        actor: Actor,
+        workspaceId: string,
+        invitationId: string,
+      ) {
+        yield* workspaceFor(actor, workspaceId)
+        return yield* tx(
+          Effect.gen(function* () {
+            const nowMs = yield* Clock.currentTimeMillis
+            const invitation = yield* repo.findInvitation(workspaceId, invitationId, nowMs)
+            if (!invitation) return yield* new InvitationNotFound({ invitationId })
+            const at = isoOf(nowMs)
+            if (!(yield* repo.closeInvitation(invitationId, "revoked", null, at)))
+              return yield* new StateConflict({
+                code: "INVITATION_CLOSED",
+                message: `invitation ${invitationId} was already ${invitation.status}`,
+              })
+            yield* audit.append(inWorkspace(actor, workspaceId), [
+              { type: "invitation.revoked", data: { invitationId, email: invitation.email, role: invitation.role } },
+            ])
+            return { ...invitation, status: "revoked" as const }
+          }),
+        )
+      })
+
+      const acceptInvitation = Effect.fn("PeopleService.acceptInvitation")(function* (actor: Actor, token: string) {
+        // Garbage is refused before any read; an unknown token is a missing invitation.
+        if (!isSecretOf(INVITATION_PREFIX, token)) return yield* new InvitationTokenUnknown()
+        return yield* tx(
+          Effect.gen(function* () {
+            const nowMs = yield* Clock.currentTimeMillis
+            const invitation = yield* repo.findInvitationByToken(hashKey(token), nowMs)
+            if (!invitation) return yield* new InvitationTokenUnknown()
+            if (actor.userId === undefined || actor.credential.type !== "user") return yield* notAUser()
+            const userId = actor.userId
+            if (invitation.status !== "pending")
+              return yield* new StateConflict({
+                code: "INVITATION_CLOSED",
+                message: `this invitation is ${invitation.status}; ask for a new one`,
+              })
+            const user = yield* repo.findUser(userId)
+            // The link is for one address: a forwarded link does not let someone else in.
+            if (!user?.emailVerified || user.email.toLowerCase() !== invitation.email.toLowerCase())
+              return yield* new PermissionDenied({
+                message: "this invitation was sent to another e-mail address; sign in with that address",
+                field: "email",
+                issue: "does not match the invitation",
+              })
+            const at = isoOf(nowMs)
+            if (!(yield* repo.closeInvitation(invitation.id, "accepted", userId, at)))
+              return yield* new StateConflict({ code: "INVITATION_CLOSED", message: "this invitation was just closed" })
+            if (!(yield* repo.insertMember(invitation.workspaceId, userId, invitation.role, at)))
+              return yield* new StateConflict({ code: "ALREADY_MEMBER", message: "you are already a member" })
+            yield* audit.append(inWorkspace(actor, invitation.workspaceId), [
+              {
+                type: "member.joined",
+                data: { userId, email: user.email, role: invitation.role, invitationId: invitation.id },
+              },
+            ])
+            return (yield* repo.findMember(invitation.workspaceId, userId))!
+          }),
+        )
+      })
+
+      const userOfIdentity = Effect.fn("PeopleService.userOfIdentity")(function* (identity: VerifiedIdentity) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const linked = yield* repo.findUserByIdentity(identity.provider, identity.subject)
+            if (linked) return linked
+            if (!identity.email || !identity.emailVerified)
+              return yield* new SignInRefused({
+                code: "EMAIL_UNVERIFIED",
+                message: "the identity provider did not vouch for an e-mail address; verify it there and sign in again",
+              })
+            const at = yield* nowIso
+            const byEmail = yield* repo.findUserByEmail(identity.email)
+            if (byEmail) {
+              // Linking by verified address only, on both sides: an account whose address was never proven
+              // (the first-run owner) is not handed to whoever proves it at a provider.
+              if (!byEmail.emailVerified)
+                return yield* new SignInRefused({
+                  code: "ACCOUNT_UNVERIFIED",
+                  message: "an account with this e-mail address exists but its address was never verified",
+                })
+              yield* repo.insertIdentity(identity.provider, identity.subject, byEmail.id, at)
+              return byEmail
+            }
+            const user: User = {
+              id: newId("usr"),
+              email: identity.email,
+              emailVerified: true,
+              name: identity.name ?? null,
+              createdAt: at,
+            }
+            yield* repo.insertUser(user)
+            yield* repo.insertIdentity(identity.provider, identity.subject, user.id, at)
+            return user
+          }),
+        )
+      })
+
+      const mayUseEnterpriseProvider = Effect.fn("PeopleService.mayUseEnterpriseProvider")(function* (user: User) {
+        const memberships = yield* repo.membershipsOf(user.id)
+        if (memberships.some((m) => m.plan === "enterprise")) return true
+        return yield* sql<{
+          n: number
+        }>`SELECT count(*)::int AS n FROM invitations i JOIN workspaces w ON w.id = i.workspace_id
+            WHERE lower(i.email) = lower(${user.email}) AND i.status = 'pending' AND i.expires_at > now()
+            AND w.plan = 'enterprise' AND w.deleted_at IS NULL`.pipe(
+          Effect.map((r) => r[0]!.n > 0),
+          Effect.orDie,
+        )
+      })
+
+      const actorOf = Effect.fn("PeopleService.actorOf")(function* (
+        userId: string,
+        workspaceId: string,
+        credential: Actor["credential"],
+        options: { readonly enterpriseOnly?: boolean; readonly within?: ReadonlySet<string> } = {},
+      ) {
+        const grant = yield* repo.grant(workspaceId, userId)
+        if (!grant) return undefined
+        if (options.enterpriseOnly && grant.plan !== "enterprise") return undefined
+        const scopes = new Set(ROLE_SCOPES[grant.role])
+        if (options.within) for (const s of scopes) if (!options.within.has(s)) scopes.delete(s)
+        return {
+          workspaceId,
+          environment: grant.environment,
+          credential,
+          keyType: "workspace",
+          scopes,
+          userId,
+        } satisfies Actor
+      })
+
+      const ensureBootstrapOwner = Effect.fn("PeopleService.ensureBootstrapOwner")(function* (workspaceId: string) {
+        return yield* tx(
+          Effect.gen(function* () {
+            const at = yield* nowIso
+            let user = yield* repo.findUserByEmail(BOOTSTRAP_OWNER_EMAIL)
+            if (!user) {
+              user = {
+                id: newId("usr"),
+                email: BOOTSTRAP_OWNER_EMAIL,
+                emailVerified: false,
+                name: "Owner",
+                createdAt: at,
+              }
+              yield* repo.insertUser(user)
+            }
+            yield* repo.insertMember(workspaceId, user.id, "owner", at)
+            return user
+          }),
+        )
+      })
+
+      return PeopleService.of({
+        me,
+        listMembers,
+        updateMember,
+        removeMember,
+        invite,
+        listInvitations,
+        revokeInvitation,
+        acceptInvitation,
+        userOfIdentity,
+        workspacesOf: (userId) => repo.membershipsOf(userId),
+        mayUseEnterpriseProvider,
+        actorOf,
+        ensureBootstrapOwner,
+      })
+    }),
+  )
+}

@@ -1,0 +1,239 @@
+import { hash, timingSafeEqual } from "node:crypto"
+import { Clock, Context, Effect, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
+import { newId } from "../shared/ids.ts"
+import { isoOf } from "../shared/time.ts"
+
+export const SESSION_PREFIX = "svc_sess_"
+export const SIGNIN_LINK_PREFIX = "svc_signin_"
+
+export interface SessionSettingsShape {
+  /** A session unused this long ends. */
+  readonly idleMs: number
+  /** A session ends this long after sign-in, used or not. */
+  readonly absoluteMs: number
+}
+
+export const DEFAULT_SESSION_SETTINGS: SessionSettingsShape = { idleMs: 2 * 3600_000, absoluteMs: 12 * 3600_000 }
+
+export const SessionSettings = Context.Reference<SessionSettingsShape>("@agentgov/domain/people/SessionSettings", {
+  defaultValue: () => DEFAULT_SESSION_SETTINGS,
+})
+
+/** A live session, as a request sees it. */
+export interface ActiveSession {
+  readonly id: string
+  readonly userId: string
+  readonly provider: string
+  /** Signed in through an enterprise-only provider: acts only in enterprise workspaces. */
+  readonly enterprise: boolean
+  readonly expiresAt: string
+}
+
+export interface StartedSession {
+  /** The cookie's value: shown to the browser, stored only as its hash. */
+  readonly secret: string
+  readonly session: ActiveSession
+}
+
+/** A sign-in under way at a provider, as its callback takes it back. */
+export interface SignInFlow {
+  readonly provider: string
+  readonly codeVerifier: string
+  readonly nonce: string
+  /** A path on this server to return to after sign-in. */
+  readonly returnTo?: string | undefined
+}
+
+/** Touching a session (moving its idle deadline) is a write: at most once a minute per session. */
+const TOUCH_INTERVAL_MS = 60_000
+
+/**
+ * The CSRF token of a session: derived from its secret, so it needs no storage, and it is worthless without
+ * the cookie. The dashboard reads it from `GET /auth/session` (the cookie itself is HttpOnly) and sends it
+ * as `X-CSRF-Token` with every cookie-authenticated request that changes something.
+ */
+export const csrfTokenOf = (secret: string): string => hash("sha256", `agentgov-csrf\0${secret}`, "base64url")
+
+export const csrfMatches = (secret: string, candidate: string | undefined): boolean => {
+  if (candidate === undefined) return false
+  const expected = Buffer.from(csrfTokenOf(secret))
+  const given = Buffer.from(candidate)
+  return given.length === expected.length && timingSafeEqual(given, expected)
+}
+
+/**
+ * Dashboard sessions (D16), the sign-in flows under way at providers, and the
+ * first-run sign-in link. Secrets (the session cookie, the state, the link)
+ * are stored as SHA-256 only. A session is read from the store on every
+ * request, so that revoking it, or removing the membership it acts through,
+ * holds at once on every instance.
+ */
+export class Sessions extends Context.Service<
+  Sessions,
+  {
+    /** A new session for `userId`; `replacing` (the cookie the browser came with) is revoked: rotation at sign-in. */
+    readonly start: (
+      userId: string,
+      provider: string,
+      enterprise: boolean,
+      replacing?: string | undefined,
+    ) => Effect.Effect<StartedSession>
+    /** The live session of a cookie value, or undefined (garbage, unknown, revoked, idle or past its end). */
+    readonly resolve: (secret: string) => Effect.Effect<ActiveSession | undefined>
+    readonly end: (secret: string) => Effect.Effect<void>
+    /** Sign-out everywhere: every session of the user. */
+    readonly endAll: (userId: string) => Effect.Effect<number>
+    readonly beginFlow: (state: string, flow: SignInFlow, ttlMs: number) => Effect.Effect<void>
+    /** Takes a flow back once: a second callback with the same state finds nothing. */
+    readonly takeFlow: (state: string) => Effect.Effect<SignInFlow | undefined>
+    readonly createSignInLink: (userId: string, ttlMs: number) => Effect.Effect<string>
+    /** The user of a one-time link, once: every later use finds nothing. */
+    readonly consumeSignInLink: (token: string) => Effect.Effect<string | undefined>
+  }
+>()("@agentgov/domain/people/Sessions") {
+  static readonly layer = Layer.effect(
+    Sessions,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const orDie = Effect.orDie
+
+      const start = Effect.fn("Sessions.start")(function* (
+        userId: string,
+        provider: string,
+        enterprise: boolean,
+        replacing?: string,
+      ) {
+        const settings = yield* SessionSettings
+        const now = yield* Clock.currentTimeMillis
+        const { secret, hash: secretHash } = mintSecret(SESSION_PREFIX)
+        const session: ActiveSession = {
+          id: newId("ses", now),
+          userId,
+          provider,
+          enterprise,
+          expiresAt: isoOf(now + settings.absoluteMs),
+        }
+        yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              if (replacing !== undefined && isSecretOf(SESSION_PREFIX, replacing))
+                yield* sql`UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
+                  WHERE secret_hash = ${hashKey(replacing)} AND revoked_at IS NULL`
+              yield* sql`INSERT INTO sessions (id, secret_hash, user_id, provider, enterprise, created_at, last_seen_at,
+                  idle_expires_at, expires_at)
+                VALUES (${session.id}, ${secretHash}, ${userId}, ${provider}, ${enterprise}, ${isoOf(now)}::timestamptz,
+                  ${isoOf(now)}::timestamptz, ${isoOf(Math.min(now + settings.idleMs, now + settings.absoluteMs))}::timestamptz,
+                  ${session.expiresAt}::timestamptz)`
+            }),
+          )
+          .pipe(orDie)
+        return { secret, session }
+      })
+
+      const resolve = Effect.fn("Sessions.resolve")(function* (secret: string) {
+        if (!isSecretOf(SESSION_PREFIX, secret)) return undefined
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql<{
+          id: string
+          user_id: string
+          provider: string
+          enterprise: boolean
+          last_seen_at: Date
+          idle_expires_at: Date
+          expires_at: Date
+          revoked_at: Date | null
+        }>`SELECT id, user_id, provider, enterprise, last_seen_at, idle_expires_at, expires_at, revoked_at
+            FROM sessions WHERE secret_hash = ${hashKey(secret)}`.pipe(orDie)
+        const row = rows[0]
+        if (!row || row.revoked_at !== null) return undefined
+        if (row.expires_at.getTime() <= now || row.idle_expires_at.getTime() <= now) return undefined
+        if (row.last_seen_at.getTime() + TOUCH_INTERVAL_MS <= now) {
+          const settings = yield* SessionSettings
+          const idle = Math.min(now + settings.idleMs, row.expires_at.getTime())
+          yield* sql`UPDATE sessions SET last_seen_at = ${isoOf(now)}::timestamptz, idle_expires_at = ${isoOf(idle)}::timestamptz
+              WHERE id = ${row.id}`.pipe(orDie)
+        }
+        return {
+          id: row.id,
+          userId: row.user_id,
+          provider: row.provider,
+          enterprise: row.enterprise,
+          expiresAt: row.expires_at.toISOString(),
+        } satisfies ActiveSession
+      })
+
+      const end = (secret: string) =>
+        isSecretOf(SESSION_PREFIX, secret)
+          ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              sql`UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
+                  WHERE secret_hash = ${hashKey(secret)} AND revoked_at IS NULL`.pipe(Effect.asVoid, orDie),
+            )
+          : Effect.void
+
+      const endAll = (userId: string) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          sql<{ id: string }>`UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
+              WHERE user_id = ${userId} AND revoked_at IS NULL RETURNING id`.pipe(
+            Effect.map((r) => r.length),
+            orDie,
+          ),
+        )
+
+      const beginFlow = (state: string, flow: SignInFlow, ttlMs: number) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.gen(function* () {
+            // Abandoned flows are cleared as new ones begin.
+            yield* sql`DELETE FROM signin_flows WHERE expires_at < ${isoOf(now)}::timestamptz`
+            yield* sql`INSERT INTO signin_flows (state_hash, provider, code_verifier, nonce, return_to, expires_at)
+                VALUES (${hashKey(state)}, ${flow.provider}, ${flow.codeVerifier}, ${flow.nonce}, ${flow.returnTo ?? null},
+                  ${isoOf(now + ttlMs)}::timestamptz)`
+          }).pipe(orDie),
+        )
+
+      const takeFlow = (state: string) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          sql<{ provider: string; code_verifier: string; nonce: string; return_to: string | null; expires_at: Date }>`
+              DELETE FROM signin_flows WHERE state_hash = ${hashKey(state)}
+              RETURNING provider, code_verifier, nonce, return_to, expires_at`.pipe(
+            Effect.map((rows) => {
+              const row = rows[0]
+              if (!row || row.expires_at.getTime() <= now) return undefined
+              return {
+                provider: row.provider,
+                codeVerifier: row.code_verifier,
+                nonce: row.nonce,
+                returnTo: row.return_to ?? undefined,
+              }
+            }),
+            orDie,
+          ),
+        )
+
+      const createSignInLink = (userId: string, ttlMs: number) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const { secret, hash: tokenHash } = mintSecret(SIGNIN_LINK_PREFIX)
+          return sql`INSERT INTO signin_links (token_hash, user_id, expires_at, created_at)
+              VALUES (${tokenHash}, ${userId}, ${isoOf(now + ttlMs)}::timestamptz, ${isoOf(now)}::timestamptz)`.pipe(
+            Effect.as(secret),
+            orDie,
+          )
+        })
+
+      const consumeSignInLink = (token: string) =>
+        isSecretOf(SIGNIN_LINK_PREFIX, token)
+          ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              sql<{ user_id: string }>`UPDATE signin_links SET used_at = ${isoOf(now)}::timestamptz
+                  WHERE token_hash = ${hashKey(token)} AND used_at IS NULL AND expires_at > ${isoOf(now)}::timestamptz
+                  RETURNING user_id`.pipe(
+                Effect.map((r) => r[0]?.user_id),
+                orDie,
+              ),
+            )
+          : Effect.succeed(undefined)
+
+      return Sessions.of({ start, resolve, end, endAll, beginFlow, takeFlow, createSignInLink, consumeSignInLink })
+    }),
+  )
+}

@@ -1,0 +1,273 @@
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Actor, PeopleService, ROLE_SCOPES, SCOPES, WorkspaceService } from "../../src/index.ts"
+import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+
+let t: DomainTestRuntime
+const people = <A, E>(f: (s: PeopleService["Service"]) => Effect.Effect<A, E>) => PeopleService.use(f)
+
+const newWorkspace = (name: string, plan: "free" | "enterprise" = "free") =>
+  t.run(WorkspaceService.use((s) => s.create(null, { name, plan }))).then((r) => r.workspace)
+
+const signIn = (email: string, opts: { provider?: string; subject?: string; verified?: boolean } = {}) =>
+  t.run(
+    people((s) =>
+      s.userOfIdentity({
+        provider: opts.provider ?? "idp-a",
+        subject: opts.subject ?? `sub-${email}`,
+        email,
+        emailVerified: opts.verified ?? true,
+        name: undefined,
+      }),
+    ),
+  )
+
+const actorOf = async (userId: string, workspaceId: string): Promise<Actor> => {
+  const actor = await t.run(people((s) => s.actorOf(userId, workspaceId, { type: "user", id: userId })))
+  if (!actor) throw new Error(`${userId} is not a member of ${workspaceId}`)
+  return actor
+}
+
+const tokenOf = (link: string | undefined) => {
+  const m = /#invitation=(svc_inv_[0-9A-Za-z]+)$/.exec(link ?? "")
+  if (!m) throw new Error(`no token in ${link}`)
+  return m[1]!
+}
+
+/** Invites `email` with `role` as `inviter` and has the (signed-in) invitee accept: their actor. */
+const join = async (
+  inviter: Actor,
+  workspaceId: string,
+  email: string,
+  role: "owner" | "admin" | "member" | "viewer",
+) => {
+  const created = await t.run(people((s) => s.invite(inviter, workspaceId, { email, role })))
+  const user = await signIn(email)
+  const invitee = { ...inviter, credential: { type: "user" as const, id: user.id }, userId: user.id }
+  await t.run(people((s) => s.acceptInvitation(invitee, tokenOf(created.link))))
+  return actorOf(user.id, workspaceId)
+}
+
+const eventTypes = (workspaceId: string) =>
+  t.run(
+    SqlClient.SqlClient.use(
+      (sql) => sql<{ type: string }>`SELECT type FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
+    ).pipe(Effect.orDie),
+  )
+
+beforeAll(async () => {
+  t = await makeDomainRuntime()
+}, 60_000)
+afterAll(() => t?.dispose())
+
+describe("memberships and invitations", () => {
+  it("invites by link, the invitee joins with the role, and each change is an audited event", async () => {
+    const ws = await newWorkspace("team")
+    const ownerUser = await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))
+    const owner = await actorOf(ownerUser.id, ws.id)
+    expect(owner.scopes).toEqual(ROLE_SCOPES.owner)
+
+    const created = await t.run(people((s) => s.invite(owner, ws.id, { email: "alice@example.com", role: "member" })))
+    expect(created.delivery).toBe("link")
+    expect(created.invitation.status).toBe("pending")
+    const alice = await signIn("alice@example.com")
+    const aliceActor = { ...owner, credential: { type: "user" as const, id: alice.id }, userId: alice.id }
+    const member = await t.run(people((s) => s.acceptInvitation(aliceActor, tokenOf(created.link))))
+    expect(member).toMatchObject({ userId: alice.id, role: "member", email: "alice@example.com" })
+
+    // The link works once.
+    const again = await t.failure(people((s) => s.acceptInvitation(aliceActor, tokenOf(created.link))))
+    expect(again).toMatchObject({ _tag: "StateConflict", code: "INVITATION_CLOSED" })
+
+    const changed = await t.run(people((s) => s.updateMember(owner, ws.id, alice.id, "viewer")))
+    expect(changed.role).toBe("viewer")
+    expect((await actorOf(alice.id, ws.id)).scopes).toEqual(ROLE_SCOPES.viewer)
+
+    const me = await t.run(people((s) => s.me(aliceActor)))
+    expect(me.memberships).toEqual([{ workspaceId: ws.id, workspaceName: "team", plan: "free", role: "viewer" }])
+
+    await t.run(people((s) => s.removeMember(owner, ws.id, alice.id)))
+    expect(await t.run(people((s) => s.actorOf(alice.id, ws.id, { type: "user", id: alice.id })))).toBeUndefined()
+
+    const types = (await eventTypes(ws.id)).map((e) => e.type)
+    expect(types).toEqual(
+      expect.arrayContaining(["member.invited", "member.joined", "member.role_changed", "member.removed"]),
+    )
+  })
+
+  it("a forwarded link does not let another address in", async () => {
+    const ws = await newWorkspace("forward")
+    const owner = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))).id, ws.id)
+    const created = await t.run(people((s) => s.invite(owner, ws.id, { email: "carol@example.com", role: "admin" })))
+    const mallory = await signIn("mallory@example.com")
+    const failure = await t.failure(
+      people((s) =>
+        s.acceptInvitation(
+          { ...owner, credential: { type: "user", id: mallory.id }, userId: mallory.id },
+          tokenOf(created.link),
+        ),
+      ),
+    )
+    expect(failure).toMatchObject({ _tag: "PermissionDenied", field: "email" })
+    expect(await t.run(people((s) => s.actorOf(mallory.id, ws.id, { type: "user", id: mallory.id })))).toBeUndefined()
+  })
+
+  it("an expired or revoked invitation cannot be accepted; a garbage token is refused before any read", async () => {
+    const ws = await newWorkspace("expiry")
+    const owner = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))).id, ws.id)
+    const old = await t.run(
+      at(
+        Date.now() - 8 * 24 * 3600_000,
+        people((s) => s.invite(owner, ws.id, { email: "dan@example.com", role: "member" })),
+      ),
+    )
+    const dan = await signIn("dan@example.com")
+    const danActor = { ...owner, credential: { type: "user" as const, id: dan.id }, userId: dan.id }
+    expect(await t.failure(people((s) => s.acceptInvitation(danActor, tokenOf(old.link))))).toMatchObject({
+      code: "INVITATION_CLOSED",
+    })
+    const revoked = await t.run(people((s) => s.invite(owner, ws.id, { email: "dan@example.com", role: "member" })))
+    await t.run(people((s) => s.revokeInvitation(owner, ws.id, revoked.invitation.id)))
+    expect(await t.failure(people((s) => s.acceptInvitation(danActor, tokenOf(revoked.link))))).toMatchObject({
+      code: "INVITATION_CLOSED",
+    })
+    expect(await t.failure(people((s) => s.acceptInvitation(danActor, "svc_inv_garbage")))).toMatchObject({
+      _tag: "InvitationTokenUnknown",
+    })
+    const list = await t.run(people((s) => s.listInvitations(owner, ws.id, {})))
+    expect(list.data.map((i) => i.status).sort()).toEqual(["expired", "revoked"])
+    expect((await eventTypes(ws.id)).map((e) => e.type)).toContain("invitation.revoked")
+  })
+
+  it("the last owner can neither leave nor be demoted; only an owner grants or takes the owner role", async () => {
+    const ws = await newWorkspace("owners")
+    const ownerUser = await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))
+    const owner = await actorOf(ownerUser.id, ws.id)
+    expect(await t.failure(people((s) => s.updateMember(owner, ws.id, ownerUser.id, "admin")))).toMatchObject({
+      code: "LAST_OWNER",
+    })
+    expect(await t.failure(people((s) => s.removeMember(owner, ws.id, ownerUser.id)))).toMatchObject({
+      code: "LAST_OWNER",
+    })
+
+    const admin = await join(owner, ws.id, "erin@example.com", "admin")
+    // An admin manages members but not owners, and cannot make themselves one.
+    expect(await t.failure(people((s) => s.updateMember(admin, ws.id, admin.userId!, "owner")))).toMatchObject({
+      _tag: "PermissionDenied",
+      scope: "workspaces:write",
+    })
+    expect(await t.failure(people((s) => s.removeMember(admin, ws.id, ownerUser.id)))).toMatchObject({
+      _tag: "PermissionDenied",
+    })
+    expect(
+      await t.failure(people((s) => s.invite(admin, ws.id, { email: "x@example.com", role: "owner" }))),
+    ).toMatchObject({ _tag: "PermissionDenied" })
+    const viewer = await join(admin, ws.id, "frank@example.com", "viewer")
+    expect(
+      await t.failure(people((s) => s.invite(viewer, ws.id, { email: "y@example.com", role: "viewer" }))),
+    ).toMatchObject({ _tag: "PermissionDenied", scope: "members:write" })
+    // A viewer may leave.
+    await t.run(people((s) => s.removeMember(viewer, ws.id, viewer.userId!)))
+
+    await t.run(people((s) => s.updateMember(owner, ws.id, admin.userId!, "owner")))
+    await t.run(people((s) => s.removeMember(owner, ws.id, ownerUser.id)))
+    const members = await t.run(people((s) => s.listMembers(admin, ws.id, {})))
+    expect(members.data.map((m) => [m.email, m.role])).toEqual([["erin@example.com", "owner"]])
+  })
+
+  it("another workspace's members are not found", async () => {
+    const a = await newWorkspace("a")
+    const b = await newWorkspace("b")
+    const ownerA = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(a.id)))).id, a.id)
+    expect(await t.failure(people((s) => s.listMembers(ownerA, b.id, {})))).toMatchObject({ _tag: "WorkspaceNotFound" })
+    expect(
+      await t.failure(people((s) => s.invite(ownerA, b.id, { email: "z@example.com", role: "viewer" }))),
+    ).toMatchObject({ _tag: "WorkspaceNotFound" })
+  })
+})
+
+describe("roles and sign-in identities", () => {
+  it("each role is a fixed scope set; none holds workspaces:admin; an actor never exceeds its role", async () => {
+    expect(ROLE_SCOPES.owner.has("workspaces:admin")).toBe(false)
+    for (const role of ["admin", "member", "viewer"] as const)
+      for (const scope of ROLE_SCOPES[role]) expect(ROLE_SCOPES.owner.has(scope)).toBe(true)
+    for (const scope of ROLE_SCOPES.viewer) expect(scope.endsWith(":read")).toBe(true)
+    expect(ROLE_SCOPES.admin.has("workspaces:write")).toBe(false)
+    expect(ROLE_SCOPES.member.has("members:write")).toBe(false)
+    expect(ROLE_SCOPES.member.has("apikeys:write")).toBe(false)
+
+    const ws = await newWorkspace("narrow")
+    const ownerUser = await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))
+    const owner = await actorOf(ownerUser.id, ws.id)
+    const viewer = await join(owner, ws.id, "gina@example.com", "viewer")
+    // Asked for more than the role (as an OAuth grant may be): only the role's part.
+    const narrowed = await t.run(
+      people((s) => s.actorOf(viewer.userId!, ws.id, { type: "oauth", id: "x" }, { within: new Set([...SCOPES]) })),
+    )
+    expect(narrowed!.scopes).toEqual(ROLE_SCOPES.viewer)
+    const within = await t.run(
+      people((s) =>
+        s.actorOf(
+          viewer.userId!,
+          ws.id,
+          { type: "oauth", id: "x" },
+          { within: new Set(["agents:read", "agents:write"]) },
+        ),
+      ),
+    )
+    expect([...within!.scopes]).toEqual(["agents:read"])
+  })
+
+  it("links by verified e-mail only", async () => {
+    const first = await signIn("hank@example.com", { provider: "idp-a", subject: "1" })
+    const second = await signIn("HANK@example.com", { provider: "idp-b", subject: "2" })
+    expect(second.id).toBe(first.id)
+    // The same provider identity signs in as the same user, whatever address it shows later.
+    expect((await signIn("other@example.com", { provider: "idp-b", subject: "2" })).id).toBe(first.id)
+    const unverified = await t.failure(
+      people((s) =>
+        s.userOfIdentity({
+          provider: "idp-c",
+          subject: "3",
+          email: "hank@example.com",
+          emailVerified: false,
+          name: undefined,
+        }),
+      ),
+    )
+    expect(unverified).toMatchObject({ _tag: "SignInRefused", code: "EMAIL_UNVERIFIED" })
+    // The first-run owner's address was never proven: a provider vouching for it does not take the account.
+    const ws = await newWorkspace("bootstrap")
+    await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))
+    expect(
+      await t.failure(
+        people((s) =>
+          s.userOfIdentity({
+            provider: "idp-a",
+            subject: "9",
+            email: "owner@localhost",
+            emailVerified: true,
+            name: undefined,
+          }),
+        ),
+      ),
+    ).toMatchObject({ code: "ACCOUNT_UNVERIFIED" })
+  })
+
+  it("an enterprise-only sign-in acts only in enterprise workspaces", async () => {
+    const free = await newWorkspace("free-ws")
+    const ent = await newWorkspace("ent-ws", "enterprise")
+    const ownerFree = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(free.id)))).id, free.id)
+    const ivy = await signIn("ivy@example.com")
+    expect(await t.run(people((s) => s.mayUseEnterpriseProvider(ivy)))).toBe(false)
+    await join(ownerFree, free.id, "ivy@example.com", "member")
+    expect(await t.run(people((s) => s.mayUseEnterpriseProvider(ivy)))).toBe(false)
+    expect(
+      await t.run(people((s) => s.actorOf(ivy.id, free.id, { type: "user", id: ivy.id }, { enterpriseOnly: true }))),
+    ).toBeUndefined()
+    const ownerEnt = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ent.id)))).id, ent.id)
+    await t.run(people((s) => s.invite(ownerEnt, ent.id, { email: "ivy@example.com", role: "viewer" })))
+    expect(await t.run(people((s) => s.mayUseEnterpriseProvider(ivy)))).toBe(true)
+  })
+})
