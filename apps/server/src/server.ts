@@ -31,10 +31,55 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
+import { type Instruments, installBatchHook, instrumentExecutor, instrumentHandler } from "./instrument.ts"
 import { type Logger, makeLogger } from "./logger.ts"
+import { makeMetricsHandler, processMetrics, type StoreProbe } from "./metrics.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
+import { effectTracerLayer, startTracing } from "./tracing.ts"
 import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
+
+/** The metrics' probes of the store, read at scrape time only. */
+const storeProbe = (runtime: Runtime): StoreProbe => ({
+  checkpointAgeSeconds: async () => {
+    const [row] = await runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ age: number | null }>`SELECT extract(epoch FROM now() - max(signed_at))::float8 AS age
+          FROM (SELECT max(signed_at) AS signed_at FROM checkpoints GROUP BY workspace_id) c`,
+      ),
+    )
+    return row?.age ?? undefined
+  },
+  webhookQueueDepth: async () => {
+    const [row] = await runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`,
+      ),
+    )
+    return row?.n ?? 0
+  },
+})
+
+/** /metrics alone on a port of its own (AGENTGOV_METRICS_PORT): every other path is a 404. */
+const listenMetrics = async (
+  host: string,
+  port: number,
+  handler: ReturnType<typeof makeMetricsHandler>,
+): Promise<Server> => {
+  const s = createServer((req, res) => {
+    const requestId = requestIdOf(req)
+    if ((req.url ?? "/").split("?")[0] === "/metrics")
+      return void handler(req, res, requestId).catch(() => res.destroy())
+    sendError(res, new ApiError(404, "NOT_FOUND", "this port serves /metrics only"), requestId)
+  })
+  await new Promise<void>((resolve, reject) => {
+    s.once("error", (e: NodeJS.ErrnoException) =>
+      reject(new StartupError(`cannot serve metrics on ${host}:${port} (${e.code}): set AGENTGOV_METRICS_PORT`)),
+    )
+    s.listen(port, host, () => resolve())
+  })
+  return s
+}
 
 export interface RunningServer {
   readonly url: string
@@ -42,6 +87,8 @@ export interface RunningServer {
   readonly runtime: Runtime
   /** Set on the first start against an empty store: the bootstrap key, shown once. */
   readonly bootstrapped: BootstrapResult | undefined
+  /** `http://host:port/metrics` when metrics have a port of their own (AGENTGOV_METRICS_PORT). */
+  readonly metricsUrl?: string
   readonly close: () => Promise<void>
 }
 
@@ -63,6 +110,12 @@ const JWKS_PATH = "/.well-known/jwks.json"
  */
 export const startServer = async (config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
   const log = options.logger ?? makeLogger(config.logLevel)
+  // Metrics and traces (issue 34): both off unless configured, and then nothing below is wrapped.
+  const instruments: Instruments = {
+    metrics: config.metrics ? processMetrics() : undefined,
+    tracing: config.tracing === true,
+  }
+  if (instruments.tracing) await startTracing()
   // The port is taken before anything is written: a first start that bootstrapped and then found its
   // port in use would have created the one key it shows, and never shown it.
   let handle: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined
@@ -113,7 +166,11 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   })
   const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
   const runtime: Runtime = ManagedRuntime.make(
-    DomainLayer.pipe(Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config)))),
+    DomainLayer.pipe(
+      Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config))),
+      // The domain's verbs and SQL as OpenTelemetry spans, when tracing is on.
+      instruments.tracing ? Layer.provide(effectTracerLayer) : (l) => l,
+    ),
   )
   let bootstrapped: BootstrapResult | undefined
   try {
@@ -126,7 +183,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     throw e
   }
 
-  const executor = makeExecutor(runtime, log)
+  const executor = instrumentExecutor(makeExecutor(runtime, log), instruments)
+  const uninstallBatchHook = installBatchHook(instruments)
+  const metricsHandler = config.metrics && makeMetricsHandler(instruments.metrics!, config.metrics.token)
+  const unprobe = instruments.metrics?.probe(storeProbe(runtime))
   const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
   const rest = makeRestHandler({
     operations,
@@ -195,6 +255,8 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       return sendError(res, new ApiError(400, "BAD_REQUEST", "malformed request target"), requestId)
     }
     const path = url.pathname
+    if (path === "/metrics" && metricsHandler && config.metrics?.port === undefined)
+      return metricsHandler(req, res, requestId)
     if (path === "/healthz" || path === "/readyz") {
       if (refusedUnlessGet(req, res, path, requestId)) return
       if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
@@ -228,10 +290,14 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     return rest(req, res, rest_, url, requestId)
   }
 
-  handle = serve
+  handle = instrumentHandler(serve, instruments)
   const port = (server.address() as AddressInfo).port
+  const metricsServer =
+    metricsHandler && config.metrics?.port !== undefined
+      ? await listenMetrics(config.metrics.host, config.metrics.port, metricsHandler)
+      : undefined
   const worker: WebhookWorker | undefined = roles.includes("worker")
-    ? await startWebhookWorker(runtime, log)
+    ? await startWebhookWorker(runtime, log, {}, instruments)
     : undefined
   const reports: ComplianceWorker | undefined = roles.includes("worker")
     ? startComplianceWorker(runtime, log)
@@ -280,8 +346,12 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   const verify = setInterval(() => {
     runtime
       .runPromise(verifyAllChains)
-      .then(({ failed }) => {
+      .then(({ checked, failed }) => {
         for (const f of failed) log.error("audit chain verification failed", f)
+        if (instruments.metrics) {
+          for (let i = failed.length; i < checked; i++) instruments.metrics.verification("valid", "scheduled")
+          for (const _ of failed) instruments.metrics.verification("invalid", "scheduled")
+        }
       })
       .catch((cause) => log.error("chain verification did not run", { cause: String(cause) }))
   }, config.verifyIntervalMs)
@@ -298,6 +368,9 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     await closed
     await worker?.stop()
     await reports?.stop()
+    if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()))
+    unprobe?.()
+    uninstallBatchHook()
     await runtime.dispose()
   }
 
@@ -306,6 +379,9 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     port,
     runtime,
     bootstrapped,
+    ...(metricsServer
+      ? { metricsUrl: `http://${config.metrics!.host}:${(metricsServer.address() as AddressInfo).port}/metrics` }
+      : {}),
     close,
   }
 }
