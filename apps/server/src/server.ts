@@ -169,7 +169,7 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     DomainLayer.pipe(
       Layer.provideMerge(Layer.mergeAll(store, domainSettings(config), webhookSettings(config))),
       // The domain's verbs and SQL as OpenTelemetry spans, when tracing is on.
-      instruments.tracing ? Layer.provide(effectTracerLayer) : (l) => l,
+      instruments.tracing ? Layer.merge(effectTracerLayer) : (l) => l,
     ),
   )
   let bootstrapped: BootstrapResult | undefined
