@@ -125,8 +125,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
         "retry-after": "1",
       })
     handle(req, res).catch((cause) => {
-      log.error("request failed", { cause: String(cause?.stack ?? cause) })
-      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestIdOf(req))
+      // The id the response carries when one was set, so the log line and the answer name the same request.
+      const requestId = String(res.getHeader("x-request-id") ?? requestIdOf(req))
+      log.error("request failed", { requestId, cause: String(cause?.stack ?? cause) })
+      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestId)
       else res.destroy()
     })
   })
@@ -203,9 +205,13 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
       requestId: String(req.headers["x-request-id"]),
       address: req.socket.remoteAddress,
     }),
-    onError: ({ error, path }) => {
+    onError: ({ error, path, req }) => {
       if (error.code === "INTERNAL_SERVER_ERROR")
-        log.error("trpc procedure failed", { path, cause: String(error.cause ?? error) })
+        log.error("trpc procedure failed", {
+          requestId: String(req.headers["x-request-id"]),
+          path,
+          cause: String(error.cause ?? error),
+        })
     },
   })
   const openapi = buildOpenApi(operations, { serverUrl: config.publicUrl })
