@@ -119,7 +119,10 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
   // The port is taken before anything is written: a first start that bootstrapped and then found its
   // port in use would have created the one key it shows, and never shown it.
   let handle: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined
+  // Set by close(): every answer from then on ends its connection, so keep-alive clients move to another instance.
+  let draining = false
   const server: Server = createServer((req, res) => {
+    if (draining) res.shouldKeepAlive = false
     if (!handle)
       return sendError(res, new ApiError(503, "NOT_READY", "the server is starting"), requestIdOf(req), {
         "retry-after": "1",
@@ -368,10 +371,15 @@ export const startServer = async (config: ServerConfig, options: StartOptions = 
     clearInterval(expiries)
     clearInterval(verify)
     clearInterval(checkpoint)
+    draining = true
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
     eventStream.closeAll()
+    // A keep-alive connection busy when the server closed goes idle after its answer: close it then, or a
+    // client that keeps it busy (a balancer's pooled connection) would hold this instance open for ever.
     server.closeIdleConnections()
+    const idle = setInterval(() => server.closeIdleConnections(), 50)
     await closed
+    clearInterval(idle)
     await worker?.stop()
     await reports?.stop()
     if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()))
