@@ -93,30 +93,43 @@ export const instrumentExecutor = (executor: Executor, { metrics, tracing }: Ins
       metrics.verification(value.valid ? "valid" : "invalid", "api")
   }
   const traced = <A extends { ok: boolean }>(op: Op, f: () => Promise<A>): Promise<A> =>
-    tracing
-      ? inSpan(`operation ${op.name}`, { "agentgov.operation": op.name }, (span) =>
-          f().then((r) => {
-            if (!r.ok) span.setStatus({ code: SpanStatusCode.ERROR })
-            return r
-          }),
-        )
-      : f()
-  const run: Executor["run"] = (op, input, actor, requestId) => {
-    const t0 = performance.now()
-    return traced(op, () => executor.run(op, input, actor, requestId)).then((r) => {
-      observe(op, r as never, t0)
-      return r
-    })
-  }
-  const runIdempotent: Executor["runIdempotent"] = (op, input, actor, key, fingerprint, respond, requestId) => {
-    const t0 = performance.now()
-    return traced(op, () => executor.runIdempotent(op, input, actor, key, fingerprint, respond, requestId)).then(
-      (r) => {
+    inSpan(`operation ${op.name}`, { "agentgov.operation": op.name }, (span) =>
+      f().then((r) => {
+        if (!r.ok) span.setStatus({ code: SpanStatusCode.ERROR })
+        return r
+      }),
+    )
+  const run: Executor["run"] = tracing
+    ? (op, input, actor, requestId) => {
+        const t0 = performance.now()
+        return traced(op, () => executor.run(op, input, actor, requestId)).then((r) => {
+          observe(op, r as never, t0)
+          return r
+        })
+      }
+    : async (op, input, actor, requestId) => {
+        // Metrics only: no closure, one timestamp and the recorder's adds.
+        const t0 = performance.now()
+        const r = await executor.run(op, input, actor, requestId)
         observe(op, r as never, t0)
         return r
-      },
-    )
-  }
+      }
+  const runIdempotent: Executor["runIdempotent"] = tracing
+    ? (op, input, actor, key, fingerprint, respond, requestId) => {
+        const t0 = performance.now()
+        return traced(op, () => executor.runIdempotent(op, input, actor, key, fingerprint, respond, requestId)).then(
+          (r) => {
+            observe(op, r as never, t0)
+            return r
+          },
+        )
+      }
+    : async (op, input, actor, key, fingerprint, respond, requestId) => {
+        const t0 = performance.now()
+        const r = await executor.runIdempotent(op, input, actor, key, fingerprint, respond, requestId)
+        observe(op, r as never, t0)
+        return r
+      }
   return { ...executor, run, runIdempotent }
 }
 

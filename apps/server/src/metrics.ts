@@ -139,7 +139,6 @@ const makeMetrics = (): Metrics => {
   })
 
   // Children bound once per label set: a request costs a Map lookup and two adds, never a label hash.
-  const requestChildren = new Map<string, Counter.Internal>()
   const surfaceSeconds = {
     rest: requestSeconds.labels("rest"),
     trpc: requestSeconds.labels("trpc"),
@@ -150,15 +149,19 @@ const makeMetrics = (): Metrics => {
     trpc: rateLimited.labels("trpc"),
     other: rateLimited.labels("other"),
   }
-  const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+  const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "OTHER"]
+  const SURFACES: Record<Surface, number> = { rest: 0, trpc: 1, other: 2 }
+  // One number per (surface, method, status): no string is built per request.
+  const requestChildren = new Map<number, Counter.Internal>()
   return {
     registry,
     request: (surface, method, status, seconds) => {
-      const m = KNOWN_METHODS.has(method) ? method : "OTHER"
-      const key = `${surface} ${m} ${status}`
+      let m = METHODS.indexOf(method)
+      if (m < 0) m = METHODS.length - 1
+      const key = (status * 8 + m) * 4 + SURFACES[surface]
       let child = requestChildren.get(key)
       if (child === undefined) {
-        child = requests.labels(surface, m, String(status))
+        child = requests.labels(surface, METHODS[m]!, String(status))
         requestChildren.set(key, child)
       }
       child.inc()
