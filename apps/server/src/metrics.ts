@@ -36,6 +36,8 @@ export interface StoreProbe {
   /** Seconds since the newest checkpoint of the chains that have one; undefined when none has. */
   readonly checkpointAgeSeconds: () => Promise<number | undefined>
   readonly webhookQueueDepth: () => Promise<number>
+  /** Events in every workspace's chain together (the sum of the chain heads' sequences). */
+  readonly chainEvents: () => Promise<number>
 }
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -91,7 +93,7 @@ const makeMetrics = (): Metrics => {
   })
   const appended = new Counter({
     name: "agentgov_events_appended_total",
-    help: "Audit events appended (group-commit batches that were attempted; a failed batch counts nothing)",
+    help: "Audit events written by the group commit (ingest, the guard; batches attempted); agentgov_audit_chain_events counts every event",
     registers: [registry],
   })
   const batchEvents = new Histogram({
@@ -127,6 +129,14 @@ const makeMetrics = (): Metrics => {
       const age = probe ? await probe.checkpointAgeSeconds().catch(() => undefined) : undefined
       if (age === undefined) this.reset()
       else this.set(age)
+    },
+  })
+  new Gauge({
+    name: "agentgov_audit_chain_events",
+    help: "Events in all audit chains together, however they were appended (read at scrape); rate() of it is the append rate",
+    registers: [registry],
+    async collect() {
+      if (probe) this.set(await probe.chainEvents().catch(() => Number.NaN))
     },
   })
   new Gauge({

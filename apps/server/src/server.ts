@@ -50,6 +50,14 @@ const storeProbe = (runtime: Runtime): StoreProbe => ({
     )
     return row?.age ?? undefined
   },
+  chainEvents: async () => {
+    const [row] = await runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ n: number }>`SELECT coalesce(sum(sequence), 0)::float8 AS n FROM chain_heads`,
+      ),
+    )
+    return row?.n ?? 0
+  },
   webhookQueueDepth: async () => {
     const [row] = await runtime.runPromise(
       SqlClient.SqlClient.use(

@@ -90,6 +90,9 @@ describe("GET /metrics", () => {
     // agent.registered, policy.created, three policy.evaluated (+ denied, violated) at least
     expect(delta("agentgov_events_appended_total")).toBeGreaterThanOrEqual(5)
     expect(delta("agentgov_append_batch_events")).toBeGreaterThanOrEqual(1)
+    // every event, the agent's and the policy's (appended in their own transactions) included
+    expect(sum(family(after.families, "agentgov_audit_chain_events"))).toBe(await t.chainLength())
+    expect(delta("agentgov_audit_chain_events")).toBeGreaterThanOrEqual(delta("agentgov_events_appended_total"))
     expect(delta("agentgov_chain_verifications_total", { result: "valid", trigger: "api" })).toBe(1)
     for (const name of [
       "agentgov_operation_duration_seconds",
