@@ -18,6 +18,7 @@ export const verifyAllChains = Effect.gen(function* () {
       if (!lock?.locked)
         return {
           skipped: true,
+          checked: 0,
           failed: [] as Array<{ workspaceId: string; firstBadSequence?: number; reason?: string }>,
         }
       const workspaces = yield* sql<{
@@ -30,7 +31,7 @@ export const verifyAllChains = Effect.gen(function* () {
         if (!result.valid)
           failed.push({ workspaceId: w.id, firstBadSequence: result.firstBadSequence, reason: result.reason })
       }
-      return { skipped: false, failed }
+      return { skipped: false, checked: workspaces.length, failed }
     }),
   )
 }).pipe(Effect.orDie)

@@ -14,6 +14,7 @@ import {
 } from "@agentgov/domain"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, type Schema, SchemaIssue } from "effect"
 import * as SchemaParser from "effect/SchemaParser"
+import { runBackupCommand } from "./backupCommand.ts"
 import { configAndLock } from "./dataDirLock.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { refuse, refuseStart } from "./startupError.ts"
@@ -28,6 +29,8 @@ const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in
   npm run cli -- signing-key list
   npm run cli -- signing-key rotate [--activate-in <seconds>]   (default 600)
   npm run cli -- migrate
+  npm run cli -- backup <file>    a consistent snapshot, also while the server runs
+  npm run cli -- restore <file>   into an empty store (a new AGENTGOV_DATA_DIR, or an empty DATABASE_URL)
 
 Add --json for machine-readable output. Keys are printed once and stored only as a hash.
 With the embedded store, stop the server first: one process owns the data directory.
@@ -80,6 +83,12 @@ const { positionals, values } = parsed
 const command = positionals.join(" ")
 if (values.help || command === "" || command === "help") {
   process.stdout.write(HELP)
+  process.exit(0)
+}
+if (positionals[0] === "backup" || positionals[0] === "restore") {
+  for (const option of Object.keys(values))
+    if (option !== "json") fail(`--${option} does not apply to ${positionals[0]}`)
+  await runBackupCommand(positionals[0], positionals.slice(1), values.json === true)
   process.exit(0)
 }
 const takes = COMMANDS[command] ?? fail(`unknown command "${command}" (npm run cli -- --help)`)

@@ -8,6 +8,7 @@ import {
   type StreamLimitConfig,
 } from "@agentgov/domain"
 import { parseMasterKey } from "./domainSettings.ts"
+import { tracingWanted } from "./tracing.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
 
@@ -73,6 +74,14 @@ export interface ServerConfig {
   /** Dashboard sessions: idle and absolute time-outs (AGENTGOV_SESSION_IDLE_SECONDS, _ABSOLUTE_SECONDS). */
   readonly sessionIdleSeconds?: number
   readonly sessionAbsoluteSeconds?: number
+  /**
+   * Prometheus metrics (issue 34), off unless one of these is set. AGENTGOV_METRICS_TOKEN: GET /metrics on the
+   * API's port answers only `Authorization: Bearer <token>`. AGENTGOV_METRICS_PORT: /metrics on a port of its own
+   * (on AGENTGOV_METRICS_HOST, default 127.0.0.1), and not on the API's; with a token too, that port asks for it.
+   */
+  readonly metrics?: MetricsConfig
+  /** OpenTelemetry tracing, switched on by the standard OTEL_* variables (tracing.ts: tracingWanted). */
+  readonly tracing?: boolean
 }
 
 /** One OpenID Connect provider of AGENTGOV_OIDC_PROVIDERS. */
@@ -151,6 +160,15 @@ export const parseOidcProviders = (raw: string | undefined, problems: Array<stri
   }
   return out
 }
+
+export interface MetricsConfig {
+  readonly token: string | undefined
+  readonly port: number | undefined
+  readonly host: string
+}
+
+/** A metrics token shorter than this is refused: it is a bearer credential. */
+export const MIN_METRICS_TOKEN_LENGTH = 24
 
 export type ServerRole = "api" | "worker"
 
@@ -276,6 +294,19 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
   const webhookTimeScale = scaleRaw === undefined || scaleRaw === "" ? 1 : Number(scaleRaw)
   if (!(webhookTimeScale >= 0.00001 && webhookTimeScale <= 1))
     problems.push("AGENTGOV_WEBHOOK_TIME_SCALE: expected a number from 0.00001 to 1 (tests only)")
+  const metricsToken = env.AGENTGOV_METRICS_TOKEN === "" ? undefined : env.AGENTGOV_METRICS_TOKEN
+  if (metricsToken !== undefined && (metricsToken.length < MIN_METRICS_TOKEN_LENGTH || /\s/.test(metricsToken)))
+    problems.push(
+      `AGENTGOV_METRICS_TOKEN: expected at least ${MIN_METRICS_TOKEN_LENGTH} characters without spaces (e.g. openssl rand -hex 24)`,
+    )
+  const metricsPort =
+    env.AGENTGOV_METRICS_PORT === undefined || env.AGENTGOV_METRICS_PORT === ""
+      ? undefined
+      : int("AGENTGOV_METRICS_PORT", 0, 0, 65535)
+  const metricsHost =
+    env.AGENTGOV_METRICS_HOST && env.AGENTGOV_METRICS_HOST !== "" ? env.AGENTGOV_METRICS_HOST : "127.0.0.1"
+  if (env.AGENTGOV_METRICS_HOST && metricsPort === undefined)
+    problems.push("AGENTGOV_METRICS_HOST: applies only with AGENTGOV_METRICS_PORT")
   const host = env.HOST && env.HOST !== "" ? env.HOST : "127.0.0.1"
   const publicUrl =
     url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ?? `http://${host === "0.0.0.0" ? "localhost" : host}:${port}`
@@ -313,6 +344,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     smtpFrom: env.SMTP_FROM && env.SMTP_FROM !== "" ? env.SMTP_FROM : undefined,
     sessionIdleSeconds: int("AGENTGOV_SESSION_IDLE_SECONDS", 2 * 3600, 60, 30 * 86_400),
     sessionAbsoluteSeconds: int("AGENTGOV_SESSION_ABSOLUTE_SECONDS", 12 * 3600, 60, 90 * 86_400),
+    ...(metricsToken !== undefined || metricsPort !== undefined
+      ? { metrics: { token: metricsToken, port: metricsPort, host: metricsHost } }
+      : {}),
+    tracing: tracingWanted(env),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

@@ -1,4 +1,5 @@
 import type { LogLevel } from "./config.ts"
+import { activeTraceId } from "./tracing.ts"
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 }
 
@@ -9,13 +10,20 @@ export interface Logger {
   readonly error: (msg: string, fields?: Record<string, unknown>) => void
 }
 
-/** JSON lines on stderr. Callers never pass secrets; there is no per-request log on the hot path. */
+/**
+ * JSON lines on stderr. Callers never pass secrets; there is no per-request log on the hot path. A
+ * line written about a request carries its `requestId` (the caller's field) and, when tracing is on
+ * and a span is active, the `traceId` that finds its trace.
+ */
 export const makeLogger = (level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger => {
   const at =
     (l: LogLevel) =>
     (msg: string, fields: Record<string, unknown> = {}) => {
       if (ORDER[l] < ORDER[level]) return
-      write(`${JSON.stringify({ time: new Date().toISOString(), level: l, msg, ...fields })}\n`)
+      const traceId = activeTraceId()
+      write(
+        `${JSON.stringify({ time: new Date().toISOString(), level: l, msg, ...fields, ...(traceId ? { traceId } : {}) })}\n`,
+      )
     }
   return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") }
 }

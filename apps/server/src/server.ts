@@ -35,13 +35,66 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import type { ServerConfig } from "./config.ts"
 import { domainSettings } from "./domainSettings.ts"
+import { type Instruments, installBatchHook, instrumentExecutor, instrumentHandler } from "./instrument.ts"
 import { type Logger, makeLogger } from "./logger.ts"
+import { makeMetricsHandler, processMetrics, type StoreProbe } from "./metrics.ts"
 import { makeOAuthRoutes } from "./oauth/OAuthRoutes.ts"
 import { makeSignIn } from "./signin/SignIn.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
+import { effectTracerLayer, startTracing } from "./tracing.ts"
 import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
 import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
+
+/** The metrics' probes of the store, read at scrape time only. */
+const storeProbe = (runtime: Runtime): StoreProbe => ({
+  checkpointAgeSeconds: async () => {
+    const [row] = await runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ age: number | null }>`SELECT extract(epoch FROM now() - max(signed_at))::float8 AS age
+          FROM (SELECT max(signed_at) AS signed_at FROM checkpoints GROUP BY workspace_id) c`,
+      ),
+    )
+    return row?.age ?? undefined
+  },
+  chainEvents: async () => {
+    const [row] = await runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ n: number }>`SELECT coalesce(sum(sequence), 0)::float8 AS n FROM chain_heads`,
+      ),
+    )
+    return row?.n ?? 0
+  },
+  webhookQueueDepth: async () => {
+    const [row] = await runtime.runPromise(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`,
+      ),
+    )
+    return row?.n ?? 0
+  },
+})
+
+/** /metrics alone on a port of its own (AGENTGOV_METRICS_PORT): every other path is a 404. */
+const listenMetrics = async (
+  host: string,
+  port: number,
+  handler: ReturnType<typeof makeMetricsHandler>,
+): Promise<Server> => {
+  const s = createServer((req, res) => {
+    const requestId = requestIdOf(req)
+    if ((req.url ?? "/").split("?")[0] === "/metrics")
+      return void handler(req, res, requestId).catch(() => res.destroy())
+    sendError(res, new ApiError(404, "NOT_FOUND", "this port serves /metrics only"), requestId)
+  })
+  await new Promise<void>((resolve, reject) => {
+    s.once("error", (e: NodeJS.ErrnoException) =>
+      reject(new StartupError(`cannot serve metrics on ${host}:${port} (${e.code}): set AGENTGOV_METRICS_PORT`)),
+    )
+    s.listen(port, host, () => resolve())
+  })
+  return s
+}
 
 export interface RunningServer {
   readonly url: string
@@ -51,6 +104,8 @@ export interface RunningServer {
   readonly runtime: Runtime
   /** Set on the first start against an empty store: the bootstrap key, shown once. */
   readonly bootstrapped: BootstrapResult | undefined
+  /** `http://host:port/metrics` when metrics have a port of their own (AGENTGOV_METRICS_PORT). */
+  readonly metricsUrl?: string
   readonly close: () => Promise<void>
 }
 
@@ -73,17 +128,28 @@ const JWKS_PATH = "/.well-known/jwks.json"
 export const startServer = async (given: ServerConfig, options: StartOptions = {}): Promise<RunningServer> => {
   let config = given
   const log = options.logger ?? makeLogger(config.logLevel)
+  // Metrics and traces (issue 34): both off unless configured, and then nothing below is wrapped.
+  const instruments: Instruments = {
+    metrics: config.metrics ? processMetrics() : undefined,
+    tracing: config.tracing === true,
+  }
+  if (instruments.tracing) await startTracing()
   // The port is taken before anything is written: a first start that bootstrapped and then found its
   // port in use would have created the one key it shows, and never shown it.
   let handle: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined
+  // Set by close(): every answer from then on ends its connection, so keep-alive clients move to another instance.
+  let draining = false
   const server: Server = createServer((req, res) => {
+    if (draining) res.shouldKeepAlive = false
     if (!handle)
       return sendError(res, new ApiError(503, "NOT_READY", "the server is starting"), requestIdOf(req), {
         "retry-after": "1",
       })
     handle(req, res).catch((cause) => {
-      log.error("request failed", { cause: String(cause?.stack ?? cause) })
-      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestIdOf(req))
+      // The id the response carries when one was set, so the log line and the answer name the same request.
+      const requestId = String(res.getHeader("x-request-id") ?? requestIdOf(req))
+      log.error("request failed", { requestId, cause: String(cause?.stack ?? cause) })
+      if (!res.headersSent) sendError(res, new ApiError(500, "INTERNAL_ERROR", "internal error"), requestId)
       else res.destroy()
     })
   })
@@ -144,6 +210,8 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
           }),
         ),
       ),
+      // The domain's verbs and SQL as OpenTelemetry spans, when tracing is on.
+      instruments.tracing ? Layer.merge(effectTracerLayer) : (l) => l,
     ),
   )
   let bootstrapped: BootstrapResult | undefined
@@ -170,7 +238,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     providers: config.oidcProviders ?? [],
   })
   const oauth = makeOAuthRoutes({ runtime, publicUrl: config.publicUrl, signIn })
-  const executor = makeExecutor(runtime, log, { publicOrigin: new URL(config.publicUrl).origin })
+  const executor = instrumentExecutor(
+    makeExecutor(runtime, log, { publicOrigin: new URL(config.publicUrl).origin }),
+    instruments,
+  )
+  const uninstallBatchHook = installBatchHook(instruments)
+  const metricsHandler = config.metrics && makeMetricsHandler(instruments.metrics!, config.metrics.token)
+  const unprobe = instruments.metrics?.probe(storeProbe(runtime))
   const eventStream = makeEventStreamHandler(runtime, executor, { heartbeatMs: options.heartbeatMs })
   const rest = makeRestHandler({
     operations,
@@ -194,9 +268,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       address: req.socket.remoteAddress,
       session: sessionRequestOf(req, signIn.cookieName),
     }),
-    onError: ({ error, path }) => {
+    onError: ({ error, path, req }) => {
       if (error.code === "INTERNAL_SERVER_ERROR")
-        log.error("trpc procedure failed", { path, cause: String(error.cause ?? error) })
+        log.error("trpc procedure failed", {
+          requestId: String(req.headers["x-request-id"]),
+          path,
+          cause: String(error.cause ?? error),
+        })
     },
   })
   const openapi = buildOpenApi(operations, { serverUrl: config.publicUrl })
@@ -246,6 +324,8 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       return sendError(res, new ApiError(400, "BAD_REQUEST", "malformed request target"), requestId)
     }
     const path = url.pathname
+    if (path === "/metrics" && metricsHandler && config.metrics?.port === undefined)
+      return metricsHandler(req, res, requestId)
     if (path === "/healthz" || path === "/readyz") {
       if (refusedUnlessGet(req, res, path, requestId)) return
       if (path === "/healthz") return sendJson(res, 200, '{"ok":true,"data":{"status":"ok"}}', requestId)
@@ -289,10 +369,14 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     return rest(req, res, rest_, url, requestId)
   }
 
-  handle = serve
+  handle = instrumentHandler(serve, instruments)
   const port = (server.address() as AddressInfo).port
+  const metricsServer =
+    metricsHandler && config.metrics?.port !== undefined
+      ? await listenMetrics(config.metrics.host, config.metrics.port, metricsHandler)
+      : undefined
   const worker: WebhookWorker | undefined = roles.includes("worker")
-    ? await startWebhookWorker(runtime, log)
+    ? await startWebhookWorker(runtime, log, {}, instruments)
     : undefined
   const reports: ComplianceWorker | undefined = roles.includes("worker")
     ? startComplianceWorker(runtime, log)
@@ -345,8 +429,12 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   const verify = setInterval(() => {
     runtime
       .runPromise(verifyAllChains)
-      .then(({ failed }) => {
+      .then(({ checked, failed }) => {
         for (const f of failed) log.error("audit chain verification failed", f)
+        if (instruments.metrics) {
+          for (let i = failed.length; i < checked; i++) instruments.metrics.verification("valid", "scheduled")
+          for (const _ of failed) instruments.metrics.verification("invalid", "scheduled")
+        }
       })
       .catch((cause) => log.error("chain verification did not run", { cause: String(cause) }))
   }, config.verifyIntervalMs)
@@ -357,13 +445,21 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     clearInterval(expiries)
     clearInterval(verify)
     clearInterval(checkpoint)
+    draining = true
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
     eventStream.closeAll()
+    // A keep-alive connection busy when the server closed goes idle after its answer: close it then, or a
+    // client that keeps it busy (a balancer's pooled connection) would hold this instance open for ever.
     server.closeIdleConnections()
+    const idle = setInterval(() => server.closeIdleConnections(), 50)
     await closed
+    clearInterval(idle)
     await worker?.stop()
     await reports?.stop()
     await trust?.stop()
+    if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()))
+    unprobe?.()
+    uninstallBatchHook()
     await runtime.dispose()
   }
 
@@ -373,6 +469,9 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     port,
     runtime,
     bootstrapped,
+    ...(metricsServer
+      ? { metricsUrl: `http://${config.metrics!.host}:${(metricsServer.address() as AddressInfo).port}/metrics` }
+      : {}),
     close,
   }
 }

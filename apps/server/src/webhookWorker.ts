@@ -1,8 +1,11 @@
 import type { Runtime } from "@agentgov/api"
 import { type AttemptResult, DeliveryQueue, parseAllowlist, systemResolver, WebhookSettings } from "@agentgov/domain"
+import { SpanKind } from "@opentelemetry/api"
 import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
+import type { Instruments } from "./instrument.ts"
 import type { Logger } from "./logger.ts"
+import { inSpan } from "./tracing.ts"
 
 /** The webhook settings the domain takes from configuration. */
 export const webhookSettings = (config: ServerConfig) =>
@@ -47,11 +50,20 @@ export const startWebhookWorker = async (
   runtime: Runtime,
   log: Logger,
   options: WebhookWorkerOptions = {},
+  instruments: Instruments = { metrics: undefined, tracing: false },
 ): Promise<WebhookWorker> => {
   const concurrency = options.concurrency ?? 256
   const batch = options.batch ?? 100
   const pollMs = options.pollMs ?? 2_000
   const queue = await runtime.runPromise(DeliveryQueue.useSync((q) => q))
+  const { metrics } = instruments
+  // Each attempt in a span of its own (its traceparent goes out with the webhook, WebhookClient), when tracing.
+  const attempt: typeof queue.attempt = instruments.tracing
+    ? (d) =>
+        inSpan("webhook.delivery", { "agentgov.webhook.attempt": d.attempt }, () => queue.attempt(d), {
+          kind: SpanKind.CLIENT,
+        })
+    : queue.attempt
 
   let stopping = false
   let inFlight = 0
@@ -111,9 +123,9 @@ export const startWebhookWorker = async (
 
   const dispatch = (claimed: Parameters<typeof queue.attempt>[0]) => {
     inFlight++
-    queue
-      .attempt(claimed)
+    attempt(claimed)
       .then((result) => {
+        metrics?.webhookAttempt(result.next.kind)
         results.push(result)
         scheduleFlush()
       })

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { stopLeftoverPostmaster } from "@agentgov/db"
+import { sinkLine } from "./logScan.ts"
 
 /**
  * Real server processes (`node apps/server/src/main.ts`) for the tests that
@@ -68,6 +69,7 @@ const start = (env: Record<string, string>, entry = MAIN) => {
   })
   proc.stderr!.setEncoding("utf8").on("data", (c: string) => {
     out.stderr += c
+    sinkLine(c)
     notify()
   })
   const exited = new Promise<number | null>((resolve) =>

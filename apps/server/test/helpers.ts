@@ -6,6 +6,7 @@ import { expect } from "vitest"
 import type { ServerConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
 import { type RunningServer, type StartOptions, startServer } from "../src/server.ts"
+import { sinkLine } from "./logScan.ts"
 
 export interface ApiResponse<T = any> {
   readonly status: number
@@ -128,7 +129,11 @@ export const startTestServer = async (
   const server = await startServer(testConfig(overrides), {
     ...options,
     store: store.layer,
-    logger: makeLogger("error", (l) => logs.push(l)),
+    // Everything down to debug goes to the suite's log file, scanned for secrets at the end (logScan.ts).
+    logger: makeLogger("debug", (l) => {
+      sinkLine(l)
+      logs.push(l)
+    }),
   })
   const boot = server.bootstrapped
   if (!boot) throw new Error("a fresh test database must bootstrap")

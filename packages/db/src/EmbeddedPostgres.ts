@@ -338,6 +338,27 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
   return { url, pid, exited, stop }
 }
 
+/**
+ * The URL of the cluster in `dir` when a PostgreSQL is running on it and ready (its `postmaster.pid`
+ * names a live process), else undefined: how the operator CLI reaches the store of a running server
+ * (a backup while it serves) without starting a second PostgreSQL on the same directory.
+ */
+export const runningClusterUrl = (dir: string): string | undefined => {
+  let lines: Array<string>
+  try {
+    lines = readFileSync(join(dir, "postmaster.pid"), "utf8").split("\n")
+  } catch {
+    return undefined
+  }
+  const pid = Number(lines[0])
+  if (!(pid > 0) || !processAlive(pid) || lines[7]?.trim() !== "ready") return undefined
+  const port = lines[3]!.trim()
+  const socketDir = lines[4]?.trim() ?? ""
+  if (socketDir !== "") return `postgresql://postgres@localhost:${port}/postgres?host=${encodeURIComponent(socketDir)}`
+  const password = encodeURIComponent(readFileSync(join(dir, PASSWORD_FILE), "utf8").trim())
+  return `postgresql://postgres:${password}@127.0.0.1:${port}/postgres`
+}
+
 /** Ready when `postmaster.pid` (written by this start: a stale one was removed) says so. */
 const waitReady = async (dir: string, exited: () => boolean, logFile: string): Promise<number> => {
   const until = Date.now() + START_TIMEOUT_MS

@@ -1,3 +1,4 @@
+export { BACKUP_FORMAT, BackupError, type BackupHeader, type BackupSummary, backupTo, restoreFrom } from "./backup.ts"
 export { jsonb, pgCompiler } from "./compiler.ts"
 export { connectionOptions } from "./connectionUrl.ts"
 export { Database, type DatabaseShape } from "./Database.ts"
@@ -6,6 +7,7 @@ export {
   EmbeddedPostgresError,
   type EmbeddedPostgresOptions,
   processAlive,
+  runningClusterUrl,
   startEmbeddedPostgres,
   stopLeftoverPostmaster,
 } from "./EmbeddedPostgres.ts"

@@ -72,6 +72,7 @@ export {
   type PreparedAppend,
   prepareAppend,
 } from "./audit/AuditLog.ts"
+export * from "./audit/batchHook.ts"
 export { ChainAlarm, type ChainCheckTrigger } from "./audit/ChainAlarm.ts"
 export { ChainInconsistent, CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
 export * from "./audit/Event.ts"

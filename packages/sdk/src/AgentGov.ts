@@ -62,6 +62,13 @@ export interface AgentGovOptions {
   readonly maxRetryAfterMs?: number
   /** Headers added to every request (e.g. for a gateway in front of the service). */
   readonly headers?: Readonly<Record<string, string>>
+  /**
+   * The W3C trace context of the caller's active span, read at every request and sent as its
+   * `traceparent` (and `tracestate`) headers, so the service's spans join the caller's trace. With
+   * OpenTelemetry: `traceContext: () => { const c = {}; propagation.inject(context.active(), c); return c }`
+   * (`context`, `propagation` from `@opentelemetry/api`). Default: none sent.
+   */
+  readonly traceContext?: () => Readonly<Record<string, string>> | undefined
   /** A `fetch` to use instead of the global one. */
   readonly fetch?: FetchLike
 }
@@ -134,6 +141,7 @@ export class AgentGov {
       maxRetries,
       fetch: fetchImpl,
       headers: { ...options.headers },
+      ...(options.traceContext ? { traceContext: options.traceContext } : {}),
       retryInitialDelayMs: 500,
       retryMaxDelayMs: 8_000,
       maxRetryAfterMs: options.maxRetryAfterMs ?? 60_000,

@@ -414,6 +414,31 @@ export interface RuntimeHealth {
   readonly failedAttempts: number
 }
 
+/** The families of a connector's `/metrics`: what `/healthz` says, in Prometheus text format. */
+const METRICS: ReadonlyArray<readonly [keyof RuntimeHealth, string, "gauge" | "counter", string]> = [
+  ["queued", "agentgov_connector_queue_depth", "gauge", "Deliveries waiting in the connector's queue"],
+  ["inFlight", "agentgov_connector_in_flight", "gauge", "Deliveries being sent now"],
+  ["deadLetters", "agentgov_connector_dead_letters", "gauge", "Deliveries given up on, kept for replay"],
+  ["paused", "agentgov_connector_paused", "gauge", "1 while the connector is paused"],
+  ["ready", "agentgov_connector_ready", "gauge", "1 while the connector takes webhooks"],
+  ["received", "agentgov_connector_received_total", "counter", "Webhooks received since start"],
+  ["duplicates", "agentgov_connector_duplicates_total", "counter", "Webhooks received again (already queued)"],
+  ["ignored", "agentgov_connector_ignored_total", "counter", "Webhooks of event types the connector ignores"],
+  ["delivered", "agentgov_connector_delivered_total", "counter", "Deliveries the vendor accepted since start"],
+  ["failedAttempts", "agentgov_connector_failed_attempts_total", "counter", "Delivery attempts that failed"],
+]
+
+/** `/metrics` of a connector; its one label, `connector`, is the connector's name. */
+export const renderMetrics = (connector: string, h: RuntimeHealth): string => {
+  const label = `{connector="${connector.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"}`
+  let out = ""
+  for (const [field, name, type, help] of METRICS) {
+    const v = h[field]
+    out += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name}${label} ${typeof v === "boolean" ? (v ? 1 : 0) : v}\n`
+  }
+  return out
+}
+
 /**
  * A started connector.
  *
@@ -699,6 +724,11 @@ export const startConnector = async <S extends SettingsSchema, C>(
       const h = health()
       const status = path === "/healthz" ? 200 : h.ready ? 200 : 503
       return send(res, status, h, {}, req.method === "HEAD")
+    }
+    if (path === "/metrics") {
+      if (req.method !== "GET" && req.method !== "HEAD") return methodNotAllowed(res, "GET, HEAD")
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" })
+      return void res.end(req.method === "HEAD" ? undefined : renderMetrics(definition.name, health()))
     }
     if (path !== "/webhooks") {
       return send(res, 404, { ok: false, error: { code: "NOT_FOUND", message: `no route ${path}` } })

@@ -11,6 +11,7 @@ import {
 import { transactional } from "../shared/transaction.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 import { AuditLog, type ChainHead, type CompletedKey, type PreparedAppend, prepareAppend } from "./AuditLog.ts"
+import { appendBatchHook } from "./batchHook.ts"
 import { EventRepo } from "./EventRepo.ts"
 
 /** One writer's append: its events, and the Idempotency-Key it was made under, if any. */
@@ -35,6 +36,13 @@ interface Job {
   readonly request: AppendRequest
   /** Called once, with the append's outcome, after its batch committed (or failed). */
   readonly done: (exit: AppendExit) => void
+}
+
+/** Events in a batch, for the batch hook only (appendBatchHook). */
+const eventsIn = (jobs: ReadonlyArray<Job>) => {
+  let n = 0
+  for (const j of jobs) n += j.request.events.length
+  return n
 }
 
 interface Queue {
@@ -249,7 +257,10 @@ export class EventAppender extends Context.Service<
             const head = heads.get(workspaceId)
             if (head !== undefined) {
               const jobs = take(queue)
-              const outcome = await fast(workspaceId, jobs, head)
+              const hook = appendBatchHook.current
+              const outcome = hook
+                ? await hook(jobs.length, eventsIn(jobs), () => fast(workspaceId, jobs, head))
+                : await fast(workspaceId, jobs, head)
               if ("unknown" in outcome) {
                 // Whether the batch was written cannot be told: answered with the failure, not written twice.
                 settle(
@@ -274,7 +285,10 @@ export class EventAppender extends Context.Service<
             }
           }
           const jobs = take(queue)
-          const committed = await runExit(commit(workspaceId, jobs))
+          const hook = appendBatchHook.current
+          const committed = hook
+            ? await hook(jobs.length, eventsIn(jobs), () => runExit(commit(workspaceId, jobs)))
+            : await runExit(commit(workspaceId, jobs))
           if (Exit.isFailure(committed))
             settle(
               jobs,

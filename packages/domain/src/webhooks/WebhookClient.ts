@@ -1,9 +1,21 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import type { LookupFunction } from "node:net"
+import { context, propagation, trace } from "@opentelemetry/api"
 import { Context, Effect, Layer } from "effect"
 import { checkUrlSyntax, type ResolvedAddress, resolveTarget } from "./targets.ts"
 import { WebhookSettings } from "./WebhookSettings.ts"
+
+/**
+ * W3C `traceparent` (and `tracestate`) of the delivery's span, when tracing is on and one is active,
+ * so the receiver's trace continues ours. Nothing (and no allocation) when tracing is off.
+ */
+const traceHeaders = (): Record<string, string> | undefined => {
+  if (trace.getActiveSpan() === undefined) return undefined
+  const carrier: Record<string, string> = {}
+  propagation.inject(context.active(), carrier)
+  return carrier
+}
 
 /** One POST of a delivery. */
 export interface DeliveryRequest {
@@ -109,6 +121,7 @@ export class WebhookClient extends Context.Service<
               "content-length": String(body.length),
               "user-agent": USER_AGENT,
               ...request.headers,
+              ...traceHeaders(),
             },
           })
           req.on("error", reject)

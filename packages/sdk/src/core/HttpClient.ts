@@ -91,6 +91,8 @@ export interface HttpClientConfig {
   readonly maxRetries: number
   readonly fetch: FetchLike
   readonly headers: Readonly<Record<string, string>>
+  /** The caller's W3C trace context per request (AgentGovOptions.traceContext). */
+  readonly traceContext?: () => Readonly<Record<string, string>> | undefined
   /** First backoff, before jitter. */
   readonly retryInitialDelayMs: number
   /** Largest backoff. */
@@ -237,6 +239,9 @@ export class HttpClient {
     const headers: Record<string, string> = { accept: "application/json", ...config.headers }
     if (body !== undefined) headers["content-type"] = "application/json"
     if (idempotencyKey !== undefined) headers["idempotency-key"] = idempotencyKey
+    const trace = config.traceContext?.()
+    if (trace?.traceparent !== undefined) headers.traceparent = trace.traceparent
+    if (trace?.tracestate !== undefined) headers.tracestate = trace.tracestate
     const signal = options.signal
 
     let refreshed = false

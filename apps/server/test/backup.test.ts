@@ -1,0 +1,160 @@
+import { execFile, spawnSync } from "node:child_process"
+import { copyFileSync, existsSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { runningClusterUrl } from "@agentgov/db"
+import { pgConnect, reachableTempDir } from "@agentgov/testing"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { type ChildServer, spawnServer, stopChildren } from "./childServer.ts"
+
+/**
+ * Backup and restore of the embedded default (issue 34), as an operator runs them: a backup taken
+ * with `npm run cli -- backup` while the server serves and writes, a restore into a new data
+ * directory (with the original master key beside it), and then the restored trail verifies, its
+ * checkpoints are the ones signed before, and its export passes agentgov-verify offline.
+ */
+
+const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+const VERIFY = fileURLToPath(new URL("../../../packages/verifier/src/cli.ts", import.meta.url))
+const run = promisify(execFile)
+
+const enabled = !process.env.DATABASE_URL && process.platform === "linux"
+const dir = enabled ? reachableTempDir("agentgov-backup-") : ""
+const original = join(dir, "original")
+const restored = join(dir, "restored")
+const file = join(dir, "agentgov.backup.gz")
+
+afterEach(stopChildren)
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true })
+})
+
+const call = async (server: ChildServer, key: string, method: string, path: string, body?: unknown) => {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+  return { status: res.status, body: (await res.json()) as any }
+}
+const cli = (dataDir: string, ...args: Array<string>) =>
+  run(process.execPath, [CLI, ...args], { env: { ...process.env, AGENTGOV_DATA_DIR: dataDir } })
+
+interface CheckpointRow {
+  workspace_id: string
+  tree_size: string
+  root_hash: string
+  head_hash: string
+  signature: string
+  kid: string
+}
+const checkpointsOf = async (dataDir: string) => {
+  const sql = pgConnect(runningClusterUrl(join(dataDir, "pg"))!)
+  try {
+    return await sql<Array<CheckpointRow>>`SELECT workspace_id, tree_size::text, root_hash, head_hash, signature, kid
+      FROM checkpoints ORDER BY workspace_id, tree_size`
+  } finally {
+    await sql.end()
+  }
+}
+
+describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
+  it("backs up while serving and writing; the restore verifies, keeps its checkpoints and exports a verifiable trail", async () => {
+    const first = await spawnServer({ AGENTGOV_DATA_DIR: original })
+    const key = await first.waitForKey()
+    const agent = await call(first, key, "POST", "/api/v1/agents", { name: "backed-up" })
+    expect(agent.status).toBe(201)
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await call(first, key, "POST", "/api/v1/guard", { agentId: agent.body.data.id, action: `read.${i}` })).status,
+      ).toBe(200)
+    const signed = await call(first, key, "GET", "/api/v1/events/checkpoint")
+    expect(signed.status, JSON.stringify(signed.body)).toBe(200)
+
+    // Writes go on while the backup reads: it holds one instant of the chain, whichever that is.
+    let writing = true
+    const writer = (async () => {
+      let n = 0
+      while (writing) {
+        const r = await call(first, key, "POST", "/api/v1/events/ingest", {
+          events: [{ type: "backup.during", data: { n: n++ } }],
+        })
+        expect(r.status).toBe(201)
+      }
+      return n
+    })()
+    const backup = await cli(original, "backup", file, "--json")
+    writing = false
+    expect(await writer).toBeGreaterThan(0)
+    const summary = JSON.parse(backup.stdout)
+    expect(summary.tables).toBeGreaterThan(10)
+    expect(summary.rows).toBeGreaterThan(10)
+    // A second backup to the same file is refused: a backup never overwrites.
+    const again = await cli(original, "backup", file).then(
+      () => undefined,
+      (e) => e as { code: number; stderr: string },
+    )
+    expect(again?.code).toBe(2)
+    expect(again?.stderr).toMatch(/exists/)
+    const before = await checkpointsOf(original)
+    first.proc.kill("SIGTERM")
+    await first.exited
+
+    // A restore into a store that has data is refused, and changes nothing.
+    const intoUsed = await cli(original, "restore", file).then(
+      () => undefined,
+      (e) => e as { code: number; stderr: string },
+    )
+    expect(intoUsed?.code).toBe(2)
+    expect(intoUsed?.stderr).toMatch(/empty/)
+
+    const restore = await cli(restored, "restore", file)
+    expect(restore.stdout).toMatch(/restored from .*: \d+ tables/)
+    expect(restore.stdout).toMatch(/master key/)
+    copyFileSync(join(original, "master.key"), join(restored, "master.key"))
+
+    const second = await spawnServer({ AGENTGOV_DATA_DIR: restored })
+    // The original key still works: the restore is the same store, not a new one (no bootstrap).
+    const verified = await call(second, key, "POST", "/api/v1/events/verify", {})
+    expect(verified.status, JSON.stringify(verified.body)).toBe(200)
+    expect(verified.body.data.valid).toBe(true)
+    const after = await checkpointsOf(restored)
+    expect(after.length).toBeGreaterThan(0)
+    for (const c of after) expect(before, `checkpoint ${c.workspace_id}@${c.tree_size}`).toContainEqual(c)
+    // The checkpoint the API serves for the restored chain is signed over the same tree.
+    const latest = await call(second, key, "GET", "/api/v1/events/checkpoint")
+    expect(latest.status).toBe(200)
+    // New work continues the restored chain.
+    expect((await call(second, key, "POST", "/api/v1/agents", { name: "after-restore" })).status).toBe(201)
+
+    const exported = await call(second, key, "GET", "/api/v1/events/export")
+    expect(exported.status).toBe(200)
+    const bundle = join(dir, "bundle.json")
+    writeFileSync(bundle, JSON.stringify(exported.body.data))
+    const offline = spawnSync(process.execPath, [VERIFY, bundle], { encoding: "utf8" })
+    expect(offline.status, offline.stderr + offline.stdout).toBe(0)
+    expect(offline.stdout).toMatch(/OK/)
+    expect(existsSync(`${file}.partial`)).toBe(false)
+  })
+
+  it("refuses a file that is not a backup, and a restore while a server runs on the directory", async () => {
+    const junk = join(dir, "junk.gz")
+    writeFileSync(junk, "not a backup")
+    const fresh = join(dir, "fresh")
+    const bad = await cli(fresh, "restore", junk).then(
+      () => undefined,
+      (e) => e as { code: number; stderr: string },
+    )
+    expect(bad?.code).toBe(2)
+    const server = await spawnServer({ AGENTGOV_DATA_DIR: fresh })
+    const busy = await cli(fresh, "restore", file).then(
+      () => undefined,
+      (e) => e as { code: number; stderr: string },
+    )
+    expect(busy?.code).toBe(2)
+    expect(busy?.stderr).toMatch(/running/)
+    server.proc.kill("SIGTERM")
+    await server.exited
+  })
+})

@@ -1,0 +1,207 @@
+import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs"
+import { createInterface } from "node:readline"
+import { Readable, Transform } from "node:stream"
+import { pipeline } from "node:stream/promises"
+import { createGunzip, createGzip } from "node:zlib"
+import postgres from "postgres"
+import { connectionOptions } from "./connectionUrl.ts"
+import { loadMigrations } from "./migrate.ts"
+
+/**
+ * Logical backups of the store (issue 34), made and read by the service itself: the embedded
+ * default ships no pg_dump, and this works the same on any PostgreSQL.
+ *
+ * A backup is one consistent snapshot: every table is read in a single REPEATABLE READ, READ ONLY
+ * transaction, so it can be taken while the service runs (writers are not blocked) and holds a
+ * chain and its checkpoints as of one instant. The file is gzip'd text: a header line (JSON: the
+ * format, the migrations the schema had, the sequences), then per table a JSON line naming its
+ * columns followed by its rows in COPY text format and a `\.` line.
+ *
+ * A restore goes into an empty store: it applies the backup's own migrations, loads every table
+ * in one transaction with triggers off (the rows are the chain as it was: the append-only guards
+ * and foreign keys are not re-run on them), sets the sequences, and commits; the server applies
+ * any later migration at its next start, as for any upgrade. The backup holds secrets only in the
+ * form the store keeps them (hashes; private keys encrypted with the master key): restoring it is
+ * useful only with the same AGENTGOV_MASTER_KEY (or the data directory's master.key).
+ */
+export const BACKUP_FORMAT = "agentgov-backup"
+export const BACKUP_VERSION = 1
+
+export interface BackupHeader {
+  readonly format: typeof BACKUP_FORMAT
+  readonly version: number
+  readonly createdAt: string
+  readonly migrations: ReadonlyArray<string>
+  readonly sequences: ReadonlyArray<{ readonly name: string; readonly value: string | null; readonly called: boolean }>
+}
+
+export interface BackupSummary {
+  readonly tables: number
+  readonly rows: number
+  readonly migrations: ReadonlyArray<string>
+}
+
+export class BackupError extends Error {}
+
+const connect = (url: string) => {
+  const { url: u, host } = connectionOptions(url)
+  return postgres(u, { ...(host ? { host } : {}), max: 1, onnotice: () => {}, idle_timeout: 5 })
+}
+
+const ident = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+/** Writes a backup of the database at `url` to `file` (written beside it, then renamed into place). */
+export const backupTo = async (url: string, file: string): Promise<BackupSummary> => {
+  const sql = connect(url)
+  const partial = `${file}.partial`
+  let rows = 0
+  let tables = 0
+  let migrations: ReadonlyArray<string> = []
+  try {
+    await sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
+      const hasMigrations = await tx`SELECT to_regclass('public.schema_migrations') IS NOT NULL AS present`
+      if (!hasMigrations[0]!.present)
+        throw new BackupError("this database holds no agentgov store (no schema_migrations)")
+      migrations = (await tx<Array<{ version: string }>>`SELECT version FROM schema_migrations ORDER BY version`).map(
+        (r) => r.version,
+      )
+      const sequences = await tx<Array<{ name: string; value: string | null; called: boolean }>>`
+        SELECT sequencename AS name, last_value::text AS value, last_value IS NOT NULL AS called
+        FROM pg_sequences WHERE schemaname = 'public' ORDER BY sequencename`
+      const columns = await tx<Array<{ table: string; columns: Array<string> }>>`
+        SELECT c.table_name AS table, array_agg(c.column_name::text ORDER BY c.ordinal_position) AS columns
+        FROM information_schema.columns c JOIN pg_tables t ON t.tablename = c.table_name AND t.schemaname = 'public'
+        WHERE c.table_schema = 'public' AND c.is_generated = 'NEVER' AND c.table_name <> 'schema_migrations'
+        GROUP BY c.table_name ORDER BY c.table_name`
+      const header: BackupHeader = {
+        format: BACKUP_FORMAT,
+        version: BACKUP_VERSION,
+        createdAt: new Date().toISOString(),
+        migrations,
+        sequences: sequences.map((s) => ({ name: s.name, value: s.value, called: s.called })),
+      }
+      const gzip = createGzip()
+      const out = pipeline(gzip, createWriteStream(partial, { mode: 0o600 }))
+      const write = (chunk: string | Buffer) =>
+        gzip.write(chunk) ? Promise.resolve() : new Promise<void>((r) => gzip.once("drain", () => r()))
+      await write(`${JSON.stringify(header)}\n`)
+      for (const t of columns) {
+        await write(`${JSON.stringify({ table: t.table, columns: t.columns })}\n`)
+        const copy = await tx
+          .unsafe(`COPY (SELECT ${t.columns.map(ident).join(", ")} FROM ${ident(t.table)}) TO STDOUT`)
+          .readable()
+        let last = 10
+        for await (const chunk of copy as AsyncIterable<Buffer>) {
+          for (const b of chunk) if (b === 10) rows++
+          last = chunk.at(-1) ?? last
+          await write(chunk)
+        }
+        await write(last === 10 ? "\\.\n" : "\n\\.\n")
+        tables++
+      }
+      gzip.end()
+      await out
+    })
+    renameSync(partial, file)
+    return { tables, rows, migrations }
+  } catch (e) {
+    rmSync(partial, { force: true })
+    throw e
+  } finally {
+    await sql.end()
+  }
+}
+
+/** Reads a backup's lines: its header, then each table with an async iterable of its COPY lines. */
+const readBackup = async function* (file: string) {
+  const lines = createInterface({ input: createReadStream(file).pipe(createGunzip()), crlfDelay: Infinity })
+  const it = lines[Symbol.asyncIterator]()
+  let header: BackupHeader
+  try {
+    const first = await it.next()
+    header = JSON.parse(first.done ? "" : first.value)
+  } catch {
+    throw new BackupError(`${file} is not an agentgov backup`)
+  }
+  if (header.format !== BACKUP_FORMAT) throw new BackupError(`${file} is not an agentgov backup`)
+  if (header.version !== BACKUP_VERSION)
+    throw new BackupError(
+      `${file} is a backup of format version ${header.version}; this release reads ${BACKUP_VERSION}`,
+    )
+  yield { kind: "header", header } as const
+  for (;;) {
+    const next = await it.next()
+    if (next.done) return
+    if (next.value === "") continue
+    const { table, columns } = JSON.parse(next.value) as { table: string; columns: Array<string> }
+    const rows = (async function* () {
+      for (;;) {
+        const line = await it.next()
+        if (line.done) throw new BackupError(`${file} is truncated (in table ${table})`)
+        if (line.value === "\\.") return
+        yield `${line.value}\n`
+      }
+    })()
+    yield { kind: "table", table, columns, rows } as const
+  }
+}
+
+/**
+ * Restores `file` into the empty database at `url`: the backup's migrations, its rows and its
+ * sequences, in one transaction. A database that already holds an agentgov store is refused.
+ */
+export const restoreFrom = async (url: string, file: string): Promise<BackupSummary> => {
+  const sql = connect(url)
+  try {
+    const [present] = await sql`SELECT to_regclass('public.schema_migrations') IS NOT NULL
+      OR to_regclass('public.workspaces') IS NOT NULL AS present`
+    if (present!.present)
+      throw new BackupError("the target already holds an agentgov store: restore into an empty database")
+    const known = new Map(loadMigrations().map((m) => [m.version, m]))
+    let tables = 0
+    let rows = 0
+    let migrations: ReadonlyArray<string> = []
+    await sql.begin(async (tx) => {
+      // The rows are the store as it was: its own triggers (append-only guards, foreign keys) are not re-run.
+      await tx`SET LOCAL session_replication_role = replica`
+      for await (const part of readBackup(file)) {
+        if (part.kind === "header") {
+          migrations = part.header.migrations
+          const unknown = migrations.filter((v) => !known.has(v))
+          if (unknown.length > 0)
+            throw new BackupError(
+              `the backup was made by a later release (migrations ${unknown.join(", ")}): restore it with that release or a newer one`,
+            )
+          await tx.unsafe(
+            "CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+          )
+          for (const v of migrations) {
+            await tx.unsafe(known.get(v)!.sql)
+            await tx`INSERT INTO schema_migrations (version) VALUES (${v})`
+          }
+          for (const s of part.header.sequences)
+            if (s.value !== null) await tx`SELECT setval(${`public.${ident(s.name)}`}, ${s.value}::bigint, ${s.called})`
+          continue
+        }
+        // A row a migration seeded is replaced by the backup's own.
+        await tx.unsafe(`DELETE FROM ${ident(part.table)}`)
+        let n = 0
+        const counted = new Transform({
+          transform(chunk, _enc, done) {
+            n++
+            done(null, chunk)
+          },
+        })
+        const sink = await tx
+          .unsafe(`COPY ${ident(part.table)} (${part.columns.map(ident).join(", ")}) FROM STDIN`)
+          .writable()
+        await pipeline(Readable.from(part.rows), counted, sink)
+        rows += n
+        tables++
+      }
+    })
+    return { tables, rows, migrations }
+  } finally {
+    await sql.end()
+  }
+}
