@@ -8,7 +8,7 @@ import {
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js"
 import type { DefinitionStore } from "./DefinitionStore.ts"
-import { GATEWAY_ERRORS, gatewayError } from "./errors.ts"
+import { GATEWAY_ERRORS, GatewayError, gatewayError, passOn } from "./errors.ts"
 import { deniedOutright } from "./hiddenTools.ts"
 import type { Sanitizer } from "./sanitizer.ts"
 import { definitionHash, type Finding, scanDefinition } from "./scanner.ts"
@@ -74,7 +74,13 @@ export class Gateway {
       { name: `agentgov-mcp-gateway (${this.options.server})`, version: "0.1.0" },
       { capabilities: { tools: { listChanged: true } } },
     )
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await this.listTools() }))
+    server.setRequestHandler(ListToolsRequestSchema, async () => {
+      try {
+        return { tools: await this.listTools() }
+      } catch (error) {
+        throw error instanceof McpError ? passOn(error) : error
+      }
+    })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
       this.callTool(request.params.name, request.params.arguments, extra.signal),
     )
@@ -254,7 +260,13 @@ export class Gateway {
       } catch (error) {
         if ((error as { code?: unknown }).code === "APPROVAL_WAIT_TIMEOUT")
           return this.refuse(tool, "approval_timeout", decision, approvalId)
-        throw error
+        // No answer about the approval is no approval: refused, as when the service cannot be reached.
+        return this.refuse(
+          tool,
+          "service_unavailable",
+          { reasons: [{ code: "SERVICE_UNAVAILABLE", message: (error as Error).message }], eventId: decision.eventId },
+          approvalId,
+        )
       }
       if (status !== "approved") return this.refuse(tool, "approval_denied", decision, approvalId)
       // The approval lets exactly this call through (D7): the guard says so, and records it.
@@ -270,7 +282,8 @@ export class Gateway {
     try {
       result = await this.options.upstream.callTool(tool, args, signal)
     } catch (error) {
-      if (error instanceof McpError) throw error
+      if (error instanceof GatewayError) throw error
+      if (error instanceof McpError) throw passOn(error)
       throw gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${(error as Error).message}`)
     }
     const durationMs = Math.round(performance.now() - started)

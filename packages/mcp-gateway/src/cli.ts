@@ -47,4 +47,5 @@ const isEntryPoint = () => {
   }
 }
 
-if (isEntryPoint()) process.exitCode = await main(process.argv.slice(2))
+// Exit once closed: the SDK token refresher and the stdio streams would keep an idle process alive.
+if (isEntryPoint()) process.exit(await main(process.argv.slice(2)))

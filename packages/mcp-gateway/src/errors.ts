@@ -1,5 +1,3 @@
-import { McpError } from "@modelcontextprotocol/sdk/types.js"
-
 /**
  * The JSON-RPC error codes the gateway answers with (the implementation-defined server range): a client can
  * tell a refusal from a failure, and the message says it in words for the model.
@@ -15,5 +13,28 @@ export const GATEWAY_ERRORS = {
   upstreamUnavailable: -32013,
 } as const
 
+/**
+ * An error the gateway answers a request with. Not the SDK's `McpError`, whose message carries an
+ * "MCP error <code>:" prefix that the client's `McpError` adds a second time.
+ */
+export class GatewayError extends Error {
+  readonly code: number
+  readonly data: Record<string, unknown> | undefined
+  constructor(code: number, message: string, data?: Record<string, unknown>) {
+    super(message)
+    this.name = "GatewayError"
+    this.code = code
+    this.data = data
+  }
+}
+
 export const gatewayError = (code: number, message: string, data?: Record<string, unknown>) =>
-  new McpError(code, message, data)
+  new GatewayError(code, message, data)
+
+/** The server's own error, passed on as it was (its code, message and data), without a second prefix. */
+export const passOn = (error: { readonly code: number; readonly message: string; readonly data?: unknown }) =>
+  new GatewayError(
+    error.code,
+    error.message.replace(/^MCP error -?\d+: /, ""),
+    error.data as Record<string, unknown> | undefined,
+  )

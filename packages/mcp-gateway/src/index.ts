@@ -11,7 +11,7 @@
  */
 export { ConfigError, type GatewayConfig, parseConfig, serverNameFromCommand, USAGE } from "./config.ts"
 export { DefinitionStore } from "./DefinitionStore.ts"
-export { GATEWAY_ERRORS } from "./errors.ts"
+export { GATEWAY_ERRORS, GatewayError } from "./errors.ts"
 export { Gateway, type GatewayOptions } from "./Gateway.ts"
 export { deniedOutright } from "./hiddenTools.ts"
 export { type RunningGateway, startGateway } from "./run.ts"

@@ -53,8 +53,10 @@ const INSTRUCTION_PATTERNS: ReadonlyArray<readonly [string, RegExp]> = [
  * Invisible and direction-changing characters: zero-width characters, bidirectional controls (Trojan
  * Source), the Unicode tag block (ASCII smuggling) and other format characters a reviewer does not see.
  */
-const HIDDEN_UNICODE =
-  /[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/u
+const HIDDEN_CLASS =
+  "[\\u00ad\\u180e\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb\\u{E0000}-\\u{E007F}]"
+const HIDDEN_UNICODE = new RegExp(HIDDEN_CLASS, "u")
+const HIDDEN_UNICODE_ALL = new RegExp(HIDDEN_CLASS, "gu")
 
 const quote = (text: string, index: number, length: number) => {
   const start = Math.max(0, index - 20)
@@ -98,7 +100,7 @@ export const scanDefinition = (definition: ToolDefinition): Array<Finding> => {
       const code = hidden[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")
       findings.push({
         kind: "hidden_unicode",
-        detail: `U+${code} in "${quote(text, hidden.index, hidden[0].length).replace(HIDDEN_UNICODE, "�")}"`,
+        detail: `U+${code} in "${quote(text, hidden.index, hidden[0].length).replace(HIDDEN_UNICODE_ALL, "�")}"`,
       })
     }
     for (const [name, pattern] of INSTRUCTION_PATTERNS) {

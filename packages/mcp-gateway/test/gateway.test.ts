@@ -97,7 +97,8 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
       expect(names).not.toContain("delete_everything")
       const error = await mcpError(c.client.callTool({ name: "delete_everything", arguments: {} }))
       expect(error.code).toBe(GATEWAY_ERRORS.denied)
-      expect(error.message).toContain("no deleting")
+      expect(error.message).toBe('MCP error -32010: "delete_everything" was denied by policy: no deleting')
+      expect(error.data).toMatchObject({ reason: "policy_denied" })
       const [denied] = await eventsOf(admin, a.agentId, "mcp.tool.denied")
       expect(denied!.data).toMatchObject({ tool: "delete_everything", reason: "policy_denied" })
       expect(c.calls()).toEqual([])
@@ -274,7 +275,17 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 })
 
-describe("upstream failure (stdio)", () => {
+describe("the wrapped server (stdio)", () => {
+  it("does not inherit the gateway's agent key", async () => {
+    const a = await newAgent()
+    const c = await connect("stdio", { url: t.url, ...a })
+    try {
+      expect(textOf(await c.client.callTool({ name: "whoami", arguments: {} }))).toBe("AGENTGOV_API_KEY=unset")
+    } finally {
+      await c.close()
+    }
+  })
+
   it("a crash mid-call is a clear MCP error, and the server is restarted", async () => {
     const a = await newAgent()
     const c = await connect("stdio", { url: t.url, ...a })

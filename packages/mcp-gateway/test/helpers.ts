@@ -12,7 +12,8 @@ import { expect } from "vitest"
 
 export { clientFor, closedPort, startTestServer, type TestServer, unique } from "../../sdk/test/helpers.ts"
 
-const BIN = fileURLToPath(new URL("../bin/agentgov-mcp-gateway.js", import.meta.url))
+/** The CLI's source, not the bin (which prefers a `dist` that may be older than the source under test). */
+const BIN = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
 const FIXTURE = fileURLToPath(new URL("fixtures/toolServer.ts", import.meta.url))
 /** Without a build, the gateway runs from its TypeScript source and imports the SDK's. */
 const NODE_ARGS = ["--conditions=@agentgov/source"]
