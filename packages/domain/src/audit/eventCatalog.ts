@@ -129,6 +129,8 @@ const McpRedaction = Schema.Struct({
   }),
   count: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
 })
+/** Which call an MCP event is about. */
+const McpCall = { agentId: AgentId, server: McpServer, tool: McpTool, action: McpAction }
 const NonNegative = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 // ---------------------------------------------------------------------------------------------
@@ -640,10 +642,7 @@ export const SYSTEM_EVENTS = {
     emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
     reportedBy: "agent",
     data: Schema.Struct({
-      agentId: AgentId,
-      server: McpServer,
-      tool: McpTool,
-      action: McpAction,
+      ...McpCall,
       guardEventId: Schema.NullOr(Schema.String).annotate({
         description:
           "the `policy.evaluated` event of the decision that let it through; null when the gateway decided alone (service unreachable, fail open)",
@@ -661,10 +660,7 @@ export const SYSTEM_EVENTS = {
     emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
     reportedBy: "agent",
     data: Schema.Struct({
-      agentId: AgentId,
-      server: McpServer,
-      tool: McpTool,
-      action: McpAction,
+      ...McpCall,
       reason: Schema.Literals(["policy_denied", "approval_denied", "approval_timeout", "service_unavailable"]),
       reasons: Schema.Array(GuardReason).annotate({ description: "the guard's reasons (or the gateway's)" }),
       guardEventId: Schema.NullOr(Schema.String).annotate({
@@ -698,10 +694,7 @@ export const SYSTEM_EVENTS = {
     emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
     reportedBy: "agent",
     data: Schema.Struct({
-      agentId: AgentId,
-      server: McpServer,
-      tool: McpTool,
-      action: McpAction,
+      ...McpCall,
       redactions: Schema.Array(McpRedaction),
     }),
   },
