@@ -3,7 +3,8 @@
  * in a fresh project outside the repository (with the machine's own Node and npm, none of the repository's
  * node_modules on the PATH), and there runs the SDK README's quick start and a typed tRPC client against a
  * real server, type-checks them under `moduleResolution` `nodenext` and `bundler`, and verifies an exported
- * audit bundle with `npx agentgov-verify`. Run by CI after the tests: `npm run pack-check`.
+ * audit bundle with `npx agentgov-verify`, and runs the MCP gateway's example (an MCP client, the gateway, a small
+ * MCP server) as installed. Run by CI after the tests: `npm run pack-check`.
  *
  * The server is started like in production: environment variables and the key it prints on its first start,
  * so it works on whichever store is the default.
@@ -17,7 +18,13 @@ import { type ChildServer, spawnServer, stopChildren } from "../../apps/server/t
 
 const repo = fileURLToPath(new URL("../../", import.meta.url))
 const fixture = fileURLToPath(new URL("fixture/", import.meta.url))
-const PUBLISHED = ["@agentgov/sdk", "@agentgov/connector-sdk", "@agentgov/verifier", "@agentgov/trpc-types"]
+const PUBLISHED = [
+  "@agentgov/sdk",
+  "@agentgov/connector-sdk",
+  "@agentgov/verifier",
+  "@agentgov/trpc-types",
+  "@agentgov/mcp-gateway",
+]
 const readJson = (path: string) => JSON.parse(readFileSync(path, "utf8"))
 const rootPackage = readJson(join(repo, "package.json"))
 const trpcVersion: string = readJson(join(repo, "packages/trpc-types/package.json")).devDependencies["@trpc/server"]
@@ -169,6 +176,41 @@ try {
 
   step("@agentgov/sdk/webhooks (node out/webhooks.js)")
   run("node", ["out/webhooks.js"], { cwd: project, env })
+
+  step("@agentgov/mcp-gateway's example: an MCP client, agentgov-mcp-gateway, and the example's server")
+  const mcpKey = (
+    await api("POST", "/api/v1/api-keys", {
+      name: "mcp-gateway",
+      type: "agent",
+      agentId: agent.id,
+      scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"],
+    })
+  ).data.apiKey
+  await api("POST", "/api/v1/policies", {
+    name: "no deleting notes",
+    target: { agentIds: [agent.id] },
+    rules: [{ id: "no-delete", effect: "deny", actions: ["mcp.notes.delete_notes"], reason: "notes are kept" }],
+  })
+  const example = run("node", ["node_modules/@agentgov/mcp-gateway/example/run.mjs"], {
+    cwd: project,
+    env: { ...env, AGENTGOV_API_KEY: mcpKey, AGENTGOV_MCP_STORE: join(work, "mcp-definitions.json") },
+    capture: true,
+  })
+  console.log(example.trim())
+  if (/tools:.*delete_notes/.test(example) || !/delete_notes → refused/.test(example))
+    throw new Error("the MCP gateway did not hide and refuse delete_notes")
+  const mcpEvents = async (type: string, count: number) => {
+    for (let i = 0; i < 100; i++) {
+      const found = (await api("GET", `/api/v1/events?type=${type}&agentId=${agent.id}`)).data
+      if (found.length >= count) return found
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    throw new Error(`the gateway's ${type} events did not arrive`)
+  }
+  await mcpEvents("mcp.tool.called", 2)
+  await mcpEvents("mcp.tool.denied", 1)
+  await mcpEvents("mcp.result.redacted", 1)
+  console.log("the gateway recorded mcp.tool.called, mcp.tool.denied and mcp.result.redacted")
 
   step("npx agentgov-verify bundle.json --jwks jwks.json")
   writeFileSync(join(project, "bundle.json"), JSON.stringify(await api("GET", "/api/v1/events/export")))

@@ -489,6 +489,69 @@ export interface MemberRemovedData {
 }
 
 // ---------------------------------------------------------------------------------------------
+// MCP gateway (@agentgov/mcp-gateway): reported under the agent's key
+
+/** What the gateway's sanitiser removed from a tool result. */
+export interface McpRedaction {
+  readonly kind: "credential" | "url"
+  /** The pattern that matched (`aws_access_key`, `github_token`, …) or the URL's host. */
+  readonly rule: string
+  readonly count: number
+}
+
+/** `mcp.tool.called`: an MCP tool call was allowed, forwarded to its server, and answered. */
+export interface McpToolCalledData {
+  readonly agentId: string
+  readonly server: string
+  readonly tool: string
+  /** `mcp.<server>.<tool>`. */
+  readonly action: string
+  /** The `policy.evaluated` event of the decision; null when the gateway decided alone (fail open). */
+  readonly guardEventId: string | null
+  readonly approvalId?: string
+  readonly durationMs: number
+  readonly isError: boolean
+  readonly contentItems: number
+  readonly resultBytes: number
+  readonly redactions: ReadonlyArray<McpRedaction>
+}
+
+/** `mcp.tool.denied`: an MCP tool call was refused by the gateway and never reached its server. */
+export interface McpToolDeniedData {
+  readonly agentId: string
+  readonly server: string
+  readonly tool: string
+  readonly action: string
+  readonly reason: "policy_denied" | "approval_denied" | "approval_timeout" | "service_unavailable"
+  readonly reasons: ReadonlyArray<GuardReason>
+  readonly guardEventId: string | null
+  readonly approvalId?: string
+}
+
+/** `mcp.definition.flagged`: an MCP tool definition failed the gateway's scan. */
+export interface McpDefinitionFlaggedData {
+  readonly agentId: string
+  readonly server: string
+  readonly tool: string
+  readonly findings: ReadonlyArray<{
+    readonly kind: "instructions" | "hidden_unicode" | "definition_changed"
+    readonly detail: string
+  }>
+  readonly definitionHash: string
+  /** The definition first seen, when it changed (a rug pull). */
+  readonly firstSeenHash?: string
+}
+
+/** `mcp.result.redacted`: the sanitiser removed credentials or URLs from a tool result. */
+export interface McpResultRedactedData {
+  readonly agentId: string
+  readonly server: string
+  readonly tool: string
+  readonly action: string
+  readonly redactions: ReadonlyArray<McpRedaction>
+}
+
+// ---------------------------------------------------------------------------------------------
 // Webhooks (never the secret; of the URL only its origin)
 
 /** `webhook.created`. */
@@ -600,6 +663,10 @@ export interface SystemEventDataMap {
   "compliance.report.generated": ComplianceReportGeneratedData
   "certification.issued": CertificationIssuedData
   "certification.revoked": CertificationRevokedData
+  "mcp.tool.called": McpToolCalledData
+  "mcp.tool.denied": McpToolDeniedData
+  "mcp.definition.flagged": McpDefinitionFlaggedData
+  "mcp.result.redacted": McpResultRedactedData
 }
 
 /**
@@ -671,6 +738,10 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "compliance.report.generated",
   "certification.issued",
   "certification.revoked",
+  "mcp.tool.called",
+  "mcp.tool.denied",
+  "mcp.definition.flagged",
+  "mcp.result.redacted",
 ] as const satisfies ReadonlyArray<SystemEventName>)
 
 /**

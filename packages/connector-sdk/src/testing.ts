@@ -339,6 +339,49 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     reportId: "rpt_01jd8xk5m6n7p8q9r0s1t2v3w4",
     reason: "agent_suspended",
   }),
+  "mcp.tool.called": () => ({
+    agentId: SAMPLE_AGENT,
+    server: "github",
+    tool: "create_issue",
+    action: "mcp.github.create_issue",
+    guardEventId: "evt_01jd8xq7r8s9t0v1w2x3y4z5a6",
+    durationMs: 184,
+    isError: false,
+    contentItems: 1,
+    resultBytes: 412,
+    redactions: [],
+  }),
+  "mcp.tool.denied": () => ({
+    agentId: SAMPLE_AGENT,
+    server: "github",
+    tool: "delete_repository",
+    action: "mcp.github.delete_repository",
+    reason: "policy_denied",
+    reasons: [
+      {
+        code: "POLICY_DENY",
+        message: "Repositories are never deleted by agents",
+        policyId: "pol_01jd8xh3k4m5n6p7q8r9s0t1v2",
+        ruleId: "no-delete",
+      },
+    ],
+    guardEventId: "evt_01jd8xq7r8s9t0v1w2x3y4z5a7",
+  }),
+  "mcp.definition.flagged": () => ({
+    agentId: SAMPLE_AGENT,
+    server: "weather",
+    tool: "forecast",
+    findings: [{ kind: "definition_changed", detail: "the description changed since first seen" }],
+    definitionHash: "9f2c4b1e8a7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b",
+    firstSeenHash: "1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c",
+  }),
+  "mcp.result.redacted": () => ({
+    agentId: SAMPLE_AGENT,
+    server: "github",
+    tool: "get_file",
+    action: "mcp.github.get_file",
+    redactions: [{ kind: "credential", rule: "aws_access_key", count: 1 }],
+  }),
 }
 
 /**

@@ -158,6 +158,12 @@ const reasonsText = (list: unknown): string | undefined => {
   return lines.length === 0 ? undefined : lines.join("; ")
 }
 
+const redactionsText = (list: unknown): string | undefined => {
+  if (!Array.isArray(list)) return undefined
+  const parts = list.filter(isRecord).map((r) => `${plain(r.rule) ?? words(r.kind) ?? "?"} ×${plain(r.count) ?? "?"}`)
+  return parts.length === 0 ? undefined : parts.join(", ")
+}
+
 const matchedPolicies = (list: unknown): string | undefined => {
   if (!Array.isArray(list)) return undefined
   const ids = [
@@ -583,6 +589,55 @@ const FORMATTERS: Formatters = {
       ["Agent", agentOf(d), true],
       ["Framework", frameworkOf(d.framework), true],
       ["Why", words(d.reason), true],
+    ],
+    link: agentLink(d),
+  }),
+  "mcp.tool.called": (d) => ({
+    title: `${agentOf(d)} called ${plain(d.action) ?? "an MCP tool"}`,
+    summary: d.isError ? "The tool answered with an error." : undefined,
+    fields: [
+      ["Agent", plain(d.agentId), true],
+      ["Server", plain(d.server), true],
+      ["Tool", plain(d.tool), true],
+      ["Took", typeof d.durationMs === "number" ? `${d.durationMs} ms` : undefined, true],
+      ["Redacted", redactionsText(d.redactions), false],
+    ],
+    link: agentLink(d),
+  }),
+  "mcp.tool.denied": (d) => ({
+    title: `MCP call refused: ${plain(d.action) ?? "a tool"}`,
+    summary: reasonsText(d.reasons) ?? words(d.reason),
+    fields: [
+      ["Agent", plain(d.agentId), true],
+      ["Server", plain(d.server), true],
+      ["Tool", plain(d.tool), true],
+      ["Why", words(d.reason), true],
+    ],
+    link: agentLink(d),
+    subject: approvalSubject(d.approvalId),
+  }),
+  "mcp.definition.flagged": (d) => ({
+    title: `MCP tool definition flagged: ${plain(d.server) ?? "a server"}/${plain(d.tool) ?? "a tool"}`,
+    summary: Array.isArray(d.findings)
+      ? d.findings
+          .filter(isRecord)
+          .map((f) => `${words(f.kind) ?? "finding"}: ${plain(f.detail) ?? ""}`.trim())
+          .join("; ")
+      : undefined,
+    fields: [
+      ["Agent", plain(d.agentId), true],
+      ["Server", plain(d.server), true],
+      ["Tool", plain(d.tool), true],
+    ],
+    link: agentLink(d),
+  }),
+  "mcp.result.redacted": (d) => ({
+    title: `Redacted from the result of ${plain(d.action) ?? "an MCP tool"}`,
+    summary: redactionsText(d.redactions),
+    fields: [
+      ["Agent", plain(d.agentId), true],
+      ["Server", plain(d.server), true],
+      ["Tool", plain(d.tool), true],
     ],
     link: agentLink(d),
   }),

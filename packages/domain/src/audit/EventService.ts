@@ -1,5 +1,5 @@
 import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
-import { Clock, Context, Effect, Fiber, Layer } from "effect"
+import { Clock, Context, Effect, Fiber, Layer, Schema } from "effect"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { type IdempotencyKeyReused, type IdempotencyRequest, Replayed } from "../idempotency/Idempotency.ts"
@@ -21,7 +21,13 @@ import {
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
 import { EventRepo, leafOfRow } from "./EventRepo.ts"
-import { INGESTED_EVENT_TYPE, isSystemEvent, systemNamespaceOf } from "./eventCatalog.ts"
+import {
+  eventDataSchema,
+  INGESTED_EVENT_TYPE,
+  isAgentReported,
+  isSystemEvent,
+  systemNamespaceOf,
+} from "./eventCatalog.ts"
 import { compileFilters } from "./eventFilters.ts"
 
 const VERIFY_BATCH = 10_000
@@ -86,7 +92,24 @@ export class EventService extends Context.Service<
             })
           }
           const namespace = systemNamespaceOf(e.type)
-          if (namespace !== undefined) {
+          if (isAgentReported(e.type)) {
+            // Reported system events (the MCP gateway's): only for the credential's own agent, and only with
+            // data a subscriber can rely on, since they reach `mcp.*` subscribers like the service's own.
+            if (actor.agentId === undefined || (e.agentId !== undefined && e.agentId !== actor.agentId)) {
+              return yield* new PermissionDenied({
+                message: `events[${i}]: "${e.type}" is reported by an agent-bound credential, for its own agent`,
+                field: `events[${i}].type`,
+                issue: "needs an agent-bound credential",
+              })
+            }
+            const data = e.data as { readonly agentId?: unknown }
+            if (!Schema.is(eventDataSchema(e.type)!)(e.data) || data.agentId !== actor.agentId) {
+              return yield* new InvalidInput({
+                field: `events[${i}].data`,
+                message: `does not match the data schema of "${e.type}" for this credential's agent (docs/events.md)`,
+              })
+            }
+          } else if (namespace !== undefined) {
             return yield* new InvalidInput({
               field: `events[${i}].type`,
               message: isSystemEvent(e.type)

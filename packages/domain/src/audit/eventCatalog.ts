@@ -20,6 +20,12 @@ export interface EventDefinition {
   readonly emittedBy: string
   /** The schema of the event's `data`: a struct, JSON-Schema-able, needing no services. */
   readonly data: EventDataSchema
+  /**
+   * `agent`: an agent-bound credential may ingest it, for its own agent only, with `data` that matches the
+   * schema (`data.agentId` naming that agent). The MCP gateway reports what it did this way: the service
+   * did not see the tool call, the event is the gateway's word, attributed to the agent's key.
+   */
+  readonly reportedBy?: "agent"
 }
 
 /** A `data` schema of the catalog. */
@@ -106,6 +112,27 @@ const WebhookOrigin = Schema.String.annotate({
     "the scheme, host and port of the webhook's URL; its path and query are left out, as they often carry the receiver's own credentials",
 })
 const WebhookFilters = Schema.Array(Schema.String).annotate({ description: "the event filters, as registered" })
+
+/** MCP gateway (@agentgov/mcp-gateway): what it reports, under the agent's key. */
+const McpServer = Schema.String.annotate({
+  description: "the MCP server's name, as in the action `mcp.<server>.<tool>`",
+})
+const McpTool = Schema.String.annotate({ description: "the tool's name on that server" })
+const McpAction = Schema.String.annotate({ description: "`mcp.<server>.<tool>`: the action the guard evaluated" })
+const McpFindingKind = Schema.Literals(["instructions", "hidden_unicode", "definition_changed"]).annotate({
+  description:
+    "`instructions`: the definition addresses the model; `hidden_unicode`: invisible or bidirectional characters; `definition_changed`: not the definition first seen (a rug pull)",
+})
+const McpRedaction = Schema.Struct({
+  kind: Schema.Literals(["credential", "url"]),
+  rule: Schema.String.annotate({
+    description: "the pattern that matched (`aws_access_key`, `github_token`, …) or the URL's host",
+  }),
+  count: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+})
+/** Which call an MCP event is about. */
+const McpCall = { agentId: AgentId, server: McpServer, tool: McpTool, action: McpAction }
+const NonNegative = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 // ---------------------------------------------------------------------------------------------
 
@@ -654,6 +681,67 @@ export const SYSTEM_EVENTS = {
       reason: Schema.Literals(["agent_suspended", "agent_revoked", "trust_below_bronze"]),
     }),
   },
+  "mcp.tool.called": {
+    description: "an MCP tool call was allowed by the guard, forwarded to its server, and answered",
+    emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
+    reportedBy: "agent",
+    data: Schema.Struct({
+      ...McpCall,
+      guardEventId: Schema.NullOr(Schema.String).annotate({
+        description:
+          "the `policy.evaluated` event of the decision that let it through; null when the gateway decided alone (service unreachable, fail open)",
+      }),
+      approvalId: Schema.optionalKey(Schema.String.annotate({ description: "the approval it waited for (`apr_…`)" })),
+      durationMs: NonNegative.annotate({ description: "time the server took to answer, in milliseconds" }),
+      isError: Schema.Boolean.annotate({ description: "the server answered with a tool error" }),
+      contentItems: NonNegative.annotate({ description: "content items in the result" }),
+      resultBytes: NonNegative.annotate({ description: "size of the result as JSON, after sanitising" }),
+      redactions: Schema.Array(McpRedaction).annotate({ description: "what the sanitiser removed from the result" }),
+    }),
+  },
+  "mcp.tool.denied": {
+    description: "an MCP tool call was refused by the gateway and never reached its server",
+    emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
+    reportedBy: "agent",
+    data: Schema.Struct({
+      ...McpCall,
+      reason: Schema.Literals(["policy_denied", "approval_denied", "approval_timeout", "service_unavailable"]),
+      reasons: Schema.Array(GuardReason).annotate({ description: "the guard's reasons (or the gateway's)" }),
+      guardEventId: Schema.NullOr(Schema.String).annotate({
+        description: "the `policy.evaluated` event; null when the service could not be reached",
+      }),
+      approvalId: Schema.optionalKey(Schema.String),
+    }),
+  },
+  "mcp.definition.flagged": {
+    description: "an MCP tool definition failed the gateway's scan when listed",
+    emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
+    reportedBy: "agent",
+    data: Schema.Struct({
+      agentId: AgentId,
+      server: McpServer,
+      tool: McpTool,
+      findings: Schema.Array(
+        Schema.Struct({
+          kind: McpFindingKind,
+          detail: Schema.String.annotate({ description: "what matched, quoted short" }),
+        }),
+      ),
+      definitionHash: Schema.String.annotate({ description: "SHA-256 of the definition as listed now" }),
+      firstSeenHash: Schema.optionalKey(
+        Schema.String.annotate({ description: "SHA-256 of the definition first seen, when it changed" }),
+      ),
+    }),
+  },
+  "mcp.result.redacted": {
+    description: "the gateway's sanitiser removed credentials or URLs from an MCP tool result before the model saw it",
+    emittedBy: "the MCP gateway (@agentgov/mcp-gateway), reported under the agent's key",
+    reportedBy: "agent",
+    data: Schema.Struct({
+      ...McpCall,
+      redactions: Schema.Array(McpRedaction),
+    }),
+  },
 } satisfies Record<string, EventDefinition>
 
 export type SystemEventName = keyof typeof SYSTEM_EVENTS
@@ -680,6 +768,11 @@ export const systemNamespaceOf = (name: string): string | undefined => {
   const [first] = name.split(".", 1)
   return first !== undefined && SYSTEM_NAMESPACES.has(first) ? first : undefined
 }
+
+/** Whether an agent-bound credential may ingest this system event for its own agent (`reportedBy: "agent"`). */
+export const isAgentReported = (name: string): boolean =>
+  Object.hasOwn(SYSTEM_EVENTS, name) &&
+  (SYSTEM_EVENTS[name as SystemEventName] as EventDefinition).reportedBy === "agent"
 
 /** The schema of a system event's `data` (an alias gives its target's); undefined for other names. */
 export const eventDataSchema = (name: string): EventDataSchema | undefined => {

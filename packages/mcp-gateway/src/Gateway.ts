@@ -1,0 +1,315 @@
+import type { AgentGov, AgentRuntime, GuardDecision, Policy } from "@agentgov/sdk"
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ListToolsRequestSchema,
+  McpError,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js"
+import type { DefinitionStore } from "./DefinitionStore.ts"
+import { GATEWAY_ERRORS, GatewayError, gatewayError, passOn } from "./errors.ts"
+import { deniedOutright } from "./hiddenTools.ts"
+import type { Sanitizer } from "./sanitizer.ts"
+import { definitionHash, type Finding, scanDefinition } from "./scanner.ts"
+import type { Upstream } from "./Upstream.ts"
+
+export interface GatewayOptions {
+  /** The server's name in action names: `mcp.<server>.<tool>`. */
+  readonly server: string
+  readonly upstream: Upstream
+  /** The client of the agent's key: reads the policies and the agent for `tools/list`. */
+  readonly client: AgentGov
+  /** The agent runtime of that key: guard calls, approvals, events. */
+  readonly agent: AgentRuntime
+  readonly sanitizer: Sanitizer
+  readonly store: DefinitionStore
+  /** How long a call waits for an approval before it is refused (default 50 s, under common clients' 60 s). */
+  readonly approvalTimeoutMs?: number
+  /** Hide tools the policies deny outright from `tools/list` (default true). */
+  readonly hideDenied?: boolean
+  readonly log?: (message: string) => void
+}
+
+interface KnownDefinition {
+  readonly hash: string
+  readonly findings: ReadonlyArray<Finding>
+}
+
+type DeniedReason = "policy_denied" | "approval_denied" | "approval_timeout" | "service_unavailable"
+
+/** Base64url JSON of a JWT's payload. */
+const tokenClaims = (token: string): Record<string, unknown> => {
+  try {
+    return JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString("utf8"))
+  } catch {
+    return {}
+  }
+}
+
+/**
+ * The governed proxy: what one MCP server's tools look like through agentgov. Every `tools/call` is a guard
+ * call on `mcp.<server>.<tool>` with `{server, tool, arguments, definition}` as context, and nothing reaches
+ * the server without an `allow` (after an approval when one is required). Results pass the sanitiser. Every
+ * outcome is reported as an event under the agent's key.
+ */
+export class Gateway {
+  private readonly definitions = new Map<string, KnownDefinition>()
+  /** `tool\0hash` flagged already by this process: one event per definition seen, not per listing. */
+  private readonly flagged = new Set<string>()
+  private readonly servers = new Set<Server>()
+  private agentIdPromise: Promise<string> | undefined
+  private readonly approvalTimeoutMs: number
+
+  private readonly options: GatewayOptions
+
+  constructor(options: GatewayOptions) {
+    this.options = options
+    this.approvalTimeoutMs = options.approvalTimeoutMs ?? 50_000
+  }
+
+  /** A new MCP server speaking for this gateway: one per downstream connection (stdio) or HTTP request. */
+  createServer(): Server {
+    const server = new Server(
+      { name: `agentgov-mcp-gateway (${this.options.server})`, version: "0.1.0" },
+      { capabilities: { tools: { listChanged: true } } },
+    )
+    server.setRequestHandler(ListToolsRequestSchema, async () => {
+      try {
+        return { tools: await this.listTools() }
+      } catch (error) {
+        throw error instanceof McpError ? passOn(error) : error
+      }
+    })
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
+      this.callTool(request.params.name, request.params.arguments, extra.signal),
+    )
+    this.servers.add(server)
+    server.onclose = () => this.servers.delete(server)
+    return server
+  }
+
+  /** Tells every connected client that the list changed (the upstream restarted or said so). */
+  toolsChanged(): void {
+    for (const server of this.servers) server.sendToolListChanged().catch(() => {})
+  }
+
+  private action(tool: string) {
+    return `mcp.${this.options.server}.${tool}`
+  }
+
+  /** The agent of the key, from its SDK token's `agentId` claim (the API has no "who am I" call). */
+  private agentId(): Promise<string> {
+    this.agentIdPromise ??= this.options.client.tokens.create().then((t) => {
+      const id = tokenClaims(t.token).agentId
+      if (typeof id !== "string")
+        throw new Error("AGENTGOV_API_KEY is not an agent key (svc_ag_sk_…): the gateway acts for one agent")
+      return id
+    })
+    this.agentIdPromise.catch(() => {
+      this.agentIdPromise = undefined
+    })
+    return this.agentIdPromise
+  }
+
+  private async record(type: string, data: Record<string, unknown>): Promise<void> {
+    try {
+      const agentId = await this.agentId()
+      this.options.agent.track({ type, data: { agentId, ...data } as never })
+    } catch (error) {
+      this.options.log?.(`could not record ${type}: ${(error as Error).message}`)
+    }
+  }
+
+  /** Scans each definition against its text and its first-seen hash; flags new findings as events. */
+  private scan(tools: ReadonlyArray<Tool>): void {
+    const { server, store } = this.options
+    for (const tool of tools) {
+      const hash = definitionHash(tool)
+      const findings = scanDefinition(tool)
+      const first = store.firstSeen(server, tool.name, hash)
+      if (first !== hash)
+        findings.push({ kind: "definition_changed", detail: "the definition differs from the one first seen" })
+      this.definitions.set(tool.name, { hash, findings })
+      const key = `${tool.name}\u0000${hash}`
+      if (findings.length > 0 && !this.flagged.has(key)) {
+        this.flagged.add(key)
+        this.options.log?.(`tool "${tool.name}" flagged: ${findings.map((f) => f.kind).join(", ")}`)
+        void this.record("mcp.definition.flagged", {
+          server,
+          tool: tool.name,
+          findings: findings.map((f) => ({ kind: f.kind, detail: f.detail })),
+          definitionHash: hash,
+          ...(first !== hash ? { firstSeenHash: first } : {}),
+        })
+      }
+    }
+  }
+
+  /** The policies and the agent, or undefined when they cannot be read (then nothing is hidden). */
+  private async policyView(): Promise<
+    { policies: Array<Policy>; agent: { id: string; labels: Array<string> } } | undefined
+  > {
+    try {
+      const id = await this.agentId()
+      const [policies, agent] = await Promise.all([
+        this.options.client.policies.list({ limit: 100 }, { maxRetries: 0, timeoutMs: 5_000 }).toArray(1_000),
+        this.options.client.agents.get(id, { maxRetries: 0, timeoutMs: 5_000 }),
+      ])
+      return { policies, agent: { id: agent.id, labels: [...agent.labels] } }
+    } catch (error) {
+      this.options.log?.(`tools/list shows every tool: the policies could not be read (${(error as Error).message})`)
+      return undefined
+    }
+  }
+
+  async listTools(): Promise<Array<Tool>> {
+    const tools = await this.options.upstream.listTools()
+    this.scan(tools)
+    if (this.options.hideDenied === false) return tools
+    const view = await this.policyView()
+    if (view === undefined) return tools
+    return tools.filter((t) => !deniedOutright(view.policies, view.agent, this.action(t.name)))
+  }
+
+  private async refuse(
+    tool: string,
+    reason: DeniedReason,
+    decision: Pick<GuardDecision, "reasons" | "eventId">,
+    approvalId?: string,
+  ): Promise<never> {
+    const reasons = decision.reasons.map((r) => ({
+      code: r.code,
+      message: r.message,
+      ...(r.policyId ? { policyId: r.policyId } : {}),
+      ...(r.ruleId ? { ruleId: r.ruleId } : {}),
+    }))
+    await this.record("mcp.tool.denied", {
+      server: this.options.server,
+      tool,
+      action: this.action(tool),
+      reason,
+      reasons,
+      guardEventId: decision.eventId ?? null,
+      ...(approvalId ? { approvalId } : {}),
+    })
+    const why = reasons.map((r) => r.message).join("; ") || reason.replace(/_/g, " ")
+    const code =
+      reason === "policy_denied"
+        ? GATEWAY_ERRORS.denied
+        : reason === "service_unavailable"
+          ? GATEWAY_ERRORS.serviceUnavailable
+          : GATEWAY_ERRORS.approvalNotGranted
+    const lead =
+      reason === "service_unavailable"
+        ? `agentgov could not be reached, so "${tool}" was not called`
+        : reason === "policy_denied"
+          ? `"${tool}" was denied by policy`
+          : reason === "approval_timeout"
+            ? `"${tool}" needs an approval that was not decided within ${Math.round(this.approvalTimeoutMs / 1000)} s`
+            : `"${tool}" needs an approval that was not granted`
+    throw gatewayError(code, `${lead}: ${why}`, { reason, reasons, ...(approvalId ? { approvalId } : {}) })
+  }
+
+  private async definitionOf(tool: string): Promise<KnownDefinition | undefined> {
+    if (!this.definitions.has(tool)) await this.listTools().catch(() => undefined)
+    return this.definitions.get(tool)
+  }
+
+  async callTool(
+    tool: string,
+    args: Record<string, unknown> | undefined,
+    signal?: AbortSignal,
+  ): Promise<CallToolResult> {
+    const { agent, server } = this.options
+    const action = this.action(tool)
+    const definition = await this.definitionOf(tool)
+    const context = {
+      server,
+      tool,
+      arguments: (args ?? {}) as never,
+      definition: {
+        known: definition !== undefined,
+        flagged: (definition?.findings.length ?? 0) > 0,
+        findings: [...new Set(definition?.findings.map((f) => f.kind) ?? [])],
+      },
+    }
+    let decision: GuardDecision
+    try {
+      decision = await agent.guard(action, context, signal ? { signal } : {})
+    } catch (error) {
+      // A refusal of the request itself (a bad key, a context too large): no decision, so no call.
+      throw gatewayError(
+        GATEWAY_ERRORS.denied,
+        `agentgov refused to decide on "${tool}": ${(error as Error).message}`,
+        {
+          reason: "guard_error",
+        },
+      )
+    }
+    let approvalId: string | undefined
+    if (decision.decision === "require_approval") {
+      approvalId = decision.approvalId!
+      let status: string
+      try {
+        const approval = await agent.waitForApproval(approvalId, {
+          timeoutMs: this.approvalTimeoutMs,
+          ...(signal ? { signal } : {}),
+        })
+        status = approval.status
+      } catch (error) {
+        if ((error as { code?: unknown }).code === "APPROVAL_WAIT_TIMEOUT")
+          return this.refuse(tool, "approval_timeout", decision, approvalId)
+        // No answer about the approval is no approval: refused, as when the service cannot be reached.
+        return this.refuse(
+          tool,
+          "service_unavailable",
+          { reasons: [{ code: "SERVICE_UNAVAILABLE", message: (error as Error).message }], eventId: decision.eventId },
+          approvalId,
+        )
+      }
+      if (status !== "approved") return this.refuse(tool, "approval_denied", decision, approvalId)
+      // The approval lets exactly this call through (D7): the guard says so, and records it.
+      decision = await agent.guard(action, context, { approvalId, ...(signal ? { signal } : {}) })
+    }
+    if (!decision.allowed) {
+      const unavailable = decision.reasons.some((r) => r.code === "SERVICE_UNAVAILABLE")
+      return this.refuse(tool, unavailable ? "service_unavailable" : "policy_denied", decision, approvalId)
+    }
+
+    const started = performance.now()
+    let result: CallToolResult
+    try {
+      result = await this.options.upstream.callTool(tool, args, signal)
+    } catch (error) {
+      if (error instanceof GatewayError) throw error
+      if (error instanceof McpError) throw passOn(error)
+      throw gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${(error as Error).message}`)
+    }
+    const durationMs = Math.round(performance.now() - started)
+    const clean = this.options.sanitizer.sanitize({
+      content: result.content,
+      structuredContent: result.structuredContent,
+    })
+    const out: CallToolResult = { ...result, content: clean.value.content ?? [] }
+    if (result.structuredContent !== undefined) out.structuredContent = clean.value.structuredContent
+    const redactions = clean.redactions.map((r) => ({ ...r }))
+    if (redactions.length > 0) {
+      this.options.log?.(`redacted from "${tool}": ${redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`)
+      void this.record("mcp.result.redacted", { server, tool, action, redactions })
+    }
+    void this.record("mcp.tool.called", {
+      server,
+      tool,
+      action,
+      guardEventId: decision.eventId ?? null,
+      ...(approvalId ? { approvalId } : {}),
+      durationMs,
+      isError: result.isError === true,
+      contentItems: Array.isArray(result.content) ? result.content.length : 0,
+      resultBytes: Buffer.byteLength(JSON.stringify(out)),
+      redactions,
+    })
+    return out
+  }
+}

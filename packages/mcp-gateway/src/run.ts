@@ -1,0 +1,130 @@
+import { timingSafeEqual } from "node:crypto"
+import { createServer, type Server as HttpServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { AgentGov } from "@agentgov/sdk"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import type { GatewayConfig } from "./config.ts"
+import { DefinitionStore } from "./DefinitionStore.ts"
+import { Gateway } from "./Gateway.ts"
+import { Sanitizer } from "./sanitizer.ts"
+import { Upstream } from "./Upstream.ts"
+
+export interface RunningGateway {
+  readonly gateway: Gateway
+  /** The Streamable HTTP endpoint, when serving HTTP. */
+  readonly url?: string
+  /** Stops serving, stops the upstream server, and sends the events still queued. */
+  readonly close: () => Promise<void>
+}
+
+/** The wrapped server's environment: the user's, without the gateway's own credentials. */
+const upstreamEnv = (): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(process.env).filter(
+      (e): e is [string, string] => e[1] !== undefined && !e[0].startsWith("AGENTGOV_"),
+    ),
+  )
+
+const sameSecret = (given: string, expected: string) => {
+  const a = Buffer.from(given)
+  const b = Buffer.from(expected)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+const reply = (res: ServerResponse, status: number, message: string) => {
+  res.writeHead(status, { "content-type": "application/json" })
+  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
+}
+
+/**
+ * Starts a gateway from its configuration: the upstream server (spawned, or connected over HTTP), and the
+ * downstream side (stdio of this process, or a Streamable HTTP endpoint at `/mcp`).
+ */
+export const startGateway = async (
+  config: GatewayConfig,
+  log: (message: string) => void = (m) => process.stderr.write(`agentgov-mcp-gateway: ${m}\n`),
+): Promise<RunningGateway> => {
+  const client = new AgentGov({ apiKey: config.apiKey, baseUrl: config.url })
+  const agent = client.agent({
+    onUnavailable: config.onUnavailable,
+    guardTimeoutMs: config.guardTimeoutMs,
+    guardMaxRetries: 1,
+    onDrop: (d) => log(`${d.events.length} event(s) dropped (${d.reason})`),
+  })
+  let gateway: Gateway | undefined
+  const upstream = new Upstream({
+    name: config.server,
+    transport: () =>
+      config.command
+        ? new StdioClientTransport({
+            command: config.command.command,
+            args: [...config.command.args],
+            env: upstreamEnv(),
+            stderr: "inherit",
+          })
+        : new StreamableHTTPClientTransport(new URL(config.upstreamUrl!)),
+    log,
+    onToolsChanged: () => gateway?.toolsChanged(),
+  })
+  gateway = new Gateway({
+    server: config.server,
+    upstream,
+    client,
+    agent,
+    sanitizer: new Sanitizer({ allowedHosts: config.allowedHosts }),
+    store: new DefinitionStore(config.storePath),
+    approvalTimeoutMs: config.approvalTimeoutMs,
+    hideDenied: config.hideDenied,
+    log,
+  })
+  await upstream.start()
+
+  let http: HttpServer | undefined
+  let url: string | undefined
+  const closeAll = async () => {
+    if (http) await new Promise<void>((resolve) => http!.close(() => resolve()))
+    await upstream.close()
+    await agent.shutdown({ timeoutMs: 10_000 })
+  }
+
+  if (config.listen) {
+    const g = gateway
+    http = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+      if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp")
+        return reply(res, 404, "not found: the endpoint is /mcp")
+      if (config.httpToken !== undefined) {
+        const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1] ?? ""
+        if (!sameSecret(given, config.httpToken)) return reply(res, 401, "a bearer token is required")
+      }
+      // Stateless: each request gets its own MCP server and transport; the gateway behind them is shared.
+      if (req.method !== "POST") return reply(res, 405, "this gateway is stateless: POST only")
+      const server = g.createServer()
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+      res.on("close", () => {
+        void transport.close()
+        void server.close()
+      })
+      try {
+        await server.connect(transport)
+        await transport.handleRequest(req, res)
+      } catch (error) {
+        log(`HTTP request failed: ${(error as Error).message}`)
+        if (!res.headersSent) reply(res, 500, "internal error")
+      }
+    })
+    await new Promise<void>((resolve, reject) => {
+      http!.once("error", reject)
+      http!.listen(config.listen!.port, config.listen!.host, () => resolve())
+    })
+    const { port } = http.address() as AddressInfo
+    url = `http://${config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host}:${port}/mcp`
+    log(`listening on ${url}`)
+  } else {
+    const server = gateway.createServer()
+    await server.connect(new StdioServerTransport())
+  }
+  return { gateway, ...(url ? { url } : {}), close: closeAll }
+}

@@ -1,0 +1,309 @@
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { AgentGov } from "@agentgov/sdk"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { GATEWAY_ERRORS } from "../src/errors.ts"
+import {
+  clientFor,
+  closedPort,
+  connect,
+  eventsOf,
+  type Mode,
+  mcpError,
+  startTestServer,
+  stopChildren,
+  type TestServer,
+  textOf,
+  unique,
+} from "./helpers.ts"
+
+/**
+ * The gateway end to end: a real agentgov server, the gateway's CLI, the test tool server, and the MCP SDK's
+ * client, over stdio and over Streamable HTTP.
+ */
+
+let t: TestServer
+let admin: AgentGov
+
+const AGENT_SCOPES = ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"]
+
+beforeAll(async () => {
+  t = await startTestServer()
+  admin = clientFor(t.url, t.key)
+})
+afterAll(async () => {
+  await stopChildren()
+  await t.close()
+})
+
+/** A new agent, its key, and a server name of its own (so that actions and policies do not collide). */
+const newAgent = async () => {
+  const agent = await admin.agents.create({ name: unique("mcp") })
+  const key = await admin.apiKeys.create({ name: "gateway", type: "agent", agentId: agent.id, scopes: AGENT_SCOPES })
+  const server = unique("srv").replace(/[^a-z0-9]/g, "_")
+  return { agentId: agent.id, apiKey: key.apiKey, server }
+}
+
+type Rules = Parameters<AgentGov["policies"]["create"]>[0]["rules"]
+const policyFor = (agentId: string, rules: Rules) =>
+  admin.policies.create({ name: unique("mcp-policy"), target: { agentIds: [agentId] }, rules })
+
+/** Decides the agent's first pending approval as soon as it appears, like an operator would. */
+const operator = async (agentId: string, decision: "approved" | "denied") => {
+  for (;;) {
+    const [pending] = await admin.approvals.list({ agentId, status: "pending" } as never).toArray(1)
+    if (pending) return admin.approvals.decide(pending.id, { decision, reason: "operator" })
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
+  it("allow: forwards the call and records mcp.tool.called with the guard's event", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      const result = await c.client.callTool({ name: "echo", arguments: { text: "hello" } })
+      expect(textOf(result)).toBe("hello")
+      expect(c.calls()).toEqual(['echo {"text":"hello"}'])
+      const [called] = await eventsOf(admin, a.agentId, "mcp.tool.called")
+      expect(called!.data).toMatchObject({
+        agentId: a.agentId,
+        server: a.server,
+        tool: "echo",
+        action: `mcp.${a.server}.echo`,
+        isError: false,
+        contentItems: 1,
+        redactions: [],
+      })
+      const guard = await admin.events.get((called!.data as { guardEventId: string }).guardEventId)
+      expect(guard.type).toBe("policy.evaluated")
+      expect(guard.data).toMatchObject({ action: `mcp.${a.server}.echo`, decision: "allow" })
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("deny: answers an MCP error, never forwards, records mcp.tool.denied; the tool is hidden from tools/list", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [
+      { id: "never", effect: "deny", actions: [`mcp.${a.server}.delete_*`], reason: "no deleting" },
+    ])
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      const names = (await c.client.listTools()).tools.map((x) => x.name)
+      expect(names).toContain("echo")
+      expect(names).not.toContain("delete_everything")
+      const error = await mcpError(c.client.callTool({ name: "delete_everything", arguments: {} }))
+      expect(error.code).toBe(GATEWAY_ERRORS.denied)
+      expect(error.message).toBe('MCP error -32010: "delete_everything" was denied by policy: no deleting')
+      expect(error.data).toMatchObject({ reason: "policy_denied" })
+      const [denied] = await eventsOf(admin, a.agentId, "mcp.tool.denied")
+      expect(denied!.data).toMatchObject({ tool: "delete_everything", reason: "policy_denied" })
+      expect(c.calls()).toEqual([])
+      expect(await admin.events.list({ type: "mcp.tool.called", agentId: a.agentId }).toArray()).toEqual([])
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("a conditional deny keeps the tool listed and decides each call on its arguments", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [
+      {
+        id: "secret",
+        effect: "deny",
+        actions: [`mcp.${a.server}.echo`],
+        when: { field: "context.arguments.text", op: "eq", value: "secret" },
+      },
+    ])
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      expect((await c.client.listTools()).tools.map((x) => x.name)).toContain("echo")
+      expect(textOf(await c.client.callTool({ name: "echo", arguments: { text: "fine" } }))).toBe("fine")
+      expect((await mcpError(c.client.callTool({ name: "echo", arguments: { text: "secret" } }))).code).toBe(
+        GATEWAY_ERRORS.denied,
+      )
+      expect(c.calls()).toEqual(['echo {"text":"fine"}'])
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("require_approval: waits, and forwards once an operator approves while the call waits", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      const call = c.client.callTool({ name: "wire_money", arguments: { amount: 5000 } })
+      const decided = await operator(a.agentId, "approved")
+      expect(textOf(await call)).toBe("wire_money done")
+      expect(c.calls()).toEqual(['wire_money {"amount":5000}'])
+      const [called] = await eventsOf(admin, a.agentId, "mcp.tool.called")
+      expect(called!.data).toMatchObject({ tool: "wire_money", approvalId: decided.id })
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("require_approval: refuses when the operator denies, and records why", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      const call = mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 9000 } }))
+      const decided = await operator(a.agentId, "denied")
+      expect((await call).code).toBe(GATEWAY_ERRORS.approvalNotGranted)
+      const [denied] = await eventsOf(admin, a.agentId, "mcp.tool.denied")
+      expect(denied!.data).toMatchObject({ tool: "wire_money", reason: "approval_denied", approvalId: decided.id })
+      expect(c.calls()).toEqual([])
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("require_approval: refuses when nobody decides within the approval timeout", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const c = await connect(mode, { url: t.url, ...a, flags: ["--approval-timeout", "1"] })
+    try {
+      const error = await mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 1 } }))
+      expect(error.code).toBe(GATEWAY_ERRORS.approvalNotGranted)
+      const [denied] = await eventsOf(admin, a.agentId, "mcp.tool.denied")
+      expect(denied!.data).toMatchObject({ reason: "approval_timeout" })
+      expect(c.calls()).toEqual([])
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("redacts credentials and URLs to hosts not allowlisted from results, and records the finding", async () => {
+    const a = await newAgent()
+    const c = await connect(mode, { url: t.url, ...a, flags: ["--allowed-hosts", "docs.example.com"] })
+    try {
+      const text = textOf(await c.client.callTool({ name: "read_config", arguments: {} }))
+      expect(text).not.toContain("AKIAIOSFODNN7EXAMPLE")
+      expect(text).not.toContain("ghp_")
+      expect(text).not.toContain("evil.example.net")
+      expect(text).toContain("[REDACTED:aws_access_key]")
+      expect(text).toContain("https://docs.example.com/x")
+      const [redacted] = await eventsOf(admin, a.agentId, "mcp.result.redacted")
+      expect((redacted!.data as { redactions: unknown }).redactions).toEqual(
+        expect.arrayContaining([
+          { kind: "credential", rule: "aws_access_key", count: 1 },
+          { kind: "credential", rule: "github_token", count: 1 },
+          { kind: "url", rule: "evil.example.net", count: 1 },
+        ]),
+      )
+      const [called] = await eventsOf(admin, a.agentId, "mcp.tool.called")
+      expect(JSON.stringify(called!.data)).not.toContain("AKIA")
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("flags a rug pull and poisoned definitions, and a policy can refuse flagged tools", async () => {
+    const a = await newAgent()
+    const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
+    const first = await connect(mode, { url: t.url, ...a, store })
+    try {
+      expect((await first.client.listTools()).tools.map((x) => x.name)).toContain("weather")
+    } finally {
+      await first.close()
+    }
+    await policyFor(a.agentId, [
+      {
+        id: "flagged",
+        effect: "deny",
+        actions: [`mcp.${a.server}.*`],
+        when: { field: "context.definition.flagged", op: "eq", value: true },
+      },
+    ])
+    const second = await connect(mode, { url: t.url, ...a, store, toolEnv: { TOOL_SERVER_VARIANT: "changed" } })
+    try {
+      await second.client.listTools()
+      const flagged = await eventsOf(admin, a.agentId, "mcp.definition.flagged", 2)
+      const byTool = Object.fromEntries(flagged.map((e) => [(e.data as { tool: string }).tool, e.data as any]))
+      expect(byTool.weather.findings.map((f: { kind: string }) => f.kind)).toEqual(
+        expect.arrayContaining(["instructions", "definition_changed"]),
+      )
+      expect(byTool.weather.firstSeenHash).not.toBe(byTool.weather.definitionHash)
+      expect(byTool.notes.findings.map((f: { kind: string }) => f.kind)).toContain("hidden_unicode")
+      expect((await mcpError(second.client.callTool({ name: "weather", arguments: { text: "x" } }))).code).toBe(
+        GATEWAY_ERRORS.denied,
+      )
+      expect(textOf(await second.client.callTool({ name: "echo", arguments: { text: "still fine" } }))).toBe(
+        "still fine",
+      )
+      expect(second.calls()).toEqual(['echo {"text":"still fine"}'])
+    } finally {
+      await second.close()
+    }
+  })
+
+  it("refuses every call when agentgov cannot be reached (fail closed), and forwards nothing", async () => {
+    const a = await newAgent()
+    const c = await connect(mode, { url: `http://127.0.0.1:${await closedPort()}`, ...a })
+    try {
+      expect((await c.client.listTools()).tools.map((x) => x.name)).toContain("echo")
+      const error = await mcpError(c.client.callTool({ name: "echo", arguments: { text: "x" } }))
+      expect(error.code).toBe(GATEWAY_ERRORS.serviceUnavailable)
+      expect(c.calls()).toEqual([])
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("50 calls in flight: each decided and recorded once", async () => {
+    const a = await newAgent()
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      const texts = Array.from({ length: 50 }, (_, i) => `call-${i}`)
+      const results = await Promise.all(texts.map((text) => c.client.callTool({ name: "echo", arguments: { text } })))
+      expect(results.map(textOf)).toEqual(texts)
+      const called = await eventsOf(admin, a.agentId, "mcp.tool.called", 50)
+      const evaluated = await eventsOf(admin, a.agentId, "policy.evaluated", 50)
+      expect(called).toHaveLength(50)
+      expect(evaluated).toHaveLength(50)
+      const guardIds = called.map((e) => (e.data as { guardEventId: string }).guardEventId)
+      expect(new Set(guardIds)).toEqual(new Set(evaluated.map((e) => e.id)))
+      expect(c.calls().sort()).toEqual(texts.map((text) => `echo ${JSON.stringify({ text })}`).sort())
+    } finally {
+      await c.close()
+    }
+  })
+})
+
+describe("the wrapped server (stdio)", () => {
+  it("does not inherit the gateway's agent key", async () => {
+    const a = await newAgent()
+    const c = await connect("stdio", { url: t.url, ...a })
+    try {
+      expect(textOf(await c.client.callTool({ name: "whoami", arguments: {} }))).toBe("AGENTGOV_API_KEY=unset")
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("a crash mid-call is a clear MCP error, and the server is restarted", async () => {
+    const a = await newAgent()
+    const c = await connect("stdio", { url: t.url, ...a })
+    try {
+      const error = await mcpError(c.client.callTool({ name: "crash", arguments: {} }))
+      expect(error.code).toBe(GATEWAY_ERRORS.upstreamUnavailable)
+      expect(error.message).toContain("restarting")
+      let text: string | undefined
+      for (let i = 0; i < 100 && text === undefined; i++) {
+        text = await c.client.callTool({ name: "echo", arguments: { text: "back" } }).then(textOf, async (e) => {
+          expect(e.code).toBe(GATEWAY_ERRORS.upstreamUnavailable)
+          await new Promise((r) => setTimeout(r, 100))
+          return undefined
+        })
+      }
+      expect(text).toBe("back")
+    } finally {
+      await c.close()
+    }
+  })
+})
