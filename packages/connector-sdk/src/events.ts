@@ -325,6 +325,8 @@ export interface ContentMatchDetectedData {
   readonly url?: string
   /** The other registered content it matched, if any. */
   readonly matchedContentId?: string
+  /** How it was found. */
+  readonly method?: "text-winnowing" | "text-minhash" | "phash" | "phash-mirror" | "watermark"
 }
 
 /** `content.takedown.submitted`: a takedown notice was sent. */
