@@ -47,9 +47,8 @@ const serverPidUnder = (ancestor: number): number | undefined => {
     if (up !== ancestor) continue
     try {
       const command = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-      if (command.includes(START_SCRIPT)) {
-        if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "node") return pid
-      }
+      // An argument of its own (the shell npm runs has the whole command line as one).
+      if (command.includes(START_SCRIPT)) return pid
     } catch {
       // gone
     }
