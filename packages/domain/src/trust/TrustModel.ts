@@ -137,6 +137,36 @@ export const EVIDENCE_TYPES: ReadonlySet<string> = new Set([
 ])
 
 /**
+ * Folds `evaluations` guard decisions (`policy.evaluated`) of the agent into its evidence (in place), `allowed` of
+ * them allows, `allowedAt` the times of those allows in order (at most DAILY_ALLOWED_CAP of them a day are read:
+ * the rest earn nothing). One call per event, or one per agent and day for many (the worker's aggregate): the
+ * evidence comes out the same.
+ */
+export const applyEvaluations = (
+  e: Evidence,
+  evaluations: number,
+  allowed: number,
+  allowedAt: ReadonlyArray<number>,
+): void => {
+  count(e, "evaluations", evaluations)
+  // Only an allowed call earns: a denied one must never raise the score, not even as activity.
+  if (allowed === 0) return
+  count(e, "allowed", allowed)
+  for (const at of allowedAt) {
+    markActive(e, at)
+    const day = Math.floor(at / DAY_MS)
+    if (day !== e.day) {
+      if (day < e.day) continue // an older day's call arriving late: its day is closed
+      e.day = day
+      e.dayAllowed = 0
+    }
+    if (e.dayAllowed >= DAILY_ALLOWED_CAP) continue
+    e.dayAllowed += 1
+    e.allowed = addAt(e.allowed, 1, at)
+  }
+}
+
+/**
  * Folds one event about the agent into its evidence (in place). `at` is the event's time (ms).
  * Types of the system's own catalog not listed in EVIDENCE_TYPES change nothing here; any other
  * type (an event the agent's software ingested) counts as activity.
@@ -144,20 +174,8 @@ export const EVIDENCE_TYPES: ReadonlySet<string> = new Set([
 export const applyEvent = (e: Evidence, type: string, data: Record<string, unknown>, at: number): void => {
   switch (type) {
     case "policy.evaluated": {
-      count(e, "evaluations")
-      // Only an allowed call earns: a denied one must never raise the score, not even as activity.
-      if (data.decision !== "allow") return
-      count(e, "allowed")
-      markActive(e, at)
-      const day = Math.floor(at / DAY_MS)
-      if (day !== e.day) {
-        if (day < e.day) return // an older day's call arriving late: its day is closed
-        e.day = day
-        e.dayAllowed = 0
-      }
-      if (e.dayAllowed >= DAILY_ALLOWED_CAP) return
-      e.dayAllowed += 1
-      e.allowed = addAt(e.allowed, 1, at)
+      const allowed = data.decision === "allow"
+      applyEvaluations(e, 1, allowed ? 1 : 0, allowed ? [at] : [])
       return
     }
     case "policy.denied": {

@@ -9,9 +9,11 @@ import { ComplianceRepo } from "../compliance/ComplianceRepo.ts"
 import { isoOf } from "../shared/time.ts"
 import { type BadgeTier, badgeOf, type Tier, tierOf, tierRank } from "./Tier.ts"
 import {
+  applyEvaluations,
   applyEvent,
   cloneEvidence,
   computeScore,
+  DAILY_ALLOWED_CAP,
   EVIDENCE_TYPES,
   type Evidence,
   emptyEvidence,
@@ -25,6 +27,8 @@ export const MODEL_VERSION = "trust-model/1"
 export const ANNOUNCE_DELTA = 10
 /** Events read per transaction. */
 const BATCH = 1_000
+/** At most this many events of the trail a pass covers (the guard's decisions among them counted in SQL). */
+const WINDOW = 20_000
 
 const DAY_MS = 86_400_000
 
@@ -265,6 +269,14 @@ export class TrustRecompute extends Context.Service<
             const now = yield* Clock.currentTimeMillis
             const cursor = yield* lockCursor(workspaceId, now)
             if (cursor === undefined) return { skipped: true, read: 0, emitted: 0, more: false }
+            // The window of the trail this pass covers: at most WINDOW events after the cursor.
+            const [bounds] = yield* sql<{ upper: string | number | null }>`SELECT max(sequence) AS upper FROM events
+                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence}
+                  AND sequence <= ${cursor.sequence + WINDOW}`
+            if (bounds?.upper == null) return { skipped: false, read: 0, emitted: 0, more: false }
+            let upper = Number(bounds.upper)
+            let full = upper === cursor.sequence + WINDOW
+            // Every event but the guard's own record, in full and in order (at most BATCH: the window ends there).
             const read = yield* sql<{
               sequence: string | number
               type: string
@@ -272,10 +284,32 @@ export class TrustRecompute extends Context.Service<
               data: string
               ts: Date
             }>`SELECT sequence, type, agent_id, data::text AS data, ts FROM events
-                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence}
+                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
+                  AND type <> 'policy.evaluated'
                 ORDER BY sequence LIMIT ${BATCH}`
-            if (read.length === 0) return { skipped: false, read: 0, emitted: 0, more: false }
-            const last = Number(read[read.length - 1]!.sequence)
+            if (read.length === BATCH) {
+              upper = Number(read[read.length - 1]!.sequence)
+              full = true
+            }
+            // The guard's decisions, most of the trail, counted per agent and day in PostgreSQL: the model reads only
+            // their number, the allowed ones', and the times of a day's first DAILY_ALLOWED_CAP allows
+            // (applyEvaluations). Reading each back cost the guard a fifth of its throughput.
+            const evaluated = yield* sql<{
+              agent_id: string
+              day: string | number
+              n: string | number
+              allowed: string | number
+              allowed_at: ReadonlyArray<string | number> | null
+            }>`SELECT agent_id, floor(extract(epoch FROM ts) / 86400)::int8 AS day, count(*) AS n,
+                  count(*) FILTER (WHERE data->>'decision' = 'allow') AS allowed,
+                  (array_agg((extract(epoch FROM ts) * 1000)::int8 ORDER BY sequence)
+                    FILTER (WHERE data->>'decision' = 'allow'))[1:${DAILY_ALLOWED_CAP}] AS allowed_at
+                FROM events
+                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
+                  AND type = 'policy.evaluated' AND agent_id IS NOT NULL
+                GROUP BY agent_id, day ORDER BY day, agent_id`
+            const covered = upper - cursor.sequence
+            const last = upper
 
             const relevant: Array<{ agentId: string; type: string; data: Record<string, unknown>; at: number }> = []
             for (const r of read) {
@@ -285,6 +319,7 @@ export class TrustRecompute extends Context.Service<
               if (agentId === undefined) continue
               relevant.push({ agentId, type: r.type, data, at: r.ts.getTime() })
             }
+            for (const g of evaluated) relevant.push({ agentId: g.agent_id, type: "policy.evaluated", data: {}, at: 0 })
             const ids = [...new Set(relevant.map((e) => e.agentId))]
             const agents = yield* loadAgents(workspaceId, ids)
             const rows = new Map((yield* loadScores(workspaceId, ids)).map((r) => [r.agent_id, r]))
@@ -296,8 +331,16 @@ export class TrustRecompute extends Context.Service<
             }
             const causes = new Map<string, Causes>()
             const adjustments = new Map<string, Array<string>>()
+            for (const g of evaluated) {
+              if (!known.has(g.agent_id)) continue
+              const n = Number(g.n)
+              applyEvaluations(evidence.get(g.agent_id)!, n, Number(g.allowed), (g.allowed_at ?? []).map(Number))
+              const c = causes.get(g.agent_id) ?? new Map<string, number>()
+              c.set("policy.evaluated", (c.get("policy.evaluated") ?? 0) + n)
+              causes.set(g.agent_id, c)
+            }
             for (const e of relevant) {
-              if (!known.has(e.agentId)) continue
+              if (!known.has(e.agentId) || e.type === "policy.evaluated") continue
               applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at)
               if (e.type === "trust.score.adjusted") {
                 const list = adjustments.get(e.agentId) ?? []
@@ -315,7 +358,7 @@ export class TrustRecompute extends Context.Service<
               yield* audit.append(systemActor(workspaceId, cursor.environment, new Set(SCOPES)), events)
             yield* sql`UPDATE trust_cursors SET sequence = ${last}, updated_at = ${isoOf(now)}::timestamptz
                 WHERE workspace_id = ${workspaceId}`
-            return { skipped: false, read: read.length, emitted: events.length, more: read.length === BATCH }
+            return { skipped: false, read: covered, emitted: events.length, more: full }
           }),
         )
       }, Effect.orDie)

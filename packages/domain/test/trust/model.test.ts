@@ -2,6 +2,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { badgeOf, tierOf } from "../../src/trust/Tier.ts"
 import {
+  applyEvaluations,
   applyEvent,
   cloneEvidence,
   computeScore,
@@ -376,6 +377,49 @@ describe("properties", () => {
         for (const ev of sorted.slice(split)) applyEvent(resumed, ev.type, ev.data, T0 + ev.offset)
         expect(computeScore(resumed, NO_FACTS, NOW).score).toBe(computeScore(fold(sorted), NO_FACTS, NOW).score)
       }),
+    )
+  })
+})
+
+describe("guard decisions counted per agent and day (the worker's aggregate)", () => {
+  it("applyEvaluations once per day gives the evidence one applyEvent per decision gives", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            // Decisions over five days, some of them beyond a day's cap of allows.
+            offset: fc.integer({ min: 0, max: 5 * DAY - 1 }),
+            allow: fc.boolean(),
+          }),
+          { maxLength: 400 },
+        ),
+        fc.integer({ min: 0, max: 150 }),
+        (decisions, earlier) => {
+          const sorted = decisions.map((d) => ({ ...d, at: day(1) + d.offset })).sort((a, b) => a.at - b.at)
+          const one = emptyEvidence(T0)
+          const grouped = emptyEvidence(T0)
+          // Both start from a day already partly used.
+          allowed(one, day(1), earlier)
+          allowed(grouped, day(1), earlier)
+          for (const d of sorted) applyEvent(one, "policy.evaluated", { decision: d.allow ? "allow" : "deny" }, d.at)
+          const days = new Map<number, Array<(typeof sorted)[number]>>()
+          for (const d of sorted) {
+            const k = Math.floor(d.at / DAY)
+            days.set(k, [...(days.get(k) ?? []), d])
+          }
+          for (const k of [...days.keys()].sort((a, b) => a - b)) {
+            const list = days.get(k)!
+            const allows = list.filter((d) => d.allow)
+            applyEvaluations(
+              grouped,
+              list.length,
+              allows.length,
+              allows.slice(0, DAILY_ALLOWED_CAP).map((d) => d.at),
+            )
+          }
+          expect(grouped).toEqual(one)
+        },
+      ),
     )
   })
 })
