@@ -97,10 +97,10 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
       expect(retried!.status).toBeLessThan(300)
       // the retry waited for the vendor's Retry-After (a lower bound the connector must honour)
       expect(retried!.at - limited!.at).toBeGreaterThanOrEqual(1000)
-      // scheduled from the Retry-After (a client may add a margin), not from the backoff
+      // scheduled from the Retry-After, not from the backoff. A vendor client may count down the time it
+      // already spent (discord.js does), so only the wait above is a lower bound; this is not more than asked.
       const scheduled = rig.connector.logs().find((l) => l.msg === "attempt failed; will retry")
       expect(scheduled).toMatchObject({ retryAfter: true })
-      expect(scheduled!.delayMs).toBeGreaterThanOrEqual(1000)
       expect(scheduled!.delayMs).toBeLessThan(2000)
     })
 

@@ -133,7 +133,9 @@ export const peopleOperations = [
     description:
       "For a signed-in person whose verified e-mail address is the one invited. The token is the `invitation` value of the link's fragment.",
     errors: ["INVITATION_NOT_FOUND", "INVITATION_CLOSED", "ALREADY_MEMBER"],
-    input: Schema.Struct({ token: Schema.String.annotate({ description: "`svc_inv_…`" }) }),
+    input: Schema.Struct({ token: Schema.String.annotate({ description: "`svc_inv_…`" }) }).annotate({
+      identifier: "AcceptInvitation",
+    }),
     output: Member,
     handler: ({ token }, actor) => PeopleService.use((s) => s.acceptInvitation(actor, token)),
   }),

@@ -6,14 +6,28 @@ export const CONTENT_MAX_BODY_BYTES = 20 * 1024 * 1024
 /** Largest registered text, in characters. */
 export const MAX_TEXT_CHARS = 2_000_000
 
+const EXAMPLE_TEXT =
+  "Our support agent answered 1,240 customer questions this week. It escalated 37 of them to a person, " +
+  "refunded 12 orders under the policy limit, and asked for approval twice before issuing a larger credit. " +
+  "Every decision is in the audit trail, with the rule that allowed it and the person who approved it."
+
+/** A 256×256 grey PNG: the smallest image every content operation takes, as the documents' example. */
+const EXAMPLE_IMAGE =
+  "iVBORw0KGgoAAAANSUhEUgAAAQAAAAEACAIAAADTED8xAAAACXBIWXMAAAPoAAAD6AG1e1JrAAACAElEQVR42u3TMQ0AAAgEsfevjJkZMcxooEkVXHKpHngrEmAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAOogAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAAMAAYAAwABgADgAHAAGAADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAANgABUwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADAAGAAOAAcAAYAAwABgADIABwABgADAAGAAMAAYAA4ABwABgADAAGAAMAAYAA4ABwABgADAAGAAMAAYAA4ABwABgADAAGAAMAAYAA4ABwABgADAAGAAMAAYAA4ABwABgADAAGAAMAAYAA8C1tM0k68Umoc8AAAAASUVORK5CYII="
+
 const Base64Image = Schema.String.annotate({
   description: "the image, base64 (standard alphabet): JPEG, PNG or WebP, at most 40 megapixels",
+  examples: [EXAMPLE_IMAGE],
 })
 
 export const RegisterContent = Schema.Struct({
   kind: Schema.Literals(["text", "image"]),
   title: Name,
-  text: Schema.optionalKey(Schema.String.annotate({ description: "the text, for `kind: text`" })),
+  text: Schema.optionalKey(
+    Schema.String.annotate({
+      description: "the text, for `kind: text`",
+    }),
+  ),
   data: Schema.optionalKey(Base64Image),
   metadata: Schema.optionalKey(Metadata),
   watermark: Schema.optionalKey(
@@ -28,7 +42,10 @@ export const RegisterContent = Schema.Struct({
     }),
   ),
   agentId: Schema.optionalKey(Schema.String.annotate({ description: "the agent that produced it" })),
-}).annotate({ identifier: "RegisterContent" })
+}).annotate({
+  identifier: "RegisterContent",
+  examples: [{ kind: "text", title: "Weekly support report", text: EXAMPLE_TEXT }],
+})
 export type RegisterContent = typeof RegisterContent.Type
 
 export const TextFingerprintSummary = Schema.Struct({

@@ -92,6 +92,17 @@ export class Content extends Resource {
     return this.one({ method: "POST", path, body }, options)
   }
 
+  /** `scan` against one item: the catalog's `content.scanItem` (`POST /content/:id/scan`). */
+  scanItem(contentId: string, params: ContentScanParams, options?: RequestOptions): Promise<ContentScanResult> {
+    return this.scan({ ...params, contentId }, options)
+  }
+
+  /** The catalog's `content.watermark.detect`, by its name: `detectWatermark` with the request's body. */
+  readonly watermark = {
+    detect: (params: { readonly data: string }, options?: RequestOptions): Promise<WatermarkDetection> =>
+      this.detectWatermark(params.data, options),
+  }
+
   /** Reads the content id an image's watermark carries. */
   detectWatermark(data: string, options?: RequestOptions): Promise<WatermarkDetection> {
     return this.one({ method: "POST", path: "/content/watermark/detect", body: { data } }, options)
