@@ -262,7 +262,12 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       status: 400,
       body: { error: "invalid_grant" },
     })
-    const wrongSecret = { client: registered.client, clientSecret: `${registered.clientSecret!.slice(0, -1)}x` }
+    // The secret with its last character changed (to another one: a secret ending in "x" stays wrong).
+    const secret = registered.clientSecret!
+    const wrongSecret = {
+      client: registered.client,
+      clientSecret: `${secret.slice(0, -1)}${secret.endsWith("x") ? "y" : "x"}`,
+    }
     expect(await exchange({ code: fresh.code, code_verifier: fresh.verifier }, wrongSecret)).toMatchObject({
       status: 401,
       body: { error: "invalid_client" },
