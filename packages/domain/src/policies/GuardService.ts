@@ -3,7 +3,7 @@ import { Cause, Context, Effect, Exit, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Agent } from "../agents/Agent.ts"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
-import { AgentRepo } from "../agents/AgentRepo.ts"
+import { AGENTS_CHANNEL, AgentRepo } from "../agents/AgentRepo.ts"
 import { MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
 import { ApprovalService, type ApprovalUse } from "../approvals/ApprovalService.ts"
 import type { AuditEvent, NewEvent } from "../audit/AuditEvent.ts"
@@ -38,8 +38,6 @@ import { HEAVY_FOR_MS, SLOW_LANE_COST, SlowLane } from "./SlowLane.ts"
 export type GuardError = AgentNotFound | PermissionDenied | InvalidInput | IdempotencyKeyReused | GuardBusy
 
 const THROTTLE_TTL_MS = 5_000
-/** Where the agents trigger announces a change (payload: the agent id). */
-const AGENTS_CHANNEL = "agentgov_agents"
 /** A safety net for a missed notification. */
 const AGENT_MAX_AGE_MS = 30_000
 

@@ -319,8 +319,7 @@ export class TrustRecompute extends Context.Service<
               if (agentId === undefined) continue
               relevant.push({ agentId, type: r.type, data, at: r.ts.getTime() })
             }
-            for (const g of evaluated) relevant.push({ agentId: g.agent_id, type: "policy.evaluated", data: {}, at: 0 })
-            const ids = [...new Set(relevant.map((e) => e.agentId))]
+            const ids = [...new Set([...relevant.map((e) => e.agentId), ...evaluated.map((g) => g.agent_id)])]
             const agents = yield* loadAgents(workspaceId, ids)
             const rows = new Map((yield* loadScores(workspaceId, ids)).map((r) => [r.agent_id, r]))
             const known = new Set(agents.map((a) => a.id))
@@ -340,7 +339,7 @@ export class TrustRecompute extends Context.Service<
               causes.set(g.agent_id, c)
             }
             for (const e of relevant) {
-              if (!known.has(e.agentId) || e.type === "policy.evaluated") continue
+              if (!known.has(e.agentId)) continue
               applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at)
               if (e.type === "trust.score.adjusted") {
                 const list = adjustments.get(e.agentId) ?? []
