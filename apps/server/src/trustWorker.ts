@@ -7,7 +7,10 @@ export interface TrustWorkerOptions {
   readonly sweepMs?: number
   /** The longest sleep without a look for workspaces behind (the fallback when a notification is missed). */
   readonly pollMs?: number
-  /** Notifications of one workspace are gathered this long into one pass (the guard's events come in floods). */
+  /**
+   * Notifications of one workspace are gathered this long into one pass, and its passes start at least this far
+   * apart (the guard's events come in floods: back to back, passes cost PostgreSQL a commit and a scan each).
+   */
   readonly gatherMs?: number
 }
 
@@ -35,11 +38,25 @@ export const startTrustWorker = async (
   let stopping = false
   const due = new Set<string>()
   const running = new Map<string, Promise<void>>()
+  /** When each workspace's last pass started: the next waits until gatherMs after it. */
+  const started = new Map<string, number>()
+  const later = new Map<string, NodeJS.Timeout>()
   let timer: NodeJS.Timeout | undefined
 
   const runOne = (workspaceId: string) => {
-    if (running.has(workspaceId)) return
+    if (running.has(workspaceId) || later.has(workspaceId)) return
+    const wait = (started.get(workspaceId) ?? Number.NEGATIVE_INFINITY) + gatherMs - Date.now()
+    if (wait > 0) {
+      const t = setTimeout(() => {
+        later.delete(workspaceId)
+        if (!stopping) runOne(workspaceId)
+      }, wait)
+      t.unref()
+      later.set(workspaceId, t)
+      return
+    }
     due.delete(workspaceId)
+    started.set(workspaceId, Date.now())
     const pass = (async () => {
       try {
         for (;;) {
@@ -106,6 +123,8 @@ export const startTrustWorker = async (
       clearInterval(sweeper)
       clearTimeout(timer)
       timer = undefined
+      for (const t of later.values()) clearTimeout(t)
+      later.clear()
       await unlisten().catch(() => {})
       await Promise.allSettled([...running.values()])
     },
