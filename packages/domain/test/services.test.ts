@@ -697,12 +697,14 @@ describe("group-commit appender", () => {
     const before = await eventsOf(workspace.id)
     const stale = { sequence: 1, hash: before[0]!.hash }
     const prepared = probeBatch(workspace.id, actor, "probe.event", stale)
-    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, stale)))).toBe(false)
+    expect(await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, prepared, stale))))).toBe(
+      false,
+    )
     expect(await eventsOf(workspace.id)).toEqual(before)
     const last = before.at(-1)!
     const current = { sequence: last.sequence, hash: last.hash }
     const next = probeBatch(workspace.id, actor, "probe.event", current)
-    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, next, current)))).toBe(true)
+    expect(await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, next, current))))).toBe(true)
     const rows = await expectLinearChain(workspace.id)
     expect(rows.at(-1)!.id).toBe(next.stored[0]![0]!.id)
   })
@@ -766,7 +768,9 @@ describe("group-commit appender", () => {
     const head = await headOf(workspace.id)
     const prepared = probeBatch(workspace.id, actor, "probe.keyed", head)
     const keys = [completed("k-b"), completed("k-a")]
-    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, head, keys)))).toBe(true)
+    expect(
+      await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, prepared, head, keys)))),
+    ).toBe(true)
     expect((await expectLinearChain(workspace.id)).at(-1)!.id).toBe(prepared.stored[0]![0]!.id)
     expect(await keysOf(workspace.id)).toEqual([
       { key: "k-a", status_code: 201, response_body: '{"key":"k-a"}' },
@@ -781,12 +785,18 @@ describe("group-commit appender", () => {
     const { workspace, actor } = await newWorkspace()
     const head = await headOf(workspace.id)
     const taken = probeBatch(workspace.id, actor, "probe.first", head)
-    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, taken, head, [completed("k-taken")])))).toBe(true)
+    expect(
+      await run(
+        AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, taken, head, [completed("k-taken")]))),
+      ),
+    ).toBe(true)
     const before = await eventsOf(workspace.id)
     const after = why === "stale" ? head : taken.head
     const prepared = probeBatch(workspace.id, actor, "probe.second", after)
     const keys = why === "taken" ? [completed("k-new"), completed("k-taken", "other")] : [completed("k-new")]
-    expect(await run(AuditLog.use((a) => a.appendAt(workspace.id, prepared, after, keys)))).toBe(false)
+    expect(
+      await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, prepared, after, keys)))),
+    ).toBe(false)
     expect(await eventsOf(workspace.id)).toEqual(before)
     expect((await keysOf(workspace.id)).map((k) => k.key)).toEqual(["k-taken"])
   })

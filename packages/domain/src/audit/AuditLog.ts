@@ -188,22 +188,11 @@ export class AuditLog extends Context.Service<
       groups: ReadonlyArray<AppendGroup>,
     ) => Effect.Effect<ReadonlyArray<ReadonlyArray<AuditEvent>>>
     /**
-     * Writes a prepared append if the chain's head is still `expected`, in one
-     * statement (its own transaction outside one), claiming `keys` with their
-     * responses in it; false, with nothing written, when another writer moved
-     * the head first or one of the keys is already taken. The group-commit
-     * appender's path: it keeps the head in memory, so that a batch costs one
-     * round trip instead of a transaction's six.
-     */
-    readonly appendAt: (
-      workspaceId: string,
-      prepared: PreparedAppend,
-      expected: ChainHead,
-      keys?: ReadonlyArray<CompletedKey>,
-    ) => Effect.Effect<boolean>
-    /**
-     * `appendAt` outside the Effect runtime and outside any transaction, on the pool: the group commit's fast
-     * path. Rejects with the driver's error when the statement failed (it may have committed all the same).
+     * Writes a prepared append if the chain's head is still `expected`, in one statement (its own transaction),
+     * claiming `keys` with their responses in it; false, with nothing written, when another writer moved the head
+     * first or one of the keys is already taken. The group commit's fast path: it keeps the head in memory, so
+     * that a batch costs one round trip instead of a transaction's six. It runs outside the Effect runtime, on the
+     * pool, and rejects with the driver's error when the statement failed (it may have committed all the same).
      */
     readonly appendAtNow: (
       workspaceId: string,
@@ -255,16 +244,6 @@ export class AuditLog extends Context.Service<
         }
       }
 
-      const appendAt = Effect.fn("AuditLog.appendAt")(function* (
-        workspaceId: string,
-        prepared: PreparedAppend,
-        expected: ChainHead,
-        keys: ReadonlyArray<CompletedKey> = [],
-      ) {
-        if (prepared.head.sequence === expected.sequence && keys.length === 0) return true
-        return yield* write(workspaceId, prepared, expected, keys)
-      }, Effect.orDie)
-
       const appendGroups = Effect.fn("AuditLog.appendGroups")(function* (
         workspaceId: string,
         groups: ReadonlyArray<AppendGroup>,
@@ -284,7 +263,7 @@ export class AuditLog extends Context.Service<
       const append = (actor: Actor, events: ReadonlyArray<NewEvent>) =>
         appendGroups(actor.workspaceId, [{ actor, events }]).pipe(Effect.map((stored) => stored[0]!))
 
-      return AuditLog.of({ append, appendGroups, appendAt, appendAtNow, initChain })
+      return AuditLog.of({ append, appendGroups, appendAtNow, initChain })
     }),
   )
 }
