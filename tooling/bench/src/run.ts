@@ -185,6 +185,20 @@ const verifyBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
     baselines.push({ ...base, eventsPerSecond: round(base.eventsPerSecond) })
   }
   const value = median(runs.map((r) => r.eventsPerSecond))
+  // What an event costs on disk, for the sizing in docs/operations.md: the table with its indexes and TOAST, and
+  // the Merkle nodes its checkpoints and proofs keep (none unless a checkpoint or proof was made).
+  const [size] = await sql`SELECT (SELECT count(*) FROM events)::int8 AS events,
+      pg_total_relation_size('events')::int8 AS events_bytes, pg_total_relation_size('merkle_nodes')::int8 AS merkle_bytes`
+  const storage = {
+    events: Number(size!.events),
+    eventsBytes: Number(size!.events_bytes),
+    merkleBytes: Number(size!.merkle_bytes),
+    bytesPerEvent: round(
+      (Number(size!.events_bytes) + Number(size!.merkle_bytes)) / Math.max(1, Number(size!.events)),
+      0,
+    ),
+  }
+  log(`storage: ${storage.events} events take ${storage.bytesPerEvent} bytes each (table, indexes, Merkle nodes)`)
   return benchmark({
     name: "verify",
     what: `POST /events/verify over a chain of ${runs[0]!.checked} events, after VACUUM (ANALYZE); median of ${VERIFY_RUNS} runs`,
@@ -196,6 +210,7 @@ const verifyBenchmark = async (server: BenchServer, sql: postgres.Sql, workspace
     },
     targets: [target("events/s", "min", 200_000, value)],
     details: {
+      storage,
       runs,
       baselineRuns: baselines,
       beforeAnalyze: {
