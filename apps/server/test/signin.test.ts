@@ -240,6 +240,30 @@ describe("sign-in through OpenID Connect providers", () => {
   })
 })
 
+describe("return_to after sign-in", () => {
+  /** Signs in with `return_to` and answers the callback's status and where it sends the browser. */
+  const returnOf = async (returnTo: string) => {
+    social1.loginAs("alice")
+    const browser = new Browser()
+    const start = `${origin}/auth/signin/social1?return_to=${encodeURIComponent(returnTo)}`
+    const { hops } = await browser.follow(start, (next) => next.origin === origin && !next.pathname.startsWith("/auth/"))
+    const callback = hops.find((h) => h.url.startsWith(`${origin}/auth/callback/`))!
+    return { status: callback.status, location: callback.location, signedIn: (await sessionOf(browser)).status }
+  }
+
+  it("goes back to a path on this server, and to / for anything a browser could read as another origin", async () => {
+    expect(await returnOf("/agents?tab=all")).toEqual({ status: 302, location: "/agents?tab=all", signedIn: 200 })
+    for (const other of ["//evil.example", "/\\evil.example", "https://evil.example/", "/\t/evil.example", "javascript:alert(1)"]) {
+      expect(await returnOf(other), other).toEqual({ status: 302, location: "/", signedIn: 200 })
+    }
+  })
+
+  it("a return_to a header cannot carry (non-ASCII) does not break the sign-in: it returns to /", async () => {
+    expect(await returnOf("/\u3002evil.example")).toEqual({ status: 302, location: "/", signedIn: 200 })
+    expect(await returnOf("/agents/caf\u00e9")).toEqual({ status: 302, location: "/", signedIn: 200 })
+  })
+})
+
 describe("sessions", () => {
   it("rotates the session at sign-in: a planted session cookie is revoked (no fixation)", async () => {
     const attacker = new Browser()
