@@ -20,6 +20,7 @@ import {
 } from "./PeopleErrors.ts"
 import { PeopleRepo } from "./PeopleRepo.ts"
 import { PeopleSettings } from "./PeopleSettings.ts"
+import { Sessions } from "./Sessions.ts"
 import type { CreatedInvitation, CreateInvitation, Invitation, Me, Member, User, VerifiedIdentity } from "./Person.ts"
 import { OWNER_SCOPE, ROLE_SCOPES, type Role } from "./roles.ts"
 
@@ -112,6 +113,19 @@ export class PeopleService extends Context.Service<
       credential: Actor["credential"],
       options?: { readonly enterpriseOnly?: boolean; readonly within?: ReadonlySet<string> },
     ) => Effect.Effect<Actor | undefined>
+    /**
+     * The operator's way back into the dashboard (the CLI's `signin-link`): a one-time sign-in link for an
+     * owner of `workspaceId` (the one named by `email`, needed when there are several), audited as
+     * `member.signin_link_created`. The token is returned once and stored only as a hash.
+     */
+    readonly ownerSignInLink: (
+      actor: Actor,
+      workspaceId: string,
+      options: { readonly email?: string | undefined; readonly ttlMs: number },
+    ) => Effect.Effect<
+      { readonly userId: string; readonly email: string; readonly token: string; readonly expiresAt: string },
+      WorkspaceNotFound | StateConflict
+    >
     /** First run: the owner of the bootstrap workspace (one user, address `owner@localhost`, never verified). */
     readonly ensureBootstrapOwner: (workspaceId: string) => Effect.Effect<User>
   }
@@ -123,6 +137,7 @@ export class PeopleService extends Context.Service<
       const repo = yield* PeopleRepo
       const workspaces = yield* WorkspaceRepo
       const audit = yield* AuditLog
+      const sessions = yield* Sessions
       const tx = transactional(sql)
 
       /** The workspace of a request: the actor's own (an operator key: any), else not found. */
@@ -429,6 +444,39 @@ export class PeopleService extends Context.Service<
         } satisfies Actor
       })
 
+      const ownerSignInLink = Effect.fn("PeopleService.ownerSignInLink")(function* (
+        actor: Actor,
+        workspaceId: string,
+        options: { readonly email?: string | undefined; readonly ttlMs: number },
+      ) {
+        yield* workspaceFor(actor, workspaceId)
+        return yield* tx(
+          Effect.gen(function* () {
+            const owners = yield* repo.ownersOf(workspaceId)
+            const wanted = options.email?.toLowerCase()
+            const matching = wanted === undefined ? owners : owners.filter((o) => o.email.toLowerCase() === wanted)
+            if (matching.length !== 1)
+              return yield* new StateConflict({
+                code: "OWNER_NOT_CHOSEN",
+                message:
+                  owners.length === 0
+                    ? `workspace ${workspaceId} has no owner: invite one with POST /workspaces/${workspaceId}/invitations`
+                    : wanted !== undefined
+                      ? `${options.email} is not an owner of workspace ${workspaceId}`
+                      : `workspace ${workspaceId} has ${owners.length} owners: name one with --email (${owners.map((o) => o.email).join(", ")})`,
+              })
+            const owner = matching[0]!
+            const now = yield* Clock.currentTimeMillis
+            const expiresAt = isoOf(now + options.ttlMs)
+            const token = yield* sessions.createSignInLink(owner.userId, options.ttlMs)
+            yield* audit.append(inWorkspace(actor, workspaceId), [
+              { type: "member.signin_link_created", data: { userId: owner.userId, email: owner.email, expiresAt } },
+            ])
+            return { userId: owner.userId, email: owner.email, token, expiresAt }
+          }),
+        )
+      })
+
       const ensureBootstrapOwner = Effect.fn("PeopleService.ensureBootstrapOwner")(function* (workspaceId: string) {
         return yield* tx(
           Effect.gen(function* () {
@@ -464,6 +512,7 @@ export class PeopleService extends Context.Service<
         mayUseEnterpriseProvider,
         actorOf,
         ensureBootstrapOwner,
+        ownerSignInLink,
       })
     }),
   )
