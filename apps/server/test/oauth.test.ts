@@ -373,6 +373,43 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     }
   })
 
+  it("answers malformed client credentials and parameters in OAuth's own errors, never a 500", async () => {
+    const registered = await register()
+    const send = async (path: string, body: string, headers: Record<string, string>) => {
+      const res = await fetch(`${origin}${path}`, { method: "POST", body, headers })
+      return { status: res.status, body: (await res.json().catch(() => ({}))) as any }
+    }
+    const form = { "content-type": "application/x-www-form-urlencoded" }
+    const json = { "content-type": "application/json" }
+    const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`
+    // Percent-encoding that does not decode (RFC 6749 2.3.1 form-encodes Basic credentials).
+    for (const authorization of [basic("%", "x"), basic(registered.client.id, "%E0%A4%A")]) {
+      for (const path of ["/oauth/token", "/oauth/revoke"]) {
+        const res = await send(path, "grant_type=refresh_token&refresh_token=x&token=x", { ...form, authorization })
+        expect(res, path).toMatchObject({ status: 400, body: { error: "invalid_request" } })
+      }
+    }
+    // A NUL or an unpaired surrogate in any parameter, form or JSON.
+    for (const [body, headers] of [
+      [JSON.stringify({ grant_type: "authorization_code", client_id: "oac_\u0000", code: "x" }), json],
+      [JSON.stringify({ client_id: "oac_\u0000", token: "x" }), json],
+      ['{"grant_type":"refresh_token","client_id":"oac_\\ud800","refresh_token":"x"}', json],
+      ["grant_type=authorization_code&client_id=oac_%00&code=x", form],
+    ] as const) {
+      for (const path of ["/oauth/token", "/oauth/revoke"]) {
+        const res = await send(path, body, headers)
+        expect(res, `${path} ${body}`).toMatchObject({ status: 400, body: { error: "invalid_request" } })
+      }
+    }
+    // The authorization endpoint, for a signed-in person: shown, never redirected, never a 500.
+    const browser = await signedIn("alice", "admin")
+    const page = await browser.fetch(
+      `${origin}/oauth/authorize?response_type=code&client_id=oac_%00&redirect_uri=${encodeURIComponent(APP_CALLBACK)}&state=s`,
+    )
+    expect(page.status).toBe(400)
+    expect(page.headers.get("location")).toBeNull()
+  })
+
   it("refuses a consent without the session's CSRF token, and a denied consent returns access_denied", async () => {
     const browser = await signedIn("alice", "admin")
     const config = await appConfig(await register())
