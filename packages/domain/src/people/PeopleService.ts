@@ -20,9 +20,9 @@ import {
 } from "./PeopleErrors.ts"
 import { PeopleRepo } from "./PeopleRepo.ts"
 import { PeopleSettings } from "./PeopleSettings.ts"
-import { Sessions } from "./Sessions.ts"
 import type { CreatedInvitation, CreateInvitation, Invitation, Me, Member, User, VerifiedIdentity } from "./Person.ts"
 import { OWNER_SCOPE, ROLE_SCOPES, type Role } from "./roles.ts"
+import { Sessions } from "./Sessions.ts"
 
 export const INVITATION_PREFIX = "svc_inv_"
 /** The first-run owner: an address nobody can prove, so no provider identity is ever linked to it. */
@@ -40,6 +40,13 @@ const ownerOnly = () =>
     message: `granting, changing or removing the owner role needs ${OWNER_SCOPE} (an owner)`,
     scope: OWNER_SCOPE,
   })
+
+/**
+ * The person themselves, signed in to the dashboard, acting on their own membership: leaving needs no scope and
+ * reaches any of their workspaces. A third-party app acting for them (an OAuth token) does not: it is held to
+ * its grant's workspace and scopes like any credential.
+ */
+const leavesInPerson = (actor: Actor, userId: string) => actor.credential.type === "user" && actor.userId === userId
 
 const lastOwner = () =>
   new StateConflict({
@@ -187,7 +194,7 @@ export class PeopleService extends Context.Service<
           const owners = yield* repo.lockOwners(workspaceId)
           const member = yield* repo.findMember(workspaceId, userId, true)
           if (!member) return yield* new MemberNotFound({ userId })
-          const self = actor.userId === userId
+          const self = leavesInPerson(actor, userId)
           // Leaving is one's own right; changing others needs members:write.
           if (!(self && next === null)) yield* requireScope(actor, "members:write")
           const touchesOwner = member.role === "owner" || next === "owner"
@@ -223,7 +230,7 @@ export class PeopleService extends Context.Service<
         userId: string,
       ) {
         // Leaving: a person may always act on their own membership, in any workspace they belong to.
-        if (actor.userId !== userId) yield* workspaceFor(actor, workspaceId)
+        if (!leavesInPerson(actor, userId)) yield* workspaceFor(actor, workspaceId)
         return yield* tx(
           Effect.gen(function* () {
             const member = yield* changeable(actor, workspaceId, userId, null)
