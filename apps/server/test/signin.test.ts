@@ -246,14 +246,23 @@ describe("return_to after sign-in", () => {
     social1.loginAs("alice")
     const browser = new Browser()
     const start = `${origin}/auth/signin/social1?return_to=${encodeURIComponent(returnTo)}`
-    const { hops } = await browser.follow(start, (next) => next.origin === origin && !next.pathname.startsWith("/auth/"))
+    const { hops } = await browser.follow(
+      start,
+      (next) => next.origin === origin && !next.pathname.startsWith("/auth/"),
+    )
     const callback = hops.find((h) => h.url.startsWith(`${origin}/auth/callback/`))!
     return { status: callback.status, location: callback.location, signedIn: (await sessionOf(browser)).status }
   }
 
   it("goes back to a path on this server, and to / for anything a browser could read as another origin", async () => {
     expect(await returnOf("/agents?tab=all")).toEqual({ status: 302, location: "/agents?tab=all", signedIn: 200 })
-    for (const other of ["//evil.example", "/\\evil.example", "https://evil.example/", "/\t/evil.example", "javascript:alert(1)"]) {
+    for (const other of [
+      "//evil.example",
+      "/\\evil.example",
+      "https://evil.example/",
+      "/\t/evil.example",
+      "javascript:alert(1)",
+    ]) {
       expect(await returnOf(other), other).toEqual({ status: 302, location: "/", signedIn: 200 })
     }
   })

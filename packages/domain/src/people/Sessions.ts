@@ -181,7 +181,13 @@ export class Sessions extends Context.Service<
       const standing = (secret: string) =>
         isSecretOf(SESSION_PREFIX, secret)
           ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              sql<{ user_id: string; enterprise: boolean; idle_expires_at: Date; expires_at: Date; revoked_at: Date | null }>`
+              sql<{
+                user_id: string
+                enterprise: boolean
+                idle_expires_at: Date
+                expires_at: Date
+                revoked_at: Date | null
+              }>`
                   SELECT user_id, enterprise, idle_expires_at, expires_at, revoked_at
                   FROM sessions WHERE secret_hash = ${hashKey(secret)}`.pipe(
                 Effect.map((rows): SessionStanding => {
@@ -269,7 +275,17 @@ export class Sessions extends Context.Service<
             )
           : Effect.succeed(undefined)
 
-      return Sessions.of({ start, resolve, standing, end, endAll, beginFlow, takeFlow, createSignInLink, consumeSignInLink })
+      return Sessions.of({
+        start,
+        resolve,
+        standing,
+        end,
+        endAll,
+        beginFlow,
+        takeFlow,
+        createSignInLink,
+        consumeSignInLink,
+      })
     }),
   )
 }

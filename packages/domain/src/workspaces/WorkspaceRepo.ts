@@ -1,7 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import { type Actor, systemActor } from "../auth/Actor.ts"
 import { KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
+import { type Actor, systemActor } from "../auth/Actor.ts"
 import { POLICIES_CHANNEL } from "../policies/PolicyRepo.ts"
 import type { Workspace } from "./Workspace.ts"
 
