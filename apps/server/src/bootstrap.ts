@@ -13,6 +13,12 @@ export interface BootstrapResult {
 
 /** How long the first-run link works. */
 export const FIRST_RUN_LINK_TTL_MS = 24 * 3600_000
+/** How long a link made later by `npm run cli -- signin-link` works: the operator is at hand, using it now. */
+export const CLI_SIGNIN_LINK_TTL_MS = 3600_000
+
+/** The dashboard address a one-time sign-in link token opens (`/auth/first-run`). */
+export const signInLinkUrl = (publicUrl: string, token: string) =>
+  `${publicUrl.replace(/\/$/, "")}/auth/first-run?token=${token}`
 
 /**
  * First start against an empty store (decision D4): workspace `default` and one
@@ -41,7 +47,7 @@ export const bootstrap = (options: { readonly publicUrl: string; readonly provid
         return {
           workspaceId: workspace.id,
           apiKey: apiKey.apiKey,
-          signInLink: `${options.publicUrl}/auth/first-run?token=${token}`,
+          signInLink: signInLinkUrl(options.publicUrl, token),
         } satisfies BootstrapResult
       }),
     )

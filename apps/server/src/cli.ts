@@ -7,6 +7,7 @@ import {
   CreateWorkspace,
   canonicalScope,
   DomainLayer,
+  PeopleService,
   SCOPES,
   SigningKeys,
   systemActor,
@@ -15,6 +16,7 @@ import {
 import { Cause, Effect, Exit, Layer, ManagedRuntime, type Schema, SchemaIssue } from "effect"
 import * as SchemaParser from "effect/SchemaParser"
 import { runBackupCommand } from "./backupCommand.ts"
+import { CLI_SIGNIN_LINK_TTL_MS, signInLinkUrl } from "./bootstrap.ts"
 import { configAndLock } from "./dataDirLock.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { refuse, refuseStart } from "./startupError.ts"
@@ -26,6 +28,9 @@ const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in
   npm run cli -- workspace list
   npm run cli -- key create --workspace <ws_id> --name <name> --scopes <a,b,...|all>
                             [--type workspace|agent] [--agent <agt_id>] [--expires-at <ISO 8601>]
+  npm run cli -- signin-link [--workspace <ws_id>] [--email <owner's e-mail>]
+                            a one-time dashboard sign-in link for the workspace's owner (1 h; replaces
+                            any earlier unused link of theirs); --workspace may be left out with one workspace
   npm run cli -- signing-key list
   npm run cli -- signing-key rotate [--activate-in <seconds>]   (default 600)
   npm run cli -- migrate
@@ -52,6 +57,7 @@ const COMMANDS: Record<string, ReadonlyArray<string>> = {
   "workspace create": ["name", "environment", "plan"],
   "workspace list": [],
   "key create": ["workspace", "name", "scopes", "type", "agent", "expires-at"],
+  "signin-link": ["workspace", "email"],
   "signing-key list": [],
   "signing-key rotate": ["activate-in"],
 }
@@ -65,6 +71,7 @@ const parsed = (() => {
         environment: { type: "string" },
         plan: { type: "string" },
         workspace: { type: "string" },
+        email: { type: "string" },
         scopes: { type: "string" },
         type: { type: "string" },
         agent: { type: "string" },
@@ -170,6 +177,31 @@ const task = (): Effect.Effect<void, unknown, Services> => {
         out(key, `key ${key.id} (${key.type}, ${key.scopes.join(" ")}), shown once:\n\n  ${key.apiKey}\n`)
       })
     }
+    case "signin-link":
+      return Effect.gen(function* () {
+        let workspaceId = values.workspace
+        if (workspaceId === undefined) {
+          const page = yield* WorkspaceService.use((s) => s.list(operator(), { limit: 2 }))
+          if (page.data.length !== 1)
+            return yield* Effect.fail({
+              _tag: "WorkspaceNotChosen",
+              message: `${page.data.length === 0 ? "no workspace yet" : "several workspaces"}: name one with --workspace`,
+            })
+          workspaceId = page.data[0]!.id
+        }
+        const workspace = yield* WorkspaceService.use((s) => s.get(operator(), workspaceId))
+        const made = yield* PeopleService.use((p) =>
+          p.ownerSignInLink(operator(workspace.id, workspace.environment), workspace.id, {
+            email: values.email,
+            ttlMs: CLI_SIGNIN_LINK_TTL_MS,
+          }),
+        )
+        const link = signInLinkUrl(config.publicUrl, made.token)
+        out(
+          { workspaceId: workspace.id, userId: made.userId, email: made.email, expiresAt: made.expiresAt, link },
+          `one-time sign-in link for ${made.email}, owner of ${workspace.id}; works once, until ${made.expiresAt}:\n\n  ${link}\n`,
+        )
+      })
     case "signing-key list":
       return Effect.gen(function* () {
         const keys = yield* SigningKeys.use((k) => k.list)

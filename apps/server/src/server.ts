@@ -312,6 +312,19 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     )
   }
 
+  /**
+   * Sign-in and the OAuth server take no API credential: like every public route they are limited per client
+   * address (D10's anonymous limit, one counter with the badges'), so that codes, links, client secrets and
+   * refresh tokens cannot be tried at speed. Sets the X-RateLimit-* headers; false once it has answered 429.
+   */
+  const admittedByAddress = async (req: IncomingMessage, res: ServerResponse, requestId: string) => {
+    const admission = await executor.admitPublic(req.socket.remoteAddress)
+    for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
+    if (admission.result.ok) return true
+    sendError(res, admission.result.error, requestId)
+    return false
+  }
+
   // AGENTGOV_ROLES: which parts this process runs (the API, the webhook worker); both by default.
   const roles = config.roles ?? ["api", "worker"]
 
@@ -337,10 +350,12 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       return jwks(req, res, path, requestId)
     if (path.startsWith("/oauth/") || path.startsWith("/.well-known/oauth-authorization-server")) {
       res.setHeader("x-request-id", requestId)
+      if (!(await admittedByAddress(req, res, requestId))) return
       if (await oauth.handle(req, res, url)) return
     }
     if (path === "/auth" || path.startsWith("/auth/")) {
       res.setHeader("x-request-id", requestId)
+      if (!(await admittedByAddress(req, res, requestId))) return
       return signIn.handle(req, res, url, requestId)
     }
     if (path === "/trpc" || path.startsWith("/trpc/")) {

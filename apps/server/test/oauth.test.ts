@@ -20,6 +20,7 @@ let idp: TestIdp
 const accounts = {
   alice: { email: "alice@example.com", email_verified: true },
   vic: { email: "vic@example.com", email_verified: true },
+  mo: { email: "mo@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -371,6 +372,86 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       expect(res.status).toBe(400)
       expect(res.location).toBeNull()
     }
+  })
+
+  it("answers malformed client credentials and parameters in OAuth's own errors, never a 500", async () => {
+    const registered = await register()
+    const send = async (path: string, body: string, headers: Record<string, string>) => {
+      const res = await fetch(`${origin}${path}`, { method: "POST", body, headers })
+      return { status: res.status, body: (await res.json().catch(() => ({}))) as any }
+    }
+    const form = { "content-type": "application/x-www-form-urlencoded" }
+    const json = { "content-type": "application/json" }
+    const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`
+    // Percent-encoding that does not decode (RFC 6749 2.3.1 form-encodes Basic credentials).
+    for (const authorization of [basic("%", "x"), basic(registered.client.id, "%E0%A4%A")]) {
+      for (const path of ["/oauth/token", "/oauth/revoke"]) {
+        const res = await send(path, "grant_type=refresh_token&refresh_token=x&token=x", { ...form, authorization })
+        expect(res, path).toMatchObject({ status: 400, body: { error: "invalid_request" } })
+      }
+    }
+    // A NUL or an unpaired surrogate in any parameter, form or JSON.
+    for (const [body, headers] of [
+      [JSON.stringify({ grant_type: "authorization_code", client_id: "oac_\u0000", code: "x" }), json],
+      [JSON.stringify({ client_id: "oac_\u0000", token: "x" }), json],
+      ['{"grant_type":"refresh_token","client_id":"oac_\\ud800","refresh_token":"x"}', json],
+      ["grant_type=authorization_code&client_id=oac_%00&code=x", form],
+    ] as const) {
+      for (const path of ["/oauth/token", "/oauth/revoke"]) {
+        const res = await send(path, body, headers)
+        expect(res, `${path} ${body}`).toMatchObject({ status: 400, body: { error: "invalid_request" } })
+      }
+    }
+    // The authorization endpoint, for a signed-in person: shown, never redirected, never a 500.
+    const browser = await signedIn("alice", "admin")
+    const page = await browser.fetch(
+      `${origin}/oauth/authorize?response_type=code&client_id=oac_%00&redirect_uri=${encodeURIComponent(APP_CALLBACK)}&state=s`,
+    )
+    expect(page.status).toBe(400)
+    expect(page.headers.get("location")).toBeNull()
+  })
+
+  it("an app acts only in its grant's workspace and within its scopes: it cannot make the person leave", async () => {
+    const browser = await signedIn("mo", "member")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const userId = session.data.user.id as string
+    const csrf = session.data.csrfToken as string
+    // Mo belongs to a second workspace too.
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: "mo's other" } })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const second = created.body.data.workspace.id as string
+    const invited = await t.call("POST", `/api/v1/workspaces/${second}/invitations`, {
+      body: { email: accounts.mo.email, role: "member" },
+    })
+    const accepted = await browser.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(invited.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(200)
+    const memberships = async () =>
+      (((await (await browser.fetch(`${origin}/api/v1/users/me`)).json()) as any).data.memberships as Array<any>)
+        .map((m) => m.workspaceId)
+        .sort()
+    const before = await memberships()
+    expect(before).toEqual([t.workspaceId, second].sort())
+
+    // An app granted members:read in the bootstrap workspace.
+    const { tokens } = await authorizeApp(browser, await appConfig(await register()), "members:read")
+    const leave = (workspaceId: string) =>
+      bearer(tokens.access_token, `/api/v1/workspaces/${workspaceId}/members/${userId}`, { method: "DELETE" }).then(
+        async (r) => ({ status: r.status, code: ((await r.json()) as any).error?.code }),
+      )
+    expect(await leave(second)).toEqual({ status: 404, code: "WORKSPACE_NOT_FOUND" })
+    expect(await leave(t.workspaceId)).toEqual({ status: 403, code: "FORBIDDEN" })
+    expect(await memberships()).toEqual(before)
+    // The person, signed in to the dashboard, may still leave.
+    const left = await browser.fetch(`${origin}/api/v1/workspaces/${second}/members/${userId}`, {
+      method: "DELETE",
+      headers: { "x-csrf-token": csrf },
+    })
+    expect(left.status).toBe(200)
+    expect(await memberships()).toEqual([t.workspaceId])
   })
 
   it("refuses a consent without the session's CSRF token, and a denied consent returns access_denied", async () => {

@@ -107,6 +107,42 @@ describe("limits", () => {
     expect((await t.call("GET", "/api/v1/agents")).status).toBe(200)
   })
 
+  it("limit /auth and /oauth per address too, and a refused first-run link is not used up", async () => {
+    const t = await start(limits({ windowMs: 3_000, anonymous: 4 }))
+    const link = new URL(t.server.bootstrapped!.signInLink!)
+    const raw = (method: string, path: string, body?: string) =>
+      fetch(`${t.url}${path}`, {
+        method,
+        redirect: "manual",
+        headers: body === undefined ? {} : { "content-type": "application/x-www-form-urlencoded" },
+        body,
+      })
+    const counted = [
+      await raw("GET", "/auth/providers"),
+      await raw("GET", "/auth/signin/none"),
+      await raw("POST", "/oauth/token", "grant_type=authorization_code&code=x"),
+      await raw("GET", "/oauth/authorize?client_id=oac_x&response_type=code"),
+    ]
+    for (const res of counted) expect(headersOf(res).limit).toBe(4)
+    for (const [method, path] of [
+      ["GET", `${link.pathname}${link.search}`],
+      ["POST", "/oauth/revoke"],
+      ["GET", "/auth/callback/none?state=x&code=y"],
+    ] as const) {
+      const refused = await raw(method, path, method === "POST" ? "token=x" : undefined)
+      expect(refused.status, path).toBe(429)
+      expect(((await refused.json()) as any).error.code).toBe("RATE_LIMITED")
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    }
+    // The refused first-run request changed nothing: once the window allows, the link still signs in, once.
+    let used = await raw("GET", `${link.pathname}${link.search}`)
+    for (let i = 0; i < 5 && used.status === 429; i++) {
+      await sleep(Number(used.headers.get("retry-after")) * 1000)
+      used = await raw("GET", `${link.pathname}${link.search}`)
+    }
+    expect(used.status).toBe(302)
+  })
+
   it("tell the truth in Retry-After: a request after it succeeds", async () => {
     const t = await start(limits({ windowMs: 2_000, plans: { free: 3, pro: 3, enterprise: 3 } }))
     let refused = await t.call("GET", "/api/v1/agents")

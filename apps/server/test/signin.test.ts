@@ -21,6 +21,7 @@ const accounts = {
   alice: { email: "alice@example.com", email_verified: true, name: "Alice" },
   bob: { email: "bob@example.com", email_verified: true },
   eve: { email: "eve@example.com", email_verified: false },
+  dan: { email: "dan@example.com", email_verified: true },
 }
 
 const idps = () => ({ social1, social2, enterprise })
@@ -239,6 +240,39 @@ describe("sign-in through OpenID Connect providers", () => {
   })
 })
 
+describe("return_to after sign-in", () => {
+  /** Signs in with `return_to` and answers the callback's status and where it sends the browser. */
+  const returnOf = async (returnTo: string) => {
+    social1.loginAs("alice")
+    const browser = new Browser()
+    const start = `${origin}/auth/signin/social1?return_to=${encodeURIComponent(returnTo)}`
+    const { hops } = await browser.follow(
+      start,
+      (next) => next.origin === origin && !next.pathname.startsWith("/auth/"),
+    )
+    const callback = hops.find((h) => h.url.startsWith(`${origin}/auth/callback/`))!
+    return { status: callback.status, location: callback.location, signedIn: (await sessionOf(browser)).status }
+  }
+
+  it("goes back to a path on this server, and to / for anything a browser could read as another origin", async () => {
+    expect(await returnOf("/agents?tab=all")).toEqual({ status: 302, location: "/agents?tab=all", signedIn: 200 })
+    for (const other of [
+      "//evil.example",
+      "/\\evil.example",
+      "https://evil.example/",
+      "/\t/evil.example",
+      "javascript:alert(1)",
+    ]) {
+      expect(await returnOf(other), other).toEqual({ status: 302, location: "/", signedIn: 200 })
+    }
+  })
+
+  it("a return_to a header cannot carry (non-ASCII) does not break the sign-in: it returns to /", async () => {
+    expect(await returnOf("/\u3002evil.example")).toEqual({ status: 302, location: "/", signedIn: 200 })
+    expect(await returnOf("/agents/caf\u00e9")).toEqual({ status: 302, location: "/", signedIn: 200 })
+  })
+})
+
 describe("sessions", () => {
   it("rotates the session at sign-in: a planted session cookie is revoked (no fixation)", async () => {
     const attacker = new Browser()
@@ -329,6 +363,117 @@ describe("sessions", () => {
       expect(((await after.json()) as any).error.code).toBe("NOT_A_MEMBER")
     } finally {
       await other.close()
+    }
+  })
+})
+
+/**
+ * Opens `GET /events/stream` with the browser's session cookie at `base` and reads it until it ends: `text`
+ * resolves to everything it sent, or to "still open" when it has not ended within `withinMs`.
+ */
+const openStream = async (browser: Browser, base: string, withinMs = 15_000) => {
+  const cookie = `${COOKIE}=${browser.cookie("127.0.0.1", COOKIE)}`
+  const controller = new AbortController()
+  const res = await fetch(`${base}/api/v1/events/stream`, {
+    headers: { cookie, "x-agentgov-workspace": t.workspaceId },
+    signal: controller.signal,
+  })
+  expect(res.status).toBe(200)
+  let seen = ""
+  const read = (async () => {
+    const decoder = new TextDecoder()
+    for await (const chunk of res.body as any as AsyncIterable<Uint8Array>) seen += decoder.decode(chunk)
+    return seen
+  })().catch(() => seen)
+  // Wait until the stream is live, so that what ends it happens while it is open.
+  while (!seen.includes(": connected")) await new Promise((r) => setTimeout(r, 20))
+  const text = (async () => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const result = await Promise.race([
+      read,
+      new Promise<string>((r) => {
+        timer = setTimeout(() => r("still open"), withinMs)
+      }),
+    ])
+    clearTimeout(timer)
+    controller.abort()
+    return result
+  })()
+  return { text }
+}
+
+describe("event streams opened with the session cookie", () => {
+  let other: Awaited<ReturnType<typeof startServer>>
+  beforeAll(async () => {
+    other = await startServer(testConfig({ bootstrap: false, publicUrl: origin }), {
+      store: PostgresClient.layer({ url: t.store.url }),
+      logger: makeLogger("error", () => {}),
+    })
+  })
+  afterAll(async () => {
+    await other?.close()
+  })
+
+  it("end at sign-out, on this instance and on another", async () => {
+    const browser = new Browser()
+    await signIn(browser, "social1", "dan")
+    await join(browser, "dan@example.com", "viewer")
+    const here = await openStream(browser, origin)
+    const there = await openStream(browser, other.url)
+    expect((await api(browser, "POST", "/auth/signout")).status).toBe(200)
+    for (const text of [await here.text, await there.text]) {
+      expect(text).toContain("event: error")
+      expect(text).toContain('"code":"UNAUTHORIZED"')
+      expect(text).toContain("signed out")
+    }
+  })
+
+  it("end at sign-out everywhere, from another browser", async () => {
+    const browser = new Browser()
+    await signIn(browser, "social1", "dan")
+    const stream = await openStream(browser, other.url)
+    const second = new Browser()
+    await signIn(second, "social2", "dan")
+    expect((await api(second, "POST", "/auth/signout-all")).status).toBe(200)
+    expect(await stream.text).toContain("signed out")
+  })
+
+  it("end when the person is removed from the workspace", async () => {
+    const browser = new Browser()
+    await signIn(browser, "social1", "dan")
+    const stream = await openStream(browser, other.url)
+    const me = await api(browser, "GET", "/api/v1/users/me")
+    const removed = await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${me.body.data.user.id}`)
+    expect(removed.status).toBe(200)
+    const text = await stream.text
+    expect(text).toContain('"code":"UNAUTHORIZED"')
+    expect(text).toContain("no longer a member")
+  })
+
+  it("end when the session idles out", async () => {
+    const short = await startTestServer({ sessionIdleSeconds: 2 })
+    try {
+      const link = new URL(short.server.bootstrapped!.signInLink!)
+      const browser = new Browser()
+      expect((await browser.fetch(`${short.url}${link.pathname}${link.search}`)).status).toBe(302)
+      const cookie = `${COOKIE}=${browser.cookie("127.0.0.1", COOKIE)}`
+      const res = await fetch(`${short.url}/api/v1/events/stream`, { headers: { cookie } })
+      expect(res.status).toBe(200)
+      let seen = ""
+      const decoder = new TextDecoder()
+      const started = Date.now()
+      const reader = (res.body as any as ReadableStream<Uint8Array>).getReader()
+      const timer = setTimeout(() => reader.cancel(), 15_000)
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        seen += decoder.decode(value)
+      }
+      clearTimeout(timer)
+      expect(seen).toContain("the credential has expired")
+      expect(Date.now() - started).toBeLessThan(15_000)
+    } finally {
+      await short.close()
     }
   })
 })

@@ -482,6 +482,13 @@ export interface MemberRoleChangedData {
   readonly to: MemberRole
 }
 
+/** `member.signin_link_created`: the operator made a one-time sign-in link for an owner (never the token). */
+export interface MemberSigninLinkCreatedData {
+  readonly userId: string
+  readonly email: string
+  readonly expiresAt: string
+}
+
 /** `member.removed`: removed, or left (`left`). */
 export interface MemberRemovedData {
   readonly userId: string
@@ -654,6 +661,7 @@ export interface SystemEventDataMap {
   "invitation.revoked": InvitationRevokedData
   "member.joined": MemberJoinedData
   "member.role_changed": MemberRoleChangedData
+  "member.signin_link_created": MemberSigninLinkCreatedData
   "member.removed": MemberRemovedData
   "webhook.created": WebhookCreatedData
   "webhook.updated": WebhookUpdatedData
@@ -729,6 +737,7 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "invitation.revoked",
   "member.joined",
   "member.role_changed",
+  "member.signin_link_created",
   "member.removed",
   "webhook.created",
   "webhook.updated",

@@ -283,6 +283,11 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     from: "member",
     to: "admin",
   }),
+  "member.signin_link_created": () => ({
+    userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
+    email: "ada@example.com",
+    expiresAt: "2026-11-20T13:00:00.000Z",
+  }),
   "member.removed": () => ({
     userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
     email: "ada@example.com",

@@ -5,6 +5,8 @@ import { ApiKeyRepo, KEYS_CHANNEL, type StoredKey } from "../src/apikeys/ApiKeyR
 import type { Actor } from "../src/auth/Actor.ts"
 import { type CredentialEnd, CredentialWatch } from "../src/auth/CredentialWatch.ts"
 import { OAuthService } from "../src/oauth/OAuthService.ts"
+import { PeopleService } from "../src/people/PeopleService.ts"
+import { Sessions } from "../src/people/Sessions.ts"
 
 type Row = StoredKey & { workspaceDeleted: boolean }
 
@@ -67,10 +69,15 @@ const setup = async () => {
   )
   // OAuth tokens are watched through their grant (covered end to end in apps/server/test/oauth.test.ts).
   const noOAuth = Layer.succeed(OAuthService)({} as OAuthService["Service"])
+  // Sessions likewise (apps/server/test/signin.test.ts: "event streams opened with the session cookie").
+  const noSessions = Layer.mergeAll(
+    Layer.succeed(Sessions)({} as Sessions["Service"]),
+    Layer.succeed(PeopleService)({} as PeopleService["Service"]),
+  )
   const watcher = await Effect.runPromise(
     Effect.scoped(
       CredentialWatch.useSync((w) => w).pipe(
-        Effect.provide(CredentialWatch.layer.pipe(Layer.provide(Layer.mergeAll(repo, db, noOAuth)))),
+        Effect.provide(CredentialWatch.layer.pipe(Layer.provide(Layer.mergeAll(repo, db, noOAuth, noSessions)))),
       ),
     ),
   )

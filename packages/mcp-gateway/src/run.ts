@@ -34,6 +34,29 @@ const sameSecret = (given: string, expected: string) => {
   return a.length === b.length && timingSafeEqual(a, b)
 }
 
+const LOOPBACK_NAMES = new Set(["127.0.0.1", "localhost", "[::1]"])
+
+/** The host name of a Host or Origin header value (`host[:port]`, or an origin), or undefined if it is none. */
+const hostnameOf = (value: string, origin: boolean): string | undefined => {
+  try {
+    return new URL(origin ? value : `http://${value}`).hostname
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A listener on loopback answers only requests addressed to loopback and sent from no web page but a loopback
+ * one: a page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding) names itself in Host and Origin,
+ * and would otherwise call tools as the agent (MCP's transport rules require this check).
+ */
+const rebound = (req: IncomingMessage): boolean => {
+  const host = hostnameOf(req.headers.host ?? "", false)
+  if (host === undefined || !LOOPBACK_NAMES.has(host)) return true
+  const origin = req.headers.origin
+  return origin !== undefined && !LOOPBACK_NAMES.has(hostnameOf(origin, true) ?? "")
+}
+
 const reply = (res: ServerResponse, status: number, message: string) => {
   res.writeHead(status, { "content-type": "application/json" })
   res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
@@ -92,9 +115,12 @@ export const startGateway = async (
 
   if (config.listen) {
     const g = gateway
+    const loopback = LOOPBACK_NAMES.has(hostnameOf(config.listen.host, false) ?? "") || config.listen.host === "::1"
     http = createServer(async (req: IncomingMessage, res: ServerResponse) => {
       if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp")
         return reply(res, 404, "not found: the endpoint is /mcp")
+      if (loopback && rebound(req))
+        return reply(res, 403, "refused: a loopback gateway answers requests for loopback hosts only")
       if (config.httpToken !== undefined) {
         const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1] ?? ""
         if (!sameSecret(given, config.httpToken)) return reply(res, 401, "a bearer token is required")

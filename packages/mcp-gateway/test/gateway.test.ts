@@ -1,4 +1,5 @@
 import { mkdtempSync } from "node:fs"
+import { request } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { AgentGov } from "@agentgov/sdk"
@@ -302,6 +303,67 @@ describe("the wrapped server (stdio)", () => {
         })
       }
       expect(text).toBe("back")
+    } finally {
+      await c.close()
+    }
+  })
+})
+
+describe("the HTTP listener on loopback", () => {
+  /** A raw POST to the gateway with the given Host and Origin: what a DNS-rebinding web page would send. */
+  const post = (url: string, headers: Record<string, string>) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const u = new URL(url)
+      const body = JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: { name: "echo", arguments: { text: "rebound" } },
+      })
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            "content-length": Buffer.byteLength(body),
+            ...headers,
+          },
+        },
+        (res) => {
+          let text = ""
+          res.on("data", (c: Buffer) => {
+            text += c.toString("utf8")
+          })
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }))
+        },
+      )
+      req.on("error", reject)
+      req.end(body)
+    })
+
+  it("refuses a request named for another host or sent from a web page (DNS rebinding), and calls nothing", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
+    const c = await connect("http", { url: t.url, ...a })
+    try {
+      const port = new URL(c.url!).port
+      for (const headers of [
+        { host: `evil.example:${port}` },
+        { host: `evil.example:${port}`, origin: `http://evil.example:${port}` },
+        { host: `127.0.0.1:${port}`, origin: "https://evil.example" },
+      ]) {
+        const res = await post(c.url!, headers)
+        expect(res.status, JSON.stringify(headers)).toBe(403)
+      }
+      expect(c.calls()).toEqual([])
+      // The gateway's own clients (no Origin, or a loopback one) still reach it.
+      const ok = await post(c.url!, { host: `localhost:${port}`, origin: "http://localhost:6274" })
+      expect(ok.status, ok.body).toBe(200)
+      expect(c.calls()).toEqual(['echo {"text":"rebound"}'])
     } finally {
       await c.close()
     }

@@ -38,6 +38,8 @@ export interface Connected {
   readonly calls: () => Array<string>
   /** The gateway's stderr so far. */
   readonly stderr: () => string
+  /** Over HTTP: the gateway's endpoint. */
+  readonly url?: string
   readonly close: () => Promise<void>
 }
 
@@ -144,6 +146,7 @@ export const connect = async (mode: Mode, o: GatewayOptions): Promise<Connected>
     client,
     calls,
     stderr: () => stderr,
+    url: gatewayUrl,
     close: async () => {
       await client.close()
       for (const child of [gateway, tool]) {

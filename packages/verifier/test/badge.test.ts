@@ -69,6 +69,23 @@ describe("verifyBadge", () => {
     expect(verifyBadge(presented, jwks, { now: NOW })).toMatchObject({ valid: false, reason })
   })
 
+  it("reads a crafted SVG in linear time: many unclosed <metadata tags do not hold the process", () => {
+    // Within the API's 64 KiB limit on a presented badge; the public verify route runs this on the event loop.
+    for (const crafted of [
+      `<${"<metadata".repeat(7_000)}`,
+      `<${"<metadata x".repeat(5_900)}>`,
+      `<metadata>${"a.".repeat(30_000)}`,
+      `<${"<metadata>".repeat(6_000)}</metadata>`,
+    ]) {
+      const started = performance.now()
+      expect(verifyBadge(crafted, jwks, { now: NOW })).toMatchObject({ valid: false, reason: "malformed" })
+      expect(performance.now() - started, crafted.slice(0, 24)).toBeLessThan(100)
+    }
+    // What a badge's own SVG holds still reads, attributes and whitespace included.
+    const svg = `<svg><metadata id="agentgov-badge" class='x'>\n  ${badge.signature}\n</metadata></svg>`
+    expect(verifyBadge(svg, jwks, { agentId: "agt_1", issuer: fields.issuer, now: NOW })).toMatchObject({ valid: true })
+  })
+
   it("a payload changed after signing does not verify", () => {
     const [h, , s] = badge.signature.split(".")
     const forged = `${h}.${b64({ ...fields, tier: "platinum", sub: "agt_1" })}.${s}`

@@ -5,6 +5,7 @@ import {
   type ClientAuthentication,
   csrfMatches,
   csrfTokenOf,
+  findUnstorable,
   OAuthRefused,
   OAuthService,
 } from "@agentgov/domain"
@@ -68,6 +69,15 @@ const readForm = async (req: IncomingMessage): Promise<Record<string, string> | 
     out[k] = v
   }
   return out
+}
+
+/**
+ * The first parameter the store could not take (a NUL, an unpaired surrogate), said as an OAuth error's
+ * description; undefined when every one is storable. Checked before anything is looked up.
+ */
+const unstorableParameter = (params: Record<string, string>): string | undefined => {
+  const found = findUnstorable(params)
+  return found && `${String(found.path[0] ?? "a parameter")}: ${found.issue}`
 }
 
 const authorizeRequestOf = (p: (name: string) => string | undefined): AuthorizeRequest => ({
@@ -155,6 +165,10 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
   }
 
   const authorize = async (req: IncomingMessage, res: ServerResponse, url: URL) => {
+    const unstorable = unstorableParameter(Object.fromEntries(url.searchParams))
+    // Not redirected: the client and its redirect URI are not verified yet.
+    if (unstorable)
+      return sendPage(res, 400, "This app's request cannot be honoured", `<p>${escapeHtml(unstorable)}</p>`)
     const request = authorizeRequestOf((n) => url.searchParams.get(n) ?? undefined)
     const current = await signIn.currentSession(req)
     if (!current) return signInPage(res, url.pathname + url.search)
@@ -191,7 +205,8 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
 
   const decide = async (req: IncomingMessage, res: ServerResponse) => {
     const form = await readForm(req)
-    if (!form) return sendPage(res, 400, "Bad request", "<p>The form could not be read.</p>")
+    if (!form || unstorableParameter(form))
+      return sendPage(res, 400, "Bad request", "<p>The form could not be read.</p>")
     const request = authorizeRequestOf((n) => form[n])
     const current = await signIn.currentSession(req)
     if (!current) return sendPage(res, 401, "Signed out", "<p>Your session ended; start again from the app.</p>")
@@ -240,10 +255,19 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
       const decoded = Buffer.from(basic, "base64").toString("utf8")
       const colon = decoded.indexOf(":")
       if (colon < 0) return badRequest("malformed Basic credentials")
-      const id = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, "%20"))
+      let id: string
+      let secret: string
+      try {
+        id = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, "%20"))
+        secret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, "%20"))
+      } catch {
+        return badRequest("malformed Basic credentials: not form-encoded (RFC 6749 2.3.1)")
+      }
+      const unstorable = unstorableParameter({ client_id: id, client_secret: secret })
+      if (unstorable) return badRequest(unstorable)
       if (form.client_id !== undefined && form.client_id !== id)
         return badRequest("client_id differs from the credentials")
-      return { clientId: id, clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, "%20")) }
+      return { clientId: id, clientSecret: secret }
     }
     return { clientId: form.client_id, clientSecret: form.client_secret }
   }
@@ -251,6 +275,8 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
   const token = async (req: IncomingMessage, res: ServerResponse) => {
     const form = await readForm(req)
     if (!form) return sendOAuthError(res, badRequest("expected a form (or JSON) body of string parameters, each once"))
+    const unstorable = unstorableParameter(form)
+    if (unstorable) return sendOAuthError(res, badRequest(unstorable))
     const client = clientOf(req, form)
     if (client instanceof OAuthRefused) return sendOAuthError(res, client)
     const result =
@@ -285,6 +311,8 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
   const revoke = async (req: IncomingMessage, res: ServerResponse) => {
     const form = await readForm(req)
     if (!form) return sendOAuthError(res, badRequest("expected a form (or JSON) body of string parameters, each once"))
+    const unstorable = unstorableParameter(form)
+    if (unstorable) return sendOAuthError(res, badRequest(unstorable))
     const client = clientOf(req, form)
     if (client instanceof OAuthRefused) return sendOAuthError(res, client)
     const result = await run(OAuthService.use((s) => s.revoke(client, form.token)))

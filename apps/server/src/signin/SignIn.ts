@@ -18,15 +18,12 @@ export interface SignInOptions {
 
 /**
  * A path on this server to return to after sign-in, or undefined: only `/…` (never `//host` or `/\host`,
- * which browsers read as another origin), so that the sign-in is no open redirector.
+ * which browsers read as another origin), so that the sign-in is no open redirector; and only printable
+ * ASCII, as a Location header carries (a browser sends its paths percent-encoded), so that the redirect at
+ * the end of a sign-in cannot fail.
  */
 export const safeReturnPath = (raw: string | null): string | undefined => {
-  if (
-    !raw?.startsWith("/") ||
-    raw.startsWith("//") ||
-    raw.includes("\\") ||
-    [...raw].some((c) => c.charCodeAt(0) < 0x20)
-  )
+  if (!raw?.startsWith("/") || raw.startsWith("//") || raw.includes("\\") || !/^[\x21-\x7e]+$/.test(raw))
     return undefined
   return new URL(raw, "http://x").origin === "http://x" ? raw : undefined
 }

@@ -20,7 +20,15 @@ export interface RestOptions {
   readonly streams?: Readonly<
     Record<
       string,
-      (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string, auth: Result<Actor>) => Promise<void>
+      (
+        req: IncomingMessage,
+        res: ServerResponse,
+        url: URL,
+        requestId: string,
+        auth: Result<Actor>,
+        /** The credential's secret: the session cookie's value for a dashboard request, else the bearer. */
+        secret?: string,
+      ) => Promise<void>
     >
   >
 }
@@ -99,7 +107,7 @@ export const makeRestHandler = (options: RestOptions) => {
       return sendError(res, admission.result.error, requestId)
     const stream = options.streams?.[path]
     if (stream) {
-      if (method === "GET") return stream(req, res, url, requestId, admission.result)
+      if (method === "GET") return stream(req, res, url, requestId, admission.result, session?.secret)
       return sendError(
         res,
         new ApiError(405, "METHOD_NOT_ALLOWED", `${method} is not allowed on ${url.pathname}`),

@@ -29,6 +29,8 @@ const endMessages: Record<CredentialEnd, string> = {
   expired: "the credential has expired",
   gone: "the credential's API key no longer exists",
   unverifiable: "the credential could not be checked again; reconnect",
+  signed_out: "signed out, or the session was ended",
+  not_member: "no longer a member of this workspace",
 }
 
 /**
@@ -46,13 +48,17 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
   const maxBuffered = options.maxBufferedBytes ?? 1024 * 1024
   const open = new Set<() => void>()
 
-  /** `auth`: the request's credential, already authenticated and counted by the REST facade. */
+  /**
+   * `auth`: the request's credential, already authenticated and counted by the REST facade; `secret`: what
+   * it was authenticated by (the bearer credential, or the session cookie's value), watched while it lasts.
+   */
   const handler = async (
     req: IncomingMessage,
     res: ServerResponse,
     url: URL,
     requestId: string,
     auth: Result<Actor>,
+    secret = bearerOf(req.headers.authorization) ?? "",
   ): Promise<void> => {
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
     const actor = auth.value
@@ -189,7 +195,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       heldBytes = 0
       for (const chunk of held.splice(0)) write(chunk)
     }
-    const credential = watcher.watch(actor, bearerOf(req.headers.authorization) ?? "", {
+    const credential = watcher.watch(actor, secret, {
       onEnd: (reason) => {
         const error = { code: "UNAUTHORIZED", message: endMessages[reason] }
         write(`event: error\ndata: ${JSON.stringify({ ok: false, error })}\n\n`)

@@ -503,6 +503,11 @@ const FORMATTERS: Formatters = {
     fields: [],
     link: ["Open the members", "/members"],
   }),
+  "member.signin_link_created": (d) => ({
+    title: `Sign-in link made for owner ${plain(d.email) ?? "?"}`,
+    fields: [["Expires", plain(d.expiresAt), true]],
+    link: ["Open the members", "/members"],
+  }),
   "member.removed": (d) => ({
     title: `${d.left === true ? "Left" : "Removed"}: ${plain(d.email) ?? "?"}`,
     fields: [["Role held", plain(d.role), true]],

@@ -554,6 +554,16 @@ export const SYSTEM_EVENTS = {
     emittedBy: "PATCH /workspaces/:id/members/:userId",
     data: Schema.Struct({ userId: Schema.String, email: Schema.String, from: MemberRole, to: MemberRole }),
   },
+  "member.signin_link_created": {
+    description:
+      "the operator made a one-time dashboard sign-in link for an owner; any earlier unused link of theirs stopped working",
+    emittedBy: "npm run cli -- signin-link",
+    data: Schema.Struct({
+      userId: Schema.String.annotate({ description: "`usr_…`: the owner the link signs in" }),
+      email: Schema.String,
+      expiresAt: At("when the link stops working, if unused"),
+    }),
+  },
   "member.removed": {
     description: "a member removed, or left; their sessions and OAuth tokens stop acting in the workspace at once",
     emittedBy: "DELETE /workspaces/:id/members/:userId",

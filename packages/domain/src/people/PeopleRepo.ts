@@ -91,6 +91,8 @@ export class PeopleRepo extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<Member>>
     /** Locks the workspace's owner rows and counts them: two demotions at once cannot both pass. */
     readonly lockOwners: (workspaceId: string) => Effect.Effect<number>
+    /** The workspace's owners, oldest membership first. */
+    readonly ownersOf: (workspaceId: string) => Effect.Effect<ReadonlyArray<Member>>
     readonly insertMember: (workspaceId: string, userId: string, role: Role, at: string) => Effect.Effect<boolean>
     readonly setRole: (workspaceId: string, userId: string, role: Role, at: string) => Effect.Effect<void>
     readonly deleteMember: (workspaceId: string, userId: string) => Effect.Effect<void>
@@ -180,6 +182,12 @@ export class PeopleRepo extends Context.Service<
             Effect.map((r) => r.length),
             Effect.orDie,
           ),
+        ownersOf: (workspaceId) =>
+          sql<MemberRow>`${memberSelect} WHERE m.workspace_id = ${workspaceId} AND m.role = 'owner'
+              ORDER BY m.created_at, m.user_id`.pipe(
+            Effect.map((rows) => rows.map(toMember)),
+            Effect.orDie,
+          ),
         insertMember: (workspaceId, userId, role, at) =>
           sql<{ user_id: string }>`INSERT INTO memberships (workspace_id, user_id, role, created_at, updated_at)
               VALUES (${workspaceId}, ${userId}, ${role}, ${at}::timestamptz, ${at}::timestamptz)
@@ -188,11 +196,15 @@ export class PeopleRepo extends Context.Service<
             Effect.orDie,
           ),
         setRole: (workspaceId, userId, role, at) =>
-          sql`UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
-              WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`.pipe(Effect.asVoid, Effect.orDie),
+          // Announced by the user's id: their open event streams read their role again.
+          sql`WITH r AS (UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
+              WHERE workspace_id = ${workspaceId} AND user_id = ${userId} RETURNING user_id)
+              SELECT pg_notify(${KEYS_CHANNEL}, user_id) FROM r`.pipe(Effect.asVoid, Effect.orDie),
         deleteMember: (workspaceId, userId) =>
           Effect.gen(function* () {
-            yield* sql`DELETE FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`
+            // Announced by the user's id: the event streams their sessions opened in the workspace end.
+            yield* sql`WITH r AS (DELETE FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId}
+                RETURNING user_id) SELECT pg_notify(${KEYS_CHANNEL}, user_id) FROM r`
             // The OAuth grants the person gave in the workspace end with the membership (a later invitation
             // does not bring them back), announced like a key's revocation.
             yield* sql`WITH r AS (UPDATE oauth_grants SET revoked_at = now(), revoked_reason = 'member_removed'

@@ -22,6 +22,7 @@ import { PeopleRepo } from "./PeopleRepo.ts"
 import { PeopleSettings } from "./PeopleSettings.ts"
 import type { CreatedInvitation, CreateInvitation, Invitation, Me, Member, User, VerifiedIdentity } from "./Person.ts"
 import { OWNER_SCOPE, ROLE_SCOPES, type Role } from "./roles.ts"
+import { Sessions } from "./Sessions.ts"
 
 export const INVITATION_PREFIX = "svc_inv_"
 /** The first-run owner: an address nobody can prove, so no provider identity is ever linked to it. */
@@ -39,6 +40,13 @@ const ownerOnly = () =>
     message: `granting, changing or removing the owner role needs ${OWNER_SCOPE} (an owner)`,
     scope: OWNER_SCOPE,
   })
+
+/**
+ * The person themselves, signed in to the dashboard, acting on their own membership: leaving needs no scope and
+ * reaches any of their workspaces. A third-party app acting for them (an OAuth token) does not: it is held to
+ * its grant's workspace and scopes like any credential.
+ */
+const leavesInPerson = (actor: Actor, userId: string) => actor.credential.type === "user" && actor.userId === userId
 
 const lastOwner = () =>
   new StateConflict({
@@ -112,6 +120,19 @@ export class PeopleService extends Context.Service<
       credential: Actor["credential"],
       options?: { readonly enterpriseOnly?: boolean; readonly within?: ReadonlySet<string> },
     ) => Effect.Effect<Actor | undefined>
+    /**
+     * The operator's way back into the dashboard (the CLI's `signin-link`): a one-time sign-in link for an
+     * owner of `workspaceId` (the one named by `email`, needed when there are several), audited as
+     * `member.signin_link_created`. The token is returned once and stored only as a hash.
+     */
+    readonly ownerSignInLink: (
+      actor: Actor,
+      workspaceId: string,
+      options: { readonly email?: string | undefined; readonly ttlMs: number },
+    ) => Effect.Effect<
+      { readonly userId: string; readonly email: string; readonly token: string; readonly expiresAt: string },
+      WorkspaceNotFound | StateConflict
+    >
     /** First run: the owner of the bootstrap workspace (one user, address `owner@localhost`, never verified). */
     readonly ensureBootstrapOwner: (workspaceId: string) => Effect.Effect<User>
   }
@@ -123,6 +144,7 @@ export class PeopleService extends Context.Service<
       const repo = yield* PeopleRepo
       const workspaces = yield* WorkspaceRepo
       const audit = yield* AuditLog
+      const sessions = yield* Sessions
       const tx = transactional(sql)
 
       /** The workspace of a request: the actor's own (an operator key: any), else not found. */
@@ -172,7 +194,7 @@ export class PeopleService extends Context.Service<
           const owners = yield* repo.lockOwners(workspaceId)
           const member = yield* repo.findMember(workspaceId, userId, true)
           if (!member) return yield* new MemberNotFound({ userId })
-          const self = actor.userId === userId
+          const self = leavesInPerson(actor, userId)
           // Leaving is one's own right; changing others needs members:write.
           if (!(self && next === null)) yield* requireScope(actor, "members:write")
           const touchesOwner = member.role === "owner" || next === "owner"
@@ -208,7 +230,7 @@ export class PeopleService extends Context.Service<
         userId: string,
       ) {
         // Leaving: a person may always act on their own membership, in any workspace they belong to.
-        if (actor.userId !== userId) yield* workspaceFor(actor, workspaceId)
+        if (!leavesInPerson(actor, userId)) yield* workspaceFor(actor, workspaceId)
         return yield* tx(
           Effect.gen(function* () {
             const member = yield* changeable(actor, workspaceId, userId, null)
@@ -429,6 +451,39 @@ export class PeopleService extends Context.Service<
         } satisfies Actor
       })
 
+      const ownerSignInLink = Effect.fn("PeopleService.ownerSignInLink")(function* (
+        actor: Actor,
+        workspaceId: string,
+        options: { readonly email?: string | undefined; readonly ttlMs: number },
+      ) {
+        yield* workspaceFor(actor, workspaceId)
+        return yield* tx(
+          Effect.gen(function* () {
+            const owners = yield* repo.ownersOf(workspaceId)
+            const wanted = options.email?.toLowerCase()
+            const matching = wanted === undefined ? owners : owners.filter((o) => o.email.toLowerCase() === wanted)
+            if (matching.length !== 1)
+              return yield* new StateConflict({
+                code: "OWNER_NOT_CHOSEN",
+                message:
+                  owners.length === 0
+                    ? `workspace ${workspaceId} has no owner: invite one with POST /workspaces/${workspaceId}/invitations`
+                    : wanted !== undefined
+                      ? `${options.email} is not an owner of workspace ${workspaceId}`
+                      : `workspace ${workspaceId} has ${owners.length} owners: name one with --email (${owners.map((o) => o.email).join(", ")})`,
+              })
+            const owner = matching[0]!
+            const now = yield* Clock.currentTimeMillis
+            const expiresAt = isoOf(now + options.ttlMs)
+            const token = yield* sessions.createSignInLink(owner.userId, options.ttlMs)
+            yield* audit.append(inWorkspace(actor, workspaceId), [
+              { type: "member.signin_link_created", data: { userId: owner.userId, email: owner.email, expiresAt } },
+            ])
+            return { userId: owner.userId, email: owner.email, token, expiresAt }
+          }),
+        )
+      })
+
       const ensureBootstrapOwner = Effect.fn("PeopleService.ensureBootstrapOwner")(function* (workspaceId: string) {
         return yield* tx(
           Effect.gen(function* () {
@@ -464,6 +519,7 @@ export class PeopleService extends Context.Service<
         mayUseEnterpriseProvider,
         actorOf,
         ensureBootstrapOwner,
+        ownerSignInLink,
       })
     }),
   )

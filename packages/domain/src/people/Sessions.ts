@@ -1,6 +1,7 @@
 import { hash, timingSafeEqual } from "node:crypto"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
 import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
 import { newId } from "../shared/ids.ts"
 import { isoOf } from "../shared/time.ts"
@@ -36,6 +37,15 @@ export interface StartedSession {
   readonly secret: string
   readonly session: ActiveSession
 }
+
+/**
+ * Where a session stands, read without touching it (a long-lived connection's re-check): live until `until`
+ * (its idle or absolute end, whichever is first, as of now), or why it can no longer act.
+ */
+export type SessionStanding =
+  | { readonly userId: string; readonly enterprise: boolean; readonly until: number }
+  | "signed_out"
+  | "expired"
 
 /** A sign-in under way at a provider, as its callback takes it back. */
 export interface SignInFlow {
@@ -82,12 +92,16 @@ export class Sessions extends Context.Service<
     ) => Effect.Effect<StartedSession>
     /** The live session of a cookie value, or undefined (garbage, unknown, revoked, idle or past its end). */
     readonly resolve: (secret: string) => Effect.Effect<ActiveSession | undefined>
+    /** Where a session stands, without moving its idle deadline; a secret of no session is `signed_out`. */
+    readonly standing: (secret: string) => Effect.Effect<SessionStanding>
+    /** Sign-out: announced on the keys channel by the user's id, so that their open event streams check again. */
     readonly end: (secret: string) => Effect.Effect<void>
-    /** Sign-out everywhere: every session of the user. */
+    /** Sign-out everywhere: every session of the user (announced likewise). */
     readonly endAll: (userId: string) => Effect.Effect<number>
     readonly beginFlow: (state: string, flow: SignInFlow, ttlMs: number) => Effect.Effect<void>
     /** Takes a flow back once: a second callback with the same state finds nothing. */
     readonly takeFlow: (state: string) => Effect.Effect<SignInFlow | undefined>
+    /** A one-time link for `userId`; their earlier unused links stop working (one valid link per person). */
     readonly createSignInLink: (userId: string, ttlMs: number) => Effect.Effect<string>
     /** The user of a one-time link, once: every later use finds nothing. */
     readonly consumeSignInLink: (token: string) => Effect.Effect<string | undefined>
@@ -164,19 +178,45 @@ export class Sessions extends Context.Service<
         } satisfies ActiveSession
       })
 
+      const standing = (secret: string) =>
+        isSecretOf(SESSION_PREFIX, secret)
+          ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              sql<{
+                user_id: string
+                enterprise: boolean
+                idle_expires_at: Date
+                expires_at: Date
+                revoked_at: Date | null
+              }>`
+                  SELECT user_id, enterprise, idle_expires_at, expires_at, revoked_at
+                  FROM sessions WHERE secret_hash = ${hashKey(secret)}`.pipe(
+                Effect.map((rows): SessionStanding => {
+                  const row = rows[0]
+                  if (!row || row.revoked_at !== null) return "signed_out"
+                  const until = Math.min(row.idle_expires_at.getTime(), row.expires_at.getTime())
+                  if (until <= now) return "expired"
+                  return { userId: row.user_id, enterprise: row.enterprise, until }
+                }),
+                orDie,
+              ),
+            )
+          : Effect.succeed<SessionStanding>("signed_out")
+
       const end = (secret: string) =>
         isSecretOf(SESSION_PREFIX, secret)
           ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              sql`UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
-                  WHERE secret_hash = ${hashKey(secret)} AND revoked_at IS NULL`.pipe(Effect.asVoid, orDie),
+              sql`WITH r AS (UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
+                  WHERE secret_hash = ${hashKey(secret)} AND revoked_at IS NULL RETURNING user_id)
+                  SELECT pg_notify(${KEYS_CHANNEL}, user_id) FROM r`.pipe(Effect.asVoid, orDie),
             )
           : Effect.void
 
       const endAll = (userId: string) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          sql<{ id: string }>`UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
-              WHERE user_id = ${userId} AND revoked_at IS NULL RETURNING id`.pipe(
-            Effect.map((r) => r.length),
+          sql<{ n: number }>`WITH r AS (UPDATE sessions SET revoked_at = ${isoOf(now)}::timestamptz
+              WHERE user_id = ${userId} AND revoked_at IS NULL RETURNING id)
+              SELECT (SELECT count(*)::int FROM r) AS n, pg_notify(${KEYS_CHANNEL}, ${userId})`.pipe(
+            Effect.map((r) => r[0]?.n ?? 0),
             orDie,
           ),
         )
@@ -214,11 +254,13 @@ export class Sessions extends Context.Service<
       const createSignInLink = (userId: string, ttlMs: number) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const { secret, hash: tokenHash } = mintSecret(SIGNIN_LINK_PREFIX)
-          return sql`INSERT INTO signin_links (token_hash, user_id, expires_at, created_at)
-              VALUES (${tokenHash}, ${userId}, ${isoOf(now + ttlMs)}::timestamptz, ${isoOf(now)}::timestamptz)`.pipe(
-            Effect.as(secret),
-            orDie,
-          )
+          return Effect.gen(function* () {
+            yield* sql`UPDATE signin_links SET expires_at = ${isoOf(now)}::timestamptz
+                WHERE user_id = ${userId} AND used_at IS NULL AND expires_at > ${isoOf(now)}::timestamptz`
+            yield* sql`INSERT INTO signin_links (token_hash, user_id, expires_at, created_at)
+                VALUES (${tokenHash}, ${userId}, ${isoOf(now + ttlMs)}::timestamptz, ${isoOf(now)}::timestamptz)`
+            return secret
+          }).pipe(orDie)
         })
 
       const consumeSignInLink = (token: string) =>
@@ -233,7 +275,17 @@ export class Sessions extends Context.Service<
             )
           : Effect.succeed(undefined)
 
-      return Sessions.of({ start, resolve, end, endAll, beginFlow, takeFlow, createSignInLink, consumeSignInLink })
+      return Sessions.of({
+        start,
+        resolve,
+        standing,
+        end,
+        endAll,
+        beginFlow,
+        takeFlow,
+        createSignInLink,
+        consumeSignInLink,
+      })
     }),
   )
 }
