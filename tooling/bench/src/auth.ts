@@ -15,18 +15,22 @@ import { type BenchmarkResult, benchmark, median, round, summarise, target } fro
  *   with Redis counters minus p99 with rate limiting off: target ≤ 1 ms.
  */
 
-const CONCURRENCY = 32
-const THROUGHPUT_MS = 3_000
+export const CONCURRENCY = 32
+export const THROUGHPUT_MS = 3_000
 const ROUNDS = 3
 const LATENCY_REQUESTS = 5_000
 
-interface Child {
+export interface AuthChild {
   readonly ports: Record<string, number>
+  /** An SDK token of the child's workspace. */
   readonly token: string
+  /** An OAuth access token (`svc_oauth_at_…`) of the same workspace, from the code flow with PKCE. */
+  readonly oauthToken: string
   readonly stop: () => void
 }
 
-const startChild = (root: string, databaseUrl: string): Promise<Child> =>
+/** authServer.ts as a child process, on `databaseUrl`. */
+export const startAuthChild = (root: string, databaseUrl: string): Promise<AuthChild> =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(root, "tooling/bench/src/authServer.ts")], {
       cwd: root,
@@ -61,8 +65,11 @@ const get = (port: number, token: string | undefined): Promise<number> =>
     req.end()
   })
 
-/** Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS (load.ts). */
-const throughput = async (port: number, token: string | undefined) => {
+/**
+ * Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS (load.ts) on the child's
+ * `GET /v1/ping`: with no token on the `open` port, the token-auth benchmark's baseline route.
+ */
+export const throughput = async (port: number, token: string | undefined) => {
   const url = `http://127.0.0.1:${port}`
   const ping = requestBytes(url, "/v1/ping", token ? { authorization: `Bearer ${token}` } : {})
   const load = await drive(url, CONCURRENCY, THROUGHPUT_MS, () => ping)
@@ -86,7 +93,7 @@ export const runAuthBenchmarks = async (
   databaseUrl: string,
   log: (line: string) => void,
 ): Promise<Array<BenchmarkResult>> => {
-  const child = await startChild(root, databaseUrl)
+  const child = await startAuthChild(root, databaseUrl)
   try {
     const { ports, token } = child
     // Warm-up: the token's one signature check happens here, and the JIT settles.
