@@ -3,6 +3,7 @@ import { Agent, request } from "node:http"
 import { join } from "node:path"
 import { drive, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
+import { processCpuMs } from "./server.ts"
 
 /**
  * The credential benchmarks of issue 4, against authServer.ts in a child
@@ -26,6 +27,7 @@ export interface AuthChild {
   readonly token: string
   /** An OAuth access token (`svc_oauth_at_…`) of the same workspace, from the code flow with PKCE. */
   readonly oauthToken: string
+  readonly pid: number
   readonly stop: () => void
 }
 
@@ -45,7 +47,7 @@ export const startAuthChild = (root: string, databaseUrl: string): Promise<AuthC
     child.stdout.setEncoding("utf8").on("data", (c: string) => {
       out += c
       const line = out.split("\n").find((l) => l.startsWith("{"))
-      if (line) resolve({ ...JSON.parse(line), stop: () => child.kill("SIGKILL") })
+      if (line) resolve({ ...JSON.parse(line), pid: child.pid!, stop: () => child.kill("SIGKILL") })
     })
     child.once("exit", (code) => reject(new Error(`auth bench server exited (${code}):\n${err}`)))
   })
@@ -69,11 +71,30 @@ const get = (port: number, token: string | undefined): Promise<number> =>
  * Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS (load.ts) on the child's
  * `GET /v1/ping`: with no token on the `open` port, the token-auth benchmark's baseline route.
  */
-export const throughput = async (port: number, token: string | undefined) => {
-  const url = `http://127.0.0.1:${port}`
-  const ping = requestBytes(url, "/v1/ping", token ? { authorization: `Bearer ${token}` } : {})
-  const load = await drive(url, CONCURRENCY, THROUGHPUT_MS, () => ping)
-  return load.requests / load.seconds
+export const throughput = async (port: number, token: string | undefined, ms = THROUGHPUT_MS) =>
+  (await rateAndCpu(`http://127.0.0.1:${port}`, "/v1/ping", token ? { authorization: `Bearer ${token}` } : {}, ms))
+    .perSecond
+
+/**
+ * `GET path` from CONCURRENCY keep-alive connections for `ms`: requests per second, and the CPU µs the serving
+ * process `pid` spent per request (on a shared machine a steadier measure of the work than the rate).
+ */
+export const rateAndCpu = async (
+  url: string,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+  ms: number,
+  pid?: number,
+) => {
+  const request = requestBytes(url, path, headers)
+  const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
+  const load = await drive(url, CONCURRENCY, ms, () => request)
+  const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
+  return {
+    perSecond: load.requests / load.seconds,
+    cpuUsPerRequest:
+      cpu0 === undefined || cpu1 === undefined ? undefined : Math.round(((cpu1 - cpu0) * 10_000) / load.requests) / 10,
+  }
 }
 
 /** Per-request latency in µs, one request at a time. */

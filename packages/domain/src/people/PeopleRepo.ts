@@ -188,8 +188,14 @@ export class PeopleRepo extends Context.Service<
             Effect.orDie,
           ),
         setRole: (workspaceId, userId, role, at) =>
-          sql`UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
-              WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`.pipe(Effect.asVoid, Effect.orDie),
+          Effect.gen(function* () {
+            yield* sql`UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
+                WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`
+            // The role bounds the person's OAuth grants in the workspace: announced like a revocation, so that
+            // every instance reads their tokens' scopes again (OAuthService's cache).
+            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM oauth_grants
+                WHERE workspace_id = ${workspaceId} AND user_id = ${userId} AND revoked_at IS NULL`
+          }).pipe(Effect.orDie),
         deleteMember: (workspaceId, userId) =>
           Effect.gen(function* () {
             yield* sql`DELETE FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId}`

@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
 import { type Actor, systemActor } from "../auth/Actor.ts"
 import { POLICIES_CHANNEL } from "../policies/PolicyRepo.ts"
 import type { Workspace } from "./Workspace.ts"
@@ -70,7 +71,12 @@ export class WorkspaceRepo extends Context.Service<
               updated_at = ${w.updatedAt}::timestamptz WHERE id = ${w.id} RETURNING id)
               SELECT pg_notify(${POLICIES_CHANNEL}, u.id) FROM u`.pipe(Effect.asVoid, Effect.orDie),
         markDeleted: (id, at) =>
-          sql`UPDATE workspaces SET deleted_at = ${at}::timestamptz WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
+          Effect.gen(function* () {
+            yield* sql`UPDATE workspaces SET deleted_at = ${at}::timestamptz WHERE id = ${id}`
+            // The workspace's OAuth grants end with it: announced like a key's revocation (OAuthService's cache).
+            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM oauth_grants
+                WHERE workspace_id = ${id} AND revoked_at IS NULL`
+          }).pipe(Effect.orDie),
         isEmpty: sql<{ n: number }>`SELECT count(*)::int AS n FROM workspaces`.pipe(
           Effect.map((r) => r[0]!.n === 0),
           Effect.orDie,
