@@ -163,6 +163,8 @@ const makeMetrics = (): Metrics => {
   const SURFACES: Record<Surface, number> = { rest: 0, trpc: 1, other: 2 }
   // One number per (surface, method, status): no string is built per request.
   const requestChildren = new Map<number, Counter.Internal>()
+  // Bound once per decision (allow, deny, require_approval): a guard call increments, never builds labels.
+  const decisionChildren = new Map<string, Counter.Internal>()
   return {
     registry,
     request: (surface, method, status, seconds) => {
@@ -193,7 +195,14 @@ const makeMetrics = (): Metrics => {
         },
       }
     },
-    guardDecision: (decision) => decisions.labels(decision).inc(),
+    guardDecision: (decision) => {
+      let child = decisionChildren.get(decision)
+      if (child === undefined) {
+        child = decisions.labels(decision)
+        decisionChildren.set(decision, child)
+      }
+      child.inc()
+    },
     appendBatch: (_appends, events, seconds) => {
       appended.inc(events)
       batchEvents.observe(events)

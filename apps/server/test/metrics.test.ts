@@ -107,6 +107,34 @@ describe("GET /metrics", () => {
       family(after.families, name)
   })
 
+  it("counts rate-limit refusals", async () => {
+    const limited = await startTestServer({
+      metrics: { token: TOKEN, port: undefined, host: "127.0.0.1" },
+      rateLimits: {
+        ...(await import("@agentgov/domain")).DEFAULT_RATE_LIMITS,
+        plans: { free: 1e9, pro: 1e9, enterprise: 1e9 },
+        agent: 1e9,
+        anonymous: 2,
+      },
+    })
+    try {
+      const refusals = async () => {
+        const res = await fetch(`${limited.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })
+        return sum(family(parsePrometheusTextFormat(await res.text()), "agentgov_rate_limited_total"), {
+          surface: "rest",
+        })
+      }
+      const before = await refusals()
+      const statuses: Array<number> = []
+      for (let i = 0; i < 4; i++)
+        statuses.push((await fetch(`${limited.url}/api/v1/badge/agt_unknown?format=json`)).status)
+      expect(statuses).toEqual([404, 404, 429, 429])
+      expect((await refusals()) - before).toBe(2)
+    } finally {
+      await limited.close()
+    }
+  })
+
   it("puts no id in any label", async () => {
     const { text } = await scrape()
     for (const prefix of ["ws_", "agt_", "key_", "evt_", "req_", "pol_", "whk_", "dlv_"])

@@ -367,6 +367,8 @@ describe("adjustments", () => {
       403,
       "FORBIDDEN",
     )
+    // The trust worker has read the registration (its own events would otherwise land in the window below).
+    await caughtUp()
     const before = await t.chainLength()
     for (const [body, field] of [
       [{ delta: 0, reason: "x" }, "delta"],

@@ -92,6 +92,38 @@ describe("verifyBadge", () => {
     expect(verifyBadge(forged, jwks, { now: NOW })).toMatchObject({ valid: false, reason: "bad_signature" })
   })
 
+  it("a key the JWKS does not hold, a retired key it still holds, and a header that is not EdDSA", () => {
+    expect(verifyBadge(badgeOf({}, stranger), jwks, { now: NOW })).toMatchObject({
+      valid: false,
+      reason: "unknown_key",
+    })
+    // A rotated-out key stays in the served JWKS until what it signed has expired: its badges still verify.
+    const retired = keyPair("key_retired")
+    const served = { keys: [service.jwk, retired.jwk] }
+    expect(verifyBadge(badgeOf({}, retired), served, { now: NOW })).toMatchObject({
+      valid: true,
+      kid: "key_retired",
+      claims: { tier: "silver" },
+    })
+    // Signed by the service's key but declaring another algorithm (none, HS256): refused, whatever the bytes say.
+    const claims = {
+      ...fields,
+      iss: fields.issuer,
+      sub: fields.agentId,
+      iat: NOW / 1000 - 3_600,
+      exp: NOW / 1000 + 3_600,
+    }
+    for (const alg of ["none", "HS256"])
+      expect(
+        verifyBadge(jws({ alg, typ: BADGE_TYP, kid: service.kid }, claims, service.privateKey), jwks, { now: NOW }),
+      ).toMatchObject({ valid: false })
+    expect(
+      verifyBadge(jws({ alg: "EdDSA", typ: BADGE_TYP, kid: service.kid }, claims, service.privateKey), jwks, {
+        now: NOW,
+      }),
+    ).toMatchObject({ valid: true })
+  })
+
   it("expired, another agent's, another issuer's", () => {
     expect(verifyBadge(badge, jwks, { now: NOW + 21 * 3_600_000 })).toMatchObject({ valid: false, reason: "expired" })
     expect(verifyBadge(badge, jwks, { agentId: "agt_2", now: NOW })).toMatchObject({

@@ -3,6 +3,7 @@ import { Agent, request } from "node:http"
 import { join } from "node:path"
 import { drive, requestBytes } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, summarise, target } from "./report.ts"
+import { processCpuMs } from "./server.ts"
 
 /**
  * The credential benchmarks of issue 4, against authServer.ts in a child
@@ -15,18 +16,23 @@ import { type BenchmarkResult, benchmark, median, round, summarise, target } fro
  *   with Redis counters minus p99 with rate limiting off: target ≤ 1 ms.
  */
 
-const CONCURRENCY = 32
-const THROUGHPUT_MS = 3_000
+export const CONCURRENCY = 32
+export const THROUGHPUT_MS = 3_000
 const ROUNDS = 3
 const LATENCY_REQUESTS = 5_000
 
-interface Child {
+export interface AuthChild {
   readonly ports: Record<string, number>
+  /** An SDK token of the child's workspace. */
   readonly token: string
+  /** An OAuth access token (`svc_oauth_at_…`) of the same workspace, from the code flow with PKCE. */
+  readonly oauthToken: string
+  readonly pid: number
   readonly stop: () => void
 }
 
-const startChild = (root: string, databaseUrl: string): Promise<Child> =>
+/** authServer.ts as a child process, on `databaseUrl`. */
+export const startAuthChild = (root: string, databaseUrl: string): Promise<AuthChild> =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(root, "tooling/bench/src/authServer.ts")], {
       cwd: root,
@@ -41,7 +47,7 @@ const startChild = (root: string, databaseUrl: string): Promise<Child> =>
     child.stdout.setEncoding("utf8").on("data", (c: string) => {
       out += c
       const line = out.split("\n").find((l) => l.startsWith("{"))
-      if (line) resolve({ ...JSON.parse(line), stop: () => child.kill("SIGKILL") })
+      if (line) resolve({ ...JSON.parse(line), pid: child.pid!, stop: () => child.kill("SIGKILL") })
     })
     child.once("exit", (code) => reject(new Error(`auth bench server exited (${code}):\n${err}`)))
   })
@@ -61,12 +67,34 @@ const get = (port: number, token: string | undefined): Promise<number> =>
     req.end()
   })
 
-/** Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS (load.ts). */
-const throughput = async (port: number, token: string | undefined) => {
-  const url = `http://127.0.0.1:${port}`
-  const ping = requestBytes(url, "/v1/ping", token ? { authorization: `Bearer ${token}` } : {})
-  const load = await drive(url, CONCURRENCY, THROUGHPUT_MS, () => ping)
-  return load.requests / load.seconds
+/**
+ * Requests per second from CONCURRENCY keep-alive connections for THROUGHPUT_MS (load.ts) on the child's
+ * `GET /v1/ping`: with no token on the `open` port, the token-auth benchmark's baseline route.
+ */
+export const throughput = async (port: number, token: string | undefined, ms = THROUGHPUT_MS) =>
+  (await rateAndCpu(`http://127.0.0.1:${port}`, "/v1/ping", token ? { authorization: `Bearer ${token}` } : {}, ms))
+    .perSecond
+
+/**
+ * `GET path` from CONCURRENCY keep-alive connections for `ms`: requests per second, and the CPU µs the serving
+ * process `pid` spent per request (on a shared machine a steadier measure of the work than the rate).
+ */
+export const rateAndCpu = async (
+  url: string,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+  ms: number,
+  pid?: number,
+) => {
+  const request = requestBytes(url, path, headers)
+  const cpu0 = pid === undefined ? undefined : processCpuMs(pid)
+  const load = await drive(url, CONCURRENCY, ms, () => request)
+  const cpu1 = pid === undefined ? undefined : processCpuMs(pid)
+  return {
+    perSecond: load.requests / load.seconds,
+    cpuUsPerRequest:
+      cpu0 === undefined || cpu1 === undefined ? undefined : Math.round(((cpu1 - cpu0) * 10_000) / load.requests) / 10,
+  }
 }
 
 /** Per-request latency in µs, one request at a time. */
@@ -86,7 +114,7 @@ export const runAuthBenchmarks = async (
   databaseUrl: string,
   log: (line: string) => void,
 ): Promise<Array<BenchmarkResult>> => {
-  const child = await startChild(root, databaseUrl)
+  const child = await startAuthChild(root, databaseUrl)
   try {
     const { ports, token } = child
     // Warm-up: the token's one signature check happens here, and the JIT settles.

@@ -8,8 +8,11 @@
  * - `token-nolimit`: the same with rate limiting off;
  * - `token-redis`: the same with the counters in Redis (REDIS_URL).
  *
- * Prints one JSON line `{ports, token}` when listening.
+ * Prints one JSON line `{ports, token, oauthToken}` when listening: an SDK token, and an OAuth access token of
+ * the same workspace (its bootstrap owner's grant to a confidential app, through the domain's code flow with PKCE,
+ * as the server's /oauth routes drive it), both authenticated by the same Authenticator on the `token` ports.
  */
+import { createHash, randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { makeExecutor, makeRestHandler, type Operation, type Runtime, requestIdOf } from "@agentgov/api"
@@ -20,6 +23,8 @@ import {
   DEFAULT_RATE_LIMITS,
   DomainLayer,
   MasterKey,
+  OAuthService,
+  PeopleService,
   RateLimitSettings,
   SdkTokens,
   TokenSettings,
@@ -80,15 +85,40 @@ const listen = async (handler: ReturnType<typeof makeRestHandler>) => {
 const log = { error: (message: string, fields: Record<string, unknown>) => console.error(message, fields) }
 const limited = runtimeWith(Counters.memory, true)
 
-// A workspace, its key, and a token exchanged for it.
-const token = await limited.runPromise(
+// A workspace, its key, a token exchanged for it, and an OAuth access token of its owner's grant to an app.
+const { token, oauthToken } = await limited.runPromise(
   Effect.gen(function* () {
-    const { apiKey } = yield* WorkspaceService.use((s) =>
+    const { workspace, apiKey } = yield* WorkspaceService.use((s) =>
       s.create(null, { name: `bench-auth-${Date.now()}`, environment: "live", plan: "enterprise" }),
     )
     const actor = yield* Authenticator.use((a) => a.authenticate(apiKey.apiKey))
-    return (yield* SdkTokens.use((t) => t.issue(actor))).token
-  }) as Effect.Effect<string, unknown, never>,
+    const token = (yield* SdkTokens.use((t) => t.issue(actor))).token
+    const owner = yield* PeopleService.use((p) => p.ensureBootstrapOwner(workspace.id))
+    const redirectUri = "https://app.example.com/callback"
+    const app = yield* OAuthService.use((o) =>
+      o.createClient(actor, { name: "bench app", redirectUris: [redirectUri] }),
+    )
+    const codeVerifier = randomBytes(32).toString("base64url")
+    const { code } = yield* OAuthService.use((o) =>
+      o.approve(
+        {
+          responseType: "code",
+          clientId: app.client.id,
+          redirectUri,
+          scope: "agents:read",
+          state: "bench",
+          codeChallenge: createHash("sha256").update(codeVerifier).digest("base64url"),
+          codeChallengeMethod: "S256",
+        },
+        owner.id,
+        false,
+      ),
+    )
+    const tokens = yield* OAuthService.use((o) =>
+      o.exchangeCode({ clientId: app.client.id, clientSecret: app.clientSecret }, { code, redirectUri, codeVerifier }),
+    )
+    return { token, oauthToken: tokens.access_token }
+  }) as Effect.Effect<{ token: string; oauthToken: string }, unknown, never>,
 )
 const fixedActor = await limited.runPromise(
   Authenticator.use((a) => a.authenticate(token)) as unknown as Effect.Effect<never>,
@@ -107,4 +137,4 @@ const ports: Record<string, number> = {
   "token-nolimit": await listen(real(runtimeWith(Counters.memory, false))),
 }
 if (redisUrl) ports["token-redis"] = await listen(real(runtimeWith(Counters.redis(redisUrl), true)))
-process.stdout.write(`${JSON.stringify({ ports, token })}\n`)
+process.stdout.write(`${JSON.stringify({ ports, token, oauthToken })}\n`)

@@ -30,7 +30,7 @@ const BASELINE_CALLS_PER_ROUND = 5_000
 const REQUEST_POOL = 4_096
 
 /** Deterministic, so that every run measures the same policies and requests. */
-const prng = (seed: number) => () => {
+export const prng = (seed: number) => () => {
   seed = (seed + 0x6d2b79f5) | 0
   let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
   t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
@@ -43,8 +43,8 @@ const VERBS = ["read", "list", "create", "update", "delete", "export", "send", "
 const REGIONS = ["eu", "us", "apac", "latam"]
 const LABELS = ["prod", "staging", "finance", "support", "internal"]
 
-type Rand = () => number
-const pick = <T>(r: Rand, xs: ReadonlyArray<T>): T => xs[Math.floor(r() * xs.length)]!
+export type Rand = () => number
+export const pick = <T>(r: Rand, xs: ReadonlyArray<T>): T => xs[Math.floor(r() * xs.length)]!
 
 const leafFor = (r: Rand): Record<string, unknown> => {
   switch (Math.floor(r() * 9)) {
@@ -125,13 +125,13 @@ export const makePolicies = (r: Rand): Array<unknown> =>
     }),
   }))
 
-interface Request {
+export interface Request {
   readonly action: string
   readonly context: Record<string, unknown>
   readonly agent: AgentFacts
 }
 
-const makeRequests = (r: Rand): Array<Request> => {
+export const makeRequests = (r: Rand): Array<Request> => {
   const agents: Array<AgentFacts> = Array.from({ length: 8 }, (_, i) => ({
     id: `agt_${i}`,
     name: `agent ${i}`,
@@ -247,7 +247,7 @@ const naiveEvaluate = (
   return deny ? "deny" : approve ? "require_approval" : allow ? "allow" : "allow"
 }
 
-const timeCalls = (calls: number, call: (i: number) => void): Float64Array => {
+export const timeCalls = (calls: number, call: (i: number) => void): Float64Array => {
   const ns = new Float64Array(calls)
   for (let i = 0; i < calls; i++) {
     const t0 = process.hrtime.bigint()
@@ -257,7 +257,7 @@ const timeCalls = (calls: number, call: (i: number) => void): Float64Array => {
   return ns
 }
 
-const microseconds = (ns: Float64Array) => summarise(Array.from(ns, (x) => x / 1_000))
+export const microseconds = (ns: Float64Array) => summarise(Array.from(ns, (x) => x / 1_000))
 
 // ── the rule set shared with Cedar and casbin (guardPeers.ts says what it is restricted to and why) ──
 const portableLeaf = (r: Rand): Record<string, unknown> => {

@@ -5,12 +5,15 @@ import { join, resolve } from "node:path"
 import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
+import { runBadgeBenchmark } from "./badge.ts"
 import { startDurable } from "./durable.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
 import { runGuardFairnessBenchmark } from "./guardFairness.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert, serialShape } from "./ingest.ts"
+import { runMetricsOnBenchmark } from "./metricsOn.ts"
+import { runOAuthAuthBenchmark } from "./oauthAuth.ts"
 import {
   type BenchmarkResult,
   benchmark,
@@ -25,8 +28,10 @@ import {
   writeReport,
 } from "./report.ts"
 import { runSdkBenchmarks } from "./sdk.ts"
-import { type BenchServer, processRssBytes, startServer } from "./server.ts"
+import { type BenchServer, type FreshServer, processRssBytes, startServer } from "./server.ts"
 import { runSse, type SseShape } from "./sse.ts"
+import { runTrustEvalBenchmark } from "./trustEval.ts"
+import { runTrustImpactBenchmark } from "./trustImpact.ts"
 import { runVerify, runVerifyBaseline } from "./verify.ts"
 import { runWebhookBenchmark } from "./webhooks.ts"
 
@@ -48,8 +53,14 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
  *
  * - the embedded default (embedded.ts): a fresh `npm start`, its idle RSS, and its guard against PostgreSQL's;
+ * - trust (issue 27): the guard in process with trust conditions against the same rules reading the context
+ *   (trustEval.ts); guard-http and ingest with the trust worker on against a second server with it off
+ *   (trustImpact.ts); the public SVG badge against the token-auth baseline route (badge.ts);
+ * - people (issue 32): a route authenticated by an OAuth access token against the same baseline (oauthAuth.ts);
+ * - operations (issue 34): the guard over HTTP with metrics on against a second server with them off (metricsOn.ts).
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk picks benchmarks (sse also
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,trust-eval,
+ * trust-impact,badge,oauth-auth,metrics-on picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -326,6 +337,37 @@ const main = async () => {
   let problems: Array<string> = []
   try {
     server = await startServer({ root, databaseUrl: embedded ? undefined : databaseUrl, dataDir, cpuProfDir })
+    /** Another server on a fresh store: a database of its own beside the run's, or its own embedded cluster. */
+    const fresh: FreshServer = async (tag, env) => {
+      const dir = mkdtempSync(join(tmpdir(), `agentgov-bench-${tag}-`))
+      chmodSync(dir, 0o755)
+      const name = `${database}_${tag}`
+      let url: string | undefined
+      if (admin) {
+        await admin.unsafe(`CREATE DATABASE ${name}`)
+        const u = new URL(adminUrl)
+        u.pathname = `/${name}`
+        url = u.href
+      }
+      const drop = async () => {
+        await admin?.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+        rmSync(dir, { recursive: true, force: true })
+      }
+      try {
+        const child = await startServer({ root, databaseUrl: url, dataDir: dir, cpuProfDir, env })
+        return {
+          server: child,
+          stop: async () => {
+            problems.push(...child.problems.map((p) => `${tag}: ${p}`))
+            await child.stop()
+            await drop()
+          },
+        }
+      } catch (e) {
+        await drop()
+        throw e
+      }
+    }
     problems = server.problems
     // Idle: started, migrated, nothing served yet but the bench's own connection.
     const idleRssBytes = processRssBytes(server.pid)
@@ -353,6 +395,11 @@ const main = async () => {
       ["embedded", () => runEmbeddedBenchmark(root, server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
       ["sdk", () => runSdkBenchmarks(server!, log)],
+      ["trust-eval", () => runTrustEvalBenchmark()],
+      ["trust-impact", () => runTrustImpactBenchmark(fresh, log)],
+      ["badge", () => runBadgeBenchmark(server!, root, databaseUrl, log)],
+      ["oauth-auth", () => runOAuthAuthBenchmark(root, databaseUrl, log)],
+      ["metrics-on", () => runMetricsOnBenchmark(fresh, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue

@@ -244,3 +244,34 @@ const stopChild = (child: ChildProcess) =>
     })
     child.kill("SIGTERM")
   })
+
+/**
+ * Another server child on a fresh store of its own (a new database on the run's PostgreSQL, or its own embedded
+ * cluster), for the benchmarks that compare two configurations of the server in one run (trust worker on and
+ * off, metrics on and off); `stop` ends it and drops its store.
+ */
+export type FreshServer = (
+  tag: string,
+  env: Readonly<Record<string, string>>,
+) => Promise<{ readonly server: BenchServer; readonly stop: () => Promise<void> }>
+
+/**
+ * Waits until the server child is idle (at most 10 ms of CPU in each of two consecutive 250 ms windows, or
+ * `maxMs`), so that its background work from one timed window (the trust worker reading the decisions just
+ * made, a group commit) does not land in the next one, which may be another server's. Answers the CPU ms the
+ * child used while settling.
+ */
+export const settle = async (server: Pick<BenchServer, "cpuMs">, maxMs = 30_000): Promise<number | undefined> => {
+  const start = server.cpuMs()
+  if (start === undefined) return undefined
+  const deadline = performance.now() + maxMs
+  let quiet = 0
+  let last = start
+  while (quiet < 2 && performance.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250))
+    const now = server.cpuMs() ?? last
+    quiet = now - last <= 10 ? quiet + 1 : 0
+    last = now
+  }
+  return last - start
+}

@@ -2,6 +2,7 @@ import {
   Adjustment,
   AgentIdParam,
   Badge,
+  BadgeNotFound,
   BadgeQuery,
   BadgeVerification,
   CreateAdjustment,
@@ -11,8 +12,8 @@ import {
   TrustService,
   VerifyBadge,
 } from "@agentgov/domain"
-import { Schema } from "effect"
-import { defineOperation } from "../Operation.ts"
+import { Effect, Exit, Schema } from "effect"
+import { defineOperation, type FastHandler } from "../Operation.ts"
 import { BODY_SCHEMA } from "./common.ts"
 
 const tag = "Trust"
@@ -23,6 +24,25 @@ const PUBLIC_NOTE =
 /** `idAnd` for a path parameter named `agentId`. */
 const agentIdAnd = <F extends Schema.Struct.Fields>(body: Schema.Struct<F>) =>
   Schema.Struct({ ...AgentIdParam.fields, ...body.fields }).annotate({ [BODY_SCHEMA]: body })
+
+/**
+ * The public badge from the trust module's cache, outside the runtime (TrustService.cachedBadge): a README's
+ * image is fetched far more often than the agent changes. A miss (nothing cached, or cached too long ago) takes
+ * the handler, which answers alike. The cache is read after the I/O already received (setImmediate), so that
+ * an announcement of the agent's change that arrived with the request is applied first, as on the runtime.
+ */
+const badgeFromCache = TrustService.use((s) =>
+  Effect.succeed<FastHandler<{ readonly agentId: string }, Badge>>(({ agentId }) => {
+    if (s.cachedBadge(agentId, Date.now()) === undefined) return undefined
+    return new Promise<Exit.Exit<Badge, BadgeNotFound>>((resolve) =>
+      setImmediate(() => {
+        const found = s.cachedBadge(agentId, Date.now())
+        if (found === undefined) resolve(Effect.runPromiseExit(s.badge(agentId)))
+        else resolve(found === null ? Exit.fail(new BadgeNotFound({ agentId })) : Exit.succeed(found))
+      }),
+    )
+  }),
+)
 
 export const trustOperations = [
   defineOperation({
@@ -82,6 +102,7 @@ export const trustOperations = [
     input: AgentIdParam,
     output: Badge,
     handler: (input) => TrustService.use((s) => s.badge(input.agentId)),
+    fast: badgeFromCache,
   }),
   defineOperation({
     name: "trust.badge",
@@ -96,6 +117,7 @@ export const trustOperations = [
     input: BadgeQuery,
     output: Badge,
     handler: (input) => TrustService.use((s) => s.badge(input.agentId)),
+    fast: badgeFromCache,
   }),
   defineOperation({
     name: "trust.badgeStatus",

@@ -30,6 +30,21 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i
 
 const etagOf = (body: string) => `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`
 
+/**
+ * Each badge's SVG and ETag, drawn once: the trust module hands out the same badge object while nothing about
+ * the agent changed (TrustService's cache), and a README's image is fetched far more often than that.
+ */
+const drawn = new WeakMap<Badge, { readonly body: string; readonly etag: string }>()
+const svgOf = (badge: Badge) => {
+  let svg = drawn.get(badge)
+  if (svg === undefined) {
+    const body = renderBadgeSvg(badge)
+    svg = { body, etag: etagOf(body) }
+    drawn.set(badge, svg)
+  }
+  return svg
+}
+
 /** Whether an `If-None-Match` names this ETag (or `*`). */
 const fresh = (req: IncomingMessage, etag: string) => {
   const given = req.headers["if-none-match"]
@@ -68,8 +83,8 @@ export const makePublicRoutes = (options: PublicRoutesOptions) => {
     type: string,
     requestId: string,
     headers: Record<string, string>,
+    etag = etagOf(body),
   ) => {
-    const etag = etagOf(body)
     if (status === 200 && fresh(req, etag)) {
       res.writeHead(304, { etag, "x-request-id": requestId, ...headers })
       return void res.end()
@@ -191,13 +206,19 @@ export const makePublicRoutes = (options: PublicRoutesOptions) => {
     // Caches must keep the SVG and the JSON of one URL apart.
     const vary: Record<string, string> = op.name === "trust.badge" ? { vary: "Accept" } : {}
     if (svg) {
-      if (result.ok)
-        send(req, res, 200, renderBadgeSvg(result.value as Badge), "image/svg+xml; charset=utf-8", requestId, {
-          "cache-control": cache,
-          ...vary,
-          ...SVG_HEADERS,
-        })
-      else if (result.error.status === 404)
+      if (result.ok) {
+        const svg = svgOf(result.value as Badge)
+        send(
+          req,
+          res,
+          200,
+          svg.body,
+          "image/svg+xml; charset=utf-8",
+          requestId,
+          { "cache-control": cache, ...vary, ...SVG_HEADERS },
+          svg.etag,
+        )
+      } else if (result.error.status === 404)
         // An embedded image never breaks: the grey badge, alike for every agent without one.
         send(req, res, 404, NOT_VERIFIED_SVG, "image/svg+xml; charset=utf-8", requestId, {
           "cache-control": cache,

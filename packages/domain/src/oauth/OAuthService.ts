@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto"
-import { jsonb } from "@agentgov/db"
+import { Database, jsonb } from "@agentgov/db"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
@@ -25,6 +25,15 @@ const CODE_PREFIX = "svc_oauth_code_"
 export const ACCESS_TOKEN_TTL_S = 3600
 export const REFRESH_TOKEN_TTL_S = 30 * 86_400
 const CODE_TTL_MS = 60_000
+/** Access tokens whose authentication is kept in memory, at most (the oldest goes first). */
+const ACCESS_CACHE_LIMIT = 100_000
+
+/** An access token authenticated before: its person's actor as of then, until a change is announced. */
+interface CachedAccess {
+  readonly actor: Actor
+  readonly grantId: string
+  readonly expiresMs: number
+}
 
 const DEFAULT_CLIENT_SCOPES = SCOPES.filter((s) => s !== "workspaces:admin")
 
@@ -129,6 +138,12 @@ export class OAuthService extends Context.Service<
     /** RFC 7009: revokes an access token, or a refresh token and its grant; an unknown token is no error. */
     readonly revoke: (client: ClientAuthentication, token: string | undefined) => Effect.Effect<void, OAuthRefused>
     readonly authenticate: (bearer: string) => Effect.Effect<Actor, Unauthenticated>
+    /**
+     * The hot path, outside any fiber: the Actor of an access token authenticated before and unexpired at
+     * `nowMs`, while no change to its grant, client, membership or workspace has been announced since; else
+     * undefined (then `authenticate` decides).
+     */
+    readonly cached: (bearer: string, nowMs: number) => Actor | undefined
     /** When a usable access token expires (epoch ms), or undefined when it can no longer act. */
     readonly accessTokenUntil: (bearer: string) => Effect.Effect<number | undefined>
   }
@@ -139,8 +154,45 @@ export class OAuthService extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const people = yield* PeopleService
       const workspaces = yield* WorkspaceRepo
+      const db = yield* Database
       const tx = transactional(sql)
       const orDie = Effect.orDie
+
+      // Authenticated access tokens by hash, and the hashes of each grant. Every change that narrows or ends what
+      // a token may do (its grant or client revoked, its person's membership changed or removed, the workspace
+      // deleted) is announced on the keys channel with the grant's id, from every instance: the grant's tokens are
+      // forgotten at once, and read again on their next use. When the listening connection drops, announcements
+      // may have been missed, and every token is forgotten.
+      const accessCache = new Map<string, CachedAccess>()
+      const byGrant = new Map<string, Set<string>>()
+      // Bumped by every announcement: a token read before one must not be cached after it.
+      let epoch = 0
+      const forget = (id: string) => {
+        epoch += 1
+        for (const hash of byGrant.get(id) ?? []) accessCache.delete(hash)
+        byGrant.delete(id)
+      }
+      const forgetAll = () => {
+        epoch += 1
+        accessCache.clear()
+        byGrant.clear()
+      }
+      const remember = (hash: string, entry: CachedAccess) => {
+        if (accessCache.size >= ACCESS_CACHE_LIMIT) {
+          const oldest = accessCache.keys().next().value as string
+          const grantId = accessCache.get(oldest)!.grantId
+          accessCache.delete(oldest)
+          byGrant.get(grantId)?.delete(oldest)
+        }
+        accessCache.set(hash, entry)
+        const set = byGrant.get(entry.grantId) ?? new Set<string>()
+        set.add(hash)
+        byGrant.set(entry.grantId, set)
+      }
+      yield* Effect.acquireRelease(
+        Effect.promise(() => db.listen(KEYS_CHANNEL, forget, forgetAll)),
+        (stop) => Effect.promise(() => stop()),
+      )
 
       const findClient = (id: string) =>
         sql<ClientRow>`SELECT c.* FROM oauth_clients c JOIN workspaces w ON w.id = c.workspace_id
@@ -161,6 +213,13 @@ export class OAuthService extends Context.Service<
             WHERE revoked_at IS NULL AND ${"grantId" in which ? sql`id = ${which.grantId}` : sql`client_id = ${which.clientId}`}
             RETURNING id)
             SELECT id, pg_notify(${KEYS_CHANNEL}, id) FROM r`.pipe(
+          // Forgotten here at once as well: the announcement reaches this instance only after the commit, and the
+          // caller's next request may come first. (It forgets them again, should a read re-cache one meanwhile.)
+          Effect.tap((r) =>
+            Effect.sync(() => {
+              for (const { id } of r) forget(id)
+            }),
+          ),
           Effect.map((r) => r.length),
           orDie,
         )
@@ -495,12 +554,18 @@ export class OAuthService extends Context.Service<
           orDie,
         )
         yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, ${row.grant_id})`.pipe(orDie)
+        forget(row.grant_id)
       })
 
-      const authenticate = Effect.fn("OAuthService.authenticate")(function* (bearer: string) {
+      /** The token read from the store (`fresh`), or from the cache while nothing about it was announced. */
+      const authenticateWith = Effect.fn("OAuthService.authenticate")(function* (bearer: string, fresh: boolean) {
         const invalid = new Unauthenticated({ message: "invalid OAuth access token" })
         if (!isSecretOf(ACCESS_TOKEN_PREFIX, bearer)) return yield* invalid
         const hash = hashKey(bearer)
+        const now = yield* Clock.currentTimeMillis
+        const hit = fresh ? undefined : accessCache.get(hash)
+        if (hit !== undefined && hit.expiresMs > now) return hit.actor
+        const startedIn = epoch
         const rows = yield* sql<{
           token_hash: string
           grant_id: string
@@ -515,7 +580,7 @@ export class OAuthService extends Context.Service<
         )
         const row = rows[0]
         if (!row || !sameHash(row.token_hash, hash)) return yield* invalid
-        if (row.expires_at.getTime() <= (yield* Clock.currentTimeMillis))
+        if (row.expires_at.getTime() <= now)
           return yield* new Unauthenticated({ message: "OAuth access token has expired; refresh it" })
         // The person's role now bounds the grant: a demotion narrows it, a removal ends it.
         const actor = yield* people.actorOf(
@@ -525,11 +590,20 @@ export class OAuthService extends Context.Service<
           { within: new Set(row.scopes) },
         )
         if (!actor) return yield* invalid
+        if (epoch === startedIn) remember(hash, { actor, grantId: row.grant_id, expiresMs: row.expires_at.getTime() })
         return actor
       })
+      const authenticate = (bearer: string) => authenticateWith(bearer, false)
 
+      const cached = (bearer: string, nowMs: number) => {
+        // Only authenticated tokens are in the cache: a hit proves the token's shape.
+        const hit = accessCache.get(hashKey(bearer))
+        return hit !== undefined && hit.expiresMs > nowMs ? hit.actor : undefined
+      }
+
+      // A watched connection re-checks its token after an announcement: from the store, never the cache.
       const accessTokenUntil = (bearer: string) =>
-        authenticate(bearer).pipe(
+        authenticateWith(bearer, true).pipe(
           Effect.flatMap(() =>
             sql<{ expires_at: Date }>`SELECT expires_at FROM oauth_tokens WHERE token_hash = ${hashKey(bearer)}`.pipe(
               orDie,
@@ -541,6 +615,7 @@ export class OAuthService extends Context.Service<
 
       return OAuthService.of({
         accessTokenUntil,
+        cached,
         createClient,
         listClients,
         deleteClient,

@@ -196,10 +196,16 @@ export class PeopleRepo extends Context.Service<
             Effect.orDie,
           ),
         setRole: (workspaceId, userId, role, at) =>
-          // Announced by the user's id: their open event streams read their role again.
-          sql`WITH r AS (UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
-              WHERE workspace_id = ${workspaceId} AND user_id = ${userId} RETURNING user_id)
-              SELECT pg_notify(${KEYS_CHANNEL}, user_id) FROM r`.pipe(Effect.asVoid, Effect.orDie),
+          Effect.gen(function* () {
+            // Announced by the user's id: their open event streams read their role again.
+            yield* sql`WITH r AS (UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
+                WHERE workspace_id = ${workspaceId} AND user_id = ${userId} RETURNING user_id)
+                SELECT pg_notify(${KEYS_CHANNEL}, user_id) FROM r`
+            // The role bounds the person's OAuth grants in the workspace: announced like a revocation, so that
+            // every instance reads their tokens' scopes again (OAuthService's cache).
+            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM oauth_grants
+                WHERE workspace_id = ${workspaceId} AND user_id = ${userId} AND revoked_at IS NULL`
+          }).pipe(Effect.orDie),
         deleteMember: (workspaceId, userId) =>
           Effect.gen(function* () {
             // Announced by the user's id: the event streams their sessions opened in the workspace end.

@@ -60,6 +60,8 @@ export class RateLimiter extends Context.Service<
      * cached, "off" when rate limiting is off, else undefined (then `check` decides).
      */
     readonly checkNow: (actor: Actor, nowMs: number) => RateLimitVerdict | Promise<RateLimitVerdict> | "off" | undefined
+    /** The hot path of `checkAnonymous`, outside any fiber: as `checkNow`, for a client address. */
+    readonly checkAnonymousNow: (address: string, nowMs: number) => RateLimitVerdict | Promise<RateLimitVerdict> | "off"
   }
 >()("@agentgov/domain/ratelimits/RateLimiter") {
   static readonly layer = Layer.effect(
@@ -149,6 +151,7 @@ export class RateLimiter extends Context.Service<
         return limits
       }
       const hitNow = counters.hitNow
+      const anonymousLimits: ReadonlyArray<LimitKey> = [{ key: "anonymous", limit: config.anonymous }]
 
       return RateLimiter.of({
         check: (actor) =>
@@ -169,9 +172,14 @@ export class RateLimiter extends Context.Service<
             : verdict(limits, hit.admitted, hit.counts, now)
         },
         checkAnonymous: (address) =>
-          config.enabled
-            ? run(`ip:${address}`, [{ key: "anonymous", limit: config.anonymous }])
-            : Effect.succeed(undefined),
+          config.enabled ? run(`ip:${address}`, anonymousLimits) : Effect.succeed(undefined),
+        checkAnonymousNow: (address, now) => {
+          if (!config.enabled) return "off"
+          const hit = hitNow(`ip:${address}`, anonymousLimits, now, windowMs)
+          return hit instanceof Promise
+            ? hit.then(({ admitted, counts }) => verdict(anonymousLimits, admitted, counts, now))
+            : verdict(anonymousLimits, hit.admitted, hit.counts, now)
+        },
       })
     }),
   )

@@ -68,6 +68,11 @@ export class TrustService extends Context.Service<
     ) => Effect.Effect<Adjustment, AgentNotFound | AgentDeregistered | PermissionDenied | InvalidInput>
     /** The agent's current badge (public). */
     readonly badge: (agentId: string) => Effect.Effect<Badge, BadgeNotFound>
+    /**
+     * The hot path of `badge`, outside any fiber: the badge `badge` would answer at `nowMs` when its cache can tell
+     * without a read (`null`: the agent holds none), else undefined (then `badge` decides).
+     */
+    readonly cachedBadge: (agentId: string, nowMs: number) => Badge | null | undefined
     /** Checks the agent's current badge (public). */
     readonly verifyCurrent: (agentId: string) => Effect.Effect<BadgeVerification>
     /** Checks a badge a stranger presents: its JSON, its SVG or its JWS (public). */
@@ -264,12 +269,24 @@ export class TrustService extends Context.Service<
           return { ...fields, signature } satisfies Badge
         })
 
+      /** The cache's entry for the agent while it may answer at `now` without a read. */
+      const freshHit = (agentId: string, now: number) => {
+        const hit = cache.get(agentId)
+        return hit && now - hit.checkedMs < STATE_MAX_AGE_MS && now - hit.issuedMs < REISSUE_AFTER_MS ? hit : undefined
+      }
+
+      const cachedBadge = (agentId: string, now: number) => {
+        const hit = freshHit(agentId, now)
+        return hit === undefined ? undefined : (hit.badge ?? null)
+      }
+
       /** The current badge (or undefined), from the cache while nothing changed. */
       const current = (agentId: string) =>
         Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
+          const fresh = freshHit(agentId, now)
+          if (fresh) return fresh.badge
           const hit = cache.get(agentId)
-          if (hit && now - hit.checkedMs < STATE_MAX_AGE_MS && now - hit.issuedMs < REISSUE_AFTER_MS) return hit.badge
           const state = yield* stateOf(agentId)
           if (state === undefined) {
             cache.delete(agentId)
@@ -332,7 +349,7 @@ export class TrustService extends Context.Service<
         return yield* verify_(agentId, found.signature)
       })
 
-      return TrustService.of({ score, reputation, adjust, badge, verifyCurrent, verify: verify_ })
+      return TrustService.of({ score, reputation, adjust, badge, cachedBadge, verifyCurrent, verify: verify_ })
     }),
   )
 }

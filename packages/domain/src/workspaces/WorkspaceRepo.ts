@@ -71,9 +71,14 @@ export class WorkspaceRepo extends Context.Service<
               updated_at = ${w.updatedAt}::timestamptz WHERE id = ${w.id} RETURNING id)
               SELECT pg_notify(${POLICIES_CHANNEL}, u.id) FROM u`.pipe(Effect.asVoid, Effect.orDie),
         markDeleted: (id, at) =>
-          // Announced on the keys channel by the workspace's id: event streams its people opened end.
-          sql`WITH r AS (UPDATE workspaces SET deleted_at = ${at}::timestamptz WHERE id = ${id} RETURNING id)
-              SELECT pg_notify(${KEYS_CHANNEL}, r.id) FROM r`.pipe(Effect.asVoid, Effect.orDie),
+          Effect.gen(function* () {
+            // Announced on the keys channel by the workspace's id: event streams its people opened end.
+            yield* sql`WITH r AS (UPDATE workspaces SET deleted_at = ${at}::timestamptz WHERE id = ${id} RETURNING id)
+                SELECT pg_notify(${KEYS_CHANNEL}, r.id) FROM r`
+            // The workspace's OAuth grants end with it: announced like a key's revocation (OAuthService's cache).
+            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM oauth_grants
+                WHERE workspace_id = ${id} AND revoked_at IS NULL`
+          }).pipe(Effect.orDie),
         isEmpty: sql<{ n: number }>`SELECT count(*)::int AS n FROM workspaces`.pipe(
           Effect.map((r) => r[0]!.n === 0),
           Effect.orDie,

@@ -1,7 +1,15 @@
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Actor, PeopleService, ROLE_SCOPES, SCOPES, WorkspaceService } from "../../src/index.ts"
+import {
+  type Actor,
+  DEFAULT_SESSION_SETTINGS,
+  PeopleService,
+  ROLE_SCOPES,
+  SCOPES,
+  Sessions,
+  WorkspaceService,
+} from "../../src/index.ts"
 import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
 
 let t: DomainTestRuntime
@@ -269,5 +277,55 @@ describe("roles and sign-in identities", () => {
     const ownerEnt = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ent.id)))).id, ent.id)
     await t.run(people((s) => s.invite(ownerEnt, ent.id, { email: "ivy@example.com", role: "viewer" })))
     expect(await t.run(people((s) => s.mayUseEnterpriseProvider(ivy)))).toBe(true)
+  })
+})
+
+describe("sessions (D16): idle and absolute time-outs", () => {
+  const T0 = Date.parse("2026-11-27T08:00:00.000Z")
+  const { idleMs, absoluteMs } = DEFAULT_SESSION_SETTINGS
+  const resolveAt = (ms: number, secret: string) =>
+    t.run(
+      at(
+        ms,
+        Sessions.use((s) => s.resolve(secret)),
+      ),
+    )
+
+  it("a session left alone ends after the idle time-out; one in use moves its idle deadline", async () => {
+    const user = await signIn("idle@example.com")
+    const idle = await t.run(
+      at(
+        T0,
+        Sessions.use((s) => s.start(user.id, "idp-a", false)),
+      ),
+    )
+    expect(await resolveAt(T0 + idleMs - 1_000, idle.secret)).toMatchObject({ userId: user.id })
+    // That use moved the deadline: a moment past the first one it is still live…
+    expect(await resolveAt(T0 + idleMs + 1_000, idle.secret)).toMatchObject({ userId: user.id })
+    // …and idle again for the whole time-out, it ends.
+    expect(await resolveAt(T0 + 2 * idleMs + 1_000, idle.secret)).toBeUndefined()
+    const unused = await t.run(
+      at(
+        T0,
+        Sessions.use((s) => s.start(user.id, "idp-a", false)),
+      ),
+    )
+    expect(await resolveAt(T0 + idleMs, unused.secret)).toBeUndefined()
+  })
+
+  it("a session in constant use still ends at the absolute time-out", async () => {
+    const user = await signIn("absolute@example.com")
+    const started = await t.run(
+      at(
+        T0,
+        Sessions.use((s) => s.start(user.id, "idp-a", false)),
+      ),
+    )
+    expect(started.session.expiresAt).toBe(new Date(T0 + absoluteMs).toISOString())
+    // Used every half idle time-out, up to just before the end.
+    for (let ms = T0 + idleMs / 2; ms < T0 + absoluteMs; ms += idleMs / 2)
+      expect(await resolveAt(Math.min(ms, T0 + absoluteMs - 1_000), started.secret)).toMatchObject({ userId: user.id })
+    expect(await resolveAt(T0 + absoluteMs, started.secret)).toBeUndefined()
+    expect(await resolveAt(T0 + absoluteMs + idleMs / 4, started.secret)).toBeUndefined()
   })
 })
