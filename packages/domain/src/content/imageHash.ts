@@ -114,6 +114,40 @@ export const BLOCK_RADIUS = Math.floor(IMAGE_RADIUS / BLOCKS)
 export const blocksOf = (hex: string): Array<number> =>
   Array.from({ length: BLOCKS }, (_, i) => Number.parseInt(hex.slice(i * 4, i * 4 + 4), 16))
 
+/** A 64-bit hash (16 hex digits) as the signed `bigint` column stores it. */
+export const hashColumn = (hex: string): string => BigInt.asIntN(64, BigInt(`0x${hex}`)).toString()
+
+/** The rows a registered image adds to the multi-index: the blocks of its pHash and of its mirror's. */
+export const indexRows = (hashes: { readonly phash: string; readonly mirrorPhash: string }) =>
+  [
+    { hex: hashes.phash, mirror: false },
+    { hex: hashes.mirrorPhash, mirror: true },
+  ].flatMap(({ hex, mirror }) => blocksOf(hex).map((value, block) => ({ block, value, mirror, hash: hashColumn(hex) })))
+
+/**
+ * The multi-index lookup (`$1` workspace, `$2`/`$3` the probe's (block, value) keys, `$4` the probe as
+ * `hashColumn`, `$5` one item or null): every indexed hash within IMAGE_RADIUS of the probe, with its
+ * distance, checked on the index's covering columns without visiting the items. Kept here, one text, so the
+ * benchmark times the very statement the scan runs.
+ */
+export const IMAGE_LOOKUP_SQL = `SELECT b.content_id, b.mirror, bit_count((b.hash # $4::bigint)::bit(64))::int AS distance
+  FROM unnest($2::smallint[], $3::int[]) AS x(block, value)
+  JOIN content_image_blocks b ON b.workspace_id = $1 AND b.block = x.block AND b.value = x.value
+  WHERE bit_count((b.hash # $4::bigint)::bit(64)) <= ${IMAGE_RADIUS} AND ($5::text IS NULL OR b.content_id = $5)`
+
+/** The parameters of IMAGE_LOOKUP_SQL for a probe pHash. */
+export const imageLookupParams = (workspaceId: string, phash: string, only: string | null) => {
+  const blocks: Array<number> = []
+  const values: Array<number> = []
+  blocksOf(phash).forEach((value, block) => {
+    for (const v of neighbours(value, BLOCK_RADIUS)) {
+      blocks.push(block)
+      values.push(v)
+    }
+  })
+  return [workspaceId, blocks, values, hashColumn(phash), only] as const
+}
+
 /** Every 16-bit value within `radius` bits of `value` (137 values for radius 2). */
 export const neighbours = (value: number, radius: number = BLOCK_RADIUS): Array<number> => {
   const out = [value]

@@ -1,4 +1,4 @@
-import sharp, { type Sharp } from "sharp"
+import sharp, { type Channels, type Sharp } from "sharp"
 import { hash32 } from "./textFingerprint.ts"
 
 /**
@@ -263,13 +263,13 @@ interface Raster {
   readonly pixels: Buffer
   readonly width: number
   readonly height: number
-  readonly channels: number
+  readonly channels: Channels
   readonly axes: { readonly x: ReturnType<typeof axisOf>; readonly y: ReturnType<typeof axisOf> }
   /** Colour samples, the PSNR's denominator. */
   readonly samples: number
 }
 
-const rasterOf = (pixels: Buffer, width: number, height: number, channels: number): Raster => ({
+const rasterOf = (pixels: Buffer, width: number, height: number, channels: Channels): Raster => ({
   pixels,
   width,
   height,
