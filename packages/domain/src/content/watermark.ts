@@ -291,7 +291,7 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
   const coded = encode(payloadOf(contentId))
   const base = sharp(input, { limitInputPixels: 40_000_000 }).rotate()
   const meta = await sharp(input).metadata()
-  const { data: pixels, info } = await base.clone().raw().toBuffer({ resolveWithObject: true })
+  const { data: pixels, info } = await base.raw().toBuffer({ resolveWithObject: true })
   const { width, height, channels } = info
   if (width < MIN_WATERMARK_SIDE || height < MIN_WATERMARK_SIDE)
     throw new RangeError(`a watermark needs at least ${MIN_WATERMARK_SIDE}×${MIN_WATERMARK_SIDE} pixels`)
