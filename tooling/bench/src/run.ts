@@ -5,6 +5,8 @@ import { join, resolve } from "node:path"
 import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
+import { runComplianceReportBenchmark } from "./complianceReport.ts"
+import { runContentImageScanBenchmark, runContentRegisterBenchmark, runContentTextScanBenchmark } from "./content.ts"
 import { startDurable } from "./durable.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
@@ -338,6 +340,10 @@ const main = async () => {
       ["embedded", () => runEmbeddedBenchmark(root, server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
       ["sdk", () => runSdkBenchmarks(server!, log)],
+      ["compliance-report", () => runComplianceReportBenchmark(server!, db, log)],
+      ["content-register", () => runContentRegisterBenchmark(server!, log)],
+      ["content-image-scan", () => runContentImageScanBenchmark(server!, db, log)],
+      ["content-text-scan", () => runContentTextScanBenchmark(server!, db, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue
