@@ -115,7 +115,7 @@ export const runComplianceReportBenchmark = async (
       await call(
         "POST",
         `/api/v1/approvals/${approvalId}/decide`,
-        { decision: i % 4 === 3 ? "rejected" : "approved", reason: "reviewed by the on-call engineer" },
+        { decision: i % 4 === 3 ? "denied" : "approved", reason: "reviewed by the on-call engineer" },
         200,
       )
     }
@@ -134,7 +134,7 @@ export const runComplianceReportBenchmark = async (
         "/api/v1/api-keys",
         {
           name: `service key ${slice}.${i}`,
-          type: "standard",
+          type: "workspace",
           scopes: ["events:read"],
           expiresAt: new Date(Date.now() + 90 * 86_400_000).toISOString(),
         },
@@ -158,7 +158,7 @@ export const runComplianceReportBenchmark = async (
         "/api/v1/events/ingest",
         {
           events: Array.from({ length: size }, (_, i) => ({
-            type: "agent.tool.called",
+            type: "app.tool.called",
             agentId: agents[(c + i) % AGENTS]!.id,
             data: { run: tag, call: c, i, tool: "search", input: { query: "quarterly revenue by region" }, ok: true },
           })),

@@ -50,8 +50,12 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
  *
  * - the embedded default (embedded.ts): a fresh `npm start`, its idle RSS, and its guard against PostgreSQL's;
+ * - a compliance report over 1,000,000 chained events (complianceReport.ts): time to ready, server RSS growth;
+ * - content protection (content.ts): registering a 2 MP JPEG with watermark and C2PA, an image scan against
+ *   1,000,000 images (the multi-index against a linear scan), a 10,000-word text scan against 100,000 texts.
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk picks benchmarks (sse also
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,
+ * compliance-report,content-register,content-image-scan,content-text-scan picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
