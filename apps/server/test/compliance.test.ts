@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { ComplianceService, SCOPES } from "@agentgov/domain"
+import { ComplianceRepo, SCOPES, TrustRecompute } from "@agentgov/domain"
 import { type Jwks, verifyReport } from "@agentgov/verifier"
 import { getDocument } from "pdfjs-dist/legacy/build/pdf.mjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -465,9 +465,13 @@ describe("certifications", () => {
       await t.call("GET", `/api/v1/compliance/certifications/${compliant.agentId}`, { key: compliant.key }),
     )
     expect(listed.map((c) => c.id)).toContain(cert.id)
-    // What the agent's badge will show.
+    // What the agent's badge shows: the badge reads its frameworks through ComplianceRepo.activeFrameworks.
     expect(
-      await run(ComplianceService.use((s) => s.certifiedFrameworks(compliant.workspaceId, compliant.agentId))),
+      await run(
+        ComplianceRepo.use((r) =>
+          r.activeFrameworks(compliant.workspaceId, compliant.agentId, new Date().toISOString()),
+        ),
+      ),
     ).toEqual(["eu-ai-act"])
   })
 
@@ -524,20 +528,46 @@ describe("certifications", () => {
     })
   })
 
-  it("a fall below bronze revokes them", async () => {
+  it("a fall below bronze revokes them, in the trust worker's pass that announces it", async () => {
     const s = await seedCompliant()
     const r = await report(s, "gdpr")
-    ok(
+    const cert = ok(
       await t.call("POST", "/api/v1/compliance/certifications", {
         key: s.key,
         body: { agentId: s.agentId, reportId: r.id },
       }),
       201,
     )
-    expect(await run(ComplianceService.use((c) => c.reviewTrust(s.workspaceId, s.agentId)))).toBe(0)
-    await t.query((sql) => sql`UPDATE agents SET trust_score = 420 WHERE id = ${s.agentId}`)
-    expect(await run(ComplianceService.use((c) => c.reviewTrust(s.workspaceId, s.agentId)))).toBe(1)
-    expect(ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))).toEqual([])
+    const adjust = async (delta: number) =>
+      ok(
+        await t.call("POST", `/api/v1/trust/score/${s.agentId}/adjustments`, {
+          key: s.key,
+          body: { delta, reason: "operator review" },
+        }),
+        201,
+      )
+    const pass = async () => {
+      for (let i = 0; i < 500; i++) {
+        await run(TrustRecompute.use((w) => w.catchUp(s.workspaceId)))
+        if (!(await run<ReadonlyArray<string>>(TrustRecompute.use((w) => w.behind))).includes(s.workspaceId)) return
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      throw new Error("the trust worker did not catch up")
+    }
+    const listed = async () =>
+      ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))
+    // Vetted into bronze by the operator: the pass keeps the certification.
+    await adjust(200)
+    await pass()
+    expect((await listed()).map((c) => c.id)).toEqual([cert.id])
+    // Then an incident takes the agent below bronze: the pass revokes it, with certification.revoked.
+    await adjust(-300)
+    await pass()
+    expect(await listed()).toEqual([])
+    const [revoked] = await t.query<{ data: any }>(
+      (sql) => sql`SELECT data FROM events WHERE workspace_id = ${s.workspaceId} AND type = 'certification.revoked'`,
+    )
+    expect(revoked!.data).toMatchObject({ certificationId: cert.id, reason: "trust_below_bronze" })
     // And no new one while below bronze.
     const again = await t.call("POST", "/api/v1/compliance/certifications", {
       key: s.key,

@@ -288,6 +288,7 @@ export type DomainServices =
   | GuardService
   | EnforcementService
   | ComplianceService
+  | ComplianceRepo
   | ContentService
   | C2paSigner
   | SigningKeys

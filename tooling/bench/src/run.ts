@@ -6,6 +6,8 @@ import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
 import { runBadgeBenchmark } from "./badge.ts"
+import { runComplianceReportBenchmark } from "./complianceReport.ts"
+import { runContentImageScanBenchmark, runContentRegisterBenchmark, runContentTextScanBenchmark } from "./content.ts"
 import { startDurable } from "./durable.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
@@ -58,9 +60,13 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  *   (trustImpact.ts); the public SVG badge against the token-auth baseline route (badge.ts);
  * - people (issue 32): a route authenticated by an OAuth access token against the same baseline (oauthAuth.ts);
  * - operations (issue 34): the guard over HTTP with metrics on against a second server with them off (metricsOn.ts).
+ * - a compliance report over 1,000,000 chained events (complianceReport.ts): time to ready, server RSS growth;
+ * - content protection (content.ts): registering a 2 MP JPEG with watermark and C2PA, an image scan against
+ *   1,000,000 images (the multi-index against a linear scan), a 10,000-word text scan against 100,000 texts.
  *
  * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,trust-eval,
- * trust-impact,badge,oauth-auth,metrics-on picks benchmarks (sse also
+ * trust-impact,badge,oauth-auth,metrics-on,compliance-report,content-register,content-image-scan,content-text-scan
+ * picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -400,6 +406,10 @@ const main = async () => {
       ["badge", () => runBadgeBenchmark(server!, root, databaseUrl, log)],
       ["oauth-auth", () => runOAuthAuthBenchmark(root, databaseUrl, log)],
       ["metrics-on", () => runMetricsOnBenchmark(fresh, log)],
+      ["compliance-report", () => runComplianceReportBenchmark(server!, db, log)],
+      ["content-register", () => runContentRegisterBenchmark(server!, log)],
+      ["content-image-scan", () => runContentImageScanBenchmark(server!, db, log)],
+      ["content-text-scan", () => runContentTextScanBenchmark(server!, db, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue

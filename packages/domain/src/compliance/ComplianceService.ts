@@ -35,7 +35,7 @@ import {
 } from "./Compliance.ts"
 import { CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
 import { type CertificationRow, ComplianceRepo, type ReportRow } from "./ComplianceRepo.ts"
-import { CATALOGUES, type Facts, type Framework } from "./controls/index.ts"
+import { CATALOGUES, type Facts } from "./controls/index.ts"
 import { readEvidence } from "./evidence.ts"
 import { belowBronze, trustTierOf } from "./trustFloor.ts"
 
@@ -98,7 +98,9 @@ export const summarise = (controls: ReadonlyArray<ControlOutcome>): ReportDocume
  * worker (`generateNext`): it pins its counts to a checkpoint signed at generation, verifies the chain,
  * judges the framework's control catalogue and is signed as a JWS over its JCS. A certification is issued
  * from an agent's report whose required controls are all met; it lasts a year unless a suspension, a
- * revocation or a fall below `bronze` revokes it.
+ * revocation or a fall below `bronze` revokes it: the enforcement service and the trust worker's pass revoke
+ * through `ComplianceRepo.revokeCertifications`, in the transaction of what caused it, and the badge reads
+ * them through `ComplianceRepo.activeFrameworks`.
  */
 export class ComplianceService extends Context.Service<
   ComplianceService,
@@ -126,13 +128,6 @@ export class ComplianceService extends Context.Service<
       actor: Actor,
       agentId: string,
     ) => Effect.Effect<ReadonlyArray<Certification>, AgentNotFound>
-    /** The frameworks the agent holds a certification of now, for its badge (`certifications: [framework…]`). */
-    readonly certifiedFrameworks: (workspaceId: string, agentId: string) => Effect.Effect<ReadonlyArray<Framework>>
-    /**
-     * For the trust module, after it records an agent's score: revokes the agent's certifications when its
-     * trust fell below `bronze`. How many it revoked.
-     */
-    readonly reviewTrust: (workspaceId: string, agentId: string) => Effect.Effect<number>
   }
 >()("@agentgov/domain/compliance/ComplianceService") {
   static readonly layer = Layer.effect(
@@ -437,21 +432,6 @@ export class ComplianceService extends Context.Service<
         return rows.map((r) => toCertification(r, now))
       })
 
-      const certifiedFrameworks = (workspaceId: string, agentId: string) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => repo.activeFrameworks(workspaceId, agentId, isoOf(now)))
-
-      const reviewTrust = (workspaceId: string, agentId: string) =>
-        tx(
-          Effect.gen(function* () {
-            const agent = yield* agents.findForUpdate(workspaceId, agentId)
-            if (!agent || !belowBronze(agent.trustScore)) return 0
-            const now = yield* Clock.currentTimeMillis
-            const revoked = yield* repo.revokeCertifications(workspaceId, agentId, "trust_below_bronze", isoOf(now))
-            if (revoked.length > 0) yield* audit.append(yield* systemActorIn(workspaces, workspaceId), revoked)
-            return revoked.length
-          }),
-        ).pipe(Effect.withSpan("ComplianceService.reviewTrust"))
-
       return ComplianceService.of({
         requestReport,
         listReports,
@@ -459,8 +439,6 @@ export class ComplianceService extends Context.Service<
         generateNext,
         issueCertification,
         listCertifications,
-        certifiedFrameworks,
-        reviewTrust,
       })
     }),
   )

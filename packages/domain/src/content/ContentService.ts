@@ -29,14 +29,13 @@ import { ContentNotFound } from "./ContentErrors.ts"
 import { ContentSettings } from "./ContentSettings.ts"
 import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
 import {
-  BLOCK_RADIUS,
-  blocksOf,
-  hamming,
   hashImage,
+  IMAGE_LOOKUP_SQL,
   IMAGE_MEDIA_TYPES,
   IMAGE_RADIUS,
+  imageLookupParams,
+  indexRows,
   inspectImage,
-  neighbours,
 } from "./imageHash.ts"
 import { composeNotice, sendNotice } from "./takedownNotice.ts"
 import { copiedSpans, coverage, fingerprintText, minHashSimilarity, tokenize } from "./textFingerprint.ts"
@@ -326,10 +325,7 @@ export class ContentService extends Context.Service<
           manifest = { signed: true, source }
         }
         const hashes = yield* Effect.promise(() => hashImage(asset))
-        const rows = [
-          ...blocksOf(hashes.phash).map((value, block) => ({ block, value, mirror: false })),
-          ...blocksOf(hashes.mirrorPhash).map((value, block) => ({ block, value, mirror: true })),
-        ]
+        const rows = indexRows(hashes)
         return yield* tx(
           Effect.gen(function* () {
             yield* sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256, width,
@@ -340,9 +336,10 @@ export class ContentService extends Context.Service<
                 ${image.height}, ${hashes.phash}, ${hashes.dhash}, ${hashes.mirrorPhash}, ${hashes.mirrorDhash},
                 ${psnr !== null}, ${psnr}, ${manifest === null ? null : jsonb(sql, manifest)}, ${agentId ?? null},
                 ${actor.credential.id}, ${isoOf(now)}::timestamptz)`
-            yield* sql`INSERT INTO content_image_blocks (workspace_id, block, value, content_id, mirror)
-              SELECT ${actor.workspaceId}, x.block, x.value, ${id}, x.mirror
-              FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS x(block smallint, value integer, mirror boolean)`
+            yield* sql`INSERT INTO content_image_blocks (workspace_id, block, value, content_id, mirror, hash)
+              SELECT ${actor.workspaceId}, x.block, x.value, ${id}, x.mirror, x.hash::bigint
+              FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb)
+                AS x(block smallint, value integer, mirror boolean, hash text)`
             yield* audit.append(actor, [
               {
                 type: "content.registered",
@@ -452,31 +449,29 @@ export class ContentService extends Context.Service<
       const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
         Effect.gen(function* () {
           const hashes = yield* Effect.promise(() => hashImage(bytes))
-          const probe = blocksOf(hashes.phash)
-          // Multi-index lookup: each block within BLOCK_RADIUS of the probe's, exactly, through the index.
-          const wanted = probe.flatMap((value, block) =>
-            neighbours(value, BLOCK_RADIUS).map((v) => ({ block, value: v })),
-          )
-          const candidates = yield* sql<{
-            id: string
-            phash: string
-            mirror_phash: string
-          }>`SELECT DISTINCT c.id, c.phash, c.mirror_phash FROM content_image_blocks b
-              JOIN content_items c ON c.id = b.content_id
-              WHERE b.workspace_id = ${actor.workspaceId}
-                AND (b.block, b.value) IN (SELECT x.block, x.value
-                  FROM jsonb_to_recordset(${JSON.stringify(wanted)}::text::jsonb) AS x(block smallint, value integer))
-                ${only === undefined ? sql`` : sql`AND b.content_id = ${only}`}`.pipe(Effect.orDie)
+          // Multi-index lookup: each block within BLOCK_RADIUS of the probe's, exactly, through the covering
+          // index, and the whole hash's distance checked there.
+          const hits = yield* sql
+            .unsafe<{
+              content_id: string
+              mirror: boolean
+              distance: number
+            }>(IMAGE_LOOKUP_SQL, imageLookupParams(actor.workspaceId, hashes.phash, only ?? null))
+            .pipe(Effect.orDie)
+          // An item is found by up to four blocks, of its hash and of its mirror's: its nearest counts.
+          const nearest = new Map<string, { distance: number; mirror: boolean }>()
+          for (const h of hits) {
+            const seen = nearest.get(h.content_id)
+            if (!seen || h.distance < seen.distance || (h.distance === seen.distance && !h.mirror))
+              nearest.set(h.content_id, { distance: Number(h.distance), mirror: h.mirror })
+          }
           const out: Array<ContentMatch> = []
-          for (const c of candidates) {
-            const direct = hamming(hashes.phash, c.phash)
-            const mirrored = hamming(hashes.phash, c.mirror_phash)
-            const distance = Math.min(direct, mirrored)
+          for (const [contentId, { distance, mirror }] of nearest) {
             if (distance > IMAGE_RADIUS) continue
             out.push({
-              contentId: c.id,
+              contentId,
               similarity: Math.round((1 - distance / 64) * 10000) / 10000,
-              method: direct <= mirrored ? "phash" : "phash-mirror",
+              method: mirror ? "phash-mirror" : "phash",
               distance,
             })
           }

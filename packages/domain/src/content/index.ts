@@ -4,6 +4,15 @@ export * from "./ContentErrors.ts"
 export { ContentService, IMAGE_RECORD_THRESHOLD, TEXT_RECORD_THRESHOLD } from "./ContentService.ts"
 export { ContentSettings, type ContentSettingsShape } from "./ContentSettings.ts"
 export { issueCredential, type ManifestReading, readManifest, SOFT_BINDING_ALG, signManifest } from "./c2pa.ts"
-export { hamming, hashImage, IMAGE_RADIUS, MAX_INPUT_PIXELS } from "./imageHash.ts"
+export {
+  hamming,
+  hashColumn,
+  hashImage,
+  IMAGE_LOOKUP_SQL,
+  IMAGE_RADIUS,
+  imageLookupParams,
+  indexRows,
+  MAX_INPUT_PIXELS,
+} from "./imageHash.ts"
 export { fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
 export { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE, PSNR_FLOOR } from "./watermark.ts"

@@ -1,4 +1,4 @@
-import sharp, { type Sharp } from "sharp"
+import sharp, { type Channels, type Sharp } from "sharp"
 import { hash32 } from "./textFingerprint.ts"
 
 /**
@@ -156,7 +156,8 @@ const blockDifferences = (grid: Float64Array): Float64Array => {
 
 /** Luma on the canonical grid, as the reader sees it. */
 const canonicalLuma = async (image: Buffer | Sharp): Promise<Float64Array> => {
-  const s = Buffer.isBuffer(image) ? sharp(image, { limitInputPixels: 40_000_000 }) : (image as Sharp).clone()
+  // A Sharp instance is used as given, not cloned: a clone copies its raw input buffer.
+  const s = Buffer.isBuffer(image) ? sharp(image, { limitInputPixels: 40_000_000 }) : image
   const raw = await s
     .flatten({ background: "#ffffff" })
     .greyscale()
@@ -166,44 +167,90 @@ const canonicalLuma = async (image: Buffer | Sharp): Promise<Float64Array> => {
   return Float64Array.from(raw)
 }
 
-/** Bilinear upscale of the canonical-grid change to the image's size. */
-const upscale = (delta: Float64Array, width: number, height: number): Float32Array => {
-  const out = new Float32Array(width * height)
-  const sx = SIZE / width
-  const sy = SIZE / height
-  for (let y = 0; y < height; y++) {
-    const fy = Math.min(Math.max((y + 0.5) * sy - 0.5, 0), SIZE - 1)
-    const y0 = Math.floor(fy)
-    const y1 = Math.min(y0 + 1, SIZE - 1)
-    const wy = fy - y0
+/** Where each of `n` pixels falls between two canonical-grid samples of the bilinear upscale, and its weight. */
+const axisOf = (n: number) => {
+  const lo = new Int32Array(n)
+  const hi = new Int32Array(n)
+  const w = new Float64Array(n)
+  const scale = SIZE / n
+  for (let i = 0; i < n; i++) {
+    const f = Math.min(Math.max((i + 0.5) * scale - 0.5, 0), SIZE - 1)
+    lo[i] = Math.floor(f)
+    hi[i] = Math.min(lo[i]! + 1, SIZE - 1)
+    w[i] = f - lo[i]!
+  }
+  return { lo, hi, w }
+}
+
+/**
+ * Adds the canonical-grid change `total`, upscaled bilinearly to the image's size (rounded to float32) and
+ * times `scale`, equally to the colour channels of `pixels`; answers the new pixels and their squared error.
+ * One pass: a row of the grid interpolated across the image's width serves every image row between its
+ * two samples, so the upscaled change is never held whole.
+ */
+const addChange = (
+  pixels: Buffer,
+  total: Float64Array,
+  scale: number,
+  image: { readonly width: number; readonly height: number; readonly channels: number },
+  axes: { readonly x: ReturnType<typeof axisOf>; readonly y: ReturnType<typeof axisOf> },
+): { readonly data: Buffer; readonly squaredError: number } => {
+  const { width, height, channels } = image
+  const colour = Math.min(channels, 3)
+  const next = Buffer.from(pixels)
+  const rows: [Float64Array, Float64Array] = [new Float64Array(width), new Float64Array(width)]
+  const rowOf = [-1, -1]
+  const across = (gridRow: number, into: 0 | 1) => {
+    if (rowOf[into] === gridRow) return
+    const out = rows[into]
+    const base = gridRow * SIZE
+    const { lo, hi, w } = axes.x
     for (let x = 0; x < width; x++) {
-      const fx = Math.min(Math.max((x + 0.5) * sx - 0.5, 0), SIZE - 1)
-      const x0 = Math.floor(fx)
-      const x1 = Math.min(x0 + 1, SIZE - 1)
-      const wx = fx - x0
-      out[y * width + x] =
-        (1 - wy) * ((1 - wx) * delta[y0 * SIZE + x0]! + wx * delta[y0 * SIZE + x1]!) +
-        wy * ((1 - wx) * delta[y1 * SIZE + x0]! + wx * delta[y1 * SIZE + x1]!)
+      const wx = w[x]!
+      out[x] = (1 - wx) * total[base + lo[x]!]! + wx * total[base + hi[x]!]!
+    }
+    rowOf[into] = gridRow
+  }
+  const change = new Int32Array(width)
+  let se = 0
+  for (let y = 0; y < height; y++) {
+    // The two cached rows swap roles as y crosses a grid row: keep them keyed by grid row, not by slot.
+    const lo = axes.y.lo[y]!
+    const hi = axes.y.hi[y]!
+    if (rowOf[1] === lo && rowOf[0] !== lo) {
+      ;[rows[0], rows[1]] = [rows[1], rows[0]]
+      ;[rowOf[0], rowOf[1]] = [rowOf[1]!, rowOf[0]!]
+    }
+    across(lo, 0)
+    across(hi, 1)
+    const wy = axes.y.w[y]!
+    const a = rows[0]
+    const b = rows[1]
+    for (let x = 0; x < width; x++) change[x] = Math.round(Math.fround((1 - wy) * a[x]! + wy * b[x]!) * scale)
+    let k = y * width * channels
+    for (let x = 0; x < width; x++, k += channels) {
+      // Math.round(p + d) is p + Math.round(d) for an integer p: one rounding a pixel, not one a channel.
+      const r = change[x]!
+      if (r === 0) continue
+      for (let c = 0; c < colour; c++) {
+        const before = pixels[k + c]!
+        const v = before + r
+        const after = v < 0 ? 0 : v > 255 ? 255 : v
+        next[k + c] = after
+        se += (after - before) * (after - before)
+      }
     }
   }
-  return out
+  return { data: next, squaredError: se }
 }
+
+const psnrOfError = (squaredError: number, samples: number): number =>
+  squaredError === 0 ? Number.POSITIVE_INFINITY : 10 * Math.log10((255 * 255) / (squaredError / samples))
 
 /** The least PSNR a watermarked image has (dB): the change stays below what the eye sees. */
 export const PSNR_FLOOR = 40.2
 /** The PSNR a mark is strengthened towards when the image takes it cheaply. */
 const PSNR_TARGET = 40.8
-
-const psnrOf = (a: Buffer, b: Buffer, pixels: number, channels: number, colour: number): number => {
-  let se = 0
-  for (let p = 0; p < pixels; p++)
-    for (let c = 0; c < colour; c++) {
-      const d = a[p * channels + c]! - b[p * channels + c]!
-      se += d * d
-    }
-  const mse = se / (pixels * colour)
-  return mse === 0 ? Number.POSITIVE_INFINITY : 10 * Math.log10((255 * 255) / mse)
-}
 
 export interface Watermarked {
   /** The watermarked image, in the format it came in. */
@@ -212,34 +259,76 @@ export interface Watermarked {
   readonly psnr: number
 }
 
+interface Raster {
+  readonly pixels: Buffer
+  readonly width: number
+  readonly height: number
+  readonly channels: Channels
+  readonly axes: { readonly x: ReturnType<typeof axisOf>; readonly y: ReturnType<typeof axisOf> }
+  /** Colour samples, the PSNR's denominator. */
+  readonly samples: number
+}
+
+const rasterOf = (pixels: Buffer, width: number, height: number, channels: Channels): Raster => ({
+  pixels,
+  width,
+  height,
+  channels,
+  axes: { x: axisOf(width), y: axisOf(height) },
+  samples: width * height * Math.min(channels, 3),
+})
+
+/**
+ * The shorter side of the working copy the mark is fitted on. Fitting reads the canonical grid after every
+ * round; on a large image that is a full-size resize per round. A copy whose sides are at least twice the
+ * grid's reads the same grid to within rounding (a downscale of a downscale), and a final round on the
+ * full image tops up what the copy missed.
+ */
+const WORKING_SIDE = 2 * SIZE
+
 /** Embeds `contentId` into the image; answers the image re-encoded in its format (PNG stays lossless). */
 export const embedWatermark = async (input: Buffer, contentId: string): Promise<Watermarked> => {
   const coded = encode(payloadOf(contentId))
   const base = sharp(input, { limitInputPixels: 40_000_000 }).rotate()
   const meta = await sharp(input).metadata()
-  const { data: pixels, info } = await base.clone().raw().toBuffer({ resolveWithObject: true })
+  const { data: pixels, info } = await base.raw().toBuffer({ resolveWithObject: true })
   const { width, height, channels } = info
   if (width < MIN_WATERMARK_SIDE || height < MIN_WATERMARK_SIDE)
     throw new RangeError(`a watermark needs at least ${MIN_WATERMARK_SIDE}×${MIN_WATERMARK_SIDE} pixels`)
-  const colour = Math.min(channels, 3)
-  const apply = (total: Float64Array, scale: number): Buffer => {
-    const delta = upscale(total, width, height)
-    const next = Buffer.from(pixels)
-    for (let p = 0; p < width * height; p++)
-      for (let c = 0; c < colour; c++) {
-        const k = p * channels + c
-        next[k] = Math.max(0, Math.min(255, Math.round(pixels[k]! + delta[p]! * scale)))
-      }
-    return next
-  }
-  const mark = async (margin: number) => {
-    const total = new Float64Array(SIZE * SIZE)
-    let current: Buffer = pixels
+  const full = rasterOf(pixels, width, height, channels)
+  const shrink = Math.min(width, height) / WORKING_SIDE
+  const working =
+    shrink < 2
+      ? full
+      : await sharp(pixels, { raw: { width, height, channels } })
+          .resize(Math.round(width / shrink), Math.round(height / shrink), { fit: "fill" })
+          .raw()
+          .toBuffer({ resolveWithObject: true })
+          .then(({ data, info: i }) => rasterOf(data, i.width, i.height, i.channels))
+
+  const seenOf = async (image: Raster, current: Buffer) =>
+    blockDifferences(
+      await canonicalLuma(
+        sharp(current, { raw: { width: image.width, height: image.height, channels: image.channels } }),
+      ),
+    )
+  const originalSeen = new Map<Raster, Float64Array>()
+  /**
+   * Fits the change on `image` so that every block reads its bit by `margin`: `rounds` times, measure what
+   * the reader sees and push the blocks that fall short; from `start` (a change already fitted) if given.
+   */
+  const mark = async (image: Raster, margin: number, rounds: number, start?: Float64Array) => {
+    const total = start ? Float64Array.from(start) : new Float64Array(SIZE * SIZE)
+    let current: Buffer = image.pixels
+    let squaredError = 0
+    if (start) ({ data: current, squaredError } = addChange(image.pixels, total, 1, image, image.axes))
     // Scaling up and back down blurs the change a little: measure what the reader sees and top it up.
-    for (let round = 0; round < 3; round++) {
-      const seen = blockDifferences(
-        await canonicalLuma(sharp(current, { raw: { width, height, channels } }).png({ compressionLevel: 0 })),
-      )
+    for (let round = 0; round < rounds; round++) {
+      let seen = start === undefined && round === 0 ? originalSeen.get(image) : undefined
+      if (!seen) {
+        seen = await seenOf(image, current)
+        if (start === undefined && round === 0) originalSeen.set(image, seen)
+      }
       const step = new Float64Array(SIZE * SIZE)
       let short = 0
       SLOTS.forEach((block, slot) => {
@@ -258,25 +347,28 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
       })
       if (short === 0) break
       for (let i = 0; i < total.length; i++) total[i] = total[i]! + step[i]!
-      current = apply(total, 1)
+      ;({ data: current, squaredError } = addChange(image.pixels, total, 1, image, image.axes))
     }
-    return { total, current, psnr: psnrOf(pixels, current, width * height, channels, colour) }
+    return { total, current, psnr: psnrOfError(squaredError, image.samples) }
   }
-  let marked = await mark(MARGIN)
+  let marked = await mark(working, MARGIN, 3)
   // An image that took the mark cheaply gets a stronger one, up to the PSNR target: robustness costs
   // nothing the eye sees below it.
   let margin = MARGIN
   for (let round = 0; round < 2 && marked.psnr > PSNR_TARGET + 0.3; round++) {
-    margin *= 10 ** ((marked.psnr - PSNR_TARGET) / 20)
-    const stronger = await mark(margin)
+    const stronger = await mark(working, margin * 10 ** ((marked.psnr - PSNR_TARGET) / 20), 3)
     if (stronger.psnr < PSNR_FLOOR) break
+    margin *= 10 ** ((marked.psnr - PSNR_TARGET) / 20)
     marked = stronger
   }
+  // On the full image: what the working copy fitted, topped up by one measured round.
+  if (working !== full) marked = await mark(full, margin, 1, marked.total)
   let { current, psnr } = marked
   if (psnr < PSNR_FLOOR) {
     // Scale the whole change down to the floor: a weaker mark rather than a visible one.
-    current = apply(marked.total, 10 ** ((psnr - PSNR_FLOOR) / 20))
-    psnr = psnrOf(pixels, current, width * height, channels, colour)
+    const weaker = addChange(pixels, marked.total, 10 ** ((psnr - PSNR_FLOOR) / 20), full, full.axes)
+    current = weaker.data
+    psnr = psnrOfError(weaker.squaredError, full.samples)
   }
   const out = sharp(current, { raw: { width, height, channels } })
   const data =

@@ -6,6 +6,7 @@ import {
   AgentService,
   Authenticator,
   CATALOGUES,
+  ComplianceRepo,
   ComplianceService,
   type Facts,
   summarise,
@@ -149,15 +150,29 @@ describe("certification expiry on a fixed clock", () => {
       )
     expect((await listAt(T + YEAR - 1)).map((c) => c.status)).toEqual(["active"])
     expect(await listAt(T + YEAR)).toEqual([])
-    // An expired certification is not revoked by a later fall below bronze: it is simply over.
+    // An expired certification is not revoked by a later fall below bronze (the trust worker's pass revokes
+    // through ComplianceRepo.revokeCertifications): it is simply over, and no certification.revoked is written.
     await run(SqlClient.SqlClient.use((sql) => sql`UPDATE agents SET trust_score = 100 WHERE id = ${agent.id}`))
     expect(
       await run(
-        at(
-          T + YEAR + 1,
-          ComplianceService.use((s) => s.reviewTrust(actor.workspaceId, agent.id)),
+        ComplianceRepo.use((r) =>
+          r.revokeCertifications(
+            actor.workspaceId,
+            agent.id,
+            "trust_below_bronze",
+            new Date(T + YEAR + 1).toISOString(),
+          ),
         ),
       ),
-    ).toBe(0)
+    ).toEqual([])
+    // The same call while it was in force revokes it, with the event to append.
+    const revoked = await run(
+      ComplianceRepo.use((r) =>
+        r.revokeCertifications(actor.workspaceId, agent.id, "trust_below_bronze", new Date(T + YEAR - 1).toISOString()),
+      ),
+    )
+    expect(revoked.map((e) => [e.type, (e.data as { reason: string }).reason])).toEqual([
+      ["certification.revoked", "trust_below_bronze"],
+    ])
   })
 })
