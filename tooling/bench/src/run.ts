@@ -5,12 +5,16 @@ import { join, resolve } from "node:path"
 import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
+import { runConnectorLatencyBenchmark, runConnectorMemoryBenchmark } from "./connectors.ts"
 import { startDurable } from "./durable.ts"
+import { runEmailDigestBenchmark } from "./emailDigest.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
 import { runGuardFairnessBenchmark } from "./guardFairness.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert, serialShape } from "./ingest.ts"
+import { runMcpOverheadBenchmark } from "./mcpOverhead.ts"
+import { runPagingBenchmark } from "./paging.ts"
 import {
   type BenchmarkResult,
   benchmark,
@@ -46,10 +50,15 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  *   set (guardFairness.ts);
  * - webhooks: event written → delivered, and sustained deliveries/s;
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
+ * - the connectors (connectors.ts, paging.ts, emailDigest.ts): event → Slack, Discord and Teams fakes and
+ *   each app's RSS after 10,000 events (connectors-latency, connectors-memory), enforcement
+ *   → PagerDuty fake, a daily digest of 100,000 events built;
+ * - the MCP gateway (mcpOverhead.ts): what agentgov-mcp-gateway adds to a tools/call over stdio, against the
+ *   same MCP server called directly, with the service on its embedded default.
  *
  * - the embedded default (embedded.ts): a fresh `npm start`, its idle RSS, and its guard against PostgreSQL's;
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk picks benchmarks (sse also
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,connectors-latency,connectors-memory,paging,email-digest,mcp-overhead picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -338,6 +347,11 @@ const main = async () => {
       ["embedded", () => runEmbeddedBenchmark(root, server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
       ["sdk", () => runSdkBenchmarks(server!, log)],
+      ["connectors-latency", () => runConnectorLatencyBenchmark(root, server!, log)],
+      ["connectors-memory", () => runConnectorMemoryBenchmark(root, server!, log)],
+      ["paging", () => runPagingBenchmark(root, server!, log)],
+      ["email-digest", () => runEmailDigestBenchmark(root, log)],
+      ["mcp-overhead", () => runMcpOverheadBenchmark(root, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue
