@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
@@ -11,7 +11,7 @@ import { processRssBytes } from "./server.ts"
 
 /**
  * The connector apps (connectors/*) as the benchmarks run them: each a child process started from its
- * `bin` as `npx agentgov-connector-<name>` starts it, subscribed through a signed webhook of the bench
+ * `bin` with its shebang's node flags, as `npx agentgov-connector-<name>` starts it, subscribed through a signed webhook of the bench
  * server, and delivering to a vendor fake on loopback that answers as the vendor documents its success
  * (Slack `{ok: true, ts}`, a Discord message for `?wait=true`, Teams 202, PagerDuty 202) and records
  * when each tagged event arrived.
@@ -128,6 +128,17 @@ export interface ConnectorChild {
   readonly stop: () => Promise<void>
 }
 
+/** The node flags of a bin's `#!/usr/bin/env -S node <flags>` line: what `npx agentgov-connector-<name>` runs it with. */
+export const shebangFlags = (bin: string): Array<string> => {
+  const first = readFileSync(bin, "utf8").split("\n", 1)[0] ?? ""
+  const match = /^#!\/usr\/bin\/env -S node((?:\s+--\S+)*)\s*$/.exec(first)
+  if (!match) throw new Error(`${bin} does not start with "#!/usr/bin/env -S node [flags]": ${first}`)
+  return match[1]!
+    .trim()
+    .split(/\s+/)
+    .filter((f) => f !== "")
+}
+
 /** Starts connector `name` from its bin (a fresh data directory) with its vendor fake; waits for its "listening" line. */
 export const startConnectorChild = async (
   root: string,
@@ -139,7 +150,7 @@ export const startConnectorChild = async (
   chmodSync(dataDir, 0o700)
   const secret = `whsec_${randomBytes(24).toString("hex")}`
   const bin = join(root, `connectors/${name}/bin/agentgov-connector-${name}.js`)
-  const child: ChildProcess = spawn(process.execPath, ["--conditions=@agentgov/source", bin], {
+  const child: ChildProcess = spawn(process.execPath, [...shebangFlags(bin), bin], {
     cwd: root,
     env: {
       PATH: process.env.PATH ?? "",

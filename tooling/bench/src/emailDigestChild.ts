@@ -3,7 +3,8 @@
  * process so that each reports its own peak RSS:
  * - `fill <dir> <events>`: stores `events` events in `<dir>/email.db` as the connector does
  *   (`pending` of each event, then `DigestStore.add`), in one transaction (the fill is not timed);
- * - `baseline <dir>`: the floor of the build, timed: the events' counts by type and agent in one query;
+ * - `baseline <dir>`: the floor of the build, timed: the events' counts by type and agent in one query
+ *   (through the same index the build reads);
  * - `build <dir>`: the daily digest built as the connector builds it, timed: `DigestStore.assign` with
  *   `renderDigest` (every waiting event assigned, counted, sampled and rendered, the message stored);
  * - `reset <dir>`: the events waiting again, for the next round.
@@ -67,9 +68,7 @@ switch (step) {
   case "baseline": {
     const db = new DatabaseSync(join(dir, "email.db"), { readOnly: true })
     const started = performance.now()
-    const groups = db
-      .prepare("SELECT type, agent_key, COUNT(*) AS n FROM events WHERE digest_id IS NULL GROUP BY type, agent_key")
-      .all()
+    const groups = db.prepare("SELECT type, agent_key, COUNT(*) AS n FROM events GROUP BY type, agent_key").all()
     const ms = performance.now() - started
     db.close()
     report({ ms, groups: groups.length })
@@ -97,7 +96,7 @@ switch (step) {
   }
   case "reset": {
     const db = new DatabaseSync(join(dir, "email.db"))
-    db.exec("BEGIN; UPDATE events SET digest_id = NULL; DELETE FROM digests; COMMIT;")
+    db.exec("BEGIN; DELETE FROM digests; UPDATE meta SET value = '0' WHERE key = 'assigned_through'; COMMIT;")
     db.close()
     report({ ms: 0 })
     break

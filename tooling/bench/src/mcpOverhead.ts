@@ -111,19 +111,39 @@ export async function runMcpOverheadBenchmark(root: string, log: (line: string) 
     log(`mcp-overhead: warm-up, ${WARMUP} calls each`)
     await timed(direct.client, WARMUP)
     await timed(gateway.client, WARMUP)
+    const agent = new AgentGov({ apiKey, baseUrl: server.url }).agent({ guardMaxRetries: 1 })
+    const context = {
+      server: SERVER,
+      tool: TOOL,
+      arguments: {},
+      definition: { known: true, flagged: false, findings: [] },
+    }
+    const guardAlone = async (n: number) => {
+      const out: Array<number> = []
+      for (let i = 0; i < n; i++) {
+        const start = performance.now()
+        const d = await agent.guard(`mcp.${SERVER}.${TOOL}`, context)
+        out.push(performance.now() - start)
+        if (!d.allowed) throw new Error(`the guard did not allow mcp.${SERVER}.${TOOL}: ${JSON.stringify(d)}`)
+      }
+      return out
+    }
+    await guardAlone(WARMUP)
     const rounds = []
     for (let r = 1; r <= ROUNDS; r++) {
       // interleaved, the order swapped every round
       const first = r % 2 === 1 ? await timed(direct.client, CALLS) : undefined
       const through = await timed(gateway.client, CALLS)
+      const guard = summarise(await guardAlone(CALLS))
       const plain = first ?? (await timed(direct.client, CALLS))
       const d = summarise(plain)
       const g = summarise(through)
       log(
-        `mcp-overhead round ${r}: direct p50 ${d.p50} ms, through the gateway p50 ${g.p50} ms (+${round(g.p50 - d.p50, 2)})`,
+        `mcp-overhead round ${r}: direct p50 ${d.p50} ms, through the gateway p50 ${g.p50} ms (+${round(g.p50 - d.p50, 2)}); the guard call alone p50 ${guard.p50} ms`,
       )
-      rounds.push({ direct: d, gateway: g, addedP50: round(g.p50 - d.p50, 2) })
+      rounds.push({ direct: d, gateway: g, guardAlone: guard, addedP50: round(g.p50 - d.p50, 2) })
     }
+    await agent.shutdown({ timeoutMs: 5_000 })
     const added = median(rounds.map((r) => r.addedP50))
     const problems = gateway
       .stderr()
