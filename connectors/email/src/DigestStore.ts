@@ -11,6 +11,12 @@ import { DatabaseSync, type StatementSync } from "node:sqlite"
  * An event belongs to exactly one digest: `assign` gives every waiting event to a new digest in the
  * same transaction that stores the digest's message, so a later digest never repeats it and a
  * crash never loses it (it is either still waiting, or in a stored digest that is sent again).
+ *
+ * Events are never rewritten to join a digest: `assign` takes every waiting event at once, so the
+ * waiting events are those after a watermark (`meta.assigned_through`, an event `seq`), and a digest is
+ * its recipient set and its `seq` range (`from_seq`, `to_seq`]. Building a digest of 100,000 events then
+ * reads one index (counts by type and agent, a few samples each) and writes one row per digest; marking
+ * each event instead rewrote 100,000 wide rows and their index entries, most of the build's time.
  */
 
 export interface PendingEvent {
@@ -74,7 +80,11 @@ CREATE TABLE IF NOT EXISTS events (
   received_at INTEGER NOT NULL,
   digest_id INTEGER
 );
-CREATE INDEX IF NOT EXISTS events_digest ON events (digest_id, type, seq);
+-- a digest's counts by type and agent come from this index alone, in its order, and each group's samples
+-- by one seek; digest_id (above) is only read to migrate a store from before the watermark
+DROP INDEX IF EXISTS events_digest;
+DROP INDEX IF EXISTS events_group;
+CREATE INDEX IF NOT EXISTS events_by_recipients ON events (recipients, type, agent_key, seq, severity_rank, agent_label);
 CREATE TABLE IF NOT EXISTS digests (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   message_id TEXT NOT NULL UNIQUE,
@@ -88,7 +98,9 @@ CREATE TABLE IF NOT EXISTS digests (
   attempts INTEGER NOT NULL DEFAULT 0,
   next_attempt_at INTEGER NOT NULL,
   last_error TEXT,
-  sent_at INTEGER
+  sent_at INTEGER,
+  from_seq INTEGER,
+  to_seq INTEGER
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 `
@@ -116,10 +128,52 @@ export class DigestStore {
     this.db = new DatabaseSync(join(dataDir, "email.db"))
     this.db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;")
     this.db.exec(SCHEMA)
+    this.migrate()
+  }
+
+  /** A store from before the watermark: its digests get their ranges, and the watermark is set. */
+  private migrate() {
+    const columns = (this.db.prepare("PRAGMA table_info(digests)").all() as Array<{ name: string }>).map((c) => c.name)
+    if (this.meta("assigned_through") !== undefined && columns.includes("from_seq")) return
+    this.transaction(() => {
+      if (!columns.includes("from_seq")) this.db.exec("ALTER TABLE digests ADD COLUMN from_seq INTEGER")
+      if (!columns.includes("to_seq")) this.db.exec("ALTER TABLE digests ADD COLUMN to_seq INTEGER")
+      this.db.exec(`UPDATE digests SET
+        from_seq = COALESCE((SELECT MIN(seq) - 1 FROM events WHERE digest_id = digests.id), 0),
+        to_seq = COALESCE((SELECT MAX(seq) FROM events WHERE digest_id = digests.id), 0)
+        WHERE from_seq IS NULL`)
+      const row = this.db.prepare("SELECT MAX(seq) AS s FROM events WHERE digest_id IS NOT NULL").get() as any
+      this.setMeta("assigned_through", String(Number(row?.s ?? 0)))
+    })
+  }
+
+  /** The last event `seq` given to a digest: the events after it are waiting. */
+  private watermark(): number {
+    return Number(this.meta("assigned_through") ?? 0)
+  }
+
+  /** A digest's recipient set and event range. */
+  private range(digestId: number): { recipients: string; from: number; to: number } {
+    const r = this.db.prepare("SELECT recipients, from_seq, to_seq FROM digests WHERE id = ?").get(digestId) as any
+    if (!r) throw new Error(`no digest ${digestId}`)
+    return { recipients: String(r.recipients), from: Number(r.from_seq), to: Number(r.to_seq) }
   }
 
   get isOpen() {
     return this.open
+  }
+
+  /** Runs `f` in one transaction of the store's connection (several `add`s, one commit). */
+  transaction<A>(f: () => A): A {
+    this.db.exec("BEGIN IMMEDIATE")
+    try {
+      const result = f()
+      this.db.exec("COMMIT")
+      return result
+    } catch (error) {
+      this.db.exec("ROLLBACK")
+      throw error
+    }
   }
 
   /** Stores an event for the next digest; a second copy of one event id is ignored. */
@@ -146,7 +200,7 @@ export class DigestStore {
   }
 
   pendingCount(): number {
-    return Number((this.db.prepare("SELECT COUNT(*) AS n FROM events WHERE digest_id IS NULL").get() as any).n)
+    return Number((this.db.prepare("SELECT COUNT(*) AS n FROM events WHERE seq > ?").get(this.watermark()) as any).n)
   }
 
   meta(key: string): string | undefined {
@@ -173,31 +227,36 @@ export class DigestStore {
   ): Array<StoredDigest> {
     this.db.exec("BEGIN IMMEDIATE")
     try {
-      const sets = (
-        this.db
-          .prepare(
-            "SELECT recipients, COUNT(*) AS n FROM events WHERE digest_id IS NULL GROUP BY recipients ORDER BY MIN(seq)",
-          )
-          .all() as Array<{ recipients: string; n: number }>
-      ).map((r) => ({ recipients: String(r.recipients), count: Number(r.n) }))
+      const from = this.watermark()
+      const to = Number((this.db.prepare("SELECT MAX(seq) AS s FROM events").get() as any)?.s ?? 0)
+      // the recipient sets (few) from the index, then each one's waiting events counted there
+      const sets = (this.db.prepare("SELECT DISTINCT recipients FROM events").all() as Array<{ recipients: string }>)
+        .map((r) => {
+          const c = this.db
+            .prepare(
+              "SELECT COUNT(*) AS n, MIN(seq) AS first FROM events WHERE recipients = ? AND seq > ? AND seq <= ?",
+            )
+            .get(r.recipients, from, to) as any
+          return { recipients: String(r.recipients), count: Number(c.n), first: Number(c.first) }
+        })
+        .filter((set) => set.count > 0)
+        .sort((a, b) => a.first - b.first)
       const ids: Array<number> = []
       for (const set of sets) {
         const id = Number(
           this.db
             .prepare(
-              "INSERT INTO digests (message_id, recipients, status, event_count, created_at, next_attempt_at) VALUES (?, ?, 'sending', ?, ?, ?)",
+              "INSERT INTO digests (message_id, recipients, status, event_count, created_at, next_attempt_at, from_seq, to_seq) VALUES (?, ?, 'sending', ?, ?, ?, ?, ?)",
             )
-            .run(messageId(), set.recipients, set.count, now, now).lastInsertRowid,
+            .run(messageId(), set.recipients, set.count, now, now, from, to).lastInsertRowid,
         )
-        this.db
-          .prepare("UPDATE events SET digest_id = ? WHERE digest_id IS NULL AND recipients = ?")
-          .run(id, set.recipients)
         const m = render(id)
         this.db
           .prepare("UPDATE digests SET subject = ?, text = ?, html = ? WHERE id = ?")
           .run(m.subject, m.text, m.html, id)
         ids.push(id)
       }
+      if (to > from) this.setMeta("assigned_through", String(to))
       this.db.exec("COMMIT")
       return ids.map((id) => this.digest(id)!)
     } catch (error) {
@@ -240,15 +299,16 @@ export class DigestStore {
     return { pending: this.pendingCount(), sending: by.sending ?? 0, sent: by.sent ?? 0, failed: by.failed ?? 0 }
   }
 
-  /** Counts by type and agent in a digest, the most severe type first. */
+  /** Counts by type and agent in a digest, from the index alone. */
   groups(digestId: number): Array<GroupCount> {
+    const d = this.range(digestId)
     return (
       this.db
         .prepare(
           `SELECT type, agent_key, MAX(agent_label) AS agent_label, COUNT(*) AS n, MAX(severity_rank) AS rank
-           FROM events WHERE digest_id = ? GROUP BY type, agent_key`,
+           FROM events WHERE recipients = ? AND seq > ? AND seq <= ? GROUP BY type, agent_key`,
         )
-        .all(digestId) as Array<any>
+        .all(d.recipients, d.from, d.to) as Array<any>
     ).map((r) => ({
       type: String(r.type),
       agentKey: String(r.agent_key),
@@ -258,37 +318,44 @@ export class DigestStore {
     }))
   }
 
-  /** Up to `perGroup` events of each type and agent in a digest, oldest first. */
-  samples(digestId: number, perGroup: number): Array<PendingEvent & { readonly seq: number }> {
-    return (
-      this.db
-        .prepare(
-          `SELECT * FROM (
-             SELECT *, ROW_NUMBER() OVER (PARTITION BY type, agent_key ORDER BY seq) AS rn
-             FROM events WHERE digest_id = ?
-           ) WHERE rn <= ? ORDER BY seq`,
-        )
-        .all(digestId, perGroup) as Array<any>
-    ).map((r) => ({
-      seq: Number(r.seq),
-      eventId: String(r.event_id),
-      type: String(r.type),
-      agentKey: String(r.agent_key),
-      agentLabel: String(r.agent_label),
-      severity: String(r.severity),
-      title: String(r.title),
-      summary: String(r.summary),
-      link: r.link === null ? null : String(r.link),
-      occurredAt: Number(r.occurred_at),
-      fields: String(r.fields),
-      recipients: String(r.recipients),
-    }))
+  /**
+   * Up to `perGroup` events, oldest first, of each of `groups` (a type and an agent) in a digest: one index
+   * seek each, so a digest renders the groups it shows without reading its other events.
+   */
+  samples(
+    digestId: number,
+    perGroup: number,
+    groups: ReadonlyArray<{ readonly type: string; readonly agentKey: string }>,
+  ): Array<PendingEvent & { readonly seq: number }> {
+    const d = this.range(digestId)
+    const one = this.db.prepare(
+      "SELECT * FROM events WHERE recipients = ? AND type = ? AND agent_key = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+    )
+    return groups
+      .flatMap((g) => one.all(d.recipients, g.type, g.agentKey, d.from, d.to, perGroup) as Array<any>)
+      .sort((a, b) => Number(a.seq) - Number(b.seq))
+      .map((r) => ({
+        seq: Number(r.seq),
+        eventId: String(r.event_id),
+        type: String(r.type),
+        agentKey: String(r.agent_key),
+        agentLabel: String(r.agent_label),
+        severity: String(r.severity),
+        title: String(r.title),
+        summary: String(r.summary),
+        link: r.link === null ? null : String(r.link),
+        occurredAt: Number(r.occurred_at),
+        fields: String(r.fields),
+        recipients: String(r.recipients),
+      }))
   }
 
   /** The event ids of a digest (tests, and the log line of a sent digest). */
   eventIds(digestId: number): Array<string> {
     return (
-      this.db.prepare("SELECT event_id FROM events WHERE digest_id = ? ORDER BY seq").all(digestId) as Array<any>
+      this.db
+        .prepare("SELECT event_id FROM events WHERE recipients = ? AND seq > ? AND seq <= ? ORDER BY seq")
+        .all(...Object.values(this.range(digestId))) as Array<any>
     ).map((r) => String(r.event_id))
   }
 
@@ -297,7 +364,10 @@ export class DigestStore {
     this.db.exec("BEGIN IMMEDIATE")
     try {
       this.db
-        .prepare("DELETE FROM events WHERE digest_id IN (SELECT id FROM digests WHERE status = 'sent' AND sent_at < ?)")
+        .prepare(
+          `DELETE FROM events WHERE EXISTS (SELECT 1 FROM digests d WHERE d.status = 'sent' AND d.sent_at < ?
+             AND d.recipients = events.recipients AND events.seq > d.from_seq AND events.seq <= d.to_seq)`,
+        )
         .run(before)
       const gone = Number(
         this.db.prepare("DELETE FROM digests WHERE status = 'sent' AND sent_at < ?").run(before).changes,

@@ -75,8 +75,8 @@ const bare = (text: string) => /<([^>]+)>\s*$/.exec(text)?.[1] ?? text
 
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined)
 
-/** The fields of an event the digest keeps. */
-const pending = (event: AnyWebhookEvent, severity: Severity, dashboardUrl: string | undefined) => {
+/** The fields of an event the digest keeps (without its recipients). */
+export const pending = (event: AnyWebhookEvent, severity: Severity, dashboardUrl: string | undefined) => {
   const d = (event.data ?? {}) as Record<string, unknown>
   const m = formatEvent(event, { severity, dashboardUrl })
   const agentId = str(d.agentId) ?? ""

@@ -92,7 +92,12 @@ const heading = (frequency: Frequency) =>
 export const renderDigest = (store: DigestStore, digestId: number, o: RenderOptions): DigestMessage => {
   const types = byType(store.groups(digestId))
   const total = types.reduce((n, t) => n + t.count, 0)
-  const samples = store.samples(digestId, LIMITS.eventsPerAgent)
+  // the samples of the agents shown (the busiest of each type), not of every agent
+  const samples = store.samples(
+    digestId,
+    LIMITS.eventsPerAgent,
+    types.flatMap((t) => t.agents.slice(0, LIMITS.agentsPerType)),
+  )
   const sampleOf = new Map<string, typeof samples>()
   for (const s of samples) {
     const key = `${s.type}\u0000${s.agentKey}`

@@ -91,8 +91,15 @@ export const renderEvent = (m: FormattedEvent): string => {
 
 const fit = (text: string) => truncate(text, GITHUB_LIMITS.body - 100)
 
-/** Whether `text` (an issue's body, a comment) is the rendering of event `eventId`. */
-export const renders = (text: string, eventId: string) => text.includes(`<sub>agentgov event \`${eventId}\`</sub>`)
+/** The hidden first line of every comment the connector writes: the event it renders. */
+export const eventMarker = (eventId: string) => `<!-- agentgov:event=${eventId} -->`
+
+/**
+ * Whether `text` (an issue's body, a comment) is the rendering of event `eventId`: its hidden marker, or
+ * the visible line every rendering ends with (comments written before the marker existed).
+ */
+export const renders = (text: string, eventId: string) =>
+  text.includes(eventMarker(eventId)) || text.includes(`<sub>agentgov event \`${eventId}\`</sub>`)
 
 /**
  * The writes go once through Octokit (`retries: 0`): a 5xx whose write GitHub in fact made would
@@ -100,10 +107,29 @@ export const renders = (text: string, eventId: string) => text.includes(`<sub>ag
  */
 const ONCE = { request: { retries: 0 } } as const
 
-/** Comments event `m` on issue `number`, unless an earlier attempt of it did. */
-const commentOnce = async (client: Client, number: number, m: FormattedEvent, attempt: number) => {
+/** The events whose comment on issue `key` the connector started to write (the newest last). */
+const COMMENT_MARKS = 100
+const marksKey = (key: string) => `comments:${key}`
+const marked = (state: StateStore, key: string): Array<string> => {
+  try {
+    const ids = JSON.parse(state.get(marksKey(key)) ?? "[]")
+    return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === "string") : []
+  } catch {
+    return []
+  }
+}
+
+/**
+ * Comments event `m` on issue `number` of `key` exactly once. Mark before, reconcile after: the event's id
+ * is stored in the local store before the comment is written, and the comment's first line is the event's
+ * hidden marker; an event found marked (its earlier attempt may have written the comment and then crashed,
+ * lost GitHub's answer, or been dead-lettered after it and replayed, which starts its attempts again) first
+ * looks for a comment carrying its marker, and writes none when there is one.
+ */
+const commentOnce = async (client: Client, key: string, number: number, m: FormattedEvent, state: StateStore) => {
   const { owner, repo, octokit } = client
-  if (attempt > 1) {
+  const marks = marked(state, key)
+  if (marks.includes(m.eventId)) {
     const comments = await octokit.paginate(octokit.rest.issues.listComments, {
       owner,
       repo,
@@ -111,8 +137,16 @@ const commentOnce = async (client: Client, number: number, m: FormattedEvent, at
       per_page: 100,
     })
     if ((comments as ReadonlyArray<{ body?: string }>).some((c) => renders(c.body ?? "", m.eventId))) return
+  } else {
+    state.set(marksKey(key), JSON.stringify([...marks, m.eventId].slice(-COMMENT_MARKS)))
   }
-  await octokit.rest.issues.createComment({ owner, repo, issue_number: number, body: fit(renderEvent(m)), ...ONCE })
+  await octokit.rest.issues.createComment({
+    owner,
+    repo,
+    issue_number: number,
+    body: fit(`${eventMarker(m.eventId)}\n${renderEvent(m)}`),
+    ...ONCE,
+  })
 }
 
 /** The body of a new issue: the marker, the event, and what happens next. */
@@ -284,7 +318,7 @@ export const github = defineConnector({
     return client
   },
   orderingKey: (event) => issueKey(event),
-  deliver: async (event, { client, severity, dashboardUrl, state, log, attempt }) => {
+  deliver: async (event, { client, severity, dashboardUrl, state, log }) => {
     try {
       client.ready ??= ensureLabels(client)
       await client.ready
@@ -297,7 +331,7 @@ export const github = defineConnector({
           log.info("no open issue for this enforcement; nothing to close", { key })
           return ok()
         }
-        await commentOnce(client, found.number, m, attempt)
+        await commentOnce(client, key, found.number, m, state)
         const overturned = (event.data as { resolution?: string }).resolution === "overturned"
         await octokit.rest.issues.update({
           owner,
@@ -307,12 +341,13 @@ export const github = defineConnector({
           state_reason: overturned ? "not_planned" : "completed",
         })
         state.delete(`issue:${key}`)
+        state.delete(marksKey(key))
         return ok()
       }
       // an earlier attempt opened this very issue, and its answer was lost
       if (found && renders(found.body, m.eventId)) return ok()
       if (found) {
-        await commentOnce(client, found.number, m, attempt)
+        await commentOnce(client, key, found.number, m, state)
         return ok()
       }
       const type = typeLabel(m.eventType)

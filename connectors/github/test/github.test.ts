@@ -1,11 +1,23 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
-import { type InProcess, newSecret, runInProcess, useConnectorRig, waitFor } from "@agentgov/connector-testing"
+import {
+  type InProcess,
+  kill9,
+  newSecret,
+  runCommand,
+  runInProcess,
+  spawnConnector,
+  useConnectorRig,
+  waitFor,
+} from "@agentgov/connector-testing"
 import { afterAll, describe, expect, it } from "vitest"
-import { github, LABELS, marker } from "../src/connector.ts"
+import { eventMarker, github, LABELS, marker } from "../src/connector.ts"
 import { REPOSITORY, startGitHubFake, TOKEN } from "./githubFake.ts"
+
+const bin = fileURLToPath(new URL("../bin/agentgov-connector-github.js", import.meta.url))
 
 const env = (fake: { url: string }) => ({
   GITHUB_TOKEN: TOKEN,
@@ -188,6 +200,93 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
       expect(rig.fake.requests.filter((r) => r.method === "GET" && r.url.includes("/issues?")).length).toBeGreaterThan(
         listsBefore,
       )
+    })
+  })
+
+  describe("a comment is written once: mark before, reconcile after", () => {
+    const dirs: Array<string> = []
+    const running: Array<InProcess> = []
+    afterAll(async () => {
+      for (const r of running) await r.running.close()
+      for (const d of dirs) rmSync(d, { recursive: true, force: true })
+    })
+    const secret = newSecret()
+    const fresh = (tag: string) => {
+      const dir = mkdtempSync(join(tmpdir(), `agentgov-github-${tag}-`))
+      dirs.push(dir)
+      return { ...rig.vendorEnv(), AGENTGOV_WEBHOOK_SECRET: secret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
+    }
+    let enforcements = 0
+    /** The lifecycle events of a new enforcement, as the service would sign them. */
+    const lifecycle = () => {
+      const enforcementId = `enf_once${++enforcements}${Date.now()}`
+      const of = (type: "enforcement.created" | "enforcement.appealed" | "enforcement.resolved") =>
+        sampleEvent(type, { data: { enforcementId } })
+      return {
+        enforcementId,
+        created: of("enforcement.created"),
+        appealed: of("enforcement.appealed"),
+        resolved: of("enforcement.resolved"),
+      }
+    }
+    const post = async (url: string, envelope: ReturnType<typeof sampleEvent>) => {
+      const { body, headers } = signDelivery({ secret, envelope })
+      const res = await fetch(`${url}/webhooks`, { method: "POST", headers, body })
+      expect(res.status).toBe(200)
+    }
+    const issueOfId = (id: string) => rig.fake.issues.find((i) => i.body.startsWith(marker(`enforcement:${id}`)))
+
+    it("kill -9 after the comment was made and before the event was acknowledged: one comment after the restart", async () => {
+      const env = fresh("crash")
+      const e = lifecycle()
+      const first = await spawnConnector(bin, env)
+      await post(first.url, e.created)
+      await waitFor(() => issueOfId(e.enforcementId) !== undefined, "the issue")
+      const issue = issueOfId(e.enforcementId)!
+      // the comment is made; the connector dies before GitHub's answer reaches it, so before it acknowledges
+      rig.fake.onNextComment(() => first.proc.kill("SIGKILL"))
+      await post(first.url, e.appealed)
+      await first.exited
+      expect(issue.comments).toHaveLength(1)
+      expect(issue.comments[0]!.split("\n")[0]).toBe(eventMarker(e.appealed.id))
+
+      const second = await spawnConnector(bin, env)
+      try {
+        await waitFor(
+          () => second.output().includes('"msg":"delivered"') && second.output().includes(e.appealed.id),
+          "the appeal delivered after the restart",
+        )
+        expect(issue.comments).toHaveLength(1)
+        await post(second.url, e.resolved)
+        await waitFor(() => issue.state === "closed", "the close")
+        expect(issue.comments).toHaveLength(2)
+        expect(issue.comments[1]).toContain(eventMarker(e.resolved.id))
+      } finally {
+        await kill9(second)
+      }
+    })
+
+    it("a resolution whose close was refused after its comment, replayed: one comment, and the issue closed", async () => {
+      const env = fresh("replay")
+      const e = lifecycle()
+      const c = await runInProcess(github, env)
+      running.push(c)
+      await post(c.url, e.created)
+      await c.running.idle()
+      const issue = issueOfId(e.enforcementId)!
+      rig.fake.refuseNextClose()
+      await post(c.url, e.resolved)
+      await waitFor(() => c.running.health().deadLetters === 1, "the dead letter")
+      expect(issue.comments).toHaveLength(1)
+      expect(issue.state).toBe("open")
+
+      // the operator upgrades GitHub Enterprise, then replays: attempts start again at 1
+      const replayed = await runCommand(bin, ["replay", "--all"], env)
+      expect(replayed.code, replayed.stderr).toBe(0)
+      await waitFor(() => issue.state === "closed", "the close after the replay")
+      expect(issue.comments).toHaveLength(1)
+      expect(issue.state_reason).toBe("not_planned")
+      expect(c.running.health().deadLetters).toBe(0)
     })
   })
 })

@@ -27,6 +27,13 @@ export interface GitHubFake extends VendorFake {
   readonly requests: ReadonlyArray<FakeRequest>
   /** The next issue or comment is made, but answered 502 (GitHub's "the write may have happened"). */
   readonly loseNextAnswer: () => void
+  /** `f` runs when the next comment has been made, before it is answered (a test kills the connector there). */
+  readonly onNextComment: (f: () => void) => void
+  /**
+   * The next close is refused with 422 on `state_reason`, as a GitHub Enterprise Server older than 3.4
+   * refuses it (the comment before it was made).
+   */
+  readonly refuseNextClose: () => void
 }
 
 const validation = (message: string, code: string, field: string, resource: string): FakeAnswer => ({
@@ -74,6 +81,8 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
   const labels = new Map<string, { name: string; color: string; description: string }>()
   let base = ""
   let loseAnswer = false
+  let afterComment: (() => void) | undefined
+  let refuseClose = false
   const lost = (made: FakeAnswer): FakeAnswer => {
     if (!loseAnswer) return made
     loseAnswer = false
@@ -138,6 +147,9 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
       if (body.body.length > 65_536)
         return validation("body is too long (maximum is 65536 characters)", "custom", "body", "IssueComment")
       issue.comments.push(body.body)
+      const f = afterComment
+      afterComment = undefined
+      f?.()
       return lost({ status: 201, body: { id: issue.comments.length, body: body.body } })
     }
     if (one[2] && r.method === "GET") {
@@ -148,6 +160,10 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
     if (!one[2] && r.method === "PATCH") {
       if (body.state !== undefined && !["open", "closed"].includes(body.state))
         return validation("state is invalid", "invalid", "state", "Issue")
+      if (refuseClose && body.state === "closed") {
+        refuseClose = false
+        return validation("state_reason is not a permitted key", "invalid", "state_reason", "Issue")
+      }
       if (body.state) issue.state = body.state
       if (body.state_reason !== undefined) issue.state_reason = body.state_reason
       return { status: 200, body: issueJson(base, issue) }
@@ -174,6 +190,12 @@ export const startGitHubFake = async (): Promise<GitHubFake> => {
     requests: http.requests,
     loseNextAnswer: () => {
       loseAnswer = true
+    },
+    onNextComment: (f) => {
+      afterComment = f
+    },
+    refuseNextClose: () => {
+      refuseClose = true
     },
     accepted: () => issues.flatMap((i) => [`${i.title}\n${i.body}`, ...i.comments]),
     attempts,

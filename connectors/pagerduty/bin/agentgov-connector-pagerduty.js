@@ -1,3 +1,3 @@
-#!/usr/bin/env -S node --conditions=@agentgov/source
+#!/usr/bin/env -S node --conditions=@agentgov/source --max-semi-space-size=2
 // `npx agentgov-connector-pagerduty [start|install|uninstall|dead-letters|replay|check|help]`
 import "../src/main.ts"

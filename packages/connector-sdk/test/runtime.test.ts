@@ -116,6 +116,65 @@ describe("the durable runtime", () => {
     expect(again.r.health()).toMatchObject({ queued: 0, duplicates: 1, delivered: 1 })
   })
 
+  it("stores concurrent deliveries together (group commit), each answered once stored, and a copy in the same batch once", async () => {
+    const dataDir = tempDir()
+    const { calls, definition } = scripted()
+    const { r, logs } = await start(definition, {
+      AGENTGOV_CONNECTOR_DATA_DIR: dataDir,
+      AGENTGOV_CONNECTOR_PAUSE: "true",
+    })
+    const events = Array.from({ length: 20 }, (_, i) =>
+      envelope("approval.requested", { approvalId: `apr_gc${i}`, agentId: "agt_1", action: "deploy" }),
+    )
+    // every event twice, all at once: the copies land in the same turn of the loop as their first
+    const answers = await Promise.all(
+      [...events, ...events].map(async (e) => {
+        const res = await post(r.url, JSON.stringify(e))
+        return { status: res.status, data: ((await res.json()) as any).data }
+      }),
+    )
+    expect(
+      answers.filter((a) => a.status !== 200),
+      JSON.stringify(logs().filter((l) => l.level === "error")),
+    ).toEqual([])
+    for (const e of events) {
+      const mine = answers.filter((a) => a.data.eventId === e.id)
+      expect(mine.map((a) => (a.data.queued ? "queued" : a.data.duplicate ? "duplicate" : "?")).sort()).toEqual([
+        "duplicate",
+        "queued",
+      ])
+    }
+    const peek = new Store(dataDir)
+    expect(peek.counts().queued).toBe(20)
+    peek.close()
+    expect(r.health()).toMatchObject({ received: 20, duplicates: 20 })
+    expect(calls).toHaveLength(0)
+  })
+
+  it("acceptAll: one transaction, an id seen before or earlier in the batch not queued again", () => {
+    const store = new Store(tempDir())
+    try {
+      const job = (eventId: string) => ({
+        eventId,
+        deliveryId: `dlv_${eventId}`,
+        type: "t",
+        body: "{}",
+        orderKey: undefined,
+        now: 1,
+      })
+      expect(store.accept(job("evt_a"))).toBe(true)
+      expect(store.acceptAll([job("evt_a"), job("evt_b"), job("evt_b"), job("evt_c")])).toEqual([
+        false,
+        true,
+        false,
+        true,
+      ])
+      expect(store.counts().queued).toBe(3)
+    } finally {
+      store.close()
+    }
+  })
+
   it("refuses a forged or stale signature with 401 and stores nothing", async () => {
     const { calls, definition } = scripted()
     const { r } = await start(definition, { AGENTGOV_CONNECTOR_DATA_DIR: tempDir() })

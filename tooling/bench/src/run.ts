@@ -8,7 +8,9 @@ import { runAuthBenchmarks } from "./auth.ts"
 import { runBadgeBenchmark } from "./badge.ts"
 import { runComplianceReportBenchmark } from "./complianceReport.ts"
 import { runContentImageScanBenchmark, runContentRegisterBenchmark, runContentTextScanBenchmark } from "./content.ts"
+import { runConnectorLatencyBenchmark, runConnectorMemoryBenchmark } from "./connectors.ts"
 import { startDurable } from "./durable.ts"
+import { runEmailDigestBenchmark } from "./emailDigest.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
 import { runGuardEvalBenchmark } from "./guardEval.ts"
@@ -16,6 +18,8 @@ import { runGuardFairnessBenchmark } from "./guardFairness.ts"
 import { createBaselineTables, fetchRows, type IngestShape, runIngest, runPlainInsert, serialShape } from "./ingest.ts"
 import { runMetricsOnBenchmark } from "./metricsOn.ts"
 import { runOAuthAuthBenchmark } from "./oauthAuth.ts"
+import { runMcpOverheadBenchmark } from "./mcpOverhead.ts"
+import { runPagingBenchmark } from "./paging.ts"
 import {
   type BenchmarkResult,
   benchmark,
@@ -53,6 +57,11 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  *   set (guardFairness.ts);
  * - webhooks: event written → delivered, and sustained deliveries/s;
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
+ * - the connectors (connectors.ts, paging.ts, emailDigest.ts): event → Slack, Discord and Teams fakes and
+ *   each app's RSS after 10,000 events (connectors-latency, connectors-memory), enforcement
+ *   → PagerDuty fake, a daily digest of 100,000 events built;
+ * - the MCP gateway (mcpOverhead.ts): what agentgov-mcp-gateway adds to a tools/call over stdio, against the
+ *   same MCP server called directly, with the service on its embedded default.
  *
  * - the embedded default (embedded.ts): a fresh `npm start`, its idle RSS, and its guard against PostgreSQL's;
  * - trust (issue 27): the guard in process with trust conditions against the same rules reading the context
@@ -65,8 +74,8 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  *   1,000,000 images (the multi-index against a linear scan), a 10,000-word text scan against 100,000 texts.
  *
  * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,trust-eval,
- * trust-impact,badge,oauth-auth,metrics-on,compliance-report,content-register,content-image-scan,content-text-scan
- * picks benchmarks (sse also
+ * trust-impact,badge,oauth-auth,metrics-on,connectors-latency,connectors-memory,paging,email-digest,mcp-overhead,
+ * content-register,content-image-scan,content-text-scan,compliance-report picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -406,10 +415,16 @@ const main = async () => {
       ["badge", () => runBadgeBenchmark(server!, root, databaseUrl, log)],
       ["oauth-auth", () => runOAuthAuthBenchmark(root, databaseUrl, log)],
       ["metrics-on", () => runMetricsOnBenchmark(fresh, log)],
-      ["compliance-report", () => runComplianceReportBenchmark(server!, db, log)],
+      ["connectors-latency", () => runConnectorLatencyBenchmark(root, server!, log)],
+      ["connectors-memory", () => runConnectorMemoryBenchmark(root, server!, log)],
+      ["paging", () => runPagingBenchmark(root, server!, log)],
+      ["email-digest", () => runEmailDigestBenchmark(root, log)],
+      ["mcp-overhead", () => runMcpOverheadBenchmark(root, log)],
       ["content-register", () => runContentRegisterBenchmark(server!, log)],
       ["content-image-scan", () => runContentImageScanBenchmark(server!, db, log)],
       ["content-text-scan", () => runContentTextScanBenchmark(server!, db, log)],
+      // Last: it adds 1,000,000 events to the workspace the others share.
+      ["compliance-report", () => runComplianceReportBenchmark(server!, db, log)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue

@@ -10,7 +10,7 @@ import { Webhook } from "../Webhook.ts"
 import { type ApiTarget, InstallError, installWebhook, readInstalled, uninstallWebhook } from "./install.ts"
 import { isLogLevel, jsonLogger, type Logger, type LogLevel } from "./log.ts"
 import { loudEnough, type Routing, readRouting, routes, severityOf } from "./routing.ts"
-import { Store, type StoredJob } from "./Store.ts"
+import { type AcceptedJob, Store, type StoredJob } from "./Store.ts"
 import { type Env, httpUrlProblem, readSettings, type SettingsOf, type SettingsSchema } from "./settings.ts"
 
 // -----------------------------------------------------------------------------------------------
@@ -714,6 +714,31 @@ export const startConnector = async <S extends SettingsSchema, C>(
 
   // --- HTTP ------------------------------------------------------------------------------------
 
+  /**
+   * Group commit: the deliveries verified in one turn of the event loop are stored in one transaction (one
+   * fsync, which blocks the loop: node:sqlite is synchronous), and each is answered once it is committed.
+   */
+  let accepting: Array<{
+    readonly job: AcceptedJob
+    readonly resolve: (fresh: boolean) => void
+    readonly reject: (error: unknown) => void
+  }> = []
+  const flushAccepts = () => {
+    const batch = accepting
+    accepting = []
+    try {
+      const fresh = store.acceptAll(batch.map((b) => b.job))
+      for (const [i, b] of batch.entries()) b.resolve(fresh[i]!)
+    } catch (error) {
+      for (const b of batch) b.reject(error)
+    }
+  }
+  const accept = (job: AcceptedJob) =>
+    new Promise<boolean>((resolve, reject) => {
+      if (accepting.length === 0) setImmediate(flushAccepts)
+      accepting.push({ job, resolve, reject })
+    })
+
   const unavailable = (res: ServerResponse, seconds: number, message: string) =>
     send(res, 503, { ok: false, error: { code: "UNAVAILABLE", message } }, { "retry-after": String(seconds) })
 
@@ -771,7 +796,7 @@ export const startConnector = async <S extends SettingsSchema, C>(
     }
     let accepted: boolean
     try {
-      accepted = store.accept({
+      accepted = await accept({
         eventId: event.id,
         deliveryId,
         type: event.type,
