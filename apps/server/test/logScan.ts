@@ -11,6 +11,10 @@ import { join } from "node:path"
  */
 export const SECRET_PATTERNS: ReadonlyArray<readonly [string, RegExp]> = [
   ["an API key", /svc_(?:ws|ag_sk)_(?:live|test)_[A-Za-z0-9]{8,}/],
+  [
+    "a session, sign-in link, invitation or OAuth secret",
+    /svc_(?:sess|signin|inv|oauth_(?:at|rt|cs|code))_[A-Za-z0-9]{8,}/,
+  ],
   ["a webhook secret", /whsec_[A-Za-z0-9_-]{6,}/],
   ["a JWT (SDK token)", /eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}/],
   ["a bearer credential", /Bearer\s+[A-Za-z0-9._~+/=-]{8,}/i],

@@ -352,7 +352,7 @@ describe("the HTTP listener on loopback", () => {
     try {
       const port = new URL(c.url!).port
       for (const headers of [
-        { host: `evil.example:${port}` },
+        { host: `evil.example:${port}` } as Record<string, string>,
         { host: `evil.example:${port}`, origin: `http://evil.example:${port}` },
         { host: `127.0.0.1:${port}`, origin: "https://evil.example" },
       ]) {
