@@ -117,7 +117,12 @@ const count = (e: Evidence, name: string, by = 1) => {
   e.totals[name] = (e.totals[name] ?? 0) + by
 }
 
-const markActive = (e: Evidence, at: number) => {
+/**
+ * Marks the agent active on the day of `at` (in place): what an event of the agent's own software (a type outside
+ * the system's namespaces) is evidence of. Only the first such event of a day counts, so one call per agent and day,
+ * with that day's first time, folds a day's events as one call each would (the worker's aggregate).
+ */
+export const markActive = (e: Evidence, at: number) => {
   const day = Math.floor(at / DAY_MS)
   if (day === e.lastActiveDay) return
   e.activeDays = addAt(e.activeDays, 1, at)

@@ -3,6 +3,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog, EVENTS_CHANNEL } from "../audit/AuditLog.ts"
+import { SYSTEM_NAMESPACES } from "../audit/eventCatalog.ts"
 import { systemActor } from "../auth/Actor.ts"
 import { SCOPES } from "../auth/scopes.ts"
 import { ComplianceRepo } from "../compliance/ComplianceRepo.ts"
@@ -18,6 +19,7 @@ import {
   type Evidence,
   emptyEvidence,
   type Facts,
+  markActive,
   NO_FACTS,
 } from "./TrustModel.ts"
 
@@ -31,6 +33,9 @@ const BATCH = 1_000
 const WINDOW = 20_000
 
 const DAY_MS = 86_400_000
+
+/** The first segments of the system's event names, for SQL: the types the worker reads one by one. */
+const namespaces = [...SYSTEM_NAMESPACES]
 
 /** Events the worker reads but that say nothing about an agent: its own output. */
 const OWN_OUTPUT = new Set([
@@ -276,7 +281,10 @@ export class TrustRecompute extends Context.Service<
             if (bounds?.upper == null) return { skipped: false, read: 0, emitted: 0, more: false }
             let upper = Number(bounds.upper)
             let full = upper === cursor.sequence + WINDOW
-            // Every event but the guard's own record, in full and in order (at most BATCH: the window ends there).
+            // The events read in full and in order (at most BATCH: the window ends there): the system's own, but for
+            // the guard's record, and any without an agent column. The rest, most of the trail, is counted per agent
+            // and day in PostgreSQL below; reading each back cost the guard a fifth of its throughput and ingest as
+            // much of the server's CPU.
             const read = yield* sql<{
               sequence: string | number
               type: string
@@ -286,28 +294,36 @@ export class TrustRecompute extends Context.Service<
             }>`SELECT sequence, type, agent_id, data::text AS data, ts FROM events
                 WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
                   AND type <> 'policy.evaluated'
+                  AND (agent_id IS NULL OR split_part(type, '.', 1) IN ${sql.in(namespaces)})
                 ORDER BY sequence LIMIT ${BATCH}`
             if (read.length === BATCH) {
               upper = Number(read[read.length - 1]!.sequence)
               full = true
             }
-            // The guard's decisions, most of the trail, counted per agent and day in PostgreSQL: the model reads only
-            // their number, the allowed ones', and the times of a day's first DAILY_ALLOWED_CAP allows
-            // (applyEvaluations). Reading each back cost the guard a fifth of its throughput.
-            const evaluated = yield* sql<{
+            // Per agent and day: the guard's decisions (the model reads only their number, the allowed ones', and the
+            // times of a day's first DAILY_ALLOWED_CAP allows: applyEvaluations), and the first event of the agent's
+            // own software (a day of activity: markActive).
+            const daily = yield* sql<{
               agent_id: string
               day: string | number
+              evaluated: boolean
               n: string | number
               allowed: string | number
               allowed_at: ReadonlyArray<string | number> | null
-            }>`SELECT agent_id, floor(extract(epoch FROM ts) / 86400)::int8 AS day, count(*) AS n,
-                  count(*) FILTER (WHERE data->>'decision' = 'allow') AS allowed,
+              first_at: string | number
+            }>`SELECT agent_id, floor(extract(epoch FROM ts) / 86400)::int8 AS day, type = 'policy.evaluated' AS evaluated,
+                  count(*) AS n,
+                  count(*) FILTER (WHERE type = 'policy.evaluated' AND data->>'decision' = 'allow') AS allowed,
                   (array_agg((extract(epoch FROM ts) * 1000)::int8 ORDER BY sequence)
-                    FILTER (WHERE data->>'decision' = 'allow'))[1:${DAILY_ALLOWED_CAP}] AS allowed_at
+                    FILTER (WHERE type = 'policy.evaluated' AND data->>'decision' = 'allow'))[1:${DAILY_ALLOWED_CAP}] AS allowed_at,
+                  (min(extract(epoch FROM ts)) * 1000)::int8 AS first_at
                 FROM events
                 WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
-                  AND type = 'policy.evaluated' AND agent_id IS NOT NULL
-                GROUP BY agent_id, day ORDER BY day, agent_id`
+                  AND agent_id IS NOT NULL
+                  AND (type = 'policy.evaluated' OR split_part(type, '.', 1) NOT IN ${sql.in(namespaces)})
+                GROUP BY agent_id, day, evaluated ORDER BY day, agent_id`
+            const evaluated = daily.filter((g) => g.evaluated)
+            const activity = daily.filter((g) => !g.evaluated)
             const covered = upper - cursor.sequence
             const last = upper
 
@@ -319,7 +335,7 @@ export class TrustRecompute extends Context.Service<
               if (agentId === undefined) continue
               relevant.push({ agentId, type: r.type, data, at: r.ts.getTime() })
             }
-            const ids = [...new Set([...relevant.map((e) => e.agentId), ...evaluated.map((g) => g.agent_id)])]
+            const ids = [...new Set([...relevant.map((e) => e.agentId), ...daily.map((g) => g.agent_id)])]
             const agents = yield* loadAgents(workspaceId, ids)
             const rows = new Map((yield* loadScores(workspaceId, ids)).map((r) => [r.agent_id, r]))
             const known = new Set(agents.map((a) => a.id))
@@ -338,6 +354,8 @@ export class TrustRecompute extends Context.Service<
               c.set("policy.evaluated", (c.get("policy.evaluated") ?? 0) + n)
               causes.set(g.agent_id, c)
             }
+            for (const g of activity)
+              if (known.has(g.agent_id)) markActive(evidence.get(g.agent_id)!, Number(g.first_at))
             for (const e of relevant) {
               if (!known.has(e.agentId)) continue
               applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at)

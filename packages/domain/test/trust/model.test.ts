@@ -11,6 +11,7 @@ import {
   emptyEvidence,
   type Facts,
   HALF_LIFE_DAYS,
+  markActive,
   NO_FACTS,
 } from "../../src/trust/TrustModel.ts"
 
@@ -418,6 +419,29 @@ describe("guard decisions counted per agent and day (the worker's aggregate)", (
             )
           }
           expect(grouped).toEqual(one)
+        },
+      ),
+    )
+  })
+})
+
+describe("the agent's own events counted per agent and day (the worker's aggregate)", () => {
+  it("markActive once per day, at its first event, gives the evidence one applyEvent per event gives", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 40 * DAY - 1 }), { maxLength: 300 }),
+        fc.integer({ min: 0, max: 30 }),
+        (offsets, startDay) => {
+          const times = offsets.map((o) => day(startDay) + o).sort((a, b) => a - b)
+          const one = emptyEvidence(T0)
+          const grouped = emptyEvidence(T0)
+          for (const at of times) applyEvent(one, "tool.called", { path: "/x" }, at)
+          const firstOfDay = new Map<number, number>()
+          for (const at of times) if (!firstOfDay.has(Math.floor(at / DAY))) firstOfDay.set(Math.floor(at / DAY), at)
+          for (const k of [...firstOfDay.keys()].sort((a, b) => a - b)) markActive(grouped, firstOfDay.get(k)!)
+          expect(grouped).toEqual(one)
+          // And the events do count: an agent with events has active days.
+          if (times.length > 0) expect(one.activeDays).not.toEqual(emptyEvidence(T0).activeDays)
         },
       ),
     )
