@@ -6,7 +6,7 @@
 import { spawnSync } from "node:child_process"
 import { existsSync, readdirSync, statSync } from "node:fs"
 import { createRequire } from "node:module"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 
 export const dashboardDir = import.meta.dirname
 export const indexPath = join(dashboardDir, "dist", "index.html")
@@ -32,7 +32,12 @@ export const stale = () => {
 export const build = (stdio = "inherit") => {
   let vite
   try {
-    vite = createRequire(join(dashboardDir, "package.json")).resolve("vite/bin/vite.js")
+    // vite's exports do not name its bin: find it beside its package.json.
+    vite = join(
+      dirname(createRequire(join(dashboardDir, "package.json")).resolve("vite/package.json")),
+      "bin",
+      "vite.js",
+    )
   } catch {
     return false
   }

@@ -237,11 +237,11 @@ export function Pagination({
         Page {page} · {count} shown
       </span>
       <div className="pagination-buttons">
-        <Button size="sm" onClick={prev} disabled={!hasPrev} aria-label="Previous page">
-          ← Prev
+        <Button size="sm" onClick={prev} disabled={!hasPrev}>
+          <span aria-hidden="true">←</span> Previous
         </Button>
-        <Button size="sm" onClick={next} disabled={!hasNext} aria-label="Next page">
-          Next →
+        <Button size="sm" onClick={next} disabled={!hasNext}>
+          Next <span aria-hidden="true">→</span>
         </Button>
       </div>
     </nav>
