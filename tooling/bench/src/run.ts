@@ -5,6 +5,7 @@ import { join, resolve } from "node:path"
 import { connectionOptions } from "@agentgov/db"
 import postgres from "postgres"
 import { runAuthBenchmarks } from "./auth.ts"
+import { runDashboardBenchmark } from "./dashboard.ts"
 import { startDurable } from "./durable.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
 import { runGuardHttpBenchmark } from "./guard.ts"
@@ -48,8 +49,9 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * - the agent SDK: guard() against its raw fetch, track() enqueue rate.
  *
  * - the embedded default (embedded.ts): a fresh `npm start`, its idle RSS, and its guard against PostgreSQL's;
+ * - the dashboard (dashboard.ts): its production bundle's initial JavaScript, gzipped;
  *
- * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk picks benchmarks (sse also
+ * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,dashboard picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -338,6 +340,7 @@ const main = async () => {
       ["embedded", () => runEmbeddedBenchmark(root, server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
       ["sdk", () => runSdkBenchmarks(server!, log)],
+      ["dashboard", async () => runDashboardBenchmark(root)],
     ] as const
     for (const [name, run] of benchmarks) {
       if (!enabled(name)) continue

@@ -15,7 +15,6 @@ import {
   Loading,
   PageHeader,
   Pill,
-  Status,
   TextInput,
   Time,
 } from "../ui/index.tsx"
@@ -126,7 +125,7 @@ export default function Audit() {
             {tail.map((e) => (
               <li key={e.id} className="feed-item">
                 <span>
-                  <Status value={e.type.endsWith("denied") ? "deny" : "ok"} /> <code>{e.type}</code>
+                  <code>{e.type}</code> {/\.(denied|violated)$/.test(e.type) ? <Pill tone="danger">denied</Pill> : null}
                 </span>
                 <span>{summary(e)}</span>
                 <Button

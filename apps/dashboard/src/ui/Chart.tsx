@@ -41,7 +41,7 @@ export function TimeChart({
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
       height,
-      legend: { show: true },
+      legend: { show: true, live: false },
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true } },
       axes: [axis, { ...axis, size: 44 }],
@@ -60,7 +60,9 @@ export function TimeChart({
         }),
       ],
     }
-    const plot = new uPlot(opts, [x as number[], ...series.map((s) => s.values as Array<number | null>)], el)
+    // Bars of zero are not drawn (uPlot would draw a hairline for each).
+    const values = series.map((s) => s.values.map((v) => (bars && v === 0 ? null : v)))
+    const plot = new uPlot(opts, [x as number[], ...values], el)
     const ro = new ResizeObserver(() => plot.setSize({ width: Math.max(200, el.clientWidth), height }))
     ro.observe(el)
     return () => {
