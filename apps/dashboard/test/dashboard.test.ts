@@ -288,7 +288,8 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
         await session.page.goto(`${world.origin}${path}`)
         await session.page.locator("main h1").first().waitFor()
         await expectAccessible(session.page, `${name} ${path}`)
-        await shot(session.page, `70-${name}${path === "/" ? "-overview" : path.replaceAll("/", "-")}`)
+        const label = path === "/" ? "overview" : path.startsWith("/agents/") ? "agent-detail" : path.slice(1)
+        await shot(session.page, `70-${name}-${label}`)
       }
     }
     // On a phone the navigation is a drawer behind the menu button.

@@ -203,7 +203,7 @@ function Trust({ id }: { id: string }) {
         <ul className="bars" aria-label="Score components">
           {score.data.components.map((c) => (
             <li key={c.name} className="bar-row">
-              <span>{c.name}</span>
+              <span title={c.name}>{c.name.replaceAll("_", " ")}</span>
               <div className="bar-track" aria-hidden="true">
                 <div className="bar-fill" style={{ width: `${Math.max(0, Math.min(100, c.score / 10))}%` }} />
               </div>
