@@ -65,17 +65,17 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
   it("signs in through the OpenID Connect provider and joins the workspace by invitation", async () => {
     const { page } = s
     await page.goto(`${world.origin}/`)
-    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    await page.getByRole("heading", { name: "Sign in", exact: true }).waitFor()
     await expectAccessible(page, "sign-in")
     await shot(page, "00-signin")
     const link = await invite(world, "ada@example.com", "owner")
     world.idp.loginAs("ada")
     await page.goto(`${world.origin}${link}`)
     await page.getByRole("link", { name: /Continue with Example SSO/ }).click()
-    await page.getByRole("heading", { name: "Join a workspace" }).waitFor()
+    await page.getByRole("heading", { name: "Join a workspace", exact: true }).waitFor()
     await shot(page, "01-invitation")
     await page.getByRole("button", { name: "Accept invitation" }).click()
-    await page.getByRole("heading", { name: "Overview" }).waitFor()
+    await page.getByRole("heading", { name: "Overview", exact: true }).waitFor()
     await page.getByText("Ada Lovelace").waitFor()
     // The session is an HttpOnly cookie; nothing secret is in storage.
     const stored = await page.evaluate(() => {
@@ -93,7 +93,7 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
   it("registers an agent and creates a key for it, shown once", async () => {
     const { page } = s
     await page.goto(`${world.origin}/agents`)
-    await page.getByRole("heading", { name: "Agents" }).waitFor()
+    await page.getByRole("heading", { name: "Agents", exact: true }).waitFor()
     await page.getByRole("button", { name: "Register an agent" }).first().click()
     await page.getByRole("dialog").getByLabel("Name", { exact: true }).fill("billing-bot")
     await page.getByRole("dialog").getByLabel("Labels").fill("payments, prod")
@@ -295,7 +295,7 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     // On a phone the navigation is a drawer behind the menu button.
     await phone.page.getByRole("button", { name: "Open navigation" }).click()
     await phone.page.getByRole("link", { name: "Policies" }).click()
-    await phone.page.getByRole("heading", { name: "Policies" }).waitFor()
+    await phone.page.getByRole("heading", { name: "Policies", exact: true }).waitFor()
     for (const x of [s, dark, phone]) {
       expect(x.cspViolations).toEqual([])
       expect(x.pageErrors).toEqual([])
@@ -307,7 +307,7 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
   it("signs in again from a fresh browser straight to the page asked for", async () => {
     const other = await openSession(world)
     await signIn(world, other.page, "ada", "/agents")
-    await other.page.getByRole("heading", { name: "Agents" }).waitFor()
+    await other.page.getByRole("heading", { name: "Agents", exact: true }).waitFor()
     expect(new URL(other.page.url()).pathname).toBe("/agents")
     await other.context.close()
   })
