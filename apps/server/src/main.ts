@@ -1,3 +1,4 @@
+import { DASHBOARD_DIST } from "./dashboard.ts"
 import { configAndLock } from "./dataDirLock.ts"
 import { makeLogger } from "./logger.ts"
 import { refuseStart } from "./startupError.ts"
@@ -13,7 +14,11 @@ cluster?.catch(() => {}) // awaited, and reported, by the store below
 const { startServer } = await import("./server.ts")
 let server: Awaited<ReturnType<typeof startServer>>
 try {
-  server = await startServer(config, { logger: log, ...(cluster ? { store: embeddedStore(() => cluster) } : {}) })
+  server = await startServer(config, {
+    logger: log,
+    dashboardDir: DASHBOARD_DIST,
+    ...(cluster ? { store: embeddedStore(() => cluster) } : {}),
+  })
 } catch (e) {
   // A cluster this start began is stopped by its watchdog when this process exits.
   release()

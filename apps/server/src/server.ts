@@ -34,6 +34,7 @@ import { checkpointAll, verifyAllChains } from "./auditJobs.ts"
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import type { ServerConfig } from "./config.ts"
+import { makeDashboard } from "./dashboard.ts"
 import { domainSettings } from "./domainSettings.ts"
 import { type Instruments, installBatchHook, instrumentExecutor, instrumentHandler } from "./instrument.ts"
 import { type Logger, makeLogger } from "./logger.ts"
@@ -115,6 +116,8 @@ export interface StartOptions {
   readonly logger?: Logger
   /** SSE heartbeat interval (tests shorten it). */
   readonly heartbeatMs?: number
+  /** The built dashboard's directory, served at `/` (`main.ts` passes apps/dashboard/dist); none when absent. */
+  readonly dashboardDir?: string
 }
 
 const API_PREFIXES = ["/api/v1", "/v1"] as const
@@ -328,6 +331,8 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   // AGENTGOV_ROLES: which parts this process runs (the API, the webhook worker); both by default.
   const roles = config.roles ?? ["api", "worker"]
 
+  const dashboard = options.dashboardDir === undefined ? undefined : makeDashboard(options.dashboardDir)
+
   const serve = async (req: IncomingMessage, res: ServerResponse) => {
     const requestId = requestIdOf(req)
     let url: URL
@@ -365,6 +370,8 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       return trpc(req, res)
     }
     const prefix = API_PREFIXES.find((p) => path === p || path.startsWith(`${p}/`))
+    if (prefix === undefined && dashboard && !path.startsWith("/.well-known/") && dashboard(req, res, path, requestId))
+      return
     if (prefix === undefined)
       return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${req.method} ${path}`), requestId)
     const rest_ = path.slice(prefix.length) || "/"

@@ -9,6 +9,7 @@ import { runBadgeBenchmark } from "./badge.ts"
 import { runComplianceReportBenchmark } from "./complianceReport.ts"
 import { runConnectorLatencyBenchmark, runConnectorMemoryBenchmark } from "./connectors.ts"
 import { runContentImageScanBenchmark, runContentRegisterBenchmark, runContentTextScanBenchmark } from "./content.ts"
+import { runDashboardBenchmark } from "./dashboard.ts"
 import { startDurable } from "./durable.ts"
 import { runEmailDigestBenchmark } from "./emailDigest.ts"
 import { runEmbeddedBenchmark } from "./embedded.ts"
@@ -72,10 +73,11 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * - a compliance report over 1,000,000 chained events (complianceReport.ts): time to ready, server RSS growth;
  * - content protection (content.ts): registering a 2 MP JPEG with watermark and C2PA, an image scan against
  *   1,000,000 images (the multi-index against a linear scan), a 10,000-word text scan against 100,000 texts.
+ * - the dashboard (dashboard.ts): its production bundle's initial JavaScript, gzipped.
  *
  * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,trust-eval,
  * trust-impact,badge,oauth-auth,metrics-on,connectors-latency,connectors-memory,paging,email-digest,mcp-overhead,
- * content-register,content-image-scan,content-text-scan,compliance-report picks benchmarks (sse also
+ * content-register,content-image-scan,content-text-scan,dashboard,compliance-report picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/.
  */
@@ -423,6 +425,7 @@ const main = async () => {
       ["content-register", () => runContentRegisterBenchmark(server!, log)],
       ["content-image-scan", () => runContentImageScanBenchmark(server!, db, log)],
       ["content-text-scan", () => runContentTextScanBenchmark(server!, db, log)],
+      ["dashboard", async () => runDashboardBenchmark(root)],
       // Last: it adds 1,000,000 events to the workspace the others share.
       ["compliance-report", () => runComplianceReportBenchmark(server!, db, log)],
     ] as const

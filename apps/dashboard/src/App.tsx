@@ -1,0 +1,256 @@
+import { Suspense, useEffect, useState, useSyncExternalStore } from "react"
+import { api, fetchProviders, type Provider, signOut } from "./api.ts"
+import { useAction, useQuery } from "./hooks.ts"
+import { Link, matchPath, navigate, useLocation } from "./router.tsx"
+import { NAV, ROUTES } from "./routes.ts"
+import { SessionProvider, useSession } from "./session.tsx"
+import { applyTheme, storedTheme, type Theme } from "./theme.ts"
+import { Button, Empty, ErrorState, InlineError, Loading } from "./ui/index.tsx"
+
+/** The URL's fragment, followed as it changes (an invitation link opened in a tab already on the dashboard). */
+const useHash = () =>
+  useSyncExternalStore(
+    (f) => {
+      window.addEventListener("hashchange", f)
+      return () => window.removeEventListener("hashchange", f)
+    },
+    () => location.hash,
+  )
+
+export function App() {
+  const hash = useHash()
+  return (
+    <SessionProvider>
+      {(load) => {
+        if (load.state === "loading")
+          return (
+            <div className="signin">
+              <Loading rows={3} label="Loading your session" />
+            </div>
+          )
+        if (load.state === "error")
+          return (
+            <div className="signin">
+              <ErrorState error={{ code: "SESSION", message: load.message }} retry={() => location.reload()} />
+            </div>
+          )
+        if (load.state === "signed-out") return <SignIn hash={hash} />
+        if (hash.startsWith("#invitation=")) return <AcceptInvitation />
+        return <Shell />
+      }}
+    </SessionProvider>
+  )
+}
+
+function SignIn({ hash }: { hash: string }) {
+  const providers = useQuery<ReadonlyArray<Provider>>(fetchProviders, [])
+  // The invitation link's token rides in the fragment, back to this page after sign-in (never to a server log).
+  const returnTo = location.pathname + location.search + hash
+  return (
+    <main className="signin">
+      <div className="card signin-card">
+        <div className="brand">
+          <span className="brand-mark" aria-hidden="true">
+            ▲
+          </span>
+          agentgov
+        </div>
+        <div>
+          <h1>Sign in</h1>
+          <p className="muted">Sign in to govern your workspace's agents.</p>
+        </div>
+        {providers.error ? <ErrorState error={providers.error} retry={providers.reload} /> : null}
+        {providers.loading ? <Loading rows={2} /> : null}
+        {providers.data?.length === 0 ? (
+          <p className="notice">
+            No identity provider is configured. Use the one-time sign-in link <code>npm start</code> printed, or add a
+            provider in <code>AGENTGOV_OIDC_PROVIDERS</code>.
+          </p>
+        ) : null}
+        {providers.data?.map((p) => (
+          <a
+            key={p.id}
+            className="btn btn-primary"
+            href={`/auth/signin/${encodeURIComponent(p.id)}?return_to=${encodeURIComponent(returnTo)}`}
+          >
+            Continue with {p.label}
+            {p.enterprise ? " (enterprise)" : ""}
+          </a>
+        ))}
+      </div>
+    </main>
+  )
+}
+
+/** An invitation link (`/#invitation=<token>`): the signed-in person joins the workspace. */
+function AcceptInvitation() {
+  const { session, refresh, setWorkspace } = useSession()
+  const token = decodeURIComponent(location.hash.slice("#invitation=".length))
+  const accept = useAction(() => api.invitations.accept.mutate({ token }))
+  const leave = () => {
+    history.replaceState(null, "", location.pathname + location.search)
+    window.dispatchEvent(new HashChangeEvent("hashchange"))
+  }
+  return (
+    <main className="signin">
+      <div className="card signin-card">
+        <h1>Join a workspace</h1>
+        <p className="muted">
+          You are signed in as <strong>{session.user.email}</strong>. Accept the invitation to join its workspace.
+        </p>
+        <InlineError error={accept.error} />
+        <Button
+          variant="primary"
+          busy={accept.pending}
+          onClick={async () => {
+            const member = await accept.call()
+            if (!member) return
+            leave()
+            await refresh()
+            setWorkspace(member.workspaceId)
+          }}
+        >
+          Accept invitation
+        </Button>
+        <Button
+          variant="ghost"
+          onClick={() => {
+            leave()
+            location.reload()
+          }}
+        >
+          Not now
+        </Button>
+      </div>
+    </main>
+  )
+}
+
+function ThemeToggle() {
+  const [theme, setTheme] = useState<Theme>(storedTheme)
+  const next: Record<Theme, Theme> = { system: "light", light: "dark", dark: "system" }
+  return (
+    <Button
+      size="sm"
+      variant="ghost"
+      aria-label={`Theme: ${theme}. Switch to ${next[theme]}`}
+      onClick={() => {
+        applyTheme(next[theme])
+        setTheme(next[theme])
+      }}
+    >
+      {theme === "dark" ? "☾" : theme === "light" ? "☀" : "◐"} <span className="user-name">{theme}</span>
+    </Button>
+  )
+}
+
+function Shell() {
+  const { path } = useLocation()
+  const { session, workspaceId, setWorkspace } = useSession()
+  const [navOpen, setNavOpen] = useState(false)
+  // biome-ignore lint/correctness/useExhaustiveDependencies: close the drawer on navigation
+  useEffect(() => setNavOpen(false), [path])
+  let match: { component: (typeof ROUTES)[number]["component"]; params: Record<string, string> } | undefined
+  for (const r of ROUTES) {
+    const params = matchPath(r.pattern, path)
+    if (params) {
+      match = { component: r.component, params }
+      break
+    }
+  }
+  const isCurrent = (to: string) => (to === "/" ? path === "/" : path === to || path.startsWith(`${to}/`))
+  const initials = (session.user.name ?? session.user.email).slice(0, 1).toUpperCase()
+  return (
+    <div className="shell" data-nav-open={navOpen}>
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <aside className="sidebar" aria-label="Sidebar">
+        <Link to="/" className="brand">
+          <span className="brand-mark" aria-hidden="true">
+            ▲
+          </span>
+          agentgov
+        </Link>
+        <nav className="nav" aria-label="Main">
+          {NAV.map(([group, items]) => (
+            <div key={group} className="nav">
+              <div className="nav-group" id={`nav-${group}`}>
+                {group}
+              </div>
+              {items.map(([to, label, icon]) => (
+                <Link key={to} to={to} aria-current={isCurrent(to) ? "page" : undefined}>
+                  <span className="nav-icon" aria-hidden="true">
+                    {icon}
+                  </span>
+                  {label}
+                </Link>
+              ))}
+            </div>
+          ))}
+        </nav>
+      </aside>
+      <div className="main">
+        <header className="topbar">
+          <Button
+            size="sm"
+            variant="ghost"
+            className="menu-btn"
+            aria-label="Open navigation"
+            aria-expanded={navOpen}
+            onClick={() => setNavOpen((o) => !o)}
+          >
+            ☰
+          </Button>
+          {session.memberships.length > 0 ? (
+            <>
+              <label htmlFor="workspace" className="sr-only">
+                Workspace
+              </label>
+              <select id="workspace" value={workspaceId} onChange={(e) => setWorkspace(e.target.value)}>
+                {session.memberships.map((m) => (
+                  <option key={m.workspaceId} value={m.workspaceId}>
+                    {m.workspaceName} · {m.role}
+                  </option>
+                ))}
+              </select>
+            </>
+          ) : null}
+          <span className="spacer" />
+          <ThemeToggle />
+          <div className="user-chip">
+            <span className="avatar" aria-hidden="true">
+              {initials}
+            </span>
+            <span className="user-name">{session.user.name ?? session.user.email}</span>
+          </div>
+          <Button
+            size="sm"
+            onClick={async () => {
+              await signOut()
+              navigate("/")
+              location.reload()
+            }}
+          >
+            Sign out
+          </Button>
+        </header>
+        <main id="main" className="content" tabIndex={-1}>
+          {session.memberships.length === 0 ? (
+            <Empty title="You are in no workspace yet">
+              Ask an owner of a workspace for an invitation, then open its link.
+            </Empty>
+          ) : match ? (
+            <Suspense fallback={<Loading rows={6} label="Loading the page" />}>
+              <match.component key={`${workspaceId}:${path}`} params={match.params} />
+            </Suspense>
+          ) : (
+            <Empty title="Page not found" action={<Link to="/">Go to the overview</Link>}>
+              Nothing lives at <code>{path}</code>.
+            </Empty>
+          )}
+        </main>
+      </div>
+    </div>
+  )
+}

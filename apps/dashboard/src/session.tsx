@@ -1,0 +1,77 @@
+import { createContext, type ReactNode, useContext, useEffect, useState } from "react"
+import { fetchSession, type SessionInfo, setRequestContext } from "./api.ts"
+
+/**
+ * Who is signed in (from `GET /auth/session`; the cookie itself is HttpOnly) and which workspace is in view.
+ * The CSRF token lives in memory only; the workspace id (not a secret) is remembered in localStorage.
+ */
+const WORKSPACE_KEY = "agentgov.workspace"
+let currentWorkspace: string | undefined
+export const getRequestWorkspace = () => currentWorkspace
+
+interface SessionContextValue {
+  readonly session: SessionInfo
+  readonly workspaceId: string | undefined
+  readonly membership: SessionInfo["memberships"][number] | undefined
+  readonly setWorkspace: (id: string) => void
+  readonly refresh: () => Promise<void>
+}
+
+const Ctx = createContext<SessionContextValue | undefined>(undefined)
+
+export const useSession = () => {
+  const v = useContext(Ctx)
+  if (!v) throw new Error("useSession outside SessionProvider")
+  return v
+}
+
+export type SessionLoad =
+  | { readonly state: "loading" }
+  | { readonly state: "signed-out" }
+  | { readonly state: "error"; readonly message: string }
+  | { readonly state: "ready"; readonly value: SessionContextValue }
+
+const pickWorkspace = (s: SessionInfo, wanted: string | null) =>
+  s.memberships.find((m) => m.workspaceId === wanted)?.workspaceId ?? s.memberships[0]?.workspaceId
+
+export function SessionProvider({ children }: { children: (load: SessionLoad) => ReactNode }) {
+  const [session, setSession] = useState<SessionInfo | undefined | null>(null)
+  const [error, setError] = useState<string | undefined>()
+  const [workspaceId, setWorkspaceId] = useState<string | undefined>()
+
+  const refresh = async () => {
+    try {
+      const s = await fetchSession()
+      setSession(s)
+      if (s) {
+        const ws = pickWorkspace(s, localStorage.getItem(WORKSPACE_KEY))
+        currentWorkspace = ws
+        setRequestContext(s.csrfToken, ws)
+        setWorkspaceId(ws)
+      } else setRequestContext(undefined, undefined)
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+  // biome-ignore lint/correctness/useExhaustiveDependencies: once, at load
+  useEffect(() => {
+    void refresh()
+  }, [])
+
+  if (error) return <>{children({ state: "error", message: error })}</>
+  if (session === null) return <>{children({ state: "loading" })}</>
+  if (session === undefined) return <>{children({ state: "signed-out" })}</>
+  const value: SessionContextValue = {
+    session,
+    workspaceId,
+    membership: session.memberships.find((m) => m.workspaceId === workspaceId),
+    setWorkspace: (id) => {
+      localStorage.setItem(WORKSPACE_KEY, id)
+      currentWorkspace = id
+      setRequestContext(session.csrfToken, id)
+      setWorkspaceId(id)
+    },
+    refresh,
+  }
+  return <Ctx.Provider value={value}>{children({ state: "ready", value })}</Ctx.Provider>
+}
