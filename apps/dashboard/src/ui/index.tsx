@@ -238,7 +238,7 @@ export function Pagination({
       </span>
       <div className="pagination-buttons">
         <Button size="sm" onClick={prev} disabled={!hasPrev} aria-label="Previous page">
-          ← Prev
+          ← Previous
         </Button>
         <Button size="sm" onClick={next} disabled={!hasNext} aria-label="Next page">
           Next →
