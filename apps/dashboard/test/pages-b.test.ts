@@ -9,6 +9,7 @@ import {
   openSession,
   type Session,
   shot,
+  signIn,
   startWorld,
   type World,
 } from "./browser.ts"
@@ -170,7 +171,7 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     await certify.getByRole("button", { name: "Issue certification" }).click()
     const unmet = page.getByTestId("unmet-controls")
     await unmet.waitFor()
-    expect(await unmet.textContent()).toContain("Required controls not met")
+    expect(await unmet.textContent()).toContain("Certification refused: required controls not met")
     expect(await unmet.getByRole("listitem").count()).toBeGreaterThan(0)
     await check("compliance-certifications")
   })
@@ -322,5 +323,39 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     await del.getByRole("alert").waitFor()
     expect((await world.t.call("GET", `/api/v1/workspaces/${world.t.workspaceId}`)).status).toBe(200)
     await check("settings-delete")
+  })
+
+  it("at a phone's width in the dark theme, the pages stay readable and accessible", async () => {
+    const phone = await openSession(world, { colorScheme: "dark", viewport: { width: 390, height: 844 } })
+    try {
+      await signIn(world, phone.page, "ada", "/webhooks")
+      await phone.page.getByRole("button", { name: `Open webhook ${receiverUrl}`, exact: true }).waitFor()
+      for (const [path, heading] of [
+        ["/webhooks", "Webhooks"],
+        ["/compliance", "Compliance"],
+        ["/content", "Content"],
+        ["/members?tab=apps", "Members & apps"],
+        ["/connectors", "Connectors"],
+        ["/settings", "Settings"],
+      ] as const) {
+        await phone.page.goto(`${world.origin}${path}`)
+        await phone.page.getByRole("heading", { name: heading, exact: true }).waitFor()
+        await phone.page.locator(".loading").first().waitFor({ state: "detached" })
+        await expectAccessible(phone.page, `${path} (phone, dark)`)
+        // Nothing wider than the screen but the tables, which scroll in their own wrap.
+        await shot(phone.page, `b-phone-dark-${heading.replace(/\W+/g, "-").toLowerCase()}`)
+        const overflow = await phone.page.evaluate(() => {
+          const d = (globalThis as any).document
+          const wide = [...d.querySelectorAll("main *")]
+            .filter((e: any) => e.getBoundingClientRect().right > 391 && !e.closest(".table-wrap, pre"))
+            .map((e: any) => `${e.tagName.toLowerCase()}.${e.className}`)
+          return { width: d.documentElement.scrollWidth, wide: wide.slice(0, 5) }
+        })
+        expect(overflow.width, `${path}: ${overflow.wide.join(", ")}`).toBeLessThanOrEqual(390)
+      }
+      expect(phone.pageErrors).toEqual([])
+    } finally {
+      await phone.context.close()
+    }
   })
 })

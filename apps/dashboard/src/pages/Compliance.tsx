@@ -570,11 +570,7 @@ function IssueCertification({
             options={
               reports.data?.data.length
                 ? reports.data.data.map(
-                    (r) =>
-                      [
-                        r.id,
-                        `${frameworkName(r.framework)} · ${r.to.slice(0, 10)} · ${r.summary?.result ?? ""}`,
-                      ] as const,
+                    (r) => [r.id, `${frameworkName(r.framework)}, to ${r.to.slice(0, 10)}`] as const,
                   )
                 : [["", reports.loading ? "Loading…" : "No ready report: generate one"]]
             }
@@ -584,8 +580,8 @@ function IssueCertification({
         {unmet ? (
           <div className="error-state" role="alert" data-testid="unmet-controls">
             <div>
-              <strong>{issue.error?.message}</strong>
-              <p>Required controls not met:</p>
+              <strong>Certification refused: required controls not met</strong>
+              <p>{issue.error?.message}</p>
               <ul>
                 {unmet.map((c) => (
                   <li key={c}>

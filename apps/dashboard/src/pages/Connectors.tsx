@@ -201,7 +201,12 @@ export default function Connectors() {
               <Code>{installCommand(chosen, serviceUrl)}</Code>
             </li>
             <li>
-              <div className="table-wrap">
+              <p>
+                {chosen.label}'s own settings, beside the common ones (<Mono>AGENTGOV_URL</Mono>,{" "}
+                <Mono>AGENTGOV_API_KEY</Mono>, <Mono>CONNECTOR_PUBLIC_URL</Mono>, <Mono>PORT</Mono>):
+              </p>
+              {/* biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must be reachable by keyboard */}
+              <section className="table-wrap" aria-label={`${chosen.label} settings`} tabIndex={0}>
                 <table className="env-table">
                   <caption className="sr-only">{chosen.label} settings</caption>
                   <thead>
@@ -223,7 +228,7 @@ export default function Connectors() {
                     ))}
                   </tbody>
                 </table>
-              </div>
+              </section>
             </li>
           </ol>
         </Card>

@@ -255,10 +255,10 @@ function ScanPanel({ onScanned }: { onScanned: () => void }) {
           }
         }}
       >
-        <div className="form-grid">
+        <div className="stack">
           <TextArea
             label="Candidate text"
-            rows={4}
+            rows={5}
             value={text}
             onChange={(e) => setText(e.target.value)}
             error={local ?? fieldError(scan.error, "text")}

@@ -7,6 +7,7 @@ import { Checkbox, type Column, ConfirmButton, DataTable, Form, FormError, field
 import {
   Button,
   Card,
+  CopyButton,
   Dialog,
   Empty,
   Filters,
@@ -248,7 +249,17 @@ function Invitations() {
     { header: "E-mail", cell: (i) => i.email },
     { header: "Role", cell: (i) => i.role },
     { header: "Status", cell: (i) => <Status value={i.status} /> },
-    { header: "Expires", cell: (i) => <Time iso={i.expiresAt} /> },
+    {
+      header: "Expires or accepted",
+      cell: (i) =>
+        i.status === "pending" ? (
+          <Time iso={i.expiresAt} />
+        ) : i.acceptedAt ? (
+          <Time iso={i.acceptedAt} />
+        ) : (
+          <span className="muted">—</span>
+        ),
+    },
     { header: "Sent", cell: (i) => <Time iso={i.createdAt} /> },
     {
       header: <span className="sr-only">Actions</span>,
@@ -481,9 +492,12 @@ function RegisterApp({ onClose, onCreated }: { onClose: () => void; onCreated: (
     >
       {created ? (
         <div className="stack">
-          <p>
-            Client id <Mono>{created.client.id}</Mono>
-          </p>
+          <div className="row">
+            <span>
+              Client id <Mono>{created.client.id}</Mono>
+            </span>
+            <CopyButton value={created.client.id} label="Copy id" />
+          </div>
           {created.clientSecret ? (
             <SecretOnce label="Client secret" value={created.clientSecret} />
           ) : (
