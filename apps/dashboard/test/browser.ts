@@ -3,6 +3,7 @@ import { createRequire } from "node:module"
 import { join } from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { expect } from "vitest"
+import type { ServerConfig } from "../../server/src/config.ts"
 import { DASHBOARD_DIST } from "../../server/src/dashboard.ts"
 import { startTestServer, type TestServer } from "../../server/test/helpers.ts"
 import { freePort, startIdp, type TestIdp } from "../../server/test/oidc-support.ts"
@@ -26,7 +27,8 @@ export interface World {
   readonly close: () => Promise<void>
 }
 
-export const startWorld = async (): Promise<World> => {
+/** `overrides`: more of the server's configuration (a webhook allowlist, say). */
+export const startWorld = async (overrides: Partial<ServerConfig> = {}): Promise<World> => {
   if (stale() && !build("pipe"))
     throw new Error("the dashboard does not build: run `npm run build -w @agentgov/dashboard`")
   mkdirSync(SHOTS, { recursive: true })
@@ -53,6 +55,7 @@ export const startWorld = async (): Promise<World> => {
           enterprise: false,
         },
       ],
+      ...overrides,
     },
     { dashboardDir: DASHBOARD_DIST },
   )

@@ -1,282 +1,578 @@
 import { useState } from "react"
-import { api } from "../api.ts"
+import { api, type Inputs, type Outputs } from "../api.ts"
 import { useAction, usePaged } from "../hooks.ts"
-import { useTitle } from "../router.tsx"
-import { SCOPES } from "../scopes.ts"
+import { useQueryState, useTitle } from "../router.tsx"
 import { useSession } from "../session.tsx"
+import { Checkbox, type Column, ConfirmButton, DataTable, Form, FormError, fieldError } from "../ui/extra.tsx"
 import {
   Button,
   Card,
-  Code,
+  CopyButton,
+  Dialog,
   Empty,
+  Filters,
   InlineError,
+  Mono,
   PageHeader,
+  Pagination,
   Pill,
   SecretOnce,
   Select,
+  States,
   Status,
+  Tabs,
+  TextArea,
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
-type Role = "owner" | "admin" | "member" | "viewer"
+type Role = Inputs["members"]["update"]["role"]
+type Member = Outputs["members"]["list"]["data"][number]
+type Invitation = Outputs["invitations"]["list"]["data"][number]
+type OAuthClient = Outputs["oauth"]["clients"]["list"]["data"][number]
+type OAuthScope = NonNullable<Inputs["oauth"]["clients"]["create"]["scopes"]>[number]
+
 const ROLES: ReadonlyArray<readonly [Role, string]> = [
-  ["viewer", "Viewer"],
-  ["member", "Member"],
-  ["admin", "Admin"],
   ["owner", "Owner"],
+  ["admin", "Admin"],
+  ["member", "Member"],
+  ["viewer", "Viewer"],
+]
+const ROLE_HELP =
+  "Owner: everything, owners included. Admin: everything but the workspace's settings and its owners. Member: agents, policies, events and content. Viewer: reads."
+
+/** Every scope an OAuth app may be granted (all but `workspaces:admin`); typed by the router's input. */
+const OAUTH_SCOPES: ReadonlyArray<OAuthScope> = [
+  "agents:read",
+  "agents:write",
+  "policies:read",
+  "policies:write",
+  "guard:evaluate",
+  "events:read",
+  "events:write",
+  "content:read",
+  "content:write",
+  "content:scan",
+  "enforcement:read",
+  "enforcement:write",
+  "webhooks:read",
+  "webhooks:write",
+  "approvals:read",
+  "approvals:write",
+  "approvals:manage",
+  "apikeys:read",
+  "apikeys:write",
+  "trust:read",
+  "trust:write",
+  "compliance:read",
+  "compliance:write",
+  "members:read",
+  "members:write",
+  "workspaces:read",
+  "workspaces:write",
 ]
 
+type Tab = "members" | "invitations" | "apps"
+
+/** Members and roles, invitations, and the third-party (OAuth) apps registered in the workspace. */
 export default function Members() {
-  useTitle("Members and apps")
-  const { workspaceId } = useSession()
-  const id = workspaceId!
-  const members = usePaged((p) => api.members.list.query({ id, ...p }), [id])
-  const invitations = usePaged((p) => api.invitations.list.query({ id, ...p }), [id])
-  const [email, setEmail] = useState("")
-  const [role, setRole] = useState<Role>("member")
-  const [link, setLink] = useState<string | undefined>()
-  const invite = useAction(() => api.invitations.create.mutate({ id, email, role }))
-  const change = useAction((userId: string, role: Role) => api.members.update.mutate({ id, userId, role }))
-  const remove = useAction((userId: string) => api.members.remove.mutate({ id, userId }))
-  const revoke = useAction((invitationId: string) => api.invitations.revoke.mutate({ id, invitationId }))
+  useTitle("Members & apps")
+  const [query, setQuery] = useQueryState()
+  const tab = (
+    ["members", "invitations", "apps"].includes(query.get("tab") ?? "") ? query.get("tab") : "members"
+  ) as Tab
   return (
     <>
-      <PageHeader
-        title="Members and apps"
-        description="Who may use this workspace, with which role, and the apps acting for them."
-      />
-      <Card title="Invite someone">
-        <div className="filters">
-          <TextInput
-            label="E-mail"
-            type="email"
-            value={email}
-            onChange={(e) => setEmail(e.target.value)}
-            error={invite.error?.field === "email" ? invite.error.message : undefined}
-          />
-          <Select label="Role" value={role} onChange={(e) => setRole(e.target.value as Role)} options={ROLES} />
-          <Button
-            variant="primary"
-            busy={invite.pending}
-            onClick={async () => {
-              const r = await invite.call()
-              if (r) {
-                setLink(r.link)
-                setEmail("")
-                invitations.reload()
-              }
-            }}
-          >
-            Invite
-          </Button>
-        </div>
-        {invite.error?.field !== "email" ? <InlineError error={invite.error} /> : null}
-        {link ? <Code>{link}</Code> : null}
-      </Card>
-      <InlineError error={change.error ?? remove.error ?? revoke.error} />
-      <h2>Members</h2>
-      <PagedTable
-        caption="Members"
-        rowKey={(m) => m.userId}
-        paged={members}
-        empty={<Empty title="No members" />}
-        columns={[
-          {
-            header: "Person",
-            cell: (m) => (
-              <div>
-                <strong>{m.name ?? m.email}</strong>
-                <div className="muted">{m.email}</div>
-              </div>
-            ),
-          },
-          {
-            header: "Role",
-            cell: (m) => (
-              <>
-                <label className="sr-only" htmlFor={`role-${m.userId}`}>
-                  Role of {m.email}
-                </label>
-                <select
-                  id={`role-${m.userId}`}
-                  value={m.role}
-                  onChange={async (e) => {
-                    if (await change.call(m.userId, e.target.value as Role)) members.reload()
-                  }}
-                >
-                  {ROLES.map(([r, l]) => (
-                    <option key={r} value={r}>
-                      {l}
-                    </option>
-                  ))}
-                </select>
-              </>
-            ),
-          },
-          { header: "Joined", cell: (m) => <Time iso={m.createdAt} /> },
-          {
-            header: "",
-            cell: (m) => (
-              <Button
-                size="sm"
-                variant="danger"
-                aria-label={`Remove ${m.email}`}
-                onClick={async () => {
-                  if (confirm(`Remove ${m.email}?`) && (await remove.call(m.userId))) members.reload()
-                }}
-              >
-                Remove
-              </Button>
-            ),
-          },
-        ]}
-      />
-      <h2>Invitations</h2>
-      <PagedTable
-        caption="Invitations"
-        paged={invitations}
-        empty={<Empty title="No invitations" />}
-        columns={[
-          { header: "E-mail", cell: (i) => i.email },
-          { header: "Role", cell: (i) => <Pill>{i.role}</Pill> },
-          { header: "Status", cell: (i) => <Status value={i.status} /> },
-          { header: "Expires", cell: (i) => <Time iso={i.expiresAt} /> },
-          {
-            header: "",
-            cell: (i) =>
-              i.status === "pending" ? (
-                <Button
-                  size="sm"
-                  onClick={async () => {
-                    if (await revoke.call(i.id)) invitations.reload()
-                  }}
-                >
-                  Revoke
-                </Button>
-              ) : null,
-          },
-        ]}
-      />
-      <OAuthApps />
+      <PageHeader title="Members & apps" description="Who works in this workspace, and which apps act on its behalf." />
+      <div className="stack">
+        <Tabs
+          label="Sections"
+          tabs={[
+            ["members", "Members"],
+            ["invitations", "Invitations"],
+            ["apps", "OAuth apps"],
+          ]}
+          value={tab}
+          onChange={(t) => setQuery({ tab: t === "members" ? "" : t, role: "", status: "", q: "" })}
+        />
+        {tab === "members" ? <MembersList /> : tab === "invitations" ? <Invitations /> : <OAuthApps />}
+      </div>
     </>
   )
 }
 
-function OAuthApps() {
-  const clients = usePaged((p) => api.oauth.clients.list.query(p), [])
-  const grants = usePaged((p) => api.oauth.grants.list.query(p), [])
-  const [name, setName] = useState("")
-  const [redirect, setRedirect] = useState("")
-  const [secret, setSecret] = useState<{ id: string; secret?: string | undefined } | undefined>()
-  const create = useAction(() =>
-    api.oauth.clients.create.mutate({
-      name,
-      redirectUris: [redirect],
-      scopes: [...SCOPES.filter((s) => s.endsWith(":read"))],
-    }),
+function MembersList() {
+  const { workspaceId, session } = useSession()
+  const id = workspaceId ?? ""
+  const [query, setQuery] = useQueryState()
+  const role = query.get("role") ?? ""
+  const search = (query.get("q") ?? "").trim().toLowerCase()
+  const list = usePaged((page) => api.members.list.query({ id, ...page }), [id])
+  const rows = list.rows.filter(
+    (m) =>
+      (role === "" || m.role === role) &&
+      (search === "" || m.email.toLowerCase().includes(search) || (m.name ?? "").toLowerCase().includes(search)),
   )
-  const del = useAction((id: string) => api.oauth.clients.delete.mutate({ id }))
-  const revoke = useAction((id: string) => api.oauth.grants.revoke.mutate({ id }))
+  const columns: ReadonlyArray<Column<Member>> = [
+    {
+      header: "Person",
+      cell: (m) => (
+        <div className="stack" style={{ gap: 2 }}>
+          <strong>
+            {m.name ?? m.email}
+            {m.userId === session.user.id ? (
+              <>
+                {" "}
+                <Pill tone="accent">you</Pill>
+              </>
+            ) : null}
+          </strong>
+          <small className="muted">{m.email}</small>
+        </div>
+      ),
+    },
+    { header: "Role", cell: (m) => <RoleEditor member={m} onChanged={list.reload} /> },
+    { header: "Joined", cell: (m) => <Time iso={m.createdAt} /> },
+    {
+      header: <span className="sr-only">Actions</span>,
+      cell: (m) => <RemoveMember member={m} self={m.userId === session.user.id} onRemoved={list.reload} />,
+    },
+  ]
   return (
     <>
-      <h2>OAuth apps</h2>
-      <Card title="Register an app">
-        <div className="filters">
+      <Filters>
+        <Select
+          label="Role"
+          value={role}
+          onChange={(e) => setQuery({ role: e.target.value })}
+          options={[["", "All roles"], ...ROLES]}
+        />
+        <TextInput
+          label="Search this page"
+          type="search"
+          placeholder="Name or e-mail"
+          value={query.get("q") ?? ""}
+          onChange={(e) => setQuery({ q: e.target.value })}
+        />
+      </Filters>
+      <States
+        loading={list.loading}
+        error={list.error}
+        rows={list.rows}
+        retry={list.reload}
+        empty={<Empty title="No members">Invite people from the Invitations tab.</Empty>}
+      >
+        {rows.length ? (
+          <DataTable caption="Members" columns={columns} rows={rows} rowKey={(m) => m.userId} />
+        ) : (
+          <Empty title="Nothing matches">No member on this page matches the filters.</Empty>
+        )}
+      </States>
+      <Pagination {...list} count={rows.length} />
+      <p className="muted">
+        <small>{ROLE_HELP}</small>
+      </p>
+    </>
+  )
+}
+
+function RoleEditor({ member, onChanged }: { member: Member; onChanged: () => void }) {
+  const { workspaceId } = useSession()
+  const [role, setRole] = useState<Role>(member.role)
+  const update = useAction(() => api.members.update.mutate({ id: workspaceId ?? "", userId: member.userId, role }))
+  return (
+    <div className="stack" style={{ gap: 4 }}>
+      <div className="row">
+        <label className="sr-only" htmlFor={`role-${member.userId}`}>
+          Role of {member.email}
+        </label>
+        <select
+          id={`role-${member.userId}`}
+          value={role}
+          onChange={(e) => setRole(e.target.value as Role)}
+          aria-invalid={update.error ? true : undefined}
+        >
+          {ROLES.map(([v, l]) => (
+            <option key={v} value={v}>
+              {l}
+            </option>
+          ))}
+        </select>
+        {role !== member.role ? (
+          <Button
+            size="sm"
+            variant="primary"
+            busy={update.pending}
+            onClick={async () => (await update.call()) && onChanged()}
+          >
+            Save role
+          </Button>
+        ) : null}
+      </div>
+      <InlineError error={update.error} />
+    </div>
+  )
+}
+
+function RemoveMember({ member, self, onRemoved }: { member: Member; self: boolean; onRemoved: () => void }) {
+  const { workspaceId, refresh } = useSession()
+  const remove = useAction(() => api.members.remove.mutate({ id: workspaceId ?? "", userId: member.userId }))
+  return (
+    <ConfirmButton
+      label={self ? "Leave" : "Remove"}
+      title={self ? "Leave this workspace?" : `Remove ${member.email}?`}
+      confirmLabel={self ? "Leave" : "Remove member"}
+      onConfirm={async () => {
+        const r = await remove.call()
+        if (r) {
+          if (self) await refresh()
+          else onRemoved()
+        }
+        return r !== undefined
+      }}
+    >
+      <p>{self ? "You" : member.email} will no longer act in this workspace: sessions and app tokens stop at once.</p>
+      <InlineError error={remove.error} />
+    </ConfirmButton>
+  )
+}
+
+function Invitations() {
+  const { workspaceId } = useSession()
+  const id = workspaceId ?? ""
+  const [query, setQuery] = useQueryState()
+  const status = query.get("status") ?? ""
+  const list = usePaged((page) => api.invitations.list.query({ id, ...page }), [id])
+  const rows = list.rows.filter((i) => status === "" || i.status === status)
+  const revoke = useAction((invitationId: string) => api.invitations.revoke.mutate({ id, invitationId }))
+  const columns: ReadonlyArray<Column<Invitation>> = [
+    { header: "E-mail", cell: (i) => i.email },
+    { header: "Role", cell: (i) => i.role },
+    { header: "Status", cell: (i) => <Status value={i.status} /> },
+    {
+      header: "Expires or accepted",
+      cell: (i) =>
+        i.status === "pending" ? (
+          <Time iso={i.expiresAt} />
+        ) : i.acceptedAt ? (
+          <Time iso={i.acceptedAt} />
+        ) : (
+          <span className="muted">—</span>
+        ),
+    },
+    { header: "Sent", cell: (i) => <Time iso={i.createdAt} /> },
+    {
+      header: <span className="sr-only">Actions</span>,
+      cell: (i) =>
+        i.status === "pending" ? (
+          <Button
+            size="sm"
+            variant="danger"
+            aria-label={`Withdraw the invitation of ${i.email}`}
+            onClick={async () => (await revoke.call(i.id)) && list.reload()}
+          >
+            Withdraw
+          </Button>
+        ) : null,
+    },
+  ]
+  return (
+    <>
+      <InviteForm onInvited={list.reload} />
+      <Filters>
+        <Select
+          label="Status"
+          value={status}
+          onChange={(e) => setQuery({ status: e.target.value })}
+          options={[
+            ["", "All"],
+            ["pending", "Pending"],
+            ["accepted", "Accepted"],
+            ["revoked", "Withdrawn"],
+            ["expired", "Expired"],
+          ]}
+        />
+      </Filters>
+      <InlineError error={revoke.error} />
+      <States
+        loading={list.loading}
+        error={list.error}
+        rows={list.rows}
+        retry={list.reload}
+        empty={<Empty title="No invitations">Invite someone above.</Empty>}
+      >
+        {rows.length ? (
+          <DataTable caption="Invitations" columns={columns} rows={rows} rowKey={(i) => i.id} />
+        ) : (
+          <Empty title="Nothing matches">No invitation on this page has this status.</Empty>
+        )}
+      </States>
+      <Pagination {...list} count={rows.length} />
+    </>
+  )
+}
+
+function InviteForm({ onInvited }: { onInvited: () => void }) {
+  const { workspaceId } = useSession()
+  const [email, setEmail] = useState("")
+  const [role, setRole] = useState<Role>("member")
+  const [local, setLocal] = useState<string | undefined>()
+  const [created, setCreated] = useState<Outputs["invitations"]["create"] | undefined>()
+  const invite = useAction(() => api.invitations.create.mutate({ id: workspaceId ?? "", email: email.trim(), role }))
+  return (
+    <Card title="Invite a person">
+      <Form
+        label="Invite a person"
+        onSubmit={async () => {
+          const bad = /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email.trim()) ? undefined : "an e-mail address"
+          setLocal(bad)
+          if (bad) return
+          setCreated(undefined)
+          const r = await invite.call()
+          if (r) {
+            setCreated(r)
+            setEmail("")
+            onInvited()
+          }
+        }}
+      >
+        <div className="form-grid">
+          <TextInput
+            label="E-mail"
+            type="email"
+            autoComplete="off"
+            value={email}
+            onChange={(e) => setEmail(e.target.value)}
+            error={local ?? fieldError(invite.error, "email")}
+          />
+          <Select
+            label="Role"
+            value={role}
+            onChange={(e) => setRole(e.target.value as Role)}
+            options={ROLES}
+            error={fieldError(invite.error, "role")}
+          />
+        </div>
+        <div className="form-actions">
+          <FormError error={invite.error} fields={["email", "role"]} />
+          <Button type="submit" variant="primary" busy={invite.pending}>
+            Send invitation
+          </Button>
+        </div>
+      </Form>
+      {created ? (
+        created.link ? (
+          <SecretOnce label={`Invitation link for ${created.invitation.email}`} value={created.link} />
+        ) : (
+          <p className="notice" role="status">
+            Invitation e-mailed to {created.invitation.email}.
+          </p>
+        )
+      ) : null}
+    </Card>
+  )
+}
+
+function OAuthApps() {
+  const [registering, setRegistering] = useState(false)
+  const [query, setQuery] = useQueryState()
+  const type = query.get("type") ?? ""
+  const list = usePaged((page) => api.oauth.clients.list.query(page), [])
+  const rows = list.rows.filter((c) => type === "" || c.type === type)
+  const remove = useAction((id: string) => api.oauth.clients.delete.mutate({ id }))
+  const columns: ReadonlyArray<Column<OAuthClient>> = [
+    {
+      header: "App",
+      cell: (c) => (
+        <div className="stack" style={{ gap: 2 }}>
+          <strong>{c.name}</strong>
+          <small className="muted">
+            client id <Mono>{c.id}</Mono>
+          </small>
+        </div>
+      ),
+    },
+    { header: "Type", cell: (c) => <Pill tone={c.type === "public" ? "info" : "neutral"}>{c.type}</Pill> },
+    {
+      header: "Redirect URIs",
+      cell: (c) => <small className="cell-wrap">{c.redirectUris.join(", ")}</small>,
+    },
+    { header: "Scopes", cell: (c) => <small>{c.scopes.length} scopes</small> },
+    { header: "Registered", cell: (c) => <Time iso={c.createdAt} /> },
+    {
+      header: <span className="sr-only">Actions</span>,
+      cell: (c) => (
+        <ConfirmButton
+          label="Delete"
+          title={`Delete ${c.name}?`}
+          confirmLabel="Delete app"
+          onConfirm={async () => {
+            const r = await remove.call(c.id)
+            if (r) list.reload()
+            return r !== undefined
+          }}
+        >
+          <p>Every grant of the app ends: its tokens stop working at once.</p>
+          <InlineError error={remove.error} />
+        </ConfirmButton>
+      ),
+    },
+  ]
+  return (
+    <>
+      <div className="row" style={{ justifyContent: "space-between" }}>
+        <Filters>
+          <Select
+            label="Type"
+            value={type}
+            onChange={(e) => setQuery({ type: e.target.value })}
+            options={[
+              ["", "All"],
+              ["confidential", "Confidential"],
+              ["public", "Public (PKCE)"],
+            ]}
+          />
+        </Filters>
+        <Button variant="primary" onClick={() => setRegistering(true)}>
+          Register an app
+        </Button>
+      </div>
+      <States
+        loading={list.loading}
+        error={list.error}
+        rows={list.rows}
+        retry={list.reload}
+        empty={<Empty title="No apps registered">Register an OAuth client to let an app act for your members.</Empty>}
+      >
+        {rows.length ? (
+          <DataTable caption="OAuth apps" columns={columns} rows={rows} rowKey={(c) => c.id} />
+        ) : (
+          <Empty title="Nothing matches">No app on this page is of this type.</Empty>
+        )}
+      </States>
+      <Pagination {...list} count={rows.length} />
+      {registering ? <RegisterApp onClose={() => setRegistering(false)} onCreated={list.reload} /> : null}
+    </>
+  )
+}
+
+function RegisterApp({ onClose, onCreated }: { onClose: () => void; onCreated: () => void }) {
+  const [name, setName] = useState("")
+  const [type, setType] = useState<"confidential" | "public">("confidential")
+  const [uris, setUris] = useState("")
+  const [scopes, setScopes] = useState<ReadonlySet<OAuthScope>>(new Set(["agents:read", "events:read"]))
+  const [local, setLocal] = useState<Record<string, string>>({})
+  const [created, setCreated] = useState<Outputs["oauth"]["clients"]["create"] | undefined>()
+  const redirectUris = uris
+    .split(/\s+/)
+    .map((u) => u.trim())
+    .filter(Boolean)
+  const create = useAction(() =>
+    api.oauth.clients.create.mutate({ name: name.trim(), type, redirectUris, scopes: [...scopes] }),
+  )
+  return (
+    <Dialog
+      open
+      onClose={onClose}
+      title={created ? "App registered" : "Register an app"}
+      footer={
+        created ? (
+          <Button variant="primary" onClick={onClose}>
+            Done
+          </Button>
+        ) : (
+          <>
+            <Button onClick={onClose}>Cancel</Button>
+            <Button variant="primary" type="submit" form="register-app" busy={create.pending}>
+              Register
+            </Button>
+          </>
+        )
+      }
+    >
+      {created ? (
+        <div className="stack">
+          <div className="row">
+            <span>
+              Client id <Mono>{created.client.id}</Mono>
+            </span>
+            <CopyButton value={created.client.id} label="Copy id" />
+          </div>
+          {created.clientSecret ? (
+            <SecretOnce label="Client secret" value={created.clientSecret} />
+          ) : (
+            <p className="notice">A public client has no secret: it must use PKCE (S256).</p>
+          )}
+        </div>
+      ) : (
+        <form
+          id="register-app"
+          className="stack"
+          noValidate
+          onSubmit={async (e) => {
+            e.preventDefault()
+            const problems: Record<string, string> = {}
+            if (!name.trim()) problems.name = "a name"
+            if (redirectUris.length === 0) problems.redirectUris = "at least one redirect URI"
+            if (scopes.size === 0) problems.scopes = "at least one scope"
+            setLocal(problems)
+            if (Object.keys(problems).length) return
+            const r = await create.call()
+            if (r) {
+              setCreated(r)
+              onCreated()
+            }
+          }}
+        >
           <TextInput
             label="Name"
             value={name}
             onChange={(e) => setName(e.target.value)}
-            error={create.error?.field === "name" ? create.error.message : undefined}
+            error={local.name ?? fieldError(create.error, "name")}
           />
-          <TextInput
-            label="Redirect URI"
-            value={redirect}
-            onChange={(e) => setRedirect(e.target.value)}
+          <Select
+            label="Type"
+            value={type}
+            onChange={(e) => setType(e.target.value as "confidential" | "public")}
+            options={[
+              ["confidential", "Confidential: a server that keeps a secret"],
+              ["public", "Public: a single-page or native app (PKCE)"],
+            ]}
+            error={fieldError(create.error, "type")}
+          />
+          <TextArea
+            label="Redirect URIs"
+            rows={3}
+            value={uris}
             placeholder="https://app.example.com/callback"
-            error={create.error?.field?.startsWith("redirectUris") ? create.error.message : undefined}
+            onChange={(e) => setUris(e.target.value)}
+            hint="One a line, matched exactly: https://, http:// on loopback, or a private-use scheme."
+            error={local.redirectUris ?? fieldError(create.error, "redirectUris")}
           />
-          <Button
-            busy={create.pending}
-            onClick={async () => {
-              const r = await create.call()
-              if (r) {
-                setSecret({ id: r.client.id, secret: r.clientSecret })
-                clients.reload()
-              }
-            }}
-          >
-            Register
-          </Button>
-        </div>
-        <InlineError error={create.error && !create.error.field ? create.error : (del.error ?? revoke.error)} />
-        {secret?.secret ? <SecretOnce label={`Client secret of ${secret.id}`} value={secret.secret} /> : null}
-      </Card>
-      <PagedTable
-        caption="OAuth apps"
-        paged={clients}
-        empty={
-          <Empty title="No apps registered">
-            Third-party apps act for your members with the scopes they consent to.
-          </Empty>
-        }
-        columns={[
-          {
-            header: "App",
-            cell: (c) => (
-              <div>
-                <strong>{c.name}</strong>
-                <div className="muted">
-                  <code>{c.id}</code>
-                </div>
-              </div>
-            ),
-          },
-          { header: "Type", cell: (c) => <Pill>{c.type}</Pill> },
-          { header: "Redirects", cell: (c) => <span className="muted">{c.redirectUris.join(", ")}</span> },
-          {
-            header: "",
-            cell: (c) => (
-              <Button
-                size="sm"
-                variant="danger"
-                onClick={async () => {
-                  if (await del.call(c.id)) clients.reload()
+          <fieldset className="checks">
+            <legend>Scopes the app may ask for</legend>
+            {OAUTH_SCOPES.map((s) => (
+              <Checkbox
+                key={s}
+                label={s}
+                checked={scopes.has(s)}
+                onChange={(on) => {
+                  const next = new Set(scopes)
+                  if (on) next.add(s)
+                  else next.delete(s)
+                  setScopes(next)
                 }}
-              >
-                Delete
-              </Button>
-            ),
-          },
-        ]}
-      />
-      <h2>Grants</h2>
-      <PagedTable
-        caption="Grants"
-        paged={grants}
-        empty={<Empty title="No app holds a grant" />}
-        columns={[
-          { header: "App", cell: (g) => g.clientName },
-          { header: "User", cell: (g) => <code>{g.userId}</code> },
-          { header: "Scopes", cell: (g) => <span className="muted">{g.scopes.join(", ")}</span> },
-          { header: "Granted", cell: (g) => <Time iso={g.createdAt} /> },
-          {
-            header: "",
-            cell: (g) => (
-              <Button
-                size="sm"
-                variant="danger"
-                onClick={async () => {
-                  if (await revoke.call(g.id)) grants.reload()
-                }}
-              >
-                Revoke
-              </Button>
-            ),
-          },
-        ]}
-      />
-    </>
+              />
+            ))}
+          </fieldset>
+          {local.scopes || fieldError(create.error, "scopes") ? (
+            <small className="field-error" role="alert">
+              {local.scopes ?? fieldError(create.error, "scopes")}
+            </small>
+          ) : null}
+          <FormError error={create.error} fields={["name", "type", "redirectUris", "scopes"]} />
+        </form>
+      )}
+    </Dialog>
   )
 }

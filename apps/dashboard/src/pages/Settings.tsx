@@ -1,8 +1,9 @@
-import { useState } from "react"
-import { api, signOut } from "../api.ts"
+import { useEffect, useState } from "react"
+import { api, type Outputs } from "../api.ts"
 import { useAction, useQuery } from "../hooks.ts"
 import { useTitle } from "../router.tsx"
 import { useSession } from "../session.tsx"
+import { Form, FormError, fieldError } from "../ui/extra.tsx"
 import {
   Button,
   Card,
@@ -10,91 +11,171 @@ import {
   InlineError,
   KeyValue,
   Loading,
+  Mono,
   PageHeader,
+  Pill,
   Select,
   TextInput,
   Time,
 } from "../ui/index.tsx"
 
+type Workspace = Outputs["workspaces"]["get"]
+
+/** The workspace's settings: its name and the guard's default; plan and environment shown; deletion. */
 export default function Settings() {
   useTitle("Settings")
-  const { workspaceId, session } = useSession()
-  const ws = useQuery(() => api.workspaces.get.query({ id: workspaceId! }), [workspaceId])
-  if (ws.error) return <ErrorState error={ws.error} retry={ws.reload} />
-  if (!ws.data) return <Loading rows={6} />
+  const { workspaceId } = useSession()
+  const ws = useQuery(() => api.workspaces.get.query({ id: workspaceId ?? "" }), [workspaceId])
   return (
     <>
-      <PageHeader title="Workspace settings" />
-      <Form key={ws.data.updatedAt} ws={ws.data} onSaved={ws.reload} />
-      <Card title="Your session">
+      <PageHeader title="Settings" description="This workspace's name, plan and defaults." />
+      {ws.error ? (
+        <ErrorState error={ws.error} retry={ws.reload} />
+      ) : !ws.data ? (
+        <Loading rows={6} label="Loading the settings" />
+      ) : (
         <div className="stack">
-          <KeyValue
-            items={[
-              ["Signed in as", session.user.email],
-              ["Through", session.provider],
-              ["Session ends", <Time key="e" iso={session.expiresAt} />],
-            ]}
-          />
-          <div>
-            <Button
-              variant="danger"
-              onClick={async () => {
-                await signOut(true)
-                location.assign("/")
-              }}
-            >
-              Sign out everywhere
-            </Button>
-          </div>
+          <General workspace={ws.data} onSaved={ws.reload} />
+          <DeleteWorkspace workspace={ws.data} />
         </div>
-      </Card>
+      )}
     </>
   )
 }
 
-function Form({ ws, onSaved }: { ws: Awaited<ReturnType<typeof api.workspaces.get.query>>; onSaved: () => void }) {
-  const [name, setName] = useState(ws.name)
-  const [guardDefault, setGuardDefault] = useState(ws.guardDefault)
-  const save = useAction(() => api.workspaces.update.mutate({ id: ws.id, name, guardDefault }))
+function General({ workspace, onSaved }: { workspace: Workspace; onSaved: () => void }) {
+  const { refresh, membership } = useSession()
+  const [name, setName] = useState(workspace.name)
+  const [guardDefault, setGuardDefault] = useState(workspace.guardDefault)
+  const [local, setLocal] = useState<string | undefined>()
+  const [saved, setSaved] = useState(false)
+  useEffect(() => {
+    setName(workspace.name)
+    setGuardDefault(workspace.guardDefault)
+  }, [workspace])
+  const save = useAction(() =>
+    api.workspaces.update.mutate({
+      id: workspace.id,
+      ...(name.trim() !== workspace.name ? { name: name.trim() } : {}),
+      ...(guardDefault !== workspace.guardDefault ? { guardDefault } : {}),
+    }),
+  )
+  const dirty = name.trim() !== workspace.name || guardDefault !== workspace.guardDefault
   return (
     <Card title="General">
       <div className="stack">
         <KeyValue
           items={[
-            ["ID", <code key="i">{ws.id}</code>],
-            ["Plan", ws.plan],
-            ["Environment", ws.environment],
-            ["Created", <Time key="c" iso={ws.createdAt} />],
+            ["Workspace id", <Mono key="i">{workspace.id}</Mono>],
+            [
+              "Plan",
+              <Pill key="p" tone="accent">
+                {workspace.plan}
+              </Pill>,
+            ],
+            [
+              "Environment",
+              <Pill key="e" tone={workspace.environment === "live" ? "success" : "info"}>
+                {workspace.environment}
+              </Pill>,
+            ],
+            ["Your role", membership?.role ?? "—"],
+            ["Created", <Time key="c" iso={workspace.createdAt} />],
+            ["Updated", <Time key="u" iso={workspace.updatedAt} />],
           ]}
         />
+        <p className="muted">
+          <small>
+            The environment is fixed when the workspace is created. The plan is changed by the service's operator.
+          </small>
+        </p>
+        <Form
+          label="Workspace settings"
+          onSubmit={async () => {
+            setSaved(false)
+            const bad = name.trim() ? undefined : "a name"
+            setLocal(bad)
+            if (bad) return
+            if (await save.call()) {
+              setSaved(true)
+              onSaved()
+              await refresh()
+            }
+          }}
+        >
+          <div className="form-grid">
+            <TextInput
+              label="Name"
+              value={name}
+              onChange={(e) => setName(e.target.value)}
+              error={local ?? fieldError(save.error, "name")}
+            />
+            <Select
+              label="When no policy matches"
+              value={guardDefault}
+              onChange={(e) => setGuardDefault(e.target.value as "allow" | "deny")}
+              options={[
+                ["allow", "Allow the action"],
+                ["deny", "Deny the action"],
+              ]}
+              hint="The guard's decision for an action no policy rule covers."
+              error={fieldError(save.error, "guardDefault")}
+            />
+          </div>
+          <div className="form-actions">
+            <FormError error={save.error} fields={["name", "guardDefault"]} />
+            {saved && !dirty ? (
+              <span role="status">
+                <Pill tone="success">Saved</Pill>
+              </span>
+            ) : null}
+            <Button type="submit" variant="primary" busy={save.pending} disabled={!dirty}>
+              Save changes
+            </Button>
+          </div>
+        </Form>
+      </div>
+    </Card>
+  )
+}
+
+function DeleteWorkspace({ workspace }: { workspace: Workspace }) {
+  const [typed, setTyped] = useState("")
+  const remove = useAction(() => api.workspaces.delete.mutate({ id: workspace.id }))
+  const [done, setDone] = useState(false)
+  return (
+    <Card title="Delete this workspace" className="danger-zone">
+      <Form
+        label="Delete this workspace"
+        onSubmit={async () => {
+          if (typed !== workspace.name) return
+          if (await remove.call()) {
+            setDone(true)
+            window.location.assign("/")
+          }
+        }}
+      >
+        <p>
+          Deleting the workspace revokes its keys and stops its agents; its audit chain is kept. Deleting a workspace
+          needs the service operator's <Mono>workspaces:admin</Mono>.
+        </p>
         <TextInput
-          label="Name"
-          value={name}
-          onChange={(e) => setName(e.target.value)}
-          error={save.error?.field === "name" ? save.error.message : undefined}
+          label={`Type the workspace's name, ${workspace.name}, to confirm`}
+          value={typed}
+          autoComplete="off"
+          onChange={(e) => setTyped(e.target.value)}
+          error={
+            typed.length >= workspace.name.length && typed !== workspace.name ? "the name does not match" : undefined
+          }
         />
-        <Select
-          label="When no policy matches"
-          value={guardDefault}
-          onChange={(e) => setGuardDefault(e.target.value as "allow" | "deny")}
-          options={[
-            ["allow", "Allow the action"],
-            ["deny", "Deny the action"],
-          ]}
-        />
-        {save.error?.field !== "name" ? <InlineError error={save.error} /> : null}
-        <div>
-          <Button
-            variant="primary"
-            busy={save.pending}
-            onClick={async () => {
-              if (await save.call()) onSaved()
-            }}
-          >
-            Save
+        <div className="form-actions">
+          <InlineError error={remove.error} />
+          {done ? <span role="status">Deleted.</span> : null}
+          <Button type="submit" variant="danger" busy={remove.pending} disabled={typed !== workspace.name}>
+            Delete workspace
           </Button>
         </div>
-      </div>
+      </Form>
     </Card>
   )
 }
