@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -318,6 +319,38 @@ describe("reports judge each framework's controls by the catalogue's rules", () 
       treeSize: doc.checkpoint.treeSize,
       counted: counted.length,
     })
+  })
+
+  it("counts a period of more events than a page (10,000 sequences) each once, with the digest of their ids", async () => {
+    const s = await seedWorkspace({ guardDefault: "deny" })
+    // Over 10,250 events: the pages of sequences cut the period in two.
+    for (let c = 0; c < 103; c++) {
+      ok(
+        await t.call("POST", "/api/v1/events/ingest", {
+          key: s.key,
+          body: {
+            events: Array.from({ length: c === 102 ? 50 : 100 }, (_, i) => ({ type: "app.step", data: { c, i } })),
+          },
+        }),
+        201,
+      )
+    }
+    await closePeriod(s)
+    const r = await report(s, "soc2", false)
+    const counted = await t.query<{ sequence: number; id: string }>(
+      (sql) =>
+        sql`SELECT sequence, id FROM events WHERE workspace_id = ${s.workspaceId}
+            AND ts >= ${s.from}::timestamptz AND ts < ${s.to}::timestamptz ORDER BY sequence`,
+    )
+    expect(counted.length).toBeGreaterThan(10_250)
+    expect(r.report.counted.count).toBe(counted.length)
+    expect(r.report.metrics.events).toBe(counted.length)
+    expect(r.report.counted.sequences).toEqual([[counted[0]!.sequence, counted.at(-1)!.sequence]])
+    // Over a bundle's worth the ids are not listed, only digested: the digest is of every one, in order.
+    expect(r.report.counted.ids).toBeUndefined()
+    const digest = createHash("sha256")
+    for (const e of counted) digest.update(`${e.sequence} ${e.id}\n`)
+    expect(r.report.counted.idsDigest).toBe(digest.digest("hex"))
   })
 })
 

@@ -21,7 +21,7 @@ export interface ReportScope {
 /** Every scope a workspace key can hold (`workspaces:admin` is the operator's, across workspaces). */
 const WORKSPACE_SCOPES = SCOPES.filter((s) => s !== "workspaces:admin")
 
-/** Rows read per round trip while listing the counted events. */
+/** Sequences read per round trip while listing the counted events (at most this many rows). */
 const PAGE = 10_000
 /** Buckets of the activity chart. */
 const BUCKETS = 30
@@ -56,18 +56,23 @@ export const readEvidence = (sql: SqlClient.SqlClient, scope: ReportScope, now: 
         AND ts >= ${from}::timestamptz AND ts < ${to}::timestamptz
         ${agentId === null ? sql`` : sql`AND (agent_id = ${agentId} OR agent_id IS NULL)`}`
 
-    const [row] = yield* sql<Record<string, number>>`SELECT ${sql.literal(METRICS_SELECT)} FROM events WHERE ${inScope}`
+    const [row] = yield* sql<Record<string, number | null>>`SELECT ${sql.literal(METRICS_SELECT)},
+        min(sequence) AS first, max(sequence) AS last FROM events WHERE ${inScope}`
     const metrics = Object.fromEntries(EVENT_METRICS.map((m, i) => [m.name, Number(row?.[`m${i}`] ?? 0)])) as Metrics
 
-    // The counted events, a page at a time: only their sequences' ranges and a digest of their ids are kept.
+    // The counted events, PAGE sequences at a time between the first and the last counted: only their
+    // sequences' ranges and a digest of their ids are kept. Pages are ranges of sequences, not LIMITs: a
+    // LIMIT page lets the planner (say, before events is analysed after a bulk ingest) read every remaining
+    // row of the period and sort it for each page, quadratic in the period's events.
     const counted = new CountedBuilder(MAX_EXPORT_EVENTS)
-    let after = 0
-    for (;;) {
-      const page = yield* sql<{ sequence: number; id: string }>`SELECT sequence, id FROM events
-          WHERE ${inScope} AND sequence > ${after} ORDER BY sequence LIMIT ${PAGE}`
-      for (const e of page) counted.push(Number(e.sequence), e.id)
-      if (page.length < PAGE) break
-      after = Number(page[page.length - 1]!.sequence)
+    if (row?.first != null && row.last != null) {
+      const last = Number(row.last)
+      for (let after = Number(row.first) - 1; after < last; after += PAGE) {
+        const page = yield* sql<{ sequence: number; id: string }>`SELECT sequence, id FROM events
+            WHERE ${inScope} AND sequence > ${after} AND sequence <= ${Math.min(after + PAGE, last)}
+            ORDER BY sequence`
+        for (const e of page) counted.push(Number(e.sequence), e.id)
+      }
     }
 
     const fromMs = Date.parse(from)
