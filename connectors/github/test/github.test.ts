@@ -229,7 +229,7 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
         resolved: of("enforcement.resolved"),
       }
     }
-    const post = async (url: string, envelope: ReturnType<typeof sampleEvent>) => {
+    const post = async (url: string, envelope: Parameters<typeof signDelivery>[0]["envelope"]) => {
       const { body, headers } = signDelivery({ secret, envelope })
       const res = await fetch(`${url}/webhooks`, { method: "POST", headers, body })
       expect(res.status).toBe(200)

@@ -168,7 +168,7 @@ export const startConnectorChild = async (
   })
   const problems: Array<string> = []
   const output: Array<string> = []
-  const url = await new Promise<string>((resolve, reject) => {
+  const listening = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`connector ${name} did not listen within 30 s`)), 30_000)
     const fail = (e: Error) => {
       clearTimeout(timer)
@@ -195,6 +195,11 @@ export const startConnectorChild = async (
       } else if (entry.level === "warn" || entry.level === "error") problems.push(line)
       if (output.length < 200) output.push(line)
     })
+  })
+  const url = await listening.catch(async (error: unknown) => {
+    await fake.close()
+    rmSync(dataDir, { recursive: true, force: true })
+    throw error
   })
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {

@@ -60,7 +60,7 @@ export async function runEmailDigestBenchmark(root: string, log: (line: string) 
       targets: [
         target("build time (ms)", "max", 5_000, ms),
         target("peak RSS of the building process (MiB)", "max", 200, peakMiB),
-        target("events in the digest", "min", EVENTS, Math.min(...builds.map((b) => b.events))),
+        target("events in the digest", "min", EVENTS, Math.min(...builds.map((b) => b.events ?? 0))),
       ],
       details: {
         fillMs: round(fill.ms),
