@@ -229,25 +229,7 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await shot(page, "41-agent-reinstated")
   })
 
-  it("generates a compliance report and downloads its PDF", async () => {
-    const { page } = s
-    await page.goto(`${world.origin}/compliance`)
-    await page.getByRole("button", { name: "Generate" }).click()
-    const pdfButton = page.getByRole("button", { name: /Download PDF of/ })
-    await pdfButton.waitFor({ timeout: 60_000 })
-    await expectAccessible(page, "compliance")
-    await shot(page, "50-compliance")
-    const [download] = await Promise.all([page.waitForEvent("download"), pdfButton.click()])
-    expect(download.suggestedFilename()).toMatch(/^rpt_.*\.pdf$/)
-    const stream = await download.createReadStream()
-    const chunks: Array<Buffer> = []
-    for await (const c of stream) chunks.push(c as Buffer)
-    expect(Buffer.concat(chunks).subarray(0, 5).toString()).toBe("%PDF-")
-    await page.getByRole("button", { name: "View" }).click()
-    await page.getByRole("dialog", { name: "Compliance report" }).getByText("Controls met").waitFor()
-    await shot(page, "51-report")
-    await page.getByRole("button", { name: "Close" }).click()
-  })
+  // Generating a report and downloading its PDF: pages-b.test.ts, with the compliance page's other journeys.
 
   it("every page passes axe-core, in light and dark, and at a phone's width", async () => {
     const pages = [
