@@ -33,6 +33,10 @@ interface Load {
   readonly firstDataMs: number
   readonly fcpMs: number | null
   readonly domContentLoadedMs: number
+  /** From navigation start: the end of `GET /auth/session`, the first tRPC call's start and the last one's end. */
+  readonly sessionEndMs: number
+  readonly trpcStartMs: number
+  readonly trpcEndMs: number
   /** Per tRPC request: the procedure, its status and how many records it returned. */
   readonly requests: ReadonlyArray<{ procedure: string; status: number; records: number; ms: number }>
 }
@@ -171,6 +175,10 @@ export const runDashboardPaintBenchmark = async (
             firstDataMs: mark("overview-first-data"),
             fcpMs: (perf.getEntriesByName("first-contentful-paint")[0]?.startTime as number | undefined) ?? null,
             domContentLoadedMs: (nav?.domContentLoadedEventEnd as number | undefined) ?? Number.NaN,
+            // Where the time went: the session answer, then the overview's tRPC calls, first start to last end.
+            resources: perf
+              .getEntriesByType("resource")
+              .map((e: any) => ({ path: new URL(e.name).pathname, start: e.startTime, end: e.responseEnd })),
           }
         })
         const stat = await page.getByTestId("stat-agents").textContent()
@@ -179,15 +187,21 @@ export const runDashboardPaintBenchmark = async (
         const bad = requests.filter((r) => r.status !== 200)
         if (bad.length > 0) throw new Error(`tRPC calls failed: ${JSON.stringify(bad)}`)
         if (stat !== "100+") throw new Error(`the overview shows ${stat} agents, not 100+: the wrong workspace?`)
+        const resources = timing.resources as Array<{ path: string; start: number; end: number }>
+        const trpc = resources.filter((r) => r.path.startsWith("/trpc/"))
         const load = {
           dataMs: round(timing.dataMs),
           firstDataMs: round(timing.firstDataMs),
           fcpMs: timing.fcpMs === null ? null : round(timing.fcpMs),
           domContentLoadedMs: round(timing.domContentLoadedMs),
+          sessionEndMs: round(Math.max(...resources.filter((r) => r.path === "/auth/session").map((r) => r.end))),
+          trpcStartMs: round(Math.min(...trpc.map((r) => r.start))),
+          trpcEndMs: round(Math.max(...trpc.map((r) => r.end))),
           requests,
         }
         log(
-          `dashboard-paint: load ${i + 1}/${LOADS}: data ${load.dataMs} ms (first card ${load.firstDataMs} ms, FCP ${load.fcpMs} ms); ` +
+          `dashboard-paint: load ${i + 1}/${LOADS}: data ${load.dataMs} ms (first card ${load.firstDataMs} ms, FCP ${load.fcpMs} ms, ` +
+            `session ${load.sessionEndMs} ms, tRPC ${load.trpcStartMs}–${load.trpcEndMs} ms); ` +
             requests.map((r) => `${r.procedure} ${r.records}`).join(", "),
         )
         loads.push(load)
@@ -219,6 +233,7 @@ export const runDashboardPaintBenchmark = async (
         overviewDataMs: data,
         firstDataCardMs: firstData,
         firstContentfulPaintMs: fcp,
+        lastTrpcResponseEndMs: summarise(loads.map((l) => l.trpcEndMs)),
         mostRecordsInOneResponse: mostRecords,
         loads,
       },
