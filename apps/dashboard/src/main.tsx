@@ -1,10 +1,13 @@
 import { StrictMode } from "react"
 import { createRoot } from "react-dom/client"
 import { App } from "./App.tsx"
+import { preloadPage } from "./routes.ts"
 import { applyTheme, storedTheme } from "./theme.ts"
 import "./styles.css"
 
 applyTheme(storedTheme())
+// The page's own code loads while the session is read (session.tsx starts that read as it loads).
+preloadPage(location.pathname)
 createRoot(document.getElementById("root")!).render(
   <StrictMode>
     <App />

@@ -1,4 +1,5 @@
 import { type ComponentType, lazy } from "react"
+import { matchPath } from "./router.tsx"
 
 /** Every page, code-split: the initial bundle holds the shell only. */
 export interface RouteDef {
@@ -6,7 +7,14 @@ export interface RouteDef {
   readonly component: ComponentType<{ params: Record<string, string> }>
 }
 
-const page = (load: () => Promise<{ default: ComponentType<{ params: Record<string, string> }> }>) => lazy(load)
+type PageModule = { default: ComponentType<{ params: Record<string, string> }> }
+/** The loader of each page's chunk, so that the first page's can start before the session is known. */
+const loaders = new Map<ComponentType<{ params: Record<string, string> }>, () => Promise<PageModule>>()
+const page = (load: () => Promise<PageModule>) => {
+  const component = lazy(load)
+  loaders.set(component, load)
+  return component
+}
 
 const Overview = page(() => import("./pages/Overview.tsx"))
 const Agents = page(() => import("./pages/Agents.tsx"))
@@ -73,3 +81,15 @@ export const NAV: ReadonlyArray<readonly [group: string, items: ReadonlyArray<re
     ],
   ],
 ]
+
+/**
+ * Starts loading the chunk of the page at `path` (the import is cached, so React.lazy finds it loaded): called at
+ * start-up, so that the page's code arrives while the session is being read rather than after it.
+ */
+export const preloadPage = (path: string) => {
+  const route = ROUTES.find((r) => matchPath(r.pattern, path))
+  if (route)
+    void loaders
+      .get(route.component)?.()
+      .catch(() => {})
+}

@@ -34,6 +34,10 @@ export type SessionLoad =
 const pickWorkspace = (s: SessionInfo, wanted: string | null) =>
   s.memberships.find((m) => m.workspaceId === wanted)?.workspaceId ?? s.memberships[0]?.workspaceId
 
+/** The first read of the session, started when this module loads (before React renders): one round trip sooner. */
+let firstRead: Promise<SessionInfo | undefined> | undefined = fetchSession()
+firstRead.catch(() => {})
+
 export function SessionProvider({ children }: { children: (load: SessionLoad) => ReactNode }) {
   const [session, setSession] = useState<SessionInfo | undefined | null>(null)
   const [error, setError] = useState<string | undefined>()
@@ -41,7 +45,9 @@ export function SessionProvider({ children }: { children: (load: SessionLoad) =>
 
   const refresh = async () => {
     try {
-      const s = await fetchSession()
+      const read = firstRead ?? fetchSession()
+      firstRead = undefined
+      const s = await read
       setSession(s)
       if (s) {
         const ws = pickWorkspace(s, localStorage.getItem(WORKSPACE_KEY))

@@ -105,6 +105,8 @@ export interface BenchmarkResult {
   readonly targets: ReadonlyArray<Target>
   readonly pass: boolean
   readonly details: Record<string, unknown>
+  /** Set when the benchmark could not run here (a missing browser): why. It neither passes nor fails a target. */
+  readonly notRun?: string | undefined
   /** Set when the benchmark could not finish; it then fails. */
   readonly error?: string | undefined
 }
@@ -151,6 +153,7 @@ export const printSummary = (results: ReadonlyArray<BenchmarkResult>, path: stri
         t.pass ? "pass" : "FAIL",
       ])
     }
+    if (r.notRun !== undefined) rows.push([r.name, "", "", "", `not run: ${r.notRun.slice(0, 100)}`, "skipped"])
     if (r.error !== undefined) rows.push([r.name, "", "", "", `error: ${r.error.slice(0, 100)}`, "FAIL"])
   }
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((row) => row[c]!.length)))

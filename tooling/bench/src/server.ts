@@ -14,6 +14,11 @@ export interface BenchServer {
   /** The bootstrap key: workspace `default`, every scope. */
   readonly key: string
   readonly pid: number
+  /**
+   * The one-time dashboard sign-in link the server printed on its first start (no identity provider configured),
+   * on this server's address; undefined until printed.
+   */
+  readonly signInLink: () => string | undefined
   /** Warnings and errors the server logged (JSON lines). */
   readonly problems: Array<string>
   /** A JSON request over a keep-alive connection; `body` is sent as is when it is a string. */
@@ -142,6 +147,7 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
   const problems: Array<string> = []
   /** What the server printed while starting, for the error when it does not. */
   const output: Array<string> = []
+  let signInLink: string | undefined
   const { url, key } = await new Promise<{ url: string; key: string }>((resolve, reject) => {
     let url: string | undefined
     let key: string | undefined
@@ -163,6 +169,7 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
     createInterface({ input: child.stdout! }).on("line", (line) => {
       if (!(url && key)) output.push(line)
       key ??= /\b(svc_ws_(?:live|test)_\S+)/.exec(line)?.[1]
+      signInLink ??= /(\S+\/auth\/first-run\?token=\S+)/.exec(line)?.[1]
       check()
     })
     createInterface({ input: child.stderr! }).on("line", (line) => {
@@ -185,7 +192,12 @@ export const startServer = async (options: StartOptions): Promise<BenchServer> =
     close()
     await stopChild(child)
   }
-  return { url, key, pid: child.pid!, problems, call, cpuMs: () => processCpuMs(child.pid!), stop }
+  const link = () => {
+    if (signInLink === undefined) return undefined
+    const printed = new URL(signInLink)
+    return `${url}${printed.pathname}${printed.search}`
+  }
+  return { url, key, pid: child.pid!, signInLink: link, problems, call, cpuMs: () => processCpuMs(child.pid!), stop }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { useState } from "react"
+import { useEffect, useState } from "react"
 import { api } from "../api.ts"
 import { useAction, useQuery } from "../hooks.ts"
 import { Link, useTitle } from "../router.tsx"
@@ -15,6 +15,17 @@ export default function Overview() {
   const decisions = useQuery(() => api.events.list.query({ type: ["policy.evaluated"], limit: 100 }), [])
   const approvals = useQuery(() => api.approvals.list.query({ status: ["pending"], limit: 5 }), [])
   const checkpoint = useQuery(() => api.events.checkpoint.query(), [])
+  // Performance marks for the first-paint benchmark (tooling/bench/src/dashboardPaint.ts), once per document:
+  // the first card with data rendered, then every card's data (or error) rendered.
+  const queries = [agents, decisions, approvals, checkpoint]
+  const anyData = queries.some((q) => q.data !== undefined)
+  const allSettled = queries.every((q) => !q.loading)
+  useEffect(() => {
+    if (anyData) markOnce("overview-first-data")
+  }, [anyData])
+  useEffect(() => {
+    if (allSettled) markOnce("overview-data")
+  }, [allSettled])
 
   const tiers = TIERS.map(
     (t) => [t, (agents.data?.data ?? []).filter((a) => tierOf(a.trustScore) === t).length] as const,
@@ -153,6 +164,10 @@ export default function Overview() {
       </div>
     </>
   )
+}
+
+const markOnce = (name: string) => {
+  if (performance.getEntriesByName(name, "mark").length === 0) performance.mark(name)
 }
 
 export function ChainVerify() {
