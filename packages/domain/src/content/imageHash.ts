@@ -1,4 +1,5 @@
-import sharp, { type Metadata, type OutputInfo } from "sharp"
+import type { Metadata, OutputInfo } from "sharp"
+import { loadSharp } from "./loadSharp.ts"
 
 /**
  * Perceptual hashes of images (decision D15): a 64-bit DCT hash (pHash) and a 64-bit difference hash
@@ -81,6 +82,7 @@ interface Pixels {
  * clone of one Sharp instance: a clone copies its input buffer, and an encoded input is decoded again by each.
  */
 const greyThumb = async (pixels: Pixels, width: number, height: number, mirror: boolean) => {
+  const sharp = await loadSharp()
   const image = sharp(pixels.data, { raw: pixels.raw })
   return new Uint8Array(
     await (mirror ? image.flop() : image)
@@ -93,6 +95,7 @@ const greyThumb = async (pixels: Pixels, width: number, height: number, mirror: 
 
 /** The image's pixels with uniform borders trimmed, or as it is when it is uniform throughout (nothing left to trim to). */
 const trimmed = async (input: Buffer): Promise<Pixels> => {
+  const sharp = await loadSharp()
   const base = sharp(input, { limitInputPixels: MAX_INPUT_PIXELS }).rotate().flatten({ background: "#ffffff" })
   const pixelsOf = ({ data, info }: { data: Buffer; info: OutputInfo }): Pixels => ({
     data,
@@ -187,6 +190,7 @@ export interface DecodedImage {
 
 /** The format and size of what claims to be an image, or why it is not one we take. */
 export const inspectImage = async (input: Buffer): Promise<DecodedImage | string> => {
+  const sharp = await loadSharp()
   let meta: Metadata
   try {
     // The header only, nothing decoded: the size is checked below, before any decoding.

@@ -1,4 +1,5 @@
-import sharp, { type Channels, type Sharp } from "sharp"
+import type { Channels, Sharp } from "sharp"
+import { loadSharp } from "./loadSharp.ts"
 import { hash32 } from "./textFingerprint.ts"
 
 /**
@@ -157,7 +158,7 @@ const blockDifferences = (grid: Float64Array): Float64Array => {
 /** Luma on the canonical grid, as the reader sees it. */
 const canonicalLuma = async (image: Buffer | Sharp): Promise<Float64Array> => {
   // A Sharp instance is used as given, not cloned: a clone copies its raw input buffer.
-  const s = Buffer.isBuffer(image) ? sharp(image, { limitInputPixels: 40_000_000 }) : image
+  const s = Buffer.isBuffer(image) ? (await loadSharp())(image, { limitInputPixels: 40_000_000 }) : image
   const raw = await s
     .flatten({ background: "#ffffff" })
     .greyscale()
@@ -288,6 +289,7 @@ const WORKING_SIDE = 2 * SIZE
 
 /** Embeds `contentId` into the image; answers the image re-encoded in its format (PNG stays lossless). */
 export const embedWatermark = async (input: Buffer, contentId: string): Promise<Watermarked> => {
+  const sharp = await loadSharp()
   const coded = encode(payloadOf(contentId))
   const base = sharp(input, { limitInputPixels: 40_000_000 }).rotate()
   const meta = await sharp(input).metadata()

@@ -282,8 +282,8 @@ export class TrustRecompute extends Context.Service<
             let upper = Number(bounds.upper)
             let full = upper === cursor.sequence + WINDOW
             // The events read in full and in order (at most BATCH: the window ends there): the system's own, but for
-            // the guard's record, and any without an agent column. The rest, most of the trail, is counted per agent
-            // and day in PostgreSQL below; reading each back cost the guard a fifth of its throughput and ingest as
+            // the guard's record, and any without an agent column that names an agent in its data. The rest, most of
+            // the trail, is counted per agent and day in PostgreSQL below, or is about no agent; reading each back cost the guard a fifth of its throughput and ingest as
             // much of the server's CPU.
             const read = yield* sql<{
               sequence: string | number
@@ -294,7 +294,8 @@ export class TrustRecompute extends Context.Service<
             }>`SELECT sequence, type, agent_id, data::text AS data, ts FROM events
                 WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
                   AND type <> 'policy.evaluated'
-                  AND (agent_id IS NULL OR split_part(type, '.', 1) IN ${sql.in(namespaces)})
+                  AND (split_part(type, '.', 1) IN ${sql.in(namespaces)}
+                    OR (agent_id IS NULL AND data->>'agentId' IS NOT NULL))
                 ORDER BY sequence LIMIT ${BATCH}`
             if (read.length === BATCH) {
               upper = Number(read[read.length - 1]!.sequence)
