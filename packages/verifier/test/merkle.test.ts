@@ -1,7 +1,10 @@
 import { createHash } from "node:crypto"
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import { canonicalize } from "../src/jcs.ts"
 import {
   attributedLeaf,
+  attributedLeafBytes,
   chainLeaf,
   consistencyProof,
   consistencyProofRanges,
@@ -172,6 +175,51 @@ describe("hashes", () => {
       { ...event, occurredAt: "2025-01-01T00:00:00.000Z" },
     ])
       expect(attributedLeaf(changed), JSON.stringify(changed)).not.toBe(expected)
+  })
+
+  it("writes the attributed leaf data as the JCS of its object, whatever the strings hold", () => {
+    // Any text: quotes, backslashes, control characters, lone surrogates, astral characters.
+    const text = fc.string({ unit: "binary", maxLength: 12 })
+    const maybe = fc.option(text, { nil: null })
+    fc.assert(
+      fc.property(
+        text,
+        text,
+        maybe,
+        maybe,
+        maybe,
+        fc.uint8Array({ minLength: 32, maxLength: 32 }),
+        (id, type, actorId, agentId, occurredAt, h) => {
+          const event = { hash: hex(Buffer.from(h)), id, agentId, actor: { type, id: actorId }, occurredAt }
+          const jcs = canonicalize({ actor: { id: actorId, type }, agentId, hash: event.hash, id, occurredAt })
+          const expected = refLeaf(Buffer.from(jcs, "utf8"))
+          expect(attributedLeafBytes(event).equals(expected)).toBe(true)
+          expect(attributedLeaf(event)).toBe(hex(expected))
+        },
+      ),
+      { numRuns: 500 },
+    )
+    expect(() =>
+      attributedLeafBytes({
+        hash: "AB",
+        id: "e",
+        agentId: null,
+        actor: { type: "system", id: null },
+        occurredAt: null,
+      }),
+    ).toThrow(TypeError)
+  })
+
+  it("takes leaves as raw bytes with the same roots as hex", () => {
+    const hexTree = new TreeBuilder()
+    const byteTree = new TreeBuilder()
+    for (let n = 1; n <= 40; n++) {
+      const leaf = refLeaf(Buffer.from(`leaf ${n}`))
+      hexTree.push(hex(leaf))
+      byteTree.pushBytes(n % 2 === 0 ? leaf : new Uint8Array(leaf))
+      expect(byteTree.root(), String(n)).toBe(hexTree.root())
+    }
+    expect(() => byteTree.pushBytes(new Uint8Array(31))).toThrow(TypeError)
   })
 
   it("builds the root one leaf at a time, equal to MTH at every size", () => {

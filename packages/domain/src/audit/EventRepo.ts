@@ -1,4 +1,4 @@
-import { eventLeaf } from "@agentgov/verifier"
+import { eventLeaf, eventLeafBytes } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { AuditEvent } from "./AuditEvent.ts"
@@ -42,6 +42,20 @@ export const leafColumns = (sql: SqlClient.SqlClient) =>
 /** The leaf hash of a stored event in a workspace whose leaves cover attribution from `attributedFrom` on. */
 export const leafOfRow = (r: LeafRow, attributedFrom: number): string =>
   eventLeaf(
+    {
+      sequence: r.sequence,
+      hash: r.hash,
+      id: r.id,
+      agentId: r.agent_id,
+      actor: { type: r.actor_type, id: r.actor_id },
+      occurredAt: r.occurred_at,
+    },
+    attributedFrom,
+  )
+
+/** `leafOfRow` as the leaf's raw bytes (for `TreeBuilder.pushBytes`). */
+export const leafBytesOfRow = (r: LeafRow, attributedFrom: number): Buffer =>
+  eventLeafBytes(
     {
       sequence: r.sequence,
       hash: r.hash,

@@ -20,7 +20,7 @@ import {
 } from "./Event.ts"
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
-import { EventRepo, leafOfRow } from "./EventRepo.ts"
+import { EventRepo, leafBytesOfRow } from "./EventRepo.ts"
 import {
   eventDataSchema,
   INGESTED_EVENT_TYPE,
@@ -245,7 +245,7 @@ export class EventService extends Context.Service<
             }
             prevHash = hash
             expected += 1
-            tree.push(leafOfRow(r, attributedFrom))
+            tree.pushBytes(leafBytesOfRow(r, attributedFrom))
             const root = roots[r0]
             if (root !== undefined && root.tree_size === r.sequence) {
               r0 += 1
