@@ -82,7 +82,8 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * trust-impact,badge,oauth-auth,metrics-on,connectors-latency,connectors-memory,paging,email-digest,mcp-overhead,
  * content-register,content-image-scan,content-text-scan,dashboard,compliance-report,dashboard-paint picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_CPU_PROF=1
- * writes a V8 CPU profile of the server to bench-results/profiles/.
+ * writes a V8 CPU profile of the server to bench-results/profiles/; AGENTGOV_BENCH_KEEP_DB=1 keeps the
+ * database at the end (its name is logged), to read its rows and statistics afterwards.
  */
 
 const INGEST: IngestShape = { clients: 8, calls: 50, batch: 100 }
@@ -454,7 +455,8 @@ const main = async () => {
   } finally {
     await sql?.end({ timeout: 5 })
     await server?.stop()
-    await admin?.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    if (process.env.AGENTGOV_BENCH_KEEP_DB) log(`kept database ${database}`)
+    else await admin?.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
     await admin?.end({ timeout: 5 })
     rmSync(dataDir, { recursive: true, force: true })
   }
