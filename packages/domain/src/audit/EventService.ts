@@ -31,6 +31,10 @@ import {
 import { compileFilters } from "./eventFilters.ts"
 
 const VERIFY_BATCH = 10_000
+/** Rows hashed between two turns of the event loop while verifying. */
+const VERIFY_SLICE = 1_000
+/** One turn of the event loop (I/O included), not only the microtask queue. */
+const giveWay = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
 // Events page by sequence, the chain's own order, not by id.
 const encodeSequenceCursor = (sequence: number) => Buffer.from(`e1:${sequence}`).toString("base64url")
@@ -218,15 +222,25 @@ export class EventService extends Context.Service<
             repo.chainBatch(workspaceId, after, VERIFY_BATCH),
             repo.signedRoots(workspaceId, after, after + VERIFY_BATCH),
           ])
-        // The next page is read while this one is hashed.
+        // The next page is read while this one is hashed: its query is sent before hashing starts, and the
+        // hashing gives way to I/O every VERIFY_SLICE rows, so the next page's rows are received meanwhile
+        // rather than after (PostgreSQL stalls once the socket's buffer is full).
         let from = 0
         let next = yield* Effect.forkChild(page(from))
         while (failure === undefined && from < last) {
           const [rows, roots] = yield* Fiber.join(next)
           from += VERIFY_BATCH
-          if (from < last) next = yield* Effect.forkChild(page(from))
+          if (from < last) {
+            next = yield* Effect.forkChild(page(from))
+            yield* giveWay
+          }
           let r0 = 0
+          let sliced = 0
           for (const r of rows) {
+            if (++sliced === VERIFY_SLICE) {
+              sliced = 0
+              yield* giveWay
+            }
             if (r.sequence !== expected) {
               failure = { sequence: expected, reason: `event ${expected} is missing (found ${r.sequence} next)` }
               break
