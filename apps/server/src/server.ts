@@ -280,9 +280,18 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
         })
     },
   })
-  const openapi = buildOpenApi(operations, { serverUrl: config.publicUrl })
-  const openapiBody = JSON.stringify(openapi)
-  const referenceHtml = renderReference(openapi)
+  /**
+   * The OpenAPI document and its HTML reference, built on first request and kept: together about 2 MB of
+   * objects and text that an instance serving only the API never needs (issue 25's idle-memory target).
+   */
+  let documents: { readonly openapiBody: string; readonly referenceHtml: string } | undefined
+  const apiDocuments = () => {
+    if (documents === undefined) {
+      const openapi = buildOpenApi(operations, { serverUrl: config.publicUrl })
+      documents = { openapiBody: JSON.stringify(openapi), referenceHtml: renderReference(openapi) }
+    }
+    return documents
+  }
 
   /** The server's own GET-only paths (health, JWKS, the API's documents): anything else is 405 with Allow. */
   const refusedUnlessGet = (req: IncomingMessage, res: ServerResponse, path: string, requestId: string) => {
@@ -378,13 +387,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     if (rest_ === "/openapi.json" || rest_ === "/reference" || rest_ === "/docs") {
       if (refusedUnlessGet(req, res, path, requestId)) return
       if (rest_ === "/openapi.json")
-        return sendJson(res, 200, openapiBody, requestId, { "cache-control": "public, max-age=300" })
+        return sendJson(res, 200, apiDocuments().openapiBody, requestId, { "cache-control": "public, max-age=300" })
       res.writeHead(200, {
         "content-type": "text/html; charset=utf-8",
         "x-request-id": requestId,
         "cache-control": "public, max-age=300",
       })
-      return void res.end(referenceHtml)
+      return void res.end(apiDocuments().referenceHtml)
     }
     // Badges and their verification (D1: public) before the REST facade, which asks every call for a credential.
     if (await publicRoutes(req, res, rest_, url, requestId)) return
