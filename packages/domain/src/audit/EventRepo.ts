@@ -39,33 +39,22 @@ export const leafColumns = (sql: SqlClient.SqlClient) =>
   sql`sequence, hash, id, agent_id, actor_type, actor_id,
     to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at`
 
+/** What a stored event's Merkle leaf covers, from its row. */
+const leafEventOf = (r: LeafRow) => ({
+  sequence: r.sequence,
+  hash: r.hash,
+  id: r.id,
+  agentId: r.agent_id,
+  actor: { type: r.actor_type, id: r.actor_id },
+  occurredAt: r.occurred_at,
+})
+
 /** The leaf hash of a stored event in a workspace whose leaves cover attribution from `attributedFrom` on. */
-export const leafOfRow = (r: LeafRow, attributedFrom: number): string =>
-  eventLeaf(
-    {
-      sequence: r.sequence,
-      hash: r.hash,
-      id: r.id,
-      agentId: r.agent_id,
-      actor: { type: r.actor_type, id: r.actor_id },
-      occurredAt: r.occurred_at,
-    },
-    attributedFrom,
-  )
+export const leafOfRow = (r: LeafRow, attributedFrom: number): string => eventLeaf(leafEventOf(r), attributedFrom)
 
 /** `leafOfRow` as the leaf's raw bytes (for `TreeBuilder.pushBytes`). */
 export const leafBytesOfRow = (r: LeafRow, attributedFrom: number): Buffer =>
-  eventLeafBytes(
-    {
-      sequence: r.sequence,
-      hash: r.hash,
-      id: r.id,
-      agentId: r.agent_id,
-      actor: { type: r.actor_type, id: r.actor_id },
-      occurredAt: r.occurred_at,
-    },
-    attributedFrom,
-  )
+  eventLeafBytes(leafEventOf(r), attributedFrom)
 
 /** A signed checkpoint's size and root, as verification compares them with the chain. */
 export interface SignedRoot {
