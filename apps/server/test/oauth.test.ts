@@ -22,6 +22,7 @@ const accounts = {
   vic: { email: "vic@example.com", email_verified: true },
   mo: { email: "mo@example.com", email_verified: true },
   dora: { email: "dora@example.com", email_verified: true },
+  gina: { email: "gina@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -483,6 +484,34 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     })
     expect(left.status).toBe(200)
     expect(await memberships()).toEqual([t.workspaceId])
+  })
+
+  it("an app's token revokes no grant without apikeys:write, not even its own person's; the person in the dashboard does", async () => {
+    const browser = await signedIn("gina", "admin")
+    const reader = await authorizeApp(browser, await appConfig(await register({ name: "Key reader" })), "apikeys:read")
+    const other = await authorizeApp(browser, await appConfig(await register({ name: "Other app" })), "agents:read")
+    const listed = (await (await bearer(reader.tokens.access_token, "/api/v1/oauth/grants")).json()) as any
+    const grantOf = (name: string) => listed.data.find((g: any) => g.clientName === name).id as string
+    for (const id of [grantOf("Other app"), grantOf("Key reader")]) {
+      const res = await bearer(reader.tokens.access_token, `/api/v1/oauth/grants/${id}`, { method: "DELETE" })
+      const body = (await res.json()) as any
+      expect(res.status, JSON.stringify(body)).toBe(403)
+      expect(body.error).toMatchObject({
+        code: "FORBIDDEN",
+        details: { field: "scope", issue: "requires apikeys:write" },
+      })
+    }
+    // Nothing changed: both apps still act.
+    expect((await bearer(other.tokens.access_token, "/api/v1/agents")).status).toBe(200)
+    expect((await bearer(reader.tokens.access_token, "/api/v1/api-keys")).status).toBe(200)
+    // Gina herself, signed in to the dashboard, revokes her own grant.
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const revoked = await browser.fetch(`${origin}/api/v1/oauth/grants/${grantOf("Other app")}`, {
+      method: "DELETE",
+      headers: { "x-csrf-token": csrf },
+    })
+    expect(revoked.status).toBe(200)
+    expect((await bearer(other.tokens.access_token, "/api/v1/agents")).status).toBe(401)
   })
 
   it("refuses a consent without the session's CSRF token, and a denied consent returns access_denied", async () => {

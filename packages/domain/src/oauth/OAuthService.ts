@@ -303,9 +303,15 @@ export class OAuthService extends Context.Service<
             AND g.revoked_at IS NULL`.pipe(orDie)
         const grant = rows[0]
         if (!grant) return yield* new OAuthGrantNotFound({ grantId: id })
-        if (grant.user_id !== actor.userId && !actor.scopes.has("apikeys:write"))
+        // Managing grants is managing credentials (apikeys:write). Without it, only the person in the dashboard (a
+        // session) revokes a grant of their own: an app's token, whatever it was granted, is not the person.
+        const ownInPerson = grant.user_id === actor.userId && actor.credential.type === "user"
+        if (!ownInPerson && !actor.scopes.has("apikeys:write"))
           return yield* new PermissionDenied({
-            message: "revoking another person's grant needs apikeys:write",
+            message:
+              grant.user_id === actor.userId
+                ? "revoking a grant with an app's token needs apikeys:write; revoke your own in the dashboard"
+                : "revoking another person's grant needs apikeys:write",
             scope: "apikeys:write",
           })
         yield* revokeGrantsWhere({ grantId: id }, "revoked", isoOf(yield* Clock.currentTimeMillis))
