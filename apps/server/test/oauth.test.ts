@@ -23,6 +23,7 @@ const accounts = {
   mo: { email: "mo@example.com", email_verified: true },
   dora: { email: "dora@example.com", email_verified: true },
   gina: { email: "gina@example.com", email_verified: true },
+  hal: { email: "hal@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -512,6 +513,51 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     })
     expect(revoked.status).toBe(200)
     expect((await bearer(other.tokens.access_token, "/api/v1/agents")).status).toBe(401)
+  })
+
+  it("an app sees its person in its grant's workspace only, and mints no API key that would outlive its grant", async () => {
+    const browser = await signedIn("hal", "admin")
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: "hal's other" } })
+    const second = created.body.data.workspace.id as string
+    const invited = await t.call("POST", `/api/v1/workspaces/${second}/invitations`, {
+      body: { email: accounts.hal.email, role: "viewer" },
+    })
+    const accepted = await browser.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(invited.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(200)
+    const { tokens } = await authorizeApp(
+      browser,
+      await appConfig(await register()),
+      "agents:read apikeys:read apikeys:write",
+    )
+    expect(tokens.scope).toBe("agents:read apikeys:read apikeys:write")
+    const me = (await (await bearer(tokens.access_token, "/api/v1/users/me")).json()) as any
+    expect(me.data.user.email).toBe(accounts.hal.email)
+    expect(me.data.memberships.map((m: any) => m.workspaceId)).toEqual([t.workspaceId])
+
+    const keysBefore = (await t.call("GET", "/api/v1/api-keys?limit=100")).body.data.length
+    const post = (path: string, body: unknown) =>
+      bearer(tokens.access_token, path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const minted = await post("/api/v1/api-keys", { name: "app's own key", type: "workspace", scopes: ["agents:read"] })
+    expect(minted.status, JSON.stringify(minted.body)).toBe(403)
+    expect(minted.body.error).toMatchObject({ code: "FORBIDDEN", details: { field: "credential" } })
+    const victim = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "rotate me", type: "workspace", scopes: ["agents:read"] },
+    })
+    const rotated = await post(`/api/v1/api-keys/${victim.body.data.id}/rotate`, {})
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(403)
+    // Nothing was minted or changed.
+    const keysAfter = (await t.call("GET", "/api/v1/api-keys?limit=100")).body.data
+    expect(keysAfter.length).toBe(keysBefore + 1)
+    expect(keysAfter.find((k: any) => k.id === victim.body.data.id).rotatedTo).toBeNull()
   })
 
   it("refuses a consent without the session's CSRF token, and a denied consent returns access_denied", async () => {

@@ -23,6 +23,21 @@ export const DEFAULT_ROTATION_OVERLAP_SECONDS = 86_400
 
 const withSecret = (k: StoredKey, apiKey: string): ApiKeyWithSecret => ({ ...publicKey(k), apiKey })
 
+/**
+ * An app acting for a person (an OAuth token) mints no API key: the key would outlive the grant, so revoking the
+ * app, or the person's removal, would not end what it can do.
+ */
+const noKeysForApps = (actor: Actor) =>
+  actor.credential.type === "oauth"
+    ? Effect.fail(
+        new PermissionDenied({
+          message: "an app's OAuth token cannot mint API keys (a key would outlive its grant); use the dashboard",
+          field: "credential",
+          issue: "an OAuth access token",
+        }),
+      )
+    : Effect.void
+
 const revokedEvent = (k: StoredKey, reason: RevokeReason) => ({
   type: "apikey.revoked",
   agentId: k.agentId,
@@ -116,6 +131,7 @@ export class ApiKeyService extends Context.Service<
       })
 
       const create = Effect.fn("ApiKeyService.create")(function* (actor: Actor, input: CreateApiKey) {
+        yield* noKeysForApps(actor)
         yield* requireStorable(input)
         const scopes: Array<Scope> = []
         for (const [i, name] of input.scopes.entries()) {
@@ -272,6 +288,7 @@ export class ApiKeyService extends Context.Service<
         id: string,
         overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS,
       ) {
+        yield* noKeysForApps(actor)
         return yield* tx(
           Effect.gen(function* () {
             const old = yield* visible(actor, yield* repo.findForUpdate(actor.workspaceId, id), id)

@@ -169,7 +169,12 @@ export class PeopleService extends Context.Service<
         if (actor.userId === undefined) return yield* new UserNotFound()
         const user = yield* repo.findUser(actor.userId)
         if (!user) return yield* new UserNotFound()
-        return { user, memberships: yield* repo.membershipsOf(user.id) }
+        const memberships = yield* repo.membershipsOf(user.id)
+        // An app acting for the person (an OAuth token) is held to its grant's workspace: it does not learn which
+        // other workspaces the person belongs to, or their roles there.
+        if (actor.credential.type === "oauth")
+          return { user, memberships: memberships.filter((m) => m.workspaceId === actor.workspaceId) }
+        return { user, memberships }
       })
 
       const listMembers = Effect.fn("PeopleService.listMembers")(function* (
