@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs"
 import { PostgresClient } from "@agentgov/db"
+import { ApiKeyService } from "@agentgov/domain"
 import * as client from "openid-client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeLogger } from "../src/logger.ts"
@@ -24,6 +26,8 @@ const accounts = {
   dora: { email: "dora@example.com", email_verified: true },
   gina: { email: "gina@example.com", email_verified: true },
   hal: { email: "hal@example.com", email_verified: true },
+  ken: { email: "ken@example.com", email_verified: true },
+  lea: { email: "lea@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -642,6 +646,116 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     } finally {
       await other.close()
     }
+  })
+
+  it("removing a member revokes the API keys they made, and the keys those made, on every instance", async () => {
+    const browser = await signedIn("ken", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const userId = session.data.user.id as string
+    const inDashboard = (path: string, body: unknown) =>
+      browser
+        .fetch(`${origin}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+          body: JSON.stringify(body),
+        })
+        .then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const made = await inDashboard("/api/v1/api-keys", {
+      name: "ken's key",
+      type: "workspace",
+      scopes: ["agents:read", "apikeys:write"],
+    })
+    expect(made.status, JSON.stringify(made.body)).toBe(201)
+    const kens = made.body.data.apiKey as string
+    const derived = await t.createKey({ name: "made with ken's key", type: "workspace", scopes: ["agents:read"] }, kens)
+    // The operator's key, rotated by ken in the dashboard: he holds the new one.
+    const operators = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "operator's", type: "workspace", scopes: ["agents:read"] },
+    })
+    const untouched = operators.body.data.apiKey as string
+    const rotatedOperators = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "operator's, rotated by ken", type: "workspace", scopes: ["agents:read"] },
+    })
+    const rotated = await inDashboard(`/api/v1/api-keys/${rotatedOperators.body.data.id}/rotate`, {})
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(201)
+    const token = (await t.call("POST", "/api/v1/tokens", { key: kens })).body.data.token as string
+
+    const other = await startServer(
+      testConfig({ bootstrap: false, publicUrl: origin, redisUrl: process.env.REDIS_URL }),
+      {
+        store: PostgresClient.layer({ url: t.store.url }),
+        logger: makeLogger("error", () => {}),
+      },
+    )
+    try {
+      const on = (base: string, credential: string) =>
+        fetch(`${base}/api/v1/agents`, { headers: { authorization: `Bearer ${credential}` } }).then((r) => r.status)
+      const his = [kens, derived, rotated.body.data.apiKey as string, token]
+      for (const credential of [...his, untouched]) expect(await on(other.url, credential)).toBe(200)
+      const chainBefore = await t.chainLength()
+
+      const removed = await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${userId}`)
+      expect(removed.status, JSON.stringify(removed.body)).toBe(200)
+      // The keys at once, here and there; the SDK token, cached by the other instance, within 5 s.
+      for (const credential of his.slice(0, 3)) {
+        expect(await on(origin, credential)).toBe(401)
+        expect(await on(other.url, credential)).toBe(401)
+      }
+      const removedAt = Date.now()
+      let status = await on(other.url, token)
+      while (status === 200 && Date.now() - removedAt < 5_000) {
+        await new Promise((r) => setTimeout(r, 50))
+        status = await on(other.url, token)
+      }
+      expect(status).toBe(401)
+      // The operator's key ken never held, and the one he rotated (in its overlap), still work.
+      expect(await on(other.url, untouched)).toBe(200)
+      expect(await on(origin, t.key)).toBe(200)
+
+      // One apikey.revoked each, after member.removed, in the removal's own append.
+      const events = await t.call("GET", "/api/v1/events?limit=10")
+      const tail = (events.body.data as Array<any>).filter((e) => e.sequence > chainBefore).reverse()
+      expect(tail.map((e) => e.type)).toEqual(["member.removed", "apikey.revoked", "apikey.revoked", "apikey.revoked"])
+      expect(tail.slice(1).every((e) => e.data.reason === "member_removed")).toBe(true)
+      const keys = await t.call("GET", `/api/v1/api-keys/${made.body.data.id}`)
+      expect(keys.body.data).toMatchObject({ status: "revoked", revokedReason: "member_removed" })
+      // Invited again, his old keys stay revoked.
+      await signedIn("ken", "admin")
+      expect(await on(origin, kens)).toBe(401)
+    } finally {
+      await other.close()
+    }
+  })
+
+  it("keys of people removed before removal revoked keys are found and revoked by the sweep", async () => {
+    const browser = await signedIn("lea", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const made = await browser.fetch(`${origin}/api/v1/api-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+      body: JSON.stringify({ name: "lea's key", type: "workspace", scopes: ["agents:read"] }),
+    })
+    const key = ((await made.json()) as any).data as { id: string; apiKey: string }
+    // As an older version stored it: no creator on the key, the membership gone without its keys.
+    await t.query(
+      (
+        sql,
+      ) => sql`UPDATE api_keys SET created_by_user = NULL WHERE workspace_id = ${t.workspaceId} AND created_by_user IS NOT NULL
+        AND status = 'active'`,
+    )
+    await t.query((sql) => sql`DELETE FROM memberships WHERE user_id = ${session.data.user.id}`)
+    // Migration 0017's backfill finds the creator on the audit trail (its statements may run again).
+    const migration = readFileSync(
+      new URL("../../../packages/db/migrations/0017_key_creators.sql", import.meta.url),
+      "utf8",
+    )
+    await t.query((sql) => sql.unsafe(migration).unprepared)
+    expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(200)
+    const swept = await t.server.runtime.runPromise(ApiKeyService.use((s) => s.revokeOrphaned))
+    expect(swept).toBe(1)
+    expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(401)
+    const events = await t.call("GET", "/api/v1/events?type=apikey.revoked&limit=1")
+    expect(events.body.data[0].data).toMatchObject({ keyId: key.id, reason: "member_removed" })
   })
 
   it("an event stream opened with an access token ends when its grant is revoked on another instance", async () => {

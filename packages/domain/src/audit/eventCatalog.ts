@@ -103,6 +103,7 @@ const EVENT_REVOKE_REASONS = [
   "rotated",
   "agent_deregistered",
   "agent_revoked",
+  "member_removed",
 ] as const satisfies ReadonlyArray<RevokeReason>
 
 /** Webhooks (D9): never the secret, and of the URL only its origin. */
@@ -505,7 +506,8 @@ export const SYSTEM_EVENTS = {
   },
   "apikey.revoked": {
     description: "API key revoked",
-    emittedBy: "DELETE /api-keys/:id, expiry, rotation, agent deregistration",
+    emittedBy:
+      "DELETE /api-keys/:id, expiry, rotation, agent deregistration, the removal of the member who made the key",
     data: Schema.Struct({
       keyId: Schema.String,
       name: Schema.String,

@@ -1,5 +1,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
+import { revokedEvent } from "../apikeys/ApiKeyService.ts"
 import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
@@ -145,6 +147,7 @@ export class PeopleService extends Context.Service<
       const workspaces = yield* WorkspaceRepo
       const audit = yield* AuditLog
       const sessions = yield* Sessions
+      const keys = yield* ApiKeyRepo
       const tx = transactional(sql)
 
       /** The workspace of a request: the actor's own (an operator key: any), else not found. */
@@ -240,11 +243,15 @@ export class PeopleService extends Context.Service<
           Effect.gen(function* () {
             const member = yield* changeable(actor, workspaceId, userId, null)
             yield* repo.deleteMember(workspaceId, userId)
+            // The API keys they made (in the dashboard, or with a key they made) end with the membership, as their
+            // apps' grants do: each revocation is announced, so SDK tokens of those keys stop on every instance.
+            const revoked = yield* keys.revokeOfMember(workspaceId, userId, yield* nowIso)
             yield* audit.append(inWorkspace(actor, workspaceId), [
               {
                 type: "member.removed",
                 data: { userId, email: member.email, role: member.role, left: actor.userId === userId },
               },
+              ...revoked.map((k) => revokedEvent(k, "member_removed")),
             ])
             return member
           }),
