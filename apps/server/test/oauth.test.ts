@@ -257,6 +257,31 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     expect((await bearer(tokens.access_token, "/api/v1/agents")).status).toBe(200)
   })
 
+  it("a refresh that asks for less gets a token that acts with less; one asking for more changes nothing", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "agents:read agents:write")
+    const createAgent = (token: string) =>
+      bearer(token, "/api/v1/agents", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: `narrowed-${Date.now()}-${Math.random()}` }),
+      }).then((r) => r.status)
+    // Asking for a scope never granted: refused, and the refresh token is not spent (nor its grant revoked).
+    await expect(
+      client.refreshTokenGrant(config, tokens.refresh_token!, { scope: "policies:write" }),
+    ).rejects.toMatchObject({ error: "invalid_scope" })
+    expect(await createAgent(tokens.access_token)).toBe(201)
+    const narrowed = await client.refreshTokenGrant(config, tokens.refresh_token!, { scope: "agents:read" })
+    expect(narrowed.scope).toBe("agents:read")
+    expect((await bearer(narrowed.access_token, "/api/v1/agents")).status).toBe(200)
+    expect(await createAgent(narrowed.access_token)).toBe(403)
+    // The new refresh token keeps the old one's scope (RFC 6749 6): the app may ask for the whole grant again.
+    const whole = await client.refreshTokenGrant(config, narrowed.refresh_token!)
+    expect(whole.scope).toBe("agents:read agents:write")
+    expect(await createAgent(whole.access_token)).toBe(201)
+  })
+
   it("a code works once, bound to its client and redirect URI; its replay revokes what it granted", async () => {
     const browser = await signedIn("alice", "admin")
     const registered = await register()

@@ -415,13 +415,21 @@ export class OAuthService extends Context.Service<
           return row
         })
 
-      const issue = (grantId: string, scopes: ReadonlyArray<string>, now: number) =>
+      /** An access token acting with `scopes`, and a refresh token that may ask for up to `refreshScopes`. */
+      const issue = (
+        grantId: string,
+        scopes: ReadonlyArray<string>,
+        now: number,
+        refreshScopes: ReadonlyArray<string> = scopes,
+      ) =>
         Effect.gen(function* () {
           const access = mintSecret(ACCESS_TOKEN_PREFIX)
           const refresh = mintSecret(REFRESH_TOKEN_PREFIX)
-          yield* sql`INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at) VALUES
-              (${access.hash}, ${grantId}, 'access', ${isoOf(now + ACCESS_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz),
-              (${refresh.hash}, ${grantId}, 'refresh', ${isoOf(now + REFRESH_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz)`
+          yield* sql`INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at, scopes) VALUES
+              (${access.hash}, ${grantId}, 'access', ${isoOf(now + ACCESS_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz,
+                ${jsonb(sql, scopes)}),
+              (${refresh.hash}, ${grantId}, 'refresh', ${isoOf(now + REFRESH_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz,
+                ${jsonb(sql, refreshScopes)})`
           return {
             access_token: access.secret,
             token_type: "Bearer",
@@ -507,7 +515,8 @@ export class OAuthService extends Context.Service<
               workspace_id: string
               scopes: ReadonlyArray<string>
               revoked_at: Date | null
-            }>`SELECT t.grant_id, t.expires_at, t.used_at, g.client_id, g.user_id, g.workspace_id, g.scopes, g.revoked_at
+            }>`SELECT t.grant_id, t.expires_at, t.used_at, g.client_id, g.user_id, g.workspace_id,
+                  coalesce(t.scopes, g.scopes) AS scopes, g.revoked_at
                 FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
                 WHERE t.token_hash = ${tokenHash} AND t.kind = 'refresh' FOR UPDATE OF t`.pipe(orDie)
             const row = rows[0]
@@ -519,18 +528,20 @@ export class OAuthService extends Context.Service<
               yield* revokeGrantsWhere({ grantId: row.grant_id }, "refresh_token_reused", isoOf(now))
               return { error: badGrant }
             }
-            yield* sql`UPDATE oauth_tokens SET used_at = ${isoOf(now)}::timestamptz WHERE token_hash = ${tokenHash}`.pipe(
-              orDie,
-            )
             let scopes = row.scopes
             if (params.scope?.trim()) {
               const asked = params.scope.trim().split(/\s+/)
               const extra = asked.find((s) => !row.scopes.includes(s))
+              // Refused before the token is spent: a bad request changes nothing, and the token still works.
               if (extra !== undefined)
                 return { error: refused("invalid_scope", `scope ${extra} was not granted`, false) }
-              scopes = asked
+              scopes = [...new Set(asked)]
             }
-            return { tokens: yield* issue(row.grant_id, scopes, now) }
+            yield* sql`UPDATE oauth_tokens SET used_at = ${isoOf(now)}::timestamptz WHERE token_hash = ${tokenHash}`.pipe(
+              orDie,
+            )
+            // The access token acts with what was asked; the new refresh token keeps the old one's scope (RFC 6749 6).
+            return { tokens: yield* issue(row.grant_id, scopes, now, row.scopes) }
           }),
         )
         // The revocation above is committed even though the answer is a refusal.
@@ -579,7 +590,7 @@ export class OAuthService extends Context.Service<
           user_id: string
           workspace_id: string
           scopes: ReadonlyArray<string>
-        }>`SELECT t.token_hash, t.grant_id, t.expires_at, g.user_id, g.workspace_id, g.scopes
+        }>`SELECT t.token_hash, t.grant_id, t.expires_at, g.user_id, g.workspace_id, coalesce(t.scopes, g.scopes) AS scopes
             FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id JOIN oauth_clients c ON c.id = g.client_id
             WHERE t.token_hash = ${hash} AND t.kind = 'access' AND g.revoked_at IS NULL AND c.revoked_at IS NULL`.pipe(
           orDie,
