@@ -28,6 +28,8 @@ const accounts = {
   hal: { email: "hal@example.com", email_verified: true },
   ken: { email: "ken@example.com", email_verified: true },
   lea: { email: "lea@example.com", email_verified: true },
+  mia: { email: "mia@example.com", email_verified: true },
+  miaAlt: { email: "mia.alt@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -750,6 +752,54 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     } finally {
       await other.close()
     }
+  })
+
+  it("removing a member withdraws the invitations they sent, in person or with their key", async () => {
+    const browser = await signedIn("mia", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const inDashboard = (path: string, body: unknown) =>
+      browser
+        .fetch(`${origin}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+          body: JSON.stringify(body),
+        })
+        .then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const invitations = `/api/v1/workspaces/${t.workspaceId}/invitations`
+    const inPerson = await inDashboard(invitations, { email: accounts.miaAlt.email, role: "admin" })
+    expect(inPerson.status, JSON.stringify(inPerson.body)).toBe(201)
+    const key = await inDashboard("/api/v1/api-keys", { name: "mia's", type: "workspace", scopes: ["members:write"] })
+    const withKey = await t.call("POST", invitations, {
+      body: { email: "mia.third@example.com", role: "member" },
+      key: key.body.data.apiKey,
+    })
+    expect(withKey.status, JSON.stringify(withKey.body)).toBe(201)
+    const operators = await t.call("POST", invitations, { body: { email: "someone@example.com", role: "viewer" } })
+    const chainBefore = await t.chainLength()
+
+    expect((await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${session.data.user.id}`)).status).toBe(
+      200,
+    )
+    const listed = (await t.call("GET", `${invitations}?limit=100`)).body.data as Array<any>
+    const statusOf = (id: string) => listed.find((i) => i.id === id).status
+    expect(statusOf(inPerson.body.data.invitation.id)).toBe("revoked")
+    expect(statusOf(withKey.body.data.invitation.id)).toBe("revoked")
+    expect(statusOf(operators.body.data.invitation.id)).toBe("pending")
+    const events = (await t.call("GET", "/api/v1/events?limit=10")).body.data as Array<any>
+    const withdrawn = events.filter((e) => e.sequence > chainBefore && e.type === "invitation.revoked")
+    expect(withdrawn.map((e) => e.data.email).sort()).toEqual([accounts.miaAlt.email, "mia.third@example.com"])
+    // Her other address cannot come in through the link.
+    const alt = new Browser()
+    idp.loginAs("miaAlt")
+    await alt.follow(`${origin}/auth/signin/idp`, (next) => next.origin === origin && next.pathname === "/")
+    const altCsrf = ((await (await alt.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const accepted = await alt.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": altCsrf },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(inPerson.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(409)
+    expect(((await accepted.json()) as any).error.code).toBe("INVITATION_CLOSED")
   })
 
   it("keys of people removed before removal revoked keys are found and revoked by the sweep", async () => {

@@ -538,7 +538,8 @@ export const SYSTEM_EVENTS = {
   },
   "invitation.revoked": {
     description: "a pending invitation withdrawn",
-    emittedBy: "DELETE /workspaces/:id/invitations/:invitationId",
+    emittedBy:
+      "DELETE /workspaces/:id/invitations/:invitationId, the removal of the member who sent it (in the dashboard, with a key they made, or through an app)",
     data: Schema.Struct({ invitationId: Schema.String, email: Schema.String, role: MemberRole }),
   },
   "member.joined": {

@@ -245,13 +245,21 @@ export class PeopleService extends Context.Service<
             yield* repo.deleteMember(workspaceId, userId)
             // The API keys they made (in the dashboard, or with a key they made) end with the membership, as their
             // apps' grants do: each revocation is announced, so SDK tokens of those keys stop on every instance.
-            const revoked = yield* keys.revokeOfMember(workspaceId, userId, yield* nowIso)
+            const at = yield* nowIso
+            const revoked = yield* keys.revokeOfMember(workspaceId, userId, at)
+            // So are the invitations they sent and nobody accepted yet: a removed admin does not come back through an
+            // invitation to another address of theirs.
+            const withdrawn = yield* repo.withdrawInvitationsOf(workspaceId, userId, at)
             yield* audit.append(inWorkspace(actor, workspaceId), [
               {
                 type: "member.removed",
                 data: { userId, email: member.email, role: member.role, left: actor.userId === userId },
               },
               ...revoked.map((k) => revokedEvent(k, "member_removed")),
+              ...withdrawn.map((i) => ({
+                type: "invitation.revoked",
+                data: { invitationId: i.id, email: i.email, role: i.role },
+              })),
             ])
             return member
           }),
