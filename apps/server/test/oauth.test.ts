@@ -690,7 +690,7 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     const made = await inDashboard("/api/v1/api-keys", {
       name: "ken's key",
       type: "workspace",
-      scopes: ["agents:read", "apikeys:write"],
+      scopes: ["agents:read", "events:read", "apikeys:write"],
     })
     expect(made.status, JSON.stringify(made.body)).toBe(201)
     const kens = made.body.data.apiKey as string
@@ -719,6 +719,16 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
         fetch(`${base}/api/v1/agents`, { headers: { authorization: `Bearer ${credential}` } }).then((r) => r.status)
       const his = [kens, derived, rotated.body.data.apiKey as string, token]
       for (const credential of [...his, untouched]) expect(await on(other.url, credential)).toBe(200)
+      const controller = new AbortController()
+      const stream = await fetch(`${other.url}/api/v1/events/stream`, {
+        headers: { authorization: `Bearer ${kens}` },
+        signal: controller.signal,
+      })
+      expect(stream.status).toBe(200)
+      const streamEnded = (async () => {
+        for await (const _ of stream.body as any as AsyncIterable<Uint8Array>);
+        return "ended"
+      })().catch(() => "ended")
       const chainBefore = await t.chainLength()
 
       const removed = await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${userId}`)
@@ -735,6 +745,9 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
         status = await on(other.url, token)
       }
       expect(status).toBe(401)
+      // The event stream his key opened on the other instance ends by itself (the test's time-out is the bound).
+      expect(await streamEnded).toBe("ended")
+      controller.abort()
       // The operator's key ken never held, and the one he rotated (in its overlap), still work.
       expect(await on(other.url, untouched)).toBe(200)
       expect(await on(origin, t.key)).toBe(200)
