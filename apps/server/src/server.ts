@@ -417,18 +417,20 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       ? await startTrustWorker(runtime, log, { sweepMs: config.trustSweepIntervalMs })
       : undefined
 
-  // Expired keys are refused at once by the authenticator; the sweep records their revocation.
+  // Expired keys are refused at once by the authenticator; the sweep records their revocation. It also revokes
+  // keys whose person is no longer a member (made before a removal revoked them: the upgrade to migration 0017).
   const sweep = setInterval(() => {
     runtime
       .runPromise(
         Effect.gen(function* () {
-          const n = yield* ApiKeyService.use((s) => s.revokeExpired)
+          const n =
+            (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
           yield* Idempotency.use((i) => i.purgeExpired)
           yield* SigningKeys.use((k) => k.retire)
           return n
         }),
       )
-      .then((n) => n > 0 && log.info("revoked expired keys", { count: n }))
+      .then((n) => n > 0 && log.info("revoked expired keys and keys of removed members", { count: n }))
       .catch((cause) => log.error("sweep failed", { cause: String(cause) }))
   }, config.sweepIntervalMs)
   sweep.unref()

@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs"
 import { PostgresClient } from "@agentgov/db"
+import { ApiKeyService } from "@agentgov/domain"
 import * as client from "openid-client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeLogger } from "../src/logger.ts"
@@ -22,6 +24,12 @@ const accounts = {
   vic: { email: "vic@example.com", email_verified: true },
   mo: { email: "mo@example.com", email_verified: true },
   dora: { email: "dora@example.com", email_verified: true },
+  gina: { email: "gina@example.com", email_verified: true },
+  hal: { email: "hal@example.com", email_verified: true },
+  ken: { email: "ken@example.com", email_verified: true },
+  lea: { email: "lea@example.com", email_verified: true },
+  mia: { email: "mia@example.com", email_verified: true },
+  miaAlt: { email: "mia.alt@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -249,6 +257,31 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     }
     expect(write.status).toBe(403)
     expect((await bearer(tokens.access_token, "/api/v1/agents")).status).toBe(200)
+  })
+
+  it("a refresh that asks for less gets a token that acts with less; one asking for more changes nothing", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "agents:read agents:write")
+    const createAgent = (token: string) =>
+      bearer(token, "/api/v1/agents", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: `narrowed-${Date.now()}-${Math.random()}` }),
+      }).then((r) => r.status)
+    // Asking for a scope never granted: refused, and the refresh token is not spent (nor its grant revoked).
+    await expect(
+      client.refreshTokenGrant(config, tokens.refresh_token!, { scope: "policies:write" }),
+    ).rejects.toMatchObject({ error: "invalid_scope" })
+    expect(await createAgent(tokens.access_token)).toBe(201)
+    const narrowed = await client.refreshTokenGrant(config, tokens.refresh_token!, { scope: "agents:read" })
+    expect(narrowed.scope).toBe("agents:read")
+    expect((await bearer(narrowed.access_token, "/api/v1/agents")).status).toBe(200)
+    expect(await createAgent(narrowed.access_token)).toBe(403)
+    // The new refresh token keeps the old one's scope (RFC 6749 6): the app may ask for the whole grant again.
+    const whole = await client.refreshTokenGrant(config, narrowed.refresh_token!)
+    expect(whole.scope).toBe("agents:read agents:write")
+    expect(await createAgent(whole.access_token)).toBe(201)
   })
 
   it("a code works once, bound to its client and redirect URI; its replay revokes what it granted", async () => {
@@ -485,6 +518,79 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     expect(await memberships()).toEqual([t.workspaceId])
   })
 
+  it("an app's token revokes no grant without apikeys:write, not even its own person's; the person in the dashboard does", async () => {
+    const browser = await signedIn("gina", "admin")
+    const reader = await authorizeApp(browser, await appConfig(await register({ name: "Key reader" })), "apikeys:read")
+    const other = await authorizeApp(browser, await appConfig(await register({ name: "Other app" })), "agents:read")
+    const listed = (await (await bearer(reader.tokens.access_token, "/api/v1/oauth/grants")).json()) as any
+    const grantOf = (name: string) => listed.data.find((g: any) => g.clientName === name).id as string
+    for (const id of [grantOf("Other app"), grantOf("Key reader")]) {
+      const res = await bearer(reader.tokens.access_token, `/api/v1/oauth/grants/${id}`, { method: "DELETE" })
+      const body = (await res.json()) as any
+      expect(res.status, JSON.stringify(body)).toBe(403)
+      expect(body.error).toMatchObject({
+        code: "FORBIDDEN",
+        details: { field: "scope", issue: "requires apikeys:write" },
+      })
+    }
+    // Nothing changed: both apps still act.
+    expect((await bearer(other.tokens.access_token, "/api/v1/agents")).status).toBe(200)
+    expect((await bearer(reader.tokens.access_token, "/api/v1/api-keys")).status).toBe(200)
+    // Gina herself, signed in to the dashboard, revokes her own grant.
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const revoked = await browser.fetch(`${origin}/api/v1/oauth/grants/${grantOf("Other app")}`, {
+      method: "DELETE",
+      headers: { "x-csrf-token": csrf },
+    })
+    expect(revoked.status).toBe(200)
+    expect((await bearer(other.tokens.access_token, "/api/v1/agents")).status).toBe(401)
+  })
+
+  it("an app sees its person in its grant's workspace only, and mints no API key that would outlive its grant", async () => {
+    const browser = await signedIn("hal", "admin")
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: "hal's other" } })
+    const second = created.body.data.workspace.id as string
+    const invited = await t.call("POST", `/api/v1/workspaces/${second}/invitations`, {
+      body: { email: accounts.hal.email, role: "viewer" },
+    })
+    const accepted = await browser.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(invited.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(200)
+    const { tokens } = await authorizeApp(
+      browser,
+      await appConfig(await register()),
+      "agents:read apikeys:read apikeys:write",
+    )
+    expect(tokens.scope).toBe("agents:read apikeys:read apikeys:write")
+    const me = (await (await bearer(tokens.access_token, "/api/v1/users/me")).json()) as any
+    expect(me.data.user.email).toBe(accounts.hal.email)
+    expect(me.data.memberships.map((m: any) => m.workspaceId)).toEqual([t.workspaceId])
+
+    const keysBefore = (await t.call("GET", "/api/v1/api-keys?limit=100")).body.data.length
+    const post = (path: string, body: unknown) =>
+      bearer(tokens.access_token, path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const minted = await post("/api/v1/api-keys", { name: "app's own key", type: "workspace", scopes: ["agents:read"] })
+    expect(minted.status, JSON.stringify(minted.body)).toBe(403)
+    expect(minted.body.error).toMatchObject({ code: "FORBIDDEN", details: { field: "credential" } })
+    const victim = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "rotate me", type: "workspace", scopes: ["agents:read"] },
+    })
+    const rotated = await post(`/api/v1/api-keys/${victim.body.data.id}/rotate`, {})
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(403)
+    // Nothing was minted or changed.
+    const keysAfter = (await t.call("GET", "/api/v1/api-keys?limit=100")).body.data
+    expect(keysAfter.length).toBe(keysBefore + 1)
+    expect(keysAfter.find((k: any) => k.id === victim.body.data.id).rotatedTo).toBeNull()
+  })
+
   it("refuses a consent without the session's CSRF token, and a denied consent returns access_denied", async () => {
     const browser = await signedIn("alice", "admin")
     const config = await appConfig(await register())
@@ -567,6 +673,177 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     } finally {
       await other.close()
     }
+  })
+
+  it("removing a member revokes the API keys they made, and the keys those made, on every instance", async () => {
+    const browser = await signedIn("ken", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const userId = session.data.user.id as string
+    const inDashboard = (path: string, body: unknown) =>
+      browser
+        .fetch(`${origin}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+          body: JSON.stringify(body),
+        })
+        .then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const made = await inDashboard("/api/v1/api-keys", {
+      name: "ken's key",
+      type: "workspace",
+      scopes: ["agents:read", "events:read", "apikeys:write"],
+    })
+    expect(made.status, JSON.stringify(made.body)).toBe(201)
+    const kens = made.body.data.apiKey as string
+    const derived = await t.createKey({ name: "made with ken's key", type: "workspace", scopes: ["agents:read"] }, kens)
+    // The operator's key, rotated by ken in the dashboard: he holds the new one.
+    const operators = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "operator's", type: "workspace", scopes: ["agents:read"] },
+    })
+    const untouched = operators.body.data.apiKey as string
+    const rotatedOperators = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "operator's, rotated by ken", type: "workspace", scopes: ["agents:read"] },
+    })
+    const rotated = await inDashboard(`/api/v1/api-keys/${rotatedOperators.body.data.id}/rotate`, {})
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(201)
+    const token = (await t.call("POST", "/api/v1/tokens", { key: kens })).body.data.token as string
+
+    const other = await startServer(
+      testConfig({ bootstrap: false, publicUrl: origin, redisUrl: process.env.REDIS_URL }),
+      {
+        store: PostgresClient.layer({ url: t.store.url }),
+        logger: makeLogger("error", () => {}),
+      },
+    )
+    try {
+      const on = (base: string, credential: string) =>
+        fetch(`${base}/api/v1/agents`, { headers: { authorization: `Bearer ${credential}` } }).then((r) => r.status)
+      const his = [kens, derived, rotated.body.data.apiKey as string, token]
+      for (const credential of [...his, untouched]) expect(await on(other.url, credential)).toBe(200)
+      const controller = new AbortController()
+      const stream = await fetch(`${other.url}/api/v1/events/stream`, {
+        headers: { authorization: `Bearer ${kens}` },
+        signal: controller.signal,
+      })
+      expect(stream.status).toBe(200)
+      const streamEnded = (async () => {
+        for await (const _ of stream.body as any as AsyncIterable<Uint8Array>);
+        return "ended"
+      })().catch(() => "ended")
+      const chainBefore = await t.chainLength()
+
+      const removed = await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${userId}`)
+      expect(removed.status, JSON.stringify(removed.body)).toBe(200)
+      // The keys at once, here and there; the SDK token, cached by the other instance, within 5 s.
+      for (const credential of his.slice(0, 3)) {
+        expect(await on(origin, credential)).toBe(401)
+        expect(await on(other.url, credential)).toBe(401)
+      }
+      const removedAt = Date.now()
+      let status = await on(other.url, token)
+      while (status === 200 && Date.now() - removedAt < 5_000) {
+        await new Promise((r) => setTimeout(r, 50))
+        status = await on(other.url, token)
+      }
+      expect(status).toBe(401)
+      // The event stream his key opened on the other instance ends by itself (the test's time-out is the bound).
+      expect(await streamEnded).toBe("ended")
+      controller.abort()
+      // The operator's key ken never held, and the one he rotated (in its overlap), still work.
+      expect(await on(other.url, untouched)).toBe(200)
+      expect(await on(origin, t.key)).toBe(200)
+
+      // One apikey.revoked each, after member.removed, in the removal's own append.
+      const events = await t.call("GET", "/api/v1/events?limit=10")
+      const tail = (events.body.data as Array<any>).filter((e) => e.sequence > chainBefore).reverse()
+      expect(tail.map((e) => e.type)).toEqual(["member.removed", "apikey.revoked", "apikey.revoked", "apikey.revoked"])
+      expect(tail.slice(1).every((e) => e.data.reason === "member_removed")).toBe(true)
+      const keys = await t.call("GET", `/api/v1/api-keys/${made.body.data.id}`)
+      expect(keys.body.data).toMatchObject({ status: "revoked", revokedReason: "member_removed" })
+      // Invited again, his old keys stay revoked.
+      await signedIn("ken", "admin")
+      expect(await on(origin, kens)).toBe(401)
+    } finally {
+      await other.close()
+    }
+  })
+
+  it("removing a member withdraws the invitations they sent, in person or with their key", async () => {
+    const browser = await signedIn("mia", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const inDashboard = (path: string, body: unknown) =>
+      browser
+        .fetch(`${origin}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+          body: JSON.stringify(body),
+        })
+        .then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const invitations = `/api/v1/workspaces/${t.workspaceId}/invitations`
+    const inPerson = await inDashboard(invitations, { email: accounts.miaAlt.email, role: "admin" })
+    expect(inPerson.status, JSON.stringify(inPerson.body)).toBe(201)
+    const key = await inDashboard("/api/v1/api-keys", { name: "mia's", type: "workspace", scopes: ["members:write"] })
+    const withKey = await t.call("POST", invitations, {
+      body: { email: "mia.third@example.com", role: "member" },
+      key: key.body.data.apiKey,
+    })
+    expect(withKey.status, JSON.stringify(withKey.body)).toBe(201)
+    const operators = await t.call("POST", invitations, { body: { email: "someone@example.com", role: "viewer" } })
+    const chainBefore = await t.chainLength()
+
+    expect((await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${session.data.user.id}`)).status).toBe(
+      200,
+    )
+    const listed = (await t.call("GET", `${invitations}?limit=100`)).body.data as Array<any>
+    const statusOf = (id: string) => listed.find((i) => i.id === id).status
+    expect(statusOf(inPerson.body.data.invitation.id)).toBe("revoked")
+    expect(statusOf(withKey.body.data.invitation.id)).toBe("revoked")
+    expect(statusOf(operators.body.data.invitation.id)).toBe("pending")
+    const events = (await t.call("GET", "/api/v1/events?limit=10")).body.data as Array<any>
+    const withdrawn = events.filter((e) => e.sequence > chainBefore && e.type === "invitation.revoked")
+    expect(withdrawn.map((e) => e.data.email).sort()).toEqual([accounts.miaAlt.email, "mia.third@example.com"])
+    // Her other address cannot come in through the link.
+    const alt = new Browser()
+    idp.loginAs("miaAlt")
+    await alt.follow(`${origin}/auth/signin/idp`, (next) => next.origin === origin && next.pathname === "/")
+    const altCsrf = ((await (await alt.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const accepted = await alt.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": altCsrf },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(inPerson.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(409)
+    expect(((await accepted.json()) as any).error.code).toBe("INVITATION_CLOSED")
+  })
+
+  it("keys of people removed before removal revoked keys are found and revoked by the sweep", async () => {
+    const browser = await signedIn("lea", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const made = await browser.fetch(`${origin}/api/v1/api-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+      body: JSON.stringify({ name: "lea's key", type: "workspace", scopes: ["agents:read"] }),
+    })
+    const key = ((await made.json()) as any).data as { id: string; apiKey: string }
+    // As an older version stored it: no creator on the key, the membership gone without its keys.
+    await t.query(
+      (
+        sql,
+      ) => sql`UPDATE api_keys SET created_by_user = NULL WHERE workspace_id = ${t.workspaceId} AND created_by_user IS NOT NULL
+        AND status = 'active'`,
+    )
+    await t.query((sql) => sql`DELETE FROM memberships WHERE user_id = ${session.data.user.id}`)
+    // Migration 0017's backfill finds the creator on the audit trail (its statements may run again).
+    const migration = readFileSync(
+      new URL("../../../packages/db/migrations/0017_key_creators.sql", import.meta.url),
+      "utf8",
+    )
+    await t.query((sql) => sql.unsafe(migration).unprepared)
+    expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(200)
+    const swept = await t.server.runtime.runPromise(ApiKeyService.use((s) => s.revokeOrphaned))
+    expect(swept).toBe(1)
+    expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(401)
+    const events = await t.call("GET", "/api/v1/events?type=apikey.revoked&limit=1")
+    expect(events.body.data[0].data).toMatchObject({ keyId: key.id, reason: "member_removed" })
   })
 
   it("an event stream opened with an access token ends when its grant is revoked on another instance", async () => {

@@ -27,6 +27,7 @@ const key = (over: Partial<Row> = {}): Row => ({
   rotatedTo: null,
   lastUsedAt: null,
   createdAt: new Date(0).toISOString(),
+  createdByUser: null,
   workspaceDeleted: false,
   ...over,
 })

@@ -218,6 +218,9 @@ describe("Authenticator", () => {
         revokeAll: unexpected("revokeAll"),
         markRotated: unexpected("markRotated"),
         revokeExpired: unexpected("revokeExpired"),
+        revokeOfMember: unexpected("revokeOfMember"),
+        revokeOrphaned: unexpected("revokeOrphaned"),
+        holdMembership: unexpected("holdMembership"),
         touch: unexpected("touch"),
       }),
     )

@@ -273,6 +273,7 @@ export interface ApiKey {
     | "agent_deregistered"
     | "agent_revoked"
     | "workspace_deleted"
+    | "member_removed"
     | null
   /** The key that replaced this one by rotation. */
   readonly rotatedTo: string | null

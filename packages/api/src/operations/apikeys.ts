@@ -14,7 +14,7 @@ export const apiKeyOperations = [
     tag,
     summary: "Create an API key",
     description:
-      "Returns the full key once, in `apiKey`; only its SHA-256 and a 6-character prefix are kept. A key can only be given scopes the calling credential holds; agent keys take the agent scopes of the spec's table.",
+      "Returns the full key once, in `apiKey`; only its SHA-256 and a 6-character prefix are kept. A key can only be given scopes the calling credential holds; agent keys take the agent scopes of the spec's table. An app's OAuth token mints no key (403): a key would outlive its grant.",
     successStatus: 201,
     errors: ["AGENT_NOT_FOUND"],
     input: CreateApiKey,
@@ -72,7 +72,7 @@ export const apiKeyOperations = [
     tag,
     summary: "Rotate an API key",
     description:
-      "Returns a new key with the same type, scopes, agent binding and expiry. The old key keeps working for `overlapSeconds` (default 86400; 0 revokes it now), then is revoked.",
+      "Returns a new key with the same type, scopes, agent binding and expiry. The old key keeps working for `overlapSeconds` (default 86400; 0 revokes it now), then is revoked. Not with an app's OAuth token (403).",
     successStatus: 201,
     errors: ["API_KEY_NOT_FOUND", "API_KEY_NOT_ROTATABLE"],
     input: idAnd(RotateApiKey),

@@ -68,7 +68,7 @@ export const oauthOperations = [
     tag,
     summary: "Revoke an app's access",
     description:
-      "Ends the grant and every token of it, at once on every instance. Your own grant, or anyone's with `apikeys:write`.",
+      "Ends the grant and every token of it, at once on every instance. Signed in to the dashboard, a person revokes their own grants; anything else (an app's token included, even for its own person) needs `apikeys:write`.",
     errors: ["OAUTH_GRANT_NOT_FOUND"],
     input: Schema.Struct(idField),
     output: OAuthGrant,

@@ -19,7 +19,18 @@ export const ApiKey = Schema.Struct({
   expiresAt: Schema.NullOr(Timestamp),
   revokedAt: Schema.NullOr(Timestamp),
   revokedReason: Schema.NullOr(
-    Schema.Literals(["revoked", "expired", "rotated", "agent_deregistered", "agent_revoked", "workspace_deleted"]),
+    Schema.Literals([
+      "revoked",
+      "expired",
+      "rotated",
+      "agent_deregistered",
+      "agent_revoked",
+      "workspace_deleted",
+      "member_removed",
+    ]).annotate({
+      description:
+        "`member_removed`: the member who made the key (in the dashboard, or with a key they made) left or was removed from the workspace",
+    }),
   ),
   rotatedTo: Schema.NullOr(Schema.String).annotate({ description: "id of the key that replaced this one" }),
   lastUsedAt: Schema.NullOr(Timestamp),

@@ -21,11 +21,18 @@ interface Row {
   readonly rotated_to: string | null
   readonly last_used_at: Date | null
   readonly created_at: Date
+  readonly created_by_user: string | null
 }
 
 export interface StoredKey extends ApiKey {
   readonly workspaceId: string
   readonly hash: string
+  /**
+   * The person behind the key: the member whose session (or app) minted it, or whose key did, transitively; null
+   * for the operator's keys (first start, CLI, workspace creation) and keys minted from them. Removing that
+   * member from the workspace revokes the key.
+   */
+  readonly createdByUser: string | null
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null
@@ -47,10 +54,11 @@ const toKey = (r: Row): StoredKey => ({
   rotatedTo: r.rotated_to,
   lastUsedAt: iso(r.last_used_at),
   createdAt: r.created_at.toISOString(),
+  createdByUser: r.created_by_user,
 })
 
-/** Strips what must never leave the service: the hash and the internal workspace id. */
-export const publicKey = ({ hash: _hash, workspaceId: _ws, ...key }: StoredKey): ApiKey => key
+/** Strips what must never leave the service: the hash, the internal workspace id and the creator. */
+export const publicKey = ({ hash: _hash, workspaceId: _ws, createdByUser: _by, ...key }: StoredKey): ApiKey => key
 
 /**
  * Announces (at commit) the id of every key whose validity changed: revoked,
@@ -98,6 +106,22 @@ export class ApiKeyRepo extends Context.Service<
     readonly markRotated: (workspaceId: string, id: string, rotatedTo: string, expiresAt: string) => Effect.Effect<void>
     /** Revokes keys whose expiry has passed; the reason is `rotated` for replaced keys, else `expired`. */
     readonly revokeExpired: (at: string) => Effect.Effect<ReadonlyArray<StoredKey>>
+    /** Revokes every active key of `userId` in the workspace (reason `member_removed`); returns the revoked ones. */
+    readonly revokeOfMember: (
+      workspaceId: string,
+      userId: string,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<StoredKey>>
+    /**
+     * Revokes every active key whose person is no longer a member of its workspace (reason `member_removed`): keys
+     * made before creators were recorded, by people removed before removal revoked keys.
+     */
+    readonly revokeOrphaned: (at: string) => Effect.Effect<ReadonlyArray<StoredKey>>
+    /**
+     * Whether `userId` is a member of the workspace, holding their membership (FOR SHARE) until the transaction
+     * ends: a key minted for them cannot commit after their removal has revoked their keys.
+     */
+    readonly holdMembership: (workspaceId: string, userId: string) => Effect.Effect<boolean>
     readonly touch: (id: string, at: string) => Effect.Effect<void>
   }
 >()("@agentgov/domain/apikeys/ApiKeyRepo") {
@@ -121,10 +145,10 @@ export class ApiKeyRepo extends Context.Service<
       return ApiKeyRepo.of({
         insert: (k) =>
           sql`INSERT INTO api_keys (id, workspace_id, name, type, agent_id, environment, scopes, prefix, key_hash,
-                status, expires_at, created_at)
+                status, expires_at, created_at, created_by_user)
               VALUES (${k.id}, ${k.workspaceId}, ${k.name}, ${k.type}, ${k.agentId}, ${k.environment},
                 ${jsonb(sql, k.scopes)}, ${k.prefix}, ${k.hash}, 'active', ${k.expiresAt}::timestamptz,
-                ${k.createdAt}::timestamptz)`.pipe(Effect.asVoid, Effect.orDie),
+                ${k.createdAt}::timestamptz, ${k.createdByUser})`.pipe(Effect.asVoid, Effect.orDie),
         find: find(false),
         findForUpdate: find(true),
         findByHash: (hash) => findWithWorkspace(sql`k.key_hash = ${hash}`),
@@ -165,6 +189,29 @@ export class ApiKeyRepo extends Context.Service<
                 revoked_reason = CASE WHEN rotated_to IS NULL THEN 'expired' ELSE 'rotated' END
               WHERE status = 'active' AND expires_at <= ${at}::timestamptz RETURNING *`.pipe(
             Effect.map((rows) => rows.map(toKey)),
+            Effect.orDie,
+          ),
+        revokeOfMember: (workspaceId, userId, at) =>
+          sql<Row>`WITH r AS (UPDATE api_keys SET status = 'revoked', revoked_at = ${at}::timestamptz,
+                revoked_reason = 'member_removed'
+              WHERE workspace_id = ${workspaceId} AND created_by_user = ${userId} AND status = 'active' RETURNING *)
+              SELECT r.*, pg_notify(${KEYS_CHANNEL}, r.id) FROM r`.pipe(
+            Effect.map((rows) => rows.map(toKey)),
+            Effect.orDie,
+          ),
+        revokeOrphaned: (at) =>
+          sql<Row>`WITH r AS (UPDATE api_keys k SET status = 'revoked', revoked_at = ${at}::timestamptz,
+                revoked_reason = 'member_removed'
+              WHERE k.status = 'active' AND k.created_by_user IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM memberships m WHERE m.workspace_id = k.workspace_id AND m.user_id = k.created_by_user)
+              RETURNING k.*)
+              SELECT r.*, pg_notify(${KEYS_CHANNEL}, r.id) FROM r`.pipe(
+            Effect.map((rows) => rows.map(toKey)),
+            Effect.orDie,
+          ),
+        holdMembership: (workspaceId, userId) =>
+          sql`SELECT 1 FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId} FOR SHARE`.pipe(
+            Effect.map((rows) => rows.length === 1),
             Effect.orDie,
           ),
         touch: (id, at) =>

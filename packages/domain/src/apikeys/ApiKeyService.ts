@@ -23,7 +23,22 @@ export const DEFAULT_ROTATION_OVERLAP_SECONDS = 86_400
 
 const withSecret = (k: StoredKey, apiKey: string): ApiKeyWithSecret => ({ ...publicKey(k), apiKey })
 
-const revokedEvent = (k: StoredKey, reason: RevokeReason) => ({
+/**
+ * An app acting for a person (an OAuth token) mints no API key: the key would outlive the grant, so revoking the
+ * app, or the person's removal, would not end what it can do.
+ */
+const noKeysForApps = (actor: Actor) =>
+  actor.credential.type === "oauth"
+    ? Effect.fail(
+        new PermissionDenied({
+          message: "an app's OAuth token cannot mint API keys (a key would outlive its grant); use the dashboard",
+          field: "credential",
+          issue: "an OAuth access token",
+        }),
+      )
+    : Effect.void
+
+export const revokedEvent = (k: StoredKey, reason: RevokeReason) => ({
   type: "apikey.revoked",
   agentId: k.agentId,
   data: { keyId: k.id, name: k.name, prefix: k.prefix, reason },
@@ -65,6 +80,11 @@ export class ApiKeyService extends Context.Service<
     readonly revokeForAgent: (actor: Actor, agentId: string, reason: RevokeReason) => Effect.Effect<number>
     /** Revokes the keys whose `expiresAt` has passed; returns how many. Run by the sweeper. */
     readonly revokeExpired: Effect.Effect<number>
+    /**
+     * Revokes the keys whose person is no longer a member of the workspace (made before removal revoked them);
+     * returns how many. Run by the sweeper.
+     */
+    readonly revokeOrphaned: Effect.Effect<number>
   }
 >()("@agentgov/domain/apikeys/ApiKeyService") {
   static readonly layer = Layer.effect(
@@ -77,17 +97,49 @@ export class ApiKeyService extends Context.Service<
       const audit = yield* AuditLog
       const tx = transactional(sql)
 
+      /**
+       * The person a new key belongs to: the member acting in person (a session) or through an app; for a key, or
+       * its SDK token, that key's person; none for the operator (system).
+       */
+      const personBehind = (actor: Actor) =>
+        actor.credential.type === "user" || actor.credential.type === "oauth"
+          ? Effect.succeed(actor.userId ?? null)
+          : actor.credential.type === "api_key" || actor.credential.type === "sdk_token"
+            ? Effect.map(repo.find(actor.workspaceId, actor.credential.id), (k) => k?.createdByUser ?? null)
+            : Effect.succeed(null)
+
       const insertKey = Effect.fn("ApiKeyService.insertKey")(function* (
         actor: Actor,
         spec: Omit<
           StoredKey,
-          "id" | "prefix" | "hash" | "status" | "revokedAt" | "revokedReason" | "rotatedTo" | "lastUsedAt" | "createdAt"
+          | "id"
+          | "prefix"
+          | "hash"
+          | "status"
+          | "revokedAt"
+          | "revokedReason"
+          | "rotatedTo"
+          | "lastUsedAt"
+          | "createdAt"
+          | "createdByUser"
         >,
+        operators = false,
       ) {
+        // A new workspace's first key is the operator's, whoever asked for the workspace.
+        const createdByUser = operators ? null : yield* personBehind(actor)
+        // Held until commit: a removal of this person waits for the key and then revokes it, or came first and the
+        // key is refused (their credential authenticated a moment before the removal).
+        if (createdByUser !== null && !(yield* repo.holdMembership(spec.workspaceId, createdByUser)))
+          return yield* new PermissionDenied({
+            message: "the person behind this credential is no longer a member of the workspace",
+            field: "credential",
+            issue: "not a member",
+          })
         const createdAt = yield* nowIso
         const minted = mintKey(spec.type, spec.environment)
         const stored: StoredKey = {
           ...spec,
+          createdByUser,
           id: newId("key"),
           prefix: minted.prefix,
           hash: minted.hash,
@@ -116,6 +168,7 @@ export class ApiKeyService extends Context.Service<
       })
 
       const create = Effect.fn("ApiKeyService.create")(function* (actor: Actor, input: CreateApiKey) {
+        yield* noKeysForApps(actor)
         yield* requireStorable(input)
         const scopes: Array<Scope> = []
         for (const [i, name] of input.scopes.entries()) {
@@ -189,15 +242,19 @@ export class ApiKeyService extends Context.Service<
         name: string,
         options: { readonly admin?: boolean } = {},
       ) =>
-        insertKey(actor, {
-          workspaceId: workspace.id,
-          name,
-          type: "workspace",
-          agentId: null,
-          environment: workspace.environment,
-          scopes: SCOPES.filter((s) => options.admin === true || s !== "workspaces:admin"),
-          expiresAt: null,
-        })
+        insertKey(
+          actor,
+          {
+            workspaceId: workspace.id,
+            name,
+            type: "workspace",
+            agentId: null,
+            environment: workspace.environment,
+            scopes: SCOPES.filter((s) => options.admin === true || s !== "workspaces:admin"),
+            expiresAt: null,
+          },
+          true,
+        ).pipe(Effect.catchTag("PermissionDenied", Effect.die))
 
       // A key past its expiry is revoked (D4) from that instant, whether or not the sweep has recorded it yet.
       const present = (k: StoredKey, now: number): StoredKey =>
@@ -272,6 +329,7 @@ export class ApiKeyService extends Context.Service<
         id: string,
         overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS,
       ) {
+        yield* noKeysForApps(actor)
         return yield* tx(
           Effect.gen(function* () {
             const old = yield* visible(actor, yield* repo.findForUpdate(actor.workspaceId, id), id)
@@ -341,7 +399,29 @@ export class ApiKeyService extends Context.Service<
         }),
       ).pipe(Effect.withSpan("ApiKeyService.revokeExpired"))
 
-      return ApiKeyService.of({ create, createInitial, list, get, revoke, rotate, revokeForAgent, revokeExpired })
+      const revokeOrphaned = tx(
+        Effect.gen(function* () {
+          const revoked = yield* repo.revokeOrphaned(yield* nowIso)
+          for (const [workspaceId, keys] of Map.groupBy(revoked, (k) => k.workspaceId))
+            yield* audit.append(
+              systemActor(workspaceId, keys[0]!.environment, new Set()),
+              keys.map((k) => revokedEvent(k, "member_removed")),
+            )
+          return revoked.length
+        }),
+      ).pipe(Effect.withSpan("ApiKeyService.revokeOrphaned"))
+
+      return ApiKeyService.of({
+        create,
+        createInitial,
+        list,
+        get,
+        revoke,
+        rotate,
+        revokeForAgent,
+        revokeExpired,
+        revokeOrphaned,
+      })
     }),
   )
 }

@@ -103,6 +103,7 @@ const EVENT_REVOKE_REASONS = [
   "rotated",
   "agent_deregistered",
   "agent_revoked",
+  "member_removed",
 ] as const satisfies ReadonlyArray<RevokeReason>
 
 /** Webhooks (D9): never the secret, and of the URL only its origin. */
@@ -505,7 +506,8 @@ export const SYSTEM_EVENTS = {
   },
   "apikey.revoked": {
     description: "API key revoked",
-    emittedBy: "DELETE /api-keys/:id, expiry, rotation, agent deregistration",
+    emittedBy:
+      "DELETE /api-keys/:id, expiry, rotation, agent deregistration, the removal of the member who made the key",
     data: Schema.Struct({
       keyId: Schema.String,
       name: Schema.String,
@@ -536,7 +538,8 @@ export const SYSTEM_EVENTS = {
   },
   "invitation.revoked": {
     description: "a pending invitation withdrawn",
-    emittedBy: "DELETE /workspaces/:id/invitations/:invitationId",
+    emittedBy:
+      "DELETE /workspaces/:id/invitations/:invitationId, the removal of the member who sent it (in the dashboard, with a key they made, or through an app)",
     data: Schema.Struct({ invitationId: Schema.String, email: Schema.String, role: MemberRole }),
   },
   "member.joined": {

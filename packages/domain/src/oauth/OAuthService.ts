@@ -303,9 +303,15 @@ export class OAuthService extends Context.Service<
             AND g.revoked_at IS NULL`.pipe(orDie)
         const grant = rows[0]
         if (!grant) return yield* new OAuthGrantNotFound({ grantId: id })
-        if (grant.user_id !== actor.userId && !actor.scopes.has("apikeys:write"))
+        // Managing grants is managing credentials (apikeys:write). Without it, only the person in the dashboard (a
+        // session) revokes a grant of their own: an app's token, whatever it was granted, is not the person.
+        const ownInPerson = grant.user_id === actor.userId && actor.credential.type === "user"
+        if (!ownInPerson && !actor.scopes.has("apikeys:write"))
           return yield* new PermissionDenied({
-            message: "revoking another person's grant needs apikeys:write",
+            message:
+              grant.user_id === actor.userId
+                ? "revoking a grant with an app's token needs apikeys:write; revoke your own in the dashboard"
+                : "revoking another person's grant needs apikeys:write",
             scope: "apikeys:write",
           })
         yield* revokeGrantsWhere({ grantId: id }, "revoked", isoOf(yield* Clock.currentTimeMillis))
@@ -409,13 +415,21 @@ export class OAuthService extends Context.Service<
           return row
         })
 
-      const issue = (grantId: string, scopes: ReadonlyArray<string>, now: number) =>
+      /** An access token acting with `scopes`, and a refresh token that may ask for up to `refreshScopes`. */
+      const issue = (
+        grantId: string,
+        scopes: ReadonlyArray<string>,
+        now: number,
+        refreshScopes: ReadonlyArray<string> = scopes,
+      ) =>
         Effect.gen(function* () {
           const access = mintSecret(ACCESS_TOKEN_PREFIX)
           const refresh = mintSecret(REFRESH_TOKEN_PREFIX)
-          yield* sql`INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at) VALUES
-              (${access.hash}, ${grantId}, 'access', ${isoOf(now + ACCESS_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz),
-              (${refresh.hash}, ${grantId}, 'refresh', ${isoOf(now + REFRESH_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz)`
+          yield* sql`INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at, scopes) VALUES
+              (${access.hash}, ${grantId}, 'access', ${isoOf(now + ACCESS_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz,
+                ${jsonb(sql, scopes)}),
+              (${refresh.hash}, ${grantId}, 'refresh', ${isoOf(now + REFRESH_TOKEN_TTL_S * 1000)}::timestamptz, ${isoOf(now)}::timestamptz,
+                ${jsonb(sql, refreshScopes)})`
           return {
             access_token: access.secret,
             token_type: "Bearer",
@@ -501,7 +515,8 @@ export class OAuthService extends Context.Service<
               workspace_id: string
               scopes: ReadonlyArray<string>
               revoked_at: Date | null
-            }>`SELECT t.grant_id, t.expires_at, t.used_at, g.client_id, g.user_id, g.workspace_id, g.scopes, g.revoked_at
+            }>`SELECT t.grant_id, t.expires_at, t.used_at, g.client_id, g.user_id, g.workspace_id,
+                  coalesce(t.scopes, g.scopes) AS scopes, g.revoked_at
                 FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
                 WHERE t.token_hash = ${tokenHash} AND t.kind = 'refresh' FOR UPDATE OF t`.pipe(orDie)
             const row = rows[0]
@@ -513,18 +528,20 @@ export class OAuthService extends Context.Service<
               yield* revokeGrantsWhere({ grantId: row.grant_id }, "refresh_token_reused", isoOf(now))
               return { error: badGrant }
             }
-            yield* sql`UPDATE oauth_tokens SET used_at = ${isoOf(now)}::timestamptz WHERE token_hash = ${tokenHash}`.pipe(
-              orDie,
-            )
             let scopes = row.scopes
             if (params.scope?.trim()) {
               const asked = params.scope.trim().split(/\s+/)
               const extra = asked.find((s) => !row.scopes.includes(s))
+              // Refused before the token is spent: a bad request changes nothing, and the token still works.
               if (extra !== undefined)
                 return { error: refused("invalid_scope", `scope ${extra} was not granted`, false) }
-              scopes = asked
+              scopes = [...new Set(asked)]
             }
-            return { tokens: yield* issue(row.grant_id, scopes, now) }
+            yield* sql`UPDATE oauth_tokens SET used_at = ${isoOf(now)}::timestamptz WHERE token_hash = ${tokenHash}`.pipe(
+              orDie,
+            )
+            // The access token acts with what was asked; the new refresh token keeps the old one's scope (RFC 6749 6).
+            return { tokens: yield* issue(row.grant_id, scopes, now, row.scopes) }
           }),
         )
         // The revocation above is committed even though the answer is a refusal.
@@ -573,7 +590,7 @@ export class OAuthService extends Context.Service<
           user_id: string
           workspace_id: string
           scopes: ReadonlyArray<string>
-        }>`SELECT t.token_hash, t.grant_id, t.expires_at, g.user_id, g.workspace_id, g.scopes
+        }>`SELECT t.token_hash, t.grant_id, t.expires_at, g.user_id, g.workspace_id, coalesce(t.scopes, g.scopes) AS scopes
             FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id JOIN oauth_clients c ON c.id = g.client_id
             WHERE t.token_hash = ${hash} AND t.kind = 'access' AND g.revoked_at IS NULL AND c.revoked_at IS NULL`.pipe(
           orDie,

@@ -103,6 +103,15 @@ export class PeopleRepo extends Context.Service<
       workspaceId: string,
       opts: { before?: string | undefined; limit: number; nowMs: number },
     ) => Effect.Effect<ReadonlyArray<Invitation>>
+    /**
+     * Withdraws the workspace's pending invitations sent by `userId`: in person or through an app (invited by their
+     * user id), or with a key they made (by the key's id). Returns the withdrawn ones.
+     */
+    readonly withdrawInvitationsOf: (
+      workspaceId: string,
+      userId: string,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<Invitation>>
     /** Marks a pending invitation; false when it was no longer pending (a concurrent accept or revoke). */
     readonly closeInvitation: (
       id: string,
@@ -236,6 +245,15 @@ export class PeopleRepo extends Context.Service<
           sql<InvitationRow>`SELECT * FROM invitations WHERE workspace_id = ${workspaceId}
               ${before ? sql`AND id < ${before}` : sql``} ORDER BY id DESC LIMIT ${limit}`.pipe(
             Effect.map((rows) => rows.map((r) => toInvitation(r, nowMs))),
+            Effect.orDie,
+          ),
+        withdrawInvitationsOf: (workspaceId, userId, at) =>
+          sql<InvitationRow>`UPDATE invitations SET status = 'revoked'
+              WHERE workspace_id = ${workspaceId} AND status = 'pending' AND expires_at > ${at}::timestamptz
+                AND (invited_by = ${userId} OR invited_by IN (
+                  SELECT id FROM api_keys WHERE workspace_id = ${workspaceId} AND created_by_user = ${userId}))
+              RETURNING *`.pipe(
+            Effect.map((rows) => rows.map((r) => toInvitation(r, Date.parse(at)))),
             Effect.orDie,
           ),
         closeInvitation: (id, status, by, at) =>

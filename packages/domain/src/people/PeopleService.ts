@@ -1,5 +1,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
+import { revokedEvent } from "../apikeys/ApiKeyService.ts"
 import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
@@ -145,6 +147,7 @@ export class PeopleService extends Context.Service<
       const workspaces = yield* WorkspaceRepo
       const audit = yield* AuditLog
       const sessions = yield* Sessions
+      const keys = yield* ApiKeyRepo
       const tx = transactional(sql)
 
       /** The workspace of a request: the actor's own (an operator key: any), else not found. */
@@ -169,7 +172,12 @@ export class PeopleService extends Context.Service<
         if (actor.userId === undefined) return yield* new UserNotFound()
         const user = yield* repo.findUser(actor.userId)
         if (!user) return yield* new UserNotFound()
-        return { user, memberships: yield* repo.membershipsOf(user.id) }
+        const memberships = yield* repo.membershipsOf(user.id)
+        // An app acting for the person (an OAuth token) is held to its grant's workspace: it does not learn which
+        // other workspaces the person belongs to, or their roles there.
+        if (actor.credential.type === "oauth")
+          return { user, memberships: memberships.filter((m) => m.workspaceId === actor.workspaceId) }
+        return { user, memberships }
       })
 
       const listMembers = Effect.fn("PeopleService.listMembers")(function* (
@@ -235,11 +243,23 @@ export class PeopleService extends Context.Service<
           Effect.gen(function* () {
             const member = yield* changeable(actor, workspaceId, userId, null)
             yield* repo.deleteMember(workspaceId, userId)
+            // The API keys they made (in the dashboard, or with a key they made) end with the membership, as their
+            // apps' grants do: each revocation is announced, so SDK tokens of those keys stop on every instance.
+            const at = yield* nowIso
+            const revoked = yield* keys.revokeOfMember(workspaceId, userId, at)
+            // So are the invitations they sent and nobody accepted yet: a removed admin does not come back through an
+            // invitation to another address of theirs.
+            const withdrawn = yield* repo.withdrawInvitationsOf(workspaceId, userId, at)
             yield* audit.append(inWorkspace(actor, workspaceId), [
               {
                 type: "member.removed",
                 data: { userId, email: member.email, role: member.role, left: actor.userId === userId },
               },
+              ...revoked.map((k) => revokedEvent(k, "member_removed")),
+              ...withdrawn.map((i) => ({
+                type: "invitation.revoked",
+                data: { invitationId: i.id, email: i.email, role: i.role },
+              })),
             ])
             return member
           }),

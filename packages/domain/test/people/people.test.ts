@@ -184,6 +184,34 @@ describe("memberships and invitations", () => {
     expect(members.data.map((m) => [m.email, m.role])).toEqual([["erin@example.com", "owner"]])
   })
 
+  it("two owners leaving, or demoting each other, at once: one succeeds and the workspace keeps an owner", async () => {
+    const ws = await newWorkspace("racing owners")
+    const first = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))).id, ws.id)
+    const second = await join(first, ws.id, "gus@example.com", "owner")
+    const settle = (results: Array<PromiseSettledResult<unknown>>) =>
+      results.map((r) => (r.status === "fulfilled" ? "ok" : ((r.reason as any)?.code ?? String(r.reason)))).sort()
+    const owners = async () =>
+      (await t.run(people((s) => s.listMembers(first, ws.id, {})))).data.filter((m) => m.role === "owner").length
+    const demoted = await Promise.allSettled([
+      t.run(people((s) => s.updateMember(first, ws.id, second.userId!, "admin"))),
+      t.run(people((s) => s.updateMember(second, ws.id, first.userId!, "admin"))),
+    ])
+    expect(await owners()).toBe(1)
+    expect(settle(demoted).filter((r) => r === "ok")).toHaveLength(1)
+
+    const third = await actorOf(
+      (await t.run(people((s) => s.listMembers(first, ws.id, {})))).data.find((m) => m.role === "owner")!.userId,
+      ws.id,
+    )
+    const fourth = await join(third, ws.id, "hugo@example.com", "owner")
+    const left = await Promise.allSettled([
+      t.run(people((s) => s.removeMember(third, ws.id, third.userId!))),
+      t.run(people((s) => s.removeMember(fourth, ws.id, fourth.userId!))),
+    ])
+    expect(await owners()).toBe(1)
+    expect(settle(left).filter((r) => r === "ok")).toHaveLength(1)
+  })
+
   it("another workspace's members are not found", async () => {
     const a = await newWorkspace("a")
     const b = await newWorkspace("b")
