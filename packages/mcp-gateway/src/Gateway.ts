@@ -112,6 +112,17 @@ export class Gateway {
     return this.agentIdPromise
   }
 
+  /**
+   * Opens the connection to the service and learns the agent (a token exchange) ahead of the first call. A
+   * service that does not answer yet is no failure: the first call tries again, and is refused if it still
+   * cannot be decided.
+   */
+  warm(): void {
+    this.agentId().catch((error) =>
+      this.options.log?.(`agentgov did not answer yet (${(error as Error).message}); calls are refused until it does`),
+    )
+  }
+
   private async record(type: string, data: Record<string, unknown>): Promise<void> {
     try {
       const agentId = await this.agentId()
@@ -294,21 +305,25 @@ export class Gateway {
     const out: CallToolResult = { ...result, content: clean.value.content ?? [] }
     if (result.structuredContent !== undefined) out.structuredContent = clean.value.structuredContent
     const redactions = clean.redactions.map((r) => ({ ...r }))
-    if (redactions.length > 0) {
+    if (redactions.length > 0)
       this.options.log?.(`redacted from "${tool}": ${redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`)
-      void this.record("mcp.result.redacted", { server, tool, action, redactions })
-    }
-    void this.record("mcp.tool.called", {
-      server,
-      tool,
-      action,
-      guardEventId: decision.eventId ?? null,
-      ...(approvalId ? { approvalId } : {}),
-      durationMs,
-      isError: result.isError === true,
-      contentItems: Array.isArray(result.content) ? result.content.length : 0,
-      resultBytes: Buffer.byteLength(JSON.stringify(out)),
-      redactions,
+    // Recorded after the answer is on its way (the next turn of the event loop): measuring the result's size
+    // and queueing the events are not the caller's wait. Queued is not acknowledged: see the README's "Events".
+    const guardEventId = decision.eventId ?? null
+    setImmediate(() => {
+      if (redactions.length > 0) void this.record("mcp.result.redacted", { server, tool, action, redactions })
+      void this.record("mcp.tool.called", {
+        server,
+        tool,
+        action,
+        guardEventId,
+        ...(approvalId ? { approvalId } : {}),
+        durationMs,
+        isError: result.isError === true,
+        contentItems: Array.isArray(result.content) ? result.content.length : 0,
+        resultBytes: Buffer.byteLength(JSON.stringify(out)),
+        redactions,
+      })
     })
     return out
   }

@@ -9,6 +9,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import type { GatewayConfig } from "./config.ts"
 import { DefinitionStore } from "./DefinitionStore.ts"
 import { Gateway } from "./Gateway.ts"
+import { keepAliveFetch } from "./keepAliveFetch.ts"
 import { Sanitizer } from "./sanitizer.ts"
 import { Upstream } from "./Upstream.ts"
 
@@ -70,7 +71,8 @@ export const startGateway = async (
   config: GatewayConfig,
   log: (message: string) => void = (m) => process.stderr.write(`agentgov-mcp-gateway: ${m}\n`),
 ): Promise<RunningGateway> => {
-  const client = new AgentGov({ apiKey: config.apiKey, baseUrl: config.url })
+  const service = keepAliveFetch()
+  const client = new AgentGov({ apiKey: config.apiKey, baseUrl: config.url, fetch: service.fetch })
   const agent = client.agent({
     onUnavailable: config.onUnavailable,
     guardTimeoutMs: config.guardTimeoutMs,
@@ -105,18 +107,23 @@ export const startGateway = async (
   })
   await upstream.start()
 
-  let http: HttpServer | undefined
+  // The connection to the service and the agent's id (a token exchange) before the first call needs them; a
+  // service down now is not a failure to start: calls are refused until it answers (fail closed).
+  gateway.warm()
+
+  let listener: HttpServer | undefined
   let url: string | undefined
   const closeAll = async () => {
-    if (http) await new Promise<void>((resolve) => http!.close(() => resolve()))
+    if (listener) await new Promise<void>((resolve) => listener!.close(() => resolve()))
     await upstream.close()
     await agent.shutdown({ timeoutMs: 10_000 })
+    service.close()
   }
 
   if (config.listen) {
     const g = gateway
     const loopback = LOOPBACK_NAMES.has(hostnameOf(config.listen.host, false) ?? "") || config.listen.host === "::1"
-    http = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    listener = createServer(async (req: IncomingMessage, res: ServerResponse) => {
       if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp")
         return reply(res, 404, "not found: the endpoint is /mcp")
       if (loopback && rebound(req))
@@ -142,10 +149,10 @@ export const startGateway = async (
       }
     })
     await new Promise<void>((resolve, reject) => {
-      http!.once("error", reject)
-      http!.listen(config.listen!.port, config.listen!.host, () => resolve())
+      listener!.once("error", reject)
+      listener!.listen(config.listen!.port, config.listen!.host, () => resolve())
     })
-    const { port } = http.address() as AddressInfo
+    const { port } = listener.address() as AddressInfo
     url = `http://${config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host}:${port}/mcp`
     log(`listening on ${url}`)
   } else {
