@@ -5,7 +5,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { ComplianceRepo, SCOPES, TrustRecompute } from "@agentgov/domain"
-import { type Jwks, verifyReport } from "@agentgov/verifier"
+import { attributedLeaf, hashRange, type Jwks, rootOf, verifyReport } from "@agentgov/verifier"
 import { getDocument } from "pdfjs-dist/legacy/build/pdf.mjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
@@ -351,6 +351,36 @@ describe("reports judge each framework's controls by the catalogue's rules", () 
     const digest = createHash("sha256")
     for (const e of counted) digest.update(`${e.sequence} ${e.id}\n`)
     expect(r.report.counted.idsDigest).toBe(digest.digest("hex"))
+
+    // The chain's verification stored the Merkle subtrees it hashed and the checkpoint was signed from them:
+    // each stored subtree, and the signed root, is what hashing the events' leaves gives.
+    const rows = await t.query<any>(
+      (sql) => sql`SELECT sequence, hash, id, agent_id, actor_type, actor_id,
+          to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at
+        FROM events WHERE workspace_id = ${s.workspaceId} AND sequence <= ${r.report.checkpoint.treeSize}
+        ORDER BY sequence`,
+    )
+    const leaves = rows.map((e) =>
+      attributedLeaf({
+        hash: e.hash,
+        id: e.id,
+        agentId: e.agent_id,
+        actor: { type: e.actor_type, id: e.actor_id },
+        occurredAt: e.occurred_at,
+      }),
+    )
+    expect(leaves.length).toBe(r.report.checkpoint.treeSize)
+    expect(r.report.checkpoint.rootHash).toBe(rootOf(leaves))
+    const nodes = await t.query<{ level: number; idx: number; hash: string }>(
+      (sql) => sql`SELECT level, idx, hash FROM merkle_nodes WHERE workspace_id = ${s.workspaceId} ORDER BY level, idx`,
+    )
+    expect(nodes.filter((n) => n.level === 8).map((n) => Number(n.idx))).toEqual(
+      Array.from({ length: Math.floor(leaves.length / 256) }, (_, i) => i),
+    )
+    for (const n of nodes) {
+      const size = 2 ** n.level
+      expect(n.hash, `${n.level}/${n.idx}`).toBe(hashRange(leaves, Number(n.idx) * size, (Number(n.idx) + 1) * size))
+    }
   })
 })
 

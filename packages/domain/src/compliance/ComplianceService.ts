@@ -14,6 +14,7 @@ import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { Checkpoints } from "../audit/Checkpoints.ts"
+import { EventRepo } from "../audit/EventRepo.ts"
 import { EventService } from "../audit/EventService.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
@@ -36,7 +37,7 @@ import {
 import { CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
 import { type CertificationRow, ComplianceRepo, type ReportRow } from "./ComplianceRepo.ts"
 import { CATALOGUES, type Facts } from "./controls/index.ts"
-import { readEvidence } from "./evidence.ts"
+import { anyInScope, readEvidence } from "./evidence.ts"
 import { belowBronze, trustTierOf } from "./trustFloor.ts"
 
 /** A claimed report is the claimer's this long; a worker that died leaves it to the next after that. */
@@ -140,6 +141,7 @@ export class ComplianceService extends Context.Service<
       const audit = yield* AuditLog
       const checkpoints = yield* Checkpoints
       const events = yield* EventService
+      const eventRepo = yield* EventRepo
       const keys = yield* SigningKeys
       const tx = transactional(sql)
 
@@ -235,16 +237,47 @@ export class ComplianceService extends Context.Service<
       const generate = (row: ReportRow) =>
         Effect.gen(function* () {
           const actor = yield* systemActorIn(workspaces, row.workspace_id)
-          const { checkpoint } = yield* pin(actor)
-          const verification = yield* events.verify(actor, "report")
-          const now = yield* Clock.currentTimeMillis
+          const started = yield* Clock.currentTimeMillis
+          const now = started
           const from = row.period_from.toISOString()
           const to = row.period_to.toISOString()
-          const evidence = yield* readEvidence(
-            sql,
-            { workspaceId: row.workspace_id, agentId: row.agent_id, from, to, treeSize: checkpoint.treeSize },
-            now,
+          const scope = { workspaceId: row.workspace_id, agentId: row.agent_id, from, to }
+          // One pass over the chain hashes it: the verification rehashes every event and builds the Merkle tree
+          // as it goes, storing its subtrees, so the checkpoint taken next (signed at the head, its root from the
+          // stored subtrees) hashes only what came after. The counts (aggregates PostgreSQL computes) run at the
+          // same time, bounded by the head as it is now: every event of the period is at or below it, the chain
+          // verified covers at least that much, and the checkpoint is signed at a head that can only be later
+          // (or, when the chain conflicts with a signed checkpoint, at that older one).
+          const bound = (yield* eventRepo.head(row.workspace_id))?.sequence ?? 0
+          const phases: Array<string> = []
+          const timed = <A, E, R>(phase: string, effect: Effect.Effect<A, E, R>) =>
+            Effect.tap(effect, () =>
+              Clock.currentTimeMillis.pipe(Effect.map((t) => phases.push(`${phase} ${t - started} ms`))),
+            )
+          const [[verification, { checkpoint }], counted] = yield* Effect.all(
+            [
+              Effect.all([
+                timed("verify", events.verify(actor, "report", { storeTree: true })),
+                timed("checkpoint", pin(actor)),
+              ]),
+              timed("count", readEvidence(sql, { ...scope, treeSize: bound }, now)),
+            ],
+            { concurrency: 2 },
           )
+          // What the checkpoint signed beyond the bound is counted too when it falls in the period (events
+          // appended since the request are after its end, so it is rarely anything); a checkpoint below the bound
+          // (a conflict) bounds the counts itself.
+          const evidence =
+            checkpoint.treeSize === bound ||
+            (checkpoint.treeSize > bound &&
+              !(yield* anyInScope(sql, { ...scope, after: bound, upto: checkpoint.treeSize })))
+              ? counted
+              : yield* timed("recount", readEvidence(sql, { ...scope, treeSize: checkpoint.treeSize }, now))
+          // When each pass ended, on the generation's span (traces show where a slow report's time went).
+          yield* Effect.annotateCurrentSpan({
+            "report.phases": phases.join(", "),
+            "report.events": evidence.counted.count,
+          })
           const chain = verification.valid
             ? { valid: true, checked: verification.checked }
             : {
