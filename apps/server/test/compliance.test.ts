@@ -640,6 +640,103 @@ describe("certifications", () => {
     expect(again.body.error.message).toContain("below bronze")
   })
 
+  it("an operator revokes one in force: certification.revoked, gone from the list and from the badge at once", async () => {
+    const s = await seedCompliant()
+    const r = await report(s, "soc2")
+    const cert = ok(
+      await t.call("POST", "/api/v1/compliance/certifications", {
+        key: s.key,
+        body: { agentId: s.agentId, reportId: r.id },
+      }),
+      201,
+    )
+    const badge = async () => {
+      const res = await t.call("GET", `/api/v1/badge/${s.agentId}?format=json`, { key: null })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      const payload = JSON.parse(Buffer.from(res.body.data.signature.split(".")[1], "base64url").toString("utf8"))
+      return { listed: res.body.data.certifications, signed: payload.certifications }
+    }
+    // The badge (cached by the server from here on) names the framework, signed.
+    expect(await badge()).toEqual({ listed: ["soc2"], signed: ["soc2"] })
+    const readOnly = await t.createKey(
+      { type: "workspace", scopes: SCOPES.filter((x) => x !== "compliance:write" && x !== "workspaces:admin") },
+      s.key,
+    )
+    const before = await t.chainLength(s.workspaceId)
+    const reason = "the audit found the approval records incomplete"
+
+    // Not by an agent key (agent keys cannot hold compliance:write), nor without compliance:write, nor from
+    // another workspace.
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+        key: s.agentKey,
+        body: { reason },
+      }),
+      403,
+      "FORBIDDEN",
+      "scope",
+    )
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: readOnly, body: { reason } }),
+      403,
+      "FORBIDDEN",
+      "scope",
+    )
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+        key: partial.key,
+        body: { reason },
+      }),
+      404,
+      "CERTIFICATION_NOT_FOUND",
+    )
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: s.key, body: { reason: "" } }),
+      422,
+      "VALIDATION_ERROR",
+      "reason",
+    )
+    expect(await t.chainLength(s.workspaceId)).toBe(before)
+
+    const revoked = ok(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: s.key, body: { reason } }),
+    )
+    expect(revoked).toMatchObject({
+      id: cert.id,
+      status: "revoked",
+      revokedReason: "revoked_by_operator",
+      revocationNote: reason,
+      signature: cert.signature,
+    })
+    expect(Date.parse(revoked.revokedAt)).toBeGreaterThanOrEqual(Date.parse(cert.issuedAt))
+    expect(ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))).toEqual([])
+    // The badge no longer names it, although the one served before was cached.
+    expect(await badge()).toEqual({ listed: [], signed: [] })
+    const events = await t.query<{ type: string; data: any; actor_type: string; actor_id: string }>(
+      (sql) => sql`SELECT type, data, actor_type, actor_id FROM events WHERE workspace_id = ${s.workspaceId}
+          AND sequence > ${before} ORDER BY sequence`,
+    )
+    expect(events.map((e) => e.type)).toEqual(["certification.revoked"])
+    expect(events[0]!.data).toEqual({
+      certificationId: cert.id,
+      agentId: s.agentId,
+      framework: "soc2",
+      reportId: r.id,
+      reason: "revoked_by_operator",
+      note: reason,
+    })
+    expect(events[0]!.actor_type).toBe("api_key")
+
+    // Once: a revoked one is 409, and nothing more is recorded.
+    const again = await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+      key: s.key,
+      body: { reason },
+    })
+    expectError(again, 409, "CERTIFICATION_NOT_ACTIVE")
+    expect(again.body.error.message).toContain("revoked")
+    expect(await t.chainLength(s.workspaceId)).toBe(before + 1)
+  })
+
   it("refuses a workspace report, and a report of another agent", async () => {
     const whole = await report(compliant, "gdpr", false)
     expectError(

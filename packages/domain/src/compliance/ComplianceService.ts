@@ -11,14 +11,14 @@ import {
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
-import { AgentRepo } from "../agents/AgentRepo.ts"
+import { AGENTS_CHANNEL, AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { Checkpoints } from "../audit/Checkpoints.ts"
 import { EventRepo } from "../audit/EventRepo.ts"
 import { EventService } from "../audit/EventService.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
-import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { idCursor, type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
@@ -33,8 +33,9 @@ import {
   type IssueCertification,
   MAX_REPORT_PERIOD_MS,
   type ReportListQuery,
+  type RevokeCertification,
 } from "./Compliance.ts"
-import { CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
+import { CertificationNotFound, CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
 import { type CertificationRow, ComplianceRepo, type ReportRow } from "./ComplianceRepo.ts"
 import { CATALOGUES, type Facts } from "./controls/index.ts"
 import { anyInScope, readEvidence } from "./evidence.ts"
@@ -74,6 +75,7 @@ const toCertification = (c: CertificationRow, now: number): Certification => ({
   status: c.status === "revoked" ? "revoked" : c.expires_at.getTime() <= now ? "expired" : "active",
   revokedAt: c.revoked_at?.toISOString() ?? null,
   revokedReason: c.revoked_reason,
+  revocationNote: c.revocation_note,
   signature: c.signature,
 })
 
@@ -124,6 +126,15 @@ export class ComplianceService extends Context.Service<
       Certification,
       ReportNotFound | AgentNotFound | AgentDeregistered | CertificationRefused | InvalidInput | PermissionDenied
     >
+    /**
+     * An operator revokes a certification in force, with their reason: `certification.revoked`
+     * (`revoked_by_operator`), and the agent's badge no longer names its framework.
+     */
+    readonly revokeCertification: (
+      actor: Actor,
+      id: string,
+      input: RevokeCertification,
+    ) => Effect.Effect<Certification, CertificationNotFound | StateConflict | PermissionDenied>
     /** The agent's certifications in force. */
     readonly listCertifications: (
       actor: Actor,
@@ -465,12 +476,59 @@ export class ComplianceService extends Context.Service<
         return rows.map((r) => toCertification(r, now))
       })
 
+      const revokeCertification = Effect.fn("ComplianceService.revokeCertification")(function* (
+        actor: Actor,
+        id: string,
+        input: RevokeCertification,
+      ) {
+        if (actor.agentId !== undefined)
+          return yield* new PermissionDenied({ message: "agent-bound credentials cannot revoke certifications" })
+        const now = yield* Clock.currentTimeMillis
+        const at = isoOf(now)
+        return yield* tx(
+          Effect.gen(function* () {
+            const [current] = yield* sql<CertificationRow>`SELECT * FROM certifications
+                WHERE workspace_id = ${actor.workspaceId} AND id = ${id} FOR UPDATE`
+            if (!current) return yield* new CertificationNotFound({ certificationId: id })
+            const held = toCertification(current, now)
+            if (held.status !== "active")
+              return yield* new StateConflict({
+                code: "CERTIFICATION_NOT_ACTIVE",
+                message: `certification ${id} is ${held.status}${held.status === "revoked" ? ` (${held.revokedReason})` : ""}: only one in force can be revoked`,
+              })
+            const [row] = yield* sql<CertificationRow>`UPDATE certifications SET status = 'revoked',
+                  revoked_at = ${at}::timestamptz, revoked_reason = 'revoked_by_operator',
+                  revoked_by = ${actor.credential.id}, revocation_note = ${input.reason}
+                WHERE id = ${id} RETURNING *`
+            yield* audit.append(actor, [
+              {
+                type: "certification.revoked",
+                agentId: current.agent_id,
+                data: {
+                  certificationId: id,
+                  agentId: current.agent_id,
+                  framework: current.framework,
+                  reportId: current.report_id,
+                  reason: "revoked_by_operator",
+                  note: input.reason,
+                },
+              },
+            ])
+            // The agent's badge lists the certifications in force: every instance drops its cached badge when
+            // this commits (a notification is delivered at commit, and not at all on rollback).
+            yield* sql`SELECT pg_notify(${AGENTS_CHANNEL}, ${current.agent_id})`
+            return toCertification(row!, now)
+          }),
+        )
+      })
+
       return ComplianceService.of({
         requestReport,
         listReports,
         getReport,
         generateNext,
         issueCertification,
+        revokeCertification,
         listCertifications,
       })
     }),
