@@ -248,8 +248,9 @@ export class ComplianceService extends Context.Service<
       const generate = (row: ReportRow) =>
         Effect.gen(function* () {
           const actor = yield* systemActorIn(workspaces, row.workspace_id)
+          // The records (keys, enforcements) are judged as of the start; the report is dated when it is done,
+          // after the checkpoint it pins.
           const started = yield* Clock.currentTimeMillis
-          const now = started
           const from = row.period_from.toISOString()
           const to = row.period_to.toISOString()
           const scope = { workspaceId: row.workspace_id, agentId: row.agent_id, from, to }
@@ -271,7 +272,7 @@ export class ComplianceService extends Context.Service<
                 timed("verify", events.verify(actor, "report", { storeTree: true })),
                 timed("checkpoint", pin(actor)),
               ]),
-              timed("count", readEvidence(sql, { ...scope, treeSize: bound }, now)),
+              timed("count", readEvidence(sql, { ...scope, treeSize: bound }, started)),
             ],
             { concurrency: 2 },
           )
@@ -283,12 +284,13 @@ export class ComplianceService extends Context.Service<
             (checkpoint.treeSize > bound &&
               !(yield* anyInScope(sql, { ...scope, after: bound, upto: checkpoint.treeSize })))
               ? counted
-              : yield* timed("recount", readEvidence(sql, { ...scope, treeSize: checkpoint.treeSize }, now))
+              : yield* timed("recount", readEvidence(sql, { ...scope, treeSize: checkpoint.treeSize }, started))
           // When each pass ended, on the generation's span (traces show where a slow report's time went).
           yield* Effect.annotateCurrentSpan({
             "report.phases": phases.join(", "),
             "report.events": evidence.counted.count,
           })
+          const now = yield* Clock.currentTimeMillis
           const chain = verification.valid
             ? { valid: true, checked: verification.checked }
             : {
