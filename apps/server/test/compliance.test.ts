@@ -514,6 +514,14 @@ describe("rendering", () => {
 describe("certifications", () => {
   it("issues from an agent's report whose required controls are met, signed, valid a year", async () => {
     const r = await report(compliant, "eu-ai-act")
+    const badge = async () => {
+      const res = await t.call("GET", `/api/v1/badge/${compliant.agentId}?format=json`, { key: null })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body.data.certifications
+    }
+    // Served (and cached by the server) before the certification.
+    const before = await badge()
+    expect(before).not.toContain("eu-ai-act")
     const cert = ok(
       await t.call("POST", "/api/v1/compliance/certifications", {
         key: compliant.key,
@@ -536,6 +544,8 @@ describe("certifications", () => {
         ),
       ),
     ).toEqual(["eu-ai-act"])
+    // And the badge names it at once, although one was cached before.
+    expect(await badge()).toContain("eu-ai-act")
   })
 
   it("refuses with 409 naming the unmet controls, and changes nothing", async () => {

@@ -457,6 +457,8 @@ export class ComplianceService extends Context.Service<
                 },
               },
             ])
+            // The badge names the certifications in force: every instance drops its cached badge at commit.
+            yield* sql`SELECT pg_notify(${AGENTS_CHANNEL}, ${agent.id})`
             return toCertification(row!, now)
           }),
         )
