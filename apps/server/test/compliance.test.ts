@@ -5,7 +5,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { ComplianceRepo, SCOPES, TrustRecompute } from "@agentgov/domain"
-import { type Jwks, verifyReport } from "@agentgov/verifier"
+import { attributedLeaf, hashRange, type Jwks, rootOf, verifyReport } from "@agentgov/verifier"
 import { getDocument } from "pdfjs-dist/legacy/build/pdf.mjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
@@ -351,6 +351,36 @@ describe("reports judge each framework's controls by the catalogue's rules", () 
     const digest = createHash("sha256")
     for (const e of counted) digest.update(`${e.sequence} ${e.id}\n`)
     expect(r.report.counted.idsDigest).toBe(digest.digest("hex"))
+
+    // The chain's verification stored the Merkle subtrees it hashed and the checkpoint was signed from them:
+    // each stored subtree, and the signed root, is what hashing the events' leaves gives.
+    const rows = await t.query<any>(
+      (sql) => sql`SELECT sequence, hash, id, agent_id, actor_type, actor_id,
+          to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at
+        FROM events WHERE workspace_id = ${s.workspaceId} AND sequence <= ${r.report.checkpoint.treeSize}
+        ORDER BY sequence`,
+    )
+    const leaves = rows.map((e) =>
+      attributedLeaf({
+        hash: e.hash,
+        id: e.id,
+        agentId: e.agent_id,
+        actor: { type: e.actor_type, id: e.actor_id },
+        occurredAt: e.occurred_at,
+      }),
+    )
+    expect(leaves.length).toBe(r.report.checkpoint.treeSize)
+    expect(r.report.checkpoint.rootHash).toBe(rootOf(leaves))
+    const nodes = await t.query<{ level: number; idx: number; hash: string }>(
+      (sql) => sql`SELECT level, idx, hash FROM merkle_nodes WHERE workspace_id = ${s.workspaceId} ORDER BY level, idx`,
+    )
+    expect(nodes.filter((n) => n.level === 8).map((n) => Number(n.idx))).toEqual(
+      Array.from({ length: Math.floor(leaves.length / 256) }, (_, i) => i),
+    )
+    for (const n of nodes) {
+      const size = 2 ** n.level
+      expect(n.hash, `${n.level}/${n.idx}`).toBe(hashRange(leaves, Number(n.idx) * size, (Number(n.idx) + 1) * size))
+    }
   })
 })
 
@@ -484,6 +514,14 @@ describe("rendering", () => {
 describe("certifications", () => {
   it("issues from an agent's report whose required controls are met, signed, valid a year", async () => {
     const r = await report(compliant, "eu-ai-act")
+    const badge = async () => {
+      const res = await t.call("GET", `/api/v1/badge/${compliant.agentId}?format=json`, { key: null })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body.data.certifications
+    }
+    // Served (and cached by the server) before the certification.
+    const before = await badge()
+    expect(before).not.toContain("eu-ai-act")
     const cert = ok(
       await t.call("POST", "/api/v1/compliance/certifications", {
         key: compliant.key,
@@ -506,6 +544,8 @@ describe("certifications", () => {
         ),
       ),
     ).toEqual(["eu-ai-act"])
+    // And the badge names it at once, although one was cached before.
+    expect(await badge()).toContain("eu-ai-act")
   })
 
   it("refuses with 409 naming the unmet controls, and changes nothing", async () => {
@@ -608,6 +648,103 @@ describe("certifications", () => {
     })
     expectError(again, 409, "CERTIFICATION_REFUSED")
     expect(again.body.error.message).toContain("below bronze")
+  })
+
+  it("an operator revokes one in force: certification.revoked, gone from the list and from the badge at once", async () => {
+    const s = await seedCompliant()
+    const r = await report(s, "soc2")
+    const cert = ok(
+      await t.call("POST", "/api/v1/compliance/certifications", {
+        key: s.key,
+        body: { agentId: s.agentId, reportId: r.id },
+      }),
+      201,
+    )
+    const badge = async () => {
+      const res = await t.call("GET", `/api/v1/badge/${s.agentId}?format=json`, { key: null })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      const payload = JSON.parse(Buffer.from(res.body.data.signature.split(".")[1], "base64url").toString("utf8"))
+      return { listed: res.body.data.certifications, signed: payload.certifications }
+    }
+    // The badge (cached by the server from here on) names the framework, signed.
+    expect(await badge()).toEqual({ listed: ["soc2"], signed: ["soc2"] })
+    const readOnly = await t.createKey(
+      { type: "workspace", scopes: SCOPES.filter((x) => x !== "compliance:write" && x !== "workspaces:admin") },
+      s.key,
+    )
+    const before = await t.chainLength(s.workspaceId)
+    const reason = "the audit found the approval records incomplete"
+
+    // Not by an agent key (agent keys cannot hold compliance:write), nor without compliance:write, nor from
+    // another workspace.
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+        key: s.agentKey,
+        body: { reason },
+      }),
+      403,
+      "FORBIDDEN",
+      "scope",
+    )
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: readOnly, body: { reason } }),
+      403,
+      "FORBIDDEN",
+      "scope",
+    )
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+        key: partial.key,
+        body: { reason },
+      }),
+      404,
+      "CERTIFICATION_NOT_FOUND",
+    )
+    expectError(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: s.key, body: { reason: "" } }),
+      422,
+      "VALIDATION_ERROR",
+      "reason",
+    )
+    expect(await t.chainLength(s.workspaceId)).toBe(before)
+
+    const revoked = ok(
+      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: s.key, body: { reason } }),
+    )
+    expect(revoked).toMatchObject({
+      id: cert.id,
+      status: "revoked",
+      revokedReason: "revoked_by_operator",
+      revocationNote: reason,
+      signature: cert.signature,
+    })
+    expect(Date.parse(revoked.revokedAt)).toBeGreaterThanOrEqual(Date.parse(cert.issuedAt))
+    expect(ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))).toEqual([])
+    // The badge no longer names it, although the one served before was cached.
+    expect(await badge()).toEqual({ listed: [], signed: [] })
+    const events = await t.query<{ type: string; data: any; actor_type: string; actor_id: string }>(
+      (sql) => sql`SELECT type, data, actor_type, actor_id FROM events WHERE workspace_id = ${s.workspaceId}
+          AND sequence > ${before} ORDER BY sequence`,
+    )
+    expect(events.map((e) => e.type)).toEqual(["certification.revoked"])
+    expect(events[0]!.data).toEqual({
+      certificationId: cert.id,
+      agentId: s.agentId,
+      framework: "soc2",
+      reportId: r.id,
+      reason: "revoked_by_operator",
+      note: reason,
+    })
+    expect(events[0]!.actor_type).toBe("api_key")
+
+    // Once: a revoked one is 409, and nothing more is recorded.
+    const again = await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+      key: s.key,
+      body: { reason },
+    })
+    expectError(again, 409, "CERTIFICATION_NOT_ACTIVE")
+    expect(again.body.error.message).toContain("revoked")
+    expect(await t.chainLength(s.workspaceId)).toBe(before + 1)
   })
 
   it("refuses a workspace report, and a report of another agent", async () => {

@@ -9,6 +9,7 @@ import type {
   ApprovalNotPending,
   ApproverNotListed,
   BadgeNotFound,
+  CertificationNotFound,
   CertificationRefused,
   ChainInconsistent,
   CheckpointNotFound,
@@ -84,6 +85,7 @@ export type DomainError =
   | EnforcementClosed
   | EnforcementNotFound
   | EventNotFound
+  | CertificationNotFound
   | CertificationRefused
   | GuardBusy
   | IdempotencyKeyReused
@@ -156,6 +158,8 @@ const mapping: Mapping = {
     ),
   ContentNotFound: (e) => new ApiError(404, "CONTENT_NOT_FOUND", `content ${e.contentId} not found`),
   ReportNotFound: (e) => new ApiError(404, "REPORT_NOT_FOUND", `compliance report ${e.reportId} not found`),
+  CertificationNotFound: (e) =>
+    new ApiError(404, "CERTIFICATION_NOT_FOUND", `certification ${e.certificationId} not found`),
   CertificationRefused: (e) =>
     new ApiError(
       409,

@@ -436,13 +436,15 @@ export interface CertificationIssuedData {
   readonly expiresAt: string
 }
 
-/** `certification.revoked`: a suspension, a revocation or a fall below bronze ended a certification. */
+/** `certification.revoked`: a suspension, a revocation, a fall below bronze or an operator ended a certification. */
 export interface CertificationRevokedData {
   readonly certificationId: string
   readonly agentId: string
   readonly framework: ComplianceFramework
   readonly reportId: string
-  readonly reason: "agent_suspended" | "agent_revoked" | "trust_below_bronze"
+  readonly reason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | "revoked_by_operator"
+  /** The operator's reason, when `reason` is `revoked_by_operator`. */
+  readonly note?: string
 }
 
 // ---------------------------------------------------------------------------------------------

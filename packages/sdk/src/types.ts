@@ -1556,7 +1556,9 @@ export interface Certification {
   readonly expiresAt: string
   readonly status: "active" | "expired" | "revoked"
   readonly revokedAt: string | null
-  readonly revokedReason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | null
+  readonly revokedReason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | "revoked_by_operator" | null
+  /** The operator's reason, when one revoked it (`revoked_by_operator`). */
+  readonly revocationNote: string | null
   /** Detached JWS over the JCS of {id, workspaceId, agentId, framework, reportId, issuedAt, expiresAt}. */
   readonly signature: string
 }
@@ -1574,6 +1576,21 @@ export interface Certification {
 export interface CertificationCreateParams {
   readonly agentId: string
   readonly reportId: string
+}
+
+/**
+ * Input of `compliance.certifications.revoke`.
+ *
+ * @example
+ * ```ts
+ * import type { CertificationRevokeParams } from "@agentgov/sdk"
+ *
+ * const params: CertificationRevokeParams = { reason: "the audit found the approval records incomplete" }
+ * ```
+ */
+export interface CertificationRevokeParams {
+  /** Why, in the operator's words (1–500 characters). */
+  readonly reason: string
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ const METHODS: Readonly<Record<string, string>> = {
   "compliance.reports.list": "compliance.reports.list",
   "compliance.reports.get": "compliance.reports.get",
   "compliance.certifications.create": "compliance.certifications.create",
+  "compliance.certifications.revoke": "compliance.certifications.revoke",
   "compliance.certifications.list": "compliance.certifications.list",
   "content.register": "content.register",
   "content.list": "content.list",

@@ -119,6 +119,18 @@ export class TreeBuilder {
   /** Perfect subtree roots, largest (leftmost) first, with their sizes. */
   private readonly peaks: Array<{ size: number; hash: Buffer }> = []
   private count = 0
+  private readonly minSubtree: number
+  private readonly onSubtree: ((level: number, index: number, hashHex: string) => void) | undefined
+
+  /**
+   * `onSubtree` is told of every aligned perfect subtree of at least 2^`minLevel` leaves as it is completed:
+   * its level (log2 of its size), its index at that level and its hash. What a store of subtree hashes
+   * (a Merkle node cache) needs, at no further hashing.
+   */
+  constructor(onSubtree?: (level: number, index: number, hashHex: string) => void, minLevel = 0) {
+    this.onSubtree = onSubtree
+    this.minSubtree = 2 ** minLevel
+  }
 
   /** Leaves pushed so far. */
   get size(): number {
@@ -137,6 +149,9 @@ export class TreeBuilder {
     while (top !== undefined && top.size === node.size) {
       this.peaks.pop()
       node = { size: top.size * 2, hash: hashChildren(top.hash, node.hash) }
+      // It covers the leaves [count + 1 - size, count + 1): index (count + 1) / size - 1 at its level.
+      if (this.onSubtree !== undefined && node.size >= this.minSubtree)
+        this.onSubtree(Math.log2(node.size), (this.count + 1) / node.size - 1, node.hash.toString("hex"))
       top = this.peaks.at(-1)
     }
     this.peaks.push(node)

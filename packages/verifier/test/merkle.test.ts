@@ -222,6 +222,41 @@ describe("hashes", () => {
     expect(() => byteTree.pushBytes(new Uint8Array(31))).toThrow(TypeError)
   })
 
+  it("writes an attributed leaf's data exactly as canonicalize does, whatever the strings hold", () => {
+    // attributedLeaf writes the JCS of its fixed shape out by hand: it must be canonicalize's text, byte for byte.
+    const awkward = ['a"b\\c', "line\nbreak\ttab\u0000nul\u001f", "\u2028\u2029", "\ud800 lone", "😀 astral", "é", ""]
+    const viaJcs = (e: {
+      hash: string
+      id: string
+      agentId: string | null
+      actor: { type: string; id: string | null }
+      occurredAt: string | null
+    }) =>
+      hex(
+        refLeaf(
+          Buffer.from(
+            canonicalize({
+              actor: { id: e.actor.id, type: e.actor.type },
+              agentId: e.agentId,
+              hash: e.hash,
+              id: e.id,
+              occurredAt: e.occurredAt,
+            }),
+            "utf8",
+          ),
+        ),
+      )
+    for (const [i, s] of awkward.entries())
+      for (const e of [
+        { hash: hex(DATA[i % DATA.length]!), id: s, agentId: s, actor: { type: s, id: s }, occurredAt: s },
+        { hash: hex(DATA[0]!), id: `evt_${s}`, agentId: null, actor: { type: "system", id: null }, occurredAt: null },
+      ])
+        expect(attributedLeaf(e), JSON.stringify(e)).toBe(viaJcs(e))
+    expect(() =>
+      attributedLeaf({ hash: "ABC", id: "x", agentId: null, actor: { type: "system", id: null }, occurredAt: null }),
+    ).toThrow(TypeError)
+  })
+
   it("builds the root one leaf at a time, equal to MTH at every size", () => {
     const tree = new TreeBuilder()
     expect(tree.root()).toBe(EMPTY_ROOT)
@@ -233,6 +268,21 @@ describe("hashes", () => {
       expect(tree.size).toBe(n)
       expect(tree.root(), String(n)).toBe(hex(MTH(leaves.map((_, i) => Buffer.from(`leaf ${i + 1}`)))))
     }
+  })
+
+  it("tells of every aligned perfect subtree of the minimum size and up as it completes, with its hash", () => {
+    const seen: Array<[number, number, string]> = []
+    const tree = new TreeBuilder((level, index, h) => seen.push([level, index, h]), 2)
+    const leaves = Array.from({ length: 37 }, (_, i) => hex(refLeaf(Buffer.from(`leaf ${i + 1}`))))
+    for (const leaf of leaves) tree.push(leaf)
+    // Every subtree of 4, 8, 16 and 32 leaves aligned to its size within the first 37 leaves, and no other.
+    const expected: Array<[number, number, string]> = []
+    for (let level = 2; 2 ** level <= 37; level++)
+      for (let index = 0; (index + 1) * 2 ** level <= 37; index++)
+        expected.push([level, index, hashRange(leaves, index * 2 ** level, (index + 1) * 2 ** level)])
+    const order = (a: [number, number, string], b: [number, number, string]) => a[0] - b[0] || a[1] - b[1]
+    expect(seen.sort(order)).toEqual(expected.sort(order))
+    expect(tree.root()).toBe(rootOf(leaves))
   })
 
   it("refuses hashes that are not 64 lowercase hex digits", () => {

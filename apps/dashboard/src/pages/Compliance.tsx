@@ -609,39 +609,34 @@ function IssueCertification({
   )
 }
 
-/**
- * There is no operation that revokes a certification alone: agentgov revokes an agent's certifications when the
- * agent is suspended or revoked (or falls below bronze). "Revoke" says so, and suspends the agent when confirmed.
- */
+/** An operator ends one certification in force, with their reason (`compliance.certifications.revoke`). */
 function RevokeCertification({ cert, onDone }: { cert: Certification; onDone: () => void }) {
   const [reason, setReason] = useState("")
-  const suspend = useAction(() =>
-    api.enforcement.create.mutate({ agentId: cert.agentId, type: "suspension", reason: reason.trim() }),
-  )
+  const revoke = useAction(() => api.compliance.certifications.revoke.mutate({ id: cert.id, reason: reason.trim() }))
   if (cert.status !== "active") return null
   return (
     <ConfirmButton
       label="Revoke…"
-      title="Revoke by suspending the agent"
-      confirmLabel="Suspend the agent"
+      title="Revoke this certification"
+      confirmLabel="Revoke"
       onConfirm={async () => {
-        const r = await suspend.call()
+        const r = await revoke.call()
         if (r) onDone()
         return r !== undefined
       }}
     >
       <p>
-        A certification ends when its agent is suspended or revoked. Suspending <Mono>{cert.agentId}</Mono> revokes this
-        and its other certifications; the suspension is an enforcement you can resolve later (its certifications stay
-        revoked).
+        The {cert.framework} certification of <Mono>{cert.agentId}</Mono> ends now, before it expires; the agent's badge
+        no longer names it, and the reason is recorded in the audit trail. To certify the agent again, issue a new
+        certification from a report.
       </p>
       <TextInput
         label="Reason"
         value={reason}
         onChange={(e) => setReason(e.target.value)}
-        error={fieldError(suspend.error, "reason")}
+        error={fieldError(revoke.error, "reason")}
       />
-      <FormError error={suspend.error} fields={["reason"]} />
+      <FormError error={revoke.error} fields={["reason"]} />
     </ConfirmButton>
   )
 }

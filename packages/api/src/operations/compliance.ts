@@ -7,13 +7,14 @@ import {
   PageOf,
   ReportFormat,
   ReportListQuery,
+  RevokeCertification,
   renderReportHtml,
   renderReportPdf,
   StateConflict,
 } from "@agentgov/domain"
 import { Effect, Schema } from "effect"
 import { defineOperation, RenderedDocument } from "../Operation.ts"
-import { idField } from "./common.ts"
+import { idAnd, idField } from "./common.ts"
 
 const tag = "Compliance"
 
@@ -93,6 +94,20 @@ export const complianceOperations = [
     input: IssueCertification,
     output: Certification,
     handler: (input, actor) => ComplianceService.use((s) => s.issueCertification(actor, input)),
+  }),
+  defineOperation({
+    name: "compliance.certifications.revoke",
+    method: "POST",
+    path: "/compliance/certifications/:id/revoke",
+    scope: "compliance:write",
+    tag,
+    summary: "Revoke a certification",
+    description:
+      "An operator ends a certification in force before it expires (say, an audit found what the records did not show), with the reason in their words: `revokedReason` becomes `revoked_by_operator` and `revocationNote` the reason. Emits `certification.revoked` (`reason: revoked_by_operator`, `note`); from then on the agent's badge no longer names the framework. One already revoked or expired is 409 `CERTIFICATION_NOT_ACTIVE`; agent keys cannot revoke. To certify again, issue a new one from a report.",
+    errors: ["CERTIFICATION_NOT_FOUND", "CERTIFICATION_NOT_ACTIVE"],
+    input: idAnd(RevokeCertification),
+    output: Certification,
+    handler: ({ id, ...input }, actor) => ComplianceService.use((s) => s.revokeCertification(actor, id, input)),
   }),
   defineOperation({
     name: "compliance.certifications.list",

@@ -589,11 +589,12 @@ const FORMATTERS: Formatters = {
   }),
   "certification.revoked": (d) => ({
     title: `${frameworkOf(d.framework)} certification of ${agentOf(d)} revoked`,
-    summary: words(d.reason),
+    summary: plain(d.note) ?? words(d.reason),
     fields: [
       ["Agent", agentOf(d), true],
       ["Framework", frameworkOf(d.framework), true],
       ["Why", words(d.reason), true],
+      ["Operator's reason", plain(d.note)],
     ],
     link: agentLink(d),
   }),

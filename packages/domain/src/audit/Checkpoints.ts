@@ -18,7 +18,7 @@ import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { transactional } from "../shared/transaction.ts"
 import { ChainAlarm } from "./ChainAlarm.ts"
 import { EventRepo } from "./EventRepo.ts"
-import { MerkleStore, type RangeHasher } from "./MerkleStore.ts"
+import { CHECKPOINT_LOCK, MerkleStore, type RangeHasher } from "./MerkleStore.ts"
 
 /** At most this many events per export bundle (each carries its inclusion proof). */
 export const MAX_EXPORT_EVENTS = 10_000
@@ -62,9 +62,6 @@ const toCheckpoint = (r: CheckpointRow): Checkpoint => ({
   kid: r.kid,
   signature: r.signature,
 })
-
-/** Serialises checkpointing per workspace across instances (transaction-scoped advisory lock). */
-const CHECKPOINT_LOCK = 72_410_004
 
 /**
  * The sequences an export covers, in a chain of `treeSize` events: the latest bundle's worth by default;

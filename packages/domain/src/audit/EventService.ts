@@ -29,6 +29,7 @@ import {
   systemNamespaceOf,
 } from "./eventCatalog.ts"
 import { compileFilters } from "./eventFilters.ts"
+import { MerkleStore, STORED_LEVEL } from "./MerkleStore.ts"
 
 const VERIFY_BATCH = 10_000
 /** Rows hashed between two turns of the event loop while verifying. */
@@ -69,7 +70,16 @@ export class EventService extends Context.Service<
      * Recomputes the workspace's chain from its first event, and its Merkle root at every signed checkpoint's
      * size, and records the result; a broken chain is raised (`ChainAlarm`).
      */
-    readonly verify: (actor: Actor, trigger: ChainCheckTrigger) => Effect.Effect<Verification>
+    /**
+     * Rehashes the whole chain and checks it against every signed root. With `storeTree`, the Merkle subtrees
+     * it hashes on the way over events that verified are stored (`MerkleStore.store`), so that a checkpoint
+     * taken next hashes only what came after: what a compliance report does, at the cost of one pass.
+     */
+    readonly verify: (
+      actor: Actor,
+      trigger: ChainCheckTrigger,
+      options?: { readonly storeTree?: boolean },
+    ) => Effect.Effect<Verification>
   }
 >()("@agentgov/domain/audit/EventService") {
   static readonly layer = Layer.effect(
@@ -79,6 +89,7 @@ export class EventService extends Context.Service<
       const appender = yield* EventAppender
       const agents = yield* AgentRepo
       const alarm = yield* ChainAlarm
+      const merkle = yield* MerkleStore
 
       const ingest = Effect.fn("EventService.ingest")(function* (
         actor: Actor,
@@ -203,7 +214,11 @@ export class EventService extends Context.Service<
         return event
       })
 
-      const verify = Effect.fn("EventService.verify")(function* (actor: Actor, trigger: ChainCheckTrigger) {
+      const verify = Effect.fn("EventService.verify")(function* (
+        actor: Actor,
+        trigger: ChainCheckTrigger,
+        options?: { readonly storeTree?: boolean },
+      ) {
         const workspaceId = actor.workspaceId
         const head = yield* repo.head(workspaceId)
         let expected = 1
@@ -214,7 +229,11 @@ export class EventService extends Context.Service<
         // Every checkpoint signed a root over the leaves of its first events: the chain must still have it.
         const signed = yield* repo.largestSigned(workspaceId)
         const attributedFrom = yield* repo.attributedFrom(workspaceId)
-        const tree = new TreeBuilder()
+        /** Subtrees completed since the last page was stored (only events that verified are pushed). */
+        let subtrees: Array<{ level: number; idx: number; hash: string }> = []
+        const tree = options?.storeTree
+          ? new TreeBuilder((level, idx, hash) => subtrees.push({ level, idx, hash }), STORED_LEVEL)
+          : new TreeBuilder()
         /** The largest signed size whose root the chain still has. */
         let matched = 0
         const page = (after: number) =>
@@ -233,6 +252,10 @@ export class EventService extends Context.Service<
           if (from < last) {
             next = yield* Effect.forkChild(page(from))
             yield* giveWay
+          }
+          if (subtrees.length > 0) {
+            yield* merkle.store(workspaceId, subtrees)
+            subtrees = []
           }
           let r0 = 0
           let sliced = 0
@@ -274,6 +297,8 @@ export class EventService extends Context.Service<
             }
           }
         }
+        // The last page's, unless it failed (what a failed chain hashed is left to the checkpoint's own pass).
+        if (failure === undefined) yield* merkle.store(workspaceId, subtrees)
         const checked = expected - 1
         if (failure === undefined && head && (head.sequence !== checked || head.hash !== prevHash)) {
           failure =

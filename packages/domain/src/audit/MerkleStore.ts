@@ -1,10 +1,16 @@
 import { hashRange, nodeHash } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { transactional } from "../shared/transaction.ts"
 import { type LeafRow, leafColumns, leafOfRow } from "./EventRepo.ts"
 
 /** Subtrees of 2^8 leaves and larger are stored; smaller ones are hashed from the events when needed. */
-const STORED_LEVEL = 8
+export const STORED_LEVEL = 8
+/**
+ * Serialises checkpointing per workspace across instances (transaction-scoped advisory lock, with
+ * `hashtext(workspaceId)`); `store` takes it too, so that its rows never interleave with a checkpoint's.
+ */
+export const CHECKPOINT_LOCK = 72_410_004
 const BLOCK = 1 << STORED_LEVEL
 /** Blocks hashed per round trip while catching up. */
 const EXTEND_CHUNK_BLOCKS = 64
@@ -32,6 +38,15 @@ export class MerkleStore extends Context.Service<
     /** Stores the subtrees of every complete block of the first `size` leaves. Call inside a transaction. */
     readonly extend: (workspaceId: string, size: number) => Effect.Effect<void>
     readonly hasher: (workspaceId: string) => RangeHasher
+    /**
+     * Stores subtree hashes computed elsewhere from the same events (a chain verification's `TreeBuilder`):
+     * aligned perfect subtrees of level `STORED_LEVEL` and up, each block's before any block after it, as
+     * `extend` goes on from the first block not stored.
+     */
+    readonly store: (
+      workspaceId: string,
+      nodes: ReadonlyArray<{ readonly level: number; readonly idx: number; readonly hash: string }>,
+    ) => Effect.Effect<void>
   }
 >()("@agentgov/domain/audit/MerkleStore") {
   static readonly layer = Layer.effect(
@@ -144,7 +159,22 @@ export class MerkleStore extends Context.Service<
         return { hash, preload }
       }
 
-      return MerkleStore.of({ extend, hasher })
+      const store = (
+        workspaceId: string,
+        nodes: ReadonlyArray<{ readonly level: number; readonly idx: number; readonly hash: string }>,
+      ) =>
+        nodes.length === 0
+          ? Effect.void
+          : transactional(sql)(
+              Effect.gen(function* () {
+                yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
+                yield* sql`INSERT INTO merkle_nodes (workspace_id, level, idx, hash)
+                    VALUES ${sql.csv(nodes.map((n) => sql`(${workspaceId}, ${n.level}, ${n.idx}, ${n.hash})`))}
+                    ON CONFLICT DO NOTHING`
+              }),
+            )
+
+      return MerkleStore.of({ extend, hasher, store })
     }),
   )
 }

@@ -685,13 +685,17 @@ export const SYSTEM_EVENTS = {
   },
   "certification.revoked": {
     description: "an agent's certification was revoked",
-    emittedBy: "POST /enforcement (suspension or revocation), automatic enforcement, a fall below bronze",
+    emittedBy:
+      "POST /enforcement (suspension or revocation), automatic enforcement, a fall below bronze, POST /compliance/certifications/:id/revoke",
     data: Schema.Struct({
       certificationId: Schema.String,
       agentId: AgentId,
       framework: ComplianceFramework,
       reportId: Schema.String,
-      reason: Schema.Literals(["agent_suspended", "agent_revoked", "trust_below_bronze"]),
+      reason: Schema.Literals(["agent_suspended", "agent_revoked", "trust_below_bronze", "revoked_by_operator"]),
+      note: Schema.optionalKey(
+        Schema.String.annotate({ description: "the operator's reason, when `reason` is `revoked_by_operator`" }),
+      ),
     }),
   },
   "mcp.tool.called": {

@@ -142,7 +142,13 @@ export const Certification = Schema.Struct({
   expiresAt: Timestamp.annotate({ description: "a year after issue" }),
   status: CertificationStatus,
   revokedAt: Schema.NullOr(Timestamp),
-  revokedReason: Schema.NullOr(Schema.Literals(["agent_suspended", "agent_revoked", "trust_below_bronze"])),
+  revokedReason: Schema.NullOr(
+    Schema.Literals(["agent_suspended", "agent_revoked", "trust_below_bronze", "revoked_by_operator"]),
+  ).annotate({
+    description:
+      "a suspension or revocation enforcement, a fall below `bronze`, or an operator (`POST /compliance/certifications/:id/revoke`)",
+  }),
+  revocationNote: Schema.NullOr(Schema.String).annotate({ description: "the operator's reason, when one revoked it" }),
   signature: Schema.String.annotate({
     description:
       "detached compact JWS (EdDSA, `typ: agentgov-certification+jcs`) over the JCS of {id, workspaceId, agentId, framework, reportId, issuedAt, expiresAt}",
@@ -155,6 +161,14 @@ export const IssueCertification = Schema.Struct({
   reportId: Schema.String.annotate({ description: "a ready report of this agent (`rpt_…`)" }),
 }).annotate({ identifier: "IssueCertification" })
 export type IssueCertification = typeof IssueCertification.Type
+
+export const RevokeCertification = Schema.Struct({
+  reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(500)).annotate({
+    description: "why, in the operator's words (1–500 characters); recorded in `certification.revoked`",
+    examples: ["the audit found the approval records incomplete"],
+  }),
+}).annotate({ identifier: "RevokeCertification" })
+export type RevokeCertification = typeof RevokeCertification.Type
 
 /** A certification is valid this long from issue. */
 export const CERTIFICATION_VALIDITY_MS = 365 * 86_400_000

@@ -9,3 +9,7 @@ export class CertificationRefused extends Schema.TaggedError<CertificationRefuse
   message: Schema.String,
   unmetControls: Schema.Array(Schema.String),
 }) {}
+
+export class CertificationNotFound extends Schema.TaggedError<CertificationNotFound>()("CertificationNotFound", {
+  certificationId: Schema.String,
+}) {}

@@ -31,11 +31,14 @@ export interface CertificationRow {
   readonly issued_at: Date
   readonly expires_at: Date
   readonly revoked_at: Date | null
-  readonly revoked_reason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | null
+  readonly revoked_reason: "agent_suspended" | "agent_revoked" | "trust_below_bronze" | "revoked_by_operator" | null
+  readonly revoked_by: string | null
+  readonly revocation_note: string | null
   readonly signature: string
 }
 
-export type RevocationReason = NonNullable<CertificationRow["revoked_reason"]>
+/** Why certifications end without an operator: a suspension, a revocation, a fall below bronze. */
+export type RevocationReason = Exclude<NonNullable<CertificationRow["revoked_reason"]>, "revoked_by_operator">
 
 /** Report and certification rows; every query is scoped by workspace. */
 export class ComplianceRepo extends Context.Service<

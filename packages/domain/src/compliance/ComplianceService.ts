@@ -11,13 +11,14 @@ import {
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
-import { AgentRepo } from "../agents/AgentRepo.ts"
+import { AGENTS_CHANNEL, AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { Checkpoints } from "../audit/Checkpoints.ts"
+import { EventRepo } from "../audit/EventRepo.ts"
 import { EventService } from "../audit/EventService.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { SigningKeys } from "../keys/SigningKeys.ts"
-import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { idCursor, type Page, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
@@ -32,11 +33,12 @@ import {
   type IssueCertification,
   MAX_REPORT_PERIOD_MS,
   type ReportListQuery,
+  type RevokeCertification,
 } from "./Compliance.ts"
-import { CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
+import { CertificationNotFound, CertificationRefused, ReportNotFound } from "./ComplianceErrors.ts"
 import { type CertificationRow, ComplianceRepo, type ReportRow } from "./ComplianceRepo.ts"
 import { CATALOGUES, type Facts } from "./controls/index.ts"
-import { readEvidence } from "./evidence.ts"
+import { anyInScope, readEvidence } from "./evidence.ts"
 import { belowBronze, trustTierOf } from "./trustFloor.ts"
 
 /** A claimed report is the claimer's this long; a worker that died leaves it to the next after that. */
@@ -73,6 +75,7 @@ const toCertification = (c: CertificationRow, now: number): Certification => ({
   status: c.status === "revoked" ? "revoked" : c.expires_at.getTime() <= now ? "expired" : "active",
   revokedAt: c.revoked_at?.toISOString() ?? null,
   revokedReason: c.revoked_reason,
+  revocationNote: c.revocation_note,
   signature: c.signature,
 })
 
@@ -123,6 +126,15 @@ export class ComplianceService extends Context.Service<
       Certification,
       ReportNotFound | AgentNotFound | AgentDeregistered | CertificationRefused | InvalidInput | PermissionDenied
     >
+    /**
+     * An operator revokes a certification in force, with their reason: `certification.revoked`
+     * (`revoked_by_operator`), and the agent's badge no longer names its framework.
+     */
+    readonly revokeCertification: (
+      actor: Actor,
+      id: string,
+      input: RevokeCertification,
+    ) => Effect.Effect<Certification, CertificationNotFound | StateConflict | PermissionDenied>
     /** The agent's certifications in force. */
     readonly listCertifications: (
       actor: Actor,
@@ -140,6 +152,7 @@ export class ComplianceService extends Context.Service<
       const audit = yield* AuditLog
       const checkpoints = yield* Checkpoints
       const events = yield* EventService
+      const eventRepo = yield* EventRepo
       const keys = yield* SigningKeys
       const tx = transactional(sql)
 
@@ -235,16 +248,49 @@ export class ComplianceService extends Context.Service<
       const generate = (row: ReportRow) =>
         Effect.gen(function* () {
           const actor = yield* systemActorIn(workspaces, row.workspace_id)
-          const { checkpoint } = yield* pin(actor)
-          const verification = yield* events.verify(actor, "report")
-          const now = yield* Clock.currentTimeMillis
+          // The records (keys, enforcements) are judged as of the start; the report is dated when it is done,
+          // after the checkpoint it pins.
+          const started = yield* Clock.currentTimeMillis
           const from = row.period_from.toISOString()
           const to = row.period_to.toISOString()
-          const evidence = yield* readEvidence(
-            sql,
-            { workspaceId: row.workspace_id, agentId: row.agent_id, from, to, treeSize: checkpoint.treeSize },
-            now,
+          const scope = { workspaceId: row.workspace_id, agentId: row.agent_id, from, to }
+          // One pass over the chain hashes it: the verification rehashes every event and builds the Merkle tree
+          // as it goes, storing its subtrees, so the checkpoint taken next (signed at the head, its root from the
+          // stored subtrees) hashes only what came after. The counts (aggregates PostgreSQL computes) run at the
+          // same time, bounded by the head as it is now: every event of the period is at or below it, the chain
+          // verified covers at least that much, and the checkpoint is signed at a head that can only be later
+          // (or, when the chain conflicts with a signed checkpoint, at that older one).
+          const bound = (yield* eventRepo.head(row.workspace_id))?.sequence ?? 0
+          const phases: Array<string> = []
+          const timed = <A, E, R>(phase: string, effect: Effect.Effect<A, E, R>) =>
+            Effect.tap(effect, () =>
+              Clock.currentTimeMillis.pipe(Effect.map((t) => phases.push(`${phase} ${t - started} ms`))),
+            )
+          const [[verification, { checkpoint }], counted] = yield* Effect.all(
+            [
+              Effect.all([
+                timed("verify", events.verify(actor, "report", { storeTree: true })),
+                timed("checkpoint", pin(actor)),
+              ]),
+              timed("count", readEvidence(sql, { ...scope, treeSize: bound }, started)),
+            ],
+            { concurrency: 2 },
           )
+          // What the checkpoint signed beyond the bound is counted too when it falls in the period (events
+          // appended since the request are after its end, so it is rarely anything); a checkpoint below the bound
+          // (a conflict) bounds the counts itself.
+          const evidence =
+            checkpoint.treeSize === bound ||
+            (checkpoint.treeSize > bound &&
+              !(yield* anyInScope(sql, { ...scope, after: bound, upto: checkpoint.treeSize })))
+              ? counted
+              : yield* timed("recount", readEvidence(sql, { ...scope, treeSize: checkpoint.treeSize }, started))
+          // When each pass ended, on the generation's span (traces show where a slow report's time went).
+          yield* Effect.annotateCurrentSpan({
+            "report.phases": phases.join(", "),
+            "report.events": evidence.counted.count,
+          })
+          const now = yield* Clock.currentTimeMillis
           const chain = verification.valid
             ? { valid: true, checked: verification.checked }
             : {
@@ -411,6 +457,8 @@ export class ComplianceService extends Context.Service<
                 },
               },
             ])
+            // The badge names the certifications in force: every instance drops its cached badge at commit.
+            yield* sql`SELECT pg_notify(${AGENTS_CHANNEL}, ${agent.id})`
             return toCertification(row!, now)
           }),
         )
@@ -432,12 +480,59 @@ export class ComplianceService extends Context.Service<
         return rows.map((r) => toCertification(r, now))
       })
 
+      const revokeCertification = Effect.fn("ComplianceService.revokeCertification")(function* (
+        actor: Actor,
+        id: string,
+        input: RevokeCertification,
+      ) {
+        if (actor.agentId !== undefined)
+          return yield* new PermissionDenied({ message: "agent-bound credentials cannot revoke certifications" })
+        const now = yield* Clock.currentTimeMillis
+        const at = isoOf(now)
+        return yield* tx(
+          Effect.gen(function* () {
+            const [current] = yield* sql<CertificationRow>`SELECT * FROM certifications
+                WHERE workspace_id = ${actor.workspaceId} AND id = ${id} FOR UPDATE`
+            if (!current) return yield* new CertificationNotFound({ certificationId: id })
+            const held = toCertification(current, now)
+            if (held.status !== "active")
+              return yield* new StateConflict({
+                code: "CERTIFICATION_NOT_ACTIVE",
+                message: `certification ${id} is ${held.status}${held.status === "revoked" ? ` (${held.revokedReason})` : ""}: only one in force can be revoked`,
+              })
+            const [row] = yield* sql<CertificationRow>`UPDATE certifications SET status = 'revoked',
+                  revoked_at = ${at}::timestamptz, revoked_reason = 'revoked_by_operator',
+                  revoked_by = ${actor.credential.id}, revocation_note = ${input.reason}
+                WHERE id = ${id} RETURNING *`
+            yield* audit.append(actor, [
+              {
+                type: "certification.revoked",
+                agentId: current.agent_id,
+                data: {
+                  certificationId: id,
+                  agentId: current.agent_id,
+                  framework: current.framework,
+                  reportId: current.report_id,
+                  reason: "revoked_by_operator",
+                  note: input.reason,
+                },
+              },
+            ])
+            // The agent's badge lists the certifications in force: every instance drops its cached badge when
+            // this commits (a notification is delivered at commit, and not at all on rollback).
+            yield* sql`SELECT pg_notify(${AGENTS_CHANNEL}, ${current.agent_id})`
+            return toCertification(row!, now)
+          }),
+        )
+      })
+
       return ComplianceService.of({
         requestReport,
         listReports,
         getReport,
         generateNext,
         issueCertification,
+        revokeCertification,
         listCertifications,
       })
     }),

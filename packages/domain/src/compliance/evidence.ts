@@ -49,12 +49,26 @@ const METRICS_SELECT = EVENT_METRICS.map((m, i) => `count(*) FILTER (WHERE ${con
   ",\n  ",
 )
 
+/** The condition of a report's events: the workspace's (the agent's and workspace-wide ones) in the period. */
+const periodOf = (sql: SqlClient.SqlClient, scope: Omit<ReportScope, "treeSize">) =>
+  sql`workspace_id = ${scope.workspaceId} AND ts >= ${scope.from}::timestamptz AND ts < ${scope.to}::timestamptz
+      ${scope.agentId === null ? sql`` : sql`AND (agent_id = ${scope.agentId} OR agent_id IS NULL)`}`
+
+/** Whether any event of sequence `after + 1..upto` falls in the report's scope. */
+export const anyInScope = (
+  sql: SqlClient.SqlClient,
+  scope: Omit<ReportScope, "treeSize"> & { readonly after: number; readonly upto: number },
+) =>
+  sql<{ n: number }>`SELECT count(*)::int AS n FROM (SELECT 1 FROM events WHERE ${periodOf(sql, scope)}
+      AND sequence > ${scope.after} AND sequence <= ${scope.upto} LIMIT 1) x`.pipe(
+    Effect.map((rows) => Number(rows[0]?.n ?? 0) > 0),
+    Effect.orDie,
+  )
+
 export const readEvidence = (sql: SqlClient.SqlClient, scope: ReportScope, now: number) =>
   Effect.gen(function* () {
     const { workspaceId, agentId, from, to, treeSize } = scope
-    const inScope = sql`workspace_id = ${workspaceId} AND sequence <= ${treeSize}
-        AND ts >= ${from}::timestamptz AND ts < ${to}::timestamptz
-        ${agentId === null ? sql`` : sql`AND (agent_id = ${agentId} OR agent_id IS NULL)`}`
+    const inScope = sql`${periodOf(sql, scope)} AND sequence <= ${treeSize}`
 
     const [row] = yield* sql<Record<string, number | null>>`SELECT ${sql.literal(METRICS_SELECT)},
         min(sequence) AS first, max(sequence) AS last FROM events WHERE ${inScope}`

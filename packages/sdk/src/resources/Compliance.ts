@@ -3,6 +3,7 @@ import type { PageIterator } from "../core/pagination.ts"
 import type {
   Certification,
   CertificationCreateParams,
+  CertificationRevokeParams,
   ComplianceReport,
   ComplianceReportCreateParams,
   ComplianceReportListParams,
@@ -47,14 +48,20 @@ export class ComplianceReports extends Resource {
  * import { AgentGov } from "@agentgov/sdk"
  *
  * const client = new AgentGov({ apiKey: process.env.AGENTGOV_API_KEY!, baseUrl: "http://127.0.0.1:3000" })
- * await client.compliance.certifications.create({ agentId: "agt_…", reportId: "rpt_…" })
+ * const cert = await client.compliance.certifications.create({ agentId: "agt_…", reportId: "rpt_…" })
  * const held = await client.compliance.certifications.list("agt_…")
+ * await client.compliance.certifications.revoke(cert.id, { reason: "the audit found the approval records incomplete" })
  * ```
  */
 export class Certifications extends Resource {
   /** Refused with 409 `CERTIFICATION_REFUSED` naming the unmet controls. */
   create(params: CertificationCreateParams, options?: RequestOptions): Promise<Certification> {
     return this.one({ method: "POST", path: "/compliance/certifications", body: params }, options)
+  }
+
+  /** Ends one in force (409 `CERTIFICATION_NOT_ACTIVE` when revoked or expired already). */
+  revoke(id: string, params: CertificationRevokeParams, options?: RequestOptions): Promise<Certification> {
+    return this.one({ method: "POST", path: `/compliance/certifications/${seg(id)}/revoke`, body: params }, options)
   }
 
   /** The agent's certifications in force. */
