@@ -2078,3 +2078,43 @@ export interface OAuthGrant {
   readonly scopes: ReadonlyArray<string>
   readonly createdAt: string
 }
+
+/** A workspace at a glance, counted workspace-wide (`GET /overview`): what the dashboard's overview shows. */
+export interface WorkspaceOverview {
+  /** Null without `agents:read`. */
+  readonly agents: {
+    readonly total: number
+    /** Every tier, lowest first. */
+    readonly byTier: ReadonlyArray<{ readonly tier: TrustTier; readonly count: number }>
+  } | null
+  /** The last 24 hours, oldest first; `denied` counts denials and decisions held for approval. */
+  readonly decisions: {
+    readonly hours: ReadonlyArray<{ readonly hour: string; readonly allowed: number; readonly denied: number }>
+  }
+  /** Null without `approvals:read`. */
+  readonly approvals: {
+    readonly pending: number
+    readonly latest: ReadonlyArray<{
+      readonly id: string
+      readonly action: string
+      readonly agentId: string
+      readonly createdAt: string
+    }>
+  } | null
+  readonly chain: {
+    readonly events: number
+    readonly checkpoint: {
+      readonly treeSize: number
+      readonly rootHash: string
+      readonly kid: string
+      readonly timestamp: string
+    } | null
+    readonly lastVerification: {
+      readonly valid: boolean
+      readonly checked: number
+      readonly firstBadSequence: number | null
+      readonly reason: string | null
+      readonly verifiedAt: string
+    } | null
+  }
+}

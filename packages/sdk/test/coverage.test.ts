@@ -35,6 +35,7 @@ const METHODS: Readonly<Record<string, string>> = {
   "events.consistencyProof": "events.consistencyProof",
   "events.export": "events.export",
   "events.get": "events.get",
+  "overview.get": "overview.get",
   "guard.evaluate": "guard.evaluate",
   "policies.evaluate": "policies.evaluate",
   "policies.create": "policies.create",
