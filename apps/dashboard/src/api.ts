@@ -37,21 +37,28 @@ export const api = createTRPCClient<AgentgovRouter>({
 })
 
 /**
- * The overview's data, asked for as the app loads, for the workspace remembered from the last visit: a read
- * needs no CSRF token, so it goes out beside the session read instead of after it. The Overview page takes it
- * when its workspace is that one (else it asks again).
+ * The first reads, started by `public/early.js` before this code loaded (a read needs no CSRF token, so they go
+ * out at once, side by side, instead of one after another): the session, and on the overview the overview's data
+ * for the workspace remembered from the last visit. Each is taken once; a page whose workspace is another, or an
+ * answer that is not a success, asks again through the client.
  */
-let early: { readonly workspaceId: string; readonly result: Promise<Outputs["overview"]["get"]> } | undefined
-export const prefetchOverview = (workspaceId: string) => {
-  context.workspaceId = workspaceId
-  const result = api.overview.get.query()
-  result.catch(() => {})
-  early = { workspaceId, result }
+interface Early {
+  session?: Promise<Response> | undefined
+  overview?: { readonly workspaceId: string; readonly response: Promise<Response> } | undefined
 }
-export const takeOverview = (workspaceId: string | undefined) => {
-  const taken = early
-  early = undefined
-  return taken !== undefined && taken.workspaceId === workspaceId ? taken.result : undefined
+const early: Early = (globalThis as { __agentgovEarly?: Early }).__agentgovEarly ?? {}
+
+export const takeOverview = (workspaceId: string | undefined): Promise<Outputs["overview"]["get"]> | undefined => {
+  const taken = early.overview
+  early.overview = undefined
+  if (taken === undefined || taken.workspaceId !== workspaceId) return undefined
+  return taken.response.then(
+    async (res) => {
+      if (!res.ok) return api.overview.get.query()
+      return ((await res.json()) as { result: { data: Outputs["overview"]["get"] } }).result.data
+    },
+    () => api.overview.get.query(),
+  )
 }
 
 export type ApiErrorInfo = { code: string; message: string; status?: number; field?: string; issue?: string }
@@ -88,7 +95,10 @@ export interface Provider {
 }
 
 export const fetchSession = async (): Promise<SessionInfo | undefined> => {
-  const res = await fetch("/auth/session", { credentials: "same-origin", headers: { accept: "application/json" } })
+  const started = early.session
+  early.session = undefined
+  const read = () => fetch("/auth/session", { credentials: "same-origin", headers: { accept: "application/json" } })
+  const res = await (started ?? read()).catch(read)
   if (res.status === 401) return undefined
   if (!res.ok) throw new Error(`the session could not be read (${res.status})`)
   return ((await res.json()) as { data: SessionInfo }).data

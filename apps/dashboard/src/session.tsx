@@ -5,7 +5,7 @@ import { fetchSession, type SessionInfo, setRequestContext } from "./api.ts"
  * Who is signed in (from `GET /auth/session`; the cookie itself is HttpOnly) and which workspace is in view.
  * The CSRF token lives in memory only; the workspace id (not a secret) is remembered in localStorage.
  */
-export const WORKSPACE_KEY = "agentgov.workspace"
+const WORKSPACE_KEY = "agentgov.workspace"
 let currentWorkspace: string | undefined
 export const getRequestWorkspace = () => currentWorkspace
 
