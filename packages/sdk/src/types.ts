@@ -799,6 +799,13 @@ export interface Policy {
   readonly updatedAt: string
 }
 
+/** One stored version of a policy (`policies.versions.list`): its document as saved then. */
+export interface PolicyVersion extends Omit<Policy, "id" | "workspaceId" | "createdAt" | "updatedAt"> {
+  readonly policyId: string
+  /** When this version was saved. */
+  readonly createdAt: string
+}
+
 /**
  * Filters of `policies.list`.
  *

@@ -41,6 +41,7 @@ const METHODS: Readonly<Record<string, string>> = {
   "policies.create": "policies.create",
   "policies.list": "policies.list",
   "policies.get": "policies.get",
+  "policies.versions.list": "policies.versions.list",
   "policies.update": "policies.update",
   "policies.delete": "policies.delete",
   "enforcement.create": "enforcement.create",
