@@ -8,6 +8,7 @@ import {
   Card,
   Code,
   Dialog,
+  DialogActions,
   Empty,
   ErrorState,
   InlineError,
@@ -143,18 +144,15 @@ function Suspend({
       onClose={onClose}
       title="Suspend this agent"
       footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button
-            variant="danger"
-            busy={suspend.pending}
-            onClick={async () => {
-              if (await suspend.call()) onDone()
-            }}
-          >
-            Suspend agent
-          </Button>
-        </>
+        <DialogActions
+          label="Suspend agent"
+          variant="danger"
+          onCancel={onClose}
+          busy={suspend.pending}
+          onAction={async () => {
+            if (await suspend.call()) onDone()
+          }}
+        />
       }
     >
       <p className="muted">Every guard call of a suspended agent is denied until it is reinstated.</p>
