@@ -14,6 +14,7 @@ import {
   InlineError,
   KeyValue,
   Loading,
+  PagedTable,
   PageHeader,
   Pill,
   Status,
@@ -21,7 +22,6 @@ import {
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 import { CreateKey, KeyTable } from "./ApiKeys.tsx"
 
 type Tab = "trust" | "badge" | "versions" | "keys" | "enforcement"

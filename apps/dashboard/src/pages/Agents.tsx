@@ -9,6 +9,7 @@ import {
   DialogActions,
   Empty,
   InlineError,
+  PagedTable,
   PageHeader,
   Pill,
   QueryFilters,
@@ -16,7 +17,6 @@ import {
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Agent = Outputs["agents"]["get"]
 

@@ -9,6 +9,7 @@ import {
   DialogActions,
   Empty,
   InlineError,
+  PagedTable,
   PageHeader,
   Pill,
   QueryFilters,
@@ -18,7 +19,6 @@ import {
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Key = Outputs["apiKeys"]["get"]
 

@@ -9,6 +9,7 @@ import {
   DialogActions,
   Empty,
   InlineError,
+  PagedTable,
   PageHeader,
   Pill,
   QueryFilters,
@@ -16,7 +17,6 @@ import {
   TextArea,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Approval = Outputs["approvals"]["get"]
 

@@ -12,12 +12,12 @@ import {
   InlineError,
   KeyValue,
   Loading,
+  PagedTable,
   PageHeader,
   Pill,
   QueryFilters,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 import { ChainVerify } from "./Overview.tsx"
 
 type Event = Outputs["events"]["list"]["data"][number]

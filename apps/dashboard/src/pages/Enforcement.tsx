@@ -2,8 +2,18 @@ import { useState } from "react"
 import { api, type Outputs } from "../api.ts"
 import { useAction, usePaged } from "../hooks.ts"
 import { Link, useQueryState, useTitle } from "../router.tsx"
-import { Button, Dialog, Empty, InlineError, PageHeader, QueryFilters, Status, TextArea, Time } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
+import {
+  Button,
+  Dialog,
+  Empty,
+  InlineError,
+  PagedTable,
+  PageHeader,
+  QueryFilters,
+  Status,
+  TextArea,
+  Time,
+} from "../ui/index.tsx"
 
 type Enforcement = Outputs["enforcement"]["get"]
 type EStatus = "active" | "expired" | "all" | "appealed" | "resolved"

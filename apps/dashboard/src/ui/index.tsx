@@ -665,6 +665,44 @@ export function DataTable<T>({
   )
 }
 
+/** A paginated table with its loading, error and empty states (`paged` is usePaged's result). */
+export function PagedTable<T extends object>({
+  paged,
+  columns,
+  empty,
+  caption,
+  rowKey = (row) => String((row as { id?: unknown }).id),
+}: {
+  paged: {
+    rows: ReadonlyArray<T>
+    loading: boolean
+    error: ApiErrorInfo | undefined
+    reload: () => void
+    page: number
+    hasPrev: boolean
+    hasNext: boolean
+    prev: () => void
+    next: () => void
+    limit: number
+    setLimit: (n: number) => void
+  }
+  columns: ReadonlyArray<Column<T>>
+  empty: ReactNode
+  caption: string
+  rowKey?: (row: T) => string
+}) {
+  return (
+    <div className="stack">
+      <States loading={paged.loading} error={paged.error} rows={paged.rows} retry={paged.reload} empty={empty}>
+        <DataTable caption={caption} columns={columns} rows={paged.rows} rowKey={rowKey} />
+      </States>
+      {paged.error || (paged.rows.length === 0 && paged.page === 1) ? null : (
+        <Pagination {...paged} count={paged.rows.length} />
+      )}
+    </div>
+  )
+}
+
 /** A checkbox with its label. */
 export function Checkbox({
   label,
