@@ -15,7 +15,11 @@ export const measureDashboardBundle = (root: string) => {
   const dir = join(root, "apps/dashboard")
   const vite = join(dirname(createRequire(join(dir, "package.json")).resolve("vite/package.json")), "bin", "vite.js")
   const started = performance.now()
-  execFileSync(process.execPath, [vite, "build", "--logLevel", "warn"], { cwd: dir, stdio: "pipe" })
+  execFileSync(process.execPath, [vite, "build", "--logLevel", "warn"], {
+    cwd: dir,
+    stdio: "pipe",
+    env: { ...process.env, NODE_ENV: "production" },
+  })
   const buildMs = performance.now() - started
   const html = readFileSync(join(dir, "dist/index.html"), "utf8")
   const initial = [
