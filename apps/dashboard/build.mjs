@@ -42,7 +42,13 @@ export const build = (stdio = "inherit") => {
     return false
   }
   if (!existsSync(vite)) return false
-  const run = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn"], { cwd: dashboardDir, stdio })
+  // Always the production build: vite takes NODE_ENV from the environment, and under vitest (NODE_ENV=test) it built
+  // React's development bundle (twice the size, effects run twice under StrictMode), which `npm start` then served.
+  const run = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn"], {
+    cwd: dashboardDir,
+    stdio,
+    env: { ...process.env, NODE_ENV: "production" },
+  })
   return run.status === 0
 }
 

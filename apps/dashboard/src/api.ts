@@ -36,6 +36,31 @@ export const api = createTRPCClient<AgentgovRouter>({
   ],
 })
 
+/**
+ * The first reads, started by `public/early.js` before this code loaded (a read needs no CSRF token, so they go
+ * out at once, side by side, instead of one after another): the session, and on the overview the overview's data
+ * for the workspace remembered from the last visit. Each is taken once; a page whose workspace is another, or an
+ * answer that is not a success, asks again through the client.
+ */
+interface Early {
+  session?: Promise<Response> | undefined
+  overview?: { readonly workspaceId: string; readonly response: Promise<Response> } | undefined
+}
+const early: Early = (globalThis as { __agentgovEarly?: Early }).__agentgovEarly ?? {}
+
+export const takeOverview = (workspaceId: string | undefined): Promise<Outputs["overview"]["get"]> | undefined => {
+  const taken = early.overview
+  early.overview = undefined
+  if (taken === undefined || taken.workspaceId !== workspaceId) return undefined
+  return taken.response.then(
+    async (res) => {
+      if (!res.ok) return api.overview.get.query()
+      return ((await res.json()) as { result: { data: Outputs["overview"]["get"] } }).result.data
+    },
+    () => api.overview.get.query(),
+  )
+}
+
 export type ApiErrorInfo = { code: string; message: string; status?: number; field?: string; issue?: string }
 
 /** What a failed call says, in the REST envelope's words. */
@@ -70,7 +95,10 @@ export interface Provider {
 }
 
 export const fetchSession = async (): Promise<SessionInfo | undefined> => {
-  const res = await fetch("/auth/session", { credentials: "same-origin", headers: { accept: "application/json" } })
+  const started = early.session
+  early.session = undefined
+  const read = () => fetch("/auth/session", { credentials: "same-origin", headers: { accept: "application/json" } })
+  const res = await (started ?? read()).catch(read)
   if (res.status === 401) return undefined
   if (!res.ok) throw new Error(`the session could not be read (${res.status})`)
   return ((await res.json()) as { data: SessionInfo }).data

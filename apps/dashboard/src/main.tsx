@@ -6,7 +6,7 @@ import { applyTheme, storedTheme } from "./theme.ts"
 import "./styles.css"
 
 applyTheme(storedTheme())
-// The page's own code loads while the session is read (session.tsx starts that read as it loads).
+// The page's own code loads while the session (and the overview's data) are read: public/early.js started them.
 preloadPage(location.pathname)
 createRoot(document.getElementById("root")!).render(
   <StrictMode>

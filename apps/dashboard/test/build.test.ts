@@ -1,4 +1,4 @@
-import { statSync, utimesSync } from "node:fs"
+import { readFileSync, statSync, utimesSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 // @ts-expect-error: plain JavaScript, run by `npm start` without the TypeScript stripper
@@ -21,5 +21,15 @@ describe("the dashboard's build for npm start", () => {
       utimesSync(source, atime, mtime)
     }
     expect(stale()).toBe(false)
+  })
+
+  it("is the production build even under vitest (NODE_ENV=test): React's minified errors, not its development bundle", () => {
+    expect(process.env.NODE_ENV).toBe("test")
+    if (stale()) expect(build("pipe")).toBe(true)
+    const entry = /<script type="module"[^>]*src="([^"]+)"/.exec(readFileSync(indexPath, "utf8"))?.[1]
+    expect(entry).toBeDefined()
+    const code = readFileSync(join(dashboardDir, "dist", entry!), "utf8")
+    // Production React links its minified errors to react.dev/errors; the development bundle spells them out.
+    expect(code).toContain("react.dev/errors/")
   })
 })

@@ -151,6 +151,30 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await page.getByLabel("Action", { exact: true }).fill("db.delete")
     await page.getByRole("button", { name: "Evaluate" }).click()
     await page.getByTestId("try-result").getByText("deny").waitFor()
+    // Two more versions; the history then compares two old ones (v1 with v2), not the editor with the newest.
+    await rules.fill(good.replace("not in prod", "never in prod"))
+    await page.getByRole("button", { name: "Save new version" }).click()
+    await page.getByText(/^Version 2,/).waitFor()
+    await rules.fill(
+      JSON.stringify(
+        { description: "no deletes", ...JSON.parse(good.replace("not in prod", "never in prod")) },
+        null,
+        2,
+      ),
+    )
+    await page.getByRole("button", { name: "Save new version" }).click()
+    await page.getByText(/^Version 3,/).waitFor()
+    await page.getByRole("list", { name: "Versions" }).getByText("v3").waitFor()
+    await page.getByLabel("Compare", { exact: true }).selectOption("1")
+    await page.getByLabel("with", { exact: true }).selectOption("2")
+    const diff = page.getByTestId("version-diff")
+    await diff.and(page.getByLabel("Changes from version 1 to version 2")).waitFor()
+    const lines = (await diff.locator("div").allTextContents()).filter((l) => !l.startsWith(" "))
+    // Only the reason changed from v1 to v2 (v3's description is not in this comparison).
+    expect(lines).toHaveLength(2)
+    expect(lines[0]).toMatch(/^- .*"reason": "not in prod"/)
+    expect(lines[1]).toMatch(/^\+ .*"reason": "never in prod"/)
+    await shot(page, "21-policy-version-diff")
     await expectAccessible(page, "policy editor")
     await shot(page, "21-policy-try-it")
 

@@ -67,6 +67,28 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     await page.getByRole("heading", { name: "Overview" }).waitFor()
   })
 
+  it("loads the overview with one session read and one overview call, both started by early.js and taken by the app", async () => {
+    const { page } = s
+    // The workspace in view is remembered, so a fresh load of `/` asks for its overview beside the session read.
+    expect(await page.evaluate(() => (globalThis as any).localStorage.getItem("agentgov.workspace"))).toMatch(/^ws_/)
+    const asked: Array<string> = []
+    const onRequest = (r: { url: () => string }) => {
+      const path = new URL(r.url()).pathname
+      if (path === "/auth/session" || path.startsWith("/trpc/")) asked.push(path)
+    }
+    page.on("request", onRequest)
+    await page.goto(`${world.origin}/`)
+    await page.getByTestId("stat-agents").filter({ hasText: /^\d/ }).waitFor()
+    page.off("request", onRequest)
+    expect(asked.sort()).toEqual(["/auth/session", "/trpc/overview.get"])
+    // Neither early answer is left unused (the app took both, instead of asking again).
+    const early = await page.evaluate(() => {
+      const e = (globalThis as any).__agentgovEarly
+      return e === undefined ? "no early.js" : { session: e.session === undefined, overview: e.overview === undefined }
+    })
+    expect(early).toEqual({ session: true, overview: true })
+  })
+
   it("webhooks: add one (its secret shown once), send a test, rotate the secret, disable and enable it", async () => {
     const { page } = s
     await page.getByRole("link", { name: "Webhooks" }).click()

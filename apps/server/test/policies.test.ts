@@ -164,6 +164,52 @@ describe("policies CRUD", () => {
   })
 })
 
+describe("policy versions", () => {
+  it("lists every stored version newest first, each with its document as saved, a page at a time", async () => {
+    const p = await createPolicy({ rules: [{ id: "r", effect: "deny", actions: ["a.*"], reason: "first" }] })
+    for (const reason of ["second", "third"]) {
+      const res = await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+        body: { rules: [{ id: "r", effect: "deny", actions: ["a.*"], reason }] },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+    }
+    await t.call("PATCH", `/api/v1/policies/${p.id}`, { body: { mode: "monitor" } })
+    const first = await t.call("GET", `/api/v1/policies/${p.id}/versions?limit=3`)
+    expect(first.status, JSON.stringify(first.body)).toBe(200)
+    expect(first.body.data.map((v: { version: number }) => v.version)).toEqual([4, 3, 2])
+    expect(first.body.data[0]).toMatchObject({ policyId: p.id, name: p.name, mode: "monitor", enabled: true })
+    expect(first.body.data[1]).toMatchObject({ mode: "enforce", rules: [{ id: "r", reason: "third" }] })
+    expect(first.body.data[2].rules[0].reason).toBe("second")
+    expect(first.body.meta.hasMore).toBe(true)
+    const rest = await t.call("GET", `/api/v1/policies/${p.id}/versions?limit=3&cursor=${first.body.meta.cursor}`)
+    expect(
+      rest.body.data.map((v: { version: number; rules: Array<{ reason: string }> }) => [v.version, v.rules[0]!.reason]),
+    ).toEqual([[1, "first"]])
+    expect(rest.body.meta).toEqual({ cursor: null, hasMore: false })
+    // Another list's cursor is not a position here.
+    const policies = await t.call("GET", "/api/v1/policies?limit=1")
+    expectError(
+      await t.call("GET", `/api/v1/policies/${p.id}/versions?cursor=${policies.body.meta.cursor}`),
+      400,
+      "BAD_REQUEST",
+      "cursor",
+    )
+  })
+
+  it("is 404 for a policy that is not the workspace's, and needs policies:read", async () => {
+    const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: ["a"] }] })
+    const ws = await t.call("POST", "/api/v1/workspaces", { body: { name: unique("elsewhere"), environment: "test" } })
+    const otherKey = ws.body.data.apiKey.apiKey as string
+    expectError(await t.call("GET", `/api/v1/policies/${p.id}/versions`, { key: otherKey }), 404, "POLICY_NOT_FOUND")
+    expectError(
+      await t.call("GET", `/api/v1/policies/${p.id}/versions`, { key: await creds.keyWithout("policies:read") }),
+      403,
+      "FORBIDDEN",
+      "scope",
+    )
+  })
+})
+
 describe("the guard", () => {
   it("denies on a matching deny rule, records evaluated, denied and violated, and explains itself", async () => {
     const agent = await register()

@@ -7,6 +7,7 @@ import { contentOperations } from "./operations/content.ts"
 import { enforcementOperations } from "./operations/enforcement.ts"
 import { eventOperations } from "./operations/events.ts"
 import { oauthOperations } from "./operations/oauth.ts"
+import { overviewOperations } from "./operations/overview.ts"
 import { peopleOperations } from "./operations/people.ts"
 import { policyOperations } from "./operations/policies.ts"
 import { tokenOperations } from "./operations/tokens.ts"
@@ -23,6 +24,7 @@ export const definedOperations = [
   ...apiKeyOperations,
   ...tokenOperations,
   ...eventOperations,
+  ...overviewOperations,
   ...policyOperations,
   ...enforcementOperations,
   ...approvalOperations,

@@ -172,6 +172,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   "API keys": "Workspace and agent API keys: create, rotate (with an overlap) and revoke.",
   Tokens: "Short-lived SDK tokens (signed JWTs) exchanged for an API key.",
   Events: "The hash-chained event log: ingest, list, verify, checkpoints and proofs, export.",
+  Overview: "A workspace at a glance, counted workspace-wide: what the dashboard's overview shows.",
   Policies: "Policy documents and the guard that evaluates actions against them.",
   Enforcement: "Enforcements against agents (suspensions, throttles, revocations) and their appeals.",
   Approvals: "Human approvals requested by `require_approval` rules.",

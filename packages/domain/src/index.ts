@@ -25,6 +25,7 @@ import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
 import { OAuthService } from "./oauth/OAuthService.ts"
+import { OverviewService } from "./overview/Overview.ts"
 import { PeopleRepo } from "./people/PeopleRepo.ts"
 import { PeopleService } from "./people/PeopleService.ts"
 import { Sessions } from "./people/Sessions.ts"
@@ -117,6 +118,7 @@ export {
   SigningKeys,
 } from "./keys/SigningKeys.ts"
 export * from "./oauth/index.ts"
+export { OVERVIEW_HOURS, OVERVIEW_PENDING, Overview, OverviewService } from "./overview/Overview.ts"
 export * from "./people/index.ts"
 export type { Approval as RuleApproval } from "./policies/engine/index.ts"
 export * from "./policies/engine/index.ts"
@@ -253,6 +255,7 @@ const core = Layer.mergeAll(
   DeliveryQueue.layer,
   TrustService.layer,
   TrustRecompute.layer,
+  OverviewService.layer,
 ).pipe(Layer.provideMerge(guardState), Layer.provideMerge(people), Layer.provideMerge(apiKeys))
 
 /**
@@ -299,3 +302,4 @@ export type DomainServices =
   | DeliveryQueue
   | TrustService
   | TrustRecompute
+  | OverviewService

@@ -7,6 +7,7 @@ import { Content } from "./resources/Content.ts"
 import { Enforcements } from "./resources/Enforcements.ts"
 import { Events } from "./resources/Events.ts"
 import { OAuth } from "./resources/OAuth.ts"
+import { Overview } from "./resources/Overview.ts"
 import { Invitations, Members, Users } from "./resources/People.ts"
 import { Guard, Policies } from "./resources/Policies.ts"
 import { Tokens } from "./resources/Tokens.ts"
@@ -111,6 +112,7 @@ export class AgentGov {
   readonly apiKeys: ApiKeys
   readonly tokens: Tokens
   readonly events: Events
+  readonly overview: Overview
   readonly policies: Policies
   readonly guard: Guard
   readonly approvals: Approvals
@@ -151,6 +153,7 @@ export class AgentGov {
     this.apiKeys = new ApiKeys(this.http)
     this.tokens = new Tokens(this.http)
     this.events = new Events(this.http)
+    this.overview = new Overview(this.http)
     this.policies = new Policies(this.http)
     this.guard = new Guard(this.http)
     this.approvals = new Approvals(this.http)

@@ -800,6 +800,13 @@ export interface Policy {
   readonly updatedAt: string
 }
 
+/** One stored version of a policy (`policies.versions.list`): its document as saved then. */
+export interface PolicyVersion extends Omit<Policy, "id" | "workspaceId" | "createdAt" | "updatedAt"> {
+  readonly policyId: string
+  /** When this version was saved. */
+  readonly createdAt: string
+}
+
 /**
  * Filters of `policies.list`.
  *
@@ -2095,4 +2102,44 @@ export interface OAuthGrant {
   readonly workspaceId: string
   readonly scopes: ReadonlyArray<string>
   readonly createdAt: string
+}
+
+/** A workspace at a glance, counted workspace-wide (`GET /overview`): what the dashboard's overview shows. */
+export interface WorkspaceOverview {
+  /** Null without `agents:read`. */
+  readonly agents: {
+    readonly total: number
+    /** Every tier, lowest first. */
+    readonly byTier: ReadonlyArray<{ readonly tier: TrustTier; readonly count: number }>
+  } | null
+  /** The last 24 hours, oldest first; `denied` counts denials and decisions held for approval. */
+  readonly decisions: {
+    readonly hours: ReadonlyArray<{ readonly hour: string; readonly allowed: number; readonly denied: number }>
+  }
+  /** Null without `approvals:read`. */
+  readonly approvals: {
+    readonly pending: number
+    readonly latest: ReadonlyArray<{
+      readonly id: string
+      readonly action: string
+      readonly agentId: string
+      readonly createdAt: string
+    }>
+  } | null
+  readonly chain: {
+    readonly events: number
+    readonly checkpoint: {
+      readonly treeSize: number
+      readonly rootHash: string
+      readonly kid: string
+      readonly timestamp: string
+    } | null
+    readonly lastVerification: {
+      readonly valid: boolean
+      readonly checked: number
+      readonly firstBadSequence: number | null
+      readonly reason: string | null
+      readonly verifiedAt: string
+    } | null
+  }
 }

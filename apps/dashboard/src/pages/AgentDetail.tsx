@@ -8,11 +8,13 @@ import {
   Card,
   Code,
   Dialog,
+  DialogActions,
   Empty,
   ErrorState,
   InlineError,
   KeyValue,
   Loading,
+  PagedTable,
   PageHeader,
   Pill,
   Status,
@@ -20,7 +22,6 @@ import {
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 import { CreateKey, KeyTable } from "./ApiKeys.tsx"
 
 type Tab = "trust" | "badge" | "versions" | "keys" | "enforcement"
@@ -143,18 +144,15 @@ function Suspend({
       onClose={onClose}
       title="Suspend this agent"
       footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button
-            variant="danger"
-            busy={suspend.pending}
-            onClick={async () => {
-              if (await suspend.call()) onDone()
-            }}
-          >
-            Suspend agent
-          </Button>
-        </>
+        <DialogActions
+          label="Suspend agent"
+          variant="danger"
+          onCancel={onClose}
+          busy={suspend.pending}
+          onAction={async () => {
+            if (await suspend.call()) onDone()
+          }}
+        />
       }
     >
       <p className="muted">Every guard call of a suspended agent is denied until it is reinstated.</p>

@@ -6,17 +6,17 @@ import { tierOf } from "../tiers.ts"
 import {
   Button,
   Dialog,
+  DialogActions,
   Empty,
-  Filters,
   InlineError,
+  PagedTable,
   PageHeader,
   Pill,
-  Select,
+  QueryFilters,
   Status,
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Agent = Outputs["agents"]["get"]
 
@@ -48,26 +48,22 @@ export default function Agents() {
           </Button>
         }
       />
-      <Filters>
-        <TextInput
-          label="Name starts with"
-          value={namePrefix}
-          onChange={(e) => setQ({ name: e.target.value })}
-          placeholder="billing-"
-        />
-        <TextInput label="Label" value={label} onChange={(e) => setQ({ label: e.target.value })} placeholder="prod" />
-        <Select
-          label="Status"
-          value={status}
-          onChange={(e) => setQ({ status: e.target.value })}
-          options={[
-            ["", "Any status"],
-            ["active", "Active"],
-            ["suspended", "Suspended"],
-            ["deregistered", "Deregistered"],
-          ]}
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          { key: "name", label: "Name starts with", placeholder: "billing-" },
+          { key: "label", label: "Label", placeholder: "prod" },
+          {
+            key: "status",
+            label: "Status",
+            options: [
+              ["", "Any status"],
+              ["active", "Active"],
+              ["suspended", "Suspended"],
+              ["deregistered", "Deregistered"],
+            ],
+          },
+        ]}
+      />
       <PagedTable
         caption="Agents"
         paged={paged}
@@ -149,19 +145,15 @@ function CreateAgent({ open, onClose }: { open: boolean; onClose: () => void }) 
       onClose={onClose}
       title="Register an agent"
       footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button
-            variant="primary"
-            busy={create.pending}
-            onClick={async () => {
-              const agent = await create.call()
-              if (agent) navigate(`/agents/${agent.id}?registered=1`)
-            }}
-          >
-            Register
-          </Button>
-        </>
+        <DialogActions
+          label="Register"
+          onCancel={onClose}
+          busy={create.pending}
+          onAction={async () => {
+            const agent = await create.call()
+            if (agent) navigate(`/agents/${agent.id}?registered=1`)
+          }}
+        />
       }
     >
       <TextInput

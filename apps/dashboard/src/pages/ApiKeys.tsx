@@ -6,18 +6,19 @@ import { AGENT_KEY_SCOPES, AGENT_SCOPES, SCOPES, type Scope } from "../scopes.ts
 import {
   Button,
   Dialog,
+  DialogActions,
   Empty,
-  Filters,
   InlineError,
+  PagedTable,
   PageHeader,
   Pill,
+  QueryFilters,
   SecretOnce,
   Select,
   Status,
   TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Key = Outputs["apiKeys"]["get"]
 
@@ -41,24 +42,21 @@ export default function ApiKeys() {
           </Button>
         }
       />
-      <Filters>
-        <Select
-          label="Status"
-          value={status}
-          onChange={(e) => setQ({ status: e.target.value || "" })}
-          options={[
-            ["active", "Active"],
-            ["revoked", "Revoked"],
-            ["", "Any status"],
-          ]}
-        />
-        <TextInput
-          label="Agent"
-          value={agentId}
-          onChange={(e) => setQ({ agentId: e.target.value })}
-          placeholder="agt_…"
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          {
+            key: "status",
+            label: "Status",
+            fallback: "active",
+            options: [
+              ["active", "Active"],
+              ["revoked", "Revoked"],
+              ["", "Any status"],
+            ],
+          },
+          { key: "agentId", label: "Agent", placeholder: "agt_…" },
+        ]}
+      />
       <KeyTable paged={paged} onCreate={() => setQ({ create: "1" })} />
       <CreateKey
         open={q.get("create") === "1"}
@@ -190,25 +188,16 @@ export function CreateKey({
       onClose={close}
       title={created ? "Key created" : "Create an API key"}
       footer={
-        created ? (
-          <Button variant="primary" onClick={close}>
-            Done
-          </Button>
-        ) : (
-          <>
-            <Button onClick={close}>Cancel</Button>
-            <Button
-              variant="primary"
-              busy={create.pending}
-              onClick={async () => {
-                const k = await create.call()
-                if (k) setCreated(k)
-              }}
-            >
-              Create key
-            </Button>
-          </>
-        )
+        <DialogActions
+          label="Create key"
+          done={created !== undefined}
+          onCancel={close}
+          busy={create.pending}
+          onAction={async () => {
+            const k = await create.call()
+            if (k) setCreated(k)
+          }}
+        />
       }
     >
       {created ? (

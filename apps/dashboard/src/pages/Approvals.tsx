@@ -6,25 +6,24 @@ import { useQueryState, useTitle } from "../router.tsx"
 import {
   Button,
   Dialog,
+  DialogActions,
   Empty,
-  Filters,
   InlineError,
+  PagedTable,
   PageHeader,
   Pill,
-  Select,
+  QueryFilters,
   Status,
   TextArea,
-  TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Approval = Outputs["approvals"]["get"]
 
 /** The approval queue: live (a new request or a decision elsewhere reloads it), decided with a reason. */
 export default function Approvals() {
   useTitle("Approvals")
-  const [q, setQ] = useQueryState()
+  const [q] = useQueryState()
   const status = (q.get("status") ?? "pending") as Approval["status"] | "all"
   const agentId = q.get("agentId") ?? ""
   const paged = usePaged(
@@ -44,26 +43,23 @@ export default function Approvals() {
           </Pill>
         }
       />
-      <Filters>
-        <Select
-          label="Status"
-          value={status}
-          onChange={(e) => setQ({ status: e.target.value })}
-          options={[
-            ["pending", "Pending"],
-            ["approved", "Approved"],
-            ["denied", "Denied"],
-            ["expired", "Expired"],
-            ["all", "All"],
-          ]}
-        />
-        <TextInput
-          label="Agent"
-          value={agentId}
-          onChange={(e) => setQ({ agentId: e.target.value })}
-          placeholder="agt_…"
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          {
+            key: "status",
+            label: "Status",
+            fallback: "pending",
+            options: [
+              ["pending", "Pending"],
+              ["approved", "Approved"],
+              ["denied", "Denied"],
+              ["expired", "Expired"],
+              ["all", "All"],
+            ],
+          },
+          { key: "agentId", label: "Agent", placeholder: "agt_…" },
+        ]}
+      />
       <PagedTable
         caption="Approvals"
         paged={paged}
@@ -150,18 +146,15 @@ function Decide({
       onClose={onClose}
       title={decision === "approved" ? "Approve this action" : "Deny this action"}
       footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button
-            variant={decision === "approved" ? "primary" : "danger"}
-            busy={decide.pending}
-            onClick={async () => {
-              if (await decide.call()) onDone()
-            }}
-          >
-            {decision === "approved" ? "Approve" : "Deny"}
-          </Button>
-        </>
+        <DialogActions
+          label={decision === "approved" ? "Approve" : "Deny"}
+          variant={decision === "approved" ? "primary" : "danger"}
+          onCancel={onClose}
+          busy={decide.pending}
+          onAction={async () => {
+            if (await decide.call()) onDone()
+          }}
+        />
       }
     >
       <p>

@@ -9,16 +9,15 @@ import {
   Dialog,
   Empty,
   ErrorState,
-  Filters,
   InlineError,
   KeyValue,
   Loading,
+  PagedTable,
   PageHeader,
   Pill,
-  TextInput,
+  QueryFilters,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 import { ChainVerify } from "./Overview.tsx"
 
 type Event = Outputs["events"]["list"]["data"][number]
@@ -34,7 +33,7 @@ const summary = (e: { type: string; data: Readonly<Record<string, unknown>> }) =
 /** The audit trail: a live tail, the history with filters, each event with its inclusion proof, verify, export. */
 export default function Audit() {
   useTitle("Audit trail")
-  const [q, setQ] = useQueryState()
+  const [q] = useQueryState()
   const type = q.get("type") ?? ""
   const agentId = q.get("agentId") ?? ""
   const since = q.get("since") ?? ""
@@ -82,27 +81,18 @@ export default function Audit() {
       <Card title="Chain">
         <ChainVerify />
       </Card>
-      <Filters>
-        <TextInput
-          label="Event types"
-          hint="Comma-separated; prefix.* matches a namespace."
-          value={type}
-          onChange={(e) => setQ({ type: e.target.value })}
-          placeholder="policy.*"
-        />
-        <TextInput
-          label="Agent"
-          value={agentId}
-          onChange={(e) => setQ({ agentId: e.target.value })}
-          placeholder="agt_…"
-        />
-        <TextInput
-          label="Since"
-          type="datetime-local"
-          value={since}
-          onChange={(e) => setQ({ since: e.target.value })}
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          {
+            key: "type",
+            label: "Event types",
+            placeholder: "policy.*",
+            hint: "Comma-separated; prefix.* matches a namespace.",
+          },
+          { key: "agentId", label: "Agent", placeholder: "agt_…" },
+          { key: "since", label: "Since", type: "datetime-local" },
+        ]}
+      />
       <Card
         title={
           <span className="row">

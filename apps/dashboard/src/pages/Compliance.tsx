@@ -3,13 +3,19 @@ import { type ApiErrorInfo, api, download, type Inputs, type Outputs } from "../
 import { useAction, usePaged, useQuery } from "../hooks.ts"
 import { Link, useQueryState, useTitle } from "../router.tsx"
 import { useSession } from "../session.tsx"
-import { type Column, ConfirmButton, DataTable, dateInput, Form, FormError, fieldError } from "../ui/extra.tsx"
 import {
   Button,
   Card,
+  type Column,
+  ConfirmButton,
+  DataTable,
+  dateInput,
   Empty,
   ErrorState,
   Filters,
+  Form,
+  FormError,
+  fieldError,
   InlineError,
   KeyValue,
   Loading,
@@ -17,6 +23,7 @@ import {
   PageHeader,
   Pagination,
   Pill,
+  QueryFilters,
   Select,
   States,
   Status,
@@ -141,31 +148,26 @@ function Reports() {
           setQuery({ report: r.id })
         }}
       />
-      <Filters>
-        <Select
-          label="Framework"
-          value={framework}
-          onChange={(e) => setQuery({ framework: e.target.value })}
-          options={[["", "All frameworks"], ...FRAMEWORKS]}
-        />
-        <Select
-          label="Status"
-          value={status}
-          onChange={(e) => setQuery({ status: e.target.value })}
-          options={[
-            ["", "All"],
-            ["generating", "Generating"],
-            ["ready", "Ready"],
-            ["failed", "Failed"],
-          ]}
-        />
-        <Select
-          label="Agent"
-          value={agentId}
-          onChange={(e) => setQuery({ agent: e.target.value })}
-          options={[["", "Any"], ...(agents.data?.data ?? []).map((a) => [a.id, a.name] as const)]}
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          { key: "framework", label: "Framework", options: [["", "All frameworks"], ...FRAMEWORKS] },
+          {
+            key: "status",
+            label: "Status",
+            options: [
+              ["", "All"],
+              ["generating", "Generating"],
+              ["ready", "Ready"],
+              ["failed", "Failed"],
+            ],
+          },
+          {
+            key: "agent",
+            label: "Agent",
+            options: [["", "Any"], ...(agents.data?.data ?? []).map((a) => [a.id, a.name] as const)],
+          },
+        ]}
+      />
       <States
         loading={list.loading}
         error={list.error}

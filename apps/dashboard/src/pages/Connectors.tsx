@@ -1,16 +1,20 @@
 import { api, type Outputs } from "../api.ts"
 import { usePaged } from "../hooks.ts"
 import { Link, useQueryState, useTitle } from "../router.tsx"
-import { CONNECTOR_PREFIX, type Column, connectorOf, DataTable, percent } from "../ui/extra.tsx"
 import {
   Card,
+  CONNECTOR_PREFIX,
   Code,
+  type Column,
+  connectorOf,
+  DataTable,
   Empty,
   Filters,
   Mono,
   PageHeader,
   Pagination,
   Pill,
+  percent,
   Select,
   States,
   Tabs,

@@ -2,20 +2,27 @@ import { useState } from "react"
 import { api, type Outputs } from "../api.ts"
 import { useAction, usePaged, useQuery } from "../hooks.ts"
 import { Link, useQueryState, useTitle } from "../router.tsx"
-import { type Column, DataTable, Form, FormError, fieldError, percent } from "../ui/extra.tsx"
 import {
   Button,
   Card,
+  type Column,
+  DataTable,
   Dialog,
+  DialogActions,
   Empty,
   ErrorState,
   Filters,
+  Form,
+  FormError,
+  fieldError,
   KeyValue,
   Loading,
   Mono,
   PageHeader,
   Pagination,
   Pill,
+  percent,
+  QueryFilters,
   Select,
   States,
   Status,
@@ -112,25 +119,20 @@ export default function Content() {
             setScans((n) => n + 1)
           }}
         />
-        <Filters>
-          <Select
-            label="Kind"
-            value={kind}
-            onChange={(e) => setQuery({ kind: e.target.value })}
-            options={[
-              ["", "All"],
-              ["text", "Texts"],
-              ["image", "Images"],
-            ]}
-          />
-          <TextInput
-            label="Search this page"
-            type="search"
-            placeholder="Title, id or hash prefix"
-            value={search}
-            onChange={(e) => setQuery({ q: e.target.value })}
-          />
-        </Filters>
+        <QueryFilters
+          filters={[
+            {
+              key: "kind",
+              label: "Kind",
+              options: [
+                ["", "All"],
+                ["text", "Texts"],
+                ["image", "Images"],
+              ],
+            },
+            { key: "q", label: "Search this page", placeholder: "Title, id or hash prefix", type: "search" },
+          ]}
+        />
         <States
           loading={list.loading}
           error={list.error}
@@ -188,14 +190,7 @@ function RegisterText({ onClose, onRegistered }: { onClose: () => void; onRegist
       open
       onClose={onClose}
       title="Register text"
-      footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button variant="primary" type="submit" form="register-text" busy={register.pending}>
-            Register
-          </Button>
-        </>
-      }
+      footer={<DialogActions label="Register" onCancel={onClose} form="register-text" busy={register.pending} />}
     >
       <form
         id="register-text"

@@ -6,16 +6,14 @@ import {
   Button,
   Dialog,
   Empty,
-  Filters,
   InlineError,
+  PagedTable,
   PageHeader,
-  Select,
+  QueryFilters,
   Status,
   TextArea,
-  TextInput,
   Time,
 } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
 
 type Enforcement = Outputs["enforcement"]["get"]
 type EStatus = "active" | "expired" | "all" | "appealed" | "resolved"
@@ -24,7 +22,7 @@ type EType = Enforcement["type"]
 /** Warnings, throttles, suspensions and revocations, and the appeals against them. */
 export default function EnforcementPage() {
   useTitle("Enforcement")
-  const [q, setQ] = useQueryState()
+  const [q] = useQueryState()
   const status = (q.get("status") ?? "active") as EStatus
   const type = (q.get("type") ?? "") as EType | ""
   const agentId = q.get("agentId") ?? ""
@@ -45,38 +43,34 @@ export default function EnforcementPage() {
         title="Enforcement and appeals"
         description="What agents are held to, why, and the appeals they made."
       />
-      <Filters>
-        <Select
-          label="Status"
-          value={status}
-          onChange={(e) => setQ({ status: e.target.value })}
-          options={[
-            ["active", "In force"],
-            ["appealed", "Appealed"],
-            ["resolved", "Resolved"],
-            ["expired", "Expired"],
-            ["all", "All"],
-          ]}
-        />
-        <Select
-          label="Type"
-          value={type}
-          onChange={(e) => setQ({ type: e.target.value })}
-          options={[
-            ["", "Any type"],
-            ["warning", "Warning"],
-            ["throttle", "Throttle"],
-            ["suspension", "Suspension"],
-            ["revocation", "Revocation"],
-          ]}
-        />
-        <TextInput
-          label="Agent"
-          value={agentId}
-          onChange={(e) => setQ({ agentId: e.target.value })}
-          placeholder="agt_…"
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          {
+            key: "status",
+            label: "Status",
+            fallback: "active",
+            options: [
+              ["active", "In force"],
+              ["appealed", "Appealed"],
+              ["resolved", "Resolved"],
+              ["expired", "Expired"],
+              ["all", "All"],
+            ],
+          },
+          {
+            key: "type",
+            label: "Type",
+            options: [
+              ["", "Any type"],
+              ["warning", "Warning"],
+              ["throttle", "Throttle"],
+              ["suspension", "Suspension"],
+              ["revocation", "Revocation"],
+            ],
+          },
+          { key: "agentId", label: "Agent", placeholder: "agt_…" },
+        ]}
+      />
       <PagedTable
         caption="Enforcements"
         paged={paged}

@@ -2,20 +2,28 @@ import { useState } from "react"
 import { api, type Inputs, type Outputs } from "../api.ts"
 import { useAction, usePaged } from "../hooks.ts"
 import { useQueryState, useTitle } from "../router.tsx"
+import { SCOPES, type Scope } from "../scopes.ts"
 import { useSession } from "../session.tsx"
-import { Checkbox, type Column, ConfirmButton, DataTable, Form, FormError, fieldError } from "../ui/extra.tsx"
 import {
   Button,
   Card,
+  Checkbox,
+  type Column,
+  ConfirmButton,
   CopyButton,
+  DataTable,
   Dialog,
+  DialogActions,
   Empty,
-  Filters,
+  Form,
+  FormError,
+  fieldError,
   InlineError,
   Mono,
   PageHeader,
   Pagination,
   Pill,
+  QueryFilters,
   SecretOnce,
   Select,
   States,
@@ -30,7 +38,6 @@ type Role = Inputs["members"]["update"]["role"]
 type Member = Outputs["members"]["list"]["data"][number]
 type Invitation = Outputs["invitations"]["list"]["data"][number]
 type OAuthClient = Outputs["oauth"]["clients"]["list"]["data"][number]
-type OAuthScope = NonNullable<Inputs["oauth"]["clients"]["create"]["scopes"]>[number]
 
 const ROLES: ReadonlyArray<readonly [Role, string]> = [
   ["owner", "Owner"],
@@ -40,37 +47,6 @@ const ROLES: ReadonlyArray<readonly [Role, string]> = [
 ]
 const ROLE_HELP =
   "Owner: everything, owners included. Admin: everything but the workspace's settings and its owners. Member: agents, policies, events and content. Viewer: reads."
-
-/** Every scope an OAuth app may be granted (all but `workspaces:admin`); typed by the router's input. */
-const OAUTH_SCOPES: ReadonlyArray<OAuthScope> = [
-  "agents:read",
-  "agents:write",
-  "policies:read",
-  "policies:write",
-  "guard:evaluate",
-  "events:read",
-  "events:write",
-  "content:read",
-  "content:write",
-  "content:scan",
-  "enforcement:read",
-  "enforcement:write",
-  "webhooks:read",
-  "webhooks:write",
-  "approvals:read",
-  "approvals:write",
-  "approvals:manage",
-  "apikeys:read",
-  "apikeys:write",
-  "trust:read",
-  "trust:write",
-  "compliance:read",
-  "compliance:write",
-  "members:read",
-  "members:write",
-  "workspaces:read",
-  "workspaces:write",
-]
 
 type Tab = "members" | "invitations" | "apps"
 
@@ -104,7 +80,7 @@ export default function Members() {
 function MembersList() {
   const { workspaceId, session } = useSession()
   const id = workspaceId ?? ""
-  const [query, setQuery] = useQueryState()
+  const [query] = useQueryState()
   const role = query.get("role") ?? ""
   const search = (query.get("q") ?? "").trim().toLowerCase()
   const list = usePaged((page) => api.members.list.query({ id, ...page }), [id])
@@ -140,21 +116,12 @@ function MembersList() {
   ]
   return (
     <>
-      <Filters>
-        <Select
-          label="Role"
-          value={role}
-          onChange={(e) => setQuery({ role: e.target.value })}
-          options={[["", "All roles"], ...ROLES]}
-        />
-        <TextInput
-          label="Search this page"
-          type="search"
-          placeholder="Name or e-mail"
-          value={query.get("q") ?? ""}
-          onChange={(e) => setQuery({ q: e.target.value })}
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          { key: "role", label: "Role", options: [["", "All roles"], ...ROLES] },
+          { key: "q", label: "Search this page", placeholder: "Name or e-mail", type: "search" },
+        ]}
+      />
       <States
         loading={list.loading}
         error={list.error}
@@ -240,7 +207,7 @@ function RemoveMember({ member, self, onRemoved }: { member: Member; self: boole
 function Invitations() {
   const { workspaceId } = useSession()
   const id = workspaceId ?? ""
-  const [query, setQuery] = useQueryState()
+  const [query] = useQueryState()
   const status = query.get("status") ?? ""
   const list = usePaged((page) => api.invitations.list.query({ id, ...page }), [id])
   const rows = list.rows.filter((i) => status === "" || i.status === status)
@@ -279,20 +246,21 @@ function Invitations() {
   return (
     <>
       <InviteForm onInvited={list.reload} />
-      <Filters>
-        <Select
-          label="Status"
-          value={status}
-          onChange={(e) => setQuery({ status: e.target.value })}
-          options={[
-            ["", "All"],
-            ["pending", "Pending"],
-            ["accepted", "Accepted"],
-            ["revoked", "Withdrawn"],
-            ["expired", "Expired"],
-          ]}
-        />
-      </Filters>
+      <QueryFilters
+        filters={[
+          {
+            key: "status",
+            label: "Status",
+            options: [
+              ["", "All"],
+              ["pending", "Pending"],
+              ["accepted", "Accepted"],
+              ["revoked", "Withdrawn"],
+              ["expired", "Expired"],
+            ],
+          },
+        ]}
+      />
       <InlineError error={revoke.error} />
       <States
         loading={list.loading}
@@ -375,7 +343,7 @@ function InviteForm({ onInvited }: { onInvited: () => void }) {
 
 function OAuthApps() {
   const [registering, setRegistering] = useState(false)
-  const [query, setQuery] = useQueryState()
+  const [query] = useQueryState()
   const type = query.get("type") ?? ""
   const list = usePaged((page) => api.oauth.clients.list.query(page), [])
   const rows = list.rows.filter((c) => type === "" || c.type === type)
@@ -421,18 +389,19 @@ function OAuthApps() {
   return (
     <>
       <div className="row" style={{ justifyContent: "space-between" }}>
-        <Filters>
-          <Select
-            label="Type"
-            value={type}
-            onChange={(e) => setQuery({ type: e.target.value })}
-            options={[
-              ["", "All"],
-              ["confidential", "Confidential"],
-              ["public", "Public (PKCE)"],
-            ]}
-          />
-        </Filters>
+        <QueryFilters
+          filters={[
+            {
+              key: "type",
+              label: "Type",
+              options: [
+                ["", "All"],
+                ["confidential", "Confidential"],
+                ["public", "Public (PKCE)"],
+              ],
+            },
+          ]}
+        />
         <Button variant="primary" onClick={() => setRegistering(true)}>
           Register an app
         </Button>
@@ -460,7 +429,7 @@ function RegisterApp({ onClose, onCreated }: { onClose: () => void; onCreated: (
   const [name, setName] = useState("")
   const [type, setType] = useState<"confidential" | "public">("confidential")
   const [uris, setUris] = useState("")
-  const [scopes, setScopes] = useState<ReadonlySet<OAuthScope>>(new Set(["agents:read", "events:read"]))
+  const [scopes, setScopes] = useState<ReadonlySet<Scope>>(new Set(["agents:read", "events:read"]))
   const [local, setLocal] = useState<Record<string, string>>({})
   const [created, setCreated] = useState<Outputs["oauth"]["clients"]["create"] | undefined>()
   const redirectUris = uris
@@ -476,18 +445,13 @@ function RegisterApp({ onClose, onCreated }: { onClose: () => void; onCreated: (
       onClose={onClose}
       title={created ? "App registered" : "Register an app"}
       footer={
-        created ? (
-          <Button variant="primary" onClick={onClose}>
-            Done
-          </Button>
-        ) : (
-          <>
-            <Button onClick={onClose}>Cancel</Button>
-            <Button variant="primary" type="submit" form="register-app" busy={create.pending}>
-              Register
-            </Button>
-          </>
-        )
+        <DialogActions
+          label="Register"
+          done={created !== undefined}
+          onCancel={onClose}
+          form="register-app"
+          busy={create.pending}
+        />
       }
     >
       {created ? (
@@ -551,7 +515,7 @@ function RegisterApp({ onClose, onCreated }: { onClose: () => void; onCreated: (
           />
           <fieldset className="checks">
             <legend>Scopes the app may ask for</legend>
-            {OAUTH_SCOPES.map((s) => (
+            {SCOPES.map((s) => (
               <Checkbox
                 key={s}
                 label={s}

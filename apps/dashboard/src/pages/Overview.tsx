@@ -1,49 +1,48 @@
-import { useEffect, useState } from "react"
-import { api } from "../api.ts"
+import { type ReactNode, useEffect, useState } from "react"
+import { api, takeOverview } from "../api.ts"
 import { useAction, useQuery } from "../hooks.ts"
 import { Link, useTitle } from "../router.tsx"
-import { TIERS, tierOf } from "../tiers.ts"
+import { useSession } from "../session.tsx"
+import { TIERS } from "../tiers.ts"
 import { TimeChart } from "../ui/Chart.tsx"
 import { Button, Card, Empty, ErrorState, InlineError, Loading, PageHeader, Pill, Time } from "../ui/index.tsx"
 
-const HOUR = 3600
-
-/** The workspace at a glance: agents by tier, decisions and denials over time, pending approvals, the chain. */
+/** The workspace at a glance, counted workspace-wide: agents by tier, decisions and denials over time, pending approvals, the chain. */
 export default function Overview() {
   useTitle("Overview")
-  const agents = useQuery(() => api.agents.list.query({ limit: 100 }), [])
-  const decisions = useQuery(() => api.events.list.query({ type: ["policy.evaluated"], limit: 100 }), [])
-  const approvals = useQuery(() => api.approvals.list.query({ status: ["pending"], limit: 5 }), [])
-  const checkpoint = useQuery(() => api.events.checkpoint.query(), [])
+  const { workspaceId } = useSession()
+  // One call (`overview.get`), usually already under way: main.tsx asks for it as the app loads, beside the
+  // session read, for the workspace remembered from the last visit.
+  const overview = useQuery(() => takeOverview(workspaceId) ?? api.overview.get.query(), [])
   // Performance marks for the first-paint benchmark (tooling/bench/src/dashboardPaint.ts), once per document:
-  // the first card with data rendered, then every card's data (or error) rendered.
-  const queries = [agents, decisions, approvals, checkpoint]
-  const anyData = queries.some((q) => q.data !== undefined)
-  const allSettled = queries.every((q) => !q.loading)
+  // every card's data (or error) rendered; the cards share one answer, so the first card's is the same moment.
   useEffect(() => {
-    if (anyData) markOnce("overview-first-data")
-  }, [anyData])
-  useEffect(() => {
-    if (allSettled) markOnce("overview-data")
-  }, [allSettled])
+    if (!overview.loading) {
+      markOnce("overview-first-data")
+      markOnce("overview-data")
+    }
+  }, [overview.loading])
 
-  const tiers = TIERS.map(
-    (t) => [t, (agents.data?.data ?? []).filter((a) => tierOf(a.trustScore) === t).length] as const,
-  )
+  const data = overview.data
+  const agents = data?.agents
+  const tiers = TIERS.map((t) => [t, agents?.byTier.find((b) => b.tier === t)?.count ?? 0] as const)
   const maxTier = Math.max(1, ...tiers.map(([, n]) => n))
-
-  // Decisions per hour over the last 24 hours, from the latest 100 evaluations.
-  const now = Math.floor(Date.now() / 1000 / HOUR) * HOUR
-  const hours = Array.from({ length: 24 }, (_, i) => now - (23 - i) * HOUR)
-  const allowed = hours.map(() => 0)
-  const denied = hours.map(() => 0)
-  for (const e of decisions.data?.data ?? []) {
-    const i = hours.indexOf(Math.floor(Date.parse(e.timestamp) / 1000 / HOUR) * HOUR)
-    if (i < 0) continue
-    if (e.data.decision === "allow") allowed[i]!++
-    else denied[i]!++
-  }
-  const totalDecisions = allowed.reduce((a, b) => a + b, 0) + denied.reduce((a, b) => a + b, 0)
+  const hours = (data?.decisions.hours ?? []).map((h) => Date.parse(h.hour) / 1000)
+  const allowed = (data?.decisions.hours ?? []).map((h) => h.allowed)
+  const denied = (data?.decisions.hours ?? []).map((h) => h.denied)
+  const totalDenied = denied.reduce((a, b) => a + b, 0)
+  const totalDecisions = allowed.reduce((a, b) => a + b, 0) + totalDenied
+  const approvals = data?.approvals
+  const chain = data?.chain
+  const state = (rows: number, card: () => ReactNode) =>
+    overview.error ? (
+      <ErrorState error={overview.error} retry={overview.reload} />
+    ) : overview.loading ? (
+      <Loading rows={rows} />
+    ) : (
+      card()
+    )
+  const stat = (n: number | undefined) => (n === undefined ? "—" : n.toLocaleString())
 
   return (
     <>
@@ -53,113 +52,112 @@ export default function Overview() {
           <div className="stat">
             <span className="stat-label">Agents</span>
             <span className="stat-value" data-testid="stat-agents">
-              {agents.data ? `${agents.data.data.length}${agents.data.meta.hasMore ? "+" : ""}` : "—"}
+              {stat(agents?.total)}
             </span>
           </div>
         </Card>
         <Card>
           <div className="stat">
-            <span className="stat-label">Decisions (24 h, latest 100)</span>
-            <span className="stat-value">{decisions.data ? totalDecisions : "—"}</span>
+            <span className="stat-label">Decisions (24 h)</span>
+            <span className="stat-value">{stat(data ? totalDecisions : undefined)}</span>
           </div>
         </Card>
         <Card>
           <div className="stat">
             <span className="stat-label">Pending approvals</span>
-            <span className="stat-value">
-              {approvals.data ? `${approvals.data.data.length}${approvals.data.meta.hasMore ? "+" : ""}` : "—"}
-            </span>
+            <span className="stat-value">{stat(approvals?.pending)}</span>
           </div>
         </Card>
         <Card>
           <div className="stat">
             <span className="stat-label">Audit events</span>
-            <span className="stat-value">{checkpoint.data ? checkpoint.data.treeSize.toLocaleString() : "—"}</span>
+            <span className="stat-value">{stat(chain?.events)}</span>
           </div>
         </Card>
       </div>
       <div className="grid grid-2">
         <Card title="Decisions and denials, last 24 hours">
-          {decisions.error ? (
-            <ErrorState error={decisions.error} retry={decisions.reload} />
-          ) : decisions.loading ? (
-            <Loading rows={6} />
-          ) : totalDecisions === 0 ? (
-            <Empty title="No decisions yet">Guard calls appear here as agents act.</Empty>
-          ) : (
-            <TimeChart
-              label="Decisions per hour"
-              summary={`${totalDecisions} decisions in the last 24 hours: ${denied.reduce((a, b) => a + b, 0)} denied or held for approval.`}
-              x={hours}
-              bars
-              series={[
-                { label: "Allowed", values: allowed, color: "--accent" },
-                { label: "Denied or held", values: denied, color: "--danger" },
-              ]}
-            />
+          {state(6, () =>
+            totalDecisions === 0 ? (
+              <Empty title="No decisions yet">Guard calls appear here as agents act.</Empty>
+            ) : (
+              <TimeChart
+                label="Decisions per hour"
+                summary={`${totalDecisions.toLocaleString()} decisions in the last 24 hours: ${totalDenied.toLocaleString()} denied or held for approval.`}
+                x={hours}
+                bars
+                series={[
+                  { label: "Allowed", values: allowed, color: "--accent" },
+                  { label: "Denied or held", values: denied, color: "--danger" },
+                ]}
+              />
+            ),
           )}
         </Card>
         <Card title="Agents by trust tier" actions={<Link to="/agents">All agents</Link>}>
-          {agents.error ? (
-            <ErrorState error={agents.error} retry={agents.reload} />
-          ) : agents.loading ? (
-            <Loading rows={6} />
-          ) : agents.data?.data.length === 0 ? (
-            <Empty title="No agents yet" action={<Link to="/agents?create=1">Register an agent</Link>}>
-              Register an agent to start governing what it does.
-            </Empty>
-          ) : (
-            <ul className="bars" aria-label="Agents by tier">
-              {tiers.map(([t, n]) => (
-                <li className="bar-row" key={t}>
-                  <span>{t}</span>
-                  <div className="bar-track" aria-hidden="true">
-                    <div className={`bar-fill tier-${t}`} style={{ width: `${(n / maxTier) * 100}%` }} />
-                  </div>
-                  <span className="num">{n}</span>
-                </li>
-              ))}
-            </ul>
+          {state(6, () =>
+            !agents ? (
+              <Empty title="Agents are not in your role's view" />
+            ) : agents.total === 0 ? (
+              <Empty title="No agents yet" action={<Link to="/agents?create=1">Register an agent</Link>}>
+                Register an agent to start governing what it does.
+              </Empty>
+            ) : (
+              <ul className="bars" aria-label="Agents by tier">
+                {tiers.map(([t, n]) => (
+                  <li className="bar-row" key={t}>
+                    <span>{t}</span>
+                    <div className="bar-track" aria-hidden="true">
+                      <div className={`bar-fill tier-${t}`} style={{ width: `${(n / maxTier) * 100}%` }} />
+                    </div>
+                    <span className="num">{n.toLocaleString()}</span>
+                  </li>
+                ))}
+              </ul>
+            ),
           )}
         </Card>
       </div>
       <div className="grid grid-2">
         <Card title="Pending approvals" actions={<Link to="/approvals">Open the queue</Link>}>
-          {approvals.error ? (
-            <ErrorState error={approvals.error} retry={approvals.reload} />
-          ) : approvals.loading ? (
-            <Loading rows={3} />
-          ) : approvals.data?.data.length === 0 ? (
-            <Empty title="Nothing waits for a decision" />
-          ) : (
-            <ul className="feed" aria-label="Pending approvals">
-              {approvals.data?.data.map((a) => (
-                <li key={a.id} className="feed-item">
-                  <code>{a.action}</code>
-                  <span className="muted">{a.agentId}</span>
-                  <Time iso={a.createdAt} />
-                </li>
-              ))}
-            </ul>
+          {state(3, () =>
+            !approvals ? (
+              <Empty title="Approvals are not in your role's view" />
+            ) : approvals.latest.length === 0 ? (
+              <Empty title="Nothing waits for a decision" />
+            ) : (
+              <ul className="feed" aria-label="Pending approvals">
+                {approvals.latest.map((a) => (
+                  <li key={a.id} className="feed-item">
+                    <code>{a.action}</code>
+                    <span className="muted">{a.agentId}</span>
+                    <Time iso={a.createdAt} />
+                  </li>
+                ))}
+              </ul>
+            ),
           )}
         </Card>
         <Card title="Audit chain">
-          {checkpoint.error ? (
-            <ErrorState error={checkpoint.error} retry={checkpoint.reload} />
-          ) : checkpoint.loading ? (
-            <Loading rows={3} />
-          ) : (
+          {state(3, () => (
             <div className="stack">
-              <p>
-                Signed checkpoint at <strong>{checkpoint.data?.treeSize.toLocaleString()}</strong> events,{" "}
-                <Time iso={checkpoint.data?.timestamp} />.
-              </p>
-              <p className="muted">
-                Root <code>{checkpoint.data?.rootHash.slice(0, 16)}…</code> · key <code>{checkpoint.data?.kid}</code>
-              </p>
-              <ChainVerify />
+              {chain?.checkpoint ? (
+                <>
+                  <p>
+                    Signed checkpoint at <strong>{chain.checkpoint.treeSize.toLocaleString()}</strong> of{" "}
+                    {chain.events.toLocaleString()} events, <Time iso={chain.checkpoint.timestamp} />.
+                  </p>
+                  <p className="muted">
+                    Root <code>{chain.checkpoint.rootHash.slice(0, 16)}…</code> · key{" "}
+                    <code>{chain.checkpoint.kid}</code>
+                  </p>
+                </>
+              ) : (
+                <p>No checkpoint signed yet ({stat(chain?.events)} events).</p>
+              )}
+              <ChainVerify initial={chain?.lastVerification ?? undefined} />
             </div>
-          )}
+          ))}
         </Card>
       </div>
     </>
@@ -170,9 +168,15 @@ const markOnce = (name: string) => {
   if (performance.getEntriesByName(name, "mark").length === 0) performance.mark(name)
 }
 
-export function ChainVerify() {
+type LastVerification = Pick<Verification, "valid" | "checked" | "verifiedAt"> & {
+  readonly firstBadSequence?: number | null | undefined
+  readonly reason?: string | null | undefined
+}
+
+/** Verifies the chain on demand; shows the last verification, the one recorded before (`initial`) until then. */
+export function ChainVerify({ initial }: { initial?: LastVerification | undefined } = {}) {
   const verify = useAction(() => api.events.verify.mutate())
-  const last = useLastVerification()
+  const last = useLastVerification(initial)
   return (
     <div className="row">
       <Button
@@ -199,7 +203,7 @@ export function ChainVerify() {
 }
 
 type Verification = Awaited<ReturnType<typeof api.events.verify.mutate>>
-const useLastVerification = () => {
-  const [value, set] = useState<Verification | undefined>()
+const useLastVerification = (initial?: LastVerification) => {
+  const [value, set] = useState<LastVerification | undefined>(initial)
   return { value, set }
 }

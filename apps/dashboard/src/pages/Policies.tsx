@@ -1,8 +1,7 @@
 import { api } from "../api.ts"
 import { usePaged } from "../hooks.ts"
 import { Link, useQueryState, useTitle } from "../router.tsx"
-import { Empty, Filters, PageHeader, Pill, Select, Time } from "../ui/index.tsx"
-import { PagedTable } from "../ui/Table.tsx"
+import { Empty, Filters, PagedTable, PageHeader, Pill, Select, Time } from "../ui/index.tsx"
 
 export default function Policies() {
   useTitle("Policies")

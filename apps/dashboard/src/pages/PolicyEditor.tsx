@@ -1,6 +1,6 @@
-import { useMemo, useState } from "react"
+import { useEffect, useMemo, useState } from "react"
 import { type ApiErrorInfo, api, type Outputs } from "../api.ts"
-import { useAction, useQuery } from "../hooks.ts"
+import { useAction, usePaged, useQuery } from "../hooks.ts"
 import { Link, navigate, useTitle } from "../router.tsx"
 import {
   Button,
@@ -10,6 +10,7 @@ import {
   InlineError,
   Loading,
   PageHeader,
+  Pagination,
   Pill,
   Select,
   Status,
@@ -269,38 +270,92 @@ function TryIt() {
   )
 }
 
-/** The policy's versions as its audit events record them. */
+type PolicyVersion = Outputs["policies"]["versions"]["list"]["data"][number]
+
+/** What a version's diff compares: its whole document as saved (mode and enabled included). */
+const versionText = (v: PolicyVersion) => {
+  const { policyId: _p, version: _v, createdAt: _c, ...document } = v
+  return JSON.stringify(document, null, 2)
+}
+
+/**
+ * The policy's stored versions (`policies.versions.list`, paginated, newest first) and a diff of any two of them:
+ * pick the older and the newer; versions seen on other pages stay selectable.
+ */
 function History({ policyId }: { policyId: string }) {
-  const events = useQuery(
-    () => api.events.list.query({ type: ["policy.created", "policy.updated"], limit: 100 }),
-    [policyId],
-  )
-  const mine = (events.data?.data ?? []).filter((e) => e.data.policyId === policyId)
+  const versions = usePaged((page) => api.policies.versions.list.query({ id: policyId, ...page }), [policyId], 10)
+  const [seen, setSeen] = useState<ReadonlyMap<number, PolicyVersion>>(new Map())
+  const [pick, setPick] = useState<{ from?: number; to?: number }>({})
+  useEffect(() => {
+    if (versions.rows.length > 0) setSeen((m) => new Map([...m, ...versions.rows.map((v) => [v.version, v] as const)]))
+  }, [versions.rows])
+  const known = [...seen.values()].sort((a, b) => b.version - a.version)
+  const to = seen.get(pick.to ?? known[0]?.version ?? 0)
+  const from = seen.get(pick.from ?? known[1]?.version ?? 0)
+  const changes = useMemo(() => (from && to ? diffLines(versionText(from), versionText(to)) : []), [from, to])
+  const options = known.map((v) => [String(v.version), `v${v.version}`] as const)
   return (
     <Card title="Version history">
-      {events.error ? (
-        <ErrorState error={events.error} retry={events.reload} />
-      ) : events.loading ? (
+      {versions.error ? (
+        <ErrorState error={versions.error} retry={versions.reload} />
+      ) : versions.loading && versions.rows.length === 0 ? (
         <Loading rows={3} />
-      ) : mine.length === 0 ? (
-        <Empty title="No history in the latest events" />
+      ) : versions.rows.length === 0 ? (
+        <Empty title="No stored versions" />
       ) : (
-        <ol className="feed">
-          {mine.map((e) => (
-            <li key={e.id} className="feed-item">
-              <span>
-                <Pill tone="accent">v{String(e.data.version)}</Pill>
-              </span>
-              <span className="muted">
-                {e.type === "policy.created"
-                  ? "created"
-                  : `changed ${((e.data.changes as Array<string> | undefined) ?? []).join(", ")}`}{" "}
-                · {String(e.data.rules)} rules · {String(e.data.mode)}
-              </span>
-              <Time iso={e.timestamp} />
-            </li>
-          ))}
-        </ol>
+        <div className="stack">
+          <ol className="feed" aria-label="Versions">
+            {versions.rows.map((v) => (
+              <li key={v.version} className="feed-item">
+                <span>
+                  <Pill tone="accent">v{v.version}</Pill>
+                </span>
+                <span className="muted">
+                  {v.rules.length} {v.rules.length === 1 ? "rule" : "rules"} · {v.mode}
+                  {v.enabled ? "" : " · disabled"}
+                </span>
+                <Time iso={v.createdAt} />
+              </li>
+            ))}
+          </ol>
+          <Pagination {...versions} count={versions.rows.length} />
+          {known.length < 2 ? (
+            <p className="muted">One version so far: nothing to compare.</p>
+          ) : (
+            <>
+              <div className="row">
+                <Select
+                  label="Compare"
+                  value={String(from?.version ?? "")}
+                  onChange={(e) => setPick((p) => ({ ...p, from: Number(e.target.value) }))}
+                  options={options}
+                />
+                <Select
+                  label="with"
+                  value={String(to?.version ?? "")}
+                  onChange={(e) => setPick((p) => ({ ...p, to: Number(e.target.value) }))}
+                  options={options}
+                />
+              </div>
+              {changes.every((c) => c.kind === " ") ? (
+                <p className="muted">These versions are the same.</p>
+              ) : (
+                <section
+                  className="diff"
+                  aria-label={`Changes from version ${from?.version} to version ${to?.version}`}
+                  data-testid="version-diff"
+                >
+                  {changes.map((c, i) => (
+                    // biome-ignore lint/suspicious/noArrayIndexKey: a diff's lines are positional
+                    <div key={i} className={c.kind === "+" ? "add" : c.kind === "-" ? "del" : ""}>
+                      {c.kind} {c.line}
+                    </div>
+                  ))}
+                </section>
+              )}
+            </>
+          )}
+        </div>
       )}
     </Card>
   )

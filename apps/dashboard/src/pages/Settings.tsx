@@ -3,11 +3,13 @@ import { api, type Outputs } from "../api.ts"
 import { useAction, useQuery } from "../hooks.ts"
 import { useTitle } from "../router.tsx"
 import { useSession } from "../session.tsx"
-import { Form, FormError, fieldError } from "../ui/extra.tsx"
 import {
   Button,
   Card,
   ErrorState,
+  Form,
+  FormError,
+  fieldError,
   InlineError,
   KeyValue,
   Loading,

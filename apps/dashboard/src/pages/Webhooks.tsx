@@ -3,23 +3,21 @@ import { api, type Outputs } from "../api.ts"
 import { useAction, usePaged, useQuery } from "../hooks.ts"
 import { useQueryState, useTitle } from "../router.tsx"
 import {
+  Button,
+  Card,
   Checkbox,
   type Column,
   ConfirmButton,
   connectorOf,
   DataTable,
-  Form,
-  FormError,
-  fieldError,
-  percent,
-} from "../ui/extra.tsx"
-import {
-  Button,
-  Card,
   Dialog,
+  DialogActions,
   Empty,
   ErrorState,
   Filters,
+  Form,
+  FormError,
+  fieldError,
   InlineError,
   KeyValue,
   Loading,
@@ -27,6 +25,8 @@ import {
   PageHeader,
   Pagination,
   Pill,
+  percent,
+  QueryFilters,
   SecretOnce,
   Select,
   States,
@@ -127,35 +127,29 @@ export default function Webhooks() {
         }
       />
       <div className="stack">
-        <Filters>
-          <Select
-            label="State"
-            value={enabled}
-            onChange={(e) => setQuery({ enabled: e.target.value })}
-            options={[
-              ["", "All"],
-              ["enabled", "Enabled"],
-              ["disabled", "Disabled"],
-            ]}
-          />
-          <Select
-            label="Source"
-            value={source}
-            onChange={(e) => setQuery({ source: e.target.value })}
-            options={[
-              ["", "All webhooks"],
-              ["connector", "Connectors"],
-              ["other", "Not connectors"],
-            ]}
-          />
-          <TextInput
-            label="Search this page"
-            type="search"
-            value={search}
-            placeholder="URL or description"
-            onChange={(e) => setQuery({ q: e.target.value })}
-          />
-        </Filters>
+        <QueryFilters
+          filters={[
+            {
+              key: "enabled",
+              label: "State",
+              options: [
+                ["", "All"],
+                ["enabled", "Enabled"],
+                ["disabled", "Disabled"],
+              ],
+            },
+            {
+              key: "source",
+              label: "Source",
+              options: [
+                ["", "All webhooks"],
+                ["connector", "Connectors"],
+                ["other", "Not connectors"],
+              ],
+            },
+            { key: "q", label: "Search this page", placeholder: "URL or description", type: "search" },
+          ]}
+        />
         <States
           loading={list.loading}
           error={list.error}
@@ -234,18 +228,13 @@ function CreateWebhook({ onClose, onCreated }: { onClose: () => void; onCreated:
       onClose={onClose}
       title={created ? "Webhook added" : "Add a webhook"}
       footer={
-        created ? (
-          <Button variant="primary" onClick={onClose}>
-            Done
-          </Button>
-        ) : (
-          <>
-            <Button onClick={onClose}>Cancel</Button>
-            <Button variant="primary" type="submit" form="create-webhook" busy={create.pending}>
-              Add webhook
-            </Button>
-          </>
-        )
+        <DialogActions
+          label="Add webhook"
+          done={created !== undefined}
+          onCancel={onClose}
+          form="create-webhook"
+          busy={create.pending}
+        />
       }
     >
       {created ? (

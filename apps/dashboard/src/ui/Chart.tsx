@@ -9,8 +9,19 @@ export interface Series {
   readonly color: string
 }
 
-const resolve = (el: Element, c: string) =>
-  c.startsWith("--") ? getComputedStyle(el).getPropertyValue(c).trim() || "#6366f1" : c
+/**
+ * A colour the canvas can use: a custom property's value is light-dark(…) until a property of an element uses it,
+ * so it is resolved as the colour of a probe inside `el` (its theme).
+ */
+const resolve = (el: Element, c: string) => {
+  if (!c.startsWith("--")) return c
+  const probe = document.createElement("span")
+  probe.style.color = `var(${c})`
+  el.append(probe)
+  const color = getComputedStyle(probe).color
+  probe.remove()
+  return color || "#6366f1"
+}
 
 /**
  * A time-series chart (uPlot: small, maintained, canvas). `x` in seconds since the epoch. The figure carries a

@@ -186,20 +186,28 @@ export const makeSignIn = (options: SignInOptions) => {
   /** The signed-in person, their workspaces, the CSRF token for their mutations, and when the session ends. */
   const session = async (req: IncomingMessage, res: ServerResponse, requestId: string) => {
     const secret = cookieOf(req.headers.cookie, cookieName)
-    const found = secret ? await runtime.runPromise(Sessions.use((s) => s.resolve(secret))) : undefined
-    if (!secret || !found) return sendError(res, new ApiError(401, "UNAUTHORIZED", "not signed in"), requestId, noStore)
-    const me = await runtime.runPromise(
-      PeopleService.use((p) =>
-        p.me({
-          workspaceId: "",
-          environment: "live",
-          credential: { type: "user", id: found.userId },
-          keyType: "workspace",
-          scopes: new Set(),
-          userId: found.userId,
-        }),
-      ),
-    )
+    // One trip through the runtime: the session, then its person and memberships (read together).
+    const read = secret
+      ? await runtime.runPromise(
+          Effect.gen(function* () {
+            const found = yield* Sessions.use((s) => s.resolve(secret))
+            if (!found) return undefined
+            const me = yield* PeopleService.use((p) =>
+              p.me({
+                workspaceId: "",
+                environment: "live",
+                credential: { type: "user", id: found.userId },
+                keyType: "workspace",
+                scopes: new Set(),
+                userId: found.userId,
+              }),
+            )
+            return { found, me }
+          }),
+        )
+      : undefined
+    if (!secret || !read) return sendError(res, new ApiError(401, "UNAUTHORIZED", "not signed in"), requestId, noStore)
+    const { found, me } = read
     const memberships = found.enterprise ? me.memberships.filter((m) => m.plan === "enterprise") : me.memberships
     return sendJson(
       res,

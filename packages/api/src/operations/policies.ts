@@ -6,6 +6,7 @@ import {
   Policy,
   PolicyDocument,
   PolicyService,
+  PolicyVersion,
   UpdatePolicy,
 } from "@agentgov/domain"
 import { Effect, Schema } from "effect"
@@ -98,6 +99,21 @@ export const policyOperations = [
     input: Schema.Struct(idField),
     output: Policy,
     handler: (input, actor) => PolicyService.use((s) => s.get(actor, input.id)),
+  }),
+  defineOperation({
+    name: "policies.versions.list",
+    method: "GET",
+    path: "/policies/:id/versions",
+    scope: "policies:read",
+    tag,
+    summary: "List a policy's versions",
+    description:
+      "Every stored version of the policy, newest first, each with its document as saved then: what the dashboard's history compares.",
+    paginated: true,
+    errors: ["POLICY_NOT_FOUND"],
+    input: Schema.Struct({ ...idField, ...pageFields }),
+    output: PageOf(PolicyVersion),
+    handler: ({ id, ...page }, actor) => PolicyService.use((s) => s.versions(actor, id, page)),
   }),
   defineOperation({
     name: "policies.update",

@@ -170,9 +170,11 @@ export class PeopleService extends Context.Service<
       const me = Effect.fn("PeopleService.me")(function* (actor: Actor) {
         // An API key is not a person: there is no "me" behind it.
         if (actor.userId === undefined) return yield* new UserNotFound()
-        const user = yield* repo.findUser(actor.userId)
+        // Both reads at once: the dashboard's session read waits on this.
+        const [user, memberships] = yield* Effect.all([repo.findUser(actor.userId), repo.membershipsOf(actor.userId)], {
+          concurrency: 2,
+        })
         if (!user) return yield* new UserNotFound()
-        const memberships = yield* repo.membershipsOf(user.id)
         // An app acting for the person (an OAuth token) is held to its grant's workspace: it does not learn which
         // other workspaces the person belongs to, or their roles there.
         if (actor.credential.type === "oauth")

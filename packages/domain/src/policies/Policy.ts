@@ -29,6 +29,25 @@ export const Policy = Schema.Struct({
 }).annotate({ identifier: "Policy" })
 export type Policy = typeof Policy.Type
 
+const {
+  id: _id,
+  workspaceId: _ws,
+  version: _v,
+  invalid: _i,
+  createdAt: _c,
+  updatedAt: _u,
+  ...documentFields
+} = Policy.fields
+
+/** One stored version of a policy: its document as saved then (`GET /policies/:id/versions`). */
+export const PolicyVersion = Schema.Struct({
+  policyId: Id("pol"),
+  version: Schema.Int.annotate({ description: "1 at creation, one more at every update" }),
+  ...documentFields,
+  createdAt: Timestamp.annotate({ description: "when this version was saved" }),
+}).annotate({ identifier: "PolicyVersion" })
+export type PolicyVersion = typeof PolicyVersion.Type
+
 /**
  * PATCH /policies/:id: any of the document's fields; `description` and
  * `target` take null to remove them. The merged document is validated as a

@@ -3,7 +3,7 @@ import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { PolicyDocument } from "./engine/index.ts"
-import type { Policy } from "./Policy.ts"
+import type { Policy, PolicyVersion } from "./Policy.ts"
 
 /** Where a change is announced: the payload is the workspace id (PolicySets recompiles it). */
 export const POLICIES_CHANNEL = "agentgov_policies"
@@ -39,6 +39,12 @@ export class PolicyRepo extends Context.Service<
       workspaceId: string,
       opts: { readonly before?: string | undefined; readonly limit: number; readonly enabled?: boolean | undefined },
     ) => Effect.Effect<ReadonlyArray<Policy>>
+    /** A policy's stored versions, newest first, below version `before` when given. */
+    readonly versions: (
+      workspaceId: string,
+      policyId: string,
+      opts: { readonly before?: number | undefined; readonly limit: number },
+    ) => Effect.Effect<ReadonlyArray<PolicyVersion>>
     /** Every live policy of a workspace, oldest first: the order the guard evaluates them in. */
     readonly all: (workspaceId: string) => Effect.Effect<ReadonlyArray<Policy & { readonly document: PolicyDocument }>>
   }
@@ -72,6 +78,21 @@ export class PolicyRepo extends Context.Service<
             yield* sql`UPDATE policies SET deleted_at = ${at}::timestamptz WHERE workspace_id = ${workspaceId} AND id = ${id}`
             yield* announce(workspaceId)
           }).pipe(Effect.orDie),
+        versions: (workspaceId, policyId, { before, limit }) =>
+          sql<{ version: number; document: PolicyDocument; created_at: Date }>`SELECT version, document, created_at
+              FROM policy_versions WHERE policy_id = ${policyId} AND workspace_id = ${workspaceId}
+                ${before === undefined ? sql`` : sql`AND version < ${before}`}
+              ORDER BY version DESC LIMIT ${limit}`.pipe(
+            Effect.map((rows) =>
+              rows.map((r) => ({
+                policyId,
+                version: r.version,
+                ...r.document,
+                createdAt: r.created_at.toISOString(),
+              })),
+            ),
+            Effect.orDie,
+          ),
         find: (workspaceId, id, lock = false) =>
           sql<PolicyRow>`SELECT * FROM policies WHERE workspace_id = ${workspaceId} AND id = ${id} AND deleted_at IS NULL
               ${lock ? sql`FOR UPDATE` : sql``}`.pipe(

@@ -7,8 +7,16 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
-import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import {
+  decodeCursor,
+  encodeCursor,
+  idCursor,
+  type Page,
+  type PageRequest,
+  pageWindow,
+  toPage,
+} from "../shared/pagination.ts"
+import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import {
@@ -19,13 +27,20 @@ import {
   policyInvalid,
   validatePolicyDocument,
 } from "./engine/index.ts"
-import type { Policy, UpdatePolicy } from "./Policy.ts"
+import type { Policy, PolicyVersion, UpdatePolicy } from "./Policy.ts"
 import { PolicyNameTaken, PolicyNotFound } from "./PolicyErrors.ts"
 import { PolicyRepo } from "./PolicyRepo.ts"
 import { PolicySets } from "./PolicySets.ts"
 
 export interface PolicyListFilter extends PageRequest {
   readonly enabled?: boolean | undefined
+}
+
+/** A position in a policy's versions: the last version seen (`version_<n>`). */
+const versionCursor = (cursor: string): number | InvalidCursor => {
+  const raw = decodeCursor(cursor)
+  const n = typeof raw === "string" && /^version_[1-9][0-9]{0,8}$/.test(raw) ? Number(raw.slice(8)) : undefined
+  return n ?? new InvalidCursor({})
 }
 
 const documentOf = (p: Policy): Record<string, unknown> => {
@@ -70,6 +85,12 @@ export class PolicyService extends Context.Service<
     ) => Effect.Effect<Policy, PolicyInvalid | PolicyNameTaken | PermissionDenied>
     readonly list: (actor: Actor, filter: PolicyListFilter) => Effect.Effect<Page<Policy>, InvalidCursor>
     readonly get: (actor: Actor, id: string) => Effect.Effect<Policy, PolicyNotFound>
+    /** The policy's stored versions, newest first, paginated. */
+    readonly versions: (
+      actor: Actor,
+      id: string,
+      page: PageRequest,
+    ) => Effect.Effect<Page<PolicyVersion>, PolicyNotFound | InvalidCursor>
     readonly update: (
       actor: Actor,
       id: string,
@@ -143,6 +164,18 @@ export class PolicyService extends Context.Service<
         return shown(yield* found(actor, id))
       })
 
+      const versions = Effect.fn("PolicyService.versions")(function* (actor: Actor, id: string, page: PageRequest) {
+        yield* found(actor, id)
+        const { limit, before } = yield* pageWindow(page, versionCursor)
+        const rows = yield* repo.versions(actor.workspaceId, id, { before, limit: limit + 1 })
+        const hasMore = rows.length > limit
+        const data = hasMore ? rows.slice(0, limit) : rows
+        return {
+          data,
+          meta: { cursor: hasMore ? encodeCursor(`version_${data.at(-1)!.version}`) : null, hasMore },
+        } satisfies Page<PolicyVersion>
+      })
+
       const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, patch: UpdatePolicy) {
         yield* writer(actor)
         return yield* change(
@@ -201,7 +234,7 @@ export class PolicyService extends Context.Service<
         )
       })
 
-      return PolicyService.of({ create, list, get, update, remove })
+      return PolicyService.of({ create, list, get, versions, update, remove })
     }),
   )
 }

@@ -3,12 +3,31 @@ import type { PageIterator } from "../core/pagination.ts"
 import type {
   GuardRequest,
   GuardResult,
+  ListParams,
   Policy,
   PolicyCreateParams,
   PolicyListParams,
   PolicyUpdateParams,
+  PolicyVersion,
 } from "../types.ts"
 import { Resource, seg } from "./Resource.ts"
+
+/**
+ * `/policies/:id/versions`: every stored version of a policy, newest first, each with its document as saved.
+ *
+ * @example
+ * ```ts
+ * import { AgentGov } from "@agentgov/sdk"
+ *
+ * const client = new AgentGov({ apiKey: process.env.AGENTGOV_API_KEY!, baseUrl: "http://127.0.0.1:3000" })
+ * for await (const v of client.policies.versions.list("pol_…")) console.log(v.version, v.rules.length)
+ * ```
+ */
+export class PolicyVersions extends Resource {
+  list(policyId: string, params: ListParams = {}, options?: RequestOptions): PageIterator<PolicyVersion> {
+    return this.paginate(`/policies/${seg(policyId)}/versions`, { ...params }, options)
+  }
+}
 
 /**
  * `/policies`: the documents the guard evaluates (D6).
@@ -28,6 +47,8 @@ import { Resource, seg } from "./Resource.ts"
  * ```
  */
 export class Policies extends Resource {
+  readonly versions: PolicyVersions = new PolicyVersions(this.http)
+
   /** Validated and compiled when saved; an invalid document is 422 naming the exact field (`rules[2].when.op`). */
   create(params: PolicyCreateParams, options?: RequestOptions): Promise<Policy> {
     return this.one({ method: "POST", path: "/policies", body: params }, options)
