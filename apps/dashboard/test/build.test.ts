@@ -4,13 +4,12 @@ import { describe, expect, it } from "vitest"
 // @ts-expect-error: plain JavaScript, run by `npm start` without the TypeScript stripper
 import { build, dashboardDir, indexPath, stale } from "../build.mjs"
 
-/** `npm start` rebuilds the dashboard when a source is newer than dist/, and the check costs next to nothing. */
+/** `npm start` rebuilds the dashboard when a source is newer than dist/. */
 describe("the dashboard's build for npm start", () => {
-  it("is stale when a source is newer than dist/index.html, and not otherwise; the check is cheap", () => {
+  it("is stale when a source is newer than dist/index.html, and not otherwise", () => {
     if (stale()) expect(build("pipe")).toBe(true)
-    const started = performance.now()
+    // Tests assert no timings: how long the check takes is the start-up benchmark's business.
     expect(stale()).toBe(false)
-    expect(performance.now() - started).toBeLessThan(200)
     const source = join(dashboardDir, "src/pages/Agents.tsx")
     const { atime, mtime } = statSync(source)
     const later = new Date(statSync(indexPath).mtimeMs + 5_000)
