@@ -382,7 +382,7 @@ export interface ApiKeyRevokedData {
   readonly keyId: string
   readonly name: string
   readonly prefix: string
-  readonly reason: "revoked" | "expired" | "rotated" | "agent_deregistered" | "agent_revoked"
+  readonly reason: "revoked" | "expired" | "rotated" | "agent_deregistered" | "agent_revoked" | "member_removed"
 }
 
 /** `apikey.rotated`: a key was replaced by a new one. */
