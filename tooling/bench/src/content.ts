@@ -11,8 +11,8 @@ import { type BenchServer, jsonClient } from "./server.ts"
  * The bulk is seeded in SQL, in the very shape ContentService.register stores (registering a million images
  * through the API would take hours): a `content_items` row per item (kind, media type, sha256, sizes, the
  * hex pHash/dHash of the image and of its mirror; text: word count and MinHash; a placeholder asset) and
- * its index rows: for an image the four 16-bit blocks of its pHash and of its mirror's with the whole hash
- * (`content_image_blocks`, as `indexRows` makes them), for a text its winnowed fingerprints with their word
+ * its index rows: for an image its pHash and its mirror's, each with its four 16-bit blocks
+ * (`content_image_hashes`, as IMAGE_INDEX_INSERT_SQL cuts them), for a text its winnowed fingerprints with their word
  * positions (`content_text_fingerprints`). Seeded hashes are uniform random, as unrelated images' and texts'
  * are to each other. The items the queries look for are registered through the API, and every query goes
  * through the real routes.
@@ -106,7 +106,7 @@ const RANDOM_HEX = `lpad(to_hex((random() * 4294967295)::bigint), 8, '0') || lpa
 
 /** Seeds `count` images in `workspaceId` as ContentService.register stores them (see the top of this file). */
 const seedImages = async (db: postgres.Sql, workspaceId: string, count: number) => {
-  await withIndexesRebuilt(db, "content_image_blocks", async () => {
+  await withIndexesRebuilt(db, "content_image_hashes", async () => {
     await db.begin(async (sql) => {
       await sql.unsafe(replicaRole)
       await sql.unsafe(
@@ -118,20 +118,21 @@ const seedImages = async (db: postgres.Sql, workspaceId: string, count: number) 
       FROM generate_series(1, $2::int) g`,
         [workspaceId, count],
       )
+      // As IMAGE_INDEX_INSERT_SQL (and migration 0017) cut a hash into its blocks.
       await sql.unsafe(
-        `INSERT INTO content_image_blocks (workspace_id, block, value, content_id, mirror, hash)
-      SELECT c.workspace_id, b, ('x' || substr(h.hex, b * 4 + 1, 4))::bit(16)::int, c.id, h.mirror,
-        ('x' || h.hex)::bit(64)::bigint
+        `INSERT INTO content_image_hashes (content_id, mirror, hash, tag, b0, b1, b2, b3)
+      SELECT c.id, h.mirror, h.hash, hashtext(c.workspace_id), (h.hash >> 48) & 65535, (h.hash >> 32) & 65535,
+        (h.hash >> 16) & 65535, h.hash & 65535
       FROM content_items c
-        CROSS JOIN LATERAL (VALUES (c.phash, false), (c.mirror_phash, true)) AS h(hex, mirror)
-        CROSS JOIN generate_series(0, 3) AS b
+        CROSS JOIN LATERAL (VALUES (('x' || c.phash)::bit(64)::bigint, false), (('x' || c.mirror_phash)::bit(64)::bigint, true))
+          AS h(hash, mirror)
       WHERE c.workspace_id = $1 AND c.created_by = 'bench'`,
         [workspaceId],
       )
     })
   })
   await db`VACUUM (ANALYZE) content_items`
-  await db`VACUUM (ANALYZE) content_image_blocks`
+  await db`VACUUM (ANALYZE) content_image_hashes`
 }
 
 const timed = async <A>(f: () => Promise<A>) => {

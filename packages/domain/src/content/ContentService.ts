@@ -31,6 +31,7 @@ import { ContentSettings } from "./ContentSettings.ts"
 import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
 import {
   hashImage,
+  IMAGE_INDEX_INSERT_SQL,
   IMAGE_LOOKUP_SQL,
   IMAGE_MEDIA_TYPES,
   IMAGE_RADIUS,
@@ -351,10 +352,7 @@ export class ContentService extends Context.Service<
                 ${image.height}, ${hashes.phash}, ${hashes.dhash}, ${hashes.mirrorPhash}, ${hashes.mirrorDhash},
                 ${psnr !== null}, ${psnr}, ${manifest === null ? null : jsonb(sql, manifest)}, ${agentId ?? null},
                 ${actor.credential.id}, ${isoOf(now)}::timestamptz)`
-            yield* sql`INSERT INTO content_image_blocks (workspace_id, block, value, content_id, mirror, hash)
-              SELECT ${actor.workspaceId}, x.block, x.value, ${id}, x.mirror, x.hash::bigint
-              FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb)
-                AS x(block smallint, value integer, mirror boolean, hash text)`
+            yield* sql.unsafe(IMAGE_INDEX_INSERT_SQL, [actor.workspaceId, id, JSON.stringify(rows)])
             yield* audit.append(actor, [
               {
                 type: "content.registered",
@@ -477,8 +475,8 @@ export class ContentService extends Context.Service<
       const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
         Effect.gen(function* () {
           const hashes = yield* Effect.promise(() => hashImage(bytes))
-          // Multi-index lookup: each block within BLOCK_RADIUS of the probe's, exactly, through the covering
-          // index, and the whole hash's distance checked there.
+          // Multi-index lookup: each block within its radius of the probe's, exactly, through that block's
+          // covering index, and the whole hash's distance checked there.
           const hits = yield* sql
             .unsafe<{
               content_id: string

@@ -8,6 +8,7 @@ export {
   hamming,
   hashColumn,
   hashImage,
+  IMAGE_INDEX_INSERT_SQL,
   IMAGE_LOOKUP_SQL,
   IMAGE_RADIUS,
   imageLookupParams,
