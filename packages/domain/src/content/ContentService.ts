@@ -101,9 +101,15 @@ export const IMAGE_RECORD_THRESHOLD = 1 - IMAGE_RADIUS / 64
 const MAX_TEXT_CANDIDATES = 50
 const MINHASH_NEAR_DUPLICATE = 0.5
 
-/** The inverted-index lookup of a text scan (`$1` workspace, `$2` the candidate's fingerprint hashes, `$3` one item or null). */
-const TEXT_LOOKUP_SQL = `SELECT content_id, hash, pos FROM content_text_fingerprints
-  WHERE workspace_id = $1 AND hash = ANY($2::bigint[]) AND ($3::text IS NULL OR content_id = $3)`
+/**
+ * The inverted-index lookup of a text scan (`$1` workspace, `$2` the candidate's fingerprint hashes, `$3` one
+ * item or null): one probe of the hash index (migration 0018) per fingerprint, keyed by the hash combined with a
+ * 32-bit hash of the workspace; the workspace itself is checked on the rows found, the key not being unique.
+ */
+export const TEXT_LOOKUP_SQL = `SELECT content_id, hash, pos FROM content_text_fingerprints
+  WHERE (hash # (hashtext(workspace_id)::bigint << 32))
+      = ANY(ARRAY(SELECT h # (hashtext($1)::bigint << 32) FROM unnest($2::bigint[]) AS h))
+    AND workspace_id = $1 AND ($3::text IS NULL OR content_id = $3)`
 
 const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 
