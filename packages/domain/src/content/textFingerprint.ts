@@ -192,7 +192,21 @@ export const hash32 = (s: string, seed = 0x811c9dc5): number => {
 /** The hash of each shingle (the k words starting at each position). */
 export const shingleHashes = (words: ReadonlyArray<string>): Array<number> => {
   const out: Array<number> = []
-  for (let i = 0; i + SHINGLE_WORDS <= words.length; i++) out.push(hash32(words.slice(i, i + SHINGLE_WORDS).join(" ")))
+  // hash32 of the shingle's words joined by spaces, over the words themselves: no string built per position.
+  for (let i = 0; i + SHINGLE_WORDS <= words.length; i++) {
+    let h = 0x811c9dc5
+    for (let k = i; k < i + SHINGLE_WORDS; k++) {
+      if (k > i) h = Math.imul(h ^ 0x20, 0x01000193)
+      const w = words[k]!
+      for (let j = 0; j < w.length; j++) h = Math.imul(h ^ w.charCodeAt(j), 0x01000193)
+    }
+    h ^= h >>> 16
+    h = Math.imul(h, 0x85ebca6b)
+    h ^= h >>> 13
+    h = Math.imul(h, 0xc2b2ae35)
+    h ^= h >>> 16
+    out.push(h >>> 0)
+  }
   // A text shorter than one shingle is one shingle of what it has.
   if (out.length === 0 && words.length > 0) out.push(hash32(words.join(" ")))
   return out
