@@ -1,5 +1,12 @@
 import { availableParallelism } from "node:os"
-import { hashImage, IMAGE_LOOKUP_SQL, IMAGE_RADIUS, imageLookupParams } from "@agentgov/domain"
+import {
+  fingerprintText,
+  hashImage,
+  IMAGE_LOOKUP_SQL,
+  IMAGE_RADIUS,
+  imageLookupParams,
+  TEXT_LOOKUP_SQL,
+} from "@agentgov/domain"
 import type postgres from "postgres"
 import sharp from "sharp"
 import { type BenchmarkResult, benchmark, cpuLine, cpuPer, measure, round, summarise, target } from "./report.ts"
@@ -136,6 +143,30 @@ const seedImages = async (db: postgres.Sql, workspaceId: string, count: number) 
   await db`VACUUM (ANALYZE) content_image_hashes`
 }
 
+/**
+ * EXPLAIN (ANALYZE, BUFFERS) of a statement: its execution time and the shared buffers it touched, what the
+ * database did for it whatever else the machine was doing.
+ */
+const explain = async (sql: postgres.Sql, statement: string, params: ReadonlyArray<unknown>) => {
+  const rows = await sql.unsafe(`EXPLAIN (ANALYZE, BUFFERS) ${statement}`, params as Array<never>)
+  const plan = rows.map((r) => r["QUERY PLAN"] as string).join("\n")
+  const buffers = /Buffers: shared(?: hit=(\d+))?(?: read=(\d+))?/.exec(plan)
+  return {
+    executionMs: Number(/Execution Time: ([\d.]+) ms/.exec(plan)?.[1] ?? Number.NaN),
+    buffers: Number(buffers?.[1] ?? 0) + Number(buffers?.[2] ?? 0),
+  }
+}
+
+/** Median of each field of the plans of `statement` with each of `params`, explained one after another. */
+const medianPlan = async (sql: postgres.Sql, statement: string, params: ReadonlyArray<ReadonlyArray<unknown>>) => {
+  const plans: Array<{ executionMs: number; buffers: number }> = []
+  for (const p of params) plans.push(await explain(sql, statement, p))
+  return {
+    executionMs: summarise(plans.map((p) => p.executionMs)).p50,
+    buffers: summarise(plans.map((p) => p.buffers)).p50,
+  }
+}
+
 const timed = async <A>(f: () => Promise<A>) => {
   const start = performance.now()
   const value = await f()
@@ -182,6 +213,14 @@ export const runContentImageScanBenchmark = async (
         (await timed(() => sql.unsafe(IMAGE_LOOKUP_SQL, [...imageLookupParams(workspaceId, p.phash, null)]))).ms,
       )
     }
+  const lookupPlan = await medianPlan(
+    sql,
+    IMAGE_LOOKUP_SQL,
+    probes.map((p) => imageLookupParams(workspaceId, p.phash, null)),
+  )
+  log(
+    `  content-image-scan: EXPLAIN (ANALYZE, BUFFERS) median ${lookupPlan.executionMs} ms, ${lookupPlan.buffers} buffers`,
+  )
   const linear: Array<number> = []
   for (const p of probes.slice(0, LINEAR_PROBES)) {
     const res = await timed(() =>
@@ -221,6 +260,7 @@ export const runContentImageScanBenchmark = async (
       seededImages: IMAGES,
       seedingSeconds: round(seeding.ms / 1000),
       lookupMs,
+      lookupPlan,
       routeMs,
       linearScanMs: linearMs,
       speedupOverLinearP50: round(linearMs.p50 / lookupMs.p50),
@@ -316,7 +356,17 @@ export const runContentTextScanBenchmark = async (
     }
   })
   const cpu = cpuPer(window, candidates.length, availableParallelism())
+  const lookupPlan = await medianPlan(
+    sql,
+    TEXT_LOOKUP_SQL,
+    candidates
+      .slice(0, 10)
+      .map((text) => [workspaceId, [...new Set(fingerprintText(text).fingerprints.map((f) => f.hash))], null]),
+  )
   const ms = summarise(latencies)
+  log(
+    `  content-text-scan: the inverted-index lookup, EXPLAIN (ANALYZE, BUFFERS) median ${lookupPlan.executionMs} ms, ${lookupPlan.buffers} buffers`,
+  )
   log(`content-text-scan: p50 ${ms.p50} / p99 ${ms.p99} ms; ${complete}/${candidates.length} found every source`)
   log(`  content-text-scan: ${cpuLine(cpu)}`)
   return benchmark({
@@ -328,7 +378,13 @@ export const runContentTextScanBenchmark = async (
       target("scan p99 (ms)", "max", 50, ms.p99),
       target("share of candidates in which every source is found", "min", 1, complete / candidates.length),
     ],
-    details: { seededTexts: TEXTS, seedingSeconds: round(seeding.ms / 1000), latencyMs: ms, cpuPerScan: cpu },
+    details: {
+      seededTexts: TEXTS,
+      seedingSeconds: round(seeding.ms / 1000),
+      latencyMs: ms,
+      cpuPerScan: cpu,
+      lookupPlan,
+    },
   })
 }
 
