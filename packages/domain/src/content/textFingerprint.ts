@@ -99,11 +99,35 @@ export interface Token {
   readonly end: number
 }
 
-const foldCodePoint = (ch: string): string => {
+const foldSlow = (ch: string): string => {
   if (FORMAT.test(ch)) return ""
   let out = ""
   for (const c of ch.normalize("NFKC").normalize("NFD").replace(MARK, "")) out += CONFUSABLES[c] ?? c
   return out.toLowerCase()
+}
+
+/** Folded code points outside ASCII, as met: a text uses few distinct ones, and folding one costs two normalisations. */
+const folded = new Map<string, string>()
+const FOLDED_MAX = 65_536
+
+/** NFKC, NFD without marks, confusables and case folding leave ASCII as it is, but for its capitals. */
+const foldCodePoint = (ch: string): string => {
+  const code = ch.charCodeAt(0)
+  if (code < 0x80) return code >= 0x41 && code <= 0x5a ? String.fromCharCode(code + 32) : ch
+  let out = folded.get(ch)
+  if (out === undefined) {
+    out = foldSlow(ch)
+    if (folded.size >= FOLDED_MAX) folded.clear()
+    folded.set(ch, out)
+  }
+  return out
+}
+
+const isWordChar = (c: string): boolean => {
+  const code = c.charCodeAt(0)
+  if (code < 0x80)
+    return (code >= 0x61 && code <= 0x7a) || (code >= 0x30 && code <= 0x39) || (code >= 0x41 && code <= 0x5a)
+  return WORD_CHAR.test(c)
 }
 
 /** The normalised words of `text`, each with its original offsets. */
@@ -121,7 +145,7 @@ export const tokenize = (text: string): Array<Token> => {
       continue
     }
     for (const c of folded) {
-      if (WORD_CHAR.test(c)) {
+      if (isWordChar(c)) {
         if (start < 0) start = i
         word += c
         end = i + ch.length
@@ -168,7 +192,21 @@ export const hash32 = (s: string, seed = 0x811c9dc5): number => {
 /** The hash of each shingle (the k words starting at each position). */
 export const shingleHashes = (words: ReadonlyArray<string>): Array<number> => {
   const out: Array<number> = []
-  for (let i = 0; i + SHINGLE_WORDS <= words.length; i++) out.push(hash32(words.slice(i, i + SHINGLE_WORDS).join(" ")))
+  // hash32 of the shingle's words joined by spaces, over the words themselves: no string built per position.
+  for (let i = 0; i + SHINGLE_WORDS <= words.length; i++) {
+    let h = 0x811c9dc5
+    for (let k = i; k < i + SHINGLE_WORDS; k++) {
+      if (k > i) h = Math.imul(h ^ 0x20, 0x01000193)
+      const w = words[k]!
+      for (let j = 0; j < w.length; j++) h = Math.imul(h ^ w.charCodeAt(j), 0x01000193)
+    }
+    h ^= h >>> 16
+    h = Math.imul(h, 0x85ebca6b)
+    h ^= h >>> 13
+    h = Math.imul(h, 0xc2b2ae35)
+    h ^= h >>> 16
+    out.push(h >>> 0)
+  }
   // A text shorter than one shingle is one shingle of what it has.
   if (out.length === 0 && words.length > 0) out.push(hash32(words.join(" ")))
   return out

@@ -213,6 +213,7 @@ const addChange = (
     rowOf[into] = gridRow
   }
   const change = new Int32Array(width)
+  const rounded = new Float32Array(width)
   let se = 0
   for (let y = 0; y < height; y++) {
     // The two cached rows swap roles as y crosses a grid row: keep them keyed by grid row, not by slot.
@@ -227,7 +228,12 @@ const addChange = (
     const wy = axes.y.w[y]!
     const a = rows[0]
     const b = rows[1]
-    for (let x = 0; x < width; x++) change[x] = Math.round(Math.fround((1 - wy) * a[x]! + wy * b[x]!) * scale)
+    if (scale === 1) {
+      // The float32 rounding by a store, and Math.round as floor(v + 0.5), exact for a float32 v: a third
+      // less time than the expression below, the same values.
+      for (let x = 0; x < width; x++) rounded[x] = (1 - wy) * a[x]! + wy * b[x]!
+      for (let x = 0; x < width; x++) change[x] = Math.floor(rounded[x]! + 0.5)
+    } else for (let x = 0; x < width; x++) change[x] = Math.round(Math.fround((1 - wy) * a[x]! + wy * b[x]!) * scale)
     let k = y * width * channels
     for (let x = 0; x < width; x++, k += channels) {
       // Math.round(p + d) is p + Math.round(d) for an integer p: one rounding a pixel, not one a channel.

@@ -39,7 +39,7 @@ const rows = (table: string) =>
   )
 const counts = async () => ({
   items: await rows("content_items"),
-  blocks: await rows("content_image_blocks"),
+  blocks: await rows("content_image_hashes"),
   fingerprints: await rows("content_text_fingerprints"),
   matches: await rows("content_matches"),
 })
@@ -121,6 +121,35 @@ describe("registering and scanning images", () => {
       registered: false,
     })
     expect((await run(content((s) => s.scan(other, { data: copy.toString("base64") })))).matches).toEqual([])
+  })
+
+  it("an image of another workspace whose index rows share this workspace's tag is still not found", async () => {
+    // The multi-index keys rows by a 32-bit hash of the workspace id (migration 0017): two workspaces may share
+    // it. Make the stranger's rows collide with the publisher's, as such a pair would, and scan as the publisher.
+    const original = await scene(11)
+    const theirs = await run(
+      content((s) => s.register(other, { kind: "image", title: "theirs", data: original.toString("base64") })),
+    )
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) =>
+          sql`UPDATE content_image_hashes SET tag = hashtext(${actor.workspaceId}) WHERE content_id = ${theirs.id}`,
+      ),
+    )
+    const copy = (await sharp(original).resize(320).jpeg({ quality: 70 }).toBuffer()).toString("base64")
+    expect((await run(content((s) => s.scan(actor, { data: copy })))).matches.map((m) => m.contentId)).not.toContain(
+      theirs.id,
+    )
+    // The probe did meet its rows (they carry the publisher's tag): the items' own workspace kept them out.
+    const found = await run(
+      SqlClient.SqlClient.use(
+        (sql) =>
+          sql<{
+            n: number
+          }>`SELECT count(*)::int AS n FROM content_image_hashes WHERE tag = hashtext(${actor.workspaceId}) AND content_id = ${theirs.id}`,
+      ),
+    )
+    expect(found[0]!.n).toBe(2)
   })
 
   it("refuses bad base64, a non-image labelled as one, a decompression bomb and a text sent as data; stores nothing", async () => {
