@@ -102,7 +102,7 @@ const MINHASH_NEAR_DUPLICATE = 0.5
 
 /**
  * The inverted-index lookup of a text scan (`$1` workspace, `$2` the candidate's fingerprint hashes, `$3` one
- * item or null): one probe of the hash index (migration 0018) per fingerprint, keyed by the hash combined with a
+ * item or null): one probe of the hash index (migration 0022) per fingerprint, keyed by the hash combined with a
  * 32-bit hash of the workspace; the workspace itself is checked on the rows found, the key not being unique.
  */
 export const TEXT_LOOKUP_SQL = `SELECT content_id, hash, pos FROM content_text_fingerprints

@@ -162,7 +162,7 @@ export const hashColumn = (hex: string): string => BigInt.asIntN(64, BigInt(`0x$
 
 /**
  * The rows a registered image adds to the multi-index (`content_image_hashes`): its pHash and its mirror's.
- * The row's blocks are cut from the hash in SQL (IMAGE_INDEX_INSERT_SQL), as migration 0017 cut them.
+ * The row's blocks are cut from the hash in SQL (IMAGE_INDEX_INSERT_SQL), as migration 0021 cut them.
  */
 export const indexRows = (hashes: { readonly phash: string; readonly mirrorPhash: string }) => [
   { hash: hashColumn(hashes.phash), mirror: false },

@@ -124,7 +124,7 @@ describe("registering and scanning images", () => {
   })
 
   it("an image of another workspace whose index rows share this workspace's tag is still not found", async () => {
-    // The multi-index keys rows by a 32-bit hash of the workspace id (migration 0017): two workspaces may share
+    // The multi-index keys rows by a 32-bit hash of the workspace id (migration 0021): two workspaces may share
     // it. Make the stranger's rows collide with the publisher's, as such a pair would, and scan as the publisher.
     const original = await scene(11)
     const theirs = await run(
