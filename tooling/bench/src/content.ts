@@ -126,7 +126,7 @@ const seedImages = async (db: postgres.Sql, workspaceId: string, count: number) 
       FROM generate_series(1, $2::int) g`,
         [workspaceId, count],
       )
-      // As IMAGE_INDEX_INSERT_SQL (and migration 0017) cut a hash into its blocks.
+      // As IMAGE_INDEX_INSERT_SQL (and migration 0021) cut a hash into its blocks.
       await sql.unsafe(
         `INSERT INTO content_image_hashes (content_id, mirror, hash, tag, b0, b1, b2, b3)
       SELECT c.id, h.mirror, h.hash, hashtext(c.workspace_id), (h.hash >> 48) & 65535, (h.hash >> 32) & 65535,
