@@ -1,3 +1,6 @@
-#!/usr/bin/env -S node --conditions=@agentgov/source --max-semi-space-size=2
-// `npx agentgov-connector-discord [start|install|uninstall|dead-letters|replay|check|help]`
-import "../src/main.ts"
+#!/usr/bin/env -S node --optimize-for-size --max-semi-space-size=1
+// `npx agentgov-connector-discord [start|install|uninstall|dead-letters|replay|check|help]`: runs the app's bundle,
+// dist/main.mjs, built first when it is missing or older than any of its sources (connectors/bundle.mjs)
+import { runBundled } from "../../bundle.mjs"
+
+await runBundled(new URL("..", import.meta.url))

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
 import { describeConnectorContract, runInProcess, useConnectorRig, waitFor } from "@agentgov/connector-testing"
 import { describe, expect, it } from "vitest"
 import { discord } from "../src/connector.ts"
@@ -90,6 +91,29 @@ describe("discord: mention safety, truncation, and a deleted webhook, from real 
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
+  })
+
+  it("posts each of 60 events sent in quick succession once, however many share a message", async () => {
+    const before = rig.fake.messages.length
+    // Straight to the connector, signed as the service signs, faster than the server's test deliveries: past 50 a
+    // second @discordjs/rest's global limit holds requests back (retried after its retryAfter, several events to a
+    // message), the case in which the contract's render test once counted messages instead of events.
+    const deliveries = Array.from({ length: 60 }, (_, n) =>
+      signDelivery({ secret: rig.secret, event: { ...sampleEvent("ops.burst"), data: { marker: `bq${n}x` } } }),
+    )
+    // one at a time, as the service sends them: each due alone, so each its own request while under the limit
+    const answers: Array<number> = []
+    for (const d of deliveries) {
+      const res = await fetch(`${rig.connector.url}/webhooks`, { method: "POST", headers: d.headers, body: d.body })
+      await res.text()
+      answers.push(res.status)
+    }
+    expect(answers).toEqual(deliveries.map(() => 200))
+    const shown = () => rig.fake.messages.slice(before).map(visibleText).join("\n")
+    await waitFor(() => deliveries.every((_, n) => shown().includes(`bq${n}x`)), "all 60 events")
+    await rig.connector.running.idle()
+    for (let n = 0; n < 60; n++) expect(shown().split(`bq${n}x`).length - 1, `bq${n}x`).toBe(1)
+    expect(rig.connector.running.health()).toMatchObject({ queued: 0, deadLetters: 0 })
   })
 
   it("dead-letters the events of a deleted webhook (404) and reports it", async () => {

@@ -1,5 +1,12 @@
 import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
-import { type DeliveryResult, dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
+import {
+  createVendorFetch,
+  type DeliveryResult,
+  dead,
+  defineConnector,
+  ok,
+  retry,
+} from "@agentgov/connector-sdk/runtime"
 import { ErrorCode, LogLevel, WebClient } from "@slack/web-api"
 
 /**
@@ -170,6 +177,8 @@ export const slack = defineConnector({
       rejectRateLimitedCalls: true,
       timeout: 10_000,
       logLevel: LogLevel.ERROR,
+      // node:http rather than the global fetch: ~80 MB less resident memory over thousands of posts (vendorFetch.ts)
+      fetch: createVendorFetch() as unknown as typeof fetch,
     }),
   orderingKey: (event) => {
     const subject = formatEvent(event).subject

@@ -1,5 +1,5 @@
 import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
-import { dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
+import { createVendorFetch, dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
 
 /**
  * The Microsoft Teams connector: each event as an Adaptive Card 1.5 posted to a Teams Workflows
@@ -98,15 +98,16 @@ export const teams = defineConnector({
       secret: true,
     },
   },
-  deliver: async (event, { settings, severity, dashboardUrl, signal }) => {
+  // node:http rather than the global fetch: ~80 MB less resident memory over thousands of posts (vendorFetch.ts)
+  setup: () => createVendorFetch(),
+  deliver: async (event, { client, settings, severity, dashboardUrl, signal }) => {
     const m = formatEvent(event, { severity, dashboardUrl })
-    const res = await fetch(settings.webhookUrl, {
+    const res = await client(settings.webhookUrl, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: renderPayload(m),
       signal,
     })
-    await res.body?.cancel()
     if (res.ok) return ok()
     if (res.status === 429) {
       const after = Number(res.headers.get("retry-after"))

@@ -3,7 +3,7 @@ import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
 import { describeConnectorContract, useConnectorRig, waitFor } from "@agentgov/connector-testing"
 import { describe, expect, it } from "vitest"
 import { MAX_PAYLOAD_BYTES, teams } from "../src/connector.ts"
-import { startTeamsFake, validateCard, visibleText } from "./teamsFake.ts"
+import { officialCardProblems, startTeamsFake, validateCard, visibleText } from "./teamsFake.ts"
 
 const bin = fileURLToPath(new URL("../bin/agentgov-connector-teams.js", import.meta.url))
 const env = (fake: { url: string }) => ({ TEAMS_WEBHOOK_URL: fake.url })
@@ -23,6 +23,20 @@ describe("teams: Adaptive Card 1.5 cards from real deliveries", () => {
     expect(validateCard({ ...good, surprise: true })).toBe(false)
   })
 
+  it("Microsoft's Adaptive Cards library, parsing as 1.5, reports what is wrong", () => {
+    const good = { type: "AdaptiveCard", version: "1.5", body: [{ type: "TextBlock", text: "hi" }] }
+    expect(officialCardProblems(good)).toEqual([])
+    expect(officialCardProblems({ ...good, body: [{ type: "TextBlok", text: "x" }] })).toEqual([
+      expect.stringContaining('Unknown element type "TextBlok"'),
+    ])
+    expect(officialCardProblems({ ...good, body: [{ type: "TextBlock", text: "x", size: "Huge" }] })).toEqual([
+      expect.stringContaining('Invalid value "Huge" for property "size"'),
+    ])
+    expect(officialCardProblems({ ...good, actions: [{ type: "Action.OpenUrl", title: "no url" }] })).toEqual([
+      expect.stringContaining('Property "url" must be set'),
+    ])
+  })
+
   it("validates every catalog event's card against the Adaptive Card 1.5 schema, each with an Action.OpenUrl into the service", async () => {
     const before = rig.fake.cards.length
     for (const type of SYSTEM_EVENT_NAMES) {
@@ -31,6 +45,7 @@ describe("teams: Adaptive Card 1.5 cards from real deliveries", () => {
     await waitFor(() => rig.fake.cards.length === before + SYSTEM_EVENT_NAMES.length, "every card")
     for (const card of rig.fake.cards.slice(before)) {
       expect(validateCard(card), JSON.stringify(validateCard.errors)).toBe(true)
+      expect(officialCardProblems(card)).toEqual([])
       expect(card.version).toBe("1.5")
       for (const action of card.actions ?? []) {
         expect(action.type).toBe("Action.OpenUrl")

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import { type FakeAnswer, type FakeRequest, startScriptedFake, type VendorFake } from "@agentgov/connector-testing"
 import { Ajv } from "ajv"
@@ -20,6 +21,21 @@ const schemaPath = fileURLToPath(
 )
 export const cardSchema = JSON.parse(readFileSync(schemaPath, "utf8"))
 export const validateCard = new Ajv({ allErrors: true, strict: false }).compile(cardSchema)
+
+/**
+ * Microsoft's own Adaptive Cards library (npm `adaptivecards`, the JavaScript renderer's object model) as a second
+ * check: the card parsed as version 1.5, and every parse and validation event it reports (an unknown element or
+ * action, a value a property does not take, a required property missing) is a problem. No registry package ships
+ * the official JSON schema file, so the vendored subset stays; this checks against the real object model.
+ */
+const AdaptiveCards = createRequire(import.meta.url)("adaptivecards/dist/adaptivecards.js")
+export const officialCardProblems = (card: unknown): Array<string> => {
+  const context = new AdaptiveCards.SerializationContext(AdaptiveCards.Versions.v1_5)
+  const parsed = new AdaptiveCards.AdaptiveCard()
+  parsed.parse(card, context)
+  const events: Array<{ message: string }> = Array.from({ length: context.eventCount }, (_, i) => context.getEventAt(i))
+  return [...events, ...parsed.validateProperties().validationEvents].map((e) => e.message)
+}
 
 export interface TeamsFake extends VendorFake {
   /** Accepted cards. */
@@ -67,6 +83,8 @@ export const startTeamsFake = async (): Promise<TeamsFake> => {
     if (body?.type !== "message" || body.attachments.length !== 1) return bad("expected a message with one attachment")
     if (attachment.contentType !== "application/vnd.microsoft.card.adaptive") return bad("not an Adaptive Card")
     if (!validateCard(attachment.content)) return bad(`invalid card: ${JSON.stringify(validateCard.errors)}`)
+    const problems = officialCardProblems(attachment.content)
+    if (problems.length > 0) return bad(`invalid card: ${problems.join("; ")}`)
     cards.push(attachment.content)
     sizes.push(size)
     return { status: 202 }

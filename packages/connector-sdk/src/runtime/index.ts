@@ -37,3 +37,11 @@ export {
 export type { Routing } from "./routing.ts"
 export type { StoredDeadLetter, StoredEvent, StoredJob } from "./Store.ts"
 export type { Env, SettingSpec, SettingsOf, SettingsSchema } from "./settings.ts"
+export {
+  createVendorFetch,
+  type VendorFetch,
+  type VendorFetchOptions,
+  type VendorHeaders,
+  type VendorRequestInit,
+  type VendorResponse,
+} from "./vendorFetch.ts"
