@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { Database, PostgresClient } from "@agentgov/db"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
+import { chainHashOfCanonical } from "@agentgov/verifier"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
@@ -509,6 +510,38 @@ describe("audit chain", () => {
       expect(probes.map((r) => r.ts)).toEqual(stored.map((e) => e.timestamp))
       for (const r of rows) expect(r.ts).toBe(new Date(r.ts).toISOString())
     }
+  })
+
+  it("has PostgreSQL check each chain hash over the very bytes this process hashes, and not one tampered with", async () => {
+    const { workspace, actor } = await newWorkspace()
+    // Text whose bytes differ from its characters: accents, an astral character, U+2028, escapes in the JSON.
+    const awkward = ["é", "😀", "\u2028", 'a"b\\c', "line\nbreak\u0001"]
+    await run(
+      AuditLog.use((a) =>
+        a.append(
+          actor,
+          awkward.map((text, i) => ({ type: "bytes.probe", data: { text, i } })),
+        ),
+      ),
+    )
+    const rows = () =>
+      run(EventRepo.use((repo) => repo.chainBatch(workspace.id, 0, 100)).pipe(Effect.provide(EventRepo.layer)))
+    const before = await rows()
+    expect(before.length).toBeGreaterThan(awkward.length)
+    for (const r of before) {
+      expect(r.hashed, `event ${r.sequence}`).toBe(true)
+      expect(chainHashOfCanonical(r.prev_hash, r.type, r.data, r.ts)).toBe(r.hash)
+    }
+    const victim = before.find((r) => r.type === "bytes.probe")!
+    await run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE events SET data = ${'{"i":0,"text":"changed"}'}::json
+          WHERE workspace_id = ${workspace.id} AND sequence = ${victim.sequence}`
+      }).pipe(Effect.orDie),
+    )
+    const after = await rows()
+    for (const r of after) expect(r.hashed, `event ${r.sequence}`).toBe(r.sequence !== victim.sequence)
   })
 
   it("is linear after a series of operations, and failed or no-op operations record nothing", async () => {

@@ -273,8 +273,9 @@ export class EventService extends Context.Service<
               break
             }
             const timestamp = r.ts
-            // Stored data is the hashed JCS text; only text that is not canonical needs parsing.
-            let hash = chainHashOfCanonical(prevHash, r.type, r.data, timestamp)
+            // Checked by PostgreSQL when it says so (ChainRow.hashed); else here: stored data is the hashed JCS
+            // text, and only text that is not canonical needs parsing.
+            let hash = r.hashed ? r.hash : chainHashOfCanonical(prevHash, r.type, r.data, timestamp)
             if (hash !== r.hash) hash = chainHash(prevHash, r.type, JSON.parse(r.data), timestamp)
             if (hash !== r.hash) {
               failure = { sequence: expected, reason: "hash does not match the event's type, data and timestamp" }
