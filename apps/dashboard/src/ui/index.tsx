@@ -202,6 +202,17 @@ export function States<T>({
   return <>{children}</>
 }
 
+/** Where a paginated list is, and how to move (usePaged's result carries these). */
+export interface Paging {
+  page: number
+  hasPrev: boolean
+  hasNext: boolean
+  prev: () => void
+  next: () => void
+  limit: number
+  setLimit: (n: number) => void
+}
+
 export function Pagination({
   page,
   hasPrev,
@@ -211,14 +222,7 @@ export function Pagination({
   limit,
   setLimit,
   count,
-}: {
-  page: number
-  hasPrev: boolean
-  hasNext: boolean
-  prev: () => void
-  next: () => void
-  limit: number
-  setLimit: (n: number) => void
+}: Paging & {
   count: number
 }) {
   const id = useId()
@@ -673,18 +677,11 @@ export function PagedTable<T extends object>({
   caption,
   rowKey = (row) => String((row as { id?: unknown }).id),
 }: {
-  paged: {
+  paged: Paging & {
     rows: ReadonlyArray<T>
     loading: boolean
     error: ApiErrorInfo | undefined
     reload: () => void
-    page: number
-    hasPrev: boolean
-    hasNext: boolean
-    prev: () => void
-    next: () => void
-    limit: number
-    setLimit: (n: number) => void
   }
   columns: ReadonlyArray<Column<T>>
   empty: ReactNode
