@@ -241,7 +241,8 @@ export class EventService extends Context.Service<
             repo.chainBatch(workspaceId, after, VERIFY_BATCH),
             repo.signedRoots(workspaceId, after, after + VERIFY_BATCH),
           ])
-        // The next page is read while this one is hashed: its query is sent before hashing starts, and the
+        // The next page is read while this one is hashed: its fiber starts at the turn given way after forking
+        // (a forked fiber runs only once its parent yields), the driver sends its query at a later turn, and the
         // hashing gives way to I/O every VERIFY_SLICE rows, so the next page's rows are received meanwhile
         // rather than after (PostgreSQL stalls once the socket's buffer is full).
         let from = 0
