@@ -499,7 +499,7 @@ describe("audit chain", () => {
             Effect.gen(function* () {
               // UTC+13:45 (+12:45 out of its summer), and a zone west of UTC: an offset left in would show.
               yield* sql.unsafe(`SET LOCAL TIME ZONE '${zone}'`)
-              return yield* repo.chainBatch(workspace.id, 0, 100)
+              return yield* repo.chainBatch(workspace.id, 0, 100, "all")
             }),
           )
         }).pipe(Effect.provide(EventRepo.layer), Effect.orDie),
@@ -525,7 +525,7 @@ describe("audit chain", () => {
       ),
     )
     const rows = () =>
-      run(EventRepo.use((repo) => repo.chainBatch(workspace.id, 0, 100)).pipe(Effect.provide(EventRepo.layer)))
+      run(EventRepo.use((repo) => repo.chainBatch(workspace.id, 0, 100, "all")).pipe(Effect.provide(EventRepo.layer)))
     const before = await rows()
     expect(before.length).toBeGreaterThan(awkward.length)
     for (const r of before) {
@@ -542,6 +542,17 @@ describe("audit chain", () => {
     )
     const after = await rows()
     for (const r of after) expect(r.hashed, `event ${r.sequence}`).toBe(r.sequence !== victim.sequence)
+    // What verification reads: the hashed fields only of the row this process must hash itself.
+    const checked = await run(
+      EventRepo.use((repo) => repo.chainBatch(workspace.id, 0, 100)).pipe(Effect.provide(EventRepo.layer)),
+    )
+    expect(checked.map((r) => r.hash)).toEqual(after.map((r) => r.hash))
+    const changed = after.find((r) => r.sequence === victim.sequence)!
+    expect(changed.data).not.toBe(victim.data)
+    for (const r of checked)
+      if (r.sequence === victim.sequence)
+        expect([r.type, r.data, r.ts]).toEqual(["bytes.probe", changed.data, victim.ts])
+      else expect([r.type, r.data, r.ts], `event ${r.sequence}`).toEqual([null, null, null])
   })
 
   it("is linear after a series of operations, and failed or no-op operations record nothing", async () => {

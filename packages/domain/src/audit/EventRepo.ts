@@ -23,10 +23,12 @@ export interface EventRow {
  * `data` is the stored JSON text, unparsed; `ts` the timestamp as hashed (ISO 8601 in UTC with milliseconds, as
  * `Date#toISOString` writes it), formatted by PostgreSQL: no Date is parsed and printed again per event.
  */
-export type ChainRow = Pick<EventRow, "sequence" | "type" | "prev_hash"> &
+export type ChainRow = Pick<EventRow, "sequence" | "prev_hash"> &
   LeafRow & {
-    readonly data: string
-    readonly ts: string
+    /** The hashed fields: null when PostgreSQL checked the hash (`hashed`) unless `chainBatch` was asked for them. */
+    readonly type: string | null
+    readonly data: string | null
+    readonly ts: string | null
     /**
      * Whether PostgreSQL's own SHA-256 over exactly these columns' bytes (prev_hash ‖ type ‖ data ‖ ts, UTF-8)
      * is the stored hash: then the event's chain hash holds without hashing it again here. False otherwise (a
@@ -117,6 +119,8 @@ export class EventRepo extends Context.Service<
       workspaceId: string,
       afterSequence: number,
       limit: number,
+      /** `checked` (the default): type, data and ts only for rows PostgreSQL did not find hashed; `all`: always. */
+      fields?: "checked" | "all",
     ) => Effect.Effect<ReadonlyArray<ChainRow>>
     /** Signed checkpoints of sizes `after + 1 .. upto`, smallest first. */
     readonly signedRoots: (workspaceId: string, after: number, upto: number) => Effect.Effect<ReadonlyArray<SignedRoot>>
@@ -168,16 +172,25 @@ export class EventRepo extends Context.Service<
         batch: (workspaceId, afterSequence, limit) =>
           sql<EventRow>`SELECT * FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
               ORDER BY sequence LIMIT ${limit}`.pipe(Effect.orDie),
-        chainBatch: (workspaceId, afterSequence, limit) =>
+        chainBatch: (workspaceId, afterSequence, limit, fields = "checked") =>
           // The chain hash is checked by PostgreSQL on its own core while this process hashes the Merkle leaves
           // (verification was bound by this process's CPU, three SHA-256 an event); built-ins by their schema.
-          sql<ChainRow>`SELECT ${leafColumns(sql)}, type, data::text AS data, t.ts, prev_hash,
-                CASE WHEN pg_catalog.getdatabaseencoding() = 'UTF8'
+          // A row it found hashed comes without the hashed fields: the data is most of a row's bytes, and
+          // receiving it was most of what this process still spent per event besides the leaf.
+          sql<ChainRow>`SELECT ${leafColumns(sql)}, prev_hash, c.hashed,
+                ${
+                  fields === "all"
+                    ? sql`type, data::text AS data, t.ts`
+                    : sql`CASE WHEN c.hashed THEN NULL ELSE type END AS type,
+                        CASE WHEN c.hashed THEN NULL ELSE data::text END AS data,
+                        CASE WHEN c.hashed THEN NULL ELSE t.ts END AS ts`
+                }
+              FROM events,
+                LATERAL (SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts) t,
+                LATERAL (SELECT CASE WHEN pg_catalog.getdatabaseencoding() = 'UTF8'
                   THEN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
                     pg_catalog.concat(prev_hash, type, data::text, t.ts), 'UTF8')), 'hex') = hash
-                  ELSE false END AS hashed
-              FROM events,
-                LATERAL (SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts) t
+                  ELSE false END AS hashed) c
               WHERE workspace_id = ${workspaceId} AND sequence > ${afterSequence}
                 AND sequence <= ${afterSequence + limit}
               ORDER BY sequence`.pipe(Effect.orDie),

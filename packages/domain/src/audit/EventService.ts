@@ -273,11 +273,15 @@ export class EventService extends Context.Service<
               failure = { sequence: expected, reason: "prevHash does not link to the previous event" }
               break
             }
-            const timestamp = r.ts
-            // Checked by PostgreSQL when it says so (ChainRow.hashed); else here: stored data is the hashed JCS
-            // text, and only text that is not canonical needs parsing.
-            let hash = r.hashed ? r.hash : chainHashOfCanonical(prevHash, r.type, r.data, timestamp)
-            if (hash !== r.hash) hash = chainHash(prevHash, r.type, JSON.parse(r.data), timestamp)
+            // Checked by PostgreSQL when it says so (ChainRow.hashed, and then the hashed fields were not sent);
+            // else here: stored data is the hashed JCS text, and only text that is not canonical needs parsing.
+            let hash = r.hash
+            if (!r.hashed) {
+              const type = r.type!
+              const data = r.data!
+              hash = chainHashOfCanonical(prevHash, type, data, r.ts!)
+              if (hash !== r.hash) hash = chainHash(prevHash, type, JSON.parse(data), r.ts!)
+            }
             if (hash !== r.hash) {
               failure = { sequence: expected, reason: "hash does not match the event's type, data and timestamp" }
               break
