@@ -81,7 +81,8 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * AGENTGOV_BENCH_ONLY=ingest,verify,sse,auth,guard-eval,guard,guard-fairness,embedded,webhooks,sdk,trust-eval,
  * trust-impact,badge,oauth-auth,metrics-on,connectors-latency,connectors-memory,paging,email-digest,mcp-overhead,
  * content-register,content-image-scan,content-text-scan,dashboard,compliance-report,dashboard-paint picks benchmarks (sse also
- * measures memory); AGENTGOV_BENCH_CPU_PROF=1
+ * measures memory); AGENTGOV_BENCH_METRICS_AA=1 runs metrics-on with metrics off on both sides (its noise);
+ * AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/; AGENTGOV_BENCH_KEEP_DB=1 keeps the
  * database at the end (its name is logged), to read its rows and statistics afterwards.
  */
