@@ -85,15 +85,9 @@ const loop = (socket: Socket, until: number, next: () => Buffer, latenciesMs: Ar
     send()
   })
 
-/** `connections` keep-alive connections, each sending `requestOf(i)` (i counting up across them) for `ms`. */
-export const drive = async (
-  url: string,
-  connections: number,
-  ms: number,
-  requestOf: (i: number) => Buffer,
-): Promise<Load> => {
+const openSockets = (url: string, connections: number): Promise<Array<Socket>> => {
   const { hostname, port } = new URL(url)
-  const sockets = await Promise.all(
+  return Promise.all(
     Array.from(
       { length: connections },
       () =>
@@ -103,10 +97,56 @@ export const drive = async (
         }),
     ),
   )
-  const latenciesMs: Array<number> = []
-  let n = 0
-  const next = () => requestOf(n++)
+}
+
+/** `connections` keep-alive connections, each sending `requestOf(i)` (i counting up across them) for `ms`. */
+export const drive = async (
+  url: string,
+  connections: number,
+  ms: number,
+  requestOf: (i: number) => Buffer,
+): Promise<Load> => {
+  const [load] = await driveTogether([{ url, connections, requestOf }], ms)
+  return load!
+}
+
+export interface Target {
+  readonly url: string
+  readonly connections: number
+  readonly requestOf: (i: number) => Buffer
+}
+
+/**
+ * Several servers loaded over the same window: every connection is opened first, then all start on one clock
+ * (the targets' connections taking turns) and stop at the same instant, so that no target has the machine to
+ * itself while another is still connecting.
+ */
+export const driveTogether = async (targets: ReadonlyArray<Target>, ms: number): Promise<Array<Load>> => {
+  const opened = await Promise.all(targets.map((t) => openSockets(t.url, t.connections)))
+  const latencies = targets.map((): Array<number> => [])
+  const ends = targets.map(() => 0)
+  const nexts = targets.map((t) => {
+    let n = 0
+    return () => t.requestOf(n++)
+  })
   const start = performance.now()
-  await Promise.all(sockets.map((socket) => loop(socket, start + ms, next, latenciesMs)))
-  return { requests: latenciesMs.length, seconds: (performance.now() - start) / 1000, latenciesMs }
+  const loops = targets.map((): Array<Promise<void>> => [])
+  const most = Math.max(...targets.map((t) => t.connections))
+  for (let c = 0; c < most; c++)
+    targets.forEach((_, k) => {
+      const socket = opened[k]![c]
+      if (socket) loops[k]!.push(loop(socket, start + ms, nexts[k]!, latencies[k]!))
+    })
+  await Promise.all(
+    loops.map((ls, k) =>
+      Promise.all(ls).then(() => {
+        ends[k] = performance.now()
+      }),
+    ),
+  )
+  return targets.map((_, k) => ({
+    requests: latencies[k]!.length,
+    seconds: (ends[k]! - start) / 1000,
+    latenciesMs: latencies[k]!,
+  }))
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { prepareGuard } from "./guard.ts"
-import { drive } from "./load.ts"
+import { driveTogether } from "./load.ts"
 import { type BenchmarkResult, benchmark, median, round, target } from "./report.ts"
 import { type BenchServer, type FreshServer, processCpuMs, settle } from "./server.ts"
 
@@ -66,12 +66,17 @@ export const runMetricsOnBenchmark = async (
     const together = async (n: number): Promise<Record<Side, Window>> => {
       const guards = { metrics: await prepareGuard(servers.metrics), plain: await prepareGuard(servers.plain) }
       const cpu0 = { metrics: processCpuMs(servers.metrics.pid), plain: processCpuMs(servers.plain.pid) }
-      const load = (side: Side) => drive(servers[side].url, CONNECTIONS, ROUND_MS, guards[side].requestOf)
-      // Which side's connections open first alternates by round.
+      const target = (side: Side) => ({
+        url: servers[side].url,
+        connections: CONNECTIONS,
+        requestOf: guards[side].requestOf,
+      })
+      // One clock for both; which side's connections send first alternates by round.
       const [m, p] =
         n % 2 === 1
-          ? await Promise.all([load("metrics"), load("plain")])
-          : await Promise.all([load("plain"), load("metrics")]).then(([p, m]) => [m, p] as const)
+          ? await driveTogether([target("metrics"), target("plain")], ROUND_MS)
+          : await driveTogether([target("plain"), target("metrics")], ROUND_MS).then(([p, m]) => [m, p])
+      if (m === undefined || p === undefined) throw new Error("driveTogether: a load is missing")
       const cpu1 = { metrics: processCpuMs(servers.metrics.pid), plain: processCpuMs(servers.plain.pid) }
       await scrape()
       await Promise.all([settle(servers.metrics), settle(servers.plain)])
