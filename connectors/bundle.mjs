@@ -11,10 +11,40 @@
  *
  * Plain JavaScript on purpose: a bin runs it without loading the TypeScript stripper.
  */
-import { spawnSync } from "node:child_process"
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
+import { builtinModules } from "node:module"
 import { join, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+
+// Node's builtins by `process.getBuiltinModule`, not `import`: an ES module import of a builtin makes its namespace,
+// which reads every export, getters included; `node:fs`'s `promises` getter loads fs/promises (3 MiB more RSS).
+// `node:child_process` (3.5 MiB) only when a build is needed.
+const { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } = process.getBuiltinModule("node:fs")
+
+/**
+ * Node's builtins are loaded by `require` in the bundle, not by `import` (an esbuild plugin): an ES module import
+ * of a builtin makes its namespace, reading every export, getters included, and `node:http`'s `WebSocket`,
+ * `CloseEvent` and `MessageEvent` getters load undici, Node's whole fetch (measured: `import "node:http"` 60.8 MiB
+ * RSS idle, `require("node:http")` 47.7 MiB; the getters of `node:fs` and `node:util` ~3 MiB each). With
+ * `require`, esbuild reads each export where it is used. docs/decisions.md, "Connector apps run from one bundled
+ * file".
+ */
+const BUILTIN = new RegExp(`^(node:.+|${builtinModules.filter((m) => !m.startsWith("_")).join("|")})$`)
+const BUILTIN_NAMESPACE = "agentgov-builtin"
+export const builtinsByRequire = {
+  name: "agentgov-builtins-by-require",
+  setup(b) {
+    b.onResolve({ filter: BUILTIN }, (args) =>
+      // the `require` of the module below is Node's own (external); every other import of a builtin is that module
+      args.namespace === BUILTIN_NAMESPACE
+        ? { path: args.path, external: true }
+        : { path: args.path, namespace: BUILTIN_NAMESPACE },
+    )
+    b.onLoad({ filter: /.*/, namespace: BUILTIN_NAMESPACE }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)})`,
+      loader: "js",
+    }))
+  },
+}
 
 export const root = resolve(import.meta.dirname, "..")
 
@@ -48,6 +78,7 @@ export const build = async (appDir) => {
     // the workspace packages from their TypeScript sources, as the tests run them
     conditions: ["@agentgov/source"],
     alias,
+    plugins: [builtinsByRequire],
     write: false,
     outfile: p.bundle,
     sourcemap: "linked",
@@ -68,18 +99,22 @@ export const build = async (appDir) => {
   renameSync(p.bundle + suffix, p.bundle)
 }
 
-/** Whether `<app>/dist/main.mjs` is missing or older than any of its inputs (the metafile names them). */
+/** Whether `<app>/dist/main.mjs` is missing or older than any of its inputs (the metafile names them) or this bundler. */
 export const stale = (appDir) => {
   const p = paths(appDir)
   let built
   let inputs
   try {
     built = statSync(p.bundle).mtimeMs
-    inputs = Object.keys(JSON.parse(readFileSync(p.meta, "utf8")).inputs)
+    // not the builtins' modules of the plugin above: they have no file
+    inputs = Object.keys(JSON.parse(readFileSync(p.meta, "utf8")).inputs).filter(
+      (input) => !input.startsWith(`${BUILTIN_NAMESPACE}:`),
+    )
   } catch {
     return true
   }
-  return inputs.some((input) => {
+  // this file too: a bundle built by an older bundler is built again
+  return [...inputs, "connectors/bundle.mjs"].some((input) => {
     try {
       return statSync(join(root, input)).mtimeMs > built
     } catch {
@@ -95,6 +130,7 @@ export const stale = (appDir) => {
 export const runBundled = async (appDir) => {
   const p = paths(appDir)
   if (stale(p.dir)) {
+    const { spawnSync } = process.getBuiltinModule("node:child_process")
     const built = spawnSync(process.execPath, [fileURLToPath(import.meta.url), p.dir], { stdio: ["ignore", 2, 2] })
     if (built.status !== 0) {
       process.stderr.write(`agentgov: building ${p.bundle} failed (see above)\n`)

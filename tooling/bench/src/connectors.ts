@@ -18,7 +18,7 @@ import { type BenchServer, jsonClient } from "./server.ts"
  *   received it, at 100 events/s; the baseline is a bare receiver subscribed to the same events in the same
  *   run (what the service's webhook delivery alone takes, before any connector's queue and vendor call);
  * - connectors-memory: each connector's RSS after 10,000 events (all delivered), against its own RSS idle
- *   right after start.
+ *   right after start; the target, issue 28's 80 MB, in decimal megabytes (80·10⁶ bytes = 76.29 MiB).
  */
 
 export interface ConnectorShape {
@@ -41,6 +41,8 @@ export const CONNECTOR_SHAPE: ConnectorShape = {
 
 const APPS = ["slack", "discord", "teams"] as const
 const MiB = 2 ** 20
+/** Issue 28's "≤ 80 MB" read in decimal megabytes, the stricter reading: 80·10⁶ bytes = 76.29 MiB. */
+const MEMORY_TARGET_MIB = round((80 * 10 ** 6) / MiB, 2)
 const mib = (bytes: number | undefined) => (bytes === undefined ? Number.NaN : round(bytes / MiB))
 
 const expectStatus = (res: { status: number; body: any }, status: number, what: string) => {
@@ -229,7 +231,12 @@ export async function runConnectorMemoryBenchmark(
         value: Math.max(...apps.map((a) => mib(idleRss[a.name]))),
       },
       targets: [
-        target("RSS MiB after 10,000 events, largest app", "max", 80, worst),
+        target(
+          "RSS MiB after 10,000 events, largest app (80 MB = 80·10⁶ bytes = 76.29 MiB)",
+          "max",
+          MEMORY_TARGET_MIB,
+          worst,
+        ),
         target("share delivered", "min", 1, 1 - lost / (tags.length * apps.length)),
       ],
       details: {
