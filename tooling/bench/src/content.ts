@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os"
 import {
-  fingerprintText,
+  candidateFingerprints,
   hashImage,
   IMAGE_LOOKUP_SQL,
   IMAGE_RADIUS,
@@ -361,7 +361,7 @@ export const runContentTextScanBenchmark = async (
     TEXT_LOOKUP_SQL,
     candidates
       .slice(0, 10)
-      .map((text) => [workspaceId, [...new Set(fingerprintText(text).fingerprints.map((f) => f.hash))], null]),
+      .map((text) => [workspaceId, [...new Set(candidateFingerprints(text).fingerprints.map((f) => f.hash))], null]),
   )
   const ms = summarise(latencies)
   log(

@@ -40,7 +40,15 @@ import {
   inspectImage,
 } from "./imageHash.ts"
 import { composeNotice, sendNotice } from "./takedownNotice.ts"
-import { copiedSpans, coverage, fingerprintText, minHashSimilarity, tokenize } from "./textFingerprint.ts"
+import {
+  candidateFingerprints,
+  copiedSpans,
+  coverage,
+  fingerprintText,
+  minHashOf,
+  minHashSimilarity,
+  tokenize,
+} from "./textFingerprint.ts"
 import { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE } from "./watermark.ts"
 
 interface ItemRow {
@@ -407,22 +415,31 @@ export class ContentService extends Context.Service<
 
       const scanText = (actor: Actor, text: string, only: string | undefined) =>
         Effect.gen(function* () {
-          const fp = fingerprintText(text)
-          if (fp.fingerprints.length === 0) return []
+          // Winnowed with the scan's wider window: every run long enough to be reported still shares one.
+          const { tokens, shingles, fingerprints } = candidateFingerprints(text)
+          if (fingerprints.length === 0) return []
           const positions = new Map<number, Array<number>>()
-          for (const f of fp.fingerprints) {
+          for (const f of fingerprints) {
             const at = positions.get(f.hash)
             if (at) at.push(f.pos)
             else positions.set(f.hash, [f.pos])
           }
-          // One statement for every fingerprint: an index probe each, inside the server.
-          const hits = yield* sql
-            .unsafe<{ content_id: string; hash: string | number; pos: number }>(TEXT_LOOKUP_SQL, [
-              actor.workspaceId,
-              [...positions.keys()],
-              only ?? null,
-            ])
-            .pipe(Effect.orDie)
+          // One statement for every fingerprint: an index probe each, inside the server. The MinHash signature
+          // (needed only to verify the candidates found) is computed while the statement runs.
+          const [hits, minhash] = yield* Effect.all(
+            [
+              sql
+                .unsafe<{ content_id: string; hash: string | number; pos: number }>(TEXT_LOOKUP_SQL, [
+                  actor.workspaceId,
+                  [...positions.keys()],
+                  only ?? null,
+                ])
+                .pipe(Effect.orDie),
+              Effect.sync(() => minHashOf(shingles)),
+            ],
+            { concurrency: 2 },
+          )
+          const fp = { tokens, minhash }
           const seeds = new Map<string, Array<readonly [number, number]>>()
           for (const h of hits) {
             const pairs = seeds.get(h.content_id) ?? []

@@ -15,5 +15,5 @@ export {
   indexRows,
   MAX_INPUT_PIXELS,
 } from "./imageHash.ts"
-export { fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
+export { candidateFingerprints, fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
 export { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE, PSNR_FLOOR } from "./watermark.ts"

@@ -171,6 +171,15 @@ export const normalizeText = (text: string): string =>
 export const SHINGLE_WORDS = 5
 /** Winnowing window (in shingles): any copied run of WINDOW + SHINGLE_WORDS - 1 = 8 words shares a fingerprint. */
 export const WINDOW = 4
+/**
+ * Winnowing window of a scanned candidate (in shingles): any copied run of SCAN_WINDOW + SHINGLE_WORDS - 1 = 12
+ * words (MIN_SPAN_WORDS, the shortest run reported) shares a fingerprint with the registered text. The minimum
+ * of a window of 8 shingles inside a copied run is also the minimum of a window of WINDOW shingles inside it, so
+ * the registered text kept it (rightmost on ties, on both sides); a candidate sends ~2/9 of its shingles to the
+ * index instead of ~2/5. Registered texts keep WINDOW: what is stored does not change.
+ */
+export const SCAN_WINDOW = 8
+
 /** MinHash signature length. */
 export const MINHASH_SIZE = 64
 
@@ -223,10 +232,10 @@ export interface Fingerprint {
  * rightmost on ties, each (hash, position) once. Guarantees a shared fingerprint for any shared run of
  * WINDOW + SHINGLE_WORDS - 1 words.
  */
-export const winnow = (hashes: ReadonlyArray<number>): Array<Fingerprint> => {
+export const winnow = (hashes: ReadonlyArray<number>, window = WINDOW): Array<Fingerprint> => {
   const out: Array<Fingerprint> = []
   if (hashes.length === 0) return out
-  const w = Math.min(WINDOW, hashes.length)
+  const w = Math.min(window, hashes.length)
   let last = -1
   for (let start = 0; start + w <= hashes.length; start++) {
     let min = start
@@ -242,9 +251,11 @@ export const winnow = (hashes: ReadonlyArray<number>): Array<Fingerprint> => {
 const MINHASH_SEEDS = Array.from({ length: MINHASH_SIZE }, (_, i) => hash32(`minhash-${i}`))
 
 /** One minimum per seeded hash over the shingles (Broder 1997): the share of equal slots estimates Jaccard. */
-export const minHash = (words: ReadonlyArray<string>): Array<number> => {
+export const minHash = (words: ReadonlyArray<string>): Array<number> => minHashOf(shingleHashes(words))
+
+/** `minHash` of the words whose shingle hashes these are. */
+export const minHashOf = (shingles: ReadonlyArray<number>): Array<number> => {
   const sig = new Array<number>(MINHASH_SIZE).fill(0xffffffff)
-  const shingles = shingleHashes(words)
   for (const s of shingles) {
     for (let i = 0; i < MINHASH_SIZE; i++) {
       // Re-hash the shingle hash with each seed: a family of independent-enough permutations.
@@ -274,6 +285,13 @@ export const fingerprintText = (text: string): TextFingerprints => {
   const tokens = tokenize(text)
   const words = tokens.map((t) => t.word)
   return { tokens, fingerprints: winnow(shingleHashes(words)), minhash: minHash(words) }
+}
+
+/** A scanned candidate's words, shingle hashes and the fingerprints it looks up (winnowed with SCAN_WINDOW). */
+export const candidateFingerprints = (text: string) => {
+  const tokens = tokenize(text)
+  const shingles = shingleHashes(tokens.map((t) => t.word))
+  return { tokens, shingles, fingerprints: winnow(shingles, SCAN_WINDOW) }
 }
 
 /** A copied run, in words of each text. */
