@@ -30,15 +30,15 @@ import { ContentNotFound } from "./ContentErrors.ts"
 import { ContentSettings } from "./ContentSettings.ts"
 import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
 import {
+  hamming,
   hashImage,
   IMAGE_INDEX_INSERT_SQL,
-  IMAGE_LOOKUP_SQL,
   IMAGE_MEDIA_TYPES,
   IMAGE_RADIUS,
-  imageLookupParams,
   indexRows,
   inspectImage,
 } from "./imageHash.ts"
+import { type ImageHit, type ImageQuery, lookupImage } from "./imageIndex.ts"
 import { composeNotice, sendNotice } from "./takedownNotice.ts"
 import {
   candidateFingerprints,
@@ -226,6 +226,9 @@ export class ContentService extends Context.Service<
       const agents = yield* AgentRepo
       const c2pa = yield* C2paSigner
       const tx = transactional(sql)
+      /** The image multi-index's statements (imageIndex.ts), on this service's database. */
+      const query: ImageQuery = (statement, params) =>
+        sql.unsafe<Record<string, unknown>>(statement, params as Array<unknown>).pipe(Effect.orDie)
 
       const findItem = (workspaceId: string, id: string) =>
         sql<ItemRow>`SELECT ${sql.literal(ITEM_COLUMNS)},
@@ -495,21 +498,24 @@ export class ContentService extends Context.Service<
       const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
         Effect.gen(function* () {
           const hashes = yield* Effect.promise(() => hashImage(bytes))
-          // Multi-index lookup: each block within its radius of the probe's, exactly, through that block's
-          // covering index, and the whole hash's distance checked there.
-          const hits = yield* sql
-            .unsafe<{
-              content_id: string
-              mirror: boolean
-              distance: number
-            }>(IMAGE_LOOKUP_SQL, imageLookupParams(actor.workspaceId, hashes.phash, only ?? null))
-            .pipe(Effect.orDie)
-          // An item is found by up to four blocks, of its hash and of its mirror's: its nearest counts.
+          // Multi-index lookup in the process's copy of the workspace's index, brought up to the table first
+          // (imageIndex.ts); against one item, that item's two hashes.
+          const hits: ReadonlyArray<ImageHit> =
+            only === undefined
+              ? yield* lookupImage(query, actor.workspaceId, hashes.phash)
+              : (yield* sql<{ phash: string; mirror_phash: string }>`SELECT phash, mirror_phash FROM content_items
+                  WHERE workspace_id = ${actor.workspaceId} AND id = ${only} AND kind = 'image'`.pipe(
+                  Effect.orDie,
+                )).flatMap((r) => [
+                  { contentId: only, mirror: false, distance: hamming(r.phash, hashes.phash) },
+                  { contentId: only, mirror: true, distance: hamming(r.mirror_phash, hashes.phash) },
+                ])
+          // An item is found by its hash and by its mirror's: its nearest counts.
           const nearest = new Map<string, { distance: number; mirror: boolean }>()
           for (const h of hits) {
-            const seen = nearest.get(h.content_id)
+            const seen = nearest.get(h.contentId)
             if (!seen || h.distance < seen.distance || (h.distance === seen.distance && !h.mirror))
-              nearest.set(h.content_id, { distance: Number(h.distance), mirror: h.mirror })
+              nearest.set(h.contentId, { distance: h.distance, mirror: h.mirror })
           }
           const out: Array<ContentMatch> = []
           for (const [contentId, { distance, mirror }] of nearest) {
