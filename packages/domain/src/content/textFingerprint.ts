@@ -130,8 +130,38 @@ const isWordChar = (c: string): boolean => {
   return WORD_CHAR.test(c)
 }
 
-/** The normalised words of `text`, each with its original offsets. */
+const NON_ASCII = /[\u0080-\uffff]/
+
+/**
+ * The normalised words of `text`, each with its original offsets. Text in ASCII alone (no format character,
+ * mark or lookalike there; folding only lowers capitals) is cut by character code, words sliced from the text,
+ * which gives the same words as the character-by-character walk (the test compares them) in a fraction of its
+ * time.
+ */
 export const tokenize = (text: string): Array<Token> => {
+  if (NON_ASCII.test(text)) return tokenizeWalk(text)
+  const tokens: Array<Token> = []
+  let start = -1
+  let upper = false
+  for (let i = 0; i <= text.length; i++) {
+    const code = i < text.length ? text.charCodeAt(i) : 0
+    const lower = (code >= 0x61 && code <= 0x7a) || (code >= 0x30 && code <= 0x39)
+    const capital = code >= 0x41 && code <= 0x5a
+    if (lower || capital) {
+      if (start < 0) start = i
+      if (capital) upper = true
+    } else if (start >= 0) {
+      const word = text.slice(start, i)
+      tokens.push({ word: upper ? word.toLowerCase() : word, start, end: i })
+      start = -1
+      upper = false
+    }
+  }
+  return tokens
+}
+
+/** `tokenize` character by character, for any text. */
+export const tokenizeWalk = (text: string): Array<Token> => {
   const tokens: Array<Token> = []
   let word = ""
   let start = -1

@@ -8,6 +8,8 @@ import {
   fingerprintText,
   MIN_SPAN_WORDS,
   SCAN_WINDOW,
+  tokenize,
+  tokenizeWalk,
   WINDOW,
 } from "../../src/content/textFingerprint.ts"
 import { detectWatermark, embedWatermark, PSNR_FLOOR } from "../../src/content/watermark.ts"
@@ -138,6 +140,24 @@ describe("text fingerprints, measured on a generated corpus", () => {
     }
     expect(spansSeen).toBeGreaterThan(100)
     expect(sent).toBeLessThan(storedSent * 0.7)
+  })
+
+  it("ASCII text is cut into the same words, with the same offsets, as the character-by-character walk", () => {
+    const g = rng(21)
+    const alphabet = "abcXYZ019 \t\n.,;:'\"-_()[]{}!?/\\@#~`^\u0000\u007f"
+    const texts = [
+      ...documents.slice(0, 5),
+      "",
+      "   ",
+      "Trailing",
+      "MiXeD CaSe 42abc, x.y_z",
+      ...Array.from({ length: 300 }, () =>
+        Array.from({ length: Math.floor(g() * 80) }, () => alphabet[Math.floor(g() * alphabet.length)]).join(""),
+      ),
+    ]
+    for (const text of texts) expect(tokenize(text), JSON.stringify(text)).toEqual(tokenizeWalk(text))
+    // Any other character takes the walk.
+    expect(tokenize("Ｓtraße")).toEqual(tokenizeWalk("Ｓtraße"))
   })
 
   it("a shared phrase shorter than the minimum span is not a copy", () => {
