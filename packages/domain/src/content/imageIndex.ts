@@ -4,22 +4,23 @@ import { BLOCKS, hashColumn, IMAGE_RADIUS, probedValues } from "./imageHash.ts"
 /**
  * The image multi-index in the process (decision D15, migration 0024): each workspace's indexed pHashes
  * (`content_image_hashes`, an item's pHash and its mirror's), held as four 16-bit blocks in counting-sorted
- * arrays, probed exactly as the SQL multi-index was (428 buckets, BLOCK_RADII) and each entry's whole hash
- * checked within IMAGE_RADIUS. The table stays the truth; this is a copy kept in step with it before every
- * scan, so several server instances on one database each see every registration:
+ * arrays, probed as the SQL multi-index was (428 buckets, BLOCK_RADII) with each entry's whole hash checked
+ * within IMAGE_RADIUS. The table stays the truth; the copy is kept in step with it at every scan, so several
+ * server instances on one database each see every registration:
  *
- * - Each row carries the id of the transaction that wrote it (`xid`, `pg_current_xact_id()`) and a `seq`.
- *   A sync reads, with the snapshot of its statement, the rows no earlier sync could have seen: those written
- *   by a transaction still running at the previous sync's snapshot (its `xip`) or started after it (`xid` ≥
- *   its `xmax`), through the (tag, xid) index. The first sync reads the tag's rows in `seq` chunks; a row a
- *   later chunk reads again is recognised by its `seq` and skipped.
- * - What the copy finds is only a candidate: the rows found are read back by `seq` with their item, whose
- *   workspace is checked (the tag is a 32-bit hash of the workspace id, not unique) and whose existence is: a
- *   deleted item's rows (ON DELETE CASCADE) are gone from the table, so they are never answered, though their
- *   entries stay in the copy until the process restarts.
+ * - Each row carries the id of the transaction that wrote it (`xid`, `pg_current_xact_id()`) and a `seq`. A
+ *   scan's one statement (IMAGE_LOOKUP_SQL) reads, with its own snapshot, the rows the previous statement's
+ *   snapshot could not see: those written by a transaction running then (its `xip`) or started since (`xid` ≥
+ *   its `xmax`), through (tag, xid), and adds them to the copy. The first scan of a workspace in a process
+ *   first reads all the tag's rows in `seq` chunks (IMAGE_LOAD_SQL); a row met twice is recognised by its `seq`.
+ * - What the copy finds is only a candidate: the same statement reads the rows found back by `seq` with their
+ *   item, whose workspace is checked (the tag is a 32-bit hash of the workspace id, not unique) and whose
+ *   existence is: a deleted item's rows (ON DELETE CASCADE) are gone from the table, so they are never answered,
+ *   though their entries stay in the copy until the process drops it. The rows the copy did not have yet are
+ *   checked against the probe there, in SQL.
  *
- * Memory: 32 bytes an indexed hash (64 MB for a workspace of 1,000,000 images); a workspace not scanned for a
- * while is dropped once the copies together pass MAX_ENTRIES.
+ * Memory: 64 bytes an indexed hash (128 MB for a workspace of 1,000,000 images); the workspaces scanned least
+ * recently are dropped once the copies together pass MAX_ENTRIES (and read again at their next scan).
  */
 
 /** A statement run on the database: the service's SqlClient, or the benchmark's client. */
@@ -37,9 +38,9 @@ const MAX_ENTRIES = 4_000_000
 
 /** What a sync statement answers: its snapshot, and the rows it read packed, `seq` and `hash` 8 bytes each. */
 const SNAPSHOT_AND_ROWS = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
-    ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())::text) AS xip,
-    (SELECT count(*)::int FROM fresh) AS count, (SELECT max(seq)::text FROM fresh) AS last,
-    (SELECT coalesce(string_agg(int8send(seq) || int8send(hash), ''::bytea), ''::bytea) FROM fresh) AS packed`
+    ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())::text) AS xip, a.count, a.last, a.packed`
+const FROM_ROWS = `FROM (SELECT count(*)::int AS count, max(seq)::text AS last,
+    coalesce(string_agg(int8send(seq) || int8send(hash), ''::bytea), ''::bytea) AS packed FROM fresh) AS a`
 
 /**
  * A chunk of the first sync of a workspace's copy (`$1` the workspace, `$2` the last `seq` read so far, `$3` the
@@ -48,23 +49,25 @@ const SNAPSHOT_AND_ROWS = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text 
  */
 export const IMAGE_LOAD_SQL = `WITH fresh AS (SELECT seq, hash FROM content_image_hashes
     WHERE tag = hashtext($1) AND seq > $2::bigint ORDER BY seq LIMIT $3::int)
-  ${SNAPSHOT_AND_ROWS}`
+  ${SNAPSHOT_AND_ROWS} ${FROM_ROWS}`
 
 /**
- * A later sync (`$1` the workspace, `$2` the previous sync's snapshot's xmax, `$3` its running transactions),
- * through (tag, xid): the rows of the tag that snapshot could not see, and this statement's snapshot.
+ * The lookup, in one statement (`$1` the workspace, `$2` the previous sync's snapshot's xmax, `$3` its running
+ * transactions, `$4` the `seq`s the copy found within IMAGE_RADIUS of the probe, `$5` the probe as
+ * `hashColumn`): the rows of the tag that snapshot could not see, through (tag, xid), packed as the load's,
+ * with this statement's snapshot; and, as JSON, the rows found, the copy's and those among the unseen rows
+ * within IMAGE_RADIUS, read back through (tag, seq) with their item, in this workspace and still there.
  */
-export const IMAGE_SYNC_SQL = `WITH fresh AS (SELECT seq, hash FROM content_image_hashes
-    WHERE tag = hashtext($1) AND (xid >= $2::text::xid8 OR xid = ANY($3::text[]::xid8[])))
-  ${SNAPSHOT_AND_ROWS}`
-
-/**
- * The rows the copy found (`$1` the workspace, `$2` their `seq`s), with their item, in this workspace and
- * still there.
- */
-export const IMAGE_FOUND_SQL = `SELECT h.seq::text AS seq, h.content_id, h.mirror, h.hash::text AS hash
-  FROM content_image_hashes h JOIN content_items c ON c.id = h.content_id AND c.workspace_id = $1
-  WHERE h.tag = hashtext($1) AND h.seq = ANY($2::bigint[])`
+export const IMAGE_LOOKUP_SQL = `WITH fresh AS (SELECT seq, hash, content_id, mirror FROM content_image_hashes
+    WHERE tag = hashtext($1) AND (xid >= $2::text::xid8 OR xid = ANY($3::text[]::xid8[]))),
+  found AS (SELECT h.seq::text AS seq, h.content_id, h.mirror, h.hash::text AS hash
+      FROM content_image_hashes h JOIN content_items c ON c.id = h.content_id AND c.workspace_id = $1
+      WHERE h.tag = hashtext($1) AND h.seq = ANY($4::bigint[])
+    UNION
+    SELECT f.seq::text, f.content_id, f.mirror, f.hash::text
+      FROM fresh f JOIN content_items c ON c.id = f.content_id AND c.workspace_id = $1
+      WHERE bit_count((f.hash # $5::bigint)::bit(64)) <= ${IMAGE_RADIUS})
+  ${SNAPSHOT_AND_ROWS}, (SELECT coalesce(json_agg(found), '[]') FROM found) AS found ${FROM_ROWS}`
 
 const popcount = (x: number) => {
   x -= (x >>> 1) & 0x55555555
@@ -203,44 +206,34 @@ const addPacked = (copy: Copy, packed: Uint8Array, checkRepeat: boolean) => {
     copy.add(Number(view.getBigInt64(at)), view.getUint32(at + 8), view.getUint32(at + 12), checkRepeat)
 }
 
-/** Brings the workspace's copy up to the table (as of this statement's snapshot). */
-const sync = (query: ImageQuery, workspaceId: string, copy: Copy, chunk: number) =>
+interface SyncRow {
+  readonly xmax: string
+  readonly xip: ReadonlyArray<string>
+  readonly count: number
+  readonly last: string | null
+  readonly packed: Uint8Array
+}
+
+/** The first sync of a workspace's copy in this process: every row of its tag, `chunk` a statement. */
+const load = (query: ImageQuery, workspaceId: string, copy: Copy, chunk: number) =>
   Effect.gen(function* () {
-    for (;;) {
-      const first = copy.xmax === null
-      const [row] =
-        copy.xmax === null
-          ? yield* query(IMAGE_LOAD_SQL, [workspaceId, copy.loadedTo, chunk])
-          : yield* query(IMAGE_SYNC_SQL, [workspaceId, copy.xmax, copy.xip])
-      const r = row as {
-        xmax: string
-        xip: ReadonlyArray<string>
-        count: number
-        last: string | null
-        packed: Uint8Array
-      }
-      // A later sync may meet a row again: one a later chunk of the first sync read, or one whose `xid` is ahead
-      // of this cluster's (restored from another): it is recognised by its `seq`.
-      addPacked(copy, r.packed, !first)
-      if (first) {
-        // The first chunk's snapshot is the one later syncs look past: a row a later chunk saw as well is read
-        // again then, and recognised.
-        if (copy.loadingXmax === null) {
-          copy.loadingXmax = r.xmax
-          copy.xip = r.xip
-        }
-        if (r.count === chunk && r.last !== null) {
-          copy.loadedTo = r.last
-          continue
-        }
-        copy.xmax = copy.loadingXmax
-        copy.loadingXmax = null
-        copy.rebuild()
-      } else {
-        copy.xmax = r.xmax
+    while (copy.xmax === null) {
+      const [row] = yield* query(IMAGE_LOAD_SQL, [workspaceId, copy.loadedTo, chunk])
+      const r = row as unknown as SyncRow
+      addPacked(copy, r.packed, false)
+      // The first chunk's snapshot is the one the next sync looks past: a row a later chunk saw as well is
+      // read again then, and recognised by its `seq`.
+      if (copy.loadingXmax === null) {
+        copy.loadingXmax = r.xmax
         copy.xip = r.xip
       }
-      return
+      if (r.count === chunk && r.last !== null) {
+        copy.loadedTo = r.last
+        continue
+      }
+      copy.xmax = copy.loadingXmax
+      copy.loadingXmax = null
+      copy.rebuild()
     }
   })
 
@@ -276,14 +269,25 @@ export interface ImageHit {
 export const lookupImage = (query: ImageQuery, workspaceId: string, phash: string, chunk = CHUNK) =>
   Effect.gen(function* () {
     const copy = copyOf(workspaceId)
-    const found = yield* copy.lock.withPermits(1)(
+    const rows = yield* copy.lock.withPermits(1)(
       Effect.gen(function* () {
-        yield* sync(query, workspaceId, copy, chunk)
-        return copy.near(phash)
+        yield* load(query, workspaceId, copy, chunk)
+        const [row] = yield* query(IMAGE_LOOKUP_SQL, [
+          workspaceId,
+          copy.xmax,
+          copy.xip,
+          copy.near(phash).map(String),
+          hashColumn(phash),
+        ])
+        const r = row as unknown as SyncRow & { found: ReadonlyArray<Record<string, unknown>> }
+        // A row met again (one a later chunk of the first sync read, or one whose `xid` is ahead of this
+        // cluster's, restored from another) is recognised by its `seq`.
+        addPacked(copy, r.packed, true)
+        copy.xmax = r.xmax
+        copy.xip = r.xip
+        return r.found
       }),
     )
-    if (found.length === 0) return []
-    const rows = yield* query(IMAGE_FOUND_SQL, [workspaceId, found.map(String)])
     const probe = BigInt(hashColumn(phash))
     return rows.map((r): ImageHit => {
       let x = BigInt.asUintN(64, BigInt(r.hash as string) ^ probe)

@@ -2,9 +2,8 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { hamming, IMAGE_RADIUS } from "../../src/content/imageHash.ts"
 import {
-  IMAGE_FOUND_SQL,
   IMAGE_LOAD_SQL,
-  IMAGE_SYNC_SQL,
+  IMAGE_LOOKUP_SQL,
   type ImageQuery,
   imageCopySize,
   lookupImage,
@@ -71,9 +70,15 @@ class Table {
   readonly query: ImageQuery = (statement, params) =>
     Effect.sync(() => {
       this.statements.push(statement)
-      if (statement === IMAGE_LOAD_SQL || statement === IMAGE_SYNC_SQL) {
+      if (statement === IMAGE_LOAD_SQL || statement === IMAGE_LOOKUP_SQL) {
         const [, after, chunk] = params as [unknown, string, number]
-        const [, xmax, xip] = params as [unknown, string, ReadonlyArray<string>]
+        const [workspaceId, xmax, xip, seqs, probe] = params as [
+          string,
+          string,
+          ReadonlyArray<string>,
+          ReadonlyArray<string>,
+          string,
+        ]
         const fresh =
           statement === IMAGE_LOAD_SQL
             ? this.visible()
@@ -87,6 +92,23 @@ class Table {
           view.setBigInt64(i * 16, BigInt(r.seq))
           view.setBigUint64(i * 16 + 8, BigInt(`0x${r.hash}`))
         })
+        const probeHex =
+          statement === IMAGE_LOOKUP_SQL ? BigInt.asUintN(64, BigInt(probe)).toString(16).padStart(16, "0") : ""
+        const found =
+          statement === IMAGE_LOOKUP_SQL
+            ? this.visible()
+                .filter(
+                  (r) =>
+                    r.workspaceId === workspaceId &&
+                    (seqs.includes(String(r.seq)) || (fresh.includes(r) && hamming(r.hash, probeHex) <= IMAGE_RADIUS)),
+                )
+                .map((r) => ({
+                  seq: String(r.seq),
+                  content_id: r.contentId,
+                  mirror: false,
+                  hash: BigInt.asIntN(64, BigInt(`0x${r.hash}`)).toString(),
+                }))
+            : undefined
         return [
           {
             xmax: String(this.nextXid),
@@ -94,19 +116,9 @@ class Table {
             count: fresh.length,
             last: fresh.length === 0 ? null : String(Math.max(...fresh.map((r) => r.seq))),
             packed,
+            found,
           },
         ]
-      }
-      if (statement === IMAGE_FOUND_SQL) {
-        const [workspaceId, seqs] = params as [string, ReadonlyArray<string>]
-        return this.visible()
-          .filter((r) => r.workspaceId === workspaceId && seqs.includes(String(r.seq)))
-          .map((r) => ({
-            seq: String(r.seq),
-            content_id: r.contentId,
-            mirror: false,
-            hash: BigInt.asIntN(64, BigInt(`0x${r.hash}`)).toString(),
-          }))
       }
       throw new Error(`unexpected statement ${statement.slice(0, 40)}`)
     })
@@ -170,7 +182,7 @@ describe("the image multi-index's copy in the process", () => {
     table.insert(theirs, "cnt_theirs", b)
     table.statements = []
     expect(ids(await lookup(table, ws, b))).toEqual(["cnt_b"])
-    expect(table.statements).toEqual([IMAGE_SYNC_SQL, IMAGE_FOUND_SQL])
+    expect(table.statements).toEqual([IMAGE_LOOKUP_SQL])
   })
 
   it("a row read by a later chunk of the first sync and again by the next sync counts once", async () => {
