@@ -47,6 +47,7 @@ import {
   fingerprintText,
   minHashOf,
   minHashSimilarity,
+  SHINGLE_WORDS,
   tokenize,
 } from "./textFingerprint.ts"
 import { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE } from "./watermark.ts"
@@ -427,22 +428,25 @@ export class ContentService extends Context.Service<
             if (at) at.push(f.pos)
             else positions.set(f.hash, [f.pos])
           }
-          // One statement for every fingerprint: an index probe each, inside the server. The MinHash signature
-          // (needed only to verify the candidates found) is computed while the statement runs.
-          const [hits, minhash] = yield* Effect.all(
-            [
-              sql
-                .unsafe<{ content_id: string; hash: string | number; pos: number }>(TEXT_LOOKUP_SQL, [
-                  actor.workspaceId,
-                  [...positions.keys()],
-                  only ?? null,
-                ])
-                .pipe(Effect.orDie),
-              Effect.sync(() => minHashOf(shingles)),
-            ],
-            { concurrency: 2 },
-          )
-          const fp = { tokens, minhash }
+          // One statement for every fingerprint: an index probe each, inside the server.
+          const hits = yield* sql
+            .unsafe<{ content_id: string; hash: string | number; pos: number }>(TEXT_LOOKUP_SQL, [
+              actor.workspaceId,
+              [...positions.keys()],
+              only ?? null,
+            ])
+            .pipe(Effect.orDie)
+          // The MinHash estimate of an item's Jaccard similarity, computed only for an item long enough to be a
+          // near-duplicate: Jaccard is at most |B| / |A| for the item's shingles B and the candidate's A, and where
+          // that is under 1/4 an estimate of 0.5 or more could only be noise (a 64-slot signature of a true 0.25
+          // reads 0.5 about once in 100,000).
+          const distinct = new Set(shingles).size
+          let minhash: ReadonlyArray<number> | undefined
+          const jaccardWith = (registeredWords: number, signature: ReadonlyArray<number>) => {
+            if (Math.max(1, registeredWords - SHINGLE_WORDS + 1) * 4 < distinct) return 0
+            minhash ??= minHashOf(shingles)
+            return minHashSimilarity(minhash, signature)
+          }
           const seeds = new Map<string, Array<readonly [number, number]>>()
           for (const h of hits) {
             const pairs = seeds.get(h.content_id) ?? []
@@ -465,12 +469,12 @@ export class ContentService extends Context.Service<
             if (!row) continue
             const registeredText = Buffer.from(row.asset, "base64").toString("utf8")
             const registered = tokenize(registeredText)
-            const spans = copiedSpans(fp.tokens, registered, pairs)
+            const spans = copiedSpans(tokens, registered, pairs)
             const found = coverage(
               spans.map((s) => s.registered),
               registered.length,
             )
-            const jaccard = minHashSimilarity(fp.minhash, row.minhash)
+            const jaccard = jaccardWith(registered.length, row.minhash)
             if (spans.length === 0 && jaccard < MINHASH_NEAR_DUPLICATE) continue
             // MinHash speaks only for whole-document near-duplicates; below that the spans are the evidence.
             const nearDuplicate = jaccard >= MINHASH_NEAR_DUPLICATE && jaccard > found
@@ -479,7 +483,7 @@ export class ContentService extends Context.Service<
               similarity: Math.round((nearDuplicate ? jaccard : found) * 10000) / 10000,
               method: nearDuplicate ? "text-minhash" : "text-winnowing",
               spans: spans.map((s) => ({
-                candidate: { start: fp.tokens[s.candidate[0]]!.start, end: fp.tokens[s.candidate[1] - 1]!.end },
+                candidate: { start: tokens[s.candidate[0]]!.start, end: tokens[s.candidate[1] - 1]!.end },
                 registered: { start: registered[s.registered[0]]!.start, end: registered[s.registered[1] - 1]!.end },
                 words: s.candidate[1] - s.candidate[0],
               })),
