@@ -72,6 +72,9 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
         SELECT c.table_name AS table, array_agg(c.column_name::text ORDER BY c.ordinal_position) AS columns
         FROM information_schema.columns c JOIN pg_tables t ON t.tablename = c.table_name AND t.schemaname = 'public'
         WHERE c.table_schema = 'public' AND c.is_generated = 'NEVER' AND c.table_name <> 'schema_migrations'
+          -- The transaction that wrote a row (content_image_hashes.xid, migration 0024) is this cluster's: a
+          -- restore writes its own.
+          AND c.column_default IS DISTINCT FROM 'pg_current_xact_id()'
         GROUP BY c.table_name ORDER BY c.table_name`
       const header: BackupHeader = {
         format: BACKUP_FORMAT,

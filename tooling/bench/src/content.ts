@@ -1,12 +1,13 @@
 import { availableParallelism } from "node:os"
 import {
-  fingerprintText,
+  candidateFingerprints,
   hashImage,
-  IMAGE_LOOKUP_SQL,
   IMAGE_RADIUS,
-  imageLookupParams,
+  type ImageQuery,
+  lookupImage,
   TEXT_LOOKUP_SQL,
 } from "@agentgov/domain"
+import { Effect } from "effect"
 import type postgres from "postgres"
 import sharp from "sharp"
 import { type BenchmarkResult, benchmark, cpuLine, cpuPer, measure, round, summarise, target } from "./report.ts"
@@ -126,11 +127,10 @@ const seedImages = async (db: postgres.Sql, workspaceId: string, count: number) 
       FROM generate_series(1, $2::int) g`,
         [workspaceId, count],
       )
-      // As IMAGE_INDEX_INSERT_SQL (and migration 0021) cut a hash into its blocks.
+      // As IMAGE_INDEX_INSERT_SQL stores them (`seq` and `xid` from their defaults).
       await sql.unsafe(
-        `INSERT INTO content_image_hashes (content_id, mirror, hash, tag, b0, b1, b2, b3)
-      SELECT c.id, h.mirror, h.hash, hashtext(c.workspace_id), (h.hash >> 48) & 65535, (h.hash >> 32) & 65535,
-        (h.hash >> 16) & 65535, h.hash & 65535
+        `INSERT INTO content_image_hashes (content_id, mirror, hash, tag)
+      SELECT c.id, h.mirror, h.hash, hashtext(c.workspace_id)
       FROM content_items c
         CROSS JOIN LATERAL (VALUES (('x' || c.phash)::bit(64)::bigint, false), (('x' || c.mirror_phash)::bit(64)::bigint, true))
           AS h(hash, mirror)
@@ -199,27 +199,46 @@ export const runContentImageScanBenchmark = async (
     probes.push({ id: item.id, copy: copy.toString("base64"), phash: (await hashImage(copy)).phash })
   }
 
+  // The lookup the scan runs (lookupImage: the copy of the workspace's index brought up to the table, probed, and
+  // what it found read back), here in this process with its own copy, on the same database. Its statements and
+  // their parameters are kept to explain them afterwards.
+  const ran = new Map<string, Array<ReadonlyArray<unknown>>>()
+  const query: ImageQuery = (statement, params) =>
+    Effect.promise(async () => {
+      ran.set(statement, [...(ran.get(statement) ?? []), params])
+      return sql.unsafe(statement, params as Array<never>)
+    })
+  const lookupOnce = (phash: string) => Effect.runPromise(lookupImage(query, workspaceId, phash))
+  // The first lookup of a workspace in a process reads all its hashes into the copy: timed apart, as is the
+  // first scan through the route (the server's copy).
+  const coldLookup = await timed(() => lookupOnce(probes[0]!.phash))
+  const coldRoute = await timed(() => api.call("POST", "/api/v1/content/scan", { data: probes[0]!.copy }))
+  expectStatus(coldRoute.value, 200, "scanning an image")
+  log(
+    `  content-image-scan: first lookup in a process (copy read: ${IMAGES * 2 + IMAGE_PROBES * 2} hashes) ${round(coldLookup.ms)} ms; first scan through the route ${round(coldRoute.ms)} ms`,
+  )
+  ran.clear()
   const route: Array<number> = []
   const lookup: Array<number> = []
   let found = 0
+  let lookupFound = 0
   for (let round = 0; round < IMAGE_ROUNDS; round++)
     for (const p of probes) {
       const res = await timed(() => api.call("POST", "/api/v1/content/scan", { data: p.copy }))
       const data = expectStatus(res.value, 200, "scanning an image")
       if (data.matches[0]?.contentId === p.id) found++
       route.push(res.ms)
-      // The lookup alone: the statement the scan runs, with the same parameters, on the same database.
-      lookup.push(
-        (await timed(() => sql.unsafe(IMAGE_LOOKUP_SQL, [...imageLookupParams(workspaceId, p.phash, null)]))).ms,
-      )
+      const hits = await timed(() => lookupOnce(p.phash))
+      if (hits.value.some((h) => h.contentId === p.id && h.distance <= IMAGE_RADIUS)) lookupFound++
+      lookup.push(hits.ms)
     }
-  const lookupPlan = await medianPlan(
-    sql,
-    IMAGE_LOOKUP_SQL,
-    probes.map((p) => imageLookupParams(workspaceId, p.phash, null)),
-  )
+  if (lookupFound !== route.length) throw new Error(`the lookup found ${lookupFound} of ${route.length} probes`)
+  // Plan-level evidence for the lookup's statement (IMAGE_LOOKUP_SQL, its one statement once the copy is
+  // made), with parameters the timed lookups used.
+  const [statement, params] = [...ran.entries()][0]!
+  const lookupPlan = await medianPlan(sql, statement, params.slice(0, IMAGE_PROBES))
   log(
-    `  content-image-scan: EXPLAIN (ANALYZE, BUFFERS) median ${lookupPlan.executionMs} ms, ${lookupPlan.buffers} buffers`,
+    `  content-image-scan: EXPLAIN (ANALYZE, BUFFERS) of the lookup's statement: median ${lookupPlan.executionMs} ms, ${lookupPlan.buffers} buffers`,
   )
   const linear: Array<number> = []
   for (const p of probes.slice(0, LINEAR_PROBES)) {
@@ -245,7 +264,7 @@ export const runContentImageScanBenchmark = async (
   )
   return benchmark({
     name: "content-image-scan",
-    what: `image scan against ${IMAGES.toLocaleString("en")} registered images (2 hashes each, seeded in SQL in the stored shape) plus ${IMAGE_PROBES} registered through the API, each looked for ${IMAGE_ROUNDS} times by a 320-px JPEG q70 copy: the multi-index lookup the scan runs (IMAGE_LOOKUP_SQL), and POST /content/scan end to end`,
+    what: `image scan against ${IMAGES.toLocaleString("en")} registered images (2 hashes each, seeded in SQL in the stored shape) plus ${IMAGE_PROBES} registered through the API, each looked for ${IMAGE_ROUNDS} times by a 320-px JPEG q70 copy: the multi-index lookup the scan runs (lookupImage: the process's copy of the workspace's index probed, then one statement that brings the copy up to the table and reads back the hashes found with their items; run here in the benchmark's process, with its own copy), and POST /content/scan end to end. The first lookup and the first scan of the workspace in a process read every hash into the copy: timed apart (details), not in the rounds`,
     unit: "ms (p99)",
     value: lookupMs.p99,
     baseline: {
@@ -261,6 +280,8 @@ export const runContentImageScanBenchmark = async (
       seedingSeconds: round(seeding.ms / 1000),
       lookupMs,
       lookupPlan,
+      firstLookupMs: round(coldLookup.ms),
+      firstRouteScanMs: round(coldRoute.ms),
       routeMs,
       linearScanMs: linearMs,
       speedupOverLinearP50: round(linearMs.p50 / lookupMs.p50),
@@ -361,7 +382,7 @@ export const runContentTextScanBenchmark = async (
     TEXT_LOOKUP_SQL,
     candidates
       .slice(0, 10)
-      .map((text) => [workspaceId, [...new Set(fingerprintText(text).fingerprints.map((f) => f.hash))], null]),
+      .map((text) => [workspaceId, [...new Set(candidateFingerprints(text).fingerprints.map((f) => f.hash))], null]),
   )
   const ms = summarise(latencies)
   log(

@@ -30,17 +30,26 @@ import { ContentNotFound } from "./ContentErrors.ts"
 import { ContentSettings } from "./ContentSettings.ts"
 import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
 import {
+  hamming,
   hashImage,
   IMAGE_INDEX_INSERT_SQL,
-  IMAGE_LOOKUP_SQL,
   IMAGE_MEDIA_TYPES,
   IMAGE_RADIUS,
-  imageLookupParams,
   indexRows,
   inspectImage,
 } from "./imageHash.ts"
+import { type ImageHit, type ImageQuery, lookupImage } from "./imageIndex.ts"
 import { composeNotice, sendNotice } from "./takedownNotice.ts"
-import { copiedSpans, coverage, fingerprintText, minHashSimilarity, tokenize } from "./textFingerprint.ts"
+import {
+  candidateFingerprints,
+  copiedSpans,
+  coverage,
+  fingerprintText,
+  minHashOf,
+  minHashSimilarity,
+  SHINGLE_WORDS,
+  tokenize,
+} from "./textFingerprint.ts"
 import { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE } from "./watermark.ts"
 
 interface ItemRow {
@@ -218,6 +227,9 @@ export class ContentService extends Context.Service<
       const agents = yield* AgentRepo
       const c2pa = yield* C2paSigner
       const tx = transactional(sql)
+      /** The image multi-index's statements (imageIndex.ts), on this service's database. */
+      const query: ImageQuery = (statement, params) =>
+        sql.unsafe<Record<string, unknown>>(statement, params as Array<unknown>).pipe(Effect.orDie)
 
       const findItem = (workspaceId: string, id: string) =>
         sql<ItemRow>`SELECT ${sql.literal(ITEM_COLUMNS)},
@@ -407,10 +419,11 @@ export class ContentService extends Context.Service<
 
       const scanText = (actor: Actor, text: string, only: string | undefined) =>
         Effect.gen(function* () {
-          const fp = fingerprintText(text)
-          if (fp.fingerprints.length === 0) return []
+          // Winnowed with the scan's wider window: every run long enough to be reported still shares one.
+          const { tokens, shingles, fingerprints } = candidateFingerprints(text)
+          if (fingerprints.length === 0) return []
           const positions = new Map<number, Array<number>>()
-          for (const f of fp.fingerprints) {
+          for (const f of fingerprints) {
             const at = positions.get(f.hash)
             if (at) at.push(f.pos)
             else positions.set(f.hash, [f.pos])
@@ -423,6 +436,17 @@ export class ContentService extends Context.Service<
               only ?? null,
             ])
             .pipe(Effect.orDie)
+          // The MinHash estimate of an item's Jaccard similarity, computed only for an item long enough to be a
+          // near-duplicate: Jaccard is at most |B| / |A| for the item's shingles B and the candidate's A, and where
+          // that is under 1/4 an estimate of 0.5 or more could only be noise (a 64-slot signature of a true 0.25
+          // reads 0.5 about once in 100,000).
+          const distinct = new Set(shingles).size
+          let minhash: ReadonlyArray<number> | undefined
+          const jaccardWith = (registeredWords: number, signature: ReadonlyArray<number>) => {
+            if (Math.max(1, registeredWords - SHINGLE_WORDS + 1) * 4 < distinct) return 0
+            minhash ??= minHashOf(shingles)
+            return minHashSimilarity(minhash, signature)
+          }
           const seeds = new Map<string, Array<readonly [number, number]>>()
           for (const h of hits) {
             const pairs = seeds.get(h.content_id) ?? []
@@ -445,12 +469,12 @@ export class ContentService extends Context.Service<
             if (!row) continue
             const registeredText = Buffer.from(row.asset, "base64").toString("utf8")
             const registered = tokenize(registeredText)
-            const spans = copiedSpans(fp.tokens, registered, pairs)
+            const spans = copiedSpans(tokens, registered, pairs)
             const found = coverage(
               spans.map((s) => s.registered),
               registered.length,
             )
-            const jaccard = minHashSimilarity(fp.minhash, row.minhash)
+            const jaccard = jaccardWith(registered.length, row.minhash)
             if (spans.length === 0 && jaccard < MINHASH_NEAR_DUPLICATE) continue
             // MinHash speaks only for whole-document near-duplicates; below that the spans are the evidence.
             const nearDuplicate = jaccard >= MINHASH_NEAR_DUPLICATE && jaccard > found
@@ -459,7 +483,7 @@ export class ContentService extends Context.Service<
               similarity: Math.round((nearDuplicate ? jaccard : found) * 10000) / 10000,
               method: nearDuplicate ? "text-minhash" : "text-winnowing",
               spans: spans.map((s) => ({
-                candidate: { start: fp.tokens[s.candidate[0]]!.start, end: fp.tokens[s.candidate[1] - 1]!.end },
+                candidate: { start: tokens[s.candidate[0]]!.start, end: tokens[s.candidate[1] - 1]!.end },
                 registered: { start: registered[s.registered[0]]!.start, end: registered[s.registered[1] - 1]!.end },
                 words: s.candidate[1] - s.candidate[0],
               })),
@@ -478,21 +502,24 @@ export class ContentService extends Context.Service<
       const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
         Effect.gen(function* () {
           const hashes = yield* Effect.promise(() => hashImage(bytes))
-          // Multi-index lookup: each block within its radius of the probe's, exactly, through that block's
-          // covering index, and the whole hash's distance checked there.
-          const hits = yield* sql
-            .unsafe<{
-              content_id: string
-              mirror: boolean
-              distance: number
-            }>(IMAGE_LOOKUP_SQL, imageLookupParams(actor.workspaceId, hashes.phash, only ?? null))
-            .pipe(Effect.orDie)
-          // An item is found by up to four blocks, of its hash and of its mirror's: its nearest counts.
+          // Multi-index lookup in the process's copy of the workspace's index, brought up to the table first
+          // (imageIndex.ts); against one item, that item's two hashes.
+          const hits: ReadonlyArray<ImageHit> =
+            only === undefined
+              ? yield* lookupImage(query, actor.workspaceId, hashes.phash)
+              : (yield* sql<{ phash: string; mirror_phash: string }>`SELECT phash, mirror_phash FROM content_items
+                  WHERE workspace_id = ${actor.workspaceId} AND id = ${only} AND kind = 'image'`.pipe(
+                  Effect.orDie,
+                )).flatMap((r) => [
+                  { contentId: only, mirror: false, distance: hamming(r.phash, hashes.phash) },
+                  { contentId: only, mirror: true, distance: hamming(r.mirror_phash, hashes.phash) },
+                ])
+          // An item is found by its hash and by its mirror's: its nearest counts.
           const nearest = new Map<string, { distance: number; mirror: boolean }>()
           for (const h of hits) {
-            const seen = nearest.get(h.content_id)
+            const seen = nearest.get(h.contentId)
             if (!seen || h.distance < seen.distance || (h.distance === seen.distance && !h.mirror))
-              nearest.set(h.content_id, { distance: Number(h.distance), mirror: h.mirror })
+              nearest.set(h.contentId, { distance: h.distance, mirror: h.mirror })
           }
           const out: Array<ContentMatch> = []
           for (const [contentId, { distance, mirror }] of nearest) {

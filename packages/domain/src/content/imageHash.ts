@@ -162,7 +162,8 @@ export const hashColumn = (hex: string): string => BigInt.asIntN(64, BigInt(`0x$
 
 /**
  * The rows a registered image adds to the multi-index (`content_image_hashes`): its pHash and its mirror's.
- * The row's blocks are cut from the hash in SQL (IMAGE_INDEX_INSERT_SQL), as migration 0021 cut them.
+ * Each row also gets a `seq` and the id of the transaction writing it (`xid`, migration 0024), by which the
+ * servers' copies of the index (imageIndex.ts) find it.
  */
 export const indexRows = (hashes: { readonly phash: string; readonly mirrorPhash: string }) => [
   { hash: hashColumn(hashes.phash), mirror: false },
@@ -170,43 +171,13 @@ export const indexRows = (hashes: { readonly phash: string; readonly mirrorPhash
 ]
 
 /** Inserts `indexRows` (`$1` the workspace, `$2` the item, `$3` the rows as JSON). */
-export const IMAGE_INDEX_INSERT_SQL = `INSERT INTO content_image_hashes (content_id, mirror, hash, tag, b0, b1, b2, b3)
-  SELECT $2, x.mirror, x.hash, hashtext($1), (x.hash >> 48) & 65535, (x.hash >> 32) & 65535, (x.hash >> 16) & 65535,
-    x.hash & 65535
-  FROM (SELECT r.hash::bigint AS hash, r.mirror FROM jsonb_to_recordset($3::text::jsonb) AS r(hash text, mirror boolean)) AS x`
+export const IMAGE_INDEX_INSERT_SQL = `INSERT INTO content_image_hashes (content_id, mirror, hash, tag)
+  SELECT $2, r.mirror, r.hash::bigint, hashtext($1)
+  FROM jsonb_to_recordset($3::text::jsonb) AS r(hash text, mirror boolean)`
 
-const within = `bit_count((hash # $6::bigint)::bit(64)) <= ${IMAGE_RADIUS}`
-
-/**
- * The multi-index lookup (`$1` workspace, `$2`–`$5` the values probed in blocks 0–3, `$6` the probe as
- * `hashColumn`, `$7` one item or null): every indexed hash within IMAGE_RADIUS of the probe, with its
- * distance. Each block has an index of its own on (workspace tag, block) carrying the whole hash, so each
- * probe is an index-only lookup that checks the distance on the index entry; only the hashes found near are
- * then read, through block 0's index (tag, b0, hash), for their item, whose workspace is checked (the tag is
- * a 32-bit hash of the workspace id: another workspace's hash may share it, never its items). Kept here,
- * one text, so the benchmark times the very statement the scan runs.
- */
-export const IMAGE_LOOKUP_SQL = `WITH near AS (
-    SELECT hash FROM content_image_hashes WHERE tag = hashtext($1) AND b0 = ANY($2::int[]) AND ${within}
-    UNION SELECT hash FROM content_image_hashes WHERE tag = hashtext($1) AND b1 = ANY($3::int[]) AND ${within}
-    UNION SELECT hash FROM content_image_hashes WHERE tag = hashtext($1) AND b2 = ANY($4::int[]) AND ${within}
-    UNION SELECT hash FROM content_image_hashes WHERE tag = hashtext($1) AND b3 = ANY($5::int[]) AND ${within}
-  )
-  SELECT h.content_id, h.mirror, bit_count((h.hash # $6::bigint)::bit(64))::int AS distance
-  FROM near
-  JOIN content_image_hashes h
-    ON h.tag = hashtext($1) AND h.b0 = ((near.hash >> 48) & 65535)::int AND h.hash = near.hash
-  JOIN content_items c ON c.id = h.content_id AND c.workspace_id = $1
-  WHERE $7::text IS NULL OR h.content_id = $7`
-
-/** The parameters of IMAGE_LOOKUP_SQL for a probe pHash. */
-export const imageLookupParams = (workspaceId: string, phash: string, only: string | null) =>
-  [
-    workspaceId,
-    ...blocksOf(phash).map((value, block) => neighbours(value, BLOCK_RADII[block]!)),
-    hashColumn(phash),
-    only,
-  ] as const
+/** The values the multi-index looks up for a probe pHash: per block, every value within that block's radius. */
+export const probedValues = (phash: string): Array<Array<number>> =>
+  blocksOf(phash).map((value, block) => neighbours(value, BLOCK_RADII[block]!))
 
 /** Every 16-bit value within `radius` bits of `value` (137 values for radius 2, 17 for radius 1). */
 export const neighbours = (value: number, radius: number): Array<number> => {

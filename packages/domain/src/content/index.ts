@@ -9,11 +9,10 @@ export {
   hashColumn,
   hashImage,
   IMAGE_INDEX_INSERT_SQL,
-  IMAGE_LOOKUP_SQL,
   IMAGE_RADIUS,
-  imageLookupParams,
   indexRows,
   MAX_INPUT_PIXELS,
 } from "./imageHash.ts"
-export { fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
+export { type ImageHit, type ImageQuery, lookupImage } from "./imageIndex.ts"
+export { candidateFingerprints, fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
 export { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE, PSNR_FLOOR } from "./watermark.ts"

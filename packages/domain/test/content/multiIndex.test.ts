@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { BLOCK_RADII, BLOCKS, blocksOf, hamming, IMAGE_RADIUS, imageLookupParams } from "../../src/content/imageHash.ts"
+import { BLOCK_RADII, BLOCKS, blocksOf, hamming, IMAGE_RADIUS, probedValues } from "../../src/content/imageHash.ts"
 
 /** A hash of 16 hex digits from a seeded generator. */
 const rng = (seed: number) => {
@@ -46,8 +46,7 @@ describe("the image multi-index's probe", () => {
       }
       const probe = bits.toString(16).padStart(16, "0")
       const distance = hamming(stored, probe)
-      const [, ...rest] = imageLookupParams("ws", probe, null)
-      const probed = rest.slice(0, BLOCKS) as Array<Array<number>>
+      const probed = probedValues(probe)
       expect(probed.map((p) => p.length)).toEqual([137, 137, 137, 17])
       const found = blocksOf(stored).some((v, i) => probed[i]!.includes(v))
       if (distance <= IMAGE_RADIUS) expect(found, `${stored} ${probe} at ${distance}`).toBe(true)

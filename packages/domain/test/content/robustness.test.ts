@@ -1,7 +1,17 @@
 import sharp from "sharp"
 import { describe, expect, it } from "vitest"
 import { hamming, hashImage, IMAGE_RADIUS } from "../../src/content/imageHash.ts"
-import { copiedSpans, coverage, fingerprintText, MIN_SPAN_WORDS } from "../../src/content/textFingerprint.ts"
+import {
+  candidateFingerprints,
+  copiedSpans,
+  coverage,
+  fingerprintText,
+  MIN_SPAN_WORDS,
+  SCAN_WINDOW,
+  tokenize,
+  tokenizeWalk,
+  WINDOW,
+} from "../../src/content/textFingerprint.ts"
 import { detectWatermark, embedWatermark, PSNR_FLOOR } from "../../src/content/watermark.ts"
 import { newId } from "../../src/shared/ids.ts"
 import { rng, scene } from "./corpus.ts"
@@ -17,9 +27,13 @@ const words = (r: () => number, n: number) => Array.from({ length: n }, () => vo
 const sentence = (ws: ReadonlyArray<string>) =>
   ws.map((w, i) => (i % 11 === 10 ? `${w}.` : i % 7 === 3 ? `${w},` : w)).join(" ")
 
-/** Does `candidate` contain a reported copy of `registered` (as the scan decides it: spans over the threshold). */
-const detects = (candidate: string, registered: string) => {
-  const c = fingerprintText(candidate)
+/**
+ * Does `candidate` contain a reported copy of `registered` (as the scan decides it: spans over the threshold).
+ * The candidate is winnowed as a scan winnows it (SCAN_WINDOW), the registered text as it is stored (WINDOW);
+ * `candidateWindow: WINDOW` winnows the candidate as a stored text instead.
+ */
+const detects = (candidate: string, registered: string, candidateWindow: "scan" | "stored" = "scan") => {
+  const c = candidateWindow === "scan" ? candidateFingerprints(candidate) : fingerprintText(candidate)
   const r = fingerprintText(registered)
   const byHash = new Map<number, Array<number>>()
   for (const f of r.fingerprints) byHash.set(f.hash, [...(byHash.get(f.hash) ?? []), f.pos])
@@ -101,6 +115,49 @@ describe("text fingerprints, measured on a generated corpus", () => {
     const { tokens } = fingerprintText(candidate)
     const s = spans[0]!
     expect(candidate.slice(tokens[s.candidate[0]]!.start, tokens[s.candidate[1] - 1]!.end)).toContain("\u200b")
+  })
+
+  it("the scan's wider window finds exactly the spans the stored window finds, sending fewer fingerprints", () => {
+    expect(SCAN_WINDOW).toBeGreaterThan(WINDOW)
+    const g = rng(77)
+    let sent = 0
+    let storedSent = 0
+    let spansSeen = 0
+    for (let n = 0; n < 200; n++) {
+      const doc = documents[n % documents.length]!.split(" ")
+      // Copied runs of every length around the shortest reported (12 words), some with a word changed inside.
+      const length = MIN_SPAN_WORDS - 4 + Math.floor(g() * 40)
+      const start = Math.floor(g() * (doc.length - length))
+      const run = doc.slice(start, start + length)
+      if (g() < 0.3) run[Math.floor(g() * length)] = "zzedited"
+      const candidate = `${sentence(words(g, Math.floor(g() * 60)))} ${run.join(" ")} ${sentence(words(g, Math.floor(g() * 60)))}`
+      const wide = detects(candidate, doc.join(" "), "scan").spans
+      const narrow = detects(candidate, doc.join(" "), "stored").spans
+      expect(wide).toEqual(narrow)
+      spansSeen += narrow.length
+      sent += candidateFingerprints(candidate).fingerprints.length
+      storedSent += fingerprintText(candidate).fingerprints.length
+    }
+    expect(spansSeen).toBeGreaterThan(100)
+    expect(sent).toBeLessThan(storedSent * 0.7)
+  })
+
+  it("ASCII text is cut into the same words, with the same offsets, as the character-by-character walk", () => {
+    const g = rng(21)
+    const alphabet = "abcXYZ019 \t\n.,;:'\"-_()[]{}!?/\\@#~`^\u0000\u007f"
+    const texts = [
+      ...documents.slice(0, 5),
+      "",
+      "   ",
+      "Trailing",
+      "MiXeD CaSe 42abc, x.y_z",
+      ...Array.from({ length: 300 }, () =>
+        Array.from({ length: Math.floor(g() * 80) }, () => alphabet[Math.floor(g() * alphabet.length)]).join(""),
+      ),
+    ]
+    for (const text of texts) expect(tokenize(text), JSON.stringify(text)).toEqual(tokenizeWalk(text))
+    // Any other character takes the walk.
+    expect(tokenize("Ｓtraße")).toEqual(tokenizeWalk("Ｓtraße"))
   })
 
   it("a shared phrase shorter than the minimum span is not a copy", () => {
