@@ -508,7 +508,7 @@ describe("audit chain", () => {
       const rows = await rowsIn(zone)
       const probes = rows.filter((r) => r.type === "tz.probe")
       expect(probes.map((r) => r.ts)).toEqual(stored.map((e) => e.timestamp))
-      for (const r of rows) expect(r.ts).toBe(new Date(r.ts).toISOString())
+      for (const r of rows) expect(r.ts).toBe(new Date(r.ts!).toISOString())
     }
   })
 
@@ -530,7 +530,7 @@ describe("audit chain", () => {
     expect(before.length).toBeGreaterThan(awkward.length)
     for (const r of before) {
       expect(r.hashed, `event ${r.sequence}`).toBe(true)
-      expect(chainHashOfCanonical(r.prev_hash, r.type, r.data, r.ts)).toBe(r.hash)
+      expect(chainHashOfCanonical(r.prev_hash, r.type!, r.data!, r.ts!)).toBe(r.hash)
     }
     const victim = before.find((r) => r.type === "bytes.probe")!
     await run(
