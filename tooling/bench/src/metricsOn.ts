@@ -13,9 +13,9 @@ import { type BenchServer, type FreshServer, processCpuMs, settle } from "./serv
  * of the rounds' ratios, and each side's server CPU per request. Target: ≥ 0.97×.
  *
  * Why at the same time rather than one after the other (docs/decisions.md): with both sides identical
- * (AGENTGOV_BENCH_METRICS_AA=1, both without metrics) the rounds' ratios spread over 0.65–1.47 taken one after
- * the other and over 0.86–1.12 (one outlier 1.51) taken together, on the same loaded machine: the one-after-the-other
- * rounds could not tell a 3% cost from nothing.
+ * (AGENTGOV_BENCH_METRICS_AA=1, both without metrics) the rounds' ratios had an interquartile range of 0.41 taken
+ * one after the other and of 0.06–0.09 taken together on one clock (driveTogether; medians 0.979 and 1.000), on the
+ * same loaded machine: the one-after-the-other rounds could not tell a 3% cost from nothing.
  */
 
 const ROUNDS = 10
