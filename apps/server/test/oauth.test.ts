@@ -30,6 +30,7 @@ const accounts = {
   lea: { email: "lea@example.com", email_verified: true },
   mia: { email: "mia@example.com", email_verified: true },
   miaAlt: { email: "mia.alt@example.com", email_verified: true },
+  nia: { email: "nia@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -767,6 +768,68 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     }
   })
 
+  it("a demotion narrows the API keys a member made, the keys those made and their SDK tokens, at once", async () => {
+    const browser = await signedIn("nia", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const userId = session.data.user.id as string
+    const made = await browser.fetch(`${origin}/api/v1/api-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+      body: JSON.stringify({
+        name: "nia's key",
+        type: "workspace",
+        scopes: ["agents:read", "agents:write", "apikeys:write"],
+      }),
+    })
+    expect(made.status).toBe(201)
+    const nias = ((await made.json()) as any).data.apiKey as string
+    const derived = await t.createKey(
+      { name: "made with nia's key", type: "workspace", scopes: ["agents:read", "agents:write"] },
+      nias,
+    )
+    const token = (await t.call("POST", "/api/v1/tokens", { key: nias })).body.data.token as string
+    const operators = (
+      await t.call("POST", "/api/v1/api-keys", {
+        body: { name: "operator's", type: "workspace", scopes: ["agents:write"] },
+      })
+    ).body.data.apiKey as string
+    let n = 0
+    const create = (credential: string) =>
+      t.call("POST", "/api/v1/agents", { key: credential, body: { name: `nia-${Date.now()}-${n++}` } })
+    // Each used once as an admin's: the SDK token is then cached (SdkTokens).
+    for (const credential of [nias, derived, token, operators]) expect((await create(credential)).status).toBe(201)
+
+    const demote = (role: string) =>
+      t.call("PATCH", `/api/v1/workspaces/${t.workspaceId}/members/${userId}`, { body: { role } })
+    expect((await demote("viewer")).status).toBe(200)
+    // The keys she made act as a viewer at once; the cached token is read again on the role's announcement.
+    for (const credential of [nias, derived]) {
+      const refused = await create(credential)
+      expect(refused.status, JSON.stringify(refused.body)).toBe(403)
+      expect((await t.call("GET", "/api/v1/agents", { key: credential })).status).toBe(200)
+    }
+    const at = Date.now()
+    let status = (await create(token)).status
+    while (status === 201 && Date.now() - at < 5_000) {
+      await new Promise((r) => setTimeout(r, 50))
+      status = (await create(token)).status
+    }
+    expect(status).toBe(403)
+    // The operator's key is nobody's: no role bounds it.
+    expect((await create(operators)).status).toBe(201)
+    // Promoted again, her keys act with what they were given, never more (agents:write, not webhooks:write).
+    expect((await demote("admin")).status).toBe(200)
+    expect((await create(nias)).status).toBe(201)
+    expect(
+      (
+        await t.call("POST", "/api/v1/webhooks", {
+          key: nias,
+          body: { url: "https://example.com/hook", events: ["*"] },
+        })
+      ).status,
+    ).toBe(403)
+  })
+
   it("removing a member withdraws the invitations they sent, in person or with their key", async () => {
     const browser = await signedIn("mia", "admin")
     const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
@@ -838,7 +901,8 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       "utf8",
     )
     await t.query((sql) => sql.unsafe(migration).unprepared)
-    expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(200)
+    // Before the sweep the key already acts with nothing (its maker holds no role), then the sweep revokes it.
+    expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(403)
     const swept = await t.server.runtime.runPromise(ApiKeyService.use((s) => s.revokeOrphaned))
     expect(swept).toBe(1)
     expect((await t.call("GET", "/api/v1/agents", { key: key.apiKey })).status).toBe(401)

@@ -2,6 +2,7 @@ import { jsonb } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
+import type { Role } from "../people/roles.ts"
 import type { ApiKey } from "./ApiKey.ts"
 
 interface Row {
@@ -30,9 +31,16 @@ export interface StoredKey extends ApiKey {
   /**
    * The person behind the key: the member whose session (or app) minted it, or whose key did, transitively; null
    * for the operator's keys (first start, CLI, workspace creation) and keys minted from them. Removing that
-   * member from the workspace revokes the key.
+   * member from the workspace revokes the key; while they stay, the key acts with no more than their role holds.
    */
   readonly createdByUser: string | null
+}
+
+/** A key as authentication reads it: with whether its workspace is deleted and its maker's role there now. */
+export interface KeyForAuth extends StoredKey {
+  readonly workspaceDeleted: boolean
+  /** The current role of `createdByUser` in the key's workspace; null when the key has no maker or they left. */
+  readonly creatorRole: Role | null
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null
@@ -76,9 +84,9 @@ export class ApiKeyRepo extends Context.Service<
     readonly insert: (k: StoredKey) => Effect.Effect<void>
     readonly find: (workspaceId: string, id: string) => Effect.Effect<StoredKey | undefined>
     readonly findForUpdate: (workspaceId: string, id: string) => Effect.Effect<StoredKey | undefined>
-    readonly findByHash: (hash: string) => Effect.Effect<(StoredKey & { workspaceDeleted: boolean }) | undefined>
+    readonly findByHash: (hash: string) => Effect.Effect<KeyForAuth | undefined>
     /** By id in any workspace: what an SDK token's `sub` names. */
-    readonly findById: (id: string) => Effect.Effect<(StoredKey & { workspaceDeleted: boolean }) | undefined>
+    readonly findById: (id: string) => Effect.Effect<KeyForAuth | undefined>
     readonly list: (
       workspaceId: string,
       opts: {
@@ -133,12 +141,20 @@ export class ApiKeyRepo extends Context.Service<
       const find = (lock: boolean) => (workspaceId: string, id: string) =>
         sql<Row>`SELECT * FROM api_keys WHERE workspace_id = ${workspaceId} AND id = ${id}
             ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Effect.map(one), Effect.orDie)
-      /** One key in any workspace, with whether its workspace is deleted: what authentication needs. */
+      /**
+       * One key in any workspace, with whether its workspace is deleted and its maker's role there now: what
+       * authentication needs (a key acts with no more than its maker's role holds today).
+       */
       const findWithWorkspace = (where: Statement.Fragment) =>
-        sql<Row & { workspace_deleted: boolean }>`SELECT k.*, (w.deleted_at IS NOT NULL) AS workspace_deleted
-            FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE ${where}`.pipe(
+        sql<Row & { workspace_deleted: boolean; creator_role: Role | null }>`SELECT k.*,
+              (w.deleted_at IS NOT NULL) AS workspace_deleted, m.role AS creator_role
+            FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id
+            LEFT JOIN memberships m ON m.workspace_id = k.workspace_id AND m.user_id = k.created_by_user
+            WHERE ${where}`.pipe(
           Effect.map((rows) =>
-            rows[0] ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted } : undefined,
+            rows[0]
+              ? { ...toKey(rows[0]), workspaceDeleted: rows[0].workspace_deleted, creatorRole: rows[0].creator_role }
+              : undefined,
           ),
           Effect.orDie,
         )

@@ -1,4 +1,5 @@
-import type { StoredKey } from "../apikeys/ApiKeyRepo.ts"
+import type { KeyForAuth } from "../apikeys/ApiKeyRepo.ts"
+import { ROLE_SCOPES } from "../people/roles.ts"
 import type { Actor } from "./Actor.ts"
 import { canonicalScope, type Scope } from "./scopes.ts"
 
@@ -8,7 +9,7 @@ import { canonicalScope, type Scope } from "./scopes.ts"
  * itself and for the SDK tokens minted from it.
  */
 export const keyRefusal = (
-  stored: StoredKey & { readonly workspaceDeleted: boolean },
+  stored: KeyForAuth,
   nowMs: number,
 ): "gone" | "revoked" | "expired" | undefined => {
   if (stored.workspaceDeleted) return "gone"
@@ -29,14 +30,20 @@ const canonicalScopes = (names: ReadonlyArray<unknown>): Set<Scope> => {
 /**
  * The Actor of a usable key, or of a token minted from it: the token acts with
  * the scopes it names that its key holds now, never more than the key, whatever
- * its claims say (defence in depth should a signing key leak).
+ * its claims say (defence in depth should a signing key leak). A key made by a
+ * person acts with no more than that person's role holds now: a demotion narrows
+ * the keys they made at once, a promotion never widens a key past its own scopes.
  */
 export const actorOfKey = (
-  stored: StoredKey,
+  stored: KeyForAuth,
   credential: "api_key" | "sdk_token",
   tokenScopes: ReadonlyArray<unknown> = [],
 ): Actor => {
   const held = canonicalScopes(stored.scopes)
+  if (stored.createdByUser !== null) {
+    const role = stored.creatorRole === null ? undefined : ROLE_SCOPES[stored.creatorRole]
+    for (const scope of held) if (!role?.has(scope)) held.delete(scope)
+  }
   const scopes = credential === "api_key" ? held : canonicalScopes(tokenScopes)
   for (const scope of scopes) if (!held.has(scope)) scopes.delete(scope)
   return {

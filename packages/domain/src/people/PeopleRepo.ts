@@ -214,6 +214,10 @@ export class PeopleRepo extends Context.Service<
             // every instance reads their tokens' scopes again (OAuthService's cache).
             yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM oauth_grants
                 WHERE workspace_id = ${workspaceId} AND user_id = ${userId} AND revoked_at IS NULL`
+            // So does it bound the API keys they made: every instance forgets the SDK tokens minted from them, and
+            // the next use reads the role again (ApiKeyRepo.findWithWorkspace).
+            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM api_keys
+                WHERE workspace_id = ${workspaceId} AND created_by_user = ${userId} AND status = 'active'`
           }).pipe(Effect.orDie),
         deleteMember: (workspaceId, userId) =>
           Effect.gen(function* () {
