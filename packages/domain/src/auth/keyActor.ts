@@ -8,10 +8,7 @@ import { canonicalScope, type Scope } from "./scopes.ts"
  * revoked, or it has expired), or undefined when it can. One rule for the key
  * itself and for the SDK tokens minted from it.
  */
-export const keyRefusal = (
-  stored: KeyForAuth,
-  nowMs: number,
-): "gone" | "revoked" | "expired" | undefined => {
+export const keyRefusal = (stored: KeyForAuth, nowMs: number): "gone" | "revoked" | "expired" | undefined => {
   if (stored.workspaceDeleted) return "gone"
   if (stored.status === "revoked") return "revoked"
   if (stored.expiresAt !== null && Date.parse(stored.expiresAt) <= nowMs) return "expired"
