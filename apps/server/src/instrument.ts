@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
-import type { Executor } from "@agentgov/api"
+import type { Executor, ExecutorOptions } from "@agentgov/api"
 import { appendBatchHook, type BatchHook } from "@agentgov/domain"
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
 import type { Metrics, OperationRecorder, Surface } from "./metrics.ts"
@@ -30,14 +30,15 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void>
 
 /** The request edge: a server span (continuing an incoming traceparent) and the request metrics. */
 export const instrumentHandler = (handle: Handler, { metrics, tracing }: Instruments): Handler => {
+  // The handler's own promise is returned: recording hangs off it rather than wrapping it in another async frame.
   const measured: Handler = metrics
-    ? async (req, res) => {
+    ? (req, res) => {
         const t0 = performance.now()
-        try {
-          await handle(req, res)
-        } finally {
+        const done = () =>
           metrics.request(surfaceOf(req.url), req.method ?? "GET", res.statusCode, (performance.now() - t0) / 1000)
-        }
+        const handled = handle(req, res)
+        handled.then(done, done)
+        return handled
       }
     : handle
   if (!tracing) return measured
@@ -66,21 +67,20 @@ export const instrumentHandler = (handle: Handler, { metrics, tracing }: Instrum
 const DECISION = /"decision":"([a-z_]+)"/
 const GUARD_OPS = new Set(["guard.evaluate", "policies.evaluate"])
 
-/** The operation boundary: a span per operation (the domain's spans nest under it) and its metrics. */
-export const instrumentExecutor = (executor: Executor, { metrics, tracing }: Instruments): Executor => {
-  if (!metrics && !tracing) return executor
+/**
+ * The operation metrics, as the executor's `observe` option (ExecutorOptions): recorded in line as each operation
+ * settles, so a server with metrics on and tracing off runs no wrapper around its operations.
+ */
+export const operationObserver = (metrics: Metrics | undefined): ExecutorOptions["observe"] => {
+  if (!metrics) return undefined
   const recorders = new Map<Op, OperationRecorder>()
-  const recorderOf = (op: Op) => {
+  return (op, result, t0) => {
     let r = recorders.get(op)
     if (r === undefined) {
-      r = metrics!.operation(op.name)
+      r = metrics.operation(op.name)
       recorders.set(op, r)
     }
-    return r
-  }
-  const observe = (op: Op, result: { ok: boolean; value?: unknown; error?: { code: string } }, t0: number) => {
-    if (!metrics) return
-    recorderOf(op).done(result.ok ? "ok" : result.error!.code, (performance.now() - t0) / 1000)
+    r.done(result.ok ? "ok" : result.error.code, (performance.now() - t0) / 1000)
     if (!result.ok) return
     const value = result.value as Record<string, unknown>
     if (GUARD_OPS.has(op.name)) {
@@ -92,6 +92,14 @@ export const instrumentExecutor = (executor: Executor, { metrics, tracing }: Ins
     } else if (op.name === "events.verify" && typeof value.valid === "boolean")
       metrics.verification(value.valid ? "valid" : "invalid", "api")
   }
+}
+
+/**
+ * The operation boundary's spans (the domain's spans nest under each); the executor records the metrics itself
+ * (`operationObserver`), so without tracing the executor is returned as it is.
+ */
+export const instrumentExecutor = (executor: Executor, { tracing }: Instruments): Executor => {
+  if (!tracing) return executor
   const traced = <A extends { ok: boolean }>(op: Op, f: () => Promise<A>): Promise<A> =>
     inSpan(`operation ${op.name}`, { "agentgov.operation": op.name }, (span) =>
       f().then((r) => {
@@ -99,37 +107,10 @@ export const instrumentExecutor = (executor: Executor, { metrics, tracing }: Ins
         return r
       }),
     )
-  const run: Executor["run"] = tracing
-    ? (op, input, actor, requestId) => {
-        const t0 = performance.now()
-        return traced(op, () => executor.run(op, input, actor, requestId)).then((r) => {
-          observe(op, r as never, t0)
-          return r
-        })
-      }
-    : async (op, input, actor, requestId) => {
-        // Metrics only: no closure, one timestamp and the recorder's adds.
-        const t0 = performance.now()
-        const r = await executor.run(op, input, actor, requestId)
-        observe(op, r as never, t0)
-        return r
-      }
-  const runIdempotent: Executor["runIdempotent"] = tracing
-    ? (op, input, actor, key, fingerprint, respond, requestId) => {
-        const t0 = performance.now()
-        return traced(op, () => executor.runIdempotent(op, input, actor, key, fingerprint, respond, requestId)).then(
-          (r) => {
-            observe(op, r as never, t0)
-            return r
-          },
-        )
-      }
-    : async (op, input, actor, key, fingerprint, respond, requestId) => {
-        const t0 = performance.now()
-        const r = await executor.runIdempotent(op, input, actor, key, fingerprint, respond, requestId)
-        observe(op, r as never, t0)
-        return r
-      }
+  const run: Executor["run"] = (op, input, actor, requestId) =>
+    traced(op, () => executor.run(op, input, actor, requestId))
+  const runIdempotent: Executor["runIdempotent"] = (op, input, actor, key, fingerprint, respond, requestId) =>
+    traced(op, () => executor.runIdempotent(op, input, actor, key, fingerprint, respond, requestId))
   return { ...executor, run, runIdempotent }
 }
 

@@ -36,7 +36,13 @@ import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker
 import type { ServerConfig } from "./config.ts"
 import { makeDashboard } from "./dashboard.ts"
 import { domainSettings } from "./domainSettings.ts"
-import { type Instruments, installBatchHook, instrumentExecutor, instrumentHandler } from "./instrument.ts"
+import {
+  type Instruments,
+  installBatchHook,
+  instrumentExecutor,
+  instrumentHandler,
+  operationObserver,
+} from "./instrument.ts"
 import { type Logger, makeLogger } from "./logger.ts"
 import { makeMetricsHandler, processMetrics, type StoreProbe } from "./metrics.ts"
 import { makeOAuthRoutes } from "./oauth/OAuthRoutes.ts"
@@ -242,7 +248,10 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   })
   const oauth = makeOAuthRoutes({ runtime, publicUrl: config.publicUrl, signIn })
   const executor = instrumentExecutor(
-    makeExecutor(runtime, log, { publicOrigin: new URL(config.publicUrl).origin }),
+    makeExecutor(runtime, log, {
+      publicOrigin: new URL(config.publicUrl).origin,
+      observe: operationObserver(instruments.metrics),
+    }),
     instruments,
   )
   const uninstallBatchHook = installBatchHook(instruments)
