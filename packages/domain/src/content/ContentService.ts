@@ -44,6 +44,7 @@ import {
   candidateFingerprints,
   copiedSpans,
   coverage,
+  distinctCount,
   fingerprintText,
   minHashOf,
   minHashSimilarity,
@@ -440,10 +441,12 @@ export class ContentService extends Context.Service<
           // near-duplicate: Jaccard is at most |B| / |A| for the item's shingles B and the candidate's A, and where
           // that is under 1/4 an estimate of 0.5 or more could only be noise (a 64-slot signature of a true 0.25
           // reads 0.5 about once in 100,000).
-          const distinct = new Set(shingles).size
+          let distinct: number | undefined
           let minhash: ReadonlyArray<number> | undefined
           const jaccardWith = (registeredWords: number, signature: ReadonlyArray<number>) => {
-            if (Math.max(1, registeredWords - SHINGLE_WORDS + 1) * 4 < distinct) return 0
+            // The candidate's shingle count bounds its distinct ones: counted only when that bound cannot decide.
+            const itemShingles = Math.max(1, registeredWords - SHINGLE_WORDS + 1) * 4
+            if (itemShingles < shingles.length && itemShingles < (distinct ??= distinctCount(shingles))) return 0
             minhash ??= minHashOf(shingles)
             return minHashSimilarity(minhash, signature)
           }

@@ -5,6 +5,7 @@ import {
   candidateFingerprints,
   copiedSpans,
   coverage,
+  distinctCount,
   fingerprintText,
   MIN_SPAN_WORDS,
   SCAN_WINDOW,
@@ -165,6 +166,18 @@ describe("text fingerprints, measured on a generated corpus", () => {
     const a = `${sentence(words(r, 100))} ${phrase} ${sentence(words(r, 100))}`
     const b = `${sentence(words(r, 100))} ${phrase} ${sentence(words(r, 100))}`
     expect(detects(a, b).spans).toEqual([])
+  })
+
+  it("counts distinct shingle hashes as a Set does: duplicates, 0, the largest 32-bit values, any length", () => {
+    const g = rng(17)
+    for (const n of [0, 1, 2, 3, 100, 10_000]) {
+      const values = Array.from({ length: n }, () => Math.floor(g() * 4_294_967_296))
+      // Repeats, and the edges: 0 (the table's empty slot) and 2^32 − 1.
+      for (let i = 0; i < n / 3; i++) values[Math.floor(g() * n)] = values[Math.floor(g() * n)]!
+      if (n >= 3) values.splice(0, 3, 0, 0, 4_294_967_295)
+      expect(distinctCount(values)).toBe(new Set(values).size)
+    }
+    expect(distinctCount(candidateFingerprints(sentence(words(r, 2_000))).shingles)).toBeGreaterThan(1_900)
   })
 })
 
