@@ -199,16 +199,22 @@ export const normalizeText = (text: string): string =>
 
 /** Words per shingle. */
 export const SHINGLE_WORDS = 5
-/** Winnowing window (in shingles): any copied run of WINDOW + SHINGLE_WORDS - 1 = 8 words shares a fingerprint. */
-export const WINDOW = 4
 /**
- * Winnowing window of a scanned candidate (in shingles): any copied run of SCAN_WINDOW + SHINGLE_WORDS - 1 = 12
- * words (MIN_SPAN_WORDS, the shortest run reported) shares a fingerprint with the registered text. The minimum
- * of a window of 8 shingles inside a copied run is also the minimum of a window of WINDOW shingles inside it, so
- * the registered text kept it (rightmost on ties, on both sides); a candidate sends ~2/9 of its shingles to the
- * index instead of ~2/5. Registered texts keep WINDOW: what is stored does not change.
+ * Winnowing window (in shingles), of registered texts and scanned candidates alike: any copied run of
+ * WINDOW + SHINGLE_WORDS - 1 = 12 words (MIN_SPAN_WORDS, the shortest run reported) is one whole window on each
+ * side, whose minimum both keep (rightmost on ties, on both sides), so it shares a fingerprint. Each text keeps
+ * ~2/9 of its shingles.
+ *
+ * Registered texts were winnowed with LEGACY_WINDOW (4) until 2026-11-27, which kept ~2/5: every run of 8 words,
+ * although no run under 12 is reported. The minimum of a window of 8 shingles inside a copied run is also the
+ * minimum of a window of 4 inside it, so the rows stored then are a superset of what WINDOW keeps and are scanned
+ * as they are (the test checks the spans found are the same either way).
  */
-export const SCAN_WINDOW = 8
+export const WINDOW = 8
+/** The window registered texts were stored with before WINDOW (see there); their rows stay valid. */
+export const LEGACY_WINDOW = 4
+/** The candidate's window: WINDOW, named for the scan. */
+export const SCAN_WINDOW = WINDOW
 
 /** MinHash signature length. */
 export const MINHASH_SIZE = 64

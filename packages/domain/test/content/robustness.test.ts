@@ -7,11 +7,15 @@ import {
   coverage,
   distinctCount,
   fingerprintText,
+  LEGACY_WINDOW,
   MIN_SPAN_WORDS,
   SCAN_WINDOW,
+  SHINGLE_WORDS,
+  shingleHashes,
   tokenize,
   tokenizeWalk,
   WINDOW,
+  winnow,
 } from "../../src/content/textFingerprint.ts"
 import { detectWatermark, embedWatermark, PSNR_FLOOR } from "../../src/content/watermark.ts"
 import { newId } from "../../src/shared/ids.ts"
@@ -30,21 +34,27 @@ const sentence = (ws: ReadonlyArray<string>) =>
 
 /**
  * Does `candidate` contain a reported copy of `registered` (as the scan decides it: spans over the threshold).
- * The candidate is winnowed as a scan winnows it (SCAN_WINDOW), the registered text as it is stored (WINDOW);
- * `candidateWindow: WINDOW` winnows the candidate as a stored text instead.
+ * By default each side is winnowed as the service does (WINDOW); `windows` winnows them otherwise, to compare
+ * with rows stored under LEGACY_WINDOW.
  */
-const detects = (candidate: string, registered: string, candidateWindow: "scan" | "stored" = "scan") => {
-  const c = candidateWindow === "scan" ? candidateFingerprints(candidate) : fingerprintText(candidate)
-  const r = fingerprintText(registered)
+const detects = (
+  candidate: string,
+  registered: string,
+  windows: { readonly candidate: number; readonly registered: number } = { candidate: WINDOW, registered: WINDOW },
+) => {
+  const c = candidateFingerprints(candidate)
+  const cFingerprints = winnow(c.shingles, windows.candidate)
+  const rTokens = tokenize(registered)
+  const rFingerprints = winnow(shingleHashes(rTokens.map((t) => t.word)), windows.registered)
   const byHash = new Map<number, Array<number>>()
-  for (const f of r.fingerprints) byHash.set(f.hash, [...(byHash.get(f.hash) ?? []), f.pos])
-  const seeds = c.fingerprints.flatMap((f) => (byHash.get(f.hash) ?? []).map((p) => [f.pos, p] as const))
-  const spans = copiedSpans(c.tokens, r.tokens, seeds)
+  for (const f of rFingerprints) byHash.set(f.hash, [...(byHash.get(f.hash) ?? []), f.pos])
+  const seeds = cFingerprints.flatMap((f) => (byHash.get(f.hash) ?? []).map((p) => [f.pos, p] as const))
+  const spans = copiedSpans(c.tokens, rTokens, seeds)
   return {
     spans,
     found: coverage(
       spans.map((s) => s.registered),
-      r.tokens.length,
+      rTokens.length,
     ),
   }
 }
@@ -118,11 +128,12 @@ describe("text fingerprints, measured on a generated corpus", () => {
     expect(candidate.slice(tokens[s.candidate[0]]!.start, tokens[s.candidate[1] - 1]!.end)).toContain("\u200b")
   })
 
-  it("the scan's wider window finds exactly the spans the stored window finds, sending fewer fingerprints", () => {
-    expect(SCAN_WINDOW).toBeGreaterThan(WINDOW)
+  it("windows of 8 find exactly the spans windows of 4 found, storing and sending fewer; rows stored at 4 answer alike", () => {
+    expect(WINDOW + SHINGLE_WORDS - 1).toBe(MIN_SPAN_WORDS)
+    expect(SCAN_WINDOW).toBe(WINDOW)
     const g = rng(77)
-    let sent = 0
-    let storedSent = 0
+    let kept = 0
+    let keptBefore = 0
     let spansSeen = 0
     for (let n = 0; n < 200; n++) {
       const doc = documents[n % documents.length]!.split(" ")
@@ -132,15 +143,18 @@ describe("text fingerprints, measured on a generated corpus", () => {
       const run = doc.slice(start, start + length)
       if (g() < 0.3) run[Math.floor(g() * length)] = "zzedited"
       const candidate = `${sentence(words(g, Math.floor(g() * 60)))} ${run.join(" ")} ${sentence(words(g, Math.floor(g() * 60)))}`
-      const wide = detects(candidate, doc.join(" "), "scan").spans
-      const narrow = detects(candidate, doc.join(" "), "stored").spans
-      expect(wide).toEqual(narrow)
-      spansSeen += narrow.length
-      sent += candidateFingerprints(candidate).fingerprints.length
-      storedSent += fingerprintText(candidate).fingerprints.length
+      const registered = doc.join(" ")
+      const now = detects(candidate, registered).spans
+      // Both sides at 4 (every 8-word run shares a fingerprint), and the scan against a text stored before.
+      expect(now).toEqual(detects(candidate, registered, { candidate: LEGACY_WINDOW, registered: LEGACY_WINDOW }).spans)
+      expect(now).toEqual(detects(candidate, registered, { candidate: WINDOW, registered: LEGACY_WINDOW }).spans)
+      spansSeen += now.length
+      kept += fingerprintText(registered).fingerprints.length
+      keptBefore += winnow(shingleHashes(tokenize(registered).map((t) => t.word)), LEGACY_WINDOW).length
     }
     expect(spansSeen).toBeGreaterThan(100)
-    expect(sent).toBeLessThan(storedSent * 0.7)
+    // Density 2/(w+1): 2/9 against 2/5.
+    expect(kept).toBeLessThan(keptBefore * 0.65)
   })
 
   it("ASCII text is cut into the same words, with the same offsets, as the character-by-character walk", () => {
