@@ -13,7 +13,10 @@ export const ApiKey = Schema.Struct({
   type: Schema.Literals(["workspace", "agent"]),
   agentId: Schema.NullOr(Schema.String),
   environment: Schema.Literals(["live", "test"]),
-  scopes: Schema.Array(Schema.String),
+  scopes: Schema.Array(Schema.String).annotate({
+    description:
+      "the scopes the key was given; a key made by a person acts with those of them that the person's role in the workspace holds at each use",
+  }),
   prefix: Schema.String.annotate({ description: "first 6 characters of the secret, for recognising a key" }),
   status: Schema.Literals(["active", "revoked"]),
   expiresAt: Schema.NullOr(Timestamp),
