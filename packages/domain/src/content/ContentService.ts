@@ -446,7 +446,10 @@ export class ContentService extends Context.Service<
           const jaccardWith = (registeredWords: number, signature: ReadonlyArray<number>) => {
             // The candidate's shingle count bounds its distinct ones: counted only when that bound cannot decide.
             const itemShingles = Math.max(1, registeredWords - SHINGLE_WORDS + 1) * 4
-            if (itemShingles < shingles.length && itemShingles < (distinct ??= distinctCount(shingles))) return 0
+            if (itemShingles < shingles.length) {
+              distinct ??= distinctCount(shingles)
+              if (itemShingles < distinct) return 0
+            }
             minhash ??= minHashOf(shingles)
             return minHashSimilarity(minhash, signature)
           }
