@@ -286,10 +286,10 @@ export const winnow = (hashes: ReadonlyArray<number>, window = WINDOW): Array<Fi
 
 const MINHASH_SEEDS = Array.from({ length: MINHASH_SIZE }, (_, i) => hash32(`minhash-${i}`))
 
-/** One minimum per seeded hash over the shingles (Broder 1997): the share of equal slots estimates Jaccard. */
-export const minHash = (words: ReadonlyArray<string>): Array<number> => minHashOf(shingleHashes(words))
-
-/** `minHash` of the words whose shingle hashes these are. */
+/**
+ * One minimum per seeded hash over a text's shingle hashes (Broder 1997): the share of equal slots estimates
+ * Jaccard.
+ */
 export const minHashOf = (shingles: ReadonlyArray<number>): Array<number> => {
   const sig = new Array<number>(MINHASH_SIZE).fill(0xffffffff)
   for (const s of shingles) {
@@ -349,17 +349,17 @@ export interface TextFingerprints {
   readonly minhash: ReadonlyArray<number>
 }
 
-export const fingerprintText = (text: string): TextFingerprints => {
-  const tokens = tokenize(text)
-  const words = tokens.map((t) => t.word)
-  return { tokens, fingerprints: winnow(shingleHashes(words)), minhash: minHash(words) }
-}
-
 /** A scanned candidate's words, shingle hashes and the fingerprints it looks up (winnowed with SCAN_WINDOW). */
 export const candidateFingerprints = (text: string) => {
   const tokens = tokenize(text)
   const shingles = shingleHashes(tokens.map((t) => t.word))
   return { tokens, shingles, fingerprints: winnow(shingles, SCAN_WINDOW) }
+}
+
+/** What a registered text stores: the candidate's fingerprints (one window for both) and the MinHash of its shingles. */
+export const fingerprintText = (text: string): TextFingerprints => {
+  const { tokens, shingles, fingerprints } = candidateFingerprints(text)
+  return { tokens, fingerprints, minhash: minHashOf(shingles) }
 }
 
 /** A copied run, in words of each text. */
