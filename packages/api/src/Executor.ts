@@ -361,15 +361,12 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     runtime.runPromiseExit(op.handler(input, actor, context) as Effect.Effect<unknown, DomainError>)
 
   const observe = options.observe
-  const run = observe
-    ? async (op: Operation, input: unknown, actor: Actor, requestId: string): Promise<Result<unknown>> => {
-        const t0 = performance.now()
-        const result = settle(await exitOf(op, input, actor, {}), { op: op.name, requestId })
-        observe(op, result, t0)
-        return result
-      }
-    : async (op: Operation, input: unknown, actor: Actor, requestId: string): Promise<Result<unknown>> =>
-        settle(await exitOf(op, input, actor, {}), { op: op.name, requestId })
+  const run = async (op: Operation, input: unknown, actor: Actor, requestId: string): Promise<Result<unknown>> => {
+    const t0 = observe ? performance.now() : 0
+    const result = settle(await exitOf(op, input, actor, {}), { op: op.name, requestId })
+    observe?.(op, result, t0)
+    return result
+  }
 
   /**
    * Runs a POST under an Idempotency-Key (Stripe semantics): the stored response

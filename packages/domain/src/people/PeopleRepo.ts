@@ -210,14 +210,16 @@ export class PeopleRepo extends Context.Service<
             yield* sql`WITH r AS (UPDATE memberships SET role = ${role}, updated_at = ${at}::timestamptz
                 WHERE workspace_id = ${workspaceId} AND user_id = ${userId} RETURNING user_id)
                 SELECT pg_notify(${KEYS_CHANNEL}, user_id) FROM r`
-            // The role bounds the person's OAuth grants in the workspace: announced like a revocation, so that
-            // every instance reads their tokens' scopes again (OAuthService's cache).
-            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM oauth_grants
-                WHERE workspace_id = ${workspaceId} AND user_id = ${userId} AND revoked_at IS NULL`
-            // So does it bound the API keys they made: every instance forgets the SDK tokens minted from them, and
-            // the next use reads the role again (ApiKeyRepo.findWithWorkspace).
-            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM api_keys
-                WHERE workspace_id = ${workspaceId} AND created_by_user = ${userId} AND status = 'active'`
+            // The role bounds the person's OAuth grants and the API keys they made in the workspace: each is
+            // announced like a revocation, so that every instance reads their tokens' scopes again (OAuthService's
+            // cache) and forgets the SDK tokens minted from the keys (the next use reads the role with the key,
+            // ApiKeyRepo.findWithWorkspace).
+            yield* sql`SELECT pg_notify(${KEYS_CHANNEL}, id) FROM (
+                SELECT id FROM oauth_grants
+                  WHERE workspace_id = ${workspaceId} AND user_id = ${userId} AND revoked_at IS NULL
+                UNION ALL
+                SELECT id FROM api_keys
+                  WHERE workspace_id = ${workspaceId} AND created_by_user = ${userId} AND status = 'active') AS bound`
           }).pipe(Effect.orDie),
         deleteMember: (workspaceId, userId) =>
           Effect.gen(function* () {
