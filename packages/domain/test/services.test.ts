@@ -7,7 +7,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeyRepo } from "../src/apikeys/ApiKeyRepo.ts"
-import { EventRepo } from "../src/audit/EventRepo.ts"
+import { chainBatchSql, EventRepo } from "../src/audit/EventRepo.ts"
 import {
   type Actor,
   AgentService,
@@ -553,6 +553,37 @@ describe("audit chain", () => {
       if (r.sequence === victim.sequence)
         expect([r.type, r.data, r.ts]).toEqual(["bytes.probe", changed.data, victim.ts])
       else expect([r.type, r.data, r.ts], `event ${r.sequence}`).toEqual([null, null, null])
+  })
+
+  it("has PostgreSQL hash each event of a verification page once, not at each use of the result", async () => {
+    const { workspace } = await newWorkspace()
+    interface PlanNode {
+      readonly "Node Type": string
+      readonly Output?: ReadonlyArray<string>
+      readonly Plans?: ReadonlyArray<PlanNode>
+    }
+    const plan = await run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql.unsafe<{ "QUERY PLAN": unknown }>(
+          `EXPLAIN (VERBOSE, FORMAT JSON) ${chainBatchSql("checked")}`,
+          [workspace.id, 0, 10_000],
+        )
+        const json = rows[0]!["QUERY PLAN"]
+        return (typeof json === "string" ? JSON.parse(json) : json)[0].Plan as PlanNode
+      }).pipe(Effect.orDie),
+    )
+    // The nodes that compute `hashed` (a node names a child's result in parentheses, as a reference to it): pulled
+    // up into the scan's select list, the scan computed it, SHA-256 and all, at each of its four uses.
+    const computed = /(?:^|[^(])CASE WHEN \(getdatabaseencoding\(\)/g
+    const computing: Array<{ node: string; times: number }> = []
+    const walk = (n: PlanNode) => {
+      const times = (n.Output ?? []).reduce((k, o) => k + (o.match(computed)?.length ?? 0), 0)
+      if (times > 0) computing.push({ node: n["Node Type"], times })
+      for (const c of n.Plans ?? []) walk(c)
+    }
+    walk(plan)
+    expect(computing, JSON.stringify(plan)).toEqual([{ node: "Result", times: 1 }])
   })
 
   it("is linear after a series of operations, and failed or no-op operations record nothing", async () => {
