@@ -843,9 +843,12 @@ describe("every endpoint, fuzzed", () => {
     )
     // The generators must reach every stage: successes, and refusals at each check.
     const seen = (k: string) => (stats.byClass.get(k) ?? 0) - (before[k] ?? 0)
-    expect(seen("2xx"), JSON.stringify(Object.fromEntries(stats.byClass))).toBeGreaterThanOrEqual(15)
+    // The seed in each message: a coverage miss is replayed like a counterexample (FUZZ_SEED, above). Successes
+    // per 300 runs ranged 14-27 over seeds (15 failed one CI run in ~20): 8 still fails a generator that stops
+    // reaching the handlers, without failing on a seed's luck.
+    expect(seen("2xx"), `seed ${SEED}: ${JSON.stringify(Object.fromEntries(stats.byClass))}`).toBeGreaterThanOrEqual(8)
     for (const status of ["400", "401", "404", "405", "422"])
-      expect(seen(status), `no ${status} seen`).toBeGreaterThan(0)
+      expect(seen(status), `seed ${SEED}: no ${status} seen`).toBeGreaterThan(0)
   }, 120_000)
 
   it("random paths under /api/v1, /v1, /trpc and elsewhere get an envelope, never a 5xx", async () => {
