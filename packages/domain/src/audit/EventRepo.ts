@@ -43,9 +43,14 @@ export type LeafRow = Pick<EventRow, "sequence" | "hash" | "id" | "agent_id" | "
   readonly occurred_at: string | null
 }
 
-/** The select list of a `LeafRow`: timestamps formatted by PostgreSQL as `Date#toISOString` writes them. */
-const LEAF_COLUMNS = `sequence, hash, id, agent_id, actor_type, actor_id,
-    to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at`
+/**
+ * A timestamp column as text in the form `Date#toISOString` writes, formatted by PostgreSQL whatever the
+ * session's time zone.
+ */
+const isoText = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
+/** The select list of a `LeafRow`: timestamps as `isoText`. */
+const LEAF_COLUMNS = `sequence, hash, id, agent_id, actor_type, actor_id, ${isoText("occurred_at")} AS occurred_at`
 
 /** `LEAF_COLUMNS` as a fragment of a statement. */
 export const leafColumns = (sql: SqlClient.SqlClient) => sql.literal(LEAF_COLUMNS)
@@ -55,8 +60,9 @@ export const leafColumns = (sql: SqlClient.SqlClient) => sql.literal(LEAF_COLUMN
  * PostgreSQL on its own core while this process hashes the Merkle leaves (verification was bound by this
  * process's CPU, three SHA-256 an event). A row it found hashed comes without the hashed fields unless `fields`
  * is "all": the data is most of a row's bytes, and receiving it was most of what this process still spent per
- * event besides the leaf. `OFFSET 0` keeps `hashed` a subquery evaluated once a row: pulled up, its SHA-256 was
- * inlined at each of its four uses (EXPLAIN VERBOSE), and a page of 10,000 cost PostgreSQL 114 ms instead of 43.
+ * event besides the leaf. Built-ins are called by their schema. `OFFSET 0` keeps `hashed` a subquery evaluated
+ * once a row: pulled up, its SHA-256 was inlined at each of its four uses (EXPLAIN VERBOSE), and a page of 10,000
+ * cost PostgreSQL 114 ms instead of 43.
  */
 export const chainBatchSql = (fields: "checked" | "all") => `SELECT ${LEAF_COLUMNS}, prev_hash, c.hashed,
     ${
@@ -67,7 +73,7 @@ export const chainBatchSql = (fields: "checked" | "all") => `SELECT ${LEAF_COLUM
     CASE WHEN c.hashed THEN NULL ELSE t.ts END AS ts`
     }
   FROM events,
-    LATERAL (SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts) t,
+    LATERAL (SELECT ${isoText("ts")} AS ts) t,
     LATERAL (SELECT CASE WHEN pg_catalog.getdatabaseencoding() = 'UTF8'
       THEN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
         pg_catalog.concat(prev_hash, type, data::text, t.ts), 'UTF8')), 'hex') = hash
