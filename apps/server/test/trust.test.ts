@@ -453,6 +453,28 @@ describe("badges (D13)", () => {
     expect((await publicGet(`/v1/badge/${agent.id}`, { accept: "application/json" })).body.data).toEqual(badge)
   })
 
+  it("a change to the agent that the badge does not show keeps its bytes and ETag; a rename signs a new one", async () => {
+    const agent = await bronzeAgent()
+    const first = await publicGet(`/api/v1/badge/${agent.id}?format=json`)
+    const etag = first.headers.get("etag")!
+    // Each update notifies every cache of the agent's row (in process, and by the database's trigger).
+    for (const description of ["one", "two"]) {
+      const patched = await t.call("PATCH", `/api/v1/agents/${agent.id}`, { body: { description } })
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200)
+      const again = await publicGet(`/api/v1/badge/${agent.id}?format=json`, { "if-none-match": etag })
+      expect(again.status).toBe(304)
+    }
+    const json = await publicGet(`/api/v1/badge/${agent.id}?format=json`)
+    expect(json.body.data).toEqual(first.body.data)
+
+    const renamed = await t.call("PATCH", `/api/v1/agents/${agent.id}`, { body: { name: unique("renamed") } })
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200)
+    const after = await publicGet(`/api/v1/badge/${agent.id}?format=json`, { "if-none-match": etag })
+    expect(after.status).toBe(200)
+    expect(after.headers.get("etag")).not.toBe(etag)
+    expect(after.body.data.agentName).toBe(renamed.body.data.name)
+  })
+
   it("SVG by default: the tier's colour, the JWS in <metadata>, a grey badge for none", async () => {
     const agent = await bronzeAgent()
     const res = await fetch(`${t.url}/api/v1/badge/${agent.id}`, { headers: { accept: "image/avif,image/*,*/*" } })

@@ -201,15 +201,22 @@ export class TrustService extends Context.Service<
       // ---- badges -------------------------------------------------------------------------------
 
       const cache = new Map<string, CachedBadge>()
-      agents.onUpdate((id) => cache.delete(id))
+      /**
+       * A change to the agent's row (or a lost notification) makes its entry be read again before it answers, but
+       * keeps the badge issued: the agent's state is compared, and an unchanged one is answered with the same bytes
+       * and ETag. Dropping the entry instead would sign a new badge on every notification, late ones included,
+       * and a client's `If-None-Match` would miss for a badge that had not changed.
+       */
+      const recheck = (id: string) => {
+        const hit = cache.get(id)
+        if (hit !== undefined) cache.set(id, { ...hit, checkedMs: Number.NEGATIVE_INFINITY })
+      }
+      const recheckAll = () => {
+        for (const id of cache.keys()) recheck(id)
+      }
+      agents.onUpdate(recheck)
       yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          db.listen(
-            AGENTS_CHANNEL,
-            (id) => cache.delete(id),
-            () => cache.clear(),
-          ),
-        ),
+        Effect.promise(() => db.listen(AGENTS_CHANNEL, recheck, recheckAll)),
         (unlisten) => Effect.promise(() => unlisten().catch(() => {})),
       )
 
