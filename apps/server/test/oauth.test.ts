@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs"
 import { PostgresClient } from "@agentgov/db"
-import { ApiKeyService } from "@agentgov/domain"
+import { ApiKeyService, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
+import { Schema } from "effect"
 import * as client from "openid-client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeLogger } from "../src/logger.ts"
@@ -31,6 +32,7 @@ const accounts = {
   mia: { email: "mia@example.com", email_verified: true },
   miaAlt: { email: "mia.alt@example.com", email_verified: true },
   nia: { email: "nia@example.com", email_verified: true },
+  otto: { email: "otto@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -639,6 +641,99 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
 
     expect((await t.call("DELETE", `/api/v1/oauth/clients/${registered.client.id}`)).status).toBe(200)
     expect((await bearer(second.access_token, "/api/v1/agents")).status).toBe(401)
+  })
+
+  it("records every change to apps and grants in the audit trail (D8), with its actor, and never a secret", async () => {
+    const browser = await signedIn("otto", "admin")
+    const userId = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.user.id as string
+    const registered = await register({ name: "Audited app", scopes: ["agents:read", "events:read"] })
+    const config = await appConfig(registered)
+    const clientId = registered.client.id
+    const trail = async () => {
+      const res = await t.call("GET", "/api/v1/events?limit=100")
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return (res.body.data as Array<any>)
+        .filter((e) => e.type.startsWith("oauth.") && e.data.clientId === clientId)
+        .reverse()
+    }
+    const strict = (e: any) =>
+      Schema.decodeUnknownSync(SYSTEM_EVENTS[e.type as SystemEventName].data)(e.data, { onExcessProperty: "error" })
+
+    // Consent, then a refresh token rotated and presented again: a replay, taken as a theft.
+    const first = await authorizeApp(browser, config, "agents:read")
+    await client.refreshTokenGrant(config, first.tokens.refresh_token!)
+    await expect(client.refreshTokenGrant(config, first.tokens.refresh_token!)).rejects.toMatchObject({
+      error: "invalid_grant",
+    })
+    // A code redeemed twice.
+    const second = await authorizeApp(browser, config, "agents:read")
+    const replayed = await fetch(`${origin}/oauth/token`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        authorization: `Basic ${Buffer.from(`${clientId}:${registered.clientSecret}`).toString("base64")}`,
+      },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        code: second.callback.searchParams.get("code")!,
+        redirect_uri: APP_CALLBACK,
+        code_verifier: second.verifier,
+      }),
+    })
+    expect(replayed.status).toBe(400)
+    // The app revokes its refresh token (RFC 7009); the person revokes a grant in the dashboard.
+    const third = await authorizeApp(browser, config, "agents:read events:read")
+    await client.tokenRevocation(config, third.tokens.refresh_token!)
+    await authorizeApp(browser, config, "agents:read")
+    await authorizeApp(browser, config, "agents:read")
+    const grants = (await t.call("GET", "/api/v1/oauth/grants?limit=100")).body.data.filter(
+      (g: any) => g.clientId === clientId,
+    )
+    expect(grants).toHaveLength(2)
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const byPerson = await browser.fetch(`${origin}/api/v1/oauth/grants/${grants[1].id}`, {
+      method: "DELETE",
+      headers: { "x-csrf-token": csrf },
+    })
+    expect(byPerson.status).toBe(200)
+    // Deleting the app ends the grant left, counted in its event.
+    expect((await t.call("DELETE", `/api/v1/oauth/clients/${clientId}`)).status).toBe(200)
+
+    const events = await trail()
+    for (const e of events) strict(e)
+    const key = { type: "api_key", id: expect.stringMatching(/^key_/) }
+    const person = { type: "user", id: userId }
+    const app = { type: "oauth", id: clientId }
+    expect(events.map((e) => [e.type, e.data.reason ?? null, e.actor])).toEqual([
+      ["oauth.client.created", null, key],
+      ["oauth.grant.created", null, person],
+      ["oauth.grant.revoked", "refresh_token_reused", app],
+      ["oauth.grant.created", null, person],
+      ["oauth.grant.revoked", "code_reused", app],
+      ["oauth.grant.created", null, person],
+      ["oauth.grant.revoked", "revoked_by_client", app],
+      ["oauth.grant.created", null, person],
+      ["oauth.grant.created", null, person],
+      ["oauth.grant.revoked", "revoked", person],
+      ["oauth.client.deleted", null, key],
+    ])
+    expect(events[0].data).toEqual({
+      clientId,
+      name: "Audited app",
+      type: "confidential",
+      redirectUris: [APP_CALLBACK],
+      scopes: ["agents:read", "events:read"],
+    })
+    expect(events[5].data).toMatchObject({ userId, clientName: "Audited app", scopes: ["agents:read", "events:read"] })
+    expect(events.at(-1).data).toEqual({ clientId, name: "Audited app", revokedGrants: 1 })
+    // Each grant's revocation names the grant its consent created.
+    for (const i of [1, 3, 5]) expect(events[i + 1].data.grantId).toBe(events[i].data.grantId)
+    expect(events[9].data.grantId).toBe(grants[1].id)
+    expect(events[7].data.grantId).toBe(grants[1].id)
+    const json = JSON.stringify(events)
+    for (const secret of [registered.clientSecret!, first.tokens.refresh_token!, third.tokens.access_token])
+      expect(json).not.toContain(secret)
+    expect((await t.call("POST", "/api/v1/events/verify", { body: {} })).body.data).toMatchObject({ valid: true })
   })
 
   it("removing the member cuts their apps' tokens, on another instance within 5 s", async () => {

@@ -491,6 +491,39 @@ export interface MemberSigninLinkCreatedData {
   readonly expiresAt: string
 }
 
+/** `oauth.client.created`: a third-party app registered (never its secret). */
+export interface OAuthClientCreatedData {
+  readonly clientId: string
+  readonly name: string
+  readonly type: "confidential" | "public"
+  readonly redirectUris: ReadonlyArray<string>
+  readonly scopes: ReadonlyArray<string>
+}
+
+/** `oauth.client.deleted`: an app deleted, with how many of its grants that revoked. */
+export interface OAuthClientDeletedData {
+  readonly clientId: string
+  readonly name: string
+  readonly revokedGrants: number
+}
+
+/** `oauth.grant.created`: a member authorised an app (the consent screen). */
+export interface OAuthGrantCreatedData {
+  readonly grantId: string
+  readonly clientId: string
+  readonly clientName: string
+  readonly userId: string
+  readonly scopes: ReadonlyArray<string>
+}
+
+/** `oauth.grant.revoked`: an app's grant ended; `code_reused` and `refresh_token_reused` are replays. */
+export interface OAuthGrantRevokedData {
+  readonly grantId: string
+  readonly clientId: string
+  readonly userId: string
+  readonly reason: "revoked" | "revoked_by_client" | "code_reused" | "refresh_token_reused"
+}
+
 /** `member.removed`: removed, or left (`left`). */
 export interface MemberRemovedData {
   readonly userId: string
@@ -665,6 +698,10 @@ export interface SystemEventDataMap {
   "member.role_changed": MemberRoleChangedData
   "member.signin_link_created": MemberSigninLinkCreatedData
   "member.removed": MemberRemovedData
+  "oauth.client.created": OAuthClientCreatedData
+  "oauth.client.deleted": OAuthClientDeletedData
+  "oauth.grant.created": OAuthGrantCreatedData
+  "oauth.grant.revoked": OAuthGrantRevokedData
   "webhook.created": WebhookCreatedData
   "webhook.updated": WebhookUpdatedData
   "webhook.secret.rotated": WebhookSecretRotatedData
@@ -741,6 +778,10 @@ export const SYSTEM_EVENT_NAMES: ReadonlyArray<SystemEventName> = Object.freeze(
   "member.role_changed",
   "member.signin_link_created",
   "member.removed",
+  "oauth.client.created",
+  "oauth.client.deleted",
+  "oauth.grant.created",
+  "oauth.grant.revoked",
   "webhook.created",
   "webhook.updated",
   "webhook.secret.rotated",

@@ -294,6 +294,31 @@ const sampleData: { readonly [N in SystemEventName]: () => SystemEventDataMap[N]
     role: "admin",
     left: false,
   }),
+  "oauth.client.created": () => ({
+    clientId: "oac_01jd8xj4k5m6n7p8q9r0s1t2v3",
+    name: "Release notes bot",
+    type: "confidential",
+    redirectUris: ["https://bot.example.com/callback"],
+    scopes: ["agents:read", "events:read"],
+  }),
+  "oauth.client.deleted": () => ({
+    clientId: "oac_01jd8xj4k5m6n7p8q9r0s1t2v3",
+    name: "Release notes bot",
+    revokedGrants: 2,
+  }),
+  "oauth.grant.created": () => ({
+    grantId: "grt_01jd8xk5m6n7p8q9r0s1t2v3w4",
+    clientId: "oac_01jd8xj4k5m6n7p8q9r0s1t2v3",
+    clientName: "Release notes bot",
+    userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
+    scopes: ["agents:read"],
+  }),
+  "oauth.grant.revoked": () => ({
+    grantId: "grt_01jd8xk5m6n7p8q9r0s1t2v3w4",
+    clientId: "oac_01jd8xj4k5m6n7p8q9r0s1t2v3",
+    userId: "usr_01jd8xh3j4k5m6n7p8q9r0s1t2",
+    reason: "refresh_token_reused",
+  }),
   "webhook.created": () => ({
     webhookId: "whk_01jd8xf2g3h4j5k6m7n8p9q0r1",
     origin: "https://hooks.example.com",

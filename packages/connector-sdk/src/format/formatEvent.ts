@@ -513,6 +513,40 @@ const FORMATTERS: Formatters = {
     fields: [["Role held", plain(d.role), true]],
     link: ["Open the members", "/members"],
   }),
+  "oauth.client.created": (d) => ({
+    title: `App registered: ${plain(d.name) ?? plain(d.clientId) ?? "?"}`,
+    fields: [
+      ["Type", plain(d.type), true],
+      ["Scopes", plain(d.scopes), false],
+      ["Redirect URIs", plain(d.redirectUris), false],
+    ],
+    link: ["Open the members", "/members"],
+  }),
+  "oauth.client.deleted": (d) => ({
+    title: `App deleted: ${plain(d.name) ?? plain(d.clientId) ?? "?"}`,
+    fields: [["Grants revoked", plain(d.revokedGrants), true]],
+    link: ["Open the members", "/members"],
+  }),
+  "oauth.grant.created": (d) => ({
+    title: `App authorised: ${plain(d.clientName) ?? plain(d.clientId) ?? "?"}`,
+    fields: [
+      ["By", plain(d.userId), true],
+      ["Scopes", plain(d.scopes), false],
+    ],
+    link: ["Open the members", "/members"],
+  }),
+  "oauth.grant.revoked": (d) => ({
+    title:
+      d.reason === "code_reused" || d.reason === "refresh_token_reused"
+        ? `App access revoked: a ${d.reason === "code_reused" ? "code" : "refresh token"} was used twice`
+        : `App access revoked: ${plain(d.clientId) ?? "?"}`,
+    fields: [
+      ["App", plain(d.clientId), true],
+      ["Granted by", plain(d.userId), true],
+      ["Reason", plain(d.reason), true],
+    ],
+    link: ["Open the members", "/members"],
+  }),
   "webhook.created": (d) => ({
     title: `Webhook registered: ${plain(d.origin) ?? plain(d.webhookId) ?? "?"}`,
     fields: [

@@ -96,6 +96,14 @@ const ContentId = Schema.String.annotate({ description: "the content item's id (
 
 const AGENT_CHANGES = ["name", "description", "labels", "metadata", "currentVersion"] as const
 const WORKSPACE_CHANGES = ["name", "plan", "guardDefault"] as const
+/** Why `oauth.grant.revoked` was recorded (a deleted client, a removed member: their own events say so). */
+export const OAUTH_GRANT_REVOKE_REASONS = [
+  "revoked",
+  "revoked_by_client",
+  "code_reused",
+  "refresh_token_reused",
+] as const
+
 /** What `apikey.revoked` can say; a deleted workspace records `workspace.deleted` with a count instead. */
 const EVENT_REVOKE_REASONS = [
   "revoked",
@@ -575,6 +583,53 @@ export const SYSTEM_EVENTS = {
       email: Schema.String,
       role: MemberRole.annotate({ description: "the role they held" }),
       left: Schema.Boolean.annotate({ description: "true when the member removed themselves" }),
+    }),
+  },
+  "oauth.client.created": {
+    description: "a third-party app registered in the workspace (its secret, if any, is shown once and never recorded)",
+    emittedBy: "POST /oauth/clients",
+    data: Schema.Struct({
+      clientId: Schema.String.annotate({ description: "`oac_…`" }),
+      name: Schema.String,
+      type: Schema.Literals(["confidential", "public"]),
+      redirectUris: Schema.Array(Schema.String),
+      scopes: Schema.Array(Schema.String).annotate({ description: "the scopes the app may ask for" }),
+    }),
+  },
+  "oauth.client.deleted": {
+    description: "a third-party app deleted; every grant to it is revoked and its tokens stop at once",
+    emittedBy: "DELETE /oauth/clients/:id",
+    data: Schema.Struct({
+      clientId: Schema.String,
+      name: Schema.String,
+      revokedGrants: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+        description: "how many active grants were revoked (no `oauth.grant.revoked` for each)",
+      }),
+    }),
+  },
+  "oauth.grant.created": {
+    description: "a member authorised a third-party app to act for them in the workspace (the consent screen)",
+    emittedBy: "POST /oauth/authorize",
+    data: Schema.Struct({
+      grantId: Schema.String.annotate({ description: "`grt_…`" }),
+      clientId: Schema.String,
+      clientName: Schema.String,
+      userId: Schema.String.annotate({ description: "`usr_…`: the member who consented (also the event's actor)" }),
+      scopes: Schema.Array(Schema.String).annotate({ description: "the scopes granted" }),
+    }),
+  },
+  "oauth.grant.revoked": {
+    description: "an app's grant ended: its access and refresh tokens stop at once",
+    emittedBy:
+      "DELETE /oauth/grants/:id, POST /oauth/revoke (a refresh token), POST /oauth/token (a code or a rotated refresh token presented again)",
+    data: Schema.Struct({
+      grantId: Schema.String,
+      clientId: Schema.String,
+      userId: Schema.String.annotate({ description: "the member who had granted it" }),
+      reason: Schema.Literals(OAUTH_GRANT_REVOKE_REASONS).annotate({
+        description:
+          "`revoked` by a member or a key; `revoked_by_client`: the app revoked its refresh token; `code_reused` and `refresh_token_reused`: a replay, taken as a theft (RFC 6749 4.1.2, RFC 9700 4.14.2), the actor being the app",
+      }),
     }),
   },
   "webhook.created": {

@@ -5,6 +5,8 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { Unauthenticated } from "../apikeys/ApiKeyErrors.ts"
 import { KEYS_CHANNEL } from "../apikeys/ApiKeyRepo.ts"
 import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import type { OAUTH_GRANT_REVOKE_REASONS } from "../audit/eventCatalog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { SCOPES } from "../auth/scopes.ts"
 import { PeopleService } from "../people/PeopleService.ts"
@@ -69,6 +71,13 @@ export interface TokenResponse {
   readonly expires_in: number
   readonly refresh_token: string
   readonly scope: string
+}
+
+/** A grant `revokeGrantsWhere` ended. */
+interface RevokedGrant {
+  readonly id: string
+  readonly client_id: string
+  readonly user_id: string
 }
 
 interface ClientRow {
@@ -155,6 +164,7 @@ export class OAuthService extends Context.Service<
       const people = yield* PeopleService
       const workspaces = yield* WorkspaceRepo
       const db = yield* Database
+      const audit = yield* AuditLog
       const tx = transactional(sql)
       const orDie = Effect.orDie
 
@@ -201,18 +211,20 @@ export class OAuthService extends Context.Service<
           orDie,
         )
 
-      /** Revokes grants and announces each on the keys channel (open event streams re-check their credential). */
+      /**
+       * Revokes grants and announces each on the keys channel (open event streams re-check their credential).
+       * The caller records it in the trail, in its transaction: `oauth.grant.revoked` (grantsRevoked), or a count
+       * in the event of what ended them.
+       */
       const revokeGrantsWhere = (
         which: { readonly grantId: string } | { readonly clientId: string },
         reason: string,
         at: string,
       ) =>
-        sql<{
-          id: string
-        }>`WITH r AS (UPDATE oauth_grants SET revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
+        sql<RevokedGrant>`WITH r AS (UPDATE oauth_grants SET revoked_at = ${at}::timestamptz, revoked_reason = ${reason}
             WHERE revoked_at IS NULL AND ${"grantId" in which ? sql`id = ${which.grantId}` : sql`client_id = ${which.clientId}`}
-            RETURNING id)
-            SELECT id, pg_notify(${KEYS_CHANNEL}, id) FROM r`.pipe(
+            RETURNING id, client_id, user_id)
+            SELECT id, client_id, user_id, pg_notify(${KEYS_CHANNEL}, id) FROM r`.pipe(
           // Forgotten here at once as well: the announcement reaches this instance only after the commit, and the
           // caller's next request may come first. (It forgets them again, should a read re-cache one meanwhile.)
           Effect.tap((r) =>
@@ -220,9 +232,39 @@ export class OAuthService extends Context.Service<
               for (const { id } of r) forget(id)
             }),
           ),
-          Effect.map((r) => r.length),
           orDie,
         )
+
+      /** `oauth.grant.revoked` for each grant `revokeGrantsWhere` ended, by `actor`. */
+      const grantsRevoked = (
+        actor: Actor,
+        grants: ReadonlyArray<RevokedGrant>,
+        reason: (typeof OAUTH_GRANT_REVOKE_REASONS)[number],
+      ) =>
+        grants.length === 0
+          ? Effect.void
+          : audit
+              .append(
+                actor,
+                grants.map((g) => ({
+                  type: "oauth.grant.revoked" as const,
+                  data: { grantId: g.id, clientId: g.client_id, userId: g.user_id, reason },
+                })),
+              )
+              .pipe(Effect.asVoid)
+
+      /** The app itself as the actor of what its own requests to /oauth/token and /oauth/revoke changed. */
+      const clientActor = (client: ClientRow) =>
+        Effect.gen(function* () {
+          const workspace = yield* workspaces.find(client.workspace_id)
+          return {
+            workspaceId: client.workspace_id,
+            environment: workspace?.environment ?? "live",
+            credential: { type: "oauth", id: client.id },
+            keyType: "workspace",
+            scopes: new Set(),
+          } satisfies Actor
+        })
 
       const createClient = Effect.fn("OAuthService.createClient")(function* (actor: Actor, input: CreateOAuthClient) {
         const now = yield* Clock.currentTimeMillis
@@ -237,10 +279,26 @@ export class OAuthService extends Context.Service<
           scopes: [...new Set(input.scopes ?? DEFAULT_CLIENT_SCOPES)],
           createdAt: isoOf(now),
         }
-        yield* sql`INSERT INTO oauth_clients (id, workspace_id, name, secret_hash, redirect_uris, scopes, created_by, created_at)
-            VALUES (${client.id}, ${client.workspaceId}, ${client.name}, ${secret?.hash ?? null},
-              ${jsonb(sql, client.redirectUris)}, ${jsonb(sql, client.scopes)},
-              ${actor.userId ?? actor.credential.id}, ${client.createdAt}::timestamptz)`.pipe(orDie)
+        yield* tx(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO oauth_clients (id, workspace_id, name, secret_hash, redirect_uris, scopes, created_by, created_at)
+                VALUES (${client.id}, ${client.workspaceId}, ${client.name}, ${secret?.hash ?? null},
+                  ${jsonb(sql, client.redirectUris)}, ${jsonb(sql, client.scopes)},
+                  ${actor.userId ?? actor.credential.id}, ${client.createdAt}::timestamptz)`.pipe(orDie)
+            yield* audit.append(actor, [
+              {
+                type: "oauth.client.created",
+                data: {
+                  clientId: client.id,
+                  name: client.name,
+                  type: client.type,
+                  redirectUris: client.redirectUris,
+                  scopes: client.scopes,
+                },
+              },
+            ])
+          }),
+        )
         return secret ? { client, clientSecret: secret.secret } : { client }
       })
 
@@ -260,7 +318,13 @@ export class OAuthService extends Context.Service<
             if (!row || row.workspace_id !== actor.workspaceId) return yield* new OAuthClientNotFound({ clientId: id })
             const at = isoOf(yield* Clock.currentTimeMillis)
             yield* sql`UPDATE oauth_clients SET revoked_at = ${at}::timestamptz WHERE id = ${id}`.pipe(orDie)
-            yield* revokeGrantsWhere({ clientId: id }, "client_deleted", at)
+            const revoked = yield* revokeGrantsWhere({ clientId: id }, "client_deleted", at)
+            yield* audit.append(actor, [
+              {
+                type: "oauth.client.deleted",
+                data: { clientId: id, name: row.name, revokedGrants: revoked.length },
+              },
+            ])
             return toClient(row)
           }),
         )
@@ -314,11 +378,17 @@ export class OAuthService extends Context.Service<
                 : "revoking another person's grant needs apikeys:write",
             scope: "apikeys:write",
           })
-        yield* revokeGrantsWhere({ grantId: id }, "revoked", isoOf(yield* Clock.currentTimeMillis))
+        const at = isoOf(yield* Clock.currentTimeMillis)
+        yield* tx(
+          Effect.gen(function* () {
+            yield* grantsRevoked(actor, yield* revokeGrantsWhere({ grantId: id }, "revoked", at), "revoked")
+          }),
+        )
         return toGrant(grant)
       })
 
-      const checkAuthorization = Effect.fn("OAuthService.checkAuthorization")(function* (
+      /** The checked request, and the person as a member of the app's workspace (who consents, in approve). */
+      const checkRequest = Effect.fn("OAuthService.checkAuthorization")(function* (
         request: AuthorizeRequest,
         userId: string,
         enterpriseOnly: boolean,
@@ -366,21 +436,25 @@ export class OAuthService extends Context.Service<
         if (scopes.length === 0)
           return yield* refused("invalid_scope", "your role holds none of the scopes this app asks for", true)
         const workspace = yield* workspaces.find(client.workspaceId)
-        return {
+        const checked = {
           client,
           workspaceName: workspace?.name ?? client.workspaceId,
           redirectUri: request.redirectUri,
           state: request.state,
           scopes,
         } satisfies CheckedAuthorization
+        return { checked, member: { ...actor, credential: { type: "user" as const, id: userId } } satisfies Actor }
       })
+
+      const checkAuthorization = (request: AuthorizeRequest, userId: string, enterpriseOnly: boolean) =>
+        checkRequest(request, userId, enterpriseOnly).pipe(Effect.map((r) => r.checked))
 
       const approve = Effect.fn("OAuthService.approve")(function* (
         request: AuthorizeRequest,
         userId: string,
         enterpriseOnly: boolean,
       ) {
-        const checked = yield* checkAuthorization(request, userId, enterpriseOnly)
+        const { checked, member } = yield* checkRequest(request, userId, enterpriseOnly)
         const now = yield* Clock.currentTimeMillis
         const grantId = newId("grt", now)
         const code = mintSecret(CODE_PREFIX)
@@ -388,11 +462,23 @@ export class OAuthService extends Context.Service<
           Effect.gen(function* () {
             yield* sql`INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at)
                 VALUES (${grantId}, ${checked.client.id}, ${userId}, ${checked.client.workspaceId},
-                  ${jsonb(sql, checked.scopes)}, ${isoOf(now)}::timestamptz)`
+                  ${jsonb(sql, checked.scopes)}, ${isoOf(now)}::timestamptz)`.pipe(orDie)
             yield* sql`INSERT INTO oauth_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at)
                 VALUES (${code.hash}, ${grantId}, ${checked.redirectUri}, ${request.codeChallenge ?? null},
-                  ${isoOf(now + CODE_TTL_MS)}::timestamptz)`
-          }).pipe(orDie),
+                  ${isoOf(now + CODE_TTL_MS)}::timestamptz)`.pipe(orDie)
+            yield* audit.append(member, [
+              {
+                type: "oauth.grant.created",
+                data: {
+                  grantId,
+                  clientId: checked.client.id,
+                  clientName: checked.client.name,
+                  userId,
+                  scopes: checked.scopes,
+                },
+              },
+            ])
+          }),
         )
         return { redirectUri: checked.redirectUri, code: code.secret, state: checked.state }
       })
@@ -466,7 +552,8 @@ export class OAuthService extends Context.Service<
             if (!row || row.client_id !== client.id) return { error: badGrant }
             if (row.used_at !== null) {
               // A code used twice was stolen or replayed: what it granted is revoked (RFC 6749 4.1.2).
-              yield* revokeGrantsWhere({ grantId: row.grant_id }, "code_reused", isoOf(now))
+              const revoked = yield* revokeGrantsWhere({ grantId: row.grant_id }, "code_reused", isoOf(now))
+              yield* grantsRevoked(yield* clientActor(client), revoked, "code_reused")
               return { error: badGrant }
             }
             yield* sql`UPDATE oauth_codes SET used_at = ${isoOf(now)}::timestamptz WHERE code_hash = ${hashKey(params.code!)}`.pipe(
@@ -525,7 +612,8 @@ export class OAuthService extends Context.Service<
             if (row.revoked_at !== null || row.expires_at.getTime() <= now) return { error: badGrant }
             if (row.used_at !== null) {
               // Reuse of a rotated refresh token (RFC 9700 4.14.2): the grant and every token of it end.
-              yield* revokeGrantsWhere({ grantId: row.grant_id }, "refresh_token_reused", isoOf(now))
+              const revoked = yield* revokeGrantsWhere({ grantId: row.grant_id }, "refresh_token_reused", isoOf(now))
+              yield* grantsRevoked(yield* clientActor(client), revoked, "refresh_token_reused")
               return { error: badGrant }
             }
             let scopes = row.scopes
@@ -563,7 +651,12 @@ export class OAuthService extends Context.Service<
         if (!row || row.client_id !== client.id) return
         const at = isoOf(yield* Clock.currentTimeMillis)
         if (row.kind === "refresh") {
-          yield* revokeGrantsWhere({ grantId: row.grant_id }, "revoked_by_client", at)
+          yield* tx(
+            Effect.gen(function* () {
+              const revoked = yield* revokeGrantsWhere({ grantId: row.grant_id }, "revoked_by_client", at)
+              yield* grantsRevoked(yield* clientActor(client), revoked, "revoked_by_client")
+            }),
+          )
           return
         }
         // An access token alone: expire it now.
