@@ -18,7 +18,7 @@ import { type BenchServer, type FreshServer, processCpuMs, settle } from "./serv
  * same loaded machine: the one-after-the-other rounds could not tell a 3% cost from nothing.
  */
 
-const ROUNDS = 10
+const ROUNDS = 20
 const ROUND_MS = 2_000
 const CONNECTIONS = 64
 
