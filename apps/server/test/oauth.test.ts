@@ -646,46 +646,54 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
   it("records every change to apps and grants in the audit trail (D8), with its actor, and never a secret", async () => {
     const browser = await signedIn("otto", "admin")
     const userId = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.user.id as string
-    const registered = await register({ name: "Audited app", scopes: ["agents:read", "events:read"] })
-    const config = await appConfig(registered)
-    const clientId = registered.client.id
-    const trail = async () => {
+    const newest = async () => {
       const res = await t.call("GET", "/api/v1/events?limit=100")
       expect(res.status, JSON.stringify(res.body)).toBe(200)
-      return (res.body.data as Array<any>)
-        .filter((e) => e.type.startsWith("oauth.") && e.data.clientId === clientId)
-        .reverse()
+      return res.body.data as Array<any>
     }
+    // Everything this test records, in order: the events after the newest one now (the file's tests run in turn).
+    const marker = (await newest())[0]?.sequence ?? 0
+    const trail = async () => (await newest()).filter((e) => e.sequence > marker).reverse()
     const strict = (e: any) =>
       Schema.decodeUnknownSync(SYSTEM_EVENTS[e.type as SystemEventName].data)(e.data, { onExcessProperty: "error" })
 
-    // Consent, then a refresh token rotated and presented again: a replay, taken as a theft.
+    const registered = await register({ name: "Audited app", scopes: ["agents:read", "events:read"] })
+    const config = await appConfig(registered)
+    const clientId = registered.client.id
+    const basic = `Basic ${Buffer.from(`${clientId}:${registered.clientSecret}`).toString("base64")}`
+    const redeem = (code: string, verifier: string, authorization = basic) =>
+      fetch(`${origin}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", authorization },
+        body: new URLSearchParams({
+          grant_type: "authorization_code",
+          code,
+          redirect_uri: APP_CALLBACK,
+          code_verifier: verifier,
+        }),
+      }).then((r) => r.status)
+
+    // Consent, then a refresh token rotated and presented again: a replay, taken as a theft; again, nothing more.
     const first = await authorizeApp(browser, config, "agents:read")
     await client.refreshTokenGrant(config, first.tokens.refresh_token!)
-    await expect(client.refreshTokenGrant(config, first.tokens.refresh_token!)).rejects.toMatchObject({
-      error: "invalid_grant",
-    })
-    // A code redeemed twice.
+    for (let i = 0; i < 2; i++)
+      await expect(client.refreshTokenGrant(config, first.tokens.refresh_token!)).rejects.toMatchObject({
+        error: "invalid_grant",
+      })
+    // A code presented by another app: refused, nothing revoked, nothing recorded. Then redeemed twice (and thrice).
     const second = await authorizeApp(browser, config, "agents:read")
-    const replayed = await fetch(`${origin}/oauth/token`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/x-www-form-urlencoded",
-        authorization: `Basic ${Buffer.from(`${clientId}:${registered.clientSecret}`).toString("base64")}`,
-      },
-      body: new URLSearchParams({
-        grant_type: "authorization_code",
-        code: second.callback.searchParams.get("code")!,
-        redirect_uri: APP_CALLBACK,
-        code_verifier: second.verifier,
-      }),
-    })
-    expect(replayed.status).toBe(400)
+    const code = second.callback.searchParams.get("code")!
+    const other = await register({ name: "Not the audited app" })
+    const otherBasic = `Basic ${Buffer.from(`${other.client.id}:${other.clientSecret}`).toString("base64")}`
+    expect(await redeem(code, second.verifier, otherBasic)).toBe(400)
+    expect((await bearer(second.tokens.access_token, "/api/v1/agents")).status).toBe(200)
+    expect(await redeem(code, second.verifier)).toBe(400)
+    expect(await redeem(code, second.verifier)).toBe(400)
     // The app revokes its refresh token (RFC 7009); the person revokes a grant in the dashboard.
     const third = await authorizeApp(browser, config, "agents:read events:read")
     await client.tokenRevocation(config, third.tokens.refresh_token!)
     await authorizeApp(browser, config, "agents:read")
-    await authorizeApp(browser, config, "agents:read")
+    const fifth = await authorizeApp(browser, config, "agents:read")
     const grants = (await t.call("GET", "/api/v1/oauth/grants?limit=100")).body.data.filter(
       (g: any) => g.clientId === clientId,
     )
@@ -696,26 +704,30 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       headers: { "x-csrf-token": csrf },
     })
     expect(byPerson.status).toBe(200)
-    // Deleting the app ends the grant left, counted in its event.
-    expect((await t.call("DELETE", `/api/v1/oauth/clients/${clientId}`)).status).toBe(200)
+    // Deleting the app ends the grant left, counted in its event; a concurrent delete finds it gone.
+    const deletes = await Promise.all([1, 2].map(() => t.call("DELETE", `/api/v1/oauth/clients/${clientId}`)))
+    expect(deletes.map((d) => d.status).sort()).toEqual([200, 404])
+    expect((await bearer(fifth.tokens.access_token, "/api/v1/agents")).status).toBe(401)
 
-    const events = await trail()
+    const events = (await trail()).filter((e) => e.type.startsWith("oauth."))
     for (const e of events) strict(e)
     const key = { type: "api_key", id: expect.stringMatching(/^key_/) }
     const person = { type: "user", id: userId }
-    const app = { type: "oauth", id: clientId }
-    expect(events.map((e) => [e.type, e.data.reason ?? null, e.actor])).toEqual([
-      ["oauth.client.created", null, key],
-      ["oauth.grant.created", null, person],
-      ["oauth.grant.revoked", "refresh_token_reused", app],
-      ["oauth.grant.created", null, person],
-      ["oauth.grant.revoked", "code_reused", app],
-      ["oauth.grant.created", null, person],
-      ["oauth.grant.revoked", "revoked_by_client", app],
-      ["oauth.grant.created", null, person],
-      ["oauth.grant.created", null, person],
-      ["oauth.grant.revoked", "revoked", person],
-      ["oauth.client.deleted", null, key],
+    const app = (grantId: string) => ({ type: "oauth", id: grantId })
+    const grantOf = (i: number) => events[i]?.data.grantId as string
+    expect(events.map((e) => [e.type, e.data.clientId, e.data.reason ?? null, e.actor])).toEqual([
+      ["oauth.client.created", clientId, null, key],
+      ["oauth.grant.created", clientId, null, person],
+      ["oauth.grant.revoked", clientId, "refresh_token_reused", app(grantOf(1))],
+      ["oauth.grant.created", clientId, null, person],
+      ["oauth.client.created", other.client.id, null, key],
+      ["oauth.grant.revoked", clientId, "code_reused", app(grantOf(3))],
+      ["oauth.grant.created", clientId, null, person],
+      ["oauth.grant.revoked", clientId, "revoked_by_client", app(grantOf(6))],
+      ["oauth.grant.created", clientId, null, person],
+      ["oauth.grant.created", clientId, null, person],
+      ["oauth.grant.revoked", clientId, "revoked", person],
+      ["oauth.client.deleted", clientId, null, key],
     ])
     expect(events[0].data).toEqual({
       clientId,
@@ -724,14 +736,20 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       redirectUris: [APP_CALLBACK],
       scopes: ["agents:read", "events:read"],
     })
-    expect(events[5].data).toMatchObject({ userId, clientName: "Audited app", scopes: ["agents:read", "events:read"] })
+    expect(events[6].data).toMatchObject({ userId, clientName: "Audited app", scopes: ["agents:read", "events:read"] })
     expect(events.at(-1).data).toEqual({ clientId, name: "Audited app", revokedGrants: 1 })
-    // Each grant's revocation names the grant its consent created.
-    for (const i of [1, 3, 5]) expect(events[i + 1].data.grantId).toBe(events[i].data.grantId)
-    expect(events[9].data.grantId).toBe(grants[1].id)
-    expect(events[7].data.grantId).toBe(grants[1].id)
-    const json = JSON.stringify(events)
-    for (const secret of [registered.clientSecret!, first.tokens.refresh_token!, third.tokens.access_token])
+    // Each revocation names the grant its consent created.
+    const revocations: ReadonlyArray<readonly [number, number]> = [
+      [1, 2],
+      [3, 5],
+      [6, 7],
+    ]
+    for (const [created, revoked] of revocations)
+      expect(events[revoked]!.data.grantId).toBe(events[created]!.data.grantId)
+    expect(events[8].data.grantId).toBe(grants[1].id)
+    expect(events[10].data.grantId).toBe(grants[1].id)
+    const json = JSON.stringify(await trail())
+    for (const secret of [registered.clientSecret!, first.tokens.refresh_token!, third.tokens.access_token, code])
       expect(json).not.toContain(secret)
     expect((await t.call("POST", "/api/v1/events/verify", { body: {} })).body.data).toMatchObject({ valid: true })
   })

@@ -628,7 +628,7 @@ export const SYSTEM_EVENTS = {
       userId: Schema.String.annotate({ description: "the member who had granted it" }),
       reason: Schema.Literals(OAUTH_GRANT_REVOKE_REASONS).annotate({
         description:
-          "`revoked` by a member or a key; `revoked_by_client`: the app revoked its refresh token; `code_reused` and `refresh_token_reused`: a replay, taken as a theft (RFC 6749 4.1.2, RFC 9700 4.14.2), the actor being the app",
+          "`revoked`: by a member in the dashboard, or a key or an app's token with `apikeys:write`; `revoked_by_client`: the app revoked its refresh token; `code_reused` and `refresh_token_reused`: a replay, taken as a theft (RFC 6749 4.1.2, RFC 9700 4.14.2). For the last three the actor is the app through the grant (`oauth`, the grant's id), as for everything an app's token does",
       }),
     }),
   },

@@ -235,6 +235,15 @@ export class OAuthService extends Context.Service<
           orDie,
         )
 
+      /**
+       * Forgets the revoked grants' tokens again once their transaction committed: `revokeGrantsWhere` forgets them
+       * inside it, and a request authenticated meanwhile (before the commit, while the audit append waits for the
+       * chain's head) read the grant as still active and cached it.
+       */
+      const forgetAfterCommit = (grants: ReadonlyArray<RevokedGrant>) => {
+        for (const g of grants) forget(g.id)
+      }
+
       /** `oauth.grant.revoked` for each grant `revokeGrantsWhere` ended, by `actor`. */
       const grantsRevoked = (
         actor: Actor,
@@ -253,17 +262,30 @@ export class OAuthService extends Context.Service<
               )
               .pipe(Effect.asVoid)
 
-      /** The app itself as the actor of what its own requests to /oauth/token and /oauth/revoke changed. */
-      const clientActor = (client: ClientRow) =>
+      /**
+       * `oauth.grant.revoked` for a grant the app's own request to /oauth/token or /oauth/revoke ended. The actor
+       * is the app through that grant: `oauth` with the grant's id, as every act of an app's token is recorded.
+       */
+      const revokedByApp = (
+        workspaceId: string,
+        grants: ReadonlyArray<RevokedGrant>,
+        reason: (typeof OAUTH_GRANT_REVOKE_REASONS)[number],
+      ) =>
         Effect.gen(function* () {
-          const workspace = yield* workspaces.find(client.workspace_id)
-          return {
-            workspaceId: client.workspace_id,
-            environment: workspace?.environment ?? "live",
-            credential: { type: "oauth", id: client.id },
-            keyType: "workspace",
-            scopes: new Set(),
-          } satisfies Actor
+          if (grants.length === 0) return
+          const workspace = yield* workspaces.find(workspaceId)
+          for (const grant of grants)
+            yield* grantsRevoked(
+              {
+                workspaceId,
+                environment: workspace?.environment ?? "live",
+                credential: { type: "oauth", id: grant.id },
+                keyType: "workspace",
+                scopes: new Set(),
+              },
+              [grant],
+              reason,
+            )
         })
 
       const createClient = Effect.fn("OAuthService.createClient")(function* (actor: Actor, input: CreateOAuthClient) {
@@ -312,12 +334,15 @@ export class OAuthService extends Context.Service<
       })
 
       const deleteClient = Effect.fn("OAuthService.deleteClient")(function* (actor: Actor, id: string) {
-        return yield* tx(
+        const { client, revoked } = yield* tx(
           Effect.gen(function* () {
             const row = yield* findClient(id)
             if (!row || row.workspace_id !== actor.workspaceId) return yield* new OAuthClientNotFound({ clientId: id })
             const at = isoOf(yield* Clock.currentTimeMillis)
-            yield* sql`UPDATE oauth_clients SET revoked_at = ${at}::timestamptz WHERE id = ${id}`.pipe(orDie)
+            // Only the delete that ends the client goes on: a concurrent one finds it gone (404), and records nothing.
+            const ended = yield* sql`UPDATE oauth_clients SET revoked_at = ${at}::timestamptz
+                WHERE id = ${id} AND revoked_at IS NULL RETURNING id`.pipe(orDie)
+            if (ended.length === 0) return yield* new OAuthClientNotFound({ clientId: id })
             const revoked = yield* revokeGrantsWhere({ clientId: id }, "client_deleted", at)
             yield* audit.append(actor, [
               {
@@ -325,9 +350,11 @@ export class OAuthService extends Context.Service<
                 data: { clientId: id, name: row.name, revokedGrants: revoked.length },
               },
             ])
-            return toClient(row)
+            return { client: toClient(row), revoked }
           }),
         )
+        forgetAfterCommit(revoked)
+        return client
       })
 
       interface GrantRow {
@@ -379,11 +406,14 @@ export class OAuthService extends Context.Service<
             scope: "apikeys:write",
           })
         const at = isoOf(yield* Clock.currentTimeMillis)
-        yield* tx(
+        const revoked = yield* tx(
           Effect.gen(function* () {
-            yield* grantsRevoked(actor, yield* revokeGrantsWhere({ grantId: id }, "revoked", at), "revoked")
+            const revoked = yield* revokeGrantsWhere({ grantId: id }, "revoked", at)
+            yield* grantsRevoked(actor, revoked, "revoked")
+            return revoked
           }),
         )
+        forgetAfterCommit(revoked)
         return toGrant(grant)
       })
 
@@ -532,7 +562,9 @@ export class OAuthService extends Context.Service<
         const client = yield* authenticateClient(auth)
         const badGrant = refused("invalid_grant", "the code is invalid, expired, used, or not this client's", false)
         if (!params.code || !isSecretOf(CODE_PREFIX, params.code)) return yield* badGrant
-        type Outcome = { readonly error: OAuthRefused } | { readonly tokens: TokenResponse }
+        type Outcome =
+          | { readonly error: OAuthRefused; readonly revoked?: ReadonlyArray<RevokedGrant> }
+          | { readonly tokens: TokenResponse }
         const outcome: Outcome = yield* tx(
           Effect.gen(function* (): Effect.fn.Return<Outcome> {
             const now = yield* Clock.currentTimeMillis
@@ -553,8 +585,8 @@ export class OAuthService extends Context.Service<
             if (row.used_at !== null) {
               // A code used twice was stolen or replayed: what it granted is revoked (RFC 6749 4.1.2).
               const revoked = yield* revokeGrantsWhere({ grantId: row.grant_id }, "code_reused", isoOf(now))
-              yield* grantsRevoked(yield* clientActor(client), revoked, "code_reused")
-              return { error: badGrant }
+              yield* revokedByApp(client.workspace_id, revoked, "code_reused")
+              return { error: badGrant, revoked }
             }
             yield* sql`UPDATE oauth_codes SET used_at = ${isoOf(now)}::timestamptz WHERE code_hash = ${hashKey(params.code!)}`.pipe(
               orDie,
@@ -575,8 +607,11 @@ export class OAuthService extends Context.Service<
             return { tokens: yield* issue(row.grant_id, row.scopes, now) }
           }),
         )
-        // A refusal still commits what it did: the code is spent, a replay's grant revoked.
-        if ("error" in outcome) return yield* outcome.error
+        // A refusal still commits what it did: the code is spent, a replay's grant revoked (and recorded).
+        if ("error" in outcome) {
+          forgetAfterCommit(outcome.revoked ?? [])
+          return yield* outcome.error
+        }
         return outcome.tokens
       })
 
@@ -588,10 +623,11 @@ export class OAuthService extends Context.Service<
         const badGrant = refused("invalid_grant", "the refresh token is invalid, expired, revoked or used", false)
         if (!params.refreshToken || !isSecretOf(REFRESH_TOKEN_PREFIX, params.refreshToken)) return yield* badGrant
         const tokenHash = hashKey(params.refreshToken)
-        const outcome: { readonly error: OAuthRefused } | { readonly tokens: TokenResponse } = yield* tx(
-          Effect.gen(function* (): Effect.fn.Return<
-            { readonly error: OAuthRefused } | { readonly tokens: TokenResponse }
-          > {
+        type Outcome =
+          | { readonly error: OAuthRefused; readonly revoked?: ReadonlyArray<RevokedGrant> }
+          | { readonly tokens: TokenResponse }
+        const outcome: Outcome = yield* tx(
+          Effect.gen(function* (): Effect.fn.Return<Outcome> {
             const now = yield* Clock.currentTimeMillis
             const rows = yield* sql<{
               grant_id: string
@@ -613,8 +649,8 @@ export class OAuthService extends Context.Service<
             if (row.used_at !== null) {
               // Reuse of a rotated refresh token (RFC 9700 4.14.2): the grant and every token of it end.
               const revoked = yield* revokeGrantsWhere({ grantId: row.grant_id }, "refresh_token_reused", isoOf(now))
-              yield* grantsRevoked(yield* clientActor(client), revoked, "refresh_token_reused")
-              return { error: badGrant }
+              yield* revokedByApp(client.workspace_id, revoked, "refresh_token_reused")
+              return { error: badGrant, revoked }
             }
             let scopes = row.scopes
             if (params.scope?.trim()) {
@@ -632,8 +668,11 @@ export class OAuthService extends Context.Service<
             return { tokens: yield* issue(row.grant_id, scopes, now, row.scopes) }
           }),
         )
-        // The revocation above is committed even though the answer is a refusal.
-        if ("error" in outcome) return yield* outcome.error
+        // The revocation above is committed (and recorded) even though the answer is a refusal.
+        if ("error" in outcome) {
+          forgetAfterCommit(outcome.revoked ?? [])
+          return yield* outcome.error
+        }
         return outcome.tokens
       })
 
@@ -651,12 +690,14 @@ export class OAuthService extends Context.Service<
         if (!row || row.client_id !== client.id) return
         const at = isoOf(yield* Clock.currentTimeMillis)
         if (row.kind === "refresh") {
-          yield* tx(
+          const revoked = yield* tx(
             Effect.gen(function* () {
               const revoked = yield* revokeGrantsWhere({ grantId: row.grant_id }, "revoked_by_client", at)
-              yield* grantsRevoked(yield* clientActor(client), revoked, "revoked_by_client")
+              yield* revokedByApp(client.workspace_id, revoked, "revoked_by_client")
+              return revoked
             }),
           )
+          forgetAfterCommit(revoked)
           return
         }
         // An access token alone: expire it now.
