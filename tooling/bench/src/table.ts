@@ -21,6 +21,8 @@ interface Result {
   readonly targets?: ReadonlyArray<Target>
   readonly pass: boolean
   readonly error?: string
+  /** Set when the benchmark could not run on this machine (e.g. no Chromium); it then has no value. */
+  readonly notRun?: string
 }
 
 const path = process.argv[2] ?? resolve(import.meta.dirname, "../../../bench-results/results.json")
@@ -31,8 +33,8 @@ const report = JSON.parse(readFileSync(path, "utf8")) as {
   benchmarks: ReadonlyArray<Result>
 }
 
-const num = (x: number | undefined) =>
-  x === undefined || Number.isNaN(x)
+const num = (x: number | null | undefined) =>
+  x === undefined || x === null || Number.isNaN(x)
     ? "—"
     : Math.abs(x) >= 100
       ? Math.round(x).toLocaleString("en-US")
@@ -45,6 +47,7 @@ const rows = report.benchmarks.map((b) => {
         `${t.description} ${t.kind === "min" ? "≥" : "≤"} ${num(t.value)}: ${num(t.measured)} ${t.pass ? "met" : "**missed**"}`,
     )
     .join("; ")
+  if (b.notRun !== undefined) return `| ${b.name} | not run: ${b.notRun} | — | — | not run |`
   const measured = b.error ? `did not finish: ${b.error}` : `${num(b.value)} ${b.unit ?? ""}`.trim()
   return `| ${b.name} | ${measured} | ${num(b.baseline?.value)} | ${targets || "—"} | ${b.pass ? "met" : "**missed**"} |`
 })
