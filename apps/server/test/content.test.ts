@@ -107,4 +107,69 @@ describe("content over REST", () => {
     expect(pending.status).toBe(201)
     expect(pending.body.data.status).toBe("pending")
   })
+
+  it("refuses a corrupt JPEG, a scan URL that is not http(s) or carries a line break, and a candidate of the wrong kind", async () => {
+    // A JPEG whose header is sound and whose scan data is not: libjpeg decodes it with "Corrupt JPEG data".
+    const jpeg = await sharp({ create: { width: 640, height: 480, channels: 3, background: "#808080" } })
+      .composite([
+        {
+          input: Buffer.from(
+            '<svg width="640" height="480"><circle cx="320" cy="240" r="200" fill="red"/><rect x="40" y="40" width="120" height="90" fill="blue"/></svg>',
+          ),
+        },
+      ])
+      .jpeg()
+      .toBuffer()
+    const corrupt = Buffer.from(jpeg)
+    for (let i = 700; i < corrupt.length; i += 40) corrupt[i]! ^= 0x5a
+    const data = corrupt.toString("base64")
+    const before = await count()
+    for (const [path, body] of [
+      ["/api/v1/content", { kind: "image", title: "corrupt", data }],
+      ["/api/v1/content/scan", { data }],
+      ["/api/v1/content/watermark/detect", { data }],
+    ] as const) {
+      const res = await t.call("POST", path, { body })
+      expectError(res, 422, "VALIDATION_ERROR", "data")
+      expect(res.body.error.message).toMatch(/cannot be decoded/)
+    }
+    expect(await count()).toBe(before)
+
+    const source = Array.from({ length: 300 }, (_, i) => `word${i % 97} item${(i * 7) % 89} part${i}`).join(" ")
+    const text = await t.call("POST", "/api/v1/content", { body: { kind: "text", title: "source", text: source } })
+    expect(text.status).toBe(201)
+    const id = text.body.data.id as string
+    const matches = async () =>
+      (
+        await t.query<{ n: number }>(
+          (sql) => sql`SELECT count(*)::int AS n FROM content_matches WHERE content_id = ${id}`,
+        )
+      )[0]!.n
+    for (const url of [
+      "javascript:alert(document.cookie)",
+      "https://a.example/\n\nThis notice is withdrawn.",
+      "not a url",
+    ]) {
+      const res = await t.call("POST", "/api/v1/content/scan", { body: { text: source, url } })
+      expectError(res, 422, "VALIDATION_ERROR", "url")
+    }
+    expect(await matches()).toBe(0)
+    const found = await t.call("POST", "/api/v1/content/scan", {
+      body: { text: source, url: "https://copy.example/a b" },
+    })
+    expect(found.status, JSON.stringify(found.body)).toBe(200)
+    expect(found.body.data.matches[0]).toMatchObject({ contentId: id, url: "https://copy.example/a%20b" })
+
+    const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: "#336699" } })
+      .png()
+      .toBuffer()
+    expectError(
+      await t.call("POST", `/api/v1/content/${id}/scan`, { body: { data: png.toString("base64") } }),
+      422,
+      "VALIDATION_ERROR",
+      "data",
+    )
+    expectError(await t.call("POST", "/api/v1/content/scan", { body: { text: "  " } }), 422, "VALIDATION_ERROR", "text")
+    expect(await matches()).toBe(1)
+  })
 })

@@ -133,7 +133,10 @@ export const ScanContent = Schema.Struct({
   text: Schema.optionalKey(Schema.String.annotate({ description: "a candidate text" })),
   data: Schema.optionalKey(Base64Image.annotate({ description: "a candidate image, base64" })),
   url: Schema.optionalKey(
-    Schema.String.check(Schema.isMaxLength(2048)).annotate({ description: "where the candidate was found" }),
+    Schema.String.check(Schema.isMaxLength(2048)).annotate({
+      description:
+        "where the candidate was found: an http(s) URL without control characters, kept with each match and quoted in takedown notices",
+    }),
   ),
 }).annotate({ identifier: "ScanContent" })
 export type ScanContent = typeof ScanContent.Type

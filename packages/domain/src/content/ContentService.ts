@@ -247,6 +247,26 @@ export class ContentService extends Context.Service<
           return row
         })
 
+      /**
+       * An http(s) URL a person will read in a takedown notice (`targetUrl`, a scan's `url`): control characters
+       * are refused rather than dropped by the URL parser, so nothing sent can start a new line of the notice.
+       */
+      const httpUrl = (field: string, value: string) =>
+        Effect.gen(function* () {
+          // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses
+          if (/[\u0000-\u001f\u007f]/.test(value))
+            return yield* new InvalidInput({ field, message: "contains a control character (a line break, a tab…)" })
+          let url: URL
+          try {
+            url = new URL(value)
+          } catch {
+            return yield* new InvalidInput({ field, message: "is not a URL" })
+          }
+          if (url.protocol !== "http:" && url.protocol !== "https:")
+            return yield* new InvalidInput({ field, message: "must be http or https" })
+          return url
+        })
+
       /** The image bytes of a field, checked to be a JPEG, PNG or WebP under the pixel limit. */
       const imageInput = (field: string, value: string | undefined) =>
         Effect.gen(function* () {
@@ -557,9 +577,19 @@ export class ContentService extends Context.Service<
         })
 
       const scan = Effect.fn("ContentService.scan")(function* (actor: Actor, input: ScanContent, contentId?: string) {
-        if (contentId !== undefined) yield* requireItem(actor, contentId)
+        const only = contentId === undefined ? undefined : yield* requireItem(actor, contentId)
         if ((input.text === undefined) === (input.data === undefined))
           return yield* new InvalidInput({ field: "text", message: "send either text or data" })
+        // A candidate of the other kind than the item scanned could never match it: say so rather than answer none.
+        if (only !== undefined && only.kind !== (input.text !== undefined ? "text" : "image"))
+          return yield* new InvalidInput({
+            field: input.text !== undefined ? "text" : "data",
+            message: `${only.id} is ${only.kind === "text" ? "a text: send the candidate as text" : "an image: send the candidate as data"}`,
+          })
+        if (input.text !== undefined && input.text.trim() === "")
+          return yield* new InvalidInput({ field: "text", message: "is empty: send the candidate text" })
+        // Where the candidate was found goes into the matches and any takedown notice built on them.
+        const url = input.url === undefined ? undefined : (yield* httpUrl("url", input.url)).href
         let matches: Array<ContentMatch>
         let manifest: ManifestReading = { present: false }
         if (input.text !== undefined) {
@@ -593,10 +623,10 @@ export class ContentService extends Context.Service<
               matchId: id,
               similarity: Math.min(1, similarity),
               method,
-              ...(input.url !== undefined ? { url: input.url } : {}),
+              ...(url !== undefined ? { url } : {}),
             },
           })
-          recorded.push({ id, ...m, ...(input.url !== undefined ? { url: input.url } : {}), createdAt: isoOf(now) })
+          recorded.push({ id, ...m, ...(url !== undefined ? { url } : {}), createdAt: isoOf(now) })
         }
         // The matches in one INSERT and their events in one append, in the order ranked: one transaction's
         // worth of round trips whatever the number of matches.
@@ -604,7 +634,7 @@ export class ContentService extends Context.Service<
           yield* tx(
             Effect.gen(function* () {
               yield* sql`INSERT INTO content_matches (id, workspace_id, content_id, method, similarity, evidence, url, created_at)
-                SELECT x.id, ${actor.workspaceId}, x.content_id, x.method, x.similarity, x.evidence, ${input.url ?? null},
+                SELECT x.id, ${actor.workspaceId}, x.content_id, x.method, x.similarity, x.evidence, ${url ?? null},
                   ${isoOf(now)}::timestamptz
                 FROM jsonb_to_recordset(${JSON.stringify(stored)}::text::jsonb)
                   AS x(id text, content_id text, method text, similarity double precision, evidence jsonb)`
@@ -645,14 +675,7 @@ export class ContentService extends Context.Service<
         const item = yield* requireItem(actor, contentId)
         if (!EMAIL.test(input.recipient))
           return yield* new InvalidInput({ field: "recipient", message: "is not an e-mail address" })
-        let target: URL
-        try {
-          target = new URL(input.targetUrl)
-        } catch {
-          return yield* new InvalidInput({ field: "targetUrl", message: "is not a URL" })
-        }
-        if (target.protocol !== "http:" && target.protocol !== "https:")
-          return yield* new InvalidInput({ field: "targetUrl", message: "must be http or https" })
+        const target = yield* httpUrl("targetUrl", input.targetUrl)
         let match: MatchRow | undefined
         if (input.matchId !== undefined) {
           ;[match] = yield* sql<MatchRow>`SELECT * FROM content_matches

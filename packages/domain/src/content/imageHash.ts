@@ -216,9 +216,11 @@ export const inspectImage = async (input: Buffer): Promise<DecodedImage | string
   if (width * height > MAX_INPUT_PIXELS)
     return `is ${width}×${height} pixels, more than the ${MAX_INPUT_PIXELS} pixels accepted`
   if (width < 16 || height < 16) return "is smaller than 16×16 pixels"
-  // The header can lie about a truncated or corrupt body: decode it once, under the pixel limit.
+  // The header can lie about a truncated or corrupt body: decode it once, under the pixel limit, as strictly as
+  // the hashing, the watermark and the scan decode it later (sharp's default, failOn "warning": libjpeg's
+  // "Corrupt JPEG data" is a warning), so that what passes here decodes there too and never ends in a 500.
   try {
-    await sharp(input, { limitInputPixels: MAX_INPUT_PIXELS, failOn: "error" }).resize(8, 8).raw().toBuffer()
+    await sharp(input, { limitInputPixels: MAX_INPUT_PIXELS, failOn: "warning" }).resize(8, 8).raw().toBuffer()
   } catch (e) {
     return `cannot be decoded (${e instanceof Error ? e.message.split("\n")[0] : "corrupt"})`
   }
