@@ -171,5 +171,29 @@ describe("content over REST", () => {
     )
     expectError(await t.call("POST", "/api/v1/content/scan", { body: { text: "  " } }), 422, "VALIDATION_ERROR", "text")
     expect(await matches()).toBe(1)
+
+    // An item's takedown notices are paged like every list.
+    const notices: Array<string> = []
+    for (const n of [1, 2, 3]) {
+      const res = await t.call("POST", `/api/v1/content/${id}/takedowns`, {
+        body: { targetUrl: `https://copy.example/${n}`, recipient: "abuse@copy.example" },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      notices.unshift(res.body.data.id)
+    }
+    const seen: Array<string> = []
+    let cursor: string | null = null
+    do {
+      const res: any = await t.call(
+        "GET",
+        `/api/v1/content/${id}/takedowns?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`,
+      )
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.data.length).toBeLessThanOrEqual(2)
+      seen.push(...res.body.data.map((n: any) => n.id))
+      cursor = res.body.meta.cursor
+    } while (cursor)
+    expect(seen).toEqual(notices)
+    expectError(await t.call("GET", `/api/v1/content/${id}/takedowns?cursor=xyz`), 400, "BAD_REQUEST", "cursor")
   })
 })

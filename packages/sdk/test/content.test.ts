@@ -46,7 +46,7 @@ it("registers, scans, reads the asset and the watermark, and files a takedown th
     recipient: "abuse@copy.example",
   })
   expect(notice.status).toBe("pending")
-  expect((await client.content.takedowns.list(text.id)).map((n) => n.id)).toEqual([notice.id])
+  expect((await client.content.takedowns.list(text.id).toArray()).map((n) => n.id)).toEqual([notice.id])
   const missing = await client.content.get("cnt_00000000000000000000000000").catch((e) => e)
   expect(missing).toBeInstanceOf(AgentGovError)
   expect(missing.code).toBe("CONTENT_NOT_FOUND")

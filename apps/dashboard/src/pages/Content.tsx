@@ -33,7 +33,7 @@ import {
 
 type Item = Outputs["content"]["list"]["data"][number]
 type Match = Outputs["content"]["scan"]["matches"][number]
-type Takedown = Outputs["content"]["takedowns"]["list"][number]
+type Takedown = Outputs["content"]["takedowns"]["list"]["data"][number]
 
 const methodLabel: Record<string, string> = {
   "text-winnowing": "copied passages",
@@ -337,7 +337,7 @@ function MatchTable({ matches, withItem = true }: { matches: ReadonlyArray<Match
 
 function ItemDetail({ id, onClose }: { id: string; onClose: () => void }) {
   const item = useQuery(() => api.content.get.query({ id }), [id])
-  const takedowns = useQuery(() => api.content.takedowns.list.query({ id }), [id])
+  const takedowns = usePaged((p) => api.content.takedowns.list.query({ id, ...p }), [id], 10)
   const [matchPage, setMatchPage] = useState(0)
   const [matchMethod, setMatchMethod] = useState("")
   if (item.error) return <ErrorState error={item.error} retry={item.reload} />
@@ -426,8 +426,13 @@ function ItemDetail({ id, onClose }: { id: string; onClose: () => void }) {
           <ErrorState error={takedowns.error} retry={takedowns.reload} />
         ) : takedowns.loading && !takedowns.data ? (
           <Loading rows={2} />
-        ) : takedowns.data?.length ? (
-          <TakedownTable rows={takedowns.data} />
+        ) : takedowns.rows.length ? (
+          <>
+            <TakedownTable rows={takedowns.rows} />
+            {takedowns.hasNext || takedowns.hasPrev ? (
+              <Pagination {...takedowns} count={takedowns.rows.length} />
+            ) : null}
+          </>
         ) : (
           <Empty title="No takedown notices" />
         )}

@@ -14,7 +14,7 @@ import {
 } from "@agentgov/domain"
 import { Effect, Schema } from "effect"
 import { defineOperation, RenderedDocument } from "../Operation.ts"
-import { idAnd, idField } from "./common.ts"
+import { idAnd, idField, pageFields } from "./common.ts"
 
 const tag = "Content"
 
@@ -150,10 +150,11 @@ export const contentOperations = [
     scope: "content:read",
     tag,
     summary: "List an item's takedown notices",
-    description: "Newest first (at most 100).",
+    description: "Newest first.",
+    paginated: true,
     errors: ["CONTENT_NOT_FOUND"],
-    input: Schema.Struct(idField),
-    output: Schema.Array(Takedown),
-    handler: ({ id }, actor) => ContentService.use((s) => s.listTakedowns(actor, id)),
+    input: Schema.Struct({ ...idField, ...pageFields }),
+    output: PageOf(Takedown),
+    handler: ({ id, ...page }, actor) => ContentService.use((s) => s.listTakedowns(actor, id, page)),
   }),
 ]

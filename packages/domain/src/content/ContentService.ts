@@ -9,7 +9,7 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { idCursor, type Page, pageWindow, toPage } from "../shared/pagination.ts"
+import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
 import { isoOf } from "../shared/time.ts"
@@ -217,7 +217,11 @@ export class ContentService extends Context.Service<
       contentId: string,
       input: CreateTakedown,
     ) => Effect.Effect<Takedown, InvalidInput | ContentNotFound>
-    readonly listTakedowns: (actor: Actor, contentId: string) => Effect.Effect<ReadonlyArray<Takedown>, ContentNotFound>
+    readonly listTakedowns: (
+      actor: Actor,
+      contentId: string,
+      page: PageRequest,
+    ) => Effect.Effect<Page<Takedown>, ContentNotFound | InvalidCursor>
   }
 >()("@agentgov/domain/content/ContentService") {
   static readonly layer = Layer.effect(
@@ -731,13 +735,18 @@ export class ContentService extends Context.Service<
         ).pipe(Effect.orDie)
       })
 
-      const listTakedowns = Effect.fn("ContentService.listTakedowns")(function* (actor: Actor, contentId: string) {
+      const listTakedowns = Effect.fn("ContentService.listTakedowns")(function* (
+        actor: Actor,
+        contentId: string,
+        page: PageRequest,
+      ) {
         yield* requireItem(actor, contentId)
+        const { limit, before } = yield* pageWindow(page, idCursor("tkd"))
         const rows = yield* sql<TakedownRow>`SELECT * FROM content_takedowns
-            WHERE workspace_id = ${actor.workspaceId} AND content_id = ${contentId} ORDER BY id DESC LIMIT 100`.pipe(
-          Effect.orDie,
-        )
-        return rows.map(toTakedown)
+            WHERE workspace_id = ${actor.workspaceId} AND content_id = ${contentId}
+              ${before === undefined ? sql`` : sql`AND id < ${before}`}
+            ORDER BY id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
+        return toPage(rows.map(toTakedown), limit)
       })
 
       return ContentService.of({

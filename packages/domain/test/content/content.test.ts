@@ -91,7 +91,7 @@ describe("registering and scanning texts", () => {
     const mine = await run(content((s) => s.register(actor, { kind: "text", title: "secret", text: ARTICLE })))
     expect((await fail(content((s) => s.get(other, mine.id))))._tag).toBe("ContentNotFound")
     expect((await fail(content((s) => s.scan(other, { text: ARTICLE }, mine.id))))._tag).toBe("ContentNotFound")
-    expect((await fail(content((s) => s.listTakedowns(other, mine.id))))._tag).toBe("ContentNotFound")
+    expect((await fail(content((s) => s.listTakedowns(other, mine.id, {}))))._tag).toBe("ContentNotFound")
     expect((await run(content((s) => s.scan(other, { text: ARTICLE })))).matches).toEqual([])
   })
 })
@@ -320,7 +320,7 @@ describe("takedowns", () => {
       )
       expect(pending.status).toBe("pending")
       expect(received).toHaveLength(1)
-      expect((await run(content((s) => s.listTakedowns(actor, item.id)))).map((t) => t.id)).toEqual([
+      expect((await run(content((s) => s.listTakedowns(actor, item.id, {})))).data.map((t) => t.id)).toEqual([
         pending.id,
         sent.id,
       ])

@@ -6,6 +6,7 @@ import type {
   ContentRegisterParams,
   ContentScanParams,
   ContentScanResult,
+  ListParams,
   Takedown,
   TakedownCreateParams,
   WatermarkDetection,
@@ -29,9 +30,9 @@ export class Takedowns extends Resource {
     return this.one({ method: "POST", path: `/content/${seg(contentId)}/takedowns`, body: params }, options)
   }
 
-  /** Newest first. */
-  list(contentId: string, options?: RequestOptions): Promise<ReadonlyArray<Takedown>> {
-    return this.one({ method: "GET", path: `/content/${seg(contentId)}/takedowns` }, options)
+  /** Newest first, a page at a time (`for await` reads them all). */
+  list(contentId: string, params: ListParams = {}, options?: RequestOptions): PageIterator<Takedown> {
+    return this.paginate(`/content/${seg(contentId)}/takedowns`, { ...params }, options)
   }
 }
 
