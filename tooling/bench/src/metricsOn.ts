@@ -18,9 +18,10 @@ import { type BenchServer, type FreshServer, processCpuMs, settle } from "./serv
  * same loaded machine: the one-after-the-other rounds could not tell a 3% cost from nothing.
  *
  * Why several pairs of children: together, a child stayed ahead of its twin in nearly every round of a run, by
- * up to 12% of CPU per request with both sides identical (A/A), and not always the same side from run to run: a
- * bias of the process (its JIT's choices, its heap's layout), not of the code. The rounds are taken on PAIRS
- * pairs of fresh children, started in alternating order, so that no one process pair decides the median.
+ * up to 12% of CPU per request with both sides identical (A/A), and not always the same side from run to run. The
+ * rounds are taken on PAIRS pairs of fresh children, started in alternating order, so that no one pair of
+ * processes decides the median. It does not remove every bias: in one A/A run the same named side led in all four
+ * pairs (pair medians 1.005–1.089), so the method resolves about ±3% (docs/decisions.md, "Operations").
  */
 
 /** Rounds in all, taken on PAIRS pairs of fresh children (ROUNDS / PAIRS rounds each). */
@@ -132,17 +133,17 @@ export const runMetricsOnBenchmark = async (
   }
 
   const rounds: Array<Record<Side, Window>> = []
-  const pairMedians: Array<number> = []
   let decisions = 0
   const perPair = ROUNDS / PAIRS
   for (let pair = 0; pair < PAIRS; pair++) {
     const done = await onPair(pair, rounds.length + 1, perPair)
     rounds.push(...done.windows)
     decisions += done.decisions
-    pairMedians.push(median(done.windows.map((w) => round(w.metrics.perSecond / w.plain.perSecond, 3))))
   }
   const baseline = round(median(rounds.map((r) => r.plain.perSecond)))
   const ratios = rounds.map((r) => round(r.metrics.perSecond / r.plain.perSecond, 3))
+  // The rounds are in pair order, perPair of them each.
+  const pairMedians = Array.from({ length: PAIRS }, (_, p) => median(ratios.slice(p * perPair, (p + 1) * perPair)))
   const ratio = median(ratios)
   const value = baseline * ratio
   const cpu = (side: Side) => {
