@@ -1,6 +1,7 @@
 import { BADGE_TYP, SigningKeys, SYSTEM_EVENTS, TrustRecompute } from "@agentgov/domain"
 import { verifyBadge } from "@agentgov/verifier"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { signCompact } from "../../../packages/domain/src/keys/jws.ts"
@@ -156,10 +157,25 @@ describe("recomputation from the audit trail", () => {
     const before = (await t.call("GET", `/api/v1/trust/score/${agent.id}`)).body.data
     const compliance = (s: any) => s.components.find((c: any) => c.name === "policy_compliance")
     expect(compliance(before).detail).toMatchObject({ allowed: 5, denied: 0 })
-    const denied = await t.call("POST", "/v1/guard", { body: { agentId: agent.id, action: "files.delete" } })
-    expect(denied.body.data.decision).toBe("deny")
-    // Not read yet: the score answered is the stored one.
-    expect((await t.call("GET", `/api/v1/trust/score/${agent.id}`)).body.data.computedAt).toBe(before.computedAt)
+    // The server's own worker wakes on the denial's append and may pass before the read below. Holding the
+    // workspace's cursor row makes every pass skip it (as another instance's would), so the read can only
+    // answer a new score if reads recompute, which they must not.
+    const answered = await run<string>(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT 1 FROM trust_cursors WHERE workspace_id = ${t.workspaceId} FOR UPDATE`
+            const denied = yield* Effect.promise(() =>
+              t.call("POST", "/v1/guard", { body: { agentId: agent.id, action: "files.delete" } }),
+            )
+            expect(denied.body.data.decision).toBe("deny")
+            const read = yield* Effect.promise(() => t.call("GET", `/api/v1/trust/score/${agent.id}`))
+            return read.body.data.computedAt as string
+          }),
+        ),
+      ),
+    )
+    expect(answered).toBe(before.computedAt)
     await caughtUp()
     const after = (await t.call("GET", `/api/v1/trust/score/${agent.id}`)).body.data
     expect(compliance(after).detail).toMatchObject({ allowed: 5, denied: 1 })
@@ -291,15 +307,19 @@ describe("tier crossings (D12, D13)", () => {
 })
 
 describe("certifications (D14) and trust", () => {
-  /** A certification in force for `agent` (issuing one through its report is compliance.test.ts's). */
+  /**
+   * A certification in force for `agent` (issuing one through its report is compliance.test.ts's). Its report row is
+   * a `ready` one: a `generating` row would be taken up by the server's compliance worker, whose
+   * `compliance.report.generated` would land in a later test's window of events.
+   */
   const certify = async (agentId: string, now: number) => {
     await t.query(
       (
         sql,
       ) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to, status,
-          requested_by, created_at)
+          requested_by, summary, document, created_at, completed_at)
         VALUES (${`rpt_trust${now}`}, ${t.workspaceId}, 'soc2', ${agentId}, now() - interval '1 day', now(),
-          'generating', 'test', now())`,
+          'ready', 'test', '{}'::jsonb, '{}', now(), now())`,
     )
     await t.query(
       (sql) => sql`INSERT INTO certifications (id, workspace_id, agent_id, framework, report_id, status, issued_at,
