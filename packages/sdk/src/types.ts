@@ -1873,7 +1873,12 @@ export interface ContentItem {
   readonly metadata: { readonly [key: string]: unknown }
   readonly agentId: string | null
   readonly fingerprint:
-    | { readonly algorithm: "winnow-5w4-minhash64"; readonly words: number; readonly fingerprints: number }
+    | {
+        /** Window 8; "winnow-5w4-minhash64" for texts registered until 2026-11-27. */
+        readonly algorithm: "winnow-5w8-minhash64" | "winnow-5w4-minhash64"
+        readonly words: number
+        readonly fingerprints: number
+      }
     | {
         readonly algorithm: "phash64+dhash64"
         readonly phash: string

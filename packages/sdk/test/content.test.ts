@@ -15,7 +15,7 @@ const ARTICLE = Array.from({ length: 60 }, (_, i) => `word${i} alpha${i % 7} bet
 
 it("registers, scans, reads the asset and the watermark, and files a takedown through the SDK", async () => {
   const text = await client.content.register({ kind: "text", title: "article", text: ARTICLE })
-  expect(text.fingerprint.algorithm).toBe("winnow-5w4-minhash64")
+  expect(text.fingerprint.algorithm).toBe("winnow-5w8-minhash64")
   const scan = await client.content.scan({ text: `Preface here. ${ARTICLE.slice(0, 300)} and more.` })
   expect(scan.matches[0]).toMatchObject({ contentId: text.id, method: "text-winnowing" })
   const one = await client.content.scan({ contentId: text.id, text: "unrelated words only" })

@@ -6,6 +6,7 @@ import {
   IMAGE_RADIUS,
   type ImageQuery,
   lookupImage,
+  TEXT_FINGERPRINT_WINDOW,
   TEXT_LOOKUP_SQL,
 } from "@agentgov/domain"
 import { Effect } from "effect"
@@ -345,11 +346,11 @@ const seedTexts = async (db: postgres.Sql, workspaceId: string, count: number, p
       // MinHash values of a text nobody scans: 64 large values (the scan compares them only for candidates).
       const minhash = JSON.stringify(Array.from({ length: 64 }, (_, i) => 4_294_967_295 - i))
       await sql.unsafe(
-        `INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256, words, minhash,
-        watermarked, agent_id, created_by, created_at)
+        `INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256, words,
+        fingerprint_window, minhash, watermarked, agent_id, created_by, created_at)
       SELECT 'cnt_2' || lpad(g::text, 25, '0'), $1, 'text', 'seeded ' || g, 'text/plain; charset=utf-8', '{}',
         encode(convert_to('seeded text ' || g, 'UTF8'), 'base64'), md5(g::text) || md5(g::text), ${TEXT_WORDS},
-        $3::text::jsonb, false, NULL, 'bench', now()
+        ${TEXT_FINGERPRINT_WINDOW}, $3::text::jsonb, false, NULL, 'bench', now()
       FROM generate_series(1, $2::int) g`,
         [workspaceId, count, minhash],
       )

@@ -49,7 +49,10 @@ export const RegisterContent = Schema.Struct({
 export type RegisterContent = typeof RegisterContent.Type
 
 export const TextFingerprintSummary = Schema.Struct({
-  algorithm: Schema.Literal("winnow-5w4-minhash64"),
+  algorithm: Schema.Literals(["winnow-5w8-minhash64", "winnow-5w4-minhash64"]).annotate({
+    description:
+      "5-word shingles winnowed with a window of 8 (4 for texts registered until 2026-11-27), and a 64-slot MinHash",
+  }),
   words: Schema.Int,
   fingerprints: Schema.Int.annotate({ description: "winnowed 5-word shingle hashes indexed" }),
 })

@@ -46,10 +46,12 @@ import {
   coverage,
   distinctCount,
   fingerprintText,
+  LEGACY_WINDOW,
   minHashOf,
   minHashSimilarity,
   SHINGLE_WORDS,
   tokenize,
+  WINDOW,
 } from "./textFingerprint.ts"
 import { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE } from "./watermark.ts"
 
@@ -65,6 +67,8 @@ interface ItemRow {
   readonly width: number | null
   readonly height: number | null
   readonly words: number | null
+  /** Texts: the winnowing window their fingerprints were kept with (4 until 2026-11-27, then WINDOW). */
+  readonly fingerprint_window: number | null
   readonly minhash: ReadonlyArray<number> | null
   readonly phash: string | null
   readonly dhash: string | null
@@ -151,7 +155,11 @@ const toItem = (r: ItemRow, matches?: ReadonlyArray<MatchRow>): ContentItem => (
   agentId: r.agent_id,
   fingerprint:
     r.kind === "text"
-      ? { algorithm: "winnow-5w4-minhash64", words: r.words ?? 0, fingerprints: Number(r.fingerprints ?? 0) }
+      ? {
+          algorithm: r.fingerprint_window === LEGACY_WINDOW ? "winnow-5w4-minhash64" : "winnow-5w8-minhash64",
+          words: r.words ?? 0,
+          fingerprints: Number(r.fingerprints ?? 0),
+        }
       : {
           algorithm: "phash64+dhash64",
           phash: r.phash!,
@@ -184,7 +192,7 @@ const toTakedown = (t: TakedownRow): Takedown => ({
   sentAt: t.sent_at?.toISOString() ?? null,
 })
 
-const ITEM_COLUMNS = `id, workspace_id, kind, title, media_type, metadata, sha256, width, height, words, minhash, phash,
+const ITEM_COLUMNS = `id, workspace_id, kind, title, media_type, metadata, sha256, width, height, words, fingerprint_window, minhash, phash,
   dhash, mirror_phash, mirror_dhash, watermarked, watermark_psnr, c2pa, agent_id, created_at`
 
 const EMAIL = /^[^\s@<>(),;:"[\]]+@[^\s@<>(),;:"[\]]+\.[^\s@<>(),;:"[\]]+$/
@@ -317,10 +325,10 @@ export class ContentService extends Context.Service<
           return yield* tx(
             Effect.gen(function* () {
               yield* sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256,
-                  words, minhash, watermarked, agent_id, created_by, created_at)
+                  words, fingerprint_window, minhash, watermarked, agent_id, created_by, created_at)
                 VALUES (${id}, ${actor.workspaceId}, 'text', ${input.title}, 'text/plain; charset=utf-8',
                   ${jsonb(sql, metadata)}, ${asset.toString("base64")}, ${createHash("sha256").update(asset).digest("hex")},
-                  ${fp.tokens.length}, ${jsonb(sql, fp.minhash)}, false, ${agentId ?? null}, ${actor.credential.id},
+                  ${fp.tokens.length}, ${WINDOW}, ${jsonb(sql, fp.minhash)}, false, ${agentId ?? null}, ${actor.credential.id},
                   ${isoOf(now)}::timestamptz)`
               yield* sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
                 SELECT ${actor.workspaceId}, x.hash, ${id}, x.pos

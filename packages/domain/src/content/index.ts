@@ -14,5 +14,11 @@ export {
   MAX_INPUT_PIXELS,
 } from "./imageHash.ts"
 export { type ImageHit, type ImageQuery, lookupImage } from "./imageIndex.ts"
-export { candidateFingerprints, fingerprintText, normalizeText, tokenize } from "./textFingerprint.ts"
+export {
+  candidateFingerprints,
+  fingerprintText,
+  normalizeText,
+  tokenize,
+  WINDOW as TEXT_FINGERPRINT_WINDOW,
+} from "./textFingerprint.ts"
 export { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE, PSNR_FLOOR } from "./watermark.ts"

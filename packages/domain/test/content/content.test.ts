@@ -58,7 +58,7 @@ describe("registering and scanning texts", () => {
   it("registers a text, finds a disguised partial copy with spans in both texts, records the match once above threshold", async () => {
     const item = await run(content((s) => s.register(actor, { kind: "text", title: "Harbour report", text: ARTICLE })))
     expect(item.id).toMatch(/^cnt_/)
-    expect(item.fingerprint).toMatchObject({ algorithm: "winnow-5w4-minhash64", words: 107 })
+    expect(item.fingerprint).toMatchObject({ algorithm: "winnow-5w8-minhash64", words: 107 })
     const registered = await eventsOf("content.registered")
     expect(registered.at(0)?.data).toMatchObject({ contentId: item.id, mediaType: "text/plain", watermarked: false })
 
