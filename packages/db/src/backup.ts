@@ -17,8 +17,9 @@ import { loadMigrations } from "./migrate.ts"
  * format, the migrations the schema had, the sequences), then per table a JSON line naming its
  * columns followed by its rows in COPY text format and a `\.` line.
  *
- * A restore goes into an empty store: it applies the backup's own migrations, loads every table
- * in one transaction with triggers off (the rows are the chain as it was: the append-only guards
+ * A restore goes into an empty database (no table in schema public): it applies the backup's own
+ * migrations, then loads exactly the tables those migrations created, each once and all of them
+ * (a file may not name a catalog table, nor leave one out), in one transaction with triggers off (the rows are the chain as it was: the append-only guards
  * and foreign keys are not re-run on them), sets the sequences, and commits; the server applies
  * any later migration at its next start, as for any upgrade. The backup holds secrets only in the
  * form the store keeps them (hashes; private keys encrypted with the master key): restoring it is
@@ -115,18 +116,44 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
   }
 }
 
+/** Why a backup's bytes could not be read, in an operator's words. */
+const unreadable = (e: unknown): string => {
+  const code = (e as { code?: unknown }).code
+  if (code === "Z_BUF_ERROR") return "it is cut short (its gzip stream ends early)"
+  if (code === "Z_DATA_ERROR") return "it is not gzip data, or it is damaged"
+  if (code === "EISDIR") return "it is a directory"
+  if (code === "ENOENT") return "no such file"
+  if (code === "EACCES") return "permission denied"
+  return e instanceof Error ? e.message : String(e)
+}
+
 /** Reads a backup's lines: its header, then each table with an async iterable of its COPY lines. */
 const readBackup = async function* (file: string) {
-  const lines = createInterface({ input: createReadStream(file).pipe(createGunzip()), crlfDelay: Infinity })
-  const it = lines[Symbol.asyncIterator]()
+  const gunzip = createGunzip()
+  const source = createReadStream(file)
+  // A read failure (a directory, a vanished file) ends the lines as a gunzip failure (a cut or damaged file) does.
+  source.on("error", (e) => gunzip.destroy(e))
+  const lines = createInterface({ input: source.pipe(gunzip), crlfDelay: Infinity })
+  const iterator = lines[Symbol.asyncIterator]()
+  const it = {
+    next: async () => {
+      try {
+        return await iterator.next()
+      } catch (e) {
+        throw new BackupError(`${file} cannot be read: ${unreadable(e)}`)
+      }
+    },
+  }
   let header: BackupHeader
   try {
     const first = await it.next()
     header = JSON.parse(first.done ? "" : first.value)
-  } catch {
+  } catch (e) {
+    if (e instanceof BackupError) throw e
     throw new BackupError(`${file} is not an agentgov backup`)
   }
-  if (header.format !== BACKUP_FORMAT) throw new BackupError(`${file} is not an agentgov backup`)
+  if (header === null || typeof header !== "object" || header.format !== BACKUP_FORMAT)
+    throw new BackupError(`${file} is not an agentgov backup`)
   if (header.version !== BACKUP_VERSION)
     throw new BackupError(
       `${file} is a backup of format version ${header.version}; this release reads ${BACKUP_VERSION}`,
@@ -136,7 +163,20 @@ const readBackup = async function* (file: string) {
     const next = await it.next()
     if (next.done) return
     if (next.value === "") continue
-    const { table, columns } = JSON.parse(next.value) as { table: string; columns: Array<string> }
+    let section: { table?: unknown; columns?: unknown }
+    try {
+      section = JSON.parse(next.value)
+    } catch {
+      throw new BackupError(`${file} is damaged: a table's heading is not JSON`)
+    }
+    const { table, columns } = section
+    if (
+      typeof table !== "string" ||
+      !Array.isArray(columns) ||
+      columns.length === 0 ||
+      !columns.every((c) => typeof c === "string")
+    )
+      throw new BackupError(`${file} is damaged: a table's heading names no table or no columns`)
     const rows = (async function* () {
       for (;;) {
         const line = await it.next()
@@ -145,7 +185,7 @@ const readBackup = async function* (file: string) {
         yield `${line.value}\n`
       }
     })()
-    yield { kind: "table", table, columns, rows } as const
+    yield { kind: "table", table, columns: columns as Array<string>, rows } as const
   }
 }
 
@@ -156,10 +196,12 @@ const readBackup = async function* (file: string) {
 export const restoreFrom = async (url: string, file: string): Promise<BackupSummary> => {
   const sql = connect(url)
   try {
-    const [present] = await sql`SELECT to_regclass('public.schema_migrations') IS NOT NULL
-      OR to_regclass('public.workspaces') IS NOT NULL AS present`
-    if (present!.present)
-      throw new BackupError("the target already holds an agentgov store: restore into an empty database")
+    const [present] = await sql<Array<{ tables: number }>>`
+      SELECT count(*)::int AS tables FROM pg_tables WHERE schemaname = 'public'`
+    if (present!.tables > 0)
+      throw new BackupError(
+        `the target is not empty (${present!.tables} tables in schema public): restore into an empty database`,
+      )
     const known = new Map(loadMigrations().map((m) => [m.version, m]))
     let tables = 0
     let rows = 0
@@ -167,6 +209,11 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
     await sql.begin(async (tx) => {
       // The rows are the store as it was: its own triggers (append-only guards, foreign keys) are not re-run.
       await tx`SET LOCAL session_replication_role = replica`
+      // The tables the backup's migrations create, each to be filled once: a file may name no other
+      // (a crafted one naming a catalog table would otherwise have it emptied, as superuser), and must
+      // name every one (a file cut at a table's end is otherwise a smaller store that restores "fine").
+      const expected = new Set<string>()
+      const filled = new Set<string>()
       for await (const part of readBackup(file)) {
         if (part.kind === "header") {
           migrations = part.header.migrations
@@ -182,26 +229,53 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
             await tx.unsafe(known.get(v)!.sql)
             await tx`INSERT INTO schema_migrations (version) VALUES (${v})`
           }
-          for (const s of part.header.sequences)
+          for (const t of await tx<Array<{ name: string }>>`
+            SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`)
+            expected.add(t.name)
+          const sequences = new Set(
+            (
+              await tx<
+                Array<{ name: string }>
+              >`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = 'public'`
+            ).map((r) => r.name),
+          )
+          for (const s of part.header.sequences) {
+            if (!sequences.has(s.name))
+              throw new BackupError(`${file} names a sequence its schema does not have: ${JSON.stringify(s.name)}`)
             if (s.value !== null) await tx`SELECT setval(${`public.${ident(s.name)}`}, ${s.value}::bigint, ${s.called})`
+          }
           continue
         }
-        // A row a migration seeded is replaced by the backup's own.
-        await tx.unsafe(`DELETE FROM ${ident(part.table)}`)
+        if (!expected.has(part.table))
+          throw new BackupError(`${file} names a table its schema does not have: ${JSON.stringify(part.table)}`)
+        if (filled.has(part.table)) throw new BackupError(`${file} holds table ${part.table} twice`)
+        filled.add(part.table)
+        const table = `public.${ident(part.table)}`
         let n = 0
-        const counted = new Transform({
-          transform(chunk, _enc, done) {
-            n++
-            done(null, chunk)
-          },
-        })
-        const sink = await tx
-          .unsafe(`COPY ${ident(part.table)} (${part.columns.map(ident).join(", ")}) FROM STDIN`)
-          .writable()
-        await pipeline(Readable.from(part.rows), counted, sink)
+        try {
+          // A row a migration seeded is replaced by the backup's own.
+          await tx.unsafe(`DELETE FROM ${table}`)
+          const counted = new Transform({
+            transform(chunk, _enc, done) {
+              n++
+              done(null, chunk)
+            },
+          })
+          const sink = await tx.unsafe(`COPY ${table} (${part.columns.map(ident).join(", ")}) FROM STDIN`).writable()
+          await pipeline(Readable.from(part.rows), counted, sink)
+        } catch (e) {
+          if (e instanceof BackupError) throw e
+          throw new BackupError(`${file}: table ${part.table} does not load: ${e instanceof Error ? e.message : e}`)
+        }
         rows += n
         tables++
       }
+      const missing = [...expected].filter((t) => !filled.has(t)).sort()
+      if (missing.length > 0)
+        throw new BackupError(
+          `${file} is incomplete: it holds ${filled.size} of the ${expected.size} tables of its schema ` +
+            `(missing ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", …" : ""}); nothing was restored`,
+        )
     })
     return { tables, rows, migrations }
   } finally {

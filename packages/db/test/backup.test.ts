@@ -1,0 +1,174 @@
+import { randomBytes } from "node:crypto"
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { gunzipSync, gzipSync } from "node:zlib"
+import { BackupError, backupTo, restoreFrom } from "@agentgov/db"
+import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } from "@agentgov/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+/**
+ * What `restoreFrom` accepts from a file (issue 34's outside review). The restore runs as the
+ * cluster's superuser with triggers off, so the file decides nothing beyond the rows of the tables
+ * its own migrations create: a crafted file naming a catalog table, a duplicated or unknown table,
+ * or a file cut at a table's end is refused with a BackupError and leaves the target empty. The
+ * round trip as an operator runs it (the CLI, a live server, the verifier): apps/server/test/backup.test.ts.
+ */
+
+const dir = join(tmpdir(), `agentgov-db-backup-${randomBytes(4).toString("hex")}`)
+mkdirSync(dir)
+let source: TestStore
+let file: string
+const dropped: Array<string> = []
+
+/** A new, empty database (template0) on the run's cluster. */
+const emptyDatabase = async () => {
+  const name = `agentgov_r_${randomBytes(6).toString("hex")}`
+  const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
+  try {
+    await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE template0`)
+  } finally {
+    await admin.end()
+  }
+  dropped.push(name)
+  return withDatabase(clusterUrl(), name)
+}
+
+const query = async <T>(url: string, f: (sql: ReturnType<typeof pgConnect>) => Promise<T>): Promise<T> => {
+  const sql = pgConnect(url)
+  try {
+    return await f(sql)
+  } finally {
+    await sql.end()
+  }
+}
+const publicTables = (url: string) =>
+  query(url, async (sql) => (await sql`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`)[0]!.n)
+
+/** The backup's text, split into its header and its table sections (each heading + rows + `\.`). */
+const sections = () => {
+  const lines = gunzipSync(readFileSync(file)).toString("utf8").split("\n")
+  const header = lines[0]!
+  const parts: Array<{ table: string; text: string }> = []
+  let at = 1
+  while (at < lines.length && lines[at] !== "") {
+    const end = lines.indexOf("\\.", at)
+    parts.push({ table: JSON.parse(lines[at]!).table, text: `${lines.slice(at, end + 1).join("\n")}\n` })
+    at = end + 1
+  }
+  return { header, parts }
+}
+const write = (name: string, header: string, parts: ReadonlyArray<{ text: string }>) => {
+  const out = join(dir, name)
+  writeFileSync(out, gzipSync(`${header}\n${parts.map((p) => p.text).join("")}`))
+  return out
+}
+const refusal = (url: string, path: string) =>
+  restoreFrom(url, path).then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+
+beforeAll(async () => {
+  source = await makeTestStore()
+  await query(source.url, async (sql) => {
+    await sql`INSERT INTO workspaces (id, name, environment, created_at, updated_at)
+      VALUES ('ws_backuptest00000000000001', 'backed up', 'live', now(), now())`
+  })
+  file = join(dir, "store.backup.gz")
+  await backupTo(source.url, file)
+}, 60_000)
+
+afterAll(async () => {
+  await source?.cleanup()
+  await query(withDatabase(clusterUrl(), "postgres"), async (sql) => {
+    for (const name of dropped) await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+  })
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe("restoreFrom", { timeout: 60_000 }, () => {
+  it("restores the file it is given, every table of its schema", async () => {
+    const target = await emptyDatabase()
+    const summary = await restoreFrom(target, file)
+    expect(summary.tables).toBe(sections().parts.length)
+    const names = await query(target, (sql) => sql`SELECT name FROM workspaces`)
+    expect(names.map((r) => r.name)).toContain("backed up")
+  })
+
+  it("refuses a file naming a catalog table, and leaves the catalog and the target as they were", async () => {
+    const target = await emptyDatabase()
+    const descriptions = () =>
+      query(target, async (sql) => (await sql`SELECT count(*)::int AS n FROM pg_description`)[0]!.n)
+    const before = await descriptions()
+    expect(before).toBeGreaterThan(0)
+    const { header, parts } = sections()
+    const crafted = write("catalog.gz", header, [
+      ...parts,
+      {
+        text: `${JSON.stringify({ table: "pg_description", columns: ["objoid", "classoid", "objsubid", "description"] })}\n\\.\n`,
+      },
+    ])
+    const e = await refusal(target, crafted)
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/names a table its schema does not have: "pg_description"/)
+    expect(await descriptions()).toBe(before)
+    expect(await publicTables(target)).toBe(0)
+  })
+
+  it("refuses the schema's own bookkeeping table and a table named twice", async () => {
+    const { header, parts } = sections()
+    const bookkeeping = write("migrations.gz", header, [
+      { text: `${JSON.stringify({ table: "schema_migrations", columns: ["version"] })}\n9999_evil\n\\.\n` },
+      ...parts,
+    ])
+    const target = await emptyDatabase()
+    expect(String(await refusal(target, bookkeeping))).toMatch(/does not have: "schema_migrations"/)
+    const twice = write("twice.gz", header, [...parts, parts[0]!])
+    expect(String(await refusal(target, twice))).toMatch(/twice/)
+    expect(await publicTables(target)).toBe(0)
+  })
+
+  it("refuses a file cut at a table's end, naming what is missing, and restores nothing", async () => {
+    const { header, parts } = sections()
+    const cut = write("cut.gz", header, parts.slice(0, 17))
+    const target = await emptyDatabase()
+    const e = await refusal(target, cut)
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toContain(
+      `incomplete: it holds 17 of the ${parts.length} tables of its schema (missing ${parts
+        .slice(17)
+        .map((p) => p.table)
+        .sort()
+        .slice(0, 5)
+        .join(", ")}, …); nothing was restored`,
+    )
+    expect(await publicTables(target)).toBe(0)
+  })
+
+  it("refuses a file whose gzip stream is cut, or a directory, in words rather than a zlib code", async () => {
+    const bytes = readFileSync(file)
+    const cut = join(dir, "bytes-cut.gz")
+    writeFileSync(cut, bytes.subarray(0, Math.floor(bytes.length * 0.6)))
+    const target = await emptyDatabase()
+    const e = await refusal(target, cut)
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/cut short/)
+    const folder = await refusal(target, dir)
+    expect(folder).toBeInstanceOf(BackupError)
+    expect(String((folder as Error).message)).toMatch(/directory/)
+    expect(await publicTables(target)).toBe(0)
+  })
+
+  it("refuses a sequence its schema does not have, and a target that holds any table", async () => {
+    const { header, parts } = sections()
+    const h = JSON.parse(header)
+    h.sequences = [...h.sequences, { name: "pg_evil", value: "1", called: true }]
+    const target = await emptyDatabase()
+    expect(String(await refusal(target, write("sequence.gz", JSON.stringify(h), parts)))).toMatch(
+      /sequence its schema does not have: "pg_evil"/,
+    )
+    await query(target, (sql) => sql`CREATE TABLE agents (id text)`)
+    expect(String(await refusal(target, file))).toMatch(/not empty \(1 tables in schema public\)/)
+  })
+})
