@@ -20,9 +20,9 @@ import type { ServerConfig } from "./config.ts"
  * What the domain takes from configuration: the master key, the SDK token
  * settings, the rate and stream limits and where the rate counters live.
  */
-export const domainSettings = (config: ServerConfig) =>
+export const domainSettings = (config: ServerConfig, masterKey: Buffer = resolveMasterKey(config)) =>
   Layer.mergeAll(
-    MasterKey.layer(resolveMasterKey(config)),
+    MasterKey.layer(masterKey),
     TokenSettings.layer({
       issuer: config.publicUrl,
       audience: config.tokenAudience,
@@ -63,18 +63,32 @@ const invitationMailer = (smtpUrl: string, from: string | undefined): PeopleSett
  * 0600). Instances that share one PostgreSQL must share the variable.
  */
 export const resolveMasterKey = (config: Pick<ServerConfig, "masterKey" | "dataDir">): Buffer => {
-  if (config.masterKey !== undefined) return config.masterKey
+  const kept = readMasterKey(config)
+  if (kept) return kept.key
+  const key = randomBytes(32)
+  keepMasterKey(config, key)
+  return key
+}
+
+/** The configured or kept master key and where it came from, or undefined when there is none yet. */
+export const readMasterKey = (
+  config: Pick<ServerConfig, "masterKey" | "dataDir">,
+): { readonly key: Buffer; readonly source: string } | undefined => {
+  if (config.masterKey !== undefined) return { key: config.masterKey, source: "AGENTGOV_MASTER_KEY" }
   const file = join(config.dataDir, "master.key")
   try {
-    return parseMasterKey(readFileSync(file, "utf8").trim())
+    return { key: parseMasterKey(readFileSync(file, "utf8").trim()), source: file }
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
   }
+  return undefined
+}
+
+/** Writes a new installation's master key to `<data dir>/master.key` (0600). */
+export const keepMasterKey = (config: Pick<ServerConfig, "dataDir">, key: Buffer): void => {
   mkdirSync(config.dataDir, { recursive: true })
-  const key = randomBytes(32)
   // `wx`: if another process created it first, fail here rather than overwrite its key.
-  writeFileSync(file, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" })
-  return key
+  writeFileSync(join(config.dataDir, "master.key"), `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" })
 }
 
 /** 64 hex digits or base64 of 32 bytes. */

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { join } from "node:path"
 import {
   ApiError,
   buildOpenApi,
@@ -26,6 +27,7 @@ import {
   EnforcementService,
   Idempotency,
   SigningKeys,
+  sealedNotOpening,
 } from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -35,7 +37,7 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import type { ServerConfig } from "./config.ts"
 import { makeDashboard } from "./dashboard.ts"
-import { domainSettings } from "./domainSettings.ts"
+import { domainSettings, keepMasterKey, readMasterKey } from "./domainSettings.ts"
 import {
   type Instruments,
   installBatchHook,
@@ -204,12 +206,16 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     config = { ...config, publicUrl: url.href.replace(/\/$/, "") }
   }
   const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
+  // A new installation's master key is written only once the store is known to hold nothing sealed under
+  // another key (below): a restored store started without its master.key must not get a second one.
+  const keptMasterKey = readMasterKey(config)
+  const masterKey = keptMasterKey?.key ?? randomBytes(32)
   const runtime: Runtime = ManagedRuntime.make(
     DomainLayer.pipe(
       Layer.provideMerge(
         Layer.mergeAll(
           store,
-          domainSettings(config),
+          domainSettings(config, masterKey),
           webhookSettings(config),
           Layer.succeed(ContentSettings, {
             smtpUrl: config.smtpUrl,
@@ -225,6 +231,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   )
   let bootstrapped: BootstrapResult | undefined
   try {
+    const foreign = await runtime.runPromise(sealedNotOpening(masterKey))
+    if (foreign.length > 0)
+      throw new StartupError(
+        `${foreign.join(", ")} in this store do not open with ${keptMasterKey ? `the master key of ${keptMasterKey.source}` : `a new master key (there is no ${join(config.dataDir, "master.key")} and no AGENTGOV_MASTER_KEY)`}: ` +
+          "start with the key this store was made with (after a restore, the old data directory's master.key or the AGENTGOV_MASTER_KEY it ran with); nothing was written",
+      )
+    if (!keptMasterKey) keepMasterKey(config, masterKey)
     bootstrapped = config.bootstrap
       ? await runtime.runPromise(
           bootstrap({ publicUrl: config.publicUrl, providers: config.oidcProviders?.length ?? 0 }),

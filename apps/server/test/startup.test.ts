@@ -1,9 +1,10 @@
-import { rmSync } from "node:fs"
+import { randomBytes } from "node:crypto"
+import { existsSync, readFileSync, rmSync } from "node:fs"
 import { createServer, type Server } from "node:net"
 import { join } from "node:path"
 import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { runToExit, stopChildren } from "./childServer.ts"
+import { runToExit, spawnServer, stopChildren } from "./childServer.ts"
 
 /**
  * A start the operator must fix is refused in one `agentgov: …` line on stderr with exit 2, as the
@@ -67,5 +68,52 @@ describe("a start that cannot go on", { timeout: 120_000 }, () => {
       }),
     )
     expect(line).toContain("Redis at 127.0.0.1:1 (REDIS_URL) does not answer")
+  })
+
+  it("a store whose sealed keys another master key made: one line, exit 2, and no master.key or signing key written", async () => {
+    const own = await makeTestStore()
+    try {
+      const first = await spawnServer({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: join(dir, "made-with") })
+      await first.waitForKey()
+      first.proc.kill("SIGTERM")
+      await first.exited
+      const sql = pgConnect(own.url)
+      const state = async () =>
+        (
+          await sql`SELECT (SELECT count(*)::int FROM signing_keys) AS keys, (SELECT count(*)::int FROM workspaces) AS workspaces`
+        )[0]
+      try {
+        const before = await state()
+        expect(before!.keys).toBeGreaterThan(0)
+        // A restore started without its master.key: the data directory has none.
+        const restored = join(dir, "restored-without-key")
+        const line = refusal(await runToExit({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: restored }))
+        expect(line).toContain("the signing keys, the C2PA signing key in this store do not open with a new master key")
+        expect(line).toContain("nothing was written")
+        expect(existsSync(join(restored, "master.key"))).toBe(false)
+        // Another instance with another AGENTGOV_MASTER_KEY.
+        const other = refusal(
+          await runToExit({
+            DATABASE_URL: own.url,
+            AGENTGOV_DATA_DIR: join(dir, "other-key"),
+            AGENTGOV_MASTER_KEY: randomBytes(32).toString("hex"),
+          }),
+        )
+        expect(other).toContain("do not open with the master key of AGENTGOV_MASTER_KEY")
+        expect(await state()).toEqual(before)
+        // With the key it was made with, it starts.
+        const again = await spawnServer({
+          DATABASE_URL: own.url,
+          AGENTGOV_DATA_DIR: restored,
+          AGENTGOV_MASTER_KEY: readFileSync(join(dir, "made-with", "master.key"), "utf8").trim(),
+        })
+        again.proc.kill("SIGTERM")
+        await again.exited
+      } finally {
+        await sql.end()
+      }
+    } finally {
+      await own.cleanup()
+    }
   })
 })

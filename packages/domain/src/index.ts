@@ -24,6 +24,9 @@ import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
+
+export { sealedNotOpening } from "./keys/masterKeyCheck.ts"
+
 import { OAuthService } from "./oauth/OAuthService.ts"
 import { OverviewService } from "./overview/Overview.ts"
 import { PeopleRepo } from "./people/PeopleRepo.ts"

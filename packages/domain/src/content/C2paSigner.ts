@@ -7,6 +7,8 @@ import { ContentSettings } from "./ContentSettings.ts"
 import { type C2paCredential, credentialOf, issueCredential, pemCertificates } from "./c2pa.ts"
 
 const ROW = "service"
+/** What a C2PA credential's sealed key is bound to (its row). */
+export const C2PA_SEALED_AAD = (id: string) => `c2pa:${id}`
 
 export interface C2paSigning {
   readonly credential: C2paCredential
@@ -52,12 +54,12 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
           const now = yield* Clock.currentTimeMillis
           const issued = yield* Effect.promise(() => issueCredential("agentgov", new Date(now)))
           yield* sql`INSERT INTO c2pa_credentials (id, ca_pem, cert_pem, sealed_key, created_at)
-              VALUES (${ROW}, ${issued.caPem}, ${issued.certPem}, ${seal(master, `c2pa:${ROW}`, issued.keyPkcs8)},
+              VALUES (${ROW}, ${issued.caPem}, ${issued.certPem}, ${seal(master, C2PA_SEALED_AAD(ROW), issued.keyPkcs8)},
                 ${isoOf(now)}::timestamptz)
               ON CONFLICT (id) DO NOTHING`
           ;[row] = yield* read
         }
-        const key = unseal(master, `c2pa:${ROW}`, row!.sealed_key)
+        const key = unseal(master, C2PA_SEALED_AAD(ROW), row!.sealed_key)
         if (!key)
           return yield* Effect.die(
             new Error(

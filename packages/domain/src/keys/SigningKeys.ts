@@ -64,9 +64,9 @@ const decrypt = (master: Buffer, kid: string, stored: string): KeyObject | undef
 /**
  * The service's Ed25519 signing keys: they sign audit checkpoints (and SDK
  * tokens). Public parts are published in the JWKS; private parts are stored
- * encrypted with the master key. The first use creates a key. An instance
- * whose master key cannot open the stored keys makes its own (and says so in
- * the docs: instances of one deployment share AGENTGOV_MASTER_KEY).
+ * encrypted with the master key. The first use creates a key. The server
+ * refuses to start with a master key that opens none of the stored keys
+ * (masterKeyCheck.ts): instances of one deployment share AGENTGOV_MASTER_KEY.
  */
 export class SigningKeys extends Context.Service<
   SigningKeys,
