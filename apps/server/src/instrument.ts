@@ -28,6 +28,12 @@ const surfaceOf = (url: string | undefined): Surface =>
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void>
 
+/** Runs `f` now when the answer is written (or the connection gone), else once it is. */
+const whenAnswered = (res: ServerResponse, f: () => void): void => {
+  if (res.writableEnded || res.closed) f()
+  else res.once("close", f)
+}
+
 /** The request edge: a server span (continuing an incoming traceparent) and the request metrics. */
 export const instrumentHandler = (handle: Handler, { metrics, tracing }: Instruments): Handler => {
   // The handler's own promise is returned: recording hangs off it rather than wrapping it in another async frame.
@@ -36,8 +42,11 @@ export const instrumentHandler = (handle: Handler, { metrics, tracing }: Instrum
         const t0 = performance.now()
         const done = () =>
           metrics.request(surfaceOf(req.url), req.method ?? "GET", res.statusCode, (performance.now() - t0) / 1000)
+        // Recorded once the answer is written: tRPC's handler settles before it writes, and a handler that throws
+        // is answered (500) by the server after it settled. Most REST answers are written by then.
+        const answered = () => whenAnswered(res, done)
         const handled = handle(req, res)
-        handled.then(done, done)
+        handled.then(answered, answered)
         return handled
       }
     : handle
@@ -49,11 +58,12 @@ export const instrumentHandler = (handle: Handler, { metrics, tracing }: Instrum
       extractFrom(req.headers),
       (span) =>
         measured(req, res).then(
-          () => {
-            span.setAttribute("http.response.status_code", res.statusCode)
-            if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
-            span.end()
-          },
+          () =>
+            whenAnswered(res, () => {
+              span.setAttribute("http.response.status_code", res.statusCode)
+              if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
+              span.end()
+            }),
           (e) => {
             span.setStatus({ code: SpanStatusCode.ERROR, message: String(e) })
             span.end()

@@ -107,6 +107,25 @@ describe("GET /metrics", () => {
       family(after.families, name)
   })
 
+  it("counts each request with the status it was answered with, on tRPC as on REST", async () => {
+    const before = await scrape()
+    // tRPC's handler settles before it writes its answer: these were all counted as 200.
+    expect((await fetch(`${t.url}/trpc/agents.list`)).status).toBe(401)
+    expect((await fetch(`${t.url}/trpc/agents.list`, { headers: { authorization: `Bearer ${t.key}` } })).status).toBe(
+      200,
+    )
+    expect((await fetch(`${t.url}/trpc/nothing.here`, { headers: { authorization: `Bearer ${t.key}` } })).status).toBe(
+      404,
+    )
+    const after = await scrape()
+    const delta = (labels: Record<string, string>) =>
+      sum(family(after.families, "agentgov_http_requests_total"), labels) -
+      sum(family(before.families, "agentgov_http_requests_total"), labels)
+    expect(delta({ surface: "trpc", status: "401" })).toBe(1)
+    expect(delta({ surface: "trpc", status: "404" })).toBe(1)
+    expect(delta({ surface: "trpc", status: "200" })).toBe(1)
+  })
+
   it("counts rate-limit refusals", async () => {
     const limited = await startTestServer({
       metrics: { token: TOKEN, port: undefined, host: "127.0.0.1" },
