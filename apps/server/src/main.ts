@@ -35,6 +35,16 @@ if (config.webhookAllowlist && config.webhookAllowlist.length > 0)
   log.info("webhooks may target these non-public addresses (AGENTGOV_WEBHOOK_ALLOWLIST)", {
     allowlist: config.webhookAllowlist,
   })
+if (server.metricsUrl)
+  log.info("metrics served", {
+    url: server.metricsUrl,
+    ...(config.metrics!.token === undefined && !/^(127\.|localhost$|::1$|\[::1\]$)/.test(config.metrics!.host)
+      ? {
+          warning:
+            "no AGENTGOV_METRICS_TOKEN on a non-loopback address: anyone who reaches this port reads the metrics (counts and operation names, no ids or secrets)",
+        }
+      : {}),
+  })
 if (config.databaseUrl && !process.env.AGENTGOV_PUBLIC_URL)
   // The public URL is the SDK tokens' issuer: derived from this instance's host and port, it differs between
   // instances on one host, and a token minted by one would be refused by the others as of a wrong issuer.

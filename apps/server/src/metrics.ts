@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { bearerOf } from "@agentgov/api"
 import { Counter, collectDefaultMetrics, Gauge, type Metric, Registry } from "prom-client"
 
 /**
@@ -376,8 +377,8 @@ export const makeMetricsHandler = (metrics: Metrics, token: string | undefined) 
       )
     }
     if (expected !== undefined) {
-      const auth = req.headers.authorization
-      const given = auth?.startsWith("Bearer ") ? auth.slice(7) : undefined
+      // The scheme is case-insensitive (RFC 9110 11.1), as on the API.
+      const given = bearerOf(req.headers.authorization)
       if (given === undefined || !timingSafeEqual(digest(given), expected)) {
         res.writeHead(401, {
           "content-type": "application/json",

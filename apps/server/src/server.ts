@@ -352,7 +352,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
    * refresh tokens cannot be tried at speed. Sets the X-RateLimit-* headers; false once it has answered 429.
    */
   const admittedByAddress = async (req: IncomingMessage, res: ServerResponse, requestId: string) => {
-    const admission = await executor.admitPublic(req.socket.remoteAddress)
+    const admission = await executor.admitPublic(req.socket.remoteAddress, requestId)
     for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
     if (admission.result.ok) return true
     sendError(res, admission.result.error, requestId)

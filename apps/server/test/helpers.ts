@@ -25,6 +25,8 @@ export interface CallOptions {
 
 export interface TestServer {
   readonly url: string
+  /** The server's log lines so far (JSON), down to debug. */
+  readonly logs: ReadonlyArray<string>
   /** The bootstrap key: every scope in workspace `default`. */
   readonly key: string
   readonly workspaceId: string
@@ -164,6 +166,7 @@ export const startTestServer = async (
     server.runtime.runPromise(SqlClient.SqlClient.use(f)) as Promise<ReadonlyArray<A>>
   return {
     url: server.url,
+    logs,
     key: boot.apiKey,
     workspaceId: boot.workspaceId,
     server,

@@ -2,10 +2,13 @@
  * Logs (issue 34): JSON lines with the request's id and, when tracing is on, its trace id; and the
  * scanner the whole suite's logs go through (logScan.ts) finds each kind of secret it is meant to.
  */
+
+import { pgConnect, withDatabase } from "@agentgov/testing"
 import { context, ROOT_CONTEXT, trace } from "@opentelemetry/api"
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks"
 import { describe, expect, it } from "vitest"
 import { makeLogger } from "../src/logger.ts"
+import { startTestServer } from "./helpers.ts"
 import { findSecrets } from "./logScan.ts"
 
 describe("the logger", () => {
@@ -35,6 +38,34 @@ describe("the logger", () => {
       context.disable()
     }
     expect(JSON.parse(lines[0]!)).toMatchObject({ requestId: "req_x", traceId })
+  })
+})
+
+describe("a server's error lines", () => {
+  it("carry the request's id when a request fails while it is authenticated (the store gone)", async () => {
+    const t = await startTestServer()
+    // A key made but never used: authenticating it needs the store.
+    const unused = await t.createKey({ type: "workspace", scopes: ["agents:read"] })
+    const database = new URL(t.store.url).pathname.slice(1)
+    const admin = pgConnect(withDatabase(t.store.url, "postgres"))
+    try {
+      await admin.unsafe(`ALTER DATABASE "${database}" WITH ALLOW_CONNECTIONS false`)
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${database}`
+      for (const path of ["/api/v1/agents", "/trpc/agents.list"]) {
+        const res = await fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${unused}` } })
+        expect(res.status, path).toBe(500)
+        const requestId = res.headers.get("x-request-id")
+        expect(requestId).toMatch(/^req_/)
+        const line = t.logs
+          .map((l) => JSON.parse(l))
+          .find((l) => l.msg === "operation failed" && l.requestId === requestId)
+        expect(line, `${path}: ${t.logs.join("")}`).toMatchObject({ stage: "authenticate", requestId })
+      }
+    } finally {
+      await admin.unsafe(`ALTER DATABASE "${database}" WITH ALLOW_CONNECTIONS true`)
+      await admin.end()
+      await t.close()
+    }
   })
 })
 

@@ -46,6 +46,9 @@ describe("GET /metrics", () => {
     expect((await scrape(undefined, t.key)).res.status).toBe(401)
     const bad = await scrape(undefined, null)
     expect(JSON.parse(bad.text).error.code).toBe("UNAUTHORIZED")
+    // The scheme is case-insensitive (RFC 9110 11.1).
+    const lower = await fetch(`${t.url}/metrics`, { headers: { authorization: `bearer ${TOKEN}` } })
+    expect(lower.status).toBe(200)
     const post = await fetch(`${t.url}/metrics`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } })
     expect(post.status).toBe(405)
   })

@@ -159,7 +159,11 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
    * `headers` are the X-RateLimit-* of the most restrictive limit, for every
    * response; over a limit the result is a 429 with Retry-After.
    */
-  const authenticate = async (authorization: string | undefined, address = "unknown"): Promise<Admission> => {
+  const authenticate = async (
+    authorization: string | undefined,
+    address = "unknown",
+    requestId?: string,
+  ): Promise<Admission> => {
     // The hot path: a token verified before (an SDK token, or an OAuth access token), counted in-process, answers
     // without entering the runtime. Only verified tokens are in the caches, so a hit proves the shape and the
     // prefix is enough to try it; the full shape check is the Authenticator's, on a miss (on a 1 KB token it
@@ -186,7 +190,10 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     })
     const exit = await runtime.runPromiseExit(program)
     if (Exit.isFailure(exit))
-      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "authenticate" }), headers: {} }
+      return {
+        result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "authenticate", requestId }),
+        headers: {},
+      }
     const { actor, verdict } = exit.value
     return admission(actor, verdict)
   }
@@ -198,7 +205,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
    * sign-out, a removal or a role change holds at once on every instance. The person acts in the workspace
    * the request names (or their first) with their role's scopes; with no workspace, with none.
    */
-  const authenticateSession = async (request: SessionRequest): Promise<Admission> => {
+  const authenticateSession = async (request: SessionRequest, requestId?: string): Promise<Admission> => {
     const refuse = (error: ApiError): Admission => ({ result: { ok: false, error }, headers: {} })
     if (!SAFE_METHODS.has(request.method.toUpperCase())) {
       if (request.origin !== undefined && options.publicOrigin !== undefined && request.origin !== options.publicOrigin)
@@ -248,7 +255,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     })
     const exit = await runtime.runPromiseExit(program)
     if (Exit.isFailure(exit))
-      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "session" }), headers: {} }
+      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "session", requestId }), headers: {} }
     return admission({ _tag: "Success", success: exit.value.actor }, exit.value.verdict)
   }
 
@@ -295,7 +302,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
    * client's address is counted (the limit of requests without a valid credential, D10). The actor is
    * PUBLIC_ACTOR.
    */
-  const admitPublic = async (address = "unknown"): Promise<Admission> => {
+  const admitPublic = async (address = "unknown", requestId?: string): Promise<Admission> => {
     // The hot path: counted without entering the runtime (in-process counters answer at once, Redis's in a promise).
     const services = hot ?? (await hotServices())
     const pending = services.limiter.checkAnonymousNow(address, Date.now())
@@ -304,7 +311,10 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     if (verdict !== undefined) return admission({ _tag: "Success", success: PUBLIC_ACTOR }, verdict)
     const exit = await runtime.runPromiseExit(RateLimiter.use((l) => l.checkAnonymous(address)))
     if (Exit.isFailure(exit))
-      return { result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "admitPublic" }), headers: {} }
+      return {
+        result: settle<Actor>(exit as Exit.Exit<never, never>, { stage: "admitPublic", requestId }),
+        headers: {},
+      }
     return admission({ _tag: "Success", success: PUBLIC_ACTOR }, exit.value)
   }
 

@@ -1,6 +1,13 @@
 export { ApiError, type DomainError, formatPath, toApiError } from "./ApiError.ts"
 export { type AnyDefinedOperation, definedOperations, operations } from "./catalog.ts"
-export { type Executor, type ExecutorOptions, makeExecutor, type Runtime, type SessionRequest } from "./Executor.ts"
+export {
+  bearerOf,
+  type Executor,
+  type ExecutorOptions,
+  makeExecutor,
+  type Runtime,
+  type SessionRequest,
+} from "./Executor.ts"
 export { defineOperation, type HttpMethod, type Operation, PUBLIC_ACTOR, RenderedDocument } from "./Operation.ts"
 export { buildOpenApi, type OpenApiOptions } from "./openapi.ts"
 export { renderReference } from "./reference.ts"

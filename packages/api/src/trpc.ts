@@ -120,10 +120,10 @@ export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
       // A public operation (D1) takes no credential and is limited by the client's address alone.
       const auth = (
         op.public
-          ? await executor.admitPublic(ctx.address)
+          ? await executor.admitPublic(ctx.address, ctx.requestId)
           : ctx.session
-            ? await executor.authenticateSession(ctx.session)
-            : await executor.authenticate(ctx.authorization, ctx.address)
+            ? await executor.authenticateSession(ctx.session, ctx.requestId)
+            : await executor.authenticate(ctx.authorization, ctx.address, ctx.requestId)
       ).result
       if (!auth.ok) return fail(auth.error)
       const denied = op.public ? undefined : executor.authorize(op, auth.value)

@@ -144,6 +144,7 @@ export const makeSignIn = (options: SignInOptions) => {
     } catch (e) {
       // The provider's answer is not trusted: say why in the log (no code, no token), a generic refusal to the browser.
       log.warn("sign-in refused", {
+        requestId,
         provider: provider.id,
         reason: (e as { code?: string }).code ?? (e as Error).name,
         message: (e as Error).message,

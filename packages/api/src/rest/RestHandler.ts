@@ -100,8 +100,8 @@ export const makeRestHandler = (options: RestOptions) => {
     // also one to a path or with a method that does not exist.
     const session = req.headers.cookie === undefined ? undefined : sessionRequestOf(req, options.sessionCookie)
     const admission = session
-      ? await executor.authenticateSession(session)
-      : await executor.authenticate(req.headers.authorization, req.socket.remoteAddress)
+      ? await executor.authenticateSession(session, requestId)
+      : await executor.authenticate(req.headers.authorization, req.socket.remoteAddress, requestId)
     for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
     if (!admission.result.ok && admission.result.error.status === 429)
       return sendError(res, admission.result.error, requestId)

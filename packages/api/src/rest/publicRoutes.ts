@@ -110,7 +110,7 @@ export const makePublicRoutes = (options: PublicRoutesOptions) => {
     const method = req.method === "HEAD" ? "GET" : (req.method ?? "GET")
     const match = route(method, path)
     if (match.kind === "none") return false
-    const admission = await executor.admitPublic(req.socket.remoteAddress)
+    const admission = await executor.admitPublic(req.socket.remoteAddress, requestId)
     for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
     if (!admission.result.ok) {
       sendError(res, admission.result.error, requestId)
