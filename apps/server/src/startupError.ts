@@ -1,4 +1,4 @@
-import { EmbeddedPostgresError } from "@agentgov/db"
+import { EmbeddedPostgresError, MigrationRefused } from "@agentgov/db"
 import { RedisUnreachable } from "@agentgov/domain"
 import { ConfigError } from "./config.ts"
 
@@ -26,6 +26,7 @@ export const refuseStart = (e: unknown): never => {
     e instanceof StartupError ||
     e instanceof ConfigError ||
     e instanceof EmbeddedPostgresError ||
+    e instanceof MigrationRefused ||
     e instanceof RedisUnreachable
   )
     return refuse(e.message)

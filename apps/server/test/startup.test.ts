@@ -70,6 +70,19 @@ describe("a start that cannot go on", { timeout: 120_000 }, () => {
     expect(line).toContain("Redis at 127.0.0.1:1 (REDIS_URL) does not answer")
   })
 
+  it("a store a later release migrated: one line naming the migration, exit 2", async () => {
+    const later = await makeTestStore()
+    try {
+      const sql = pgConnect(later.url)
+      await sql`INSERT INTO schema_migrations (version) VALUES ('9999_from_a_later_release')`
+      await sql.end()
+      const line = refusal(await runToExit({ DATABASE_URL: later.url, AGENTGOV_DATA_DIR: join(dir, "later") }))
+      expect(line).toContain("the store was migrated by a later release (migration 9999_from_a_later_release;")
+    } finally {
+      await later.cleanup()
+    }
+  })
+
   it("a store whose sealed keys another master key made: one line, exit 2, and no master.key or signing key written", async () => {
     const own = await makeTestStore()
     try {

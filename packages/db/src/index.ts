@@ -11,6 +11,6 @@ export {
   startEmbeddedPostgres,
   stopLeftoverPostmaster,
 } from "./EmbeddedPostgres.ts"
-export { loadMigrations, type Migration, migrate } from "./migrate.ts"
+export { loadMigrations, type Migration, MigrationRefused, migrate } from "./migrate.ts"
 export * as PostgresClient from "./PostgresClient.ts"
 export { toSqlError, uniqueViolation } from "./sqlErrors.ts"

@@ -5,12 +5,13 @@ import {
   type DatabaseShape,
   jsonb,
   loadMigrations,
+  MigrationRefused,
   migrate,
   PostgresClient,
   uniqueViolation,
 } from "@agentgov/db"
 import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } from "@agentgov/testing"
-import { Effect, ManagedRuntime } from "effect"
+import { Cause, Effect, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -471,6 +472,37 @@ describe("migrations", () => {
         }).pipe(Effect.provide(layer)),
       )
       expect(applied).toEqual({ first: versions, second: [], tables: 5 })
+    } finally {
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      await admin.end()
+    }
+  })
+
+  it("refuses, applying nothing, a store a later release migrated", async () => {
+    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
+    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
+    await admin.unsafe(`CREATE DATABASE "${name}"`)
+    try {
+      const layer = PostgresClient.layer({ url: withDatabase(clusterUrl(), name), max: 2 })
+      const later = await Effect.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.unsafe(
+            "CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+          )
+          yield* sql`INSERT INTO schema_migrations (version) VALUES ('9999_from_a_later_release')`
+          const exit = yield* Effect.exit(migrate())
+          const tables = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`
+          return { exit, tables: tables[0]!.n }
+        }).pipe(Effect.provide(layer)),
+      )
+      expect(later.tables).toBe(1)
+      expect(later.exit._tag).toBe("Failure")
+      const defect = later.exit._tag === "Failure" ? Cause.squash(later.exit.cause) : undefined
+      expect(defect).toBeInstanceOf(MigrationRefused)
+      expect(String((defect as Error).message)).toContain(
+        "migrated by a later release (migration 9999_from_a_later_release;",
+      )
     } finally {
       await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
       await admin.end()
