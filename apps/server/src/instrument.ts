@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { Executor, ExecutorOptions } from "@agentgov/api"
-import { appendBatchHook, type BatchHook } from "@agentgov/domain"
-import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
+import { activeTraceparent, appendBatchHook, type BatchHook, traceparentOf } from "@agentgov/domain"
+import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api"
 import type { Metrics, OperationRecorder, Surface } from "./metrics.ts"
 import { extractFrom, inSpan, tracer } from "./tracing.ts"
 
@@ -138,7 +138,16 @@ export const installBatchHook = ({ metrics, tracing }: Instruments): (() => void
       : timed()
   }
   appendBatchHook.current = hook
+  // The caller's span, stored with the deliveries its events queue (their attempts are traced under it).
+  const source = () => {
+    const span = trace.getActiveSpan()
+    if (span === undefined) return undefined
+    const { traceId, spanId, traceFlags } = span.spanContext()
+    return traceparentOf({ traceId, spanId, sampled: (traceFlags & 1) === 1 })
+  }
+  if (tracing) activeTraceparent.current = source
   return () => {
     if (appendBatchHook.current === hook) appendBatchHook.current = undefined
+    if (activeTraceparent.current === source) activeTraceparent.current = undefined
   }
 }

@@ -5,7 +5,7 @@ import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
 import type { Instruments } from "./instrument.ts"
 import type { Logger } from "./logger.ts"
-import { inSpan } from "./tracing.ts"
+import { extractFrom, inSpan } from "./tracing.ts"
 
 /** The webhook settings the domain takes from configuration. */
 export const webhookSettings = (config: ServerConfig) =>
@@ -62,6 +62,8 @@ export const startWebhookWorker = async (
     ? (d) =>
         inSpan("webhook.delivery", { "agentgov.webhook.attempt": d.attempt }, () => queue.attempt(d), {
           kind: SpanKind.CLIENT,
+          // Under the span that appended the event: the caller's trace reaches the receiver.
+          parent: extractFrom({ traceparent: d.traceParent ?? undefined }),
         })
     : queue.attempt
 

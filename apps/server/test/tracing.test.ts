@@ -137,20 +137,49 @@ describe("tracing", () => {
     ).toBeGreaterThan(0)
   })
 
-  it("sends the delivery span's traceparent with each webhook", async () => {
+  it("sends each webhook under the trace of the call that appended its event, with the delivery span's traceparent", async () => {
     const created = await t.call("POST", "/api/v1/webhooks", {
       body: { url: `${hooks.url}?w=traced`, events: ["traced.thing"] },
     })
     expect(created.status, JSON.stringify(created.body)).toBe(201)
+    // The caller's trace (what the SDK sends) reaches the receiver through the queue, however late the attempt.
+    const traceId = randomBytes(16).toString("hex")
     const ingest = await t.call("POST", "/api/v1/events/ingest", {
       body: { events: [{ type: "traced.thing", data: {} }] },
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-01` },
     })
     expect(ingest.status, JSON.stringify(ingest.body)).toBe(201)
     await hooks.waitFor((all) => all.some((r) => r.url === "/hook?w=traced"))
     const got = hooks.received.find((r) => r.url === "/hook?w=traced")!
     const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/.exec(String(got.headers.traceparent))
     expect(m, `traceparent ${got.headers.traceparent}`).not.toBeNull()
-    const delivery = await flushed(m![1]!, ["webhook.delivery"])
-    expect(delivery.find((s) => s.name === "webhook.delivery")!.spanId).toBe(m![2])
+    expect(m![1], "the webhook carries the caller's trace").toBe(traceId)
+    const mine = await flushed(traceId, ["POST rest", "operation events.ingest", "webhook.delivery"])
+    const delivery = mine.find((s) => s.name === "webhook.delivery")!
+    expect(delivery.spanId).toBe(m![2])
+    // The delivery hangs under the ingest call's operation, through the span that appended its event.
+    const byId = new Map(mine.map((s) => [s.spanId, s]))
+    const operation = mine.find((s) => s.name === "operation events.ingest")!
+    let p = byId.get(delivery.parentSpanId)
+    while (p && p !== operation) p = byId.get(p.parentSpanId)
+    expect(
+      p,
+      `the delivery's ancestors: ${mine.map((s) => `${s.name}:${s.spanId}<-${s.parentSpanId}`).join(" ")}`,
+    ).toBe(operation)
+
+    // A delivery queued by an event appended in a change's own transaction (agents.create's agent.registered).
+    const agentsHook = await t.call("POST", "/api/v1/webhooks", {
+      body: { url: `${hooks.url}?w=agents`, events: ["agent.registered"] },
+    })
+    expect(agentsHook.status).toBe(201)
+    const trace2 = randomBytes(16).toString("hex")
+    const agent = await t.call("POST", "/api/v1/agents", {
+      body: { name: "traced-delivery" },
+      headers: { traceparent: `00-${trace2}-${randomBytes(8).toString("hex")}-01` },
+    })
+    expect(agent.status).toBe(201)
+    await hooks.waitFor((all) => all.some((r) => r.url === "/hook?w=agents"))
+    const second = hooks.received.find((r) => r.url === "/hook?w=agents")!
+    expect(String(second.headers.traceparent)).toMatch(new RegExp(`^00-${trace2}-`))
   })
 })

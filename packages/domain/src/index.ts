@@ -97,6 +97,7 @@ export {
   systemNamespaceOf,
 } from "./audit/eventCatalog.ts"
 export { compileFilters, eventFilterIssue, matchesFilters } from "./audit/eventFilters.ts"
+export { activeTraceparent, traceparentOf } from "./audit/traceContext.ts"
 export { type Actor, systemActor } from "./auth/Actor.ts"
 export { Authenticator } from "./auth/Authenticator.ts"
 export {

@@ -6,6 +6,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import { activeTraceparent, callerTraceparent } from "./traceContext.ts"
 
 /** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
 export const EVENTS_CHANNEL = "agentgov_events"
@@ -14,6 +15,8 @@ export const EVENTS_CHANNEL = "agentgov_events"
 export interface AppendGroup {
   readonly actor: Actor
   readonly events: ReadonlyArray<NewEvent>
+  /** The W3C traceparent of the span that appends, when tracing is on: kept with the deliveries it queues. */
+  readonly traceparent?: string | undefined
 }
 
 /** The last link of a workspace's chain (sequence 0 and the genesis hash when it is empty). */
@@ -28,6 +31,8 @@ export interface PreparedAppend {
   readonly stored: ReadonlyArray<ReadonlyArray<AuditEvent>>
   /** The rows as one JSON array (json_to_recordset). */
   readonly rows: string
+  /** Event id → the traceparent of the group that appended it, as a JSON object (`{}` when tracing is off). */
+  readonly traces: string
   /** Shared by every event of the append. */
   readonly timestamp: string
   /** The head after these events. */
@@ -89,9 +94,9 @@ const APPEND_STATEMENT = `WITH claimed AS (
     RETURNING id, type, sequence
   ), queued AS (
     INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_sequence, event_id, event_type, status,
-      next_attempt_at, created_at, updated_at)
+      next_attempt_at, created_at, updated_at, trace_parent)
     SELECT 'dlv_' || substr(a.id, 5, 10) || substr(md5(a.id || w.id), 1, 16), $1, w.id, a.sequence,
-      a.id, a.type, 'pending', $2::timestamptz, $2::timestamptz, $2::timestamptz
+      a.id, a.type, 'pending', $2::timestamptz, $2::timestamptz, $2::timestamptz, $11::text::jsonb ->> a.id
     FROM appended a JOIN webhooks w ON w.workspace_id = $1 AND w.enabled
       AND (w.match_all OR w.match_types ? a.type
            OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.match_prefixes) p WHERE starts_with(a.type, p)))
@@ -120,6 +125,7 @@ const appendParams = (
   keys.length,
   prepared.rows,
   `${workspaceId}:${prepared.head.sequence}`,
+  prepared.traces,
 ]
 
 /**
@@ -139,6 +145,7 @@ export const prepareAppend = (
   let prevHash = after.hash
   let sequence = after.sequence
   let rows = ""
+  let traces = ""
   const stored = groups.map((g) => {
     if (g.actor.workspaceId !== workspaceId) throw new Error("an append group of another workspace")
     const by = actorOf(g.actor)
@@ -160,12 +167,20 @@ export const prepareAppend = (
         prevHash,
         hash,
       }
+      if (g.traceparent !== undefined)
+        traces += `${traces === "" ? "{" : ","}"${event.id}":${JSON.stringify(g.traceparent)}`
       rows += `${rows === "" ? "[" : ","}{"s":${sequence},"id":"${event.id}","t":${JSON.stringify(e.type)},"a":${JSON.stringify(event.agentId)},"at":${actorJson},"d":${canonical},"o":${JSON.stringify(event.occurredAt)},"p":"${prevHash}","h":"${hash}"}`
       prevHash = hash
       return event
     })
   })
-  return { stored, rows: rows === "" ? "[]" : `${rows}]`, timestamp, head: { sequence, hash: prevHash } }
+  return {
+    stored,
+    rows: rows === "" ? "[]" : `${rows}]`,
+    traces: traces === "" ? "{}" : `${traces}}`,
+    timestamp,
+    head: { sequence, hash: prevHash },
+  }
 }
 
 /**
@@ -261,7 +276,12 @@ export class AuditLog extends Context.Service<
       }, Effect.orDie)
 
       const append = (actor: Actor, events: ReadonlyArray<NewEvent>) =>
-        appendGroups(actor.workspaceId, [{ actor, events }]).pipe(Effect.map((stored) => stored[0]!))
+        (activeTraceparent.current === undefined
+          ? appendGroups(actor.workspaceId, [{ actor, events }])
+          : Effect.flatMap(callerTraceparent, (traceparent) =>
+              appendGroups(actor.workspaceId, [{ actor, events, traceparent }]),
+            )
+        ).pipe(Effect.map((stored) => stored[0]!))
 
       return AuditLog.of({ append, appendGroups, appendAtNow, initChain })
     }),

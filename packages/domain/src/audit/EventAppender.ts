@@ -13,12 +13,15 @@ import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 import { AuditLog, type ChainHead, type CompletedKey, type PreparedAppend, prepareAppend } from "./AuditLog.ts"
 import { appendBatchHook } from "./batchHook.ts"
 import { EventRepo } from "./EventRepo.ts"
+import { activeTraceparent, callerTraceparent } from "./traceContext.ts"
 
 /** One writer's append: its events, and the Idempotency-Key it was made under, if any. */
 export interface AppendRequest {
   readonly actor: Actor
   readonly events: ReadonlyArray<NewEvent>
   readonly idempotency?: IdempotencyRequest | undefined
+  /** Set by the appender when tracing is on (the caller's span): kept with the deliveries the events queue. */
+  readonly traceparent?: string | undefined
 }
 
 /** Stored events, or the earlier response of the same Idempotency-Key. */
@@ -312,7 +315,10 @@ export class EventAppender extends Context.Service<
         }
       }
 
-      const append = Effect.fn("EventAppender.append")(function* (request: AppendRequest) {
+      const append = Effect.fn("EventAppender.append")(function* (given: AppendRequest) {
+        // Tracing off: one property read, no effect.
+        const traceparent = activeTraceparent.current === undefined ? undefined : yield* callerTraceparent
+        const request = traceparent === undefined ? given : { ...given, traceparent }
         if (Option.isSome(yield* Effect.serviceOption(sql.transactionService))) {
           const workspaceId = request.actor.workspaceId
           const { outcomes } = yield* write(workspaceId, [request]).pipe(Effect.orDie)
@@ -325,7 +331,11 @@ export class EventAppender extends Context.Service<
         return yield* Deferred.await(done)
       })
 
-      const appendNow = (request: AppendRequest) => new Promise<AppendExit>((done) => enqueue({ request, done }))
+      const appendNow = (given: AppendRequest) => {
+        const traceparent = activeTraceparent.current?.()
+        const request = traceparent === undefined ? given : { ...given, traceparent }
+        return new Promise<AppendExit>((done) => enqueue({ request, done }))
+      }
 
       return EventAppender.of({ append, appendNow })
     }),

@@ -35,6 +35,8 @@ export interface ClaimedDelivery {
   readonly secret: string
   readonly previousSecret: string | null
   readonly leaseToken: string
+  /** The W3C traceparent of the span that appended the event, when tracing was on: the attempt's parent. */
+  readonly traceParent: string | null
 }
 
 /** What follows an attempt. */
@@ -80,6 +82,7 @@ interface ClaimRow {
   readonly secret: string
   readonly previous_secret: string | null
   readonly environment: "live" | "test"
+  readonly trace_parent: string | null
 }
 
 /**
@@ -140,9 +143,10 @@ export class DeliveryQueue extends Context.Service<
             UPDATE webhook_deliveries d SET lease_token = ${token},
               next_attempt_at = now() + ${lease} * interval '1 millisecond'
             FROM due WHERE d.id = due.id
-            RETURNING d.id, d.workspace_id, d.webhook_id, d.event_sequence, d.event_id, d.attempts, d.round_start
+            RETURNING d.id, d.workspace_id, d.webhook_id, d.event_sequence, d.event_id, d.attempts, d.round_start,
+              d.trace_parent
           )
-          SELECT c.id, c.workspace_id, c.webhook_id, c.event_id, c.attempts, c.round_start,
+          SELECT c.id, c.workspace_id, c.webhook_id, c.event_id, c.attempts, c.round_start, c.trace_parent,
             e.type, e.ts, e.data, w.url, w.retry_policy, w.secret,
             CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret,
             ws.environment
@@ -171,6 +175,7 @@ export class DeliveryQueue extends Context.Service<
             secret: r.secret,
             previousSecret: r.previous_secret,
             leaseToken: token,
+            traceParent: r.trace_parent,
           }),
         )
       }, Effect.orDie)
