@@ -8,7 +8,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api"
-import { Layer, Option, Tracer } from "effect"
+import { Effect, Layer, Option, Tracer } from "effect"
 
 /**
  * OpenTelemetry (issue 34). The code speaks only `@opentelemetry/api`; the SDK and its OTLP/HTTP
@@ -174,6 +174,13 @@ export const inSpan = <A>(
         },
       ),
   )
+
+/**
+ * A background poll, not traced: the workers look for work every few hundred milliseconds, and an idle server
+ * exported a trace for each look. The work they find is traced on its own (a delivery's attempt, a trust pass).
+ */
+export const untraced = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withTracerEnabled(effect, false)
 
 /** The W3C trace context of an incoming request (traceparent, tracestate), as a parent for its span. */
 export const extractFrom = (headers: Record<string, string | Array<string> | undefined>): Context =>

@@ -1,6 +1,7 @@
 import type { Runtime } from "@agentgov/api"
 import { TrustRecompute } from "@agentgov/domain"
 import type { Logger } from "./logger.ts"
+import { untraced } from "./tracing.ts"
 
 export interface TrustWorkerOptions {
   /** How often every agent is recomputed for decay, tenure and key age (default 1 h). */
@@ -90,7 +91,7 @@ export const startTrustWorker = async (
 
   const lookBehind = async () => {
     try {
-      for (const w of await runtime.runPromise(trust.behind)) wake(w)
+      for (const w of await runtime.runPromise(untraced(trust.behind))) wake(w)
     } catch (cause) {
       if (!stopping) log.error("trust worker could not read its cursors", { cause: String(cause) })
     }
@@ -98,7 +99,7 @@ export const startTrustWorker = async (
 
   const sweepAll = async () => {
     try {
-      for (const w of await runtime.runPromise(trust.sweepDue(sweepMs))) {
+      for (const w of await runtime.runPromise(untraced(trust.sweepDue(sweepMs)))) {
         if (stopping) return
         await runtime.runPromise(trust.sweep(w))
       }

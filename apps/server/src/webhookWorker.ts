@@ -5,7 +5,7 @@ import { Layer } from "effect"
 import type { ServerConfig } from "./config.ts"
 import type { Instruments } from "./instrument.ts"
 import type { Logger } from "./logger.ts"
-import { extractFrom, inSpan } from "./tracing.ts"
+import { extractFrom, inSpan, untraced } from "./tracing.ts"
 
 /** The webhook settings the domain takes from configuration. */
 export const webhookSettings = (config: ServerConfig) =>
@@ -157,13 +157,13 @@ export const startWebhookWorker = async (
             saturated = true
             break
           }
-          const claimed = await runtime.runPromise(queue.claim(room))
+          const claimed = await runtime.runPromise(untraced(queue.claim(room)))
           for (const d of claimed) dispatch(d)
           if (claimed.length < room) break
         }
       } while (again && !stopping)
       if (!stopping && !saturated) {
-        const due = await runtime.runPromise(queue.untilNextDue)
+        const due = await runtime.runPromise(untraced(queue.untilNextDue))
         // Due now but not claimable: another worker holds those rows for a moment. Look again shortly.
         wakeIn(due === undefined ? pollMs : Math.min(pollMs, Math.max(due, 10)))
       }
@@ -181,7 +181,7 @@ export const startWebhookWorker = async (
     const before = new Date(Date.now() - WEBHOOK_HISTORY_DAYS * 86_400_000).toISOString()
     let total = 0
     while (!stopping) {
-      const n = await runtime.runPromise(queue.purgeFinished(before))
+      const n = await runtime.runPromise(untraced(queue.purgeFinished(before)))
       total += n
       if (n === 0) break
     }

@@ -87,6 +87,17 @@ describe("tracing", () => {
     )
   })
 
+  it("exports nothing while the server is idle (its workers' polls are not traced)", async () => {
+    const tracing = await startTracing()
+    await tracing.forceFlush()
+    const before = spans.length
+    // The compliance worker looks every 0.5 s, the webhook worker every 2 s.
+    await new Promise((r) => setTimeout(r, 2_500))
+    await tracing.forceFlush()
+    const idle = spans.slice(before)
+    expect(idle.map((s) => s.name)).toEqual([])
+  })
+
   it("exports a guard call as request → operation → domain verb → SQL and the group commit, under the caller's trace", async () => {
     const agent = await t.call("POST", "/api/v1/agents", { body: { name: "traced" } })
     expect(agent.status).toBe(201)

@@ -367,13 +367,19 @@ export class ComplianceService extends Context.Service<
 
       const generateNext = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
+        // The worker's poll, twice a second: not traced (an idle server would export a trace each time).
         const [row] = yield* sql<ReportRow>`UPDATE compliance_reports
             SET claimed_until = ${isoOf(now + CLAIM_MS)}::timestamptz, attempts = attempts + 1
             WHERE id = (SELECT id FROM compliance_reports
                         WHERE status = 'generating' AND (claimed_until IS NULL OR claimed_until < ${isoOf(now)}::timestamptz)
                         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-            RETURNING *`.pipe(Effect.orDie)
+            RETURNING *`.pipe(Effect.orDie, Effect.withTracerEnabled(false))
         if (!row) return undefined
+        return yield* generateClaimed(row, now)
+      })
+
+      /** Generates a claimed report; failing, it is released for another attempt, or failed after the last. */
+      const generateClaimed = Effect.fn("ComplianceService.generateNext")(function* (row: ReportRow, now: number) {
         const exit = yield* Effect.exit(generate(row))
         if (exit._tag === "Failure") {
           yield* Effect.logError("compliance report generation failed", { reportId: row.id, cause: String(exit.cause) })
@@ -384,7 +390,7 @@ export class ComplianceService extends Context.Service<
           else yield* sql`UPDATE compliance_reports SET claimed_until = NULL WHERE id = ${row.id}`.pipe(Effect.orDie)
         }
         return row.id
-      }).pipe(Effect.withSpan("ComplianceService.generateNext"))
+      })
 
       const issueCertification = Effect.fn("ComplianceService.issueCertification")(function* (
         actor: Actor,
