@@ -174,6 +174,8 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
           ? [408, "REQUEST_TIMEOUT", "request not received in time"]
           : [400, "BAD_REQUEST", "malformed HTTP request"]
     const body = JSON.stringify({ ok: false, error: { code, message } })
+    // Refused before it was a request (no method or path to read): counted as the surface `other`.
+    instruments.metrics?.request("other", "OTHER", status as number, 0)
     const reason =
       status === 431 ? "Request Header Fields Too Large" : status === 408 ? "Request Timeout" : "Bad Request"
     socket.end(

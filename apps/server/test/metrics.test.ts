@@ -127,6 +127,23 @@ describe("GET /metrics", () => {
     expect(delta({ surface: "trpc", status: "401" })).toBe(1)
     expect(delta({ surface: "trpc", status: "404" })).toBe(1)
     expect(delta({ surface: "trpc", status: "200" })).toBe(1)
+
+    // A request Node's parser refuses never reaches a handler: counted all the same.
+    const { connect } = await import("node:net")
+    const port = new URL(t.url).port
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), "127.0.0.1", () => socket.write("NOT HTTP AT ALL\r\n\r\n"))
+      let got = ""
+      socket.on("data", (c) => (got += c))
+      socket.on("end", () => resolve(got))
+      socket.on("error", reject)
+    })
+    expect(raw).toMatch(/^HTTP\/1\.1 400/)
+    const last = await scrape()
+    expect(
+      sum(family(last.families, "agentgov_http_requests_total"), { surface: "other", status: "400" }) -
+        sum(family(after.families, "agentgov_http_requests_total"), { surface: "other", status: "400" }),
+    ).toBe(1)
   })
 
   it("counts rate-limit refusals", async () => {
