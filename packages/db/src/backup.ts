@@ -1,11 +1,10 @@
 import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs"
-import { createInterface } from "node:readline"
-import { Readable, Transform } from "node:stream"
+import { Readable, Transform, type Writable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import { createGunzip, createGzip } from "node:zlib"
 import postgres from "postgres"
 import { connectionOptions } from "./connectionUrl.ts"
-import { loadMigrations } from "./migrate.ts"
+import { loadMigrations, MIGRATION_LOCK } from "./migrate.ts"
 
 /**
  * Logical backups of the store (issue 34), made and read by the service itself: the embedded
@@ -51,6 +50,18 @@ const connect = (url: string) => {
 
 const ident = (name: string) => `"${name.replaceAll('"', '""')}"`
 
+/**
+ * The store's tables and the columns a backup holds of each, in order: every column but the generated ones and
+ * the writing transaction's id (content_image_hashes.xid, migration 0024: this cluster's, a restore writes its own).
+ */
+const dataColumns = (tx: postgres.TransactionSql) =>
+  tx<Array<{ table: string; columns: Array<string> }>>`
+    SELECT c.table_name AS table, array_agg(c.column_name::text ORDER BY c.ordinal_position) AS columns
+    FROM information_schema.columns c JOIN pg_tables t ON t.tablename = c.table_name AND t.schemaname = 'public'
+    WHERE c.table_schema = 'public' AND c.is_generated = 'NEVER' AND c.table_name <> 'schema_migrations'
+      AND c.column_default IS DISTINCT FROM 'pg_current_xact_id()'
+    GROUP BY c.table_name ORDER BY c.table_name`
+
 /** Writes a backup of the database at `url` to `file` (written beside it, then renamed into place). */
 export const backupTo = async (url: string, file: string): Promise<BackupSummary> => {
   const sql = connect(url)
@@ -69,14 +80,7 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
       const sequences = await tx<Array<{ name: string; value: string | null; called: boolean }>>`
         SELECT sequencename AS name, last_value::text AS value, last_value IS NOT NULL AS called
         FROM pg_sequences WHERE schemaname = 'public' ORDER BY sequencename`
-      const columns = await tx<Array<{ table: string; columns: Array<string> }>>`
-        SELECT c.table_name AS table, array_agg(c.column_name::text ORDER BY c.ordinal_position) AS columns
-        FROM information_schema.columns c JOIN pg_tables t ON t.tablename = c.table_name AND t.schemaname = 'public'
-        WHERE c.table_schema = 'public' AND c.is_generated = 'NEVER' AND c.table_name <> 'schema_migrations'
-          -- The transaction that wrote a row (content_image_hashes.xid, migration 0024) is this cluster's: a
-          -- restore writes its own.
-          AND c.column_default IS DISTINCT FROM 'pg_current_xact_id()'
-        GROUP BY c.table_name ORDER BY c.table_name`
+      const columns = await dataColumns(tx)
       const header: BackupHeader = {
         format: BACKUP_FORMAT,
         version: BACKUP_VERSION,
@@ -127,19 +131,72 @@ const unreadable = (e: unknown): string => {
   return e instanceof Error ? e.message : String(e)
 }
 
+/** A line longer than this is refused: no row this service stores comes near it, and V8's strings end at 512 MiB. */
+const MAX_LINE_BYTES = 256 * 1024 * 1024
+
+/** The stream's lines (`\n`, or `\r\n`), each at most MAX_LINE_BYTES. */
+const linesOf = async function* (input: AsyncIterable<Buffer>): AsyncGenerator<string> {
+  let pending: Array<Buffer> = []
+  let pendingBytes = 0
+  const line = (last: Buffer) => {
+    const bytes = pending.length === 0 ? last : Buffer.concat([...pending, last])
+    pending = []
+    pendingBytes = 0
+    const end = bytes.length > 0 && bytes[bytes.length - 1] === 13 ? bytes.length - 1 : bytes.length
+    return bytes.toString("utf8", 0, end)
+  }
+  const tooLong = () => new BackupError(`a line is longer than ${MAX_LINE_BYTES / 1024 / 1024} MiB: not a backup`)
+  for await (const chunk of input) {
+    let start = 0
+    for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, start)) {
+      if (pendingBytes + at - start > MAX_LINE_BYTES) throw tooLong()
+      yield line(chunk.subarray(start, at))
+      start = at + 1
+    }
+    if (start < chunk.length) {
+      pendingBytes += chunk.length - start
+      if (pendingBytes > MAX_LINE_BYTES) throw tooLong()
+      pending.push(chunk.subarray(start))
+    }
+  }
+  if (pendingBytes > 0) yield line(Buffer.alloc(0))
+}
+
+const isSequence = (s: unknown): s is BackupHeader["sequences"][number] => {
+  if (s === null || typeof s !== "object") return false
+  const { name, value, called } = s as Record<string, unknown>
+  return (
+    typeof name === "string" &&
+    typeof called === "boolean" &&
+    (value === null || (typeof value === "string" && /^-?\d{1,19}$/.test(value)))
+  )
+}
+
+/** Why a parsed first line is not a header this release restores, or undefined when it is one. */
+const headerProblem = (h: Record<string, unknown>): string | undefined => {
+  const { migrations, sequences } = h
+  if (!Array.isArray(migrations) || !migrations.every((v) => typeof v === "string"))
+    return "its header lists no migrations"
+  if (migrations.length === 0) return "its header lists no migrations: it holds no store"
+  if (migrations.some((v, i) => i > 0 && v <= migrations[i - 1]!))
+    return "its header's migrations are not in order, or repeat"
+  if (!Array.isArray(sequences) || !sequences.every(isSequence)) return "its header's sequences are not well formed"
+  return undefined
+}
+
 /** Reads a backup's lines: its header, then each table with an async iterable of its COPY lines. */
 const readBackup = async function* (file: string) {
   const gunzip = createGunzip()
   const source = createReadStream(file)
   // A read failure (a directory, a vanished file) ends the lines as a gunzip failure (a cut or damaged file) does.
   source.on("error", (e) => gunzip.destroy(e))
-  const lines = createInterface({ input: source.pipe(gunzip), crlfDelay: Infinity })
-  const iterator = lines[Symbol.asyncIterator]()
+  const iterator = linesOf(source.pipe(gunzip))
   const it = {
     next: async () => {
       try {
         return await iterator.next()
       } catch (e) {
+        if (e instanceof BackupError) throw new BackupError(`${file}: ${e.message}`)
         throw new BackupError(`${file} cannot be read: ${unreadable(e)}`)
       }
     },
@@ -156,8 +213,10 @@ const readBackup = async function* (file: string) {
     throw new BackupError(`${file} is not an agentgov backup`)
   if (header.version !== BACKUP_VERSION)
     throw new BackupError(
-      `${file} is a backup of format version ${header.version}; this release reads ${BACKUP_VERSION}`,
+      `${file} is a backup of format version ${JSON.stringify(header.version)}; this release reads ${BACKUP_VERSION}`,
     )
+  const problem = headerProblem(header as unknown as Record<string, unknown>)
+  if (problem !== undefined) throw new BackupError(`${file} is damaged: ${problem}`)
   yield { kind: "header", header } as const
   for (;;) {
     const next = await it.next()
@@ -190,29 +249,62 @@ const readBackup = async function* (file: string) {
 }
 
 /**
+ * The end of a COPY FROM STDIN. postgres.js 3.4.9 never settles a COPY that PostgreSQL refuses after its last data
+ * was sent (the stream's final callback waits for a CommandComplete that never comes: porsager/postgres#1173), so a
+ * damaged last row would hang the restore. A query sent right after the COPY's end settles either way: after a
+ * refused COPY it fails, in the transaction the refusal aborted.
+ */
+const copied = (tx: postgres.TransactionSql, sink: Writable, written: Promise<void>): Promise<void> => {
+  const writable = sink as Writable & { _final: (callback: (error?: Error | null) => void) => void }
+  const end = writable._final
+  const refused = new Promise<never>((_, reject) => {
+    writable._final = function (this: Writable, callback) {
+      end.call(this, callback)
+      // After the CopyDone that `end` wrote: PostgreSQL answers the COPY first, then this.
+      tx`SELECT 1`.then(
+        () => {},
+        (e: { code?: string }) =>
+          reject(
+            e.code === "25P02"
+              ? new Error("PostgreSQL refused its rows (a row that does not fit the table's columns or types)")
+              : e,
+          ),
+      )
+    }
+  })
+  return Promise.race([written, refused])
+}
+
+/**
  * Restores `file` into the empty database at `url`: the backup's migrations, its rows and its
  * sequences, in one transaction. A database that already holds an agentgov store is refused.
  */
 export const restoreFrom = async (url: string, file: string): Promise<BackupSummary> => {
   const sql = connect(url)
   try {
-    const [present] = await sql<Array<{ tables: number }>>`
-      SELECT count(*)::int AS tables FROM pg_tables WHERE schemaname = 'public'`
-    if (present!.tables > 0)
-      throw new BackupError(
-        `the target is not empty (${present!.tables} tables in schema public): restore into an empty database`,
-      )
-    const known = new Map(loadMigrations().map((m) => [m.version, m]))
+    const shipped = loadMigrations()
+    const known = new Map(shipped.map((m) => [m.version, m]))
     let tables = 0
     let rows = 0
     let migrations: ReadonlyArray<string> = []
     await sql.begin(async (tx) => {
+      // The migrations' lock: neither a second restore nor a starting server builds a schema here meanwhile.
+      await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
+      const [present] = await tx<Array<{ tables: number }>>`
+        SELECT count(*)::int AS tables FROM pg_tables WHERE schemaname = 'public'`
+      if (present!.tables > 0)
+        throw new BackupError(
+          `the target is not empty (${present!.tables} tables in schema public): restore into an empty database`,
+        )
+      // The store's schema is `public`, whatever schemas the target's search path names first.
+      await tx`SET LOCAL search_path = public`
       // The rows are the store as it was: its own triggers (append-only guards, foreign keys) are not re-run.
       await tx`SET LOCAL session_replication_role = replica`
-      // The tables the backup's migrations create, each to be filled once: a file may name no other
-      // (a crafted one naming a catalog table would otherwise have it emptied, as superuser), and must
-      // name every one (a file cut at a table's end is otherwise a smaller store that restores "fine").
-      const expected = new Set<string>()
+      // The tables the backup's migrations create, each to be filled once with the columns a backup of that
+      // schema holds: a file may name no other (a crafted one naming a catalog table would otherwise have it
+      // emptied, as superuser), and must name every one (a file cut at a table's end is otherwise a smaller
+      // store that restores "fine").
+      let expected = new Map<string, ReadonlyArray<string>>()
       const filled = new Set<string>()
       for await (const part of readBackup(file)) {
         if (part.kind === "header") {
@@ -222,6 +314,8 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
             throw new BackupError(
               `the backup was made by a later release (migrations ${unknown.join(", ")}): restore it with that release or a newer one`,
             )
+          if (migrations.some((v, i) => shipped[i]?.version !== v))
+            throw new BackupError(`${file} is damaged: its header's migrations are not a release's (one is missing)`)
           await tx.unsafe(
             "CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
           )
@@ -229,26 +323,29 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
             await tx.unsafe(known.get(v)!.sql)
             await tx`INSERT INTO schema_migrations (version) VALUES (${v})`
           }
-          for (const t of await tx<Array<{ name: string }>>`
-            SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`)
-            expected.add(t.name)
-          const sequences = new Set(
-            (
-              await tx<
-                Array<{ name: string }>
-              >`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = 'public'`
-            ).map((r) => r.name),
-          )
-          for (const s of part.header.sequences) {
-            if (!sequences.has(s.name))
-              throw new BackupError(`${file} names a sequence its schema does not have: ${JSON.stringify(s.name)}`)
-            if (s.value !== null) await tx`SELECT setval(${`public.${ident(s.name)}`}, ${s.value}::bigint, ${s.called})`
-          }
+          expected = new Map((await dataColumns(tx)).map((t) => [t.table, t.columns]))
+          const sequences = (
+            await tx<Array<{ name: string }>>`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = 'public'`
+          ).map((r) => r.name)
+          const given = new Map(part.header.sequences.map((q) => [q.name, q]))
+          const stray = [...given.keys()].filter((n) => !sequences.includes(n))
+          if (stray.length > 0)
+            throw new BackupError(`${file} names a sequence its schema does not have: ${JSON.stringify(stray[0])}`)
+          const absent = sequences.filter((n) => !given.has(n))
+          if (absent.length > 0)
+            throw new BackupError(`${file} is damaged: it does not give the sequence ${absent.join(", ")}`)
+          for (const q of given.values())
+            if (q.value !== null) await tx`SELECT setval(${`public.${ident(q.name)}`}, ${q.value}::bigint, ${q.called})`
           continue
         }
-        if (!expected.has(part.table))
+        const columns = expected.get(part.table)
+        if (columns === undefined)
           throw new BackupError(`${file} names a table its schema does not have: ${JSON.stringify(part.table)}`)
         if (filled.has(part.table)) throw new BackupError(`${file} holds table ${part.table} twice`)
+        if (part.columns.length !== columns.length || part.columns.some((c, i) => c !== columns[i]))
+          throw new BackupError(
+            `${file} is damaged: table ${part.table} has columns ${part.columns.join(", ")}; its schema's are ${columns.join(", ")}`,
+          )
         filled.add(part.table)
         const table = `public.${ident(part.table)}`
         let n = 0
@@ -261,8 +358,8 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
               done(null, chunk)
             },
           })
-          const sink = await tx.unsafe(`COPY ${table} (${part.columns.map(ident).join(", ")}) FROM STDIN`).writable()
-          await pipeline(Readable.from(part.rows), counted, sink)
+          const sink = await tx.unsafe(`COPY ${table} (${columns.map(ident).join(", ")}) FROM STDIN`).writable()
+          await copied(tx, sink, pipeline(Readable.from(part.rows), counted, sink))
         } catch (e) {
           if (e instanceof BackupError) throw e
           throw new BackupError(`${file}: table ${part.table} does not load: ${e instanceof Error ? e.message : e}`)
@@ -270,7 +367,7 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
         rows += n
         tables++
       }
-      const missing = [...expected].filter((t) => !filled.has(t)).sort()
+      const missing = [...expected.keys()].filter((t) => !filled.has(t)).sort()
       if (missing.length > 0)
         throw new BackupError(
           `${file} is incomplete: it holds ${filled.size} of the ${expected.size} tables of its schema ` +
@@ -278,6 +375,15 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
         )
     })
     return { tables, rows, migrations }
+  } catch (e) {
+    if (e instanceof BackupError || typeof (e as { code?: unknown }).code !== "string") throw e
+    // PostgreSQL refused (the transaction rolled back): said in one line.
+    const { code, message } = e as { code: string; message: string }
+    throw new BackupError(
+      code === "42501"
+        ? `the restore needs a superuser at the target (to load rows without re-running triggers): ${message}`
+        : `the restore failed and changed nothing: ${message}`,
+    )
   } finally {
     await sql.end()
   }

@@ -18,7 +18,7 @@ export const loadMigrations = (): ReadonlyArray<Migration> =>
     .map((f) => ({ version: f.replace(/\.sql$/, ""), sql: readFileSync(join(migrationsDir, f), "utf8") }))
 
 // Any constant: serialises concurrent starts of several instances on one PostgreSQL.
-const MIGRATION_LOCK = 72_410_001
+export const MIGRATION_LOCK = 72_410_001
 
 /** The store was migrated by a later release than this one: started on it, this release would write rows its schema no longer means. */
 export class MigrationRefused extends Error {}

@@ -160,6 +160,69 @@ describe("restoreFrom", { timeout: 60_000 }, () => {
     expect(await publicTables(target)).toBe(0)
   })
 
+  it("refuses a row PostgreSQL rejects at a table's end, rather than waiting forever", async () => {
+    const { header, parts } = sections()
+    // `workspaces` has more columns than this row: PostgreSQL refuses it after the last data was sent, where
+    // postgres.js 3.4.9's COPY stream never settles (porsager/postgres#1173).
+    const damaged = parts.map((p) =>
+      p.table === "workspaces" ? { ...p, text: p.text.replace(/\\\.\n$/, "a\tb\n\\.\n") } : p,
+    )
+    expect(damaged.find((p) => p.table === "workspaces")!.text).toMatch(/a\tb\n\\\.\n$/)
+    const target = await emptyDatabase()
+    const e = await Promise.race([
+      refusal(target, write("bad-row.gz", header, damaged)),
+      new Promise((r) => setTimeout(() => r("still waiting after 20 s"), 20_000)),
+    ])
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/table workspaces does not load/)
+    expect(await publicTables(target)).toBe(0)
+  })
+
+  it("refuses a header that is not a release's, a missing sequence, a table's columns changed, in one line each", async () => {
+    const { header, parts } = sections()
+    const h = JSON.parse(header)
+    const target = await emptyDatabase()
+    const cases: Array<[string, Record<string, unknown>, ReadonlyArray<{ text: string }>, RegExp]> = [
+      ["no-migrations", { ...h, migrations: null }, parts, /lists no migrations/],
+      ["empty", { ...h, migrations: [], sequences: [] }, [], /it holds no store/],
+      ["reordered", { ...h, migrations: [...h.migrations].reverse() }, parts, /not in order, or repeat/],
+      ["gap", { ...h, migrations: h.migrations.filter((_: string, i: number) => i !== 3) }, parts, /one is missing/],
+      ["bad-sequence", { ...h, sequences: [null] }, parts, /sequences are not well formed/],
+      ["no-sequences", { ...h, sequences: [] }, parts, /does not give the sequence/],
+      [
+        "negative-sequence",
+        { ...h, sequences: h.sequences.map((q: object) => ({ ...q, value: "-5" })) },
+        parts,
+        /the restore failed and changed nothing: setval/,
+      ],
+      [
+        "columns",
+        h,
+        parts.map((p) =>
+          p.table === "workspaces"
+            ? { text: p.text.replace(/^\{[^\n]*\}/, JSON.stringify({ table: "workspaces", columns: ["id", "name"] })) }
+            : p,
+        ),
+        /table workspaces has columns id, name; its schema's are id, name, environment/,
+      ],
+    ]
+    for (const [name, given, sections, expected] of cases) {
+      const e = await refusal(target, write(`${name}.gz`, JSON.stringify(given), sections))
+      expect(e, name).toBeInstanceOf(BackupError)
+      expect(String((e as Error).message), name).toMatch(expected)
+    }
+    expect(await publicTables(target)).toBe(0)
+  })
+
+  it("refuses a second restore into the same target at once: one restores, the other finds it not empty", async () => {
+    const target = await emptyDatabase()
+    const both = await Promise.allSettled([restoreFrom(target, file), restoreFrom(target, file)])
+    expect(both.filter((r) => r.status === "fulfilled")).toHaveLength(1)
+    const failed = both.find((r) => r.status === "rejected") as PromiseRejectedResult
+    expect(failed.reason).toBeInstanceOf(BackupError)
+    expect(String(failed.reason.message)).toMatch(/not empty/)
+  })
+
   it("refuses a sequence its schema does not have, and a target that holds any table", async () => {
     const { header, parts } = sections()
     const h = JSON.parse(header)
