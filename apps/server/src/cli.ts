@@ -18,7 +18,7 @@ import * as SchemaParser from "effect/SchemaParser"
 import { runBackupCommand } from "./backupCommand.ts"
 import { CLI_SIGNIN_LINK_TTL_MS, signInLinkUrl } from "./bootstrap.ts"
 import { configAndLock } from "./dataDirLock.ts"
-import { domainSettings } from "./domainSettings.ts"
+import { admitMasterKey, chooseMasterKey, domainSettings } from "./domainSettings.ts"
 import { refuse, refuseStart } from "./startupError.ts"
 import { migratedStore, storeLayer, storeName } from "./store.ts"
 
@@ -234,13 +234,25 @@ const program = task()
 
 // Only now, with every argument checked, the store: configuration, the data directory, the database.
 const { config, release } = configAndLock()
+// As at the server's start: a store whose sealed secrets this key does not open is refused before any command
+// runs, and a new installation's master.key is written only after that check.
+const masterKey = (() => {
+  try {
+    return chooseMasterKey(config)
+  } catch (e) {
+    release()
+    return refuseStart(e)
+  }
+})()
 const layer = DomainLayer.pipe(
-  Layer.provideMerge(Layer.merge(migratedStore(storeLayer(config), storeName(config)), domainSettings(config))),
+  Layer.provideMerge(
+    Layer.merge(migratedStore(storeLayer(config), storeName(config)), domainSettings(config, masterKey.key)),
+  ),
 )
 type Services = Layer.Success<typeof layer>
 const runtime = ManagedRuntime.make(layer)
 
-const exit = await runtime.runPromiseExit(program)
+const exit = await runtime.runPromiseExit(Effect.andThen(admitMasterKey(config, masterKey), program))
 await runtime.dispose()
 release()
 if (Exit.isFailure(exit)) {

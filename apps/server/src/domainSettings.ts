@@ -11,10 +11,13 @@ import {
   RateLimitSettings,
   SessionSettings,
   StreamLimitSettings,
+  sealedNotOpening,
   TokenSettings,
 } from "@agentgov/domain"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
+import type * as SqlClient from "effect/sql/SqlClient"
 import type { ServerConfig } from "./config.ts"
+import { StartupError } from "./startupError.ts"
 
 /**
  * What the domain takes from configuration: the master key, the SDK token
@@ -76,13 +79,54 @@ export const readMasterKey = (
 ): { readonly key: Buffer; readonly source: string } | undefined => {
   if (config.masterKey !== undefined) return { key: config.masterKey, source: "AGENTGOV_MASTER_KEY" }
   const file = join(config.dataDir, "master.key")
+  let text: string
   try {
-    return { key: parseMasterKey(readFileSync(file, "utf8").trim()), source: file }
+    text = readFileSync(file, "utf8").trim()
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+    throw new StartupError(`${file} cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`)
   }
-  return undefined
+  try {
+    return { key: parseMasterKey(text), source: file }
+  } catch {
+    throw new StartupError(`${file} does not hold a master key (32 bytes, as 64 hex digits or base64)`)
+  }
 }
+
+/**
+ * The master key a start (the server's, or a CLI command's) uses: the configured or kept one, else a new one that is
+ * written to `<data dir>/master.key` only once `admitMasterKey` found nothing in the store it cannot open.
+ */
+export const chooseMasterKey = (config: Pick<ServerConfig, "masterKey" | "dataDir">) => {
+  const kept = readMasterKey(config)
+  return { key: kept?.key ?? randomBytes(32), kept }
+}
+
+/**
+ * Refuses (dies with a StartupError) a store whose sealed secrets the chosen key does not open, before anything is
+ * written: a restored store started without its master.key would otherwise get a second master key, and signing keys
+ * sealed with it. Then keeps a new installation's key.
+ */
+export const admitMasterKey = (
+  config: Pick<ServerConfig, "dataDir">,
+  chosen: ReturnType<typeof chooseMasterKey>,
+  keep = true,
+): Effect.Effect<void, never, SqlClient.SqlClient> =>
+  Effect.flatMap(sealedNotOpening(chosen.key), (foreign) => {
+    if (foreign.length > 0)
+      return Effect.die(
+        new StartupError(
+          `this store's sealed secrets (${foreign.join(", ")}) do not open with ` +
+            (chosen.kept
+              ? `the master key of ${chosen.kept.source}`
+              : `a new master key (there is no ${join(config.dataDir, "master.key")} and no AGENTGOV_MASTER_KEY)`) +
+            ": start with the key this store was made with (after a restore, the old data directory's master.key or " +
+            "the AGENTGOV_MASTER_KEY it ran with); no key was written",
+        ),
+      )
+    if (keep && !chosen.kept) keepMasterKey(config, chosen.key)
+    return Effect.void
+  })
 
 /** Writes a new installation's master key to `<data dir>/master.key` (0600). */
 export const keepMasterKey = (config: Pick<ServerConfig, "dataDir">, key: Buffer): void => {

@@ -40,8 +40,14 @@ export const instrumentHandler = (handle: Handler, { metrics, tracing }: Instrum
   const measured: Handler = metrics
     ? (req, res) => {
         const t0 = performance.now()
+        // 499 (nginx's "client closed request"): the connection ended before an answer was begun.
         const done = () =>
-          metrics.request(surfaceOf(req.url), req.method ?? "GET", res.statusCode, (performance.now() - t0) / 1000)
+          metrics.request(
+            surfaceOf(req.url),
+            req.method ?? "GET",
+            res.headersSent ? res.statusCode : 499,
+            (performance.now() - t0) / 1000,
+          )
         // Recorded once the answer is written: tRPC's handler settles before it writes, and a handler that throws
         // is answered (500) by the server after it settled. Most REST answers are written by then.
         const answered = () => whenAnswered(res, done)

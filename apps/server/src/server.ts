@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import { join } from "node:path"
 import {
   ApiError,
   buildOpenApi,
@@ -27,7 +26,6 @@ import {
   EnforcementService,
   Idempotency,
   SigningKeys,
-  sealedNotOpening,
 } from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -37,7 +35,7 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import type { ServerConfig } from "./config.ts"
 import { makeDashboard } from "./dashboard.ts"
-import { domainSettings, keepMasterKey, readMasterKey } from "./domainSettings.ts"
+import { admitMasterKey, chooseMasterKey, domainSettings } from "./domainSettings.ts"
 import {
   type Instruments,
   installBatchHook,
@@ -51,15 +49,18 @@ import { makeOAuthRoutes } from "./oauth/OAuthRoutes.ts"
 import { makeSignIn } from "./signin/SignIn.ts"
 import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
-import { effectTracerLayer, startTracing } from "./tracing.ts"
+import { effectTracerLayer, startTracing, untraced } from "./tracing.ts"
 import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
 import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
+
+/** A probe's SQL, not traced: a scrape is not the service's work. */
+const untracedUse = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>) => untraced(SqlClient.SqlClient.use(f))
 
 /** The metrics' probes of the store, read at scrape time only. */
 const storeProbe = (runtime: Runtime): StoreProbe => ({
   checkpointAgeSeconds: async () => {
     const [row] = await runtime.runPromise(
-      SqlClient.SqlClient.use(
+      untracedUse(
         (sql) => sql<{ age: number | null }>`SELECT extract(epoch FROM now() - max(signed_at))::float8 AS age
           FROM (SELECT max(signed_at) AS signed_at FROM checkpoints GROUP BY workspace_id) c`,
       ),
@@ -68,15 +69,13 @@ const storeProbe = (runtime: Runtime): StoreProbe => ({
   },
   chainEvents: async () => {
     const [row] = await runtime.runPromise(
-      SqlClient.SqlClient.use(
-        (sql) => sql<{ n: number }>`SELECT coalesce(sum(sequence), 0)::float8 AS n FROM chain_heads`,
-      ),
+      untracedUse((sql) => sql<{ n: number }>`SELECT coalesce(sum(sequence), 0)::float8 AS n FROM chain_heads`),
     )
     return row?.n ?? 0
   },
   webhookQueueDepth: async () => {
     const [row] = await runtime.runPromise(
-      SqlClient.SqlClient.use(
+      untracedUse(
         (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`,
       ),
     )
@@ -150,8 +149,18 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   let handle: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined
   // Set by close(): every answer from then on ends its connection, so keep-alive clients move to another instance.
   let draining = false
-  const server: Server = createServer((req, res) => {
+  // Node's own check answers a missing Host with a bare 400 that no handler sees (nor the metrics): ours, below.
+  const server: Server = createServer({ requireHostHeader: false }, (req, res) => {
     if (draining) res.shouldKeepAlive = false
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
+      instruments.metrics?.request("other", req.method ?? "OTHER", 400, 0)
+      res.shouldKeepAlive = false
+      return sendError(
+        res,
+        new ApiError(400, "BAD_REQUEST", "an HTTP/1.1 request must carry a Host header (RFC 9112 3.2)"),
+        requestIdOf(req),
+      )
+    }
     if (!handle)
       return sendError(res, new ApiError(503, "NOT_READY", "the server is starting"), requestIdOf(req), {
         "retry-after": "1",
@@ -210,14 +219,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   const store = migratedStore(options.store ?? storeLayer(config), storeName(config))
   // A new installation's master key is written only once the store is known to hold nothing sealed under
   // another key (below): a restored store started without its master.key must not get a second one.
-  const keptMasterKey = readMasterKey(config)
-  const masterKey = keptMasterKey?.key ?? randomBytes(32)
+  const masterKey = chooseMasterKey(config)
   const runtime: Runtime = ManagedRuntime.make(
     DomainLayer.pipe(
       Layer.provideMerge(
         Layer.mergeAll(
           store,
-          domainSettings(config, masterKey),
+          domainSettings(config, masterKey.key),
           webhookSettings(config),
           Layer.succeed(ContentSettings, {
             smtpUrl: config.smtpUrl,
@@ -233,13 +241,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   )
   let bootstrapped: BootstrapResult | undefined
   try {
-    const foreign = await runtime.runPromise(sealedNotOpening(masterKey))
-    if (foreign.length > 0)
-      throw new StartupError(
-        `${foreign.join(", ")} in this store do not open with ${keptMasterKey ? `the master key of ${keptMasterKey.source}` : `a new master key (there is no ${join(config.dataDir, "master.key")} and no AGENTGOV_MASTER_KEY)`}: ` +
-          "start with the key this store was made with (after a restore, the old data directory's master.key or the AGENTGOV_MASTER_KEY it ran with); nothing was written",
-      )
-    if (!keptMasterKey) keepMasterKey(config, masterKey)
+    await runtime.runPromise(admitMasterKey(config, masterKey))
     bootstrapped = config.bootstrap
       ? await runtime.runPromise(
           bootstrap({ publicUrl: config.publicUrl, providers: config.oidcProviders?.length ?? 0 }),
@@ -250,9 +252,18 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     // The C2PA credential too: issued at first start (or the operator's checked), not at the first upload.
     await runtime.runPromise(C2paSigner.use((s) => s.signing))
   } catch (e) {
+    // Another instance with another master key sealed the first secrets between the check and here (two first
+    // starts at once): refused as the check refuses, in one line.
+    const refusal =
+      e instanceof StartupError
+        ? e
+        : await runtime.runPromise(admitMasterKey(config, masterKey, false)).then(
+            () => e,
+            (refused: unknown) => refused,
+          )
     server.close()
     await runtime.dispose().catch(() => {})
-    throw e
+    throw refusal
   }
 
   const signIn = makeSignIn({
@@ -443,16 +454,20 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation. It also revokes
   // keys whose person is no longer a member (made before a removal revoked them: the upgrade to migration 0017).
+  // The periodic sweeps are housekeeping, not traced (an idle server exported a trace for each); what they record
+  // is on the audit trail.
   const sweep = setInterval(() => {
     runtime
       .runPromise(
-        Effect.gen(function* () {
-          const n =
-            (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
-          yield* Idempotency.use((i) => i.purgeExpired)
-          yield* SigningKeys.use((k) => k.retire)
-          return n
-        }),
+        untraced(
+          Effect.gen(function* () {
+            const n =
+              (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
+            yield* Idempotency.use((i) => i.purgeExpired)
+            yield* SigningKeys.use((k) => k.retire)
+            return n
+          }),
+        ),
       )
       .then((n) => n > 0 && log.info("revoked expired keys and keys of removed members", { count: n }))
       .catch((cause) => log.error("sweep failed", { cause: String(cause) }))
@@ -464,11 +479,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   const expiries = setInterval(() => {
     runtime
       .runPromise(
-        Effect.gen(function* () {
-          const approvals = yield* ApprovalService.use((s) => s.expireDue)
-          const enforcements = yield* EnforcementService.use((s) => s.expireDue)
-          return { approvals, enforcements }
-        }),
+        untraced(
+          Effect.gen(function* () {
+            const approvals = yield* ApprovalService.use((s) => s.expireDue)
+            const enforcements = yield* EnforcementService.use((s) => s.expireDue)
+            return { approvals, enforcements }
+          }),
+        ),
       )
       .then((n) => (n.approvals > 0 || n.enforcements > 0) && log.info("recorded expiries", n))
       .catch((cause) => log.error("expiry sweep failed", { cause: String(cause) }))
@@ -477,7 +494,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
 
   const checkpoint = setInterval(() => {
     runtime
-      .runPromise(checkpointAll)
+      .runPromise(untraced(checkpointAll))
       .then((n) => n > 0 && log.debug("signed checkpoints", { count: n }))
       .catch((cause) => log.error("checkpointing failed", { cause: String(cause) }))
   }, config.checkpointIntervalMs)

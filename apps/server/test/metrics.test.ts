@@ -139,10 +139,34 @@ describe("GET /metrics", () => {
       socket.on("error", reject)
     })
     expect(raw).toMatch(/^HTTP\/1\.1 400/)
+    // Nor does an HTTP/1.1 request without a Host header (Node answered it itself), nor one its client abandoned.
+    const exchange = (text: string, wait = true) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), "127.0.0.1", () => {
+          socket.write(text)
+          if (!wait) setTimeout(() => socket.destroy(), 100)
+        })
+        let got = ""
+        socket.on("data", (c) => (got += c))
+        socket.on("close", () => resolve(got))
+        socket.on("error", reject)
+      })
+    const noHost = await exchange("GET /api/v1/agents HTTP/1.1\r\nconnection: close\r\n\r\n")
+    expect(noHost).toMatch(/^HTTP\/1\.1 400/)
+    expect(noHost).toContain("Host header")
+    await exchange(
+      `POST /api/v1/events/ingest HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${t.key}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"events":`,
+      false,
+    )
+    await new Promise((r) => setTimeout(r, 200))
     const last = await scrape()
     expect(
       sum(family(last.families, "agentgov_http_requests_total"), { surface: "other", status: "400" }) -
         sum(family(after.families, "agentgov_http_requests_total"), { surface: "other", status: "400" }),
+    ).toBe(2)
+    expect(
+      sum(family(last.families, "agentgov_http_requests_total"), { surface: "rest", status: "499" }) -
+        sum(family(after.families, "agentgov_http_requests_total"), { surface: "rest", status: "499" }),
     ).toBe(1)
   })
 

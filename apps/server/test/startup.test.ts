@@ -1,7 +1,9 @@
+import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { existsSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:net"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runToExit, spawnServer, stopChildren } from "./childServer.ts"
@@ -29,6 +31,15 @@ afterAll(async () => {
   await store.cleanup()
   rmSync(dir, { recursive: true, force: true })
 })
+
+const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+/** Runs an operator CLI command to its end. */
+const runCli = (env: Record<string, string>, ...args: Array<string>) =>
+  new Promise<{ code: number | null; stderr: string }>((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } }, (error, _stdout, stderr) =>
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stderr }),
+    )
+  })
 
 const refusal = (result: { code: number | null; stderr: string }) => {
   expect(result.code, result.stderr).toBe(2)
@@ -101,9 +112,21 @@ describe("a start that cannot go on", { timeout: 120_000 }, () => {
         // A restore started without its master.key: the data directory has none.
         const restored = join(dir, "restored-without-key")
         const line = refusal(await runToExit({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: restored }))
-        expect(line).toContain("the signing keys, the C2PA signing key in this store do not open with a new master key")
-        expect(line).toContain("nothing was written")
+        expect(line).toContain(
+          "this store's sealed secrets (the signing keys, the C2PA signing key) do not open with a new master key",
+        )
+        expect(line).toContain("no key was written")
         expect(existsSync(join(restored, "master.key"))).toBe(false)
+        // The CLI too: a command on that data directory (a rotation would seal a signing key with the wrong key).
+        const cli = await runCli({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: restored }, "signing-key", "rotate")
+        expect(refusal(cli)).toContain("do not open with a new master key")
+        expect(existsSync(join(restored, "master.key"))).toBe(false)
+        // A damaged master.key: one line, not a stack.
+        mkdirSync(join(dir, "damaged"), { recursive: true })
+        writeFileSync(join(dir, "damaged", "master.key"), "not a key\n")
+        expect(refusal(await runToExit({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: join(dir, "damaged") }))).toContain(
+          "does not hold a master key",
+        )
         // Another instance with another AGENTGOV_MASTER_KEY.
         const other = refusal(
           await runToExit({

@@ -53,7 +53,13 @@ beforeAll(async () => {
   await new Promise<void>((r) => otlp.listen(0, "127.0.0.1", r))
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(otlp.address() as AddressInfo).port}`
   hooks = await startReceiver()
-  t = await startTestServer({ tracing: true, webhookAllowlist: ["127.0.0.1"] })
+  // Sweeps and checkpoints every half second: the idle test sees them run.
+  t = await startTestServer({
+    tracing: true,
+    webhookAllowlist: ["127.0.0.1"],
+    sweepIntervalMs: 500,
+    checkpointIntervalMs: 500,
+  })
 })
 afterAll(async () => {
   await t?.close()
@@ -91,7 +97,8 @@ describe("tracing", () => {
     const tracing = await startTracing()
     await tracing.forceFlush()
     const before = spans.length
-    // The compliance worker looks every 0.5 s, the webhook worker every 2 s.
+    // The compliance worker, the sweeps and the checkpointer look every 0.5 s here, the webhook worker every 2 s;
+    // a scrape's store probes are not traced either.
     await new Promise((r) => setTimeout(r, 2_500))
     await tracing.forceFlush()
     const idle = spans.slice(before)
