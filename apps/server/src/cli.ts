@@ -20,7 +20,7 @@ import { CLI_SIGNIN_LINK_TTL_MS, signInLinkUrl } from "./bootstrap.ts"
 import { configAndLock } from "./dataDirLock.ts"
 import { admitMasterKey, chooseMasterKey, domainSettings } from "./domainSettings.ts"
 import { refuse, refuseStart } from "./startupError.ts"
-import { migratedStore, storeLayer, storeName } from "./store.ts"
+import { migratedAtStart, migratedStore, storeLayer, storeName } from "./store.ts"
 
 const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in AGENTGOV_DATA_DIR)
 
@@ -128,7 +128,8 @@ const task = (): Effect.Effect<void, unknown, Services> => {
   switch (command) {
     case "migrate":
       return Effect.gen(function* () {
-        const applied = yield* migrate()
+        // The store came up migrated (migratedStore): what that applied, and anything since.
+        const applied = [...migratedAtStart, ...(yield* migrate())]
         out({ applied }, applied.length ? `applied: ${applied.join(", ")}` : "nothing to apply")
       })
     case "workspace create": {

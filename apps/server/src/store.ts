@@ -48,5 +48,9 @@ export const migratedStore = (store: StoreLayer, name = "the store"): StoreLayer
     SqlClient.SqlClient.use((sql) => sql`SELECT 1`).pipe(
       Effect.mapError((e) => new StartupError(`${name} does not answer: ${e.reason.message}`)),
       Effect.andThen(migrate()),
+      Effect.tap((applied) => Effect.sync(() => migratedAtStart.push(...applied))),
     ),
   ).pipe(Layer.orDie, Layer.provideMerge(store))
+
+/** The migrations this process applied as its store came up (the CLI's `migrate` reports them). */
+export const migratedAtStart: Array<string> = []

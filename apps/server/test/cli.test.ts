@@ -3,7 +3,7 @@ import { existsSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { makeTestStore, reachableTempDir, type TestStore } from "@agentgov/testing"
+import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** The operator CLI as an operator runs it: a process, configured by environment, against the selected store. */
@@ -116,5 +116,24 @@ describe("arguments", { timeout: 60_000, concurrent: true }, () => {
     expect(result.stderr).toBe(
       "agentgov: the PostgreSQL at 127.0.0.1:1/x (DATABASE_URL) does not answer: connect ECONNREFUSED 127.0.0.1:1\n",
     )
+  })
+})
+
+describe("migrate", { timeout: 120_000 }, () => {
+  it("reports the migrations it applied (the store comes up migrated before the command runs)", async () => {
+    const behind = await makeTestStore()
+    try {
+      const sql = pgConnect(behind.url)
+      await sql`ALTER TABLE webhook_deliveries DROP COLUMN trace_parent`
+      await sql`DELETE FROM schema_migrations WHERE version = '0026_webhook_trace_parent'`
+      await sql.end()
+      const first = await exec(["migrate", "--json"], { ...env, DATABASE_URL: behind.url })
+      expect(first.code, first.stderr).toBe(0)
+      expect(JSON.parse(first.stdout).applied).toEqual(["0026_webhook_trace_parent"])
+      const again = await exec(["migrate", "--json"], { ...env, DATABASE_URL: behind.url })
+      expect(JSON.parse(again.stdout).applied).toEqual([])
+    } finally {
+      await behind.cleanup()
+    }
   })
 })
