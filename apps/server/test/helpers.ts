@@ -94,7 +94,8 @@ export const credentialFixtures = async (t: TestServer): Promise<CredentialFixtu
   }
 }
 
-const TEST_MASTER_KEY = randomBytes(32)
+/** The master key of every test server (testConfig): a CLI process on a test server's store needs it too. */
+export const TEST_MASTER_KEY = randomBytes(32)
 
 export const testConfig = (overrides: Partial<ServerConfig> = {}): ServerConfig => ({
   port: 0,

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startTestServer, type TestServer } from "./helpers.ts"
+import { startTestServer, TEST_MASTER_KEY, type TestServer } from "./helpers.ts"
 import { Browser } from "./oidc-support.ts"
 
 // `npm run cli -- signin-link`: the operator's way back into the dashboard once the first-run link is lost or
@@ -20,7 +20,14 @@ afterAll(async () => {
 })
 
 const cli = async (...args: Array<string>) => {
-  const env = { ...process.env, DATABASE_URL: t.store.url, REDIS_URL: undefined, AGENTGOV_PUBLIC_URL: t.url }
+  // The server's master key: the CLI refuses a store whose sealed keys its own key does not open.
+  const env = {
+    ...process.env,
+    DATABASE_URL: t.store.url,
+    REDIS_URL: undefined,
+    AGENTGOV_PUBLIC_URL: t.url,
+    AGENTGOV_MASTER_KEY: TEST_MASTER_KEY.toString("hex"),
+  }
   return run(process.execPath, [CLI, ...args], { env, killSignal: "SIGKILL", timeout: 100_000 }).then(
     (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
     (e: { code: number; stdout: string; stderr: string }) => e,
