@@ -23,7 +23,7 @@ import { StartupError } from "./startupError.ts"
  * What the domain takes from configuration: the master key, the SDK token
  * settings, the rate and stream limits and where the rate counters live.
  */
-export const domainSettings = (config: ServerConfig, masterKey: Buffer = resolveMasterKey(config)) =>
+export const domainSettings = (config: ServerConfig, masterKey: Buffer) =>
   Layer.mergeAll(
     MasterKey.layer(masterKey),
     TokenSettings.layer({
@@ -59,22 +59,8 @@ const invitationMailer = (smtpUrl: string, from: string | undefined): PeopleSett
   }
 }
 
-/**
- * The 32-byte key that encrypts the signing keys at rest:
- * `AGENTGOV_MASTER_KEY` (base64, or 64 hex digits) when set, else a key the
- * installation generates once and keeps in `<data dir>/master.key` (mode
- * 0600). Instances that share one PostgreSQL must share the variable.
- */
-export const resolveMasterKey = (config: Pick<ServerConfig, "masterKey" | "dataDir">): Buffer => {
-  const kept = readMasterKey(config)
-  if (kept) return kept.key
-  const key = randomBytes(32)
-  keepMasterKey(config, key)
-  return key
-}
-
 /** The configured or kept master key and where it came from, or undefined when there is none yet. */
-export const readMasterKey = (
+const readMasterKey = (
   config: Pick<ServerConfig, "masterKey" | "dataDir">,
 ): { readonly key: Buffer; readonly source: string } | undefined => {
   if (config.masterKey !== undefined) return { key: config.masterKey, source: "AGENTGOV_MASTER_KEY" }
@@ -94,8 +80,10 @@ export const readMasterKey = (
 }
 
 /**
- * The master key a start (the server's, or a CLI command's) uses: the configured or kept one, else a new one that is
- * written to `<data dir>/master.key` only once `admitMasterKey` found nothing in the store it cannot open.
+ * The 32-byte key that encrypts the signing keys at rest, as a start (the server's, or a CLI command's) uses it:
+ * `AGENTGOV_MASTER_KEY` (base64, or 64 hex digits) when set, else the one kept in `<data dir>/master.key` (mode
+ * 0600), else a new one, written there only once `admitMasterKey` found nothing in the store it cannot open.
+ * Instances that share one PostgreSQL must share the variable.
  */
 export const chooseMasterKey = (config: Pick<ServerConfig, "masterKey" | "dataDir">) => {
   const kept = readMasterKey(config)
@@ -129,7 +117,7 @@ export const admitMasterKey = (
   })
 
 /** Writes a new installation's master key to `<data dir>/master.key` (0600). */
-export const keepMasterKey = (config: Pick<ServerConfig, "dataDir">, key: Buffer): void => {
+const keepMasterKey = (config: Pick<ServerConfig, "dataDir">, key: Buffer): void => {
   mkdirSync(config.dataDir, { recursive: true })
   // `wx`: if another process created it first, fail here rather than overwrite its key.
   writeFileSync(join(config.dataDir, "master.key"), `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" })

@@ -24,9 +24,6 @@ import { EnforcementRepo } from "./enforcement/EnforcementRepo.ts"
 import { EnforcementService } from "./enforcement/EnforcementService.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { SigningKeys } from "./keys/SigningKeys.ts"
-
-export { sealedNotOpening } from "./keys/masterKeyCheck.ts"
-
 import { OAuthService } from "./oauth/OAuthService.ts"
 import { OverviewService } from "./overview/Overview.ts"
 import { PeopleRepo } from "./people/PeopleRepo.ts"
@@ -114,6 +111,7 @@ export * from "./enforcement/Enforcement.ts"
 export * from "./enforcement/EnforcementErrors.ts"
 export { type AutoEnforcement, EnforcementService } from "./enforcement/EnforcementService.ts"
 export * from "./idempotency/Idempotency.ts"
+export { sealedNotOpening } from "./keys/masterKeyCheck.ts"
 export {
   MasterKey,
   type PublicJwk,

@@ -6,7 +6,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { activeTraceparent, callerTraceparent } from "./traceContext.ts"
+import { callerTraceparent } from "./traceContext.ts"
 
 /** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
 export const EVENTS_CHANNEL = "agentgov_events"
@@ -276,11 +276,8 @@ export class AuditLog extends Context.Service<
       }, Effect.orDie)
 
       const append = (actor: Actor, events: ReadonlyArray<NewEvent>) =>
-        (activeTraceparent.current === undefined
-          ? appendGroups(actor.workspaceId, [{ actor, events }])
-          : Effect.flatMap(callerTraceparent, (traceparent) =>
-              appendGroups(actor.workspaceId, [{ actor, events, traceparent }]),
-            )
+        Effect.flatMap(callerTraceparent, (traceparent) =>
+          appendGroups(actor.workspaceId, [{ actor, events, traceparent }]),
         ).pipe(Effect.map((stored) => stored[0]!))
 
       return AuditLog.of({ append, appendGroups, appendAtNow, initChain })
