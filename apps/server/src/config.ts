@@ -181,6 +181,19 @@ export class ConfigError extends Error {
 }
 
 /**
+ * A listening address as the host of a URL that reaches it from this machine: an IPv6 literal in brackets
+ * (`http://::1:3000` is no URL), and the any-addresses as loopback.
+ */
+export const urlHostOf = (host: string): string =>
+  host === "0.0.0.0"
+    ? "127.0.0.1"
+    : host === "::"
+      ? "[::1]"
+      : host.includes(":") && !host.startsWith("[")
+        ? `[${host}]`
+        : host
+
+/**
  * Reads and validates the environment once, at start; every problem is
  * reported together. The only place that reads `process.env`.
  */
@@ -309,7 +322,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     problems.push("AGENTGOV_METRICS_HOST: applies only with AGENTGOV_METRICS_PORT")
   const host = env.HOST && env.HOST !== "" ? env.HOST : "127.0.0.1"
   const publicUrl =
-    url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ?? `http://${host === "0.0.0.0" ? "localhost" : host}:${port}`
+    url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ??
+    `http://${host === "0.0.0.0" || host === "::" ? "localhost" : urlHostOf(host)}:${port}`
 
   const config: ServerConfig = {
     port,

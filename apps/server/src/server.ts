@@ -33,7 +33,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { checkpointAll, verifyAllChains } from "./auditJobs.ts"
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
-import type { ServerConfig } from "./config.ts"
+import { type ServerConfig, urlHostOf } from "./config.ts"
 import { makeDashboard } from "./dashboard.ts"
 import { admitMasterKey, chooseMasterKey, domainSettings } from "./domainSettings.ts"
 import {
@@ -538,13 +538,15 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   }
 
   return {
-    url: `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${port}`,
+    url: `http://${urlHostOf(config.host)}:${port}`,
     publicUrl: config.publicUrl,
     port,
     runtime,
     bootstrapped,
     ...(metricsServer
-      ? { metricsUrl: `http://${config.metrics!.host}:${(metricsServer.address() as AddressInfo).port}/metrics` }
+      ? {
+          metricsUrl: `http://${urlHostOf(config.metrics!.host)}:${(metricsServer.address() as AddressInfo).port}/metrics`,
+        }
       : {}),
     close,
   }
