@@ -16,7 +16,11 @@ import { loadMigrations, MIGRATION_LOCK } from "./migrate.ts"
  * format, the migrations the schema had, the sequences), then per table a JSON line naming its
  * columns followed by its rows in COPY text format and a `\.` line.
  *
- * A restore goes into an empty database (no table in schema public): it applies the backup's own
+ * The store lives in the schema its connection's search path creates tables in (`current_schema()`: `public`
+ * unless a schema named first exists, such as the user-private schema PostgreSQL's docs advise): the server
+ * names no schema, so backup and restore read and write that one, as the same URL's server would find it.
+ *
+ * A restore goes into an empty schema (no table in it): it applies the backup's own
  * migrations, then loads exactly the tables those migrations created, each once and all of them
  * (a file may not name a catalog table, nor leave one out), in one transaction with triggers off (the rows are the chain as it was: the append-only guards
  * and foreign keys are not re-run on them), sets the sequences, and commits; the server applies
@@ -54,13 +58,24 @@ const ident = (name: string) => `"${name.replaceAll('"', '""')}"`
  * The store's tables and the columns a backup holds of each, in order: every column but the generated ones and
  * the writing transaction's id (content_image_hashes.xid, migration 0024: this cluster's, a restore writes its own).
  */
-const dataColumns = (tx: postgres.TransactionSql) =>
+const dataColumns = (tx: postgres.TransactionSql, schema: string) =>
   tx<Array<{ table: string; columns: Array<string> }>>`
     SELECT c.table_name AS table, array_agg(c.column_name::text ORDER BY c.ordinal_position) AS columns
-    FROM information_schema.columns c JOIN pg_tables t ON t.tablename = c.table_name AND t.schemaname = 'public'
-    WHERE c.table_schema = 'public' AND c.is_generated = 'NEVER' AND c.table_name <> 'schema_migrations'
+    FROM information_schema.columns c JOIN pg_tables t ON t.tablename = c.table_name AND t.schemaname = ${schema}
+    WHERE c.table_schema = ${schema} AND c.is_generated = 'NEVER' AND c.table_name <> 'schema_migrations'
       AND c.column_default IS DISTINCT FROM 'pg_current_xact_id()'
     GROUP BY c.table_name ORDER BY c.table_name`
+
+/**
+ * The schema the store lives in at this connection: where its search path creates tables and finds them first,
+ * as the server's unqualified statements do.
+ */
+const storeSchema = async (tx: postgres.TransactionSql): Promise<string> => {
+  const [row] = await tx<Array<{ schema: string | null }>>`SELECT current_schema() AS schema`
+  if (!row?.schema)
+    throw new BackupError("the connection's search_path names no schema that exists: the store's schema is unknown")
+  return row.schema
+}
 
 /** Writes a backup of the database at `url` to `file` (written beside it, then renamed into place). */
 export const backupTo = async (url: string, file: string): Promise<BackupSummary> => {
@@ -71,16 +86,19 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
   let migrations: ReadonlyArray<string> = []
   try {
     await sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
-      const hasMigrations = await tx`SELECT to_regclass('public.schema_migrations') IS NOT NULL AS present`
+      const schema = await storeSchema(tx)
+      const hasMigrations = await tx`SELECT to_regclass(${`${ident(schema)}.schema_migrations`}) IS NOT NULL AS present`
       if (!hasMigrations[0]!.present)
-        throw new BackupError("this database holds no agentgov store (no schema_migrations)")
-      migrations = (await tx<Array<{ version: string }>>`SELECT version FROM schema_migrations ORDER BY version`).map(
-        (r) => r.version,
-      )
+        throw new BackupError(`this database holds no agentgov store (no schema_migrations in schema ${schema})`)
+      migrations = (
+        await tx.unsafe<Array<{ version: string }>>(
+          `SELECT version FROM ${ident(schema)}.schema_migrations ORDER BY version`,
+        )
+      ).map((r) => r.version)
       const sequences = await tx<Array<{ name: string; value: string | null; called: boolean }>>`
         SELECT sequencename AS name, last_value::text AS value, last_value IS NOT NULL AS called
-        FROM pg_sequences WHERE schemaname = 'public' ORDER BY sequencename`
-      const columns = await dataColumns(tx)
+        FROM pg_sequences WHERE schemaname = ${schema} ORDER BY sequencename`
+      const columns = await dataColumns(tx, schema)
       const header: BackupHeader = {
         format: BACKUP_FORMAT,
         version: BACKUP_VERSION,
@@ -96,7 +114,7 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
       for (const t of columns) {
         await write(`${JSON.stringify({ table: t.table, columns: t.columns })}\n`)
         const copy = await tx
-          .unsafe(`COPY (SELECT ${t.columns.map(ident).join(", ")} FROM ${ident(t.table)}) TO STDOUT`)
+          .unsafe(`COPY (SELECT ${t.columns.map(ident).join(", ")} FROM ${ident(schema)}.${ident(t.table)}) TO STDOUT`)
           .readable()
         let last = 10
         for await (const chunk of copy as AsyncIterable<Buffer>) {
@@ -290,14 +308,15 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
     await sql.begin(async (tx) => {
       // The migrations' lock: neither a second restore nor a starting server builds a schema here meanwhile.
       await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
+      const schema = await storeSchema(tx)
       const [present] = await tx<Array<{ tables: number }>>`
-        SELECT count(*)::int AS tables FROM pg_tables WHERE schemaname = 'public'`
+        SELECT count(*)::int AS tables FROM pg_tables WHERE schemaname = ${schema}`
       if (present!.tables > 0)
         throw new BackupError(
-          `the target is not empty (${present!.tables} tables in schema public): restore into an empty database`,
+          `the target is not empty (${present!.tables} tables in schema ${schema}): restore into an empty database`,
         )
-      // The store's schema is `public`, whatever schemas the target's search path names first.
-      await tx`SET LOCAL search_path = public`
+      // The backup's migrations create the store in that schema alone, as the server's would at this URL.
+      await tx.unsafe(`SET LOCAL search_path = ${ident(schema)}`)
       // The rows are the store as it was: its own triggers (append-only guards, foreign keys) are not re-run.
       await tx`SET LOCAL session_replication_role = replica`
       // The tables the backup's migrations create, each to be filled once with the columns a backup of that
@@ -323,9 +342,11 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
             await tx.unsafe(known.get(v)!.sql)
             await tx`INSERT INTO schema_migrations (version) VALUES (${v})`
           }
-          expected = new Map((await dataColumns(tx)).map((t) => [t.table, t.columns]))
+          expected = new Map((await dataColumns(tx, schema)).map((t) => [t.table, t.columns]))
           const sequences = (
-            await tx<Array<{ name: string }>>`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = 'public'`
+            await tx<
+              Array<{ name: string }>
+            >`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = ${schema}`
           ).map((r) => r.name)
           const given = new Map(part.header.sequences.map((q) => [q.name, q]))
           const stray = [...given.keys()].filter((n) => !sequences.includes(n))
@@ -335,7 +356,8 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
           if (absent.length > 0)
             throw new BackupError(`${file} is damaged: it does not give the sequence ${absent.join(", ")}`)
           for (const q of given.values())
-            if (q.value !== null) await tx`SELECT setval(${`public.${ident(q.name)}`}, ${q.value}::bigint, ${q.called})`
+            if (q.value !== null)
+              await tx`SELECT setval(${`${ident(schema)}.${ident(q.name)}`}, ${q.value}::bigint, ${q.called})`
           continue
         }
         const columns = expected.get(part.table)
@@ -347,7 +369,7 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
             `${file} is damaged: table ${part.table} has columns ${part.columns.join(", ")}; its schema's are ${columns.join(", ")}`,
           )
         filled.add(part.table)
-        const table = `public.${ident(part.table)}`
+        const table = `${ident(schema)}.${ident(part.table)}`
         let n = 0
         try {
           // A row a migration seeded is replaced by the backup's own.

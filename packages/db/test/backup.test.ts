@@ -3,8 +3,9 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync, gzipSync } from "node:zlib"
-import { BackupError, backupTo, restoreFrom } from "@agentgov/db"
+import { BackupError, backupTo, migrate, PostgresClient, restoreFrom } from "@agentgov/db"
 import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } from "@agentgov/testing"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /**
@@ -233,5 +234,60 @@ describe("restoreFrom", { timeout: 60_000 }, () => {
     )
     await query(target, (sql) => sql`CREATE TABLE agents (id text)`)
     expect(String(await refusal(target, file))).toMatch(/not empty \(1 tables in schema public\)/)
+  })
+})
+
+/**
+ * A store kept in a schema of its own: the user-private schema PostgreSQL's documentation advises
+ * (`CREATE SCHEMA alice AUTHORIZATION alice`, found first by the default search path `"$user", public`),
+ * here named first by the URL's search_path. The server names no schema, so its tables live there; a
+ * backup used to refuse such a store as holding none, and a restore put it in public.
+ */
+describe("a store in a schema of its own", { timeout: 60_000 }, () => {
+  const inSchema = async (schema: string) => {
+    const db = await emptyDatabase()
+    await query(db, (sql) => sql.unsafe(`CREATE SCHEMA ${schema}`))
+    const url = new URL(db)
+    url.searchParams.set("search_path", `${schema},public`)
+    return url.toString()
+  }
+  const tablesIn = (url: string, schema: string) =>
+    query(url, async (sql) => (await sql`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = ${schema}`)[0]!.n)
+
+  it("is backed up from that schema, and restored into the schema the target's search path names", async () => {
+    const source = await inSchema("agentgov_own")
+    await Effect.runPromise(
+      migrate().pipe(Effect.provide(PostgresClient.layer({ url: source, max: 1 })), Effect.scoped),
+    )
+    await query(source, async (sql) => {
+      await sql`INSERT INTO workspaces (id, name, environment, created_at, updated_at)
+        VALUES ('ws_ownschema0000000000000001', 'in its own schema', 'live', now(), now())`
+    })
+    expect(await tablesIn(source, "public")).toBe(0)
+    const stored = await tablesIn(source, "agentgov_own")
+    expect(stored).toBeGreaterThan(30)
+
+    const out = join(dir, "own-schema.backup.gz")
+    const made = await backupTo(source, out)
+    expect(made.tables).toBe(stored - 1)
+
+    // Into a plain database: the store's schema there is public.
+    const plain = await emptyDatabase()
+    expect((await restoreFrom(plain, out)).tables).toBe(made.tables)
+    expect(await tablesIn(plain, "public")).toBe(stored)
+    const names = await query(plain, (sql) => sql`SELECT name FROM workspaces`)
+    expect(names.map((r) => r.name)).toEqual(["in its own schema"])
+
+    // Into another database whose search path names a schema of its own first: there, not in public.
+    const other = await inSchema("agentgov_other")
+    expect((await restoreFrom(other, out)).tables).toBe(made.tables)
+    expect(await tablesIn(other, "public")).toBe(0)
+    expect(await tablesIn(other, "agentgov_other")).toBe(stored)
+    const there = await query(other, (sql) => sql`SELECT name FROM agentgov_other.workspaces`)
+    expect(there.map((r) => r.name)).toEqual(["in its own schema"])
+    // A second restore there finds that schema's tables, whatever public holds.
+    expect(String(await refusal(other, out))).toMatch(
+      new RegExp(`not empty \\(${stored} tables in schema agentgov_other\\)`),
+    )
   })
 })
