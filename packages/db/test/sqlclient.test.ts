@@ -434,6 +434,19 @@ describe("errors", () => {
 })
 
 describe("migrations", () => {
+  /** Runs `f` on a new, empty database of the run's cluster, dropped afterwards. */
+  const withEmptyDatabase = async (f: (url: string) => Promise<void>) => {
+    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
+    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
+    await admin.unsafe(`CREATE DATABASE "${name}"`)
+    try {
+      await f(withDatabase(clusterUrl(), name))
+    } finally {
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      await admin.end()
+    }
+  }
+
   const versions = loadMigrations().map((m) => m.version)
 
   it("ships ordered, uniquely versioned migrations", () => {
@@ -456,11 +469,8 @@ describe("migrations", () => {
   })
 
   it("applies every migration, in order, to an empty database", async () => {
-    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
-    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-    await admin.unsafe(`CREATE DATABASE "${name}"`)
-    try {
-      const layer = PostgresClient.layer({ url: withDatabase(clusterUrl(), name), max: 2 })
+    await withEmptyDatabase(async (url) => {
+      const layer = PostgresClient.layer({ url, max: 2 })
       const applied = await Effect.runPromise(
         Effect.gen(function* () {
           const first = yield* migrate()
@@ -472,18 +482,12 @@ describe("migrations", () => {
         }).pipe(Effect.provide(layer)),
       )
       expect(applied).toEqual({ first: versions, second: [], tables: 5 })
-    } finally {
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-      await admin.end()
-    }
+    })
   })
 
   it("refuses, applying nothing, a store a later release migrated", async () => {
-    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
-    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-    await admin.unsafe(`CREATE DATABASE "${name}"`)
-    try {
-      const layer = PostgresClient.layer({ url: withDatabase(clusterUrl(), name), max: 2 })
+    await withEmptyDatabase(async (url) => {
+      const layer = PostgresClient.layer({ url, max: 2 })
       const later = await Effect.runPromise(
         Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
@@ -503,10 +507,7 @@ describe("migrations", () => {
       expect(String((defect as Error).message)).toContain(
         "migrated by a later release (migration 9999_from_a_later_release;",
       )
-    } finally {
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-      await admin.end()
-    }
+    })
   })
 
   it("two instances migrating the same PostgreSQL database at once both succeed", async () => {
@@ -522,12 +523,8 @@ describe("migrations", () => {
     expect(await Effect.runPromise(both(store.url!))).toEqual([[], []])
 
     // on an empty database: exactly one of them applies everything, the other waits and applies nothing
-    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
-    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-    await admin.unsafe(`CREATE DATABASE "${name}"`)
-    try {
+    await withEmptyDatabase(async (url) => {
       for (let round = 0; round < 3; round++) {
-        const url = withDatabase(clusterUrl(), name)
         if (round > 0) {
           const c = pgConnect(url)
           await c.unsafe("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
@@ -536,10 +533,7 @@ describe("migrations", () => {
         const results = await Effect.runPromise(both(url))
         expect([...results].sort((a, b) => b.length - a.length)).toEqual([versions, []])
       }
-    } finally {
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-      await admin.end()
-    }
+    })
   })
 })
 
