@@ -294,8 +294,8 @@ const copied = (tx: postgres.TransactionSql, sink: Writable, written: Promise<vo
 }
 
 /**
- * Restores `file` into the empty database at `url`: the backup's migrations, its rows and its
- * sequences, in one transaction. A database that already holds an agentgov store is refused.
+ * Restores `file` into the store's schema at `url` (storeSchema), which must hold no table: the backup's
+ * migrations, its rows and its sequences, in one transaction.
  */
 export const restoreFrom = async (url: string, file: string): Promise<BackupSummary> => {
   const sql = connect(url)
