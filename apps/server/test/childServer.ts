@@ -11,6 +11,8 @@ import { sinkLine } from "./logScan.ts"
  */
 
 const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url))
+/** The operator CLI (`npm run cli`). */
+const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
 /** What `npm start` runs: the bundle, built first when stale (apps/server/start.mjs). */
 export const START = fileURLToPath(new URL("../start.mjs", import.meta.url))
 
@@ -36,12 +38,15 @@ process.once("exit", killAll)
 
 export const KEY_LINE = /^\s+(svc_[A-Za-z0-9_]+)\s*$/m
 
-/** `node apps/server/src/main.ts` with the tests' environment, tracked until it exits (killed by `stopChildren`). */
-const start = (env: Record<string, string>, entry = MAIN) => {
+/**
+ * `node apps/server/src/main.ts` (or another entry, with its arguments) with the tests' environment, tracked until
+ * it exits (killed by `stopChildren`).
+ */
+const start = (env: Record<string, string>, entry = MAIN, args: ReadonlyArray<string> = []) => {
   const base = { ...process.env }
   for (const name of ["DATABASE_URL", "AGENTGOV_DATA_DIR", "PORT", "HOST", "REDIS_URL", "AGENTGOV_PUBLIC_URL"])
     delete base[name]
-  const proc = spawn(process.execPath, [entry], {
+  const proc = spawn(process.execPath, [entry, ...args], {
     env: {
       ...base,
       PORT: "0",
@@ -88,15 +93,23 @@ const start = (env: Record<string, string>, entry = MAIN) => {
  * Runs the server until it exits by itself (a start it refuses), within `ms`; killed past that.
  * Resolves with its exit code and what it wrote.
  */
-export const runToExit = async (
+export const runToExit = (env: Record<string, string>, ms = 90_000) => runEntryToExit(env, MAIN, [], ms)
+
+/** Runs an operator CLI command (`npm run cli -- <args>`) to its end, as `runToExit` runs the server. */
+export const runCliToExit = (env: Record<string, string>, args: ReadonlyArray<string>, ms = 90_000) =>
+  runEntryToExit(env, CLI, args, ms)
+
+const runEntryToExit = async (
   env: Record<string, string>,
-  ms = 90_000,
+  entry: string,
+  args: ReadonlyArray<string>,
+  ms: number,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> => {
-  const { proc, out, exited } = start(env)
+  const { proc, out, exited } = start(env, entry, args)
   const timer = setTimeout(() => proc.kill("SIGKILL"), ms)
   try {
     const code = await exited
-    if (out.exitedWith === "SIGKILL") throw new Error(`the server did not exit within ${ms} ms\n${out.stderr}`)
+    if (out.exitedWith === "SIGKILL") throw new Error(`${entry} did not exit within ${ms} ms\n${out.stderr}`)
     return { code, stdout: out.stdout, stderr: out.stderr }
   } finally {
     clearTimeout(timer)

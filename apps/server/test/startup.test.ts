@@ -1,12 +1,10 @@
-import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:net"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { runToExit, spawnServer, stopChildren } from "./childServer.ts"
+import { runCliToExit, runToExit, spawnServer, stopChildren } from "./childServer.ts"
 
 /**
  * A start the operator must fix is refused in one `agentgov: …` line on stderr with exit 2, as the
@@ -31,15 +29,6 @@ afterAll(async () => {
   await store.cleanup()
   rmSync(dir, { recursive: true, force: true })
 })
-
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
-/** Runs an operator CLI command to its end. */
-const runCli = (env: Record<string, string>, ...args: Array<string>) =>
-  new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } }, (error, _stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stderr }),
-    )
-  })
 
 const refusal = (result: { code: number | null; stderr: string }) => {
   expect(result.code, result.stderr).toBe(2)
@@ -118,7 +107,10 @@ describe("a start that cannot go on", { timeout: 120_000 }, () => {
         expect(line).toContain("no key was written")
         expect(existsSync(join(restored, "master.key"))).toBe(false)
         // The CLI too: a command on that data directory (a rotation would seal a signing key with the wrong key).
-        const cli = await runCli({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: restored }, "signing-key", "rotate")
+        const cli = await runCliToExit({ DATABASE_URL: own.url, AGENTGOV_DATA_DIR: restored }, [
+          "signing-key",
+          "rotate",
+        ])
         expect(refusal(cli)).toContain("do not open with a new master key")
         expect(existsSync(join(restored, "master.key"))).toBe(false)
         // A damaged master.key: one line, not a stack.
