@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync, gzipSync } from "node:zlib"
@@ -253,6 +253,23 @@ describe("a store in a schema of its own", { timeout: 60_000 }, () => {
   }
   const tablesIn = (url: string, schema: string) =>
     query(url, async (sql) => (await sql`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = ${schema}`)[0]!.n)
+
+  it("is refused, with nothing written, when the URL's search path names no schema that exists", async () => {
+    const url = new URL(await emptyDatabase())
+    url.searchParams.set("search_path", "agentgov_nowhere")
+    const out = join(dir, "nowhere.backup.gz")
+    for (const attempt of [() => backupTo(url.toString(), out), () => restoreFrom(url.toString(), file)]) {
+      const e = await attempt().then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      expect(e).toBeInstanceOf(BackupError)
+      expect(String(e)).toContain("the connection's search_path names no schema that exists")
+    }
+    expect(existsSync(out)).toBe(false)
+    expect(existsSync(`${out}.partial`)).toBe(false)
+    expect(await tablesIn(url.toString(), "public")).toBe(0)
+  })
 
   it("is backed up from that schema, and restored into the schema the target's search path names", async () => {
     const source = await inSchema("agentgov_own")
