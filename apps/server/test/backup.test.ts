@@ -1,12 +1,11 @@
-import { execFile, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import { copyFileSync, existsSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { runningClusterUrl } from "@agentgov/db"
 import { pgConnect, reachableTempDir } from "@agentgov/testing"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { type ChildServer, spawnServer, stopChildren } from "./childServer.ts"
+import { type ChildServer, runCliToExit, spawnServer, stopChildren } from "./childServer.ts"
 
 /**
  * Backup and restore of the embedded default (issue 34), as an operator runs them: a backup taken
@@ -15,9 +14,7 @@ import { type ChildServer, spawnServer, stopChildren } from "./childServer.ts"
  * checkpoints are the ones signed before, and its export passes agentgov-verify offline.
  */
 
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
 const VERIFY = fileURLToPath(new URL("../../../packages/verifier/src/cli.ts", import.meta.url))
-const run = promisify(execFile)
 
 const enabled = !process.env.DATABASE_URL && process.platform === "linux"
 const dir = enabled ? reachableTempDir("agentgov-backup-") : ""
@@ -38,8 +35,14 @@ const call = async (server: ChildServer, key: string, method: string, path: stri
   })
   return { status: res.status, body: (await res.json()) as any }
 }
-const cli = (dataDir: string, ...args: Array<string>) =>
-  run(process.execPath, [CLI, ...args], { env: { ...process.env, AGENTGOV_DATA_DIR: dataDir } })
+/** The operator CLI on a data directory: its exit code and what it wrote (a refusal is exit 2, not a throw). */
+const cli = (dataDir: string, ...args: Array<string>) => runCliToExit({ AGENTGOV_DATA_DIR: dataDir }, args)
+/** `cli`, which must succeed. */
+const cliOk = async (dataDir: string, ...args: Array<string>) => {
+  const result = await cli(dataDir, ...args)
+  expect(result.code, result.stderr).toBe(0)
+  return result
+}
 
 interface CheckpointRow {
   workspace_id: string
@@ -84,32 +87,26 @@ describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
       }
       return n
     })()
-    const backup = await cli(original, "backup", file, "--json")
+    const backup = await cliOk(original, "backup", file, "--json")
     writing = false
     expect(await writer).toBeGreaterThan(0)
     const summary = JSON.parse(backup.stdout)
     expect(summary.tables).toBeGreaterThan(10)
     expect(summary.rows).toBeGreaterThan(10)
     // A second backup to the same file is refused: a backup never overwrites.
-    const again = await cli(original, "backup", file).then(
-      () => undefined,
-      (e) => e as { code: number; stderr: string },
-    )
-    expect(again?.code).toBe(2)
-    expect(again?.stderr).toMatch(/exists/)
+    const again = await cli(original, "backup", file)
+    expect(again.code).toBe(2)
+    expect(again.stderr).toMatch(/exists/)
     const before = await checkpointsOf(original)
     first.proc.kill("SIGTERM")
     await first.exited
 
     // A restore into a store that has data is refused, and changes nothing.
-    const intoUsed = await cli(original, "restore", file).then(
-      () => undefined,
-      (e) => e as { code: number; stderr: string },
-    )
-    expect(intoUsed?.code).toBe(2)
-    expect(intoUsed?.stderr).toMatch(/empty/)
+    const intoUsed = await cli(original, "restore", file)
+    expect(intoUsed.code).toBe(2)
+    expect(intoUsed.stderr).toMatch(/empty/)
 
-    const restore = await cli(restored, "restore", file)
+    const restore = await cliOk(restored, "restore", file)
     expect(restore.stdout).toMatch(/restored from .*: \d+ tables/)
     expect(restore.stdout).toMatch(/master key/)
     copyFileSync(join(original, "master.key"), join(restored, "master.key"))
@@ -142,18 +139,12 @@ describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
     const junk = join(dir, "junk.gz")
     writeFileSync(junk, "not a backup")
     const fresh = join(dir, "fresh")
-    const bad = await cli(fresh, "restore", junk).then(
-      () => undefined,
-      (e) => e as { code: number; stderr: string },
-    )
-    expect(bad?.code).toBe(2)
+    const bad = await cli(fresh, "restore", junk)
+    expect(bad.code).toBe(2)
     const server = await spawnServer({ AGENTGOV_DATA_DIR: fresh })
-    const busy = await cli(fresh, "restore", file).then(
-      () => undefined,
-      (e) => e as { code: number; stderr: string },
-    )
-    expect(busy?.code).toBe(2)
-    expect(busy?.stderr).toMatch(/running/)
+    const busy = await cli(fresh, "restore", file)
+    expect(busy.code).toBe(2)
+    expect(busy.stderr).toMatch(/running/)
     server.proc.kill("SIGTERM")
     await server.exited
   })

@@ -1,27 +1,21 @@
-import { type ChildProcess, execFile } from "node:child_process"
 import { existsSync, rmSync } from "node:fs"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runCliToExit, stopChildren } from "./childServer.ts"
 
 /** The operator CLI as an operator runs it: a process, configured by environment, against the selected store. */
 
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
-const run = promisify(execFile)
-
 let store: TestStore
 let dir: string
-let env: Record<string, string | undefined>
+let env: Record<string, string>
 
 beforeAll(async () => {
   store = await makeTestStore()
   dir = reachableTempDir("agentgov-cli-")
   // With DATABASE_URL, a database of its own there; else the embedded default, as an operator runs it:
   // the CLI starts the data directory's embedded PostgreSQL itself.
-  env = { ...process.env, AGENTGOV_DATA_DIR: join(dir, "data"), DATABASE_URL: store.url, REDIS_URL: undefined }
-  if (!process.env.DATABASE_URL) delete env.DATABASE_URL
+  env = { AGENTGOV_DATA_DIR: join(dir, "data"), ...(process.env.DATABASE_URL ? { DATABASE_URL: store.url } : {}) }
 })
 afterAll(async () => {
   await store.cleanup()
@@ -33,20 +27,8 @@ afterAll(async () => {
  * directory), and any left when the file ends. Not in afterEach: the argument cases run concurrently,
  * and one case's end must not kill another's process.
  */
-const children = new Set<ChildProcess>()
-afterAll(() => {
-  for (const child of children) child.kill("SIGKILL")
-})
-const exec = (args: Array<string>, env_: Record<string, string | undefined>) => {
-  const pending = run(process.execPath, [CLI, ...args], { env: env_, killSignal: "SIGKILL", timeout: 100_000 })
-  children.add(pending.child)
-  return pending
-    .then(
-      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-      (e: { code: number; stdout: string; stderr: string }) => e,
-    )
-    .finally(() => children.delete(pending.child))
-}
+afterAll(stopChildren)
+const exec = (args: Array<string>, env_: Record<string, string>) => runCliToExit(env_, args, 100_000)
 
 const cli = async (...args: Array<string>) => {
   const result = await exec([...args, "--json"], env)
@@ -75,8 +57,7 @@ describe("signing-key", { timeout: 120_000 }, () => {
 describe("arguments", { timeout: 60_000, concurrent: true }, () => {
   // A data directory of each case's own: the cases run concurrently.
   let cases = 0
-  const unopened = (): Record<string, string | undefined> => ({
-    ...process.env,
+  const unopened = (): Record<string, string> => ({
     DATABASE_URL: "postgres://postgres@127.0.0.1:1/x",
     AGENTGOV_DATA_DIR: join(dir, `never-opened-${++cases}`),
   })

@@ -1,20 +1,15 @@
-import { execFile, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { reachableTempDir } from "@agentgov/testing"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { type ChildServer, kill9, runToExit, spawnServer, stopChildren } from "./childServer.ts"
+import { type ChildServer, kill9, runCliToExit, runToExit, spawnServer, stopChildren } from "./childServer.ts"
 
 /**
  * The embedded default as an operator meets it: `node apps/server/src/main.ts` with no DATABASE_URL
  * runs PostgreSQL in `<AGENTGOV_DATA_DIR>/pg`, stops it with the server, and copes with what a crash
  * leaves. One data directory through the whole file, so each start after the first finds a cluster.
  */
-
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
-const run = promisify(execFile)
 
 // Without DATABASE_URL only (that is the embedded default); on Linux, where the test reads /proc.
 const enabled = !process.env.DATABASE_URL && process.platform === "linux"
@@ -61,14 +56,7 @@ const stop = async (server: ChildServer) => {
   return server.proc.exitCode
 }
 
-const cli = (...args: Array<string>) => {
-  const base = { ...process.env }
-  delete base.DATABASE_URL
-  return run(process.execPath, [CLI, ...args, "--json"], { env: { ...base, ...env }, timeout: 120_000 }).then(
-    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  )
-}
+const cli = (...args: Array<string>) => runCliToExit(env, [...args, "--json"], 120_000)
 
 let key: string
 

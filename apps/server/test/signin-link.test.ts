@@ -1,37 +1,28 @@
-import { execFile } from "node:child_process"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runCliToExit, stopChildren } from "./childServer.ts"
 import { startTestServer, TEST_MASTER_KEY, type TestServer } from "./helpers.ts"
 import { Browser } from "./oidc-support.ts"
 
 // `npm run cli -- signin-link`: the operator's way back into the dashboard once the first-run link is lost or
 // has expired. The CLI runs as a process against the running server's own store (DATABASE_URL).
 
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
-const run = promisify(execFile)
-
 let t: TestServer
 beforeAll(async () => {
   t = await startTestServer()
 }, 60_000)
 afterAll(async () => {
+  await stopChildren()
   await t?.close()
 })
 
 const cli = async (...args: Array<string>) => {
   // The server's master key: the CLI refuses a store whose sealed keys its own key does not open.
   const env = {
-    ...process.env,
     DATABASE_URL: t.store.url,
-    REDIS_URL: undefined,
     AGENTGOV_PUBLIC_URL: t.url,
     AGENTGOV_MASTER_KEY: TEST_MASTER_KEY.toString("hex"),
   }
-  return run(process.execPath, [CLI, ...args], { env, killSignal: "SIGKILL", timeout: 100_000 }).then(
-    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  )
+  return runCliToExit(env, args, 100_000)
 }
 
 const linkOf = async (...args: Array<string>) => {
