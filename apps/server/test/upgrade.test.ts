@@ -1,11 +1,10 @@
 import { spawnSync } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { loadMigrations, PostgresClient, restoreFrom } from "@agentgov/db"
-import { clusterUrl, pgConnect, withDatabase } from "@agentgov/testing"
+import { type EmptyDatabase, makeEmptyDatabase, pgConnect } from "@agentgov/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type RunningServer, startServer } from "../src/server.ts"
 import { testConfig } from "./helpers.ts"
@@ -37,19 +36,15 @@ describe("migrations are forward-only", () => {
   })
 })
 
-const name = `agentgov_upgrade_${randomBytes(6).toString("hex")}`
-const url = withDatabase(clusterUrl(), name)
+let db: EmptyDatabase
+let url: string
 let server: RunningServer
 let dir: string
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentgov-upgrade-"))
-  const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-  try {
-    await admin.unsafe(`CREATE DATABASE "${name}"`)
-  } finally {
-    await admin.end()
-  }
+  db = await makeEmptyDatabase()
+  url = db.url
   // The previous release's store, as it was: its migrations (the same files, checked above) and its rows.
   const restored = await restoreFrom(url, join(FIXTURE, "store.backup.gz"))
   expect(restored.migrations.at(-1)).toBe("0011_attributed_leaves")
@@ -57,12 +52,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await server?.close()
-  const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-  try {
-    await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-  } finally {
-    await admin.end()
-  }
+  await db?.cleanup()
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync, gzipSync } from "node:zlib"
 import { BackupError, backupTo, migrate, PostgresClient, restoreFrom } from "@agentgov/db"
-import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } from "@agentgov/testing"
+import { type EmptyDatabase, makeEmptyDatabase, makeTestStore, pgConnect, type TestStore } from "@agentgov/testing"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -20,19 +20,13 @@ const dir = join(tmpdir(), `agentgov-db-backup-${randomBytes(4).toString("hex")}
 mkdirSync(dir)
 let source: TestStore
 let file: string
-const dropped: Array<string> = []
+const dropped: Array<EmptyDatabase> = []
 
-/** A new, empty database (template0) on the run's cluster. */
+/** A new, empty database on the run's cluster, dropped after the file. */
 const emptyDatabase = async () => {
-  const name = `agentgov_r_${randomBytes(6).toString("hex")}`
-  const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-  try {
-    await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE template0`)
-  } finally {
-    await admin.end()
-  }
-  dropped.push(name)
-  return withDatabase(clusterUrl(), name)
+  const db = await makeEmptyDatabase()
+  dropped.push(db)
+  return db.url
 }
 
 const query = async <T>(url: string, f: (sql: ReturnType<typeof pgConnect>) => Promise<T>): Promise<T> => {
@@ -82,9 +76,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await source?.cleanup()
-  await query(withDatabase(clusterUrl(), "postgres"), async (sql) => {
-    for (const name of dropped) await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-  })
+  for (const db of dropped) await db.cleanup()
   rmSync(dir, { recursive: true, force: true })
 })
 

@@ -10,7 +10,7 @@ import {
   PostgresClient,
   uniqueViolation,
 } from "@agentgov/db"
-import { clusterUrl, makeTestStore, pgConnect, type TestStore, withDatabase } from "@agentgov/testing"
+import { makeEmptyDatabase, makeTestStore, pgConnect, type TestStore } from "@agentgov/testing"
 import { Cause, Effect, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -436,14 +436,11 @@ describe("errors", () => {
 describe("migrations", () => {
   /** Runs `f` on a new, empty database of the run's cluster, dropped afterwards. */
   const withEmptyDatabase = async (f: (url: string) => Promise<void>) => {
-    const name = `agentgov_m_${randomBytes(6).toString("hex")}`
-    const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
-    await admin.unsafe(`CREATE DATABASE "${name}"`)
+    const db = await makeEmptyDatabase()
     try {
-      await f(withDatabase(clusterUrl(), name))
+      await f(db.url)
     } finally {
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-      await admin.end()
+      await db.cleanup()
     }
   }
 

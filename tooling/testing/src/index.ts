@@ -1,2 +1,2 @@
 export { clusterUrl, pgConnect, reachableTempDir, withDatabase } from "./templates.ts"
-export { makeTestStore, type TestStore } from "./testStore.ts"
+export { type EmptyDatabase, makeEmptyDatabase, makeTestStore, type TestStore } from "./testStore.ts"

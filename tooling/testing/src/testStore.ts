@@ -18,10 +18,8 @@ export interface TestStore {
  * on DATABASE_URL's server, or on the run's embedded cluster when DATABASE_URL is not set.
  */
 export const makeTestStore = async (): Promise<TestStore> => {
-  const url = clusterUrl()
   const name = `agentgov_t_${randomBytes(6).toString("hex")}`
-  const admin = pgConnect(withDatabase(url, "postgres"))
-  try {
+  await asAdmin(async (admin) => {
     for (let attempt = 0; ; attempt++) {
       try {
         await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE "${pgTemplateName()}"`)
@@ -32,20 +30,38 @@ export const makeTestStore = async (): Promise<TestStore> => {
         await new Promise((r) => setTimeout(r, 100 + Math.random() * 200))
       }
     }
+  })
+  const testUrl = withDatabase(clusterUrl(), name)
+  return { layer: PostgresClient.layer({ url: testUrl, max: 5 }), url: testUrl, cleanup: () => dropDatabase(name) }
+}
+
+export interface EmptyDatabase {
+  /** The URL of the new database. */
+  readonly url: string
+  /** Drops it (with FORCE: connections a test left open do not keep it). */
+  readonly cleanup: () => Promise<void>
+}
+
+/**
+ * A new, empty database (from `template0`: no tables, no migrations) on the run's cluster, for a test that builds
+ * its store itself: migrations run by hand, a restore, an older release's schema.
+ */
+export const makeEmptyDatabase = async (): Promise<EmptyDatabase> => {
+  const name = `agentgov_e_${randomBytes(6).toString("hex")}`
+  await asAdmin((admin) => admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE template0`))
+  return { url: withDatabase(clusterUrl(), name), cleanup: () => dropDatabase(name) }
+}
+
+/** `f` on a connection to the run's cluster's `postgres` database, closed after. */
+const asAdmin = async <A>(f: (admin: ReturnType<typeof pgConnect>) => Promise<A>): Promise<A> => {
+  const admin = pgConnect(withDatabase(clusterUrl(), "postgres"))
+  try {
+    return await f(admin)
   } finally {
     await admin.end()
   }
-  const testUrl = withDatabase(url, name)
-  return {
-    layer: PostgresClient.layer({ url: testUrl, max: 5 }),
-    url: testUrl,
-    cleanup: async () => {
-      const a = pgConnect(withDatabase(url, "postgres"))
-      try {
-        await a.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-      } finally {
-        await a.end()
-      }
-    },
-  }
+}
+
+const dropDatabase = async (name: string) => {
+  await asAdmin((admin) => admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))
 }

@@ -1,6 +1,5 @@
-import { randomBytes } from "node:crypto"
 import { loadMigrations } from "@agentgov/db"
-import { clusterUrl, pgConnect, withDatabase } from "@agentgov/testing"
+import { type EmptyDatabase, makeEmptyDatabase, pgConnect } from "@agentgov/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { LEGACY_WINDOW, shingleHashes, tokenize, WINDOW, winnow } from "../../src/content/textFingerprint.ts"
 import { rng } from "./corpus.ts"
@@ -11,8 +10,7 @@ import { rng } from "./corpus.ts"
  */
 
 const MIGRATION = "0025_content_text_window"
-const name = `agentgov_window_${randomBytes(6).toString("hex")}`
-const url = withDatabase(clusterUrl(), name)
+let db: EmptyDatabase
 let sql: ReturnType<typeof pgConnect>
 
 /** `n` random made-up words. */
@@ -23,15 +21,6 @@ const text = (seed: number, n: number) => {
       "kalominerusatevozu".slice(2 * Math.floor(r() * 9)).slice(0, 2),
     ).join(""),
   ).join(" ")
-}
-
-const admin = async (statement: string) => {
-  const a = pgConnect(withDatabase(clusterUrl(), "postgres"))
-  try {
-    await a.unsafe(statement)
-  } finally {
-    await a.end()
-  }
 }
 
 /** A text item as the code of the time stored it: its words and its fingerprints kept with `window`. */
@@ -49,8 +38,8 @@ const storeText = async (id: string, text: string, window: number) => {
 }
 
 beforeAll(async () => {
-  await admin(`CREATE DATABASE "${name}"`)
-  sql = pgConnect(url)
+  db = await makeEmptyDatabase()
+  sql = pgConnect(db.url)
   for (const m of loadMigrations()) {
     if (m.version >= MIGRATION) break
     await sql.unsafe(m.sql)
@@ -61,7 +50,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await sql?.end()
-  await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+  await db?.cleanup()
 })
 
 describe(`migration ${MIGRATION}`, () => {
