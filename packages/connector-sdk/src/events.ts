@@ -578,7 +578,7 @@ export interface McpDefinitionFlaggedData {
   readonly server: string
   readonly tool: string
   readonly findings: ReadonlyArray<{
-    readonly kind: "instructions" | "hidden_unicode" | "definition_changed"
+    readonly kind: "instructions" | "hidden_unicode" | "definition_changed" | "duplicate_name" | "too_deep"
     readonly detail: string
   }>
   readonly definitionHash: string

@@ -36,6 +36,11 @@ interface KnownDefinition {
   readonly findings: ReadonlyArray<Finding>
 }
 
+/** Events kept while the agent cannot be learnt; beyond, the oldest is dropped (and logged). */
+const MAX_UNSENT = 1_000
+/** How often events kept for that reason try again without a call to prompt them. */
+const RETRY_UNSENT_MS = 5_000
+
 type DeniedReason = "policy_denied" | "approval_denied" | "approval_timeout" | "service_unavailable"
 
 /** Base64url JSON of a JWT's payload. */
@@ -59,6 +64,9 @@ export class Gateway {
   private readonly flagged = new Set<string>()
   private readonly servers = new Set<Server>()
   private agentIdPromise: Promise<string> | undefined
+  /** Events reported before the agent was known (the service unreachable): sent once it is. */
+  private readonly unsent: Array<{ type: string; data: Record<string, unknown> }> = []
+  private retry: NodeJS.Timeout | undefined
   private readonly approvalTimeoutMs: number
 
   private readonly options: GatewayOptions
@@ -78,7 +86,7 @@ export class Gateway {
       try {
         return { tools: await this.listTools() }
       } catch (error) {
-        throw error instanceof McpError ? passOn(error) : error
+        throw error instanceof McpError ? this.passOnClean(error, "tools/list") : error
       }
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
@@ -92,6 +100,20 @@ export class Gateway {
   /** Tells every connected client that the list changed (the upstream restarted or said so). */
   toolsChanged(): void {
     for (const server of this.servers) server.sendToolListChanged().catch(() => {})
+  }
+
+  /**
+   * The server's own error, passed on with its message and data sanitised like a result: a client shows a tool's
+   * error to the model as it shows its result.
+   */
+  private passOnClean(error: McpError, what: string): GatewayError {
+    const passed = passOn(error)
+    const clean = this.options.sanitizer.sanitize({ message: passed.message, data: passed.data })
+    if (clean.redactions.length > 0)
+      this.options.log?.(
+        `redacted from the error of "${what}": ${clean.redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`,
+      )
+    return new GatewayError(passed.code, clean.value.message, clean.value.data)
   }
 
   private action(tool: string) {
@@ -123,38 +145,93 @@ export class Gateway {
     )
   }
 
+  /**
+   * Reports an event under the agent's key. Its `agentId` comes from a token exchange: while the service cannot
+   * be reached for it, the event waits here (in order, at most MAX_UNSENT, the oldest dropped with a log line)
+   * and is queued with the others once the agent is known, on the next call or the next retry.
+   */
   private async record(type: string, data: Record<string, unknown>): Promise<void> {
-    try {
-      const agentId = await this.agentId()
-      this.options.agent.track({ type, data: { agentId, ...data } as never })
-    } catch (error) {
-      this.options.log?.(`could not record ${type}: ${(error as Error).message}`)
+    this.unsent.push({ type, data })
+    if (this.unsent.length > MAX_UNSENT) {
+      const dropped = this.unsent.shift()!
+      this.options.log?.(`could not record ${dropped.type}: more than ${MAX_UNSENT} events wait for the service`)
     }
+    await this.flushUnsent()
   }
 
-  /** Scans each definition against its text and its first-seen hash; flags new findings as events. */
-  private scan(tools: ReadonlyArray<Tool>): void {
+  private async flushUnsent(): Promise<void> {
+    let agentId: string
+    try {
+      agentId = await this.agentId()
+    } catch (error) {
+      if (this.retry === undefined) {
+        this.options.log?.(
+          `${this.unsent.length} event(s) wait for the service (${(error as Error).message}); retrying every ${RETRY_UNSENT_MS / 1000} s`,
+        )
+        this.retry = setInterval(() => void this.flushUnsent(), RETRY_UNSENT_MS)
+        this.retry.unref()
+      }
+      return
+    }
+    if (this.retry !== undefined) {
+      clearInterval(this.retry)
+      this.retry = undefined
+    }
+    for (const event of this.unsent.splice(0))
+      this.options.agent.track({ type: event.type, data: { agentId, ...event.data } as never })
+  }
+
+  /**
+   * Scans each definition against its text and its first-seen hash; flags new findings as events. A name listed
+   * more than once is one tool with the findings of all its definitions, and `duplicate_name`: which definition
+   * the server runs cannot be told, and a clean copy beside a changed one must not hide the change. Returns the
+   * listing with the first definition of each name only (MCP's tool names are unique within a server).
+   */
+  private scan(listed: ReadonlyArray<Tool>): Array<Tool> {
     const { server, store } = this.options
-    for (const tool of tools) {
+    const byName = new Map<string, Array<Tool>>()
+    for (const tool of listed) {
+      const same = byName.get(tool.name)
+      if (same) same.push(tool)
+      else byName.set(tool.name, [tool])
+    }
+    const tools: Array<Tool> = []
+    for (const [name, definitions] of byName) {
+      const tool = definitions[0]!
+      tools.push(tool)
       const hash = definitionHash(tool)
-      const findings = scanDefinition(tool)
-      const first = store.firstSeen(server, tool.name, hash)
-      if (first !== hash)
-        findings.push({ kind: "definition_changed", detail: "the definition differs from the one first seen" })
-      this.definitions.set(tool.name, { hash, findings })
-      const key = `${tool.name}\u0000${hash}`
+      const findings: Array<Finding> = []
+      let first = hash
+      for (const definition of definitions) {
+        const own = definitionHash(definition)
+        for (const finding of scanDefinition(definition))
+          if (!findings.some((f) => f.kind === finding.kind && f.detail === finding.detail)) findings.push(finding)
+        const pinned = store.firstSeen(server, name, own)
+        if (pinned !== own && !findings.some((f) => f.kind === "definition_changed")) {
+          findings.push({ kind: "definition_changed", detail: "the definition differs from the one first seen" })
+          first = pinned
+        }
+      }
+      if (definitions.length > 1)
+        findings.push({
+          kind: "duplicate_name",
+          detail: `listed ${definitions.length} times, ${new Set(definitions.map(definitionHash)).size} different definitions`,
+        })
+      this.definitions.set(name, { hash, findings })
+      const key = `${name}\u0000${hash}\u0000${definitions.length}`
       if (findings.length > 0 && !this.flagged.has(key)) {
         this.flagged.add(key)
-        this.options.log?.(`tool "${tool.name}" flagged: ${findings.map((f) => f.kind).join(", ")}`)
+        this.options.log?.(`tool "${name}" flagged: ${findings.map((f) => f.kind).join(", ")}`)
         void this.record("mcp.definition.flagged", {
           server,
-          tool: tool.name,
+          tool: name,
           findings: findings.map((f) => ({ kind: f.kind, detail: f.detail })),
           definitionHash: hash,
           ...(first !== hash ? { firstSeenHash: first } : {}),
         })
       }
     }
+    return tools
   }
 
   /** The policies and the agent, or undefined when they cannot be read (then nothing is hidden). */
@@ -175,8 +252,7 @@ export class Gateway {
   }
 
   async listTools(): Promise<Array<Tool>> {
-    const tools = await this.options.upstream.listTools()
-    this.scan(tools)
+    const tools = this.scan(await this.options.upstream.listTools())
     if (this.options.hideDenied === false) return tools
     const view = await this.policyView()
     if (view === undefined) return tools
@@ -294,16 +370,14 @@ export class Gateway {
       result = await this.options.upstream.callTool(tool, args, signal)
     } catch (error) {
       if (error instanceof GatewayError) throw error
-      if (error instanceof McpError) throw passOn(error)
-      throw gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${(error as Error).message}`)
+      if (error instanceof McpError) throw this.passOnClean(error, tool)
+      const failed = this.options.sanitizer.sanitize((error as Error).message)
+      throw gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${failed.value}`)
     }
     const durationMs = Math.round(performance.now() - started)
-    const clean = this.options.sanitizer.sanitize({
-      content: result.content,
-      structuredContent: result.structuredContent,
-    })
-    const out: CallToolResult = { ...result, content: clean.value.content ?? [] }
-    if (result.structuredContent !== undefined) out.structuredContent = clean.value.structuredContent
+    // The whole result: content, structured content, `_meta` and whatever else the server put in it.
+    const clean = this.options.sanitizer.sanitize(result)
+    const out: CallToolResult = { ...clean.value, content: clean.value.content ?? [] }
     const redactions = clean.redactions.map((r) => ({ ...r }))
     if (redactions.length > 0)
       this.options.log?.(`redacted from "${tool}": ${redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`)

@@ -32,7 +32,7 @@ environment (each also a flag):
                                  default: from the command (npx -y @acme/mcp-server-files → files)
   AGENTGOV_MCP_UPSTREAM_URL      the MCP server's Streamable HTTP endpoint                 (--upstream-url)
   AGENTGOV_MCP_LISTEN            serve Streamable HTTP on [host:]port at /mcp; default stdio (--listen)
-  AGENTGOV_MCP_HTTP_TOKEN        bearer token HTTP clients must send                       (--http-token)
+  AGENTGOV_MCP_HTTP_TOKEN        bearer token HTTP clients must send; needed off loopback  (--http-token)
   AGENTGOV_MCP_ON_UNAVAILABLE    deny (default) | allow, when agentgov cannot be reached   (--on-unavailable)
   AGENTGOV_MCP_APPROVAL_TIMEOUT  seconds a call waits for an approval, default 50          (--approval-timeout)
   AGENTGOV_MCP_ALLOWED_HOSTS     hosts URLs in results may name (a.com,*.b.com); others are redacted (--allowed-hosts)
@@ -44,6 +44,10 @@ environment (each also a flag):
 export class ConfigError extends Error {}
 
 /** `npx -y @acme/mcp-server-files` → `files`; `python weather_server.py` → `weather_server`. */
+/** Whether a listen host is this machine's loopback only (what the HTTP listener may serve without a token). */
+export const isLoopbackHost = (host: string): boolean =>
+  ["127.0.0.1", "localhost", "::1", "[::1]"].includes(host.toLowerCase())
+
 export const serverNameFromCommand = (command: string, args: ReadonlyArray<string>): string => {
   const words = [command, ...args].filter((a) => !a.startsWith("-"))
   const runners = new Set([
@@ -154,6 +158,12 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   const approvalTimeout = pick("approval-timeout", "AGENTGOV_MCP_APPROVAL_TIMEOUT")
   const guardTimeout = pick("guard-timeout", "AGENTGOV_MCP_GUARD_TIMEOUT")
   const httpToken = pick("http-token", "AGENTGOV_MCP_HTTP_TOKEN")
+  // Off loopback, anyone who can reach the port (another machine, a web page through a name it rebinds) could
+  // call the agent's tools: no Host or Origin tells a stranger apart there, only a token.
+  if (listen && !isLoopbackHost(listen.host) && !httpToken)
+    throw new ConfigError(
+      `--listen on ${listen.host} is reachable beyond this machine: set AGENTGOV_MCP_HTTP_TOKEN (--http-token), or listen on 127.0.0.1`,
+    )
   return {
     url,
     apiKey,

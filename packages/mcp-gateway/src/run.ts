@@ -6,7 +6,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
-import type { GatewayConfig } from "./config.ts"
+import { type GatewayConfig, isLoopbackHost } from "./config.ts"
 import { DefinitionStore } from "./DefinitionStore.ts"
 import { Gateway } from "./Gateway.ts"
 import { keepAliveFetch } from "./keepAliveFetch.ts"
@@ -122,7 +122,7 @@ export const startGateway = async (
 
   if (config.listen) {
     const g = gateway
-    const loopback = LOOPBACK_NAMES.has(hostnameOf(config.listen.host, false) ?? "") || config.listen.host === "::1"
+    const loopback = isLoopbackHost(config.listen.host)
     listener = createServer(async (req: IncomingMessage, res: ServerResponse) => {
       if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp")
         return reply(res, 404, "not found: the endpoint is /mcp")

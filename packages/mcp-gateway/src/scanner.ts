@@ -10,7 +10,12 @@ export interface ToolDefinition {
   readonly annotations?: unknown
 }
 
-export type FindingKind = "instructions" | "hidden_unicode" | "definition_changed"
+/**
+ * `instructions`: text addressed to the model; `hidden_unicode`: characters a reviewer does not see;
+ * `definition_changed`: not the definition first seen (a rug pull); `duplicate_name`: the listing names the tool
+ * more than once; `too_deep`: nested deeper than the scanner reads, so not all of it was checked.
+ */
+export type FindingKind = "instructions" | "hidden_unicode" | "definition_changed" | "duplicate_name" | "too_deep"
 
 export interface Finding {
   readonly kind: FindingKind
@@ -51,10 +56,12 @@ const INSTRUCTION_PATTERNS: ReadonlyArray<readonly [string, RegExp]> = [
 
 /**
  * Invisible and direction-changing characters: zero-width characters, bidirectional controls (Trojan
- * Source), the Unicode tag block (ASCII smuggling) and other format characters a reviewer does not see.
+ * Source), the Unicode tag block and the variation selectors (ASCII smuggling: one invisible character a byte),
+ * the blank Hangul fillers and other format characters a reviewer does not see. U+FE0E and U+FE0F, the text and
+ * emoji presentation selectors, are left out: every emoji written as text-or-emoji carries one (⚠️).
  */
 const HIDDEN_CLASS =
-  "[\\u00ad\\u180e\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb\\u{E0000}-\\u{E007F}]"
+  "[\\u00ad\\u034f\\u115f\\u1160\\u180e\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\u3164\\ufe00-\\ufe0d\\ufeff\\uffa0\\ufff9-\\ufffb\\u{E0000}-\\u{E007F}\\u{E0100}-\\u{E01EF}]"
 const HIDDEN_UNICODE = new RegExp(HIDDEN_CLASS, "u")
 const HIDDEN_UNICODE_ALL = new RegExp(HIDDEN_CLASS, "gu")
 
@@ -64,11 +71,21 @@ const quote = (text: string, index: number, length: number) => {
   return out.length > 120 ? `${out.slice(0, 117)}…` : out
 }
 
-/** Every string a model would read in a definition: the description, the title, schema descriptions and titles. */
-const texts = (definition: ToolDefinition): Array<string> => {
+/** How deep the scanner reads a definition; a part below is a finding (`too_deep`), not a pass. */
+const MAX_DEPTH = 32
+
+/**
+ * Every string a model would read in a definition (the description, the title, schema descriptions and titles,
+ * property names), and whether some of it lies deeper than `MAX_DEPTH`.
+ */
+const texts = (definition: ToolDefinition): { readonly texts: Array<string>; readonly tooDeep: boolean } => {
   const out: Array<string> = []
+  let tooDeep = false
   const walk = (value: unknown, depth: number) => {
-    if (depth > 32) return
+    if (depth > MAX_DEPTH) {
+      if (value !== null && value !== undefined) tooDeep = true
+      return
+    }
     if (typeof value === "string") out.push(value)
     else if (Array.isArray(value)) for (const v of value) walk(v, depth + 1)
     else if (value !== null && typeof value === "object")
@@ -88,13 +105,16 @@ const texts = (definition: ToolDefinition): Array<string> => {
     ],
     0,
   )
-  return out
+  return { texts: out, tooDeep }
 }
 
 /** The findings of one definition's own text (not its history: see {@link DefinitionStore}). */
 export const scanDefinition = (definition: ToolDefinition): Array<Finding> => {
   const findings: Array<Finding> = []
-  for (const text of texts(definition)) {
+  const read = texts(definition)
+  if (read.tooDeep)
+    findings.push({ kind: "too_deep", detail: `nested deeper than ${MAX_DEPTH} levels: not all of it was checked` })
+  for (const text of read.texts) {
     const hidden = HIDDEN_UNICODE.exec(text)
     if (hidden && !findings.some((f) => f.kind === "hidden_unicode")) {
       const code = hidden[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")

@@ -204,6 +204,73 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
     }
   })
 
+  it("sanitises all of a result (structured content under any key, _meta) and the server's own errors", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
+    const c = await connect(mode, { url: t.url, ...a })
+    try {
+      const result = await c.client.callTool({ name: "read_structured", arguments: {} })
+      const seen = JSON.stringify(result)
+      for (const secret of ["ghp_", "hunter2", "AKIA"]) expect(seen).not.toContain(secret)
+      expect(result.structuredContent).toEqual({
+        data: { token: "[REDACTED:github_token]" },
+        env: "[REDACTED:secret_assignment]",
+        password: "[REDACTED:secret_assignment]",
+      })
+      expect(result._meta).toEqual({ debug: { data: "[REDACTED:aws_access_key]" } })
+      const [redacted] = await eventsOf(admin, a.agentId, "mcp.result.redacted")
+      expect((redacted!.data as { redactions: unknown }).redactions).toEqual(
+        expect.arrayContaining([
+          { kind: "credential", rule: "github_token", count: 1 },
+          { kind: "credential", rule: "secret_assignment", count: 2 },
+          { kind: "credential", rule: "aws_access_key", count: 1 },
+        ]),
+      )
+
+      const error = await mcpError(c.client.callTool({ name: "fail_secret", arguments: {} }))
+      const told = JSON.stringify({ message: error.message, data: error.data })
+      for (const secret of ["hunter2", "AKIA", "S3cr3t"]) expect(told).not.toContain(secret)
+      expect(error.message).toContain("connect failed: [REDACTED:secret_assignment]")
+      expect(error.data).toEqual({ dsn: "postgres://app:[REDACTED:url_credentials]@db.internal:5432/app" })
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("a tool listed twice is listed once and flagged: a pinned copy beside a changed one does not hide the change", async () => {
+    const a = await newAgent()
+    const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
+    const first = await connect(mode, { url: t.url, ...a, store })
+    try {
+      await first.client.listTools()
+    } finally {
+      await first.close()
+    }
+    await policyFor(a.agentId, [
+      { id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] },
+      {
+        id: "flagged",
+        effect: "deny",
+        actions: [`mcp.${a.server}.*`],
+        when: { field: "context.definition.flagged", op: "eq", value: true },
+      },
+    ])
+    const second = await connect(mode, { url: t.url, ...a, store, toolEnv: { TOOL_SERVER_VARIANT: "duplicate" } })
+    try {
+      const listed = (await second.client.listTools()).tools.filter((x) => x.name === "weather")
+      expect(listed).toHaveLength(1)
+      const error = await mcpError(second.client.callTool({ name: "weather", arguments: { text: "Paris" } }))
+      expect(error.code).toBe(GATEWAY_ERRORS.denied)
+      expect(second.calls()).toEqual([])
+      const [flagged] = await eventsOf(admin, a.agentId, "mcp.definition.flagged")
+      expect((flagged!.data as { findings: Array<{ kind: string }> }).findings.map((f) => f.kind)).toEqual(
+        expect.arrayContaining(["instructions", "definition_changed", "duplicate_name"]),
+      )
+    } finally {
+      await second.close()
+    }
+  })
+
   it("flags a rug pull and poisoned definitions, and a policy can refuse flagged tools", async () => {
     const a = await newAgent()
     const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")

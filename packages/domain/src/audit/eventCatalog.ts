@@ -128,9 +128,15 @@ const McpServer = Schema.String.annotate({
 })
 const McpTool = Schema.String.annotate({ description: "the tool's name on that server" })
 const McpAction = Schema.String.annotate({ description: "`mcp.<server>.<tool>`: the action the guard evaluated" })
-const McpFindingKind = Schema.Literals(["instructions", "hidden_unicode", "definition_changed"]).annotate({
+const McpFindingKind = Schema.Literals([
+  "instructions",
+  "hidden_unicode",
+  "definition_changed",
+  "duplicate_name",
+  "too_deep",
+]).annotate({
   description:
-    "`instructions`: the definition addresses the model; `hidden_unicode`: invisible or bidirectional characters; `definition_changed`: not the definition first seen (a rug pull)",
+    "`instructions`: the definition addresses the model; `hidden_unicode`: invisible or bidirectional characters; `definition_changed`: not the definition first seen (a rug pull); `duplicate_name`: the server lists the tool more than once; `too_deep`: nested deeper than the scanner reads",
 })
 const McpRedaction = Schema.Struct({
   kind: Schema.Literals(["credential", "url"]),
