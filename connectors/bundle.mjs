@@ -18,7 +18,8 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 // Node's builtins by `process.getBuiltinModule`, not `import`: an ES module import of a builtin makes its namespace,
 // which reads every export, getters included; `node:fs`'s `promises` getter loads fs/promises (3 MiB more RSS).
 // `node:child_process` (3.5 MiB) only when a build is needed.
-const { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } = process.getBuiltinModule("node:fs")
+const { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, statSync, writeFileSync } =
+  process.getBuiltinModule("node:fs")
 
 /**
  * Node's builtins are loaded by `require` in the bundle, not by `import` (an esbuild plugin): an ES module import
@@ -137,7 +138,28 @@ export const runBundled = async (appDir) => {
       process.exit(1)
     }
   }
+  // a build that exited 0 and wrote nothing (a bundler that did not know it was run): one line, not a stack trace
+  if (!existsSync(p.bundle)) {
+    process.stderr.write(
+      `agentgov: ${p.bundle} is still missing after the build (node ${process.version}); run \`npm run build\` in ${p.dir}\n`,
+    )
+    process.exit(1)
+  }
   await import(pathToFileURL(p.bundle).href)
 }
 
-if (import.meta.main) await build(process.argv[2] ?? process.cwd())
+/**
+ * Whether this file is the process's entry point (`node connectors/bundle.mjs <app>`), found by its path:
+ * `import.meta.main` exists only from Node 22.18 and 24.2, and the apps run on 22.13 (a bin's child would build
+ * nothing). Symlinks resolved on both sides (the entry may be run through one; Node loads it by its real path).
+ */
+const isEntryPoint = () => {
+  if (!process.argv[1]) return false
+  try {
+    return realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url))
+  } catch {
+    return false
+  }
+}
+
+if (isEntryPoint()) await build(process.argv[2] ?? process.cwd())

@@ -33,7 +33,15 @@ export const EMBED_LIMITS = {
 export const defuseMentions = (text: string): string =>
   text.replace(/@(everyone|here)\b/gi, "@\u200b$1").replace(/<(@[!&]?|#)(\d+)>/g, "<\u200b$1$2>")
 
-const clip = (text: string, max: number) => truncate(defuseMentions(text), max)
+/**
+ * Breaks masked links: Discord renders `[label](url)` in embed descriptions and field values as a link
+ * whose label hides where it goes, so `](` gets a zero-width space (as in the Teams app) and the text
+ * reads as written, the URL in plain sight.
+ */
+export const breakMaskedLinks = (text: string): string => text.replace(/\]\(/g, "]\u200b(")
+
+/** Event text made inert (no ping, no masked link), then cut to `max`. */
+const clip = (text: string, max: number) => truncate(breakMaskedLinks(defuseMentions(text)), max)
 
 /** One embed for one formatted event, within every per-field limit and the 6,000-character total. */
 export const renderEmbed = (m: FormattedEvent): Record<string, unknown> => {
@@ -93,10 +101,34 @@ export const packMessages = <A>(items: ReadonlyArray<{ readonly embed: Record<st
   return messages
 }
 
-/** The webhook's id and token, from its URL (`…/api/webhooks/<id>/<token>`). */
-export const parseWebhookUrl = (url: string): { readonly id: string; readonly token: string } | undefined => {
-  const match = /\/webhooks\/(\d+)\/([A-Za-z0-9_.-]+)\/?$/.exec(new URL(url).pathname)
-  return match ? { id: match[1]!, token: match[2]! } : undefined
+/** The webhook's id and token, and the thread it posts in, if any. */
+export interface WebhookTarget {
+  readonly id: string
+  readonly token: string
+  /** Discord's `thread_id` query parameter of Execute Webhook: a thread (or forum post) of the channel. */
+  readonly threadId: string | undefined
+}
+
+/** A Discord id: a 64-bit unsigned integer in decimal (discord.com/developers/docs/reference#snowflakes). */
+const isSnowflake = (text: string) => /^[1-9]\d{0,19}$/.test(text) && BigInt(text) < 2n ** 64n
+
+/**
+ * The webhook's id, token and thread from its URL (`…/api/webhooks/<id>/<token>`, optionally
+ * `?thread_id=<snowflake>`, as Discord documents); a string is the problem (it never echoes the URL,
+ * which holds the token).
+ */
+export const parseWebhookUrl = (url: string): WebhookTarget | string => {
+  const parsed = new URL(url)
+  const match = /\/webhooks\/(\d+)\/([A-Za-z0-9_.-]+)\/?$/.exec(parsed.pathname)
+  if (!match) return "must be a Discord webhook URL ending /webhooks/<id>/<token>"
+  // not named back: the URL is a secret setting, and a stray name may be part of a token pasted in
+  if ([...parsed.searchParams.keys()].some((k) => k !== "thread_id"))
+    return "takes no query parameter but thread_id (Discord's, to post in a thread)"
+  const threads = parsed.searchParams.getAll("thread_id")
+  if (threads.length > 1) return "names thread_id more than once"
+  const threadId = threads[0]
+  if (threadId !== undefined && !isSnowflake(threadId)) return "thread_id must be a thread's id (a Discord snowflake)"
+  return { id: match[1]!, token: match[2]!, threadId }
 }
 
 /** What a Discord failure means for the queue. */
@@ -115,7 +147,7 @@ export const classify = (error: unknown): DeliveryResult => {
 
 interface Client {
   readonly rest: REST
-  readonly webhook: { readonly id: string; readonly token: string }
+  readonly webhook: WebhookTarget
 }
 
 /** One Execute Webhook call with `embeds` (at most 10, within 6,000 characters); a result per embed. */
@@ -128,7 +160,11 @@ const post = async (
   try {
     await client.rest.post(`/webhooks/${client.webhook.id}/${client.webhook.token}`, {
       auth: false,
-      query: new URLSearchParams({ wait: "true" }),
+      // the thread named in DISCORD_WEBHOOK_URL, on every post
+      query: new URLSearchParams({
+        wait: "true",
+        ...(client.webhook.threadId === undefined ? {} : { thread_id: client.webhook.threadId }),
+      }),
       body: { embeds, allowed_mentions: { parse: [] } },
       signal,
     })
@@ -152,11 +188,14 @@ export const discord = defineConnector({
   settings: {
     webhookUrl: {
       env: "DISCORD_WEBHOOK_URL",
-      description: "the channel webhook's URL (…/api/webhooks/<id>/<token>)",
+      description: "the channel webhook's URL (…/api/webhooks/<id>/<token>, ?thread_id=<id> to post in a thread)",
       kind: "url",
       required: true,
       secret: true,
-      check: (v) => (parseWebhookUrl(v) ? undefined : "must be a Discord webhook URL ending /webhooks/<id>/<token>"),
+      check: (v) => {
+        const target = parseWebhookUrl(v)
+        return typeof target === "string" ? target : undefined
+      },
     },
     apiUrl: {
       env: "DISCORD_API_URL",
@@ -176,7 +215,7 @@ export const discord = defineConnector({
       // node:http rather than undici (the client's default): less resident memory over thousands of posts (vendorFetch.ts)
       makeRequest: createVendorFetch() as unknown as RESTOptions["makeRequest"],
     })
-    return { rest, webhook: parseWebhookUrl(settings.webhookUrl)! }
+    return { rest, webhook: parseWebhookUrl(settings.webhookUrl) as WebhookTarget }
   },
   deliver: async (event, { client, severity, dashboardUrl, log, signal }) => {
     const [result] = await post(client, [renderEmbed(formatEvent(event, { severity, dashboardUrl }))], log, signal)

@@ -2,10 +2,12 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { formatEvent } from "@agentgov/connector-sdk/format"
+import { type ConfigError, loadConfig } from "@agentgov/connector-sdk/runtime"
 import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
 import { describeConnectorContract, runInProcess, useConnectorRig, waitFor } from "@agentgov/connector-testing"
 import { describe, expect, it } from "vitest"
-import { discord } from "../src/connector.ts"
+import { discord, renderEmbed } from "../src/connector.ts"
 import { startDiscordFake, visibleText, WEBHOOK_ID, WEBHOOK_TOKEN } from "./discordFake.ts"
 
 const bin = fileURLToPath(new URL("../bin/agentgov-connector-discord.js", import.meta.url))
@@ -36,6 +38,40 @@ describe("discord: mention safety, truncation, and a deleted webhook, from real 
     expect(text).toContain("@\u200beveryone look")
     expect(text).not.toMatch(/@(everyone|here)\b/)
     expect(text).not.toContain("<@123456789012345678>")
+  })
+
+  it("breaks masked links ([label](url)) in titles, descriptions, field names and values", async () => {
+    const link = "[Approve the pending deployment](https://agentgov-example.evil.test/approve?id=apr_1)"
+    const before = rig.fake.messages.length
+    const agent = await rig.agentgov.t.call("POST", "/api/v1/agents", { body: { name: "link-bot" } })
+    const created = await rig.agentgov.t.call("POST", "/api/v1/enforcement", {
+      body: { agentId: agent.body.data.id, type: "warning", reason: `see ${link}` },
+    })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    await rig.agentgov.ingest("ops.masked", {
+      note: `Deployment waiting. ${link}`,
+      [`[Key](https://k.evil.test)`]: link,
+    })
+    await waitFor(
+      () => rig.fake.messages.slice(before).flatMap((m) => m.embeds).length >= 2,
+      "the enforcement and the client event",
+    )
+    const embeds = rig.fake.messages.slice(before).flatMap((m) => m.embeds)
+    const texts = embeds.flatMap((e: any) => [
+      e.title,
+      e.description ?? "",
+      ...(e.fields ?? []).flatMap((f: any) => [f.name, f.value]),
+    ])
+    // the link's text is there, as text, with its target in plain sight
+    expect(texts.join("\n")).toContain("[Approve the pending deployment]\u200b(https://agentgov-example.evil.test/")
+    expect(texts.some((t: string) => t.includes("Deployment waiting."))).toBe(true)
+    expect(embeds.some((e: any) => e.fields?.some((f: any) => f.name.includes("]\u200b(https://k.evil.test")))).toBe(
+      true,
+    )
+    for (const t of texts) expect(t).not.toContain("](")
+    // a title (an agent's name in one, say) is broken the same way
+    const titled = renderEmbed({ ...formatEvent(sampleEvent("ops.masked", { data: {} })), title: link })
+    expect(titled.title).toContain("[Approve the pending deployment]\u200b(https://")
   })
 
   it("cuts every field to Discord's limits so that an oversized event is still posted", async () => {
@@ -114,6 +150,62 @@ describe("discord: mention safety, truncation, and a deleted webhook, from real 
     await rig.connector.running.idle()
     for (let n = 0; n < 60; n++) expect(shown().split(`bq${n}x`).length - 1, `bq${n}x`).toBe(1)
     expect(rig.connector.running.health()).toMatchObject({ queued: 0, deadLetters: 0 })
+  })
+
+  it("posts in the thread DISCORD_WEBHOOK_URL names (?thread_id=), and refuses any other query parameter", async () => {
+    const thread = "223344556677889900"
+    const base = env(rig.fake).DISCORD_WEBHOOK_URL
+    const dir = mkdtempSync(join(tmpdir(), "agentgov-discord-thread-"))
+    const threadSecret = "whsec_discord_thread_0123456789abcdef"
+    try {
+      const c = await runInProcess(discord, {
+        ...env(rig.fake),
+        DISCORD_WEBHOOK_URL: `${base}?thread_id=${thread}`,
+        AGENTGOV_WEBHOOK_SECRET: threadSecret,
+        AGENTGOV_CONNECTOR_DATA_DIR: dir,
+      })
+      const before = rig.fake.requests.length
+      const { body, headers } = signDelivery({
+        secret: threadSecret,
+        event: { ...sampleEvent("ops.thread"), data: { marker: "in-the-thread" } },
+      })
+      expect((await fetch(`${c.url}/webhooks`, { method: "POST", headers, body })).status).toBe(200)
+      await waitFor(() => rig.fake.messages.some((m) => visibleText(m).includes("in-the-thread")), "the post")
+      await c.running.close()
+      const posted = rig.fake.requests.slice(before).filter((r) => r.raw.includes("in-the-thread"))
+      expect(posted.length).toBeGreaterThan(0)
+      for (const r of posted) {
+        const query = new URL(r.url, "http://fake").searchParams
+        expect(query.get("thread_id")).toBe(thread)
+        expect(query.get("wait")).toBe("true")
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+    const problems = (url: string) => {
+      try {
+        loadConfig(
+          discord,
+          { ...env(rig.fake), DISCORD_WEBHOOK_URL: url, AGENTGOV_WEBHOOK_SECRET: rig.secret },
+          "check",
+        )
+        return []
+      } catch (error) {
+        return [...(error as ConfigError).problems]
+      }
+    }
+    expect(problems(`${base}?thread_id=${thread}`)).toEqual([])
+    expect(problems(`${base}?wait=false&thread_id=${thread}`)).toEqual([
+      "DISCORD_WEBHOOK_URL takes no query parameter but thread_id (Discord's, to post in a thread)",
+    ])
+    for (const bad of ["general", "-1", "018446744073709551615", "18446744073709551616"])
+      expect(problems(`${base}?thread_id=${bad}`), bad).toEqual([
+        "DISCORD_WEBHOOK_URL thread_id must be a thread's id (a Discord snowflake)",
+      ])
+    expect(problems(`${base}?thread_id=18446744073709551615`)).toEqual([])
+    expect(problems(`${base}?thread_id=${thread}&thread_id=${thread}`)).toEqual([
+      "DISCORD_WEBHOOK_URL names thread_id more than once",
+    ])
   })
 
   it("dead-letters the events of a deleted webhook (404) and reports it", async () => {

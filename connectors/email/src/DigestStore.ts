@@ -51,6 +51,16 @@ export interface StoredDigest {
   readonly nextAttemptAt: number
 }
 
+/** A digest given up on: sent again only by `replay`. */
+export interface FailedDigest {
+  readonly id: number
+  readonly eventCount: number
+  readonly attempts: number
+  readonly lastError: string
+  /** Epoch ms. */
+  readonly failedAt: number
+}
+
 /** A type's or an agent's count in a digest. */
 export interface GroupCount {
   readonly type: string
@@ -100,7 +110,8 @@ CREATE TABLE IF NOT EXISTS digests (
   last_error TEXT,
   sent_at INTEGER,
   from_seq INTEGER,
-  to_seq INTEGER
+  to_seq INTEGER,
+  failed_at INTEGER
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 `
@@ -134,6 +145,7 @@ export class DigestStore {
   /** A store from before the watermark: its digests get their ranges, and the watermark is set. */
   private migrate() {
     const columns = (this.db.prepare("PRAGMA table_info(digests)").all() as Array<{ name: string }>).map((c) => c.name)
+    if (!columns.includes("failed_at")) this.db.exec("ALTER TABLE digests ADD COLUMN failed_at INTEGER")
     if (this.meta("assigned_through") !== undefined && columns.includes("from_seq")) return
     this.transaction(() => {
       if (!columns.includes("from_seq")) this.db.exec("ALTER TABLE digests ADD COLUMN from_seq INTEGER")
@@ -282,12 +294,46 @@ export class DigestStore {
       .run(now, id)
   }
 
-  markAttemptFailed(id: number, error: string, nextAttemptAt: number, giveUp: boolean): void {
+  markAttemptFailed(id: number, error: string, now: number, nextAttemptAt: number, giveUp: boolean): void {
     this.db
       .prepare(
-        "UPDATE digests SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, status = CASE WHEN ? THEN 'failed' ELSE status END WHERE id = ?",
+        `UPDATE digests SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?,
+           status = CASE WHEN ? THEN 'failed' ELSE status END, failed_at = CASE WHEN ? THEN ? ELSE failed_at END
+         WHERE id = ?`,
       )
-      .run(error, nextAttemptAt, giveUp ? 1 : 0, id)
+      .run(error, nextAttemptAt, giveUp ? 1 : 0, giveUp ? 1 : 0, now, id)
+  }
+
+  /** The digests given up on (the connector's dead letters), oldest first. */
+  failed(): Array<FailedDigest> {
+    return (this.db.prepare("SELECT * FROM digests WHERE status = 'failed' ORDER BY id").all() as Array<any>).map(
+      (r) => ({
+        id: Number(r.id),
+        eventCount: Number(r.event_count),
+        attempts: Number(r.attempts),
+        lastError: String(r.last_error ?? ""),
+        failedAt: Number(r.failed_at ?? r.next_attempt_at),
+      }),
+    )
+  }
+
+  failedCount(): number {
+    return Number((this.db.prepare("SELECT COUNT(*) AS n FROM digests WHERE status = 'failed'").get() as any).n)
+  }
+
+  /**
+   * Puts failed digests (all, or those with the given ids) back to `sending` with fresh attempts, due at
+   * once: the digest loop sends them, unchanged, before anything new. Returns the ones moved.
+   */
+  retryFailed(ids: ReadonlyArray<number> | "all"): Array<FailedDigest> {
+    return this.transaction(() => {
+      const chosen = this.failed().filter((d) => ids === "all" || ids.includes(d.id))
+      const back = this.db.prepare(
+        "UPDATE digests SET status = 'sending', attempts = 0, next_attempt_at = 0, failed_at = NULL WHERE id = ? AND status = 'failed'",
+      )
+      for (const d of chosen) back.run(d.id)
+      return chosen
+    })
   }
 
   counts(): { pending: number; sending: number; sent: number; failed: number } {

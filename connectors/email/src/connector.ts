@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto"
 import { type AnyWebhookEvent, matchesEventPattern, type Severity } from "@agentgov/connector-sdk"
 import { formatEvent } from "@agentgov/connector-sdk/format"
-import { defineConnector, type Logger, ok, retry } from "@agentgov/connector-sdk/runtime"
+import { defineConnector, type Logger, type OwnDeadLetter, ok, retry } from "@agentgov/connector-sdk/runtime"
 import nodemailer, { type Transporter } from "nodemailer"
-import { DigestStore, type StoredDigest } from "./DigestStore.ts"
+import { DigestStore, type FailedDigest, type StoredDigest } from "./DigestStore.ts"
 import { renderDigest } from "./render.ts"
 import { type DigestAt, FREQUENCIES, type Frequency, nextDue, parseDigestAt } from "./schedule.ts"
 
@@ -23,7 +23,7 @@ export interface EmailOptions {
   readonly pollMs?: number
 }
 
-/** Attempts of one digest before it is kept as failed (about a day with the backoff cap). */
+/** Attempts of one digest before it is a dead letter (`failed`, sent again by `replay`; about a day with the backoff cap). */
 export const MAX_SEND_ATTEMPTS = 300
 const BACKOFF_MAX_MS = 5 * 60_000
 const STOP_WAIT_MS = 5000
@@ -228,15 +228,18 @@ class Mailer {
       const permanent = typeof e.responseCode === "number" && e.responseCode >= 500 && e.code !== "ECONNECTION"
       const giveUp = attempts >= MAX_SEND_ATTEMPTS || (permanent && attempts >= 3)
       const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(attempts - 1, 20))
-      this.store.markAttemptFailed(d.id, String(e.message ?? error), this.o.now() + wait, giveUp)
+      this.store.markAttemptFailed(d.id, String(e.message ?? error), this.o.now(), this.o.now() + wait, giveUp)
       const level = giveUp ? "error" : "warn"
-      this.o.log[level](giveUp ? "digest failed for good; kept in email.db" : "sending the digest failed; will retry", {
-        digest: d.id,
-        attempt: attempts,
-        responseCode: e.responseCode,
-        error: e.message,
-        ...(giveUp ? {} : { delayMs: wait }),
-      })
+      this.o.log[level](
+        giveUp ? "dead-lettered: the digest failed; replay sends it" : "sending the digest failed; will retry",
+        {
+          digest: d.id,
+          attempt: attempts,
+          responseCode: e.responseCode,
+          error: e.message,
+          ...(giveUp ? { deadLetter: `digest-${d.id}` } : { delayMs: wait }),
+        },
+      )
       return false
     }
   }
@@ -253,6 +256,27 @@ class Mailer {
     clearTimeout(waited)
     this.transport.close()
     this.store.close()
+  }
+}
+
+/** A failed digest as a dead letter of the runtime's `dead-letters`; `replay digest-<id>` names it. */
+const deadLetterOf = (d: FailedDigest): OwnDeadLetter => ({
+  id: `digest-${d.id}`,
+  type: "email.digest",
+  events: d.eventCount,
+  attempts: d.attempts,
+  reason: "smtp_failed",
+  error: d.lastError,
+  failedAt: d.failedAt,
+})
+
+/** Runs `f` on the data directory's `email.db` (the commands: `setup` does not run there). */
+const withStore = <A>(dataDir: string, f: (store: DigestStore) => A): A => {
+  const store = new DigestStore(dataDir)
+  try {
+    return f(store)
+  } finally {
+    store.close()
   }
 }
 
@@ -339,6 +363,19 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
       return { mailer, now }
     },
     stop: (client) => client.mailer.stop(),
+    // a digest refused for good is the app's dead letter: listed, counted in /healthz, and sent by `replay`
+    ownDeadLetters: {
+      count: (client) => (client.mailer.store.isOpen ? client.mailer.store.failedCount() : 0),
+      list: (dataDir) => withStore(dataDir, (store) => store.failed().map(deadLetterOf)),
+      replay: (dataDir, ids) => {
+        const chosen =
+          ids === "all"
+            ? "all"
+            : ids.flatMap((i) => (/^digest-\d+$/.test(i) ? [Number(i.slice("digest-".length))] : []))
+        if (chosen !== "all" && chosen.length === 0) return []
+        return withStore(dataDir, (store) => store.retryFailed(chosen).map(deadLetterOf))
+      },
+    },
     deliver: (event, { client, severity, dashboardUrl }) => {
       if (!client.mailer.store.isOpen) return retry("the connector is stopping")
       const e = pending(event, severity, dashboardUrl)

@@ -8,6 +8,7 @@ import {
   type InProcess,
   kill9,
   newSecret,
+  runCommand,
   runInProcess,
   sleep,
   spawnConnector,
@@ -194,6 +195,59 @@ describe("email: digests over a real SMTP server, on a fixed clock", () => {
     const failed = c.logs().find((l) => l.msg === "sending the digest failed; will retry")!
     expect(failed.error).toMatch(/STARTTLS/i)
     expect(failed.delayMs).toBe(1000)
+  })
+
+  it("a digest refused for good (535) is a dead letter: listed, counted in /healthz, sent by `replay` once the login works", async () => {
+    clock.t = Date.parse("2026-11-25T12:00:00.000Z")
+    const smtpUrl = smtp.url.replace("smtp://", "smtp://agentgov%40example.com:app-password@")
+    const c = await start("immediate", { SMTP_URL: smtpUrl })
+    const env = {
+      ...mailEnv(smtp, "immediate"),
+      SMTP_URL: smtpUrl,
+      AGENTGOV_WEBHOOK_SECRET: secret,
+      AGENTGOV_CONNECTOR_DATA_DIR: c.running.dataDir,
+    }
+    const before = smtp.mailbox.length
+    smtp.refuseLogin(true)
+    try {
+      await send(c, "digest.probe", { n: 535 })
+      // each retry is due on the connector's clock: move it on until the digest is given up on
+      await waitFor(() => {
+        clock.t += 60_000
+        return c.logs().some((l) => l.level === "error" && l.responseCode === 535)
+      }, "the digest given up on")
+    } finally {
+      smtp.refuseLogin(false)
+    }
+    expect(smtp.mailbox).toHaveLength(before)
+    const health = (await (await fetch(`${c.url}/healthz`)).json()) as { deadLetters: number }
+    expect(health.deadLetters).toBe(1)
+
+    const listed = await runCommand(bin, ["dead-letters"], env)
+    expect(listed.code, listed.stderr).toBe(0)
+    const letters = listed.stdout
+      .trim()
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l))
+    expect(letters).toEqual([
+      expect.objectContaining({
+        id: expect.stringMatching(/^digest-\d+$/),
+        type: "email.digest",
+        events: 1,
+        attempts: 3,
+      }),
+    ])
+    expect(letters[0].error).toContain("535")
+
+    // the password is fixed: the operator replays, and the running connector sends the digest unchanged
+    const replayed = await runCommand(bin, ["replay", "--all"], env)
+    expect(replayed.code, replayed.stderr).toBe(0)
+    expect(JSON.parse(replayed.stdout)).toEqual({ ok: true, replayed: [letters[0].id], missing: [] })
+    await waitFor(() => smtp.mailbox.length === before + 1, "the replayed digest")
+    expect(probes(smtp.mailbox.at(-1)!)).toEqual([535])
+    expect(c.running.health().deadLetters).toBe(0)
+    expect((await runCommand(bin, ["dead-letters"], env)).stdout).toBe("")
   })
 
   it("schedules daily times across a daylight-saving change", () => {

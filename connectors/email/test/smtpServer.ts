@@ -23,6 +23,8 @@ export interface SmtpServer {
   readonly held: Array<{ readonly messageId: string; readonly raw: string }>
   /** The next messages are received whole but never answered (the sender dies waiting). */
   readonly hold: (on: boolean) => void
+  /** Logins are answered `535 5.7.8` (a rotated password) until `refuseLogin(false)`; others go on. */
+  readonly refuseLogin: (on: boolean) => void
   readonly close: () => Promise<void>
 }
 
@@ -30,8 +32,16 @@ export const startSmtpServer = async (): Promise<SmtpServer> => {
   const mailbox: Array<Mail> = []
   const held: Array<{ messageId: string; raw: string }> = []
   let holding = false
+  let refusingLogin = false
   const server = new SMTPServer({
     authOptional: true,
+    // a client that logs in (a user in SMTP_URL) may, over the plain connection of the tests
+    allowInsecureAuth: true,
+    onAuth(auth, _session, callback) {
+      if (refusingLogin)
+        return callback(Object.assign(new Error("5.7.8 Authentication credentials invalid"), { responseCode: 535 }))
+      callback(null, { user: auth.username })
+    },
     disabledCommands: ["STARTTLS"],
     logger: false,
     size: 10 * 1024 * 1024,
@@ -67,6 +77,9 @@ export const startSmtpServer = async (): Promise<SmtpServer> => {
     held,
     hold: (on) => {
       holding = on
+    },
+    refuseLogin: (on) => {
+      refusingLogin = on
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -167,6 +167,12 @@ export interface ConnectorDefinition<S extends SettingsSchema = SettingsSchema, 
   readonly orderingKey?: (event: AnyWebhookEvent) => string | undefined
   readonly deliver: (event: AnyWebhookEvent, ctx: DeliveryContext<S, C>) => DeliveryResult | Promise<DeliveryResult>
   /**
+   * Dead letters the connector keeps in its own durable state instead of the runtime's queue (the
+   * e-mail app's digests refused for good): `dead-letters` lists them after the runtime's, `/healthz`
+   * and `/metrics` count them in `deadLetters`, and `replay` (`--all`, or their ids) brings them back.
+   */
+  readonly ownDeadLetters?: OwnDeadLetters<C>
+  /**
    * Several events in one vendor call (Discord: up to 10 embeds a message). When set, up to `max`
    * due events go to `batch.deliver` at once (a single due event still goes to `deliver`). Answer one
    * result for all, or one per event in order. A refused batch (`dead`) is not dead-lettered: each of
@@ -179,6 +185,44 @@ export interface ConnectorDefinition<S extends SettingsSchema = SettingsSchema, 
       ctx: BatchContext<S, C>,
     ) => DeliveryResult | ReadonlyArray<DeliveryResult> | Promise<DeliveryResult | ReadonlyArray<DeliveryResult>>
   }
+}
+
+/**
+ * A dead letter a connector keeps itself (see {@link ConnectorDefinition.ownDeadLetters}).
+ *
+ * @example
+ * ```ts
+ * const d: OwnDeadLetter = { id: "digest-12", type: "email.digest", events: 3, attempts: 3, reason: "smtp_failed", error: "535 …", failedAt: Date.now() }
+ * ```
+ */
+export interface OwnDeadLetter {
+  /** Not a number and not an event id, so that `replay <id>` names it alone (e.g. `digest-12`). */
+  readonly id: string
+  readonly type: string
+  /** How many events it holds. */
+  readonly events: number
+  readonly attempts: number
+  readonly reason: string
+  readonly error: string
+  /** Epoch ms. */
+  readonly failedAt: number
+}
+
+/**
+ * How the runtime reaches a connector's own dead letters. `count` runs in the running connector, with
+ * what `setup` built; `list` and `replay` run in the `dead-letters` and `replay` commands, which do not
+ * run `setup`, with the data directory (a running connector may have the same files open). `replay`
+ * makes them due at once, with fresh attempts, and returns the ones it moved.
+ *
+ * @example
+ * ```ts
+ * ownDeadLetters: { count: (client) => client.failedCount(), list: (dir) => failedIn(dir), replay: (dir, ids) => retryIn(dir, ids) }
+ * ```
+ */
+export interface OwnDeadLetters<C> {
+  readonly count: (client: C) => number
+  readonly list: (dataDir: string) => ReadonlyArray<OwnDeadLetter>
+  readonly replay: (dataDir: string, ids: ReadonlyArray<string> | "all") => ReadonlyArray<OwnDeadLetter>
 }
 
 /**
@@ -524,6 +568,16 @@ export const startConnector = async <S extends SettingsSchema, C>(
     delete: (key) => store.deleteState(key),
   }
 
+  /** The connector's own dead letters (0 once it has stopped). */
+  const ownDeadLetters = () => {
+    if (!definition.ownDeadLetters || stopped) return 0
+    try {
+      return definition.ownDeadLetters.count(client)
+    } catch (error) {
+      log.error("counting the connector's own dead letters failed", { error: (error as Error).message })
+      return 0
+    }
+  }
   const health = (): RuntimeHealth => {
     const counts = store.isOpen ? store.counts() : { queued: 0, deadLetters: 0 }
     return {
@@ -532,7 +586,7 @@ export const startConnector = async <S extends SettingsSchema, C>(
       paused: common.paused,
       queued: counts.queued,
       inFlight: busy.size,
-      deadLetters: counts.deadLetters,
+      deadLetters: counts.deadLetters + ownDeadLetters(),
       ...stats,
     }
   }
@@ -850,7 +904,7 @@ export const startConnector = async <S extends SettingsSchema, C>(
     dataDir: common.dataDir,
     events: common.routing.events,
     queued: counts.queued,
-    deadLetters: counts.deadLetters,
+    deadLetters: counts.deadLetters + ownDeadLetters(),
     paused: common.paused,
   })
   if (!common.paused) schedule(0)
@@ -1009,6 +1063,8 @@ export const runConnectorCli = async (
             failedAt: new Date(d.failedAt).toISOString(),
           })
         }
+        for (const d of definition.ownDeadLetters?.list(common.dataDir) ?? [])
+          out({ ...d, failedAt: new Date(d.failedAt).toISOString() })
       } finally {
         store.close()
       }
@@ -1021,8 +1077,12 @@ export const runConnectorCli = async (
       const store = new Store(common.dataDir)
       try {
         const moved = store.replay(all ? "all" : ids, Date.now())
-        const missing = all ? [] : ids.filter((i) => !moved.some((d) => String(d.id) === i || d.eventId === i))
-        out({ ok: missing.length === 0, replayed: moved.map((d) => d.eventId), missing })
+        const own = definition.ownDeadLetters?.replay(common.dataDir, all ? "all" : ids) ?? []
+        const missing = all
+          ? []
+          : ids.filter((i) => !moved.some((d) => String(d.id) === i || d.eventId === i) && !own.some((d) => d.id === i))
+        // the runtime's by event id, the connector's own by their id
+        out({ ok: missing.length === 0, replayed: [...moved.map((d) => d.eventId), ...own.map((d) => d.id)], missing })
         if (missing.length > 0) process.exitCode = 1
       } finally {
         store.close()

@@ -25,6 +25,8 @@ export {
   dead,
   defineConnector,
   loadConfig,
+  type OwnDeadLetter,
+  type OwnDeadLetters,
   ok,
   type RunningConnector,
   type RuntimeHealth,
