@@ -41,6 +41,11 @@ export interface ServerConfig {
   /** How often the trust worker recomputes every agent for decay and tenure (AGENTGOV_TRUST_SWEEP_INTERVAL_MS, 1 h). */
   readonly trustSweepIntervalMs?: number
   /**
+   * How often the report worker looks for requested reports besides being notified of them (default 5 s); set by
+   * tests only, to show that a request wakes it.
+   */
+  readonly compliancePollMs?: number
+  /**
    * Whether a `worker` instance keeps trust scores (trustWorker.ts); AGENTGOV_TRUST_WORKER=false turns it off
    * (scores then stay as they are until an instance runs it; nothing is lost, the cursor waits).
    */

@@ -445,7 +445,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     ? await startWebhookWorker(runtime, log, {}, instruments)
     : undefined
   const reports: ComplianceWorker | undefined = roles.includes("worker")
-    ? startComplianceWorker(runtime, log)
+    ? await startComplianceWorker(runtime, log, config.compliancePollMs)
     : undefined
   const trust: TrustWorker | undefined =
     roles.includes("worker") && config.trustWorker !== false
