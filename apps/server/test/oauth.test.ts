@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs"
 import { PostgresClient } from "@agentgov/db"
-import { ApiKeyService, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
+import { ApiKeyService, ROLE_SCOPES, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
 import { Schema } from "effect"
 import * as client from "openid-client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -957,7 +957,12 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     const invitations = `/api/v1/workspaces/${t.workspaceId}/invitations`
     const inPerson = await inDashboard(invitations, { email: accounts.miaAlt.email, role: "admin" })
     expect(inPerson.status, JSON.stringify(inPerson.body)).toBe(201)
-    const key = await inDashboard("/api/v1/api-keys", { name: "mia's", type: "workspace", scopes: ["members:write"] })
+    // A key that can invite members: the members scope and every scope of the role it grants.
+    const key = await inDashboard("/api/v1/api-keys", {
+      name: "mia's",
+      type: "workspace",
+      scopes: [...ROLE_SCOPES.member, "members:write"],
+    })
     const withKey = await t.call("POST", invitations, {
       body: { email: "mia.third@example.com", role: "member" },
       key: key.body.data.apiKey,

@@ -158,14 +158,28 @@ export class PeopleService extends Context.Service<
             : Effect.fail(new WorkspaceNotFound({ workspaceId })),
         )
       const inWorkspace = (actor: Actor, workspaceId: string): Actor => ({ ...actor, workspaceId })
-      const requireScope = (actor: Actor, scope: "members:write" | typeof OWNER_SCOPE) =>
+      const requireScope = (actor: Actor, scope: "members:write") =>
         actor.scopes.has(scope)
           ? Effect.void
-          : Effect.fail(
-              scope === OWNER_SCOPE
-                ? ownerOnly()
-                : new PermissionDenied({ message: `this credential lacks the scope ${scope}`, scope }),
+          : Effect.fail(new PermissionDenied({ message: `this credential lacks the scope ${scope}`, scope }))
+
+      /**
+       * A role is granted, or taken away, only by a credential that holds every scope of it: no escalation through
+       * invitations or role changes (a `members:write` key inviting an `admin` would hand out `apikeys:write`), as
+       * none through key creation.
+       */
+      const requireRole = (actor: Actor, role: Role) => {
+        if (role === "owner" && !actor.scopes.has(OWNER_SCOPE)) return Effect.fail(ownerOnly())
+        for (const scope of ROLE_SCOPES[role])
+          if (!actor.scopes.has(scope))
+            return Effect.fail(
+              new PermissionDenied({
+                message: `the role "${role}" holds the scope ${scope}, which this credential lacks`,
+                scope,
+              }),
             )
+        return Effect.void
+      }
 
       const me = Effect.fn("PeopleService.me")(function* (actor: Actor) {
         // An API key is not a person: there is no "me" behind it.
@@ -196,8 +210,9 @@ export class PeopleService extends Context.Service<
       })
 
       /**
-       * Locks the member and the owners; refuses taking the owner role without OWNER_SCOPE, and taking it
-       * from the last owner.
+       * Locks the member and the owners; refuses changing or removing a member unless the credential could grant
+       * both their role and the new one (`requireRole`: the owner role needs OWNER_SCOPE), and taking the owner
+       * role from the last owner.
        */
       const changeable = (actor: Actor, workspaceId: string, userId: string, next: Role | null) =>
         Effect.gen(function* () {
@@ -207,8 +222,10 @@ export class PeopleService extends Context.Service<
           const self = leavesInPerson(actor, userId)
           // Leaving is one's own right; changing others needs members:write.
           if (!(self && next === null)) yield* requireScope(actor, "members:write")
-          const touchesOwner = member.role === "owner" || next === "owner"
-          if (touchesOwner && next !== member.role && !(self && next === null)) yield* requireScope(actor, OWNER_SCOPE)
+          if (next !== member.role && !(self && next === null)) {
+            yield* requireRole(actor, member.role)
+            if (next !== null) yield* requireRole(actor, next)
+          }
           if (member.role === "owner" && next !== "owner" && owners <= 1) return yield* lastOwner()
           return member
         })
@@ -275,7 +292,7 @@ export class PeopleService extends Context.Service<
       ) {
         const workspace = yield* workspaceFor(actor, workspaceId)
         yield* requireScope(actor, "members:write")
-        if (input.role === "owner") yield* requireScope(actor, OWNER_SCOPE)
+        yield* requireRole(actor, input.role)
         const settings = yield* PeopleSettings
         const { secret, hash } = mintSecret(INVITATION_PREFIX)
         const now = yield* Clock.currentTimeMillis

@@ -184,6 +184,51 @@ describe("memberships and invitations", () => {
     expect(members.data.map((m) => [m.email, m.role])).toEqual([["erin@example.com", "owner"]])
   })
 
+  it("a credential grants, changes or removes only roles whose every scope it holds (no escalation by invitation)", async () => {
+    const ws = await newWorkspace("escalation")
+    const ownerUser = await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))
+    const owner = await actorOf(ownerUser.id, ws.id)
+    const admin = await join(owner, ws.id, "gina@example.com", "admin")
+    const member = await join(owner, ws.id, "hal@example.com", "member")
+    // A workspace key (or an app's grant) holding only the members scopes.
+    const membersKey: Actor = {
+      ...owner,
+      credential: { type: "api_key", id: "key_members_only" },
+      userId: undefined,
+      scopes: new Set(["members:read", "members:write"]),
+    } as Actor
+    for (const role of ["admin", "member"] as const) {
+      const refused = await t.failure(
+        people((s) => s.invite(membersKey, ws.id, { email: `esc-${role}@example.com`, role })),
+      )
+      expect(refused, role).toMatchObject({ _tag: "PermissionDenied" })
+      expect(String((refused as { message: string }).message)).toContain(`the role "${role}" holds the scope`)
+    }
+    // The viewer role is all reads: a key that reads the workspace could grant it.
+    const reader: Actor = { ...membersKey, scopes: new Set([...ROLE_SCOPES.viewer, "members:write"]) } as Actor
+    await t.run(people((s) => s.invite(reader, ws.id, { email: "esc-viewer@example.com", role: "viewer" })))
+    expect(await t.failure(people((s) => s.updateMember(membersKey, ws.id, member.userId!, "admin")))).toMatchObject({
+      _tag: "PermissionDenied",
+    })
+    // Nor can it demote or remove an admin, whose role it could not grant.
+    expect(await t.failure(people((s) => s.updateMember(reader, ws.id, admin.userId!, "viewer")))).toMatchObject({
+      _tag: "PermissionDenied",
+    })
+    expect(await t.failure(people((s) => s.removeMember(reader, ws.id, admin.userId!)))).toMatchObject({
+      _tag: "PermissionDenied",
+    })
+    const invited = await t.run(people((s) => s.listInvitations(owner, ws.id, {})))
+    expect(invited.data.filter((i) => i.status === "pending").map((i) => i.email)).toEqual(["esc-viewer@example.com"])
+    const members = await t.run(people((s) => s.listMembers(owner, ws.id, {})))
+    expect(Object.fromEntries(members.data.map((m) => [m.email, m.role]))).toMatchObject({
+      "gina@example.com": "admin",
+      "hal@example.com": "member",
+    })
+    expect(members.data).toHaveLength(3)
+    // An admin holds every scope of the admin role: inviting one is its right.
+    await t.run(people((s) => s.invite(admin, ws.id, { email: "esc-admin2@example.com", role: "admin" })))
+  })
+
   it("two owners leaving, or demoting each other, at once: one succeeds and the workspace keeps an owner", async () => {
     const ws = await newWorkspace("racing owners")
     const first = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))).id, ws.id)
