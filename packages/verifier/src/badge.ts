@@ -14,6 +14,9 @@ export type BadgeTier = (typeof BADGE_TIERS)[number]
 /** The fields of the badge's JSON, each also in the signed payload. */
 export const BADGE_FIELDS = ["agentId", "agentName", "tier", "score", "issuedAt", "expiresAt", "issuer"] as const
 
+/** What a badge's JSON holds: the signed fields, the certifications (also signed) and the signature. */
+const SHOWN_FIELDS: ReadonlySet<string> = new Set([...BADGE_FIELDS, "certifications", "signature"])
+
 export type BadgeFailure = "malformed" | "unknown_key" | "bad_signature" | "expired" | "other_agent"
 
 /** A presented badge taken apart, before any check. */
@@ -116,11 +119,13 @@ export const checkBadge = (
     good = false
   }
   if (!good) return { valid: false, reason: "bad_signature", claims }
-  // JSON whose fields say other than what was signed was altered: the signature does not cover them.
+  // JSON whose fields say other than what was signed was altered: the signature does not cover them. So does JSON
+  // with a field a badge does not have ("verifiedBy": "…"): a valid answer would vouch for it too.
   const shown = parsed.shown
   if (
     shown !== undefined &&
-    (BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]) ||
+    (Object.keys(shown).some((k) => !SHOWN_FIELDS.has(k)) ||
+      BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]) ||
       ("certifications" in shown && JSON.stringify(shown.certifications) !== JSON.stringify(claims.certifications)))
   )
     return { valid: false, reason: "bad_signature", claims }
