@@ -368,7 +368,7 @@ export const makeMetricsHandler = (metrics: Metrics, token: string | undefined) 
   const expected = token === undefined ? undefined : digest(token)
   return async (req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> => {
     if (req.method !== "GET" && req.method !== "HEAD") {
-      res.writeHead(405, { allow: "GET", "content-type": "application/json", "x-request-id": requestId })
+      res.writeHead(405, { allow: "GET, HEAD", "content-type": "application/json", "x-request-id": requestId })
       return void res.end(
         JSON.stringify({
           ok: false,

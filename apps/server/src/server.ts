@@ -332,7 +332,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
   const refusedUnlessGet = (req: IncomingMessage, res: ServerResponse, path: string, requestId: string) => {
     if (req.method === "GET" || req.method === "HEAD") return false
     sendError(res, new ApiError(405, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}`), requestId, {
-      allow: "GET",
+      allow: "GET, HEAD",
     })
     return true
   }

@@ -73,14 +73,14 @@ describe("envelope", () => {
 
 describe("405 Method Not Allowed", () => {
   it.each([
-    ["PUT", "/api/v1/agents", ["GET", "POST"]],
-    ["DELETE", "/api/v1/agents", ["GET", "POST"]],
-    ["PUT", "/api/v1/agents/agt_x", ["DELETE", "GET", "PATCH"]],
-    ["POST", "/api/v1/agents/agt_x", ["DELETE", "GET", "PATCH"]],
-    ["PATCH", "/api/v1/api-keys", ["GET", "POST"]],
+    ["PUT", "/api/v1/agents", ["GET", "HEAD", "POST"]],
+    ["DELETE", "/api/v1/agents", ["GET", "HEAD", "POST"]],
+    ["PUT", "/api/v1/agents/agt_x", ["DELETE", "GET", "HEAD", "PATCH"]],
+    ["POST", "/api/v1/agents/agt_x", ["DELETE", "GET", "HEAD", "PATCH"]],
+    ["PATCH", "/api/v1/api-keys", ["GET", "HEAD", "POST"]],
     ["GET", "/api/v1/api-keys/key_x/rotate", ["POST"]],
-    ["DELETE", "/v1/agents/agt_x/versions", ["GET", "POST"]],
-    ["POST", "/api/v1/openapi.json", ["GET"]],
+    ["DELETE", "/v1/agents/agt_x/versions", ["GET", "HEAD", "POST"]],
+    ["POST", "/api/v1/openapi.json", ["GET", "HEAD"]],
   ])("%s %s answers 405 with Allow", async (method, path, allowed) => {
     const res = await t.call(method, path, { body: method === "GET" ? undefined : {} })
     expectError(res, 405, "METHOD_NOT_ALLOWED")
@@ -90,6 +90,42 @@ describe("405 Method Not Allowed", () => {
       .filter(Boolean)
     expect(allow.sort()).toEqual(allowed)
     expect(res.headers.get("x-request-id")).toMatch(/^req_/)
+  })
+})
+
+describe("HEAD", () => {
+  it("answers a GET route's HEAD as its GET, headers and no body, and counts nothing twice", async () => {
+    const get = await fetch(`${t.url}/api/v1/agents?limit=1`, { headers: { authorization: `Bearer ${t.key}` } })
+    const getBody = await get.text()
+    const head = await fetch(`${t.url}/api/v1/agents?limit=1`, {
+      method: "HEAD",
+      headers: { authorization: `Bearer ${t.key}` },
+    })
+    expect(head.status).toBe(200)
+    expect(await head.text()).toBe("")
+    expect(head.headers.get("content-type")).toBe(get.headers.get("content-type"))
+    expect(head.headers.get("content-length")).toBe(String(Buffer.byteLength(getBody)))
+    expect(head.headers.get("x-ratelimit-limit")).toBe(get.headers.get("x-ratelimit-limit"))
+    // Without a credential, the same 401 as GET's (its body left out).
+    const anonymous = await fetch(`${t.url}/api/v1/agents`, { method: "HEAD" })
+    expect(anonymous.status).toBe(401)
+  })
+})
+
+describe("empty query parameters", () => {
+  it.each([
+    "/api/v1/approvals?status=",
+    "/api/v1/enforcement?status=",
+    "/api/v1/enforcement?agentId=",
+    "/api/v1/events?agentId=",
+    "/api/v1/events?type=",
+    "/api/v1/events?type=,",
+    "/api/v1/agents?limit=",
+  ])("%s is a 400 naming the parameter, not a filter that means all or nothing", async (path) => {
+    const res = await t.call("GET", path)
+    const name = path.split("?")[1]!.split("=")[0]!
+    expectError(res, 400, "BAD_REQUEST", name)
+    expect(res.body.error.message).toContain("is empty")
   })
 })
 
@@ -543,7 +579,7 @@ describe("bytes and values that would be stored as something never sent", () => 
     for (const path of ["/healthz", "/readyz"]) {
       const res = await fetch(`${t.url}${path}`, { method: "POST", body: "x" })
       expectError({ status: res.status, headers: res.headers, body: await res.json() }, 405, "METHOD_NOT_ALLOWED")
-      expect(res.headers.get("allow")).toBe("GET")
+      expect(res.headers.get("allow")).toBe("GET, HEAD")
       expect((await fetch(`${t.url}${path}`)).status).toBe(200)
     }
   })

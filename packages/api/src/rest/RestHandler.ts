@@ -40,6 +40,10 @@ const CHARSET = /;\s*charset\s*=\s*("?[^;\s]*"?)/i
 const badRequest = (message: string, field?: string, issue?: string) =>
   new ApiError(400, "BAD_REQUEST", message, field ? { field, issue: issue ?? message } : undefined)
 
+/** `?status=` from an unset variable: no filter, every filter or none would each be a guess (D2: a 400). */
+const emptyParameter = (name: string) =>
+  badRequest(`query parameter "${name}" is empty: give a value or leave it out`, name, "is empty")
+
 /** Query string → input fields, coerced by the JSON type each field declares. */
 const makeQueryDecoder = (op: Operation) => {
   const types = propertyTypes(op.input)
@@ -50,12 +54,15 @@ const makeQueryDecoder = (op: Operation) => {
       const type = types[name]
       if (type === undefined) return badRequest(`unknown query parameter "${name}"`, name, "unknown parameter")
       if (type === "array") {
-        out[name] = values.flatMap((v) => v.split(",")).filter((v) => v !== "")
+        const items = values.flatMap((v) => v.split(",")).filter((v) => v !== "")
+        if (items.length === 0) return emptyParameter(name)
+        out[name] = items
         continue
       }
       if (values.length > 1)
         return badRequest(`query parameter "${name}" given more than once`, name, "given more than once")
       const raw = values[0]!
+      if (raw === "") return emptyParameter(name)
       if (type === "integer" || type === "number") {
         out[name] = /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw
       } else if (type === "boolean") {
@@ -115,7 +122,8 @@ export const makeRestHandler = (options: RestOptions) => {
         { allow: "GET" },
       )
     }
-    const match = route(method, path)
+    // HEAD is GET without the body (RFC 9110 9.3.2): node:http leaves the body out of a HEAD's answer itself.
+    const match = route(method === "HEAD" ? "GET" : method, path)
     if (match.kind === "none")
       return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${url.pathname}`), requestId)
     if (match.kind === "method") {

@@ -43,7 +43,11 @@ export const makeRouter = (operations: ReadonlyArray<Operation>) => {
       const m = route.pattern.exec(path)
       if (!m) continue
       const op = route.byMethod.get(method as HttpMethod)
-      if (!op) return { kind: "method", allow: [...route.byMethod.keys()] }
+      if (!op) {
+        const allow: Array<string> = [...route.byMethod.keys()]
+        if (route.byMethod.has("GET")) allow.push("HEAD")
+        return { kind: "method", allow }
+      }
       const params: Record<string, string> = {}
       for (const [i, name] of route.params.entries()) {
         let value: string
