@@ -25,6 +25,8 @@ export interface ErrorDetails {
  * - `INVALID_RESPONSE`: the answer was not the JSON envelope the API always sends (a proxy's
  *   error page, a truncated body).
  * - `APPROVAL_WAIT_TIMEOUT`: `waitForApproval` gave up after its `timeoutMs`.
+ * - `INVALID_REQUEST`: the request could not be built (its body did not encode as JSON), so
+ *   nothing was sent; reported for an event batch whose `data` was changed after `track()`.
  *
  * @example
  * ```ts
@@ -34,7 +36,12 @@ export interface ErrorDetails {
  * const isTransient = (e: unknown) => e instanceof AgentGovError && (transient as string[]).includes(e.code)
  * ```
  */
-export type ClientErrorCode = "NETWORK_ERROR" | "TIMEOUT" | "INVALID_RESPONSE" | "APPROVAL_WAIT_TIMEOUT"
+export type ClientErrorCode =
+  | "NETWORK_ERROR"
+  | "TIMEOUT"
+  | "INVALID_RESPONSE"
+  | "APPROVAL_WAIT_TIMEOUT"
+  | "INVALID_REQUEST"
 
 /**
  * What {@link AgentGovError}'s constructor takes.

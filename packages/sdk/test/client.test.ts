@@ -105,6 +105,12 @@ describe("pagination", () => {
     for await (const page of client.agents.list({ label, limit: 3 }).pages()) pages.push(page.data.length)
     expect(pages).toEqual([3, 3, 1])
   })
+
+  it("sends an empty list filter as no filter (the API refuses an empty query value)", async () => {
+    const all = await client.events.list({ limit: 2 }).page()
+    const unfiltered = await client.events.list({ type: [], limit: 2 }).page()
+    expect(unfiltered.data.map((e) => e.id)).toEqual(all.data.map((e) => e.id))
+  })
 })
 
 describe("retries", () => {

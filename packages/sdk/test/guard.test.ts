@@ -183,6 +183,25 @@ describe("unavailable service", () => {
     await proxy.close()
   }, 10_000)
 
+  it("retries a failed token exchange by the guard's own rules; the exchange itself makes one attempt", async () => {
+    const bot = await admin.agents.create({ name: unique("token-503") })
+    const proxy = await startProxy(t.url, (r) => (r.path === "/api/v1/tokens" ? { status: 503 } : "pass"))
+    const runtime = clientFor(proxy.url, t.key).agent({
+      agentId: bot.id,
+      guardMaxRetries: 1,
+      flushIntervalMs: 60_000,
+      onDrop: () => {},
+    })
+    const decision = await runtime.guard("x.token")
+    expect(decision).toMatchObject({ decision: "deny", allowed: false, eventId: null })
+    expect("error" in decision && decision.error.code).toBe("SERVICE_UNAVAILABLE")
+    // One exchange per guard attempt (1 + guardMaxRetries), none retried behind the guard's back.
+    expect(proxy.requests.filter((r) => r.path === "/api/v1/tokens")).toHaveLength(2)
+    expect(proxy.requests.filter((r) => r.path === "/v1/guard")).toHaveLength(0)
+    await runtime.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  })
+
   it("does not turn refusals into decisions: a revoked key rejects", async () => {
     const key = await admin.apiKeys.create({ name: "short", type: "workspace", scopes: ["guard:evaluate"] })
     await admin.apiKeys.revoke(key.id)

@@ -1,6 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import type { AgentGov, DroppedEvents } from "../src/index.ts"
-import { clientFor, closedPort, type ProxiedRequest, startProxy, startTestServer, type TestServer } from "./helpers.ts"
+import {
+  clientFor,
+  closedPort,
+  type ProxiedRequest,
+  recordingFetch,
+  startProxy,
+  startTestServer,
+  type TestServer,
+} from "./helpers.ts"
 
 /**
  * `track()` against a real server, also through a proxy that fails requests before and after
@@ -98,6 +106,37 @@ describe("batching", () => {
     expect(() => agent.track({ type: "a.b", data: [] as never })).toThrow(TypeError)
     expect(agent.stats.queued).toBe(0)
   })
+
+  it("throws a TypeError for data that does not encode as JSON, or encodes over 32 KiB, at the call", async () => {
+    const agent = clientFor(t.url, t.key).agent({ flushIntervalMs: 60_000 })
+    const type = freshType()
+    const cycle: Record<string, unknown> = { i: 0 }
+    cycle.self = cycle
+    expect(() => agent.track({ type, data: { rowId: 12345678901234567890n } })).toThrow(TypeError)
+    expect(() => agent.track({ type, data: cycle })).toThrow(TypeError)
+    // 32 KiB encoded is the limit, counted in UTF-8 bytes: `{"s":"…"}` is 8 bytes more than its string.
+    expect(() => agent.track({ type, data: { s: "x".repeat(32 * 1024 - 7) } })).toThrow(TypeError)
+    expect(() => agent.track({ type, data: { s: "é".repeat(16 * 1024) } })).toThrow(TypeError)
+    expect(agent.stats.queued).toBe(0)
+    // Right at the limit it is accepted, and the service takes it.
+    expect(agent.track({ type, data: { i: 0, s: "x".repeat(32 * 1024 - 14) } })).toBe(true)
+    expect(agent.track({ type, data: { i: 1 } })).toBe(true)
+    await agent.shutdown()
+    expect(agent.stats).toMatchObject({ sent: 2, dropped: 0 })
+    await expectExactlyOnceInOrder(type, 2)
+  })
+
+  it("throws a TypeError for a type in the system's namespaces, not for the events an agent reports", async () => {
+    const agent = clientFor(t.url, t.key).agent({ onDrop: () => {} })
+    for (const type of ["agent.heartbeat", "approval.reminder_sent", "policy.evaluated", "mcp.custom.thing"]) {
+      expect(() => agent.track({ type, data: {} }), type).toThrow(TypeError)
+    }
+    expect(agent.stats.queued).toBe(0)
+    // The MCP gateway's events are reported under an agent key: track() leaves those to the service.
+    expect(agent.track({ type: "mcp.tool.called", data: {} })).toBe(true)
+    expect(agent.track({ type: "agents.custom", data: {} })).toBe(true)
+    await agent.shutdown({ timeoutMs: 5_000 })
+  })
 })
 
 describe("failures", () => {
@@ -143,7 +182,9 @@ describe("failures", () => {
     // Five failures in a row outlast one request's 3 attempts; the queue tries again with the same key.
     let failures = 5
     const proxy = await startProxy(t.url, (r) =>
-      r.path === "/api/v1/events/ingest" && failures-- > 0 ? { afterForward: 503 } : "pass",
+      r.path === "/api/v1/events/ingest" && failures-- > 0
+        ? { afterForward: 503, headers: { "retry-after": "0" } }
+        : "pass",
     )
     const errors: Array<string> = []
     const agent = clientFor(proxy.url, t.key).agent({ onError: (e) => errors.push(e.code) })
@@ -153,10 +194,96 @@ describe("failures", () => {
     const calls = ingests(proxy.requests)
     expect(calls).toHaveLength(6)
     expect(new Set(calls.map((r) => r.idempotencyKey)).size).toBe(1)
-    expect(errors.length).toBeGreaterThanOrEqual(1)
+    expect(errors).toEqual(Array(5).fill("SERVICE_UNAVAILABLE"))
     await expectExactlyOnceInOrder(type, 10)
     await agent.shutdown()
     await proxy.close()
+  })
+
+  it("tells onError and stats.failedAttempts about every failed attempt: the queue owns the retries", async () => {
+    let failures = 2
+    const proxy = await startProxy(t.url, (r) =>
+      r.path === "/api/v1/events/ingest" && failures-- > 0 ? { status: 503, headers: { "retry-after": "0" } } : "pass",
+    )
+    const errors: Array<string> = []
+    const agent = clientFor(proxy.url, t.key).agent({ flushIntervalMs: 60_000, onError: (e) => errors.push(e.code) })
+    const type = freshType()
+    track(agent, type, 3)
+    await agent.flush()
+    const calls = ingests(proxy.requests)
+    expect(calls.map((r) => r.status)).toEqual([503, 503, 201])
+    expect(new Set(calls.map((r) => r.idempotencyKey)).size).toBe(1)
+    expect(errors).toEqual(["SERVICE_UNAVAILABLE", "SERVICE_UNAVAILABLE"])
+    expect(agent.stats).toMatchObject({ sent: 3, dropped: 0, batches: 1, failedAttempts: 2 })
+    await expectExactlyOnceInOrder(type, 3)
+    await agent.shutdown()
+    await proxy.close()
+  })
+
+  it("splits a batch over the service's own body limit (413) until the parts fit, losing nothing", async () => {
+    // This server takes bodies up to 64 KiB (the tests' setting; an operator's AGENTGOV_MAX_BODY_BYTES),
+    // and answers a larger one while it is still being sent: no proxy in between.
+    const recorded = recordingFetch()
+    const dropped: Array<DroppedEvents> = []
+    const agent = clientFor(t.url, t.key, { fetch: recorded.fetch }).agent({
+      flushIntervalMs: 60_000,
+      onDrop: (d) => dropped.push(d),
+    })
+    const type = freshType()
+    for (let i = 0; i < 10; i++) agent.track({ type, data: { i, blob: "x".repeat(20 * 1024) } })
+    await agent.flush()
+    const calls = recorded.calls.filter((c) => c.path === "/api/v1/events/ingest")
+    expect(calls[0]!.status).toBe(413)
+    expect(calls.filter((c) => c.status === 201).length).toBeGreaterThan(1)
+    expect(dropped).toEqual([])
+    await expectExactlyOnceInOrder(type, 10)
+    await agent.shutdown()
+  })
+
+  it("drops a batch that no longer encodes when sent (data changed after track()), and sends the next", async () => {
+    const dropped: Array<DroppedEvents> = []
+    const errors: Array<string> = []
+    const agent = clientFor(t.url, t.key).agent({
+      maxBatchSize: 1,
+      flushIntervalMs: 60_000,
+      onDrop: (d) => dropped.push(d),
+      onError: (e) => errors.push(e.code),
+    })
+    const type = freshType()
+    const data: Record<string, unknown> = { i: 0 }
+    agent.track({ type, data })
+    data.rowId = 1n // valid at track(), a BigInt by the time it is sent
+    agent.track({ type, data: { i: 1 } })
+    // Not a network error retried forever: one attempt, dropped as rejected, and the queue goes on.
+    await agent.flush()
+    expect(dropped).toHaveLength(1)
+    expect(dropped[0]).toMatchObject({ reason: "rejected", events: [{ type, data: { i: 0 } }] })
+    expect(dropped[0]!.error).toMatchObject({ status: 0, code: "INVALID_REQUEST" })
+    expect(errors).toEqual(["INVALID_REQUEST"])
+    expect(agent.stats).toMatchObject({ sent: 1, dropped: 1, failedAttempts: 1 })
+    expect((await stored(type)).map((e) => e.data.i)).toEqual([1])
+    await agent.shutdown()
+  })
+
+  it("drops only the event a 403 names (another agent's id under an agent key), and sends the rest", async () => {
+    const [mine, other] = await Promise.all([
+      admin.agents.create({ name: `track-own-${Date.now()}` }),
+      admin.agents.create({ name: `track-other-${Date.now()}` }),
+    ])
+    const key = await admin.apiKeys.create({ name: "agent", type: "agent", agentId: mine.id, scopes: ["events:write"] })
+    const dropped: Array<DroppedEvents> = []
+    const agent = clientFor(t.url, key.apiKey).agent({ flushIntervalMs: 60_000, onDrop: (d) => dropped.push(d) })
+    const type = freshType()
+    track(agent, type, 4)
+    agent.track({ type, data: { i: 99 }, agentId: other.id })
+    track(agent, type, 4, 4)
+    await agent.flush()
+    await expectExactlyOnceInOrder(type, 8)
+    expect(dropped).toHaveLength(1)
+    expect(dropped[0]).toMatchObject({ reason: "rejected", events: [{ data: { i: 99 }, agentId: other.id }] })
+    expect(dropped[0]!.error).toMatchObject({ status: 403, details: { field: "events[4].agentId" } })
+    expect(agent.stats).toMatchObject({ sent: 8, dropped: 1 })
+    await agent.shutdown()
   })
 
   it("drops an event the server refuses, sends the rest, and says so", async () => {
@@ -164,13 +291,13 @@ describe("failures", () => {
     const agent = clientFor(t.url, t.key).agent({ onDrop: (d) => dropped.push(d) })
     const type = freshType()
     agent.track({ type, data: { i: 0 } })
-    agent.track({ type: "agent.registered", data: { i: 99 } }) // a system name: clients cannot ingest it
+    agent.track({ type, data: { i: 99 }, occurredAt: "yesterday" }) // not a timestamp: only the service checks it
     agent.track({ type, data: { i: 1 } })
     await agent.flush()
     await expectExactlyOnceInOrder(type, 2)
     expect(dropped).toHaveLength(1)
-    expect(dropped[0]).toMatchObject({ reason: "rejected", events: [{ type: "agent.registered" }] })
-    expect(dropped[0]!.error).toMatchObject({ status: 422, details: { field: "events[1].type" } })
+    expect(dropped[0]).toMatchObject({ reason: "rejected", events: [{ occurredAt: "yesterday" }] })
+    expect(dropped[0]!.error).toMatchObject({ status: 422, details: { field: "events[1].occurredAt" } })
     expect(agent.stats).toMatchObject({ sent: 2, dropped: 1 })
     await agent.shutdown()
   })
@@ -214,5 +341,44 @@ describe("shutdown and bounds", () => {
     expect(stats).toMatchObject({ queued: 0, inFlight: 0, sent: 0, dropped: 15 })
     const atShutdown = dropped.filter((d) => d.reason === "shutdown").flatMap((d) => d.events.map((e) => e.data.i))
     expect(atShutdown.sort((a, b) => Number(a) - Number(b))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+  })
+
+  it("aborts an SDK-token exchange still in flight when shutdown() gives up, so nothing outlives it", async () => {
+    // The service takes connections and never answers the exchange.
+    const proxy = await startProxy(t.url, (r) => (r.path === "/api/v1/tokens" ? "hang" : "pass"))
+    const exchanges: Array<AbortSignal> = []
+    const client = clientFor(proxy.url, t.key, {
+      fetch: (input, init) => {
+        if (new URL(String(input)).pathname === "/api/v1/tokens") exchanges.push(init!.signal!)
+        return fetch(input, init)
+      },
+    })
+    const dropped: Array<DroppedEvents> = []
+    const agent = client.agent({ onDrop: (d) => dropped.push(d) })
+    agent.track({ type: freshType(), data: { i: 0 } })
+    const stats = await agent.shutdown({ timeoutMs: 200 })
+    expect(stats).toMatchObject({ queued: 0, inFlight: 0, sent: 0, dropped: 1 })
+    expect(dropped.map((d) => d.reason)).toEqual(["shutdown"])
+    // One attempt, and it is aborted by the time shutdown() resolves: no socket or timer of it is left.
+    expect(exchanges).toHaveLength(1)
+    expect(exchanges[0]!.aborted).toBe(true)
+    expect(proxy.requests.filter((r) => r.path === "/api/v1/tokens")).toHaveLength(1)
+    await proxy.close()
+  })
+
+  it("the default drop warning counts every drop: what it held back is told at shutdown()", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {})
+    try {
+      const agent = clientFor(t.url, t.key).agent({ maxQueueSize: 1, flushIntervalMs: 60_000 })
+      const type = freshType()
+      expect([0, 1, 2].map((i) => agent.track({ type, data: { i } }))).toEqual([true, false, false])
+      const stats = await agent.shutdown()
+      expect(stats).toMatchObject({ sent: 1, dropped: 2 })
+      const lines = warn.mock.calls.map((c) => String(c[0])).filter((l) => l.startsWith("@agentgov/sdk: dropped"))
+      const told = lines.map((l) => Number(/dropped (\d+)/.exec(l)![1])).reduce((a, b) => a + b, 0)
+      expect(told).toBe(2)
+    } finally {
+      warn.mockRestore()
+    }
   })
 })

@@ -126,7 +126,8 @@ const encodeQuery = (query: Readonly<Record<string, unknown>> | undefined): stri
   if (!query) return ""
   const params = new URLSearchParams()
   for (const [name, value] of Object.entries(query)) {
-    if (value === undefined || value === null) continue
+    // An empty list is no filter, as an absent one: the API refuses an empty query value (400).
+    if (value === undefined || value === null || (Array.isArray(value) && value.length === 0)) continue
     // Lists are sent comma-separated, which every list filter of the API accepts.
     params.append(name, Array.isArray(value) ? value.join(",") : String(value))
   }
@@ -192,12 +193,14 @@ export class HttpClient {
 
   constructor(config: HttpClientConfig) {
     this.config = config
-    this.tokens = new TokenManager((signal) =>
+    this.tokens = new TokenManager((signal, timeoutMs) =>
       this.request<{ token: string; expiresAt: string }>(
         // Minting a token changes nothing, so it is safe to repeat without a key; a key would
         // only make the service keep the token (a credential) in its replay store.
         { method: "POST", path: "/tokens", replaySafe: true, autoIdempotencyKey: false },
-        { signal },
+        // One attempt within the time-out of the call that needs the token: that call retries it by
+        // its own rules, so the exchange never goes on (30 s and retries) after its callers gave up.
+        { signal, maxRetries: 0, timeoutMs: Math.min(timeoutMs ?? config.timeoutMs, config.timeoutMs) },
       ).then((r) => r.data),
     )
   }
@@ -206,7 +209,8 @@ export class HttpClient {
    * A token, waited for no longer than one attempt of the request that needs it: an exchange that hangs
    * or is told to wait (429 with a long Retry-After) goes on for the next caller, but this call's own
    * limits hold (the guard's few seconds, not the client's 30 s and its retries). Past them, a TIMEOUT
-   * error, retried or not as the request's own rules say.
+   * error, retried or not as the request's own rules say. An exchange this call starts has the same
+   * time-out and makes one attempt.
    */
   private async tokenWithin(timeoutMs: number, signal: AbortSignal | undefined): Promise<string> {
     // The usual case, a token held: no timer for a wait that does not happen.
@@ -214,7 +218,7 @@ export class HttpClient {
     if (ready !== undefined) return ready
     const deadline = AbortSignal.timeout(timeoutMs)
     try {
-      return await this.tokens.get(signal ? AbortSignal.any([signal, deadline]) : deadline)
+      return await this.tokens.get(signal ? AbortSignal.any([signal, deadline]) : deadline, timeoutMs)
     } catch (cause) {
       signal?.throwIfAborted()
       if (deadline.aborted) throw transportError(cause, true, timeoutMs)
@@ -249,7 +253,16 @@ export class HttpClient {
       signal?.throwIfAborted()
       let token: string | undefined
       if (spec.auth === "token") {
-        token = await this.tokenWithin(timeoutMs, signal)
+        try {
+          token = await this.tokenWithin(timeoutMs, signal)
+        } catch (cause) {
+          signal?.throwIfAborted()
+          // The exchange makes one attempt; this request retries it as its own attempt (nothing of
+          // the request itself was sent, so it is safe whatever the method).
+          if (!(cause instanceof AgentGovError) || attempt > maxRetries || !isRetryable(cause, true)) throw cause
+          await this.waitToRetry(cause, attempt, maxRetryAfterMs, signal)
+          continue
+        }
         headers.authorization = `Bearer ${token}`
       } else {
         headers.authorization = `Bearer ${config.apiKey}`
@@ -266,13 +279,23 @@ export class HttpClient {
         continue
       }
       if (attempt > maxRetries || !isRetryable(error, replaySafe)) throw error
-      const honoured = error.retryAfter !== undefined && (error.status === 429 || error.status === 503)
-      const delay = honoured
-        ? error.retryAfter! * 1000
-        : backoffMs(attempt, config.retryInitialDelayMs, config.retryMaxDelayMs)
-      if (honoured && delay > maxRetryAfterMs) throw error
-      await sleep(delay, signal)
+      await this.waitToRetry(error, attempt, maxRetryAfterMs, signal)
     }
+  }
+
+  /** The wait before the next attempt: `Retry-After` (429, 503) up to `maxRetryAfterMs` (beyond it, `error` is thrown), else backoff. */
+  private async waitToRetry(
+    error: AgentGovError,
+    attempt: number,
+    maxRetryAfterMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const honoured = error.retryAfter !== undefined && (error.status === 429 || error.status === 503)
+    const delay = honoured
+      ? error.retryAfter! * 1000
+      : backoffMs(attempt, this.config.retryInitialDelayMs, this.config.retryMaxDelayMs)
+    if (honoured && delay > maxRetryAfterMs) throw error
+    await sleep(delay, signal)
   }
 
   /**

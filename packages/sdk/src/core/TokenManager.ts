@@ -33,6 +33,12 @@ export const decodeClaims = (token: string): TokenClaims => {
 
 const now = () => performance.now()
 
+/** Sends one exchange (`POST /tokens`); `timeoutMs` undefined: the client's time-out. */
+export type Exchange = (
+  signal: AbortSignal,
+  timeoutMs: number | undefined,
+) => Promise<{ token: string; expiresAt: string }>
+
 /**
  * Holds the SDK token exchanged for the API key (`POST /tokens`) and keeps it fresh.
  *
@@ -44,17 +50,39 @@ const now = () => performance.now()
  * - from 75 % of the lifetime, the next call starts one refresh in the background and keeps
  *   using the current token (calls never wait for a refresh they do not need);
  * - from lifetime − min(30 s, 10 %), the token is not sent again: calls wait for the refresh;
- * - refreshes are single-flight: concurrent callers share one exchange.
+ * - refreshes are single-flight: concurrent callers share one exchange;
+ * - an exchange makes one attempt, within the time-out of the call that started it (its callers
+ *   retry by their own rules), and `cancel()` aborts it: nothing of it outlives its callers.
  */
 export class TokenManager {
   private held: Held | undefined
   private inflight: Promise<Held> | undefined
-  private readonly exchange: (signal?: AbortSignal) => Promise<{ token: string; expiresAt: string }>
+  /** Aborts the exchange in flight. */
+  private controller: AbortController | undefined
+  private readonly exchange: Exchange
+  /** Agent runtimes using the tokens (retain/release). */
+  private users = 0
   /** How many exchanges were sent (observability and tests). */
   exchanges = 0
 
-  constructor(exchange: (signal?: AbortSignal) => Promise<{ token: string; expiresAt: string }>) {
+  constructor(exchange: Exchange) {
     this.exchange = exchange
+  }
+
+  /** A runtime starts using the tokens. */
+  retain(): void {
+    this.users++
+  }
+
+  /** A runtime is done (shut down); when none is left, an exchange in flight is aborted. */
+  release(): void {
+    this.users = Math.max(0, this.users - 1)
+    if (this.users === 0) this.cancel()
+  }
+
+  /** Aborts the exchange in flight, if any: its waiters reject, and the next call exchanges anew. */
+  cancel(): void {
+    this.controller?.abort()
   }
 
   /** The held token when it is safe to send now (starting a due background refresh), else undefined. */
@@ -68,11 +96,14 @@ export class TokenManager {
     return held.token
   }
 
-  /** A token that is safe to send now. */
-  async get(signal?: AbortSignal): Promise<string> {
+  /**
+   * A token that is safe to send now. `timeoutMs`: the time-out of an exchange this call starts
+   * (the caller's own per-attempt time-out); default the client's.
+   */
+  async get(signal?: AbortSignal, timeoutMs?: number): Promise<string> {
     const ready = this.usable()
     if (ready !== undefined) return ready
-    const fresh = await (signal ? abortable(this.refresh(), signal) : this.refresh())
+    const fresh = await (signal ? abortable(this.refresh(timeoutMs), signal) : this.refresh(timeoutMs))
     return fresh.token
   }
 
@@ -87,11 +118,13 @@ export class TokenManager {
     if (this.held?.token === token) this.held = undefined
   }
 
-  private refresh(): Promise<Held> {
+  private refresh(timeoutMs?: number): Promise<Held> {
     if (this.inflight) return this.inflight
     const sentAt = now()
     this.exchanges++
-    const run = this.exchange()
+    const controller = new AbortController()
+    this.controller = controller
+    const run = this.exchange(controller.signal, timeoutMs)
       .then(({ token, expiresAt }) => {
         const claims = decodeClaims(token)
         // `iat` is whole seconds, rounded down: the token may have been issued up to a second
@@ -114,6 +147,7 @@ export class TokenManager {
       })
       .finally(() => {
         this.inflight = undefined
+        if (this.controller === controller) this.controller = undefined
       })
     this.inflight = run
     return run

@@ -139,6 +139,12 @@ export interface GovernedOptions<A extends ReadonlyArray<unknown>> {
 }
 
 const DEFAULT_EVENT_TYPE = "tool.called"
+/**
+ * The byte budget of one ingest batch: below the service's default body limit
+ * (`AGENTGOV_MAX_BODY_BYTES`, 1 MiB), leaving room for the envelope and for the estimate of each
+ * event's keys. A lower limit set by the operator is met by splitting on a 413.
+ */
+export const MAX_BATCH_BYTES = 900 * 1024
 /** While the stream is healthy, polling is only a safety net. */
 const SAFETY_POLL_MS = 15_000
 
@@ -156,20 +162,37 @@ const errorSummary = (error: unknown) =>
     ? { name: error.name, message: error.message.slice(0, 500) }
     : { name: "Error", message: String(error).slice(0, 500) }
 
-/** The default `onDrop`: one console warning a minute with the running totals. */
+/**
+ * The default `onDrop`: at most one console warning a minute. Drops within the minute after a
+ * warning are counted and told at the end of that minute (a timer that does not keep the process
+ * alive) or at `shutdown()`, whichever comes first, so that the lines add up to every drop.
+ */
 const warnOnDrop = () => {
-  let last = 0
+  let last = Number.NEGATIVE_INFINITY
   let since = 0
-  return (dropped: DroppedEvents) => {
-    since += dropped.events.length
-    const now = Date.now()
-    if (now - last < 60_000) return
-    last = now
+  let latest = ""
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const warn = () => {
+    if (timer !== undefined) clearTimeout(timer)
+    timer = undefined
+    if (since === 0) return
+    last = Date.now()
     console.warn(
-      `@agentgov/sdk: dropped ${since} tracked event(s) (latest: ${dropped.reason}${dropped.error ? `, ${dropped.error.code}` : ""}); pass onDrop to client.agent() to handle drops`,
+      `@agentgov/sdk: dropped ${since} tracked event(s) (latest: ${latest}); pass onDrop to client.agent() to handle drops`,
     )
     since = 0
   }
+  const onDrop = (dropped: DroppedEvents) => {
+    since += dropped.events.length
+    latest = `${dropped.reason}${dropped.error ? `, ${dropped.error.code}` : ""}`
+    const wait = last + 60_000 - Date.now()
+    if (wait <= 0) return warn()
+    if (timer === undefined) {
+      timer = setTimeout(warn, wait)
+      ;(timer as { unref?: () => void }).unref?.()
+    }
+  }
+  return { onDrop, flush: warn }
 }
 
 /**
@@ -202,6 +225,9 @@ export class AgentRuntime {
   private readonly guardMaxRetries: number
   private readonly approvalPollIntervalMs: number
   private readonly queue: EventQueue
+  /** The default drop warning's, told what is still uncounted at shutdown. */
+  private readonly flushDropWarning: (() => void) | undefined
+  private released = false
 
   constructor(http: HttpClient, options: AgentRuntimeOptions = {}) {
     this.http = http
@@ -216,24 +242,30 @@ export class AgentRuntime {
     }
     const maxQueueSize = options.maxQueueSize ?? 10_000
     if (!(maxQueueSize >= 1)) throw new RangeError("maxQueueSize must be at least 1")
+    const warning = options.onDrop ? undefined : warnOnDrop()
+    this.flushDropWarning = warning?.flush
     this.queue = new EventQueue(
       async (events, idempotencyKey, signal) => {
         await http.request(
           { method: "POST", path: "/events/ingest", body: { events }, auth: "token" },
-          { idempotencyKey, signal },
+          // One attempt: the queue owns the retries (same key, its backoff, Retry-After), so that
+          // every failed attempt reaches onError and stats.failedAttempts.
+          { idempotencyKey, signal, maxRetries: 0 },
         )
       },
       {
         maxBatchSize,
+        maxBatchBytes: MAX_BATCH_BYTES,
         flushIntervalMs: options.flushIntervalMs ?? 1_000,
         maxQueueSize,
         agentId: options.agentId,
-        onDrop: options.onDrop ?? warnOnDrop(),
+        onDrop: options.onDrop ?? warning!.onDrop,
         onError: options.onError,
-        retryInitialDelayMs: 1_000,
+        retryInitialDelayMs: 500,
         retryMaxDelayMs: 30_000,
       },
     )
+    http.tokens.retain()
   }
 
   /**
@@ -276,7 +308,8 @@ export class AgentRuntime {
   /**
    * Queues an event for the audit trail; sent in batches in the background (see the options).
    * Returns false when the event was dropped (queue full, or after `shutdown()`). Throws a
-   * `TypeError` for a malformed event (a bad `type`, `data` not an object): a programming error.
+   * `TypeError` for a malformed event (a bad `type` or one in the system's namespaces, `data` not
+   * an object, not encodable as JSON, or over 32 KiB encoded): a programming error.
    *
    * @example
    * ```ts
@@ -303,7 +336,9 @@ export class AgentRuntime {
   /**
    * Sends everything still queued, waits for it, and stops the timer; later `track()` calls drop
    * their event (`closed`). After `timeoutMs` (default 30 s, e.g. the service is down) the rest
-   * is dropped and reported to `onDrop` (`shutdown`). Resolves with the queue's counters.
+   * is dropped and reported to `onDrop` (`shutdown`). When no other runtime of the client is still
+   * running, an SDK-token exchange in flight is aborted too, so nothing of the SDK keeps the
+   * process alive once it resolves. Resolves with the queue's counters.
    *
    * @example
    * ```ts
@@ -313,8 +348,15 @@ export class AgentRuntime {
    * })
    * ```
    */
-  shutdown(options: { readonly timeoutMs?: number } = {}): Promise<EventQueueStats> {
-    return this.queue.shutdown(options.timeoutMs ?? 30_000)
+  async shutdown(options: { readonly timeoutMs?: number } = {}): Promise<EventQueueStats> {
+    const stats = await this.queue.shutdown(options.timeoutMs ?? 30_000)
+    if (!this.released) {
+      this.released = true
+      // The last runtime of the client gone: an exchange still running (the service hangs) is nobody's.
+      this.http.tokens.release()
+    }
+    this.flushDropWarning?.()
+    return stats
   }
 
   /**
