@@ -1,3 +1,4 @@
+import { connect } from "node:net"
 import { PostgresClient } from "@agentgov/db"
 import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -286,6 +287,35 @@ describe("limits", () => {
         expect(s.status).toBe(200)
       }
       expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
+    } finally {
+      for (const s of held) await s.close()
+    }
+  })
+
+  it("a client that hangs up while its stream is being set up holds no slot", async () => {
+    const key = await keyOf()
+    const { hostname, port } = new URL(limited.url)
+    // More hang-ups than the workspace has slots: each writes the request and closes at once, before the handler
+    // has its listener on (a slot taken then was held until a restart).
+    for (let i = 0; i < 6; i++)
+      await new Promise<void>((resolve, reject) => {
+        const socket = connect(Number(port), hostname, () => {
+          socket.write(
+            `GET /api/v1/events/stream HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+          )
+          socket.destroy()
+          resolve()
+        })
+        socket.on("error", reject)
+      })
+    // Once the server has seen them go, another key opens streams up to the workspace's limit.
+    const held = []
+    try {
+      for (let i = 0; i < 3; i++) {
+        const s = await openWhenFree(await keyOf())
+        held.push(s)
+        expect(s.status).toBe(200)
+      }
     } finally {
       for (const s of held) await s.close()
     }

@@ -43,6 +43,12 @@ const endMessages: Record<CredentialEnd, string> = {
  * sends `event: error` with the 401 envelope and ends. Open streams are
  * limited per key and per workspace (StreamSlots): beyond, 429 RATE_LIMITED.
  */
+/**
+ * Whether the client hung up while the handler awaited (the feed, the Last-Event-ID, the slot): a stream set up for
+ * it would hold its slot, subscription and timers for good, since its "close" has already fired.
+ */
+const hungUp = (req: IncomingMessage) => req.destroyed || req.socket.destroyed
+
 export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, options: EventStreamOptions = {}) => {
   const heartbeatMs = options.heartbeatMs ?? 10_000
   const maxBuffered = options.maxBufferedBytes ?? 1024 * 1024
@@ -136,6 +142,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     }
 
     const slot = await runtime.runPromise(slots.acquire(actor))
+    if (slot.ok && hungUp(req)) return slot.release()
     if (!slot.ok) {
       const owner = slot.per === "workspace" ? `this workspace (plan ${slot.plan})` : "this API key"
       return sendError(
@@ -205,6 +212,8 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     })
     const heartbeat = setInterval(() => write(": heartbeat\n\n"), heartbeatMs)
     req.on("close", close)
+    // A client gone before the listener was on: its "close" has fired already, and would never come again.
+    if (hungUp(req)) return close()
 
     unsubscribe = await feed.subscribe({
       workspaceId: actor.workspaceId,
