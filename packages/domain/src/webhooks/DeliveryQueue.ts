@@ -97,7 +97,15 @@ interface ClaimRow {
 export class DeliveryQueue extends Context.Service<
   DeliveryQueue,
   {
-    readonly claim: (limit: number) => Effect.Effect<ReadonlyArray<ClaimedDelivery>>
+    /**
+     * Up to `limit` due deliveries, each workspace's earliest in turn (its first due one, then every workspace's
+     * second, …), and none of a workspace that already has `perWorkspace` attempts in flight here (`busy`, this
+     * worker's count by workspace), so one workspace's backlog cannot take all of a worker's attempts.
+     */
+    readonly claim: (
+      limit: number,
+      fairness?: { readonly busy: ReadonlyMap<string, number>; readonly perWorkspace: number },
+    ) => Effect.Effect<ReadonlyArray<ClaimedDelivery>>
     /** Signs and sends one attempt; never fails (a failure is an outcome). */
     readonly attempt: (delivery: ClaimedDelivery) => Promise<AttemptResult>
     /** Records results in one transaction; disables webhooks whose results say so, each with its `webhook.disabled`. */
@@ -132,13 +140,48 @@ export class DeliveryQueue extends Context.Service<
       const instance = randomBytes(6).toString("hex")
       let claims = 0
 
-      const claim = Effect.fn("DeliveryQueue.claim")(function* (limit: number) {
+      /**
+       * The workspaces with pending deliveries, one descent of `webhook_deliveries_pending_by_workspace` each (a
+       * skip scan): what the claim and the next due time walk, so neither reads a workspace's whole backlog.
+       */
+      const pendingWorkspaces = sql.literal(`ws(workspace_id) AS (
+            (SELECT workspace_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY workspace_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.workspace_id FROM webhook_deliveries d
+                    WHERE d.status = 'pending' AND d.workspace_id > ws.workspace_id ORDER BY d.workspace_id LIMIT 1)
+            FROM ws WHERE ws.workspace_id IS NOT NULL
+          )`)
+
+      const claim = Effect.fn("DeliveryQueue.claim")(function* (
+        limit: number,
+        fairness?: { readonly busy: ReadonlyMap<string, number>; readonly perWorkspace: number },
+      ) {
         const token = `${instance}.${++claims}`
-        const rows = yield* sql<ClaimRow>`WITH due AS (
-            SELECT id FROM webhook_deliveries
-            WHERE status = 'pending' AND next_attempt_at <= now()
-            ORDER BY next_attempt_at LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED
+        const share = fairness?.perWorkspace ?? limit
+        const busyIds = [...(fairness?.busy.keys() ?? [])]
+        const busyCounts = busyIds.map((id) => fairness!.busy.get(id)!)
+        // Each workspace's earliest due rows up to its share, locked (rows another worker holds are skipped; a row it
+        // claimed meanwhile fails the due check again), then ranked across workspaces: the first of each, then the
+        // second of each, … Rows locked past `limit` are let go at the statement's end.
+        const rows = yield* sql<ClaimRow>`WITH RECURSIVE ${pendingWorkspaces}, busy AS (
+            SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
+          ), locked AS (
+            SELECT ws.workspace_id, coalesce(b.n, 0) AS n, c.id, c.next_attempt_at FROM ws
+            LEFT JOIN busy b ON b.workspace_id = ws.workspace_id
+            CROSS JOIN LATERAL (
+              SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+              WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending' AND d.next_attempt_at <= now()
+              ORDER BY d.next_attempt_at LIMIT greatest(${share} - coalesce(b.n, 0), 0)
+              FOR UPDATE SKIP LOCKED
+            ) c
+            WHERE ws.workspace_id IS NOT NULL
+          ), due AS (
+            SELECT id FROM (
+              SELECT id, next_attempt_at,
+                n + row_number() OVER (PARTITION BY workspace_id ORDER BY next_attempt_at) AS rank
+              FROM locked
+            ) r
+            ORDER BY rank, next_attempt_at LIMIT ${limit}
           ), claimed AS (
             UPDATE webhook_deliveries d SET lease_token = ${token},
               next_attempt_at = now() + ${lease} * interval '1 millisecond'
@@ -288,9 +331,15 @@ export class DeliveryQueue extends Context.Service<
         )
       }, Effect.orDie)
 
-      const untilNextDue = sql<{ ms: number | null }>`SELECT
-          (extract(epoch FROM min(next_attempt_at) - now()) * 1000)::float8 AS ms
-        FROM webhook_deliveries WHERE status = 'pending'`.pipe(
+      // Each workspace's earliest pending row (the index's first entry under it), the earliest of those.
+      const untilNextDue = sql<{ ms: number | null }>`WITH RECURSIVE ${pendingWorkspaces}
+        SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8 AS ms
+        FROM ws CROSS JOIN LATERAL (
+          SELECT d.next_attempt_at FROM webhook_deliveries d
+          WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending'
+          ORDER BY d.next_attempt_at LIMIT 1
+        ) f
+        WHERE ws.workspace_id IS NOT NULL`.pipe(
         Effect.map((rows) => rows[0]?.ms ?? undefined),
         Effect.orDie,
       )
