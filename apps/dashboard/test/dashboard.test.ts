@@ -201,6 +201,31 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await page.getByText(/Valid ·/).waitFor()
   })
 
+  it("saves the policy it shows: a document naming another policy's id (or a name or mode) is refused", async () => {
+    const { page } = s
+    const made = async (name: string, action: string) => {
+      const res = await world.t.call("POST", "/api/v1/policies", {
+        body: { name, rules: [{ id: "r", effect: "deny", actions: [action] }] },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      return res.body.data as { id: string; version: number }
+    }
+    const shown = await made(`shown-${Date.now()}`, "shown.only")
+    const other = await made(`other-${Date.now()}`, "other.only")
+    await page.goto(`${world.origin}/policies/${shown.id}`)
+    const rules = page.getByLabel("Rules (JSON)")
+    await rules.waitFor()
+    // What `GET /policies/<other>` answers, pasted in whole.
+    await rules.fill(JSON.stringify({ id: other.id, rules: [{ id: "r", effect: "allow", actions: ["*"] }] }, null, 2))
+    await page.getByRole("button", { name: "Save new version" }).click()
+    await page.getByText(/"id" is not part of the document/).waitFor()
+    for (const p of [shown, other]) {
+      const stored = (await world.t.call("GET", `/api/v1/policies/${p.id}`)).body.data
+      expect(stored.version, p.id).toBe(1)
+      expect(stored.rules[0].effect).toBe("deny")
+    }
+  })
+
   it("approves a pending approval, which leaves the live queue", async () => {
     const { page } = s
     await page.goto(`${world.origin}/approvals`)

@@ -39,6 +39,9 @@ const TEMPLATE = {
   ],
 }
 
+/** What the page sets itself, never the document: which policy, its name and its mode. */
+const PAGE_FIELDS = ["id", "name", "mode"] as const
+
 /** The document the editor shows: everything but name, mode and the server's own fields. */
 const editable = (p: Policy) => ({
   ...(p.description ? { description: p.description } : {}),
@@ -90,10 +93,21 @@ function Editor({ policy, onSaved }: { policy: Policy | undefined; onSaved: () =
       setParseError(`Not valid JSON: ${(e as Error).message}`)
       return undefined
     }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      setParseError("The document must be a JSON object: its rules, target and description")
+      return undefined
+    }
+    // Which policy, its name and its mode are the page's own fields: a document naming them (an API answer
+    // pasted in) must not save over another policy, or rename it behind the page's back.
+    const owned = PAGE_FIELDS.find((k) => Object.hasOwn(body, k))
+    if (owned !== undefined) {
+      setParseError(`"${owned}" is not part of the document: the page's fields set the policy, its name and mode`)
+      return undefined
+    }
     setParseError(undefined)
     return policy
-      ? api.policies.update.mutate({ id: policy.id, name, mode, ...body })
-      : api.policies.create.mutate({ name, mode, ...body })
+      ? api.policies.update.mutate({ ...body, id: policy.id, name, mode })
+      : api.policies.create.mutate({ ...body, name, mode })
   })
   const fieldOf = (e: ApiErrorInfo | undefined) => e?.field
   const f = fieldOf(save.error)
