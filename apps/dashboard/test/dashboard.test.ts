@@ -149,8 +149,12 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await page.getByRole("button", { name: "Save new version" }).waitFor()
     await page.getByLabel("Agent", { exact: true }).fill(agentId)
     await page.getByLabel("Action", { exact: true }).fill("db.delete")
+    const trail = async () => (await world.t.call("GET", "/api/v1/events?limit=1")).body.data[0].sequence as number
+    const before = await trail()
     await page.getByRole("button", { name: "Evaluate" }).click()
     await page.getByTestId("try-result").getByText("deny").waitFor()
+    // Trying a policy is not acting as the agent: nothing recorded (no policy.evaluated, no policy.denied).
+    expect(await trail()).toBe(before)
     // Two more versions; the history then compares two old ones (v1 with v2), not the editor with the newest.
     await rules.fill(good.replace("not in prod", "never in prod"))
     await page.getByRole("button", { name: "Save new version" }).click()

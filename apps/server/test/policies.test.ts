@@ -260,6 +260,56 @@ describe("the guard", () => {
     }
   })
 
+  it("simulates: the guard's decision for an agent, with nothing recorded, opened, spent or counted", async () => {
+    const agent = await register()
+    const prefix = unique("sim").replace(/[^a-z0-9]/g, "")
+    await createPolicy({
+      rules: [
+        { id: "no-drop", effect: "deny", actions: [`${prefix}.drop`] },
+        { id: "human", effect: "require_approval", actions: [`${prefix}.deploy`] },
+        { id: "reads", effect: "allow", actions: [`${prefix}.read`] },
+        { id: "burst", effect: "deny", actions: [`${prefix}.burst`], when: { rate: { max: 1, per: "minute" } } },
+      ],
+    })
+    const simulate = (body: Record<string, unknown>, key?: string) =>
+      t.call("POST", "/api/v1/policies/simulate", { body, key })
+    const before = await t.chainLength()
+    const approvals = async () =>
+      (await t.call("GET", `/api/v1/approvals?agentId=${agent.id}&status=pending`)).body.data.length as number
+    const pending = await approvals()
+    for (const [action, decision] of [
+      [`${prefix}.drop`, "deny"],
+      [`${prefix}.deploy`, "require_approval"],
+      [`${prefix}.read`, "allow"],
+      [`${prefix}.drop`, "deny"],
+    ] as const) {
+      const res = await simulate({ agentId: agent.id, action })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.data).toMatchObject({ decision, allowed: decision === "allow" })
+      expect(res.body.data.eventId).toBeUndefined()
+      expect(res.body.data.approvalId).toBeUndefined()
+      // The guard itself decides alike.
+      expect(
+        (await t.call("POST", "/api/v1/policies/evaluate", { body: { agentId: agent.id, action } })).body.data,
+      ).toMatchObject({ decision })
+    }
+    // No event of its own, no approval opened: only the four guard calls above recorded anything.
+    const recorded = await eventsOf("policy.evaluated")
+    expect(recorded.filter((e) => e.data.agentId === agent.id)).toHaveLength(4)
+    expect(await approvals()).toBe(pending + 1)
+    expect(await t.chainLength()).toBeGreaterThan(before)
+    // A rate condition sees no earlier call, and a simulation is counted nowhere: the guard's first call still passes.
+    for (let i = 0; i < 3; i++)
+      expect((await simulate({ agentId: agent.id, action: `${prefix}.burst` })).body.data.decision).toBe("allow")
+    expect((await guard({ agentId: agent.id, action: `${prefix}.burst` })).body.data.decision).toBe("allow")
+    expect((await guard({ agentId: agent.id, action: `${prefix}.burst` })).body.data.decision).toBe("deny")
+    expect((await simulate({ agentId: "agt_00000000000000000000000000", action: "x.y" })).status).toBe(404)
+    expect((await simulate({ action: "x.y" })).status).toBe(422)
+    expect((await simulate({ agentId: agent.id, action: "x.y" }, await creds.keyWithout("policies:read"))).status).toBe(
+      403,
+    )
+  })
+
   it("falls back to the workspace's guardDefault, and a change of it applies at once", async () => {
     const agent = await register()
     const action = `${unique("nothing")}.matches`

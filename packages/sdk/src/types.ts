@@ -903,6 +903,43 @@ export interface GuardResult {
   readonly eventId: string
 }
 
+/**
+ * What `policies.simulate` asks: the guard's request without an approval.
+ *
+ * @example
+ * ```ts
+ * import type { PolicySimulationRequest } from "@agentgov/sdk"
+ *
+ * const ask: PolicySimulationRequest = { agentId: "agt_…", action: "db.delete", context: { env: "prod" } }
+ * ```
+ */
+export interface PolicySimulationRequest {
+  /** The action name, 1..200 characters. */
+  readonly action: string
+  /** What the action would do, a JSON object of at most 32 KiB; rules read it as `context.*`. */
+  readonly context?: JsonObject
+  /** Required with a workspace credential; implied by an agent-bound one. */
+  readonly agentId?: string
+}
+
+/**
+ * What the saved policies would decide (`policies.simulate`): the guard's answer without an approval or an
+ * event, since nothing is recorded.
+ *
+ * @example
+ * ```ts
+ * import type { PolicySimulation } from "@agentgov/sdk"
+ *
+ * const denied = (s: PolicySimulation) => s.decision === "deny"
+ * ```
+ */
+export interface PolicySimulation {
+  readonly decision: "allow" | "deny" | "require_approval"
+  readonly allowed: boolean
+  readonly reasons: ReadonlyArray<GuardReason>
+  readonly matched: ReadonlyArray<MatchedRule>
+}
+
 // ---------------------------------------------------------------------------------------------
 // Approvals (D7)
 

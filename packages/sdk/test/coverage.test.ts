@@ -38,6 +38,7 @@ const METHODS: Readonly<Record<string, string>> = {
   "overview.get": "overview.get",
   "guard.evaluate": "guard.evaluate",
   "policies.evaluate": "policies.evaluate",
+  "policies.simulate": "policies.simulate",
   "policies.create": "policies.create",
   "policies.list": "policies.list",
   "policies.get": "policies.get",

@@ -205,7 +205,10 @@ function Editor({ policy, onSaved }: { policy: Policy | undefined; onSaved: () =
   )
 }
 
-/** Calls evaluate as an agent would: the saved policies decide (a real guard call, recorded in the trail). */
+/**
+ * What the saved policies would decide for an agent (`policies.simulate`): nothing is recorded, no approval is
+ * opened and the agent's trust score does not move, since the operator is trying a policy, not acting as the agent.
+ */
 function TryIt() {
   const [agentId, setAgentId] = useState("")
   const [action, setAction] = useState("db.delete")
@@ -220,15 +223,16 @@ function TryIt() {
       return undefined
     }
     setContextError(undefined)
-    return api.policies.evaluate.mutate({ action, context: ctx, ...(agentId ? { agentId } : {}) })
+    return api.policies.simulate.mutate({ action, context: ctx, ...(agentId ? { agentId } : {}) })
   })
-  const [result, setResult] = useState<Outputs["policies"]["evaluate"] | undefined>()
+  const [result, setResult] = useState<Outputs["policies"]["simulate"] | undefined>()
   const f = run.error?.field
   return (
     <Card title="Try it">
       <div className="stack">
         <p className="muted">
-          Evaluates an action against the saved policies, as the guard would. Save first to try your changes.
+          What the saved policies would decide for this agent, as the guard would, with nothing recorded: no event, no
+          approval, no effect on its trust score. Save first to try your changes.
         </p>
         <TextInput
           label="Agent"

@@ -6,6 +6,8 @@ import {
   Policy,
   PolicyDocument,
   PolicyService,
+  PolicySimulation,
+  PolicySimulationInput,
   PolicyVersion,
   UpdatePolicy,
 } from "@agentgov/domain"
@@ -58,6 +60,24 @@ const guard = <const N extends string>(name: N, path: string, summary: string) =
 export const policyOperations = [
   guard("guard.evaluate", "/guard", "Ask the guard whether an agent may take an action"),
   guard("policies.evaluate", "/policies/evaluate", "Evaluate an action against the policies (same as POST /guard)"),
+  defineOperation({
+    name: "policies.simulate",
+    method: "POST",
+    path: "/policies/simulate",
+    scope: "policies:read",
+    tag,
+    summary: "What the saved policies would decide, recording nothing",
+    description:
+      "The guard's decision (D6) for this agent, action and context under the workspace's saved policies, with " +
+      "nothing done: no event is recorded, no approval is created or spent, no automatic enforcement is issued, " +
+      "nothing counts toward the agent's trust score, and no rate condition or throttle is counted (a rate " +
+      "condition sees no earlier call, and a throttle in force is not applied). For trying a policy out: " +
+      "`POST /guard` and `POST /policies/evaluate` act as the agent and record the decision.",
+    errors: ["AGENT_NOT_FOUND"],
+    input: PolicySimulationInput,
+    output: PolicySimulation,
+    handler: (input, actor) => GuardService.use((s) => s.simulate(actor, input)),
+  }),
   defineOperation({
     name: "policies.create",
     method: "POST",

@@ -51,3 +51,20 @@ export const GuardResult = Schema.Struct({
   eventId: Schema.String.annotate({ description: "the `policy.evaluated` event that records this decision" }),
 }).annotate({ identifier: "GuardResult" })
 export type GuardResult = typeof GuardResult.Type
+
+/** What `POST /policies/simulate` asks: the guard's request without an approval (nothing is spent or recorded). */
+export const PolicySimulationInput = Schema.Struct({
+  action: GuardRequestInput.fields.action,
+  context: GuardRequestInput.fields.context,
+  agentId: GuardRequestInput.fields.agentId,
+}).annotate({ identifier: "PolicySimulationRequest" })
+export type PolicySimulationInput = typeof PolicySimulationInput.Type
+
+/** What the saved policies would decide: the guard's answer without an approval or an event, since none is made. */
+export const PolicySimulation = Schema.Struct({
+  decision: GuardResult.fields.decision,
+  allowed: GuardResult.fields.allowed,
+  reasons: GuardResult.fields.reasons,
+  matched: GuardResult.fields.matched,
+}).annotate({ identifier: "PolicySimulation" })
+export type PolicySimulation = typeof PolicySimulation.Type

@@ -29,8 +29,9 @@ import {
   type DecisionKind,
   evaluate,
   evaluationCostSpent,
+  InMemoryRateCounter,
 } from "./engine/index.ts"
-import type { GuardReason, GuardRequestInput, GuardResult } from "./Guard.ts"
+import type { GuardReason, GuardRequestInput, GuardResult, PolicySimulation, PolicySimulationInput } from "./Guard.ts"
 import { GuardBusy } from "./PolicyErrors.ts"
 import { PolicySets, type WorkspaceGuardState } from "./PolicySets.ts"
 import { HEAVY_FOR_MS, SLOW_LANE_COST, SlowLane } from "./SlowLane.ts"
@@ -242,6 +243,16 @@ export class GuardService extends Context.Service<
       input: GuardRequestInput,
       idempotency?: IdempotencyRequest,
     ) => Promise<Exit.Exit<GuardResult | Replayed, GuardError>> | undefined
+    /**
+     * What the saved policies decide for this agent, action and context now, and nothing more: no event is
+     * recorded, no approval created or spent, no enforcement issued, nothing the trust score reads, and no rate
+     * condition or throttle counted (a rate condition sees no earlier call, and a throttle in force is not
+     * applied). What an operator tries a policy with, without acting as the agent.
+     */
+    readonly simulate: (
+      actor: Actor,
+      input: PolicySimulationInput,
+    ) => Effect.Effect<PolicySimulation, AgentNotFound | PermissionDenied | InvalidInput>
   }
 >()("@agentgov/domain/policies/GuardService") {
   static readonly layer = Layer.effect(
@@ -587,7 +598,35 @@ export class GuardService extends Context.Service<
           )
       }
 
-      return GuardService.of({ evaluate: run, evaluateNow })
+      const simulate = Effect.fn("GuardService.simulate")(function* (actor: Actor, input: PolicySimulationInput) {
+        const agentId = agentIdOf(actor, input.agentId)
+        if (typeof agentId !== "string") return yield* agentId
+        if (input.context !== undefined && !contextFits(input.context))
+          return yield* new InvalidInput({
+            field: "context",
+            message: `must encode to at most ${MAX_APPROVAL_CONTEXT_BYTES} bytes`,
+          })
+        const agent = yield* agentCached(actor.workspaceId, agentId)
+        if (!agent) return yield* new AgentNotFound({ agentId })
+        const state = yield* sets.get(actor.workspaceId)
+        const facts = factsOf(agent)
+        if (agent.status === "suspended" && !(yield* suspensionInForce(actor.workspaceId, agentId)))
+          facts.status = "active"
+        // A counter of its own: rate conditions see no earlier call, and this one is counted nowhere.
+        const decided = evaluate(
+          state.set,
+          { action: input.action, context: input.context ?? {}, agent: facts },
+          { now: Date.now(), guardDefault: state.guardDefault, rate: new InMemoryRateCounter() },
+        )
+        return {
+          decision: decided.decision,
+          allowed: decided.decision === "allow",
+          reasons: [...decided.reasons],
+          matched: decided.matched,
+        } satisfies PolicySimulation
+      })
+
+      return GuardService.of({ evaluate: run, evaluateNow, simulate })
     }),
   )
 }

@@ -7,6 +7,8 @@ import type {
   Policy,
   PolicyCreateParams,
   PolicyListParams,
+  PolicySimulation,
+  PolicySimulationRequest,
   PolicyUpdateParams,
   PolicyVersion,
 } from "../types.ts"
@@ -74,6 +76,20 @@ export class Policies extends Resource {
   /** `POST /policies/evaluate`: the guard, with this client's API key. Records the decision like the guard. */
   evaluate(params: GuardRequest, options?: RequestOptions): Promise<GuardResult> {
     return this.one({ method: "POST", path: "/policies/evaluate", body: params }, options)
+  }
+
+  /**
+   * `POST /policies/simulate`: what the saved policies would decide for this agent, action and context, with
+   * nothing recorded, no approval created and nothing counted (`policies:read`). For trying a policy out.
+   *
+   * @example
+   * ```ts
+   * const would = await client.policies.simulate({ agentId: "agt_…", action: "payments.refund", context: { amount: 80 } })
+   * if (would.decision === "require_approval") console.log("refunds of 80 need a human")
+   * ```
+   */
+  simulate(params: PolicySimulationRequest, options?: RequestOptions): Promise<PolicySimulation> {
+    return this.one({ method: "POST", path: "/policies/simulate", body: params }, options)
   }
 }
 
