@@ -205,7 +205,7 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await page.getByText(/Valid ·/).waitFor()
   })
 
-  it("saves the policy it shows: a document naming another policy's id (or a name or mode) is refused", async () => {
+  it("saves the policy it shows, at the version it shows: another policy's id, or a stale copy, is refused", async () => {
     const { page } = s
     const made = async (name: string, action: string) => {
       const res = await world.t.call("POST", "/api/v1/policies", {
@@ -228,6 +228,14 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
       expect(stored.version, p.id).toBe(1)
       expect(stored.rules[0].effect).toBe("deny")
     }
+    // Someone saves the shown policy meanwhile: this page's stale copy is refused, not saved over their change.
+    const theirs = await world.t.call("PATCH", `/api/v1/policies/${shown.id}`, { body: { description: "theirs" } })
+    expect(theirs.body.data.version).toBe(2)
+    await rules.fill(JSON.stringify({ rules: [{ id: "r", effect: "allow", actions: ["*"] }] }, null, 2))
+    await page.getByRole("button", { name: "Save new version" }).click()
+    await page.getByText(/saved meanwhile/).first().waitFor()
+    const after = (await world.t.call("GET", `/api/v1/policies/${shown.id}`)).body.data
+    expect([after.version, after.description, after.rules[0].effect]).toEqual([2, "theirs", "deny"])
   })
 
   it("approves a pending approval, which leaves the live queue", async () => {

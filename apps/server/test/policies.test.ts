@@ -310,6 +310,45 @@ describe("the guard", () => {
     )
   })
 
+  it("an update against a version saved over meanwhile is a 409 and changes nothing (expectedVersion)", async () => {
+    const p = await createPolicy({ rules: [{ id: "r", effect: "deny", actions: ["ver.one"] }] })
+    // Another editor tightens the policy (version 2).
+    const theirs = await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+      body: {
+        rules: [
+          { id: "r", effect: "deny", actions: ["ver.one"] },
+          { id: "stop-wire", effect: "deny", actions: ["payments.wire"] },
+        ],
+        expectedVersion: 1,
+      },
+    })
+    expect(theirs.status, JSON.stringify(theirs.body)).toBe(200)
+    const chain = await t.chainLength()
+    // This editor's copy is still version 1.
+    const stale = await t.call("PATCH", `/api/v1/policies/${p.id}`, {
+      body: { rules: [{ id: "r", effect: "allow", actions: ["ver.one"] }], expectedVersion: 1 },
+    })
+    expectError(stale, 409, "VERSION_CONFLICT")
+    expect(stale.body.error.message).toContain("version 2, not 1")
+    const stored = (await t.call("GET", `/api/v1/policies/${p.id}`)).body.data
+    expect(stored.version).toBe(2)
+    expect(stored.rules.map((r: { id: string }) => r.id)).toEqual(["r", "stop-wire"])
+    expect(await t.chainLength()).toBe(chain)
+    // Made on the current version, it saves; without expectedVersion, as before, the last write wins.
+    expect(
+      (await t.call("PATCH", `/api/v1/policies/${p.id}`, { body: { description: "v3", expectedVersion: 2 } })).status,
+    ).toBe(200)
+    expect((await t.call("PATCH", `/api/v1/policies/${p.id}`, { body: { description: "v4" } })).body.data.version).toBe(
+      4,
+    )
+    expectError(
+      await t.call("PATCH", `/api/v1/policies/${p.id}`, { body: { description: "x", expectedVersion: 0 } }),
+      422,
+      "VALIDATION_ERROR",
+      "expectedVersion",
+    )
+  })
+
   it("falls back to the workspace's guardDefault, and a change of it applies at once", async () => {
     const agent = await register()
     const action = `${unique("nothing")}.matches`

@@ -769,6 +769,11 @@ export interface PolicyUpdateParams {
   readonly mode?: "enforce" | "monitor"
   readonly target?: PolicyCreateParams["target"] | null
   readonly rules?: ReadonlyArray<PolicyRule>
+  /**
+   * The version the change was made against: when the policy was saved meanwhile at another one, the update
+   * is refused (409 `VERSION_CONFLICT`) rather than saved over that change.
+   */
+  readonly expectedVersion?: number
 }
 
 /**

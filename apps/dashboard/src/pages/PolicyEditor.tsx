@@ -40,7 +40,7 @@ const TEMPLATE = {
 }
 
 /** What the page sets itself, never the document: which policy, its name and its mode. */
-const PAGE_FIELDS = ["id", "name", "mode"] as const
+const PAGE_FIELDS = ["id", "name", "mode", "expectedVersion"] as const
 
 /** The document the editor shows: everything but name, mode and the server's own fields. */
 const editable = (p: Policy) => ({
@@ -106,7 +106,8 @@ function Editor({ policy, onSaved }: { policy: Policy | undefined; onSaved: () =
     }
     setParseError(undefined)
     return policy
-      ? api.policies.update.mutate({ ...body, id: policy.id, name, mode })
+      ? // Against the version the page shows: someone's save meanwhile is a conflict, not silently overwritten.
+        api.policies.update.mutate({ ...body, id: policy.id, name, mode, expectedVersion: policy.version })
       : api.policies.create.mutate({ ...body, name, mode })
   })
   const fieldOf = (e: ApiErrorInfo | undefined) => e?.field

@@ -144,8 +144,10 @@ export const policyOperations = [
     summary: "Update a policy",
     description:
       "Any of the document's fields (`description` and `target` take null to remove them). The merged document is " +
-      "validated like a new one, saved as the next `version`, and emits `policy.updated` naming both versions.",
-    errors: ["POLICY_NOT_FOUND", "POLICY_NAME_TAKEN"],
+      "validated like a new one, saved as the next `version`, and emits `policy.updated` naming both versions. " +
+      "With `expectedVersion`, a policy saved meanwhile at another version is 409 `VERSION_CONFLICT` and nothing " +
+      "changes (an editor's stale copy never saves over someone else's change).",
+    errors: ["POLICY_NOT_FOUND", "POLICY_NAME_TAKEN", "VERSION_CONFLICT"],
     input: idAnd(UpdatePolicy),
     output: Policy,
     handler: ({ id, ...patch }, actor) => PolicyService.use((s) => s.update(actor, id, patch)),

@@ -65,5 +65,12 @@ export const UpdatePolicy = Schema.Struct({
   mode: patchField(Schema.Literals(MODES), "a mode"),
   target: patchField(Schema.NullOr(target.schema), "a target, or null to remove it"),
   rules: patchField(PolicyDocumentShape.fields.rules, "the rules"),
+  expectedVersion: Schema.optionalKey(
+    Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)).annotate({
+      description:
+        "the version this change was made against: when the policy is at another one (someone saved meanwhile), " +
+        "409 `VERSION_CONFLICT` and nothing changes, instead of saving over their change",
+    }),
+  ),
 }).annotate({ identifier: "UpdatePolicy" })
 export type UpdatePolicy = typeof UpdatePolicy.Type

@@ -5,7 +5,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
-import { PermissionDenied } from "../shared/errors.ts"
+import { PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import {
   decodeCursor,
@@ -95,7 +95,7 @@ export class PolicyService extends Context.Service<
       actor: Actor,
       id: string,
       patch: UpdatePolicy,
-    ) => Effect.Effect<Policy, PolicyNotFound | PolicyInvalid | PolicyNameTaken | PermissionDenied>
+    ) => Effect.Effect<Policy, PolicyNotFound | PolicyInvalid | PolicyNameTaken | PermissionDenied | StateConflict>
     readonly remove: (actor: Actor, id: string) => Effect.Effect<Policy, PolicyNotFound | PermissionDenied>
   }
 >()("@agentgov/domain/policies/PolicyService") {
@@ -176,12 +176,19 @@ export class PolicyService extends Context.Service<
         } satisfies Page<PolicyVersion>
       })
 
-      const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, patch: UpdatePolicy) {
+      const update = Effect.fn("PolicyService.update")(function* (actor: Actor, id: string, input: UpdatePolicy) {
         yield* writer(actor)
+        const { expectedVersion, ...patch } = input
         return yield* change(
           actor.workspaceId,
           Effect.gen(function* () {
             const current = yield* found(actor, id, true)
+            // Checked under the row's lock: two editors of one version cannot both save over it.
+            if (expectedVersion !== undefined && current.version !== expectedVersion)
+              return yield* new StateConflict({
+                code: "VERSION_CONFLICT",
+                message: `the policy is at version ${current.version}, not ${expectedVersion}: it was saved meanwhile; read it again and make the change on that version`,
+              })
             const merged: Record<string, unknown> = { ...documentOf(current) }
             for (const [field, value] of Object.entries(patch)) {
               if (value === null && (field === "description" || field === "target")) delete merged[field]
