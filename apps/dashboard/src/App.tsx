@@ -1,4 +1,4 @@
-import { Suspense, useEffect, useState, useSyncExternalStore } from "react"
+import { type ReactNode, Suspense, useEffect, useState, useSyncExternalStore } from "react"
 import { api, fetchProviders, type Provider, signOut } from "./api.ts"
 import { useAction, useQuery } from "./hooks.ts"
 import { Link, matchPath, navigate, useLocation } from "./router.tsx"
@@ -42,10 +42,27 @@ export function App() {
   )
 }
 
+/**
+ * Why the service sent the browser back to sign in (`/?signin_error=<reason>`): the first-run link opened again, in a
+ * browser it had not signed in (a reload or a double click in the one it had goes on to the dashboard).
+ */
+const SIGNIN_ERRORS: Readonly<Record<string, ReactNode>> = {
+  link_used: (
+    <>
+      That sign-in link was already used or has expired: each link signs in once. Sign in below, or have the operator
+      print a fresh link with <code>npm run cli -- signin-link</code>.
+    </>
+  ),
+}
+
 function SignIn({ hash }: { hash: string }) {
   const providers = useQuery<ReadonlyArray<Provider>>(fetchProviders, [])
+  const query = new URLSearchParams(location.search)
+  const reason = query.get("signin_error")
+  query.delete("signin_error")
+  const search = query.size ? `?${query}` : ""
   // The invitation link's token rides in the fragment, back to this page after sign-in (never to a server log).
-  const returnTo = location.pathname + location.search + hash
+  const returnTo = location.pathname + search + hash
   return (
     <main className="signin">
       <div className="card signin-card">
@@ -59,6 +76,11 @@ function SignIn({ hash }: { hash: string }) {
           <h1>Sign in</h1>
           <p className="muted">Sign in to govern your workspace's agents.</p>
         </div>
+        {reason ? (
+          <p className="notice" role="alert">
+            {SIGNIN_ERRORS[reason] ?? "The sign-in did not complete. Start again."}
+          </p>
+        ) : null}
         {providers.error ? <ErrorState error={providers.error} retry={providers.reload} /> : null}
         {providers.loading ? <Loading rows={2} /> : null}
         {providers.data?.length === 0 ? (

@@ -1,6 +1,7 @@
 import {
   ROLE_SCOPES,
   AGENT_KEY_SCOPES as SERVICE_AGENT_KEY_SCOPES,
+  SCOPES as SERVICE_SCOPES,
   type Scope as ServiceScope,
 } from "@agentgov/trpc-types/scopes"
 import type { Inputs } from "./api.ts"
@@ -22,3 +23,38 @@ void _exhaustive
 export const AGENT_KEY_SCOPES: ReadonlyArray<Scope> = SERVICE_AGENT_KEY_SCOPES.filter(personal)
 /** What an agent's key typically needs: to ask the guard and report and read its events. */
 export const AGENT_SCOPES: ReadonlyArray<Scope> = ["guard:evaluate", "events:write", "events:read", "agents:read"]
+
+/**
+ * Who may do what (D16): a person acts with their role's scopes (`ROLE_SCOPES`), no more. The service decides on
+ * every call; the dashboard only stops offering a control the signed-in role cannot use, and says which role can.
+ */
+export type Role = keyof typeof ROLE_SCOPES
+/** Any scope of the service, the operator's `workspaces:admin` included (what an operation needs). */
+export type { ServiceScope }
+
+/** The roles, the least first. */
+const LEAST_FIRST: ReadonlyArray<Role> = ["viewer", "member", "admin", "owner"]
+
+/** Whether `role` holds `scope` (no role: nothing). */
+export const roleCan = (role: Role | undefined, scope: ServiceScope) =>
+  role !== undefined && (ROLE_SCOPES[role]?.includes(scope) ?? false)
+
+/** The least role holding `scope`, or undefined (the service operator's `workspaces:admin`). */
+export const leastRoleFor = (scope: ServiceScope): Role | undefined => LEAST_FIRST.find((r) => roleCan(r, scope))
+
+/** What a control the role cannot use says, the same on every page: "Needs the admin role or above". */
+export const needsRole = (scope: ServiceScope) => {
+  const role = leastRoleFor(scope)
+  if (role === undefined) return `Needs the service operator (${scope})`
+  return role === "owner" ? "Needs the owner role" : `Needs the ${role} role or above`
+}
+
+/** A refusal for a missing scope, in the role's words: "Your role (viewer) cannot do this: it needs approvals:manage". */
+export const forbiddenText = (role: Role | undefined, scope: string) => {
+  const least = (SERVICE_SCOPES as ReadonlyArray<string>).includes(scope)
+    ? leastRoleFor(scope as ServiceScope)
+    : undefined
+  const who =
+    least === undefined ? "the service operator" : least === "owner" ? "the owner role" : `the ${least} role or above`
+  return `${role ? `Your role (${role})` : "You"} cannot do this: it needs ${scope} (${who}).`
+}

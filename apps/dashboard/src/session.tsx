@@ -1,5 +1,6 @@
 import { createContext, type ReactNode, useContext, useEffect, useState } from "react"
 import { fetchSession, type SessionInfo, setRequestContext } from "./api.ts"
+import { type Role, roleCan } from "./scopes.ts"
 
 /**
  * Who is signed in (from `GET /auth/session`; the cookie itself is HttpOnly) and which workspace is in view.
@@ -13,6 +14,11 @@ interface SessionContextValue {
   readonly session: SessionInfo
   readonly workspaceId: string | undefined
   readonly membership: SessionInfo["memberships"][number] | undefined
+  /**
+   * Whether the signed-in person's role in the workspace in view holds `scope` (`ROLE_SCOPES`). Only to stop
+   * offering what the role cannot do: the service decides on every call.
+   */
+  readonly can: (scope: Scope) => boolean
   readonly setWorkspace: (id: string) => void
   readonly refresh: () => Promise<void>
 }
@@ -23,6 +29,30 @@ export const useSession = () => {
   const v = useContext(Ctx)
   if (!v) throw new Error("useSession outside SessionProvider")
   return v
+}
+
+type Scope = Parameters<typeof roleCan>[1]
+
+/** `can(scope)` of the session (see SessionContextValue). */
+export const useCan = () => useSession().can
+
+/** `can` where there may be no session (the shared controls; undefined outside one: nothing is turned off). */
+export const useContextCan = () => useContext(Ctx)?.can
+
+/**
+ * The role to name in a refusal for a missing `scope`, or undefined outside a session. When the role as this page
+ * read it holds the scope, the page is stale (the person's role was changed since): the session is read again, once
+ * for this refusal, so that the message and the controls follow the role the service applied; until then no role is
+ * named.
+ */
+export const useRefusedRole = (scope: string | undefined): Role | undefined => {
+  const ctx = useContext(Ctx)
+  const stale = scope !== undefined && ctx?.can(scope as Scope) === true
+  // biome-ignore lint/correctness/useExhaustiveDependencies: once per refusal the page's role does not explain
+  useEffect(() => {
+    if (stale) void ctx?.refresh()
+  }, [stale, scope])
+  return stale ? undefined : (ctx?.membership?.role as Role | undefined)
 }
 
 export type SessionLoad =
@@ -67,10 +97,12 @@ export function SessionProvider({ children }: { children: (load: SessionLoad) =>
   if (error) return <>{children({ state: "error", message: error })}</>
   if (session === null) return <>{children({ state: "loading" })}</>
   if (session === undefined) return <>{children({ state: "signed-out" })}</>
+  const membership = session.memberships.find((m) => m.workspaceId === workspaceId)
   const value: SessionContextValue = {
     session,
     workspaceId,
-    membership: session.memberships.find((m) => m.workspaceId === workspaceId),
+    membership,
+    can: (scope) => roleCan(membership?.role as Role | undefined, scope),
     setWorkspace: (id) => {
       localStorage.setItem(WORKSPACE_KEY, id)
       currentWorkspace = id

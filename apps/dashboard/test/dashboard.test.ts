@@ -233,7 +233,10 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     expect(theirs.body.data.version).toBe(2)
     await rules.fill(JSON.stringify({ rules: [{ id: "r", effect: "allow", actions: ["*"] }] }, null, 2))
     await page.getByRole("button", { name: "Save new version" }).click()
-    await page.getByText(/saved meanwhile/).first().waitFor()
+    await page
+      .getByText(/saved meanwhile/)
+      .first()
+      .waitFor()
     const after = (await world.t.call("GET", `/api/v1/policies/${shown.id}`)).body.data
     expect([after.version, after.description, after.rules[0].effect]).toEqual([2, "theirs", "deny"])
   })

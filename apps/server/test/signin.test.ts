@@ -504,6 +504,37 @@ describe("the first-run link (no provider configured)", () => {
     }
   })
 
+  it("opened again: a signed-in browser goes to /, another browser to the sign-in screen with why, an API client gets the envelope", async () => {
+    const first = await startTestServer()
+    try {
+      const link = new URL(first.server.bootstrapped!.signInLink!)
+      const path = link.pathname + link.search
+      const html = { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" }
+      const browser = new Browser()
+      expect((await browser.fetch(`${first.url}${path}`, { headers: html })).status).toBe(302)
+      const session = browser.cookie(new URL(first.url).hostname, COOKIE)
+      expect(session).toBeDefined()
+      // A reload or a double click in the browser the link signed in: on to the dashboard, the session kept.
+      const reloaded = await browser.fetch(`${first.url}${path}`, { headers: html })
+      expect(reloaded.status).toBe(302)
+      expect(reloaded.headers.get("location")).toBe("/")
+      expect(reloaded.headers.getSetCookie()).toEqual([])
+      expect(browser.cookie(new URL(first.url).hostname, COOKIE)).toBe(session)
+      expect((await browser.fetch(`${first.url}/auth/session`)).status).toBe(200)
+      // Another browser: the dashboard's sign-in screen, which says why.
+      const other = await new Browser().fetch(`${first.url}${path}`, { headers: html })
+      expect(other.status).toBe(302)
+      expect(other.headers.get("location")).toBe("/?signin_error=link_used")
+      expect(other.headers.getSetCookie()).toEqual([])
+      // A client that is no browser still reads the envelope.
+      const client = await new Browser().fetch(`${first.url}${path}`, { headers: { accept: "application/json" } })
+      expect(client.status).toBe(400)
+      expect(((await client.json()) as any).error.code).toBe("SIGNIN_LINK_USED")
+    } finally {
+      await first.close()
+    }
+  })
+
   it("is not made when a provider is configured", () => {
     expect(t.server.bootstrapped!.signInLink).toBeUndefined()
   })

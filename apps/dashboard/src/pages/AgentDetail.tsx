@@ -56,11 +56,16 @@ export default function AgentDetail({ params }: { params: Record<string, string>
         description={a.description ?? undefined}
         actions={
           a.status === "suspended" ? (
-            <Button variant="primary" busy={reinstate.pending} onClick={() => reinstate.call()}>
+            <Button
+              variant="primary"
+              busy={reinstate.pending}
+              needs="enforcement:write"
+              onClick={() => reinstate.call()}
+            >
               Reinstate
             </Button>
           ) : a.status === "active" ? (
-            <Button variant="danger" onClick={() => setSuspendOpen(true)}>
+            <Button variant="danger" needs="enforcement:write" onClick={() => setSuspendOpen(true)}>
               Suspend
             </Button>
           ) : null
@@ -70,7 +75,12 @@ export default function AgentDetail({ params }: { params: Record<string, string>
       {q.get("registered") === "1" ? (
         <div className="notice row" role="status">
           Agent registered. Give it a key so it can call the guard.
-          <Button size="sm" variant="primary" onClick={() => setQ({ tab: "keys", registered: undefined, create: "1" })}>
+          <Button
+            size="sm"
+            variant="primary"
+            needs="apikeys:write"
+            onClick={() => setQ({ tab: "keys", registered: undefined, create: "1" })}
+          >
             Create a key for this agent
           </Button>
         </div>
@@ -259,6 +269,7 @@ function Versions({ id }: { id: string }) {
         />
         <Button
           busy={add.pending}
+          needs="agents:write"
           onClick={async () => {
             if (await add.call()) {
               setVersion("")
@@ -296,7 +307,7 @@ function AgentKeys({
   return (
     <div className="stack">
       <div className="row">
-        <Button variant="primary" onClick={() => setCreating(true)}>
+        <Button variant="primary" needs="apikeys:write" onClick={() => setCreating(true)}>
           Create a key for this agent
         </Button>
       </div>

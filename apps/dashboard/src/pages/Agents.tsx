@@ -2,6 +2,7 @@ import { useState } from "react"
 import { api, type Outputs } from "../api.ts"
 import { useAction, usePaged } from "../hooks.ts"
 import { Link, navigate, useQueryState, useTitle } from "../router.tsx"
+import { useCan } from "../session.tsx"
 import { tierOf } from "../tiers.ts"
 import {
   Button,
@@ -43,7 +44,7 @@ export default function Agents() {
         title="Agents"
         description="Every agent registered in this workspace, its status and trust."
         actions={
-          <Button variant="primary" onClick={() => setQ({ create: "1" })}>
+          <Button variant="primary" needs="agents:write" onClick={() => setQ({ create: "1" })}>
             Register an agent
           </Button>
         }
@@ -71,7 +72,7 @@ export default function Agents() {
           <Empty
             title={status || namePrefix || label ? "No agent matches these filters" : "No agents yet"}
             action={
-              <Button variant="primary" onClick={() => setQ({ create: "1" })}>
+              <Button variant="primary" needs="agents:write" onClick={() => setQ({ create: "1" })}>
                 Register an agent
               </Button>
             }
@@ -139,9 +140,11 @@ function CreateAgent({ open, onClose }: { open: boolean; onClose: () => void }) 
     }),
   )
   const field = create.error?.field
+  // A link with `?create=1` opens nothing for a role that cannot register agents.
+  const can = useCan()
   return (
     <Dialog
-      open={open}
+      open={open && can("agents:write")}
       onClose={onClose}
       title="Register an agent"
       footer={

@@ -3,6 +3,7 @@ import { api, type Outputs } from "../api.ts"
 import { useAction, usePaged } from "../hooks.ts"
 import { useQueryState, useTitle } from "../router.tsx"
 import { AGENT_KEY_SCOPES, AGENT_SCOPES, SCOPES, type Scope } from "../scopes.ts"
+import { useCan } from "../session.tsx"
 import {
   Button,
   Dialog,
@@ -37,7 +38,7 @@ export default function ApiKeys() {
         title="API keys"
         description="Keys authenticate agents and services. A key's secret is shown once, when it is created or rotated."
         actions={
-          <Button variant="primary" onClick={() => setQ({ create: "1" })}>
+          <Button variant="primary" needs="apikeys:write" onClick={() => setQ({ create: "1" })}>
             Create a key
           </Button>
         }
@@ -84,7 +85,7 @@ export function KeyTable({ paged, onCreate }: { paged: ReturnType<typeof usePage
           <Empty
             title="No keys here"
             action={
-              <Button variant="primary" onClick={onCreate}>
+              <Button variant="primary" needs="apikeys:write" onClick={onCreate}>
                 Create a key
               </Button>
             }
@@ -119,6 +120,7 @@ export function KeyTable({ paged, onCreate }: { paged: ReturnType<typeof usePage
                   <Button
                     size="sm"
                     aria-label={`Rotate ${k.name}`}
+                    needs="apikeys:write"
                     onClick={async () => {
                       const r = await rotate.call(k.id)
                       if (r) {
@@ -133,6 +135,7 @@ export function KeyTable({ paged, onCreate }: { paged: ReturnType<typeof usePage
                     size="sm"
                     variant="danger"
                     aria-label={`Revoke ${k.name}`}
+                    needs="apikeys:write"
                     onClick={async () => {
                       if (!confirm(`Revoke ${k.name}? Calls with it fail at once.`)) return
                       if (await revoke.call(k.id)) paged.reload()
@@ -182,9 +185,11 @@ export function CreateKey({
     onClose()
   }
   const field = create.error?.field
+  // A link with `?create=1` opens nothing for a role that cannot make keys.
+  const can = useCan()
   return (
     <Dialog
-      open={open}
+      open={open && can("apikeys:write")}
       onClose={close}
       title={created ? "Key created" : "Create an API key"}
       footer={

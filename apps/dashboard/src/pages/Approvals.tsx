@@ -91,6 +91,7 @@ export default function Approvals() {
                     size="sm"
                     variant="primary"
                     aria-label={`Approve ${a.action}`}
+                    needs="approvals:manage"
                     onClick={() => setDeciding({ a, decision: "approved" })}
                   >
                     Approve
@@ -99,6 +100,7 @@ export default function Approvals() {
                     size="sm"
                     variant="danger"
                     aria-label={`Deny ${a.action}`}
+                    needs="approvals:manage"
                     onClick={() => setDeciding({ a, decision: "denied" })}
                   >
                     Deny

@@ -269,7 +269,7 @@ function GenerateReport({
         </div>
         <div className="form-actions">
           <FormError error={create.error} fields={["framework", "agentId", "from", "to"]} />
-          <Button variant="primary" type="submit" busy={create.pending}>
+          <Button variant="primary" type="submit" needs="compliance:write" busy={create.pending}>
             Generate report
           </Button>
         </div>
@@ -602,7 +602,13 @@ function IssueCertification({
               <Pill tone="success">Issued {issued}</Pill>
             </span>
           ) : null}
-          <Button variant="primary" type="submit" busy={issue.pending} disabled={!agent || !reportId}>
+          <Button
+            variant="primary"
+            type="submit"
+            needs="compliance:write"
+            busy={issue.pending}
+            disabled={!agent || !reportId}
+          >
             Issue certification
           </Button>
         </div>
@@ -619,6 +625,7 @@ function RevokeCertification({ cert, onDone }: { cert: Certification; onDone: ()
   return (
     <ConfirmButton
       label="Revoke…"
+      needs="compliance:write"
       title="Revoke this certification"
       confirmLabel="Revoke"
       onConfirm={async () => {

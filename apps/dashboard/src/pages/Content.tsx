@@ -107,7 +107,7 @@ export default function Content() {
         title="Content"
         description="What your agents produced, fingerprinted, so copies can be found and taken down."
         actions={
-          <Button variant="primary" onClick={() => setRegistering(true)}>
+          <Button variant="primary" needs="content:write" onClick={() => setRegistering(true)}>
             Register text
           </Button>
         }
@@ -142,7 +142,7 @@ export default function Content() {
             <Empty
               title="Nothing registered"
               action={
-                <Button variant="primary" onClick={() => setRegistering(true)}>
+                <Button variant="primary" needs="content:write" onClick={() => setRegistering(true)}>
                   Register text
                 </Button>
               }
@@ -269,7 +269,7 @@ function ScanPanel({ onScanned }: { onScanned: () => void }) {
         </div>
         <div className="form-actions">
           <FormError error={scan.error} fields={["text", "url"]} />
-          <Button variant="primary" type="submit" busy={scan.pending}>
+          <Button variant="primary" type="submit" needs="content:scan" busy={scan.pending}>
             Scan
           </Button>
         </div>
@@ -524,7 +524,7 @@ function TakedownForm({ id, matches, onSent }: { id: string; matches: ReadonlyAr
         </div>
         <div className="form-actions">
           <FormError error={submit.error} fields={fields} />
-          <Button type="submit" busy={submit.pending}>
+          <Button type="submit" needs="content:write" busy={submit.pending}>
             Submit notice
           </Button>
         </div>

@@ -86,7 +86,7 @@ export default function EnforcementPage() {
             header: "",
             cell: (e) =>
               e.status === "active" || e.status === "appealed" ? (
-                <Button size="sm" onClick={() => setResolving(e)}>
+                <Button size="sm" needs="enforcement:write" onClick={() => setResolving(e)}>
                   Resolve
                 </Button>
               ) : e.resolution ? (

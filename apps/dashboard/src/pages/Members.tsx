@@ -19,6 +19,7 @@ import {
   FormError,
   fieldError,
   InlineError,
+  LockReason,
   Mono,
   PageHeader,
   Pagination,
@@ -32,6 +33,7 @@ import {
   TextArea,
   TextInput,
   Time,
+  useLock,
 } from "../ui/index.tsx"
 
 type Role = Inputs["members"]["update"]["role"]
@@ -145,6 +147,7 @@ function MembersList() {
 
 function RoleEditor({ member, onChanged }: { member: Member; onChanged: () => void }) {
   const { workspaceId } = useSession()
+  const lock = useLock("members:write")
   const [role, setRole] = useState<Role>(member.role)
   const update = useAction(() => api.members.update.mutate({ id: workspaceId ?? "", userId: member.userId, role }))
   return (
@@ -158,6 +161,8 @@ function RoleEditor({ member, onChanged }: { member: Member; onChanged: () => vo
           value={role}
           onChange={(e) => setRole(e.target.value as Role)}
           aria-invalid={update.error ? true : undefined}
+          disabled={lock !== undefined}
+          {...(lock ? { title: lock.reason, "aria-describedby": lock.id } : {})}
         >
           {ROLES.map(([v, l]) => (
             <option key={v} value={v}>
@@ -165,6 +170,7 @@ function RoleEditor({ member, onChanged }: { member: Member; onChanged: () => vo
             </option>
           ))}
         </select>
+        {lock ? <LockReason lock={lock} /> : null}
         {role !== member.role ? (
           <Button
             size="sm"
@@ -187,6 +193,7 @@ function RemoveMember({ member, self, onRemoved }: { member: Member; self: boole
   return (
     <ConfirmButton
       label={self ? "Leave" : "Remove"}
+      needs={self ? undefined : "members:write"}
       title={self ? "Leave this workspace?" : `Remove ${member.email}?`}
       confirmLabel={self ? "Leave" : "Remove member"}
       onConfirm={async () => {
@@ -236,6 +243,7 @@ function Invitations() {
             size="sm"
             variant="danger"
             aria-label={`Withdraw the invitation of ${i.email}`}
+            needs="members:write"
             onClick={async () => (await revoke.call(i.id)) && list.reload()}
           >
             Withdraw
@@ -323,7 +331,7 @@ function InviteForm({ onInvited }: { onInvited: () => void }) {
         </div>
         <div className="form-actions">
           <FormError error={invite.error} fields={["email", "role"]} />
-          <Button type="submit" variant="primary" busy={invite.pending}>
+          <Button type="submit" variant="primary" needs="members:write" busy={invite.pending}>
             Send invitation
           </Button>
         </div>
@@ -372,6 +380,7 @@ function OAuthApps() {
       cell: (c) => (
         <ConfirmButton
           label="Delete"
+          needs="apikeys:write"
           title={`Delete ${c.name}?`}
           confirmLabel="Delete app"
           onConfirm={async () => {
@@ -402,7 +411,7 @@ function OAuthApps() {
             },
           ]}
         />
-        <Button variant="primary" onClick={() => setRegistering(true)}>
+        <Button variant="primary" needs="apikeys:write" onClick={() => setRegistering(true)}>
           Register an app
         </Button>
       </div>

@@ -1,7 +1,7 @@
 import { api } from "../api.ts"
 import { usePaged } from "../hooks.ts"
-import { Link, useQueryState, useTitle } from "../router.tsx"
-import { Empty, Filters, PagedTable, PageHeader, Pill, Select, Time } from "../ui/index.tsx"
+import { Link, navigate, useQueryState, useTitle } from "../router.tsx"
+import { Button, Empty, Filters, PagedTable, PageHeader, Pill, Select, Time } from "../ui/index.tsx"
 
 export default function Policies() {
   useTitle("Policies")
@@ -17,9 +17,9 @@ export default function Policies() {
         title="Policies"
         description="Rules the guard applies to every action of your agents."
         actions={
-          <Link to="/policies/new" className="btn btn-primary">
+          <Button variant="primary" needs="policies:write" onClick={() => navigate("/policies/new")}>
             New policy
-          </Link>
+          </Button>
         }
       />
       <Filters>

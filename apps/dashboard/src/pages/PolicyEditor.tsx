@@ -134,6 +134,7 @@ function Editor({ policy, onSaved }: { policy: Policy | undefined; onSaved: () =
           <Button
             variant="primary"
             busy={save.pending}
+            needs="policies:write"
             onClick={async () => {
               const p = await save.call()
               if (!p) return

@@ -46,7 +46,8 @@ export default function Settings() {
 }
 
 function General({ workspace, onSaved }: { workspace: Workspace; onSaved: () => void }) {
-  const { refresh, membership } = useSession()
+  const { refresh, membership, can } = useSession()
+  const locked = !can("workspaces:write")
   const [name, setName] = useState(workspace.name)
   const [guardDefault, setGuardDefault] = useState(workspace.guardDefault)
   const [local, setLocal] = useState<string | undefined>()
@@ -110,12 +111,14 @@ function General({ workspace, onSaved }: { workspace: Workspace; onSaved: () => 
               label="Name"
               value={name}
               onChange={(e) => setName(e.target.value)}
+              disabled={locked}
               error={local ?? fieldError(save.error, "name")}
             />
             <Select
               label="When no policy matches"
               value={guardDefault}
               onChange={(e) => setGuardDefault(e.target.value as "allow" | "deny")}
+              disabled={locked}
               options={[
                 ["allow", "Allow the action"],
                 ["deny", "Deny the action"],
@@ -131,7 +134,7 @@ function General({ workspace, onSaved }: { workspace: Workspace; onSaved: () => 
                 <Pill tone="success">Saved</Pill>
               </span>
             ) : null}
-            <Button type="submit" variant="primary" busy={save.pending} disabled={!dirty}>
+            <Button type="submit" variant="primary" busy={save.pending} disabled={!dirty} needs="workspaces:write">
               Save changes
             </Button>
           </div>
@@ -142,6 +145,7 @@ function General({ workspace, onSaved }: { workspace: Workspace; onSaved: () => 
 }
 
 function DeleteWorkspace({ workspace }: { workspace: Workspace }) {
+  const locked = !useSession().can("workspaces:admin")
   const [typed, setTyped] = useState("")
   const remove = useAction(() => api.workspaces.delete.mutate({ id: workspace.id }))
   const [done, setDone] = useState(false)
@@ -165,6 +169,7 @@ function DeleteWorkspace({ workspace }: { workspace: Workspace }) {
           label={`Type the workspace's name, ${workspace.name}, to confirm`}
           value={typed}
           autoComplete="off"
+          disabled={locked}
           onChange={(e) => setTyped(e.target.value)}
           error={
             typed.length >= workspace.name.length && typed !== workspace.name ? "the name does not match" : undefined
@@ -173,7 +178,13 @@ function DeleteWorkspace({ workspace }: { workspace: Workspace }) {
         <div className="form-actions">
           <InlineError error={remove.error} />
           {done ? <span role="status">Deleted.</span> : null}
-          <Button type="submit" variant="danger" busy={remove.pending} disabled={typed !== workspace.name}>
+          <Button
+            type="submit"
+            variant="danger"
+            busy={remove.pending}
+            disabled={typed !== workspace.name}
+            needs="workspaces:admin"
+          >
             Delete workspace
           </Button>
         </div>

@@ -121,7 +121,7 @@ export default function Webhooks() {
         title="Webhooks"
         description="Signed HTTP deliveries of your workspace's events, with retries and a delivery log."
         actions={
-          <Button variant="primary" onClick={() => setCreating(true)}>
+          <Button variant="primary" needs="webhooks:write" onClick={() => setCreating(true)}>
             Add a webhook
           </Button>
         }
@@ -159,7 +159,7 @@ export default function Webhooks() {
             <Empty
               title="No webhooks yet"
               action={
-                <Button variant="primary" onClick={() => setCreating(true)}>
+                <Button variant="primary" needs="webhooks:write" onClick={() => setCreating(true)}>
                   Add a webhook
                 </Button>
               }
@@ -416,7 +416,7 @@ function WebhookDetail({ id, onChanged, onClose }: { id: string; onChanged: () =
                 error={fieldError(test.error, "eventType")}
               />
               <div className="row">
-                <Button type="submit" busy={test.pending}>
+                <Button type="submit" needs="webhooks:write" busy={test.pending}>
                   Send test
                 </Button>
                 {testResult ? (
@@ -461,7 +461,7 @@ function WebhookDetail({ id, onChanged, onClose }: { id: string; onChanged: () =
                   error={fieldError(rotate.error, "overlapSeconds", "secret")}
                 />
                 <div className="row">
-                  <Button type="submit" busy={rotate.pending}>
+                  <Button type="submit" needs="webhooks:write" busy={rotate.pending}>
                     Rotate secret
                   </Button>
                 </div>
@@ -472,12 +472,17 @@ function WebhookDetail({ id, onChanged, onClose }: { id: string; onChanged: () =
         </div>
         <div className="row">
           {w.enabled ? (
-            <Button busy={toggle.pending} onClick={async () => (await toggle.call(false)) && changed()}>
+            <Button
+              needs="webhooks:write"
+              busy={toggle.pending}
+              onClick={async () => (await toggle.call(false)) && changed()}
+            >
               Disable
             </Button>
           ) : (
             <Button
               variant="primary"
+              needs="webhooks:write"
               busy={toggle.pending}
               onClick={async () => (await toggle.call(true)) && changed()}
             >
@@ -486,6 +491,7 @@ function WebhookDetail({ id, onChanged, onClose }: { id: string; onChanged: () =
           )}
           <ConfirmButton
             label="Delete"
+            needs="webhooks:write"
             size={undefined}
             title="Delete this webhook?"
             confirmLabel="Delete webhook"
@@ -548,6 +554,7 @@ function WebhookDetail({ id, onChanged, onClose }: { id: string; onChanged: () =
           />
           <Button
             disabled={picked.size === 0}
+            needs="webhooks:write"
             busy={redeliver.pending}
             onClick={async () => {
               const r = await redeliver.call([...picked])

@@ -11,27 +11,71 @@ import {
 } from "react"
 import { type ApiErrorInfo, PAGE_SIZES } from "../api.ts"
 import { useQueryState } from "../router.tsx"
+import { forbiddenText, needsRole, type ServiceScope as Scope } from "../scopes.ts"
+import { useContextCan, useRefusedRole } from "../session.tsx"
 
 type Variant = "primary" | "secondary" | "danger" | "ghost"
+/**
+ * A button. `needs`: the scope its action needs; a role without it gets the button disabled, with the reason
+ * (`needsRole`: "Needs the admin role or above") as its tooltip and its accessible description.
+ */
 export function Button({
   variant = "secondary",
   size,
   busy,
+  needs,
   children,
   ...rest
-}: { variant?: Variant; size?: "sm"; busy?: boolean } & ButtonHTMLAttributes<HTMLButtonElement>) {
+}: {
+  variant?: Variant
+  size?: "sm"
+  busy?: boolean
+  needs?: Scope | undefined
+} & ButtonHTMLAttributes<HTMLButtonElement>) {
+  const lock = useLock(needs)
   return (
-    <button
-      type="button"
-      {...rest}
-      className={`btn btn-${variant}${size ? ` btn-${size}` : ""} ${rest.className ?? ""}`}
-      disabled={rest.disabled || busy}
-      aria-busy={busy || undefined}
-    >
-      {busy ? <span className="spinner" aria-hidden="true" /> : null}
-      {children}
-    </button>
+    <>
+      <button
+        type="button"
+        {...rest}
+        className={`btn btn-${variant}${size ? ` btn-${size}` : ""} ${rest.className ?? ""}`}
+        disabled={rest.disabled || busy || lock !== undefined}
+        aria-busy={busy || undefined}
+        {...(lock ? { title: lock.reason, "aria-describedby": lock.id } : {})}
+      >
+        {busy ? <span className="spinner" aria-hidden="true" /> : null}
+        {children}
+      </button>
+      {lock ? <LockReason lock={lock} /> : null}
+    </>
   )
+}
+
+/** Why a control is off for this role (undefined when the role may use it): its reason and the id describing it. */
+export const useLock = (needs: Scope | undefined) => {
+  const id = useId()
+  const can = useContextCan()
+  if (needs === undefined || can === undefined || can(needs)) return undefined
+  return { id: `${id}-needs`, reason: needsRole(needs) }
+}
+
+/** The reason of a control `useLock` turned off, for screen readers (the control's `aria-describedby`). */
+export function LockReason({ lock }: { lock: { id: string; reason: string } }) {
+  return (
+    <span id={lock.id} className="sr-only">
+      {lock.reason}
+    </span>
+  )
+}
+
+/** An API error's words; a refusal for a missing scope in the role's words (`forbiddenText`). */
+export const useErrorText = (error: ApiErrorInfo) => {
+  const scope =
+    error.code === "FORBIDDEN" && error.field === "scope" ? /^requires (\S+)$/.exec(error.issue ?? "")?.[1] : undefined
+  const role = useRefusedRole(scope)
+  return scope !== undefined
+    ? { message: forbiddenText(role, scope), field: undefined }
+    : { message: error.message, field: error.field }
 }
 
 export function PageHeader({
@@ -148,12 +192,13 @@ export function Empty({ title, children, action }: { title: string; children?: R
 }
 
 export function ErrorState({ error, retry }: { error: ApiErrorInfo; retry?: () => void }) {
+  const text = useErrorText(error)
   return (
     <div className="error-state" role="alert">
       <div>
         <strong>Something went wrong</strong>
         <p>
-          {error.message} <code>{error.code}</code>
+          {text.message} <code>{error.code}</code>
         </p>
       </div>
       {retry ? (
@@ -167,13 +212,18 @@ export function ErrorState({ error, retry }: { error: ApiErrorInfo; retry?: () =
 
 export function InlineError({ error }: { error: ApiErrorInfo | undefined }) {
   if (!error) return null
+  return <InlineErrorText error={error} />
+}
+
+function InlineErrorText({ error }: { error: ApiErrorInfo }) {
+  const text = useErrorText(error)
   return (
     <p className="inline-error" role="alert">
-      {error.message}
-      {error.field ? (
+      {text.message}
+      {text.field ? (
         <>
           {" "}
-          (<code>{error.field}</code>)
+          (<code>{text.field}</code>)
         </>
       ) : null}
     </p>
@@ -734,6 +784,7 @@ export function ConfirmButton({
   variant = "danger",
   size = "sm",
   disabled,
+  needs,
 }: {
   label: ReactNode
   title: string
@@ -743,12 +794,14 @@ export function ConfirmButton({
   variant?: "danger" | "primary" | "secondary"
   size?: "sm" | undefined
   disabled?: boolean
+  /** The scope the action needs: see Button. */
+  needs?: Scope
 }) {
   const [open, setOpen] = useState(false)
   const [busy, setBusy] = useState(false)
   return (
     <>
-      <Button variant={variant} size={size} onClick={() => setOpen(true)} disabled={disabled}>
+      <Button variant={variant} size={size} onClick={() => setOpen(true)} disabled={disabled} needs={needs}>
         {label}
       </Button>
       {open ? (

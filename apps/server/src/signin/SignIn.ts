@@ -250,16 +250,32 @@ export const makeSignIn = (options: SignInOptions) => {
     })
   }
 
+  /** The live session of a request's cookie, with its secret (for the CSRF check), or undefined. */
+  const currentSession = async (req: IncomingMessage) => {
+    const secret = cookieOf(req.headers.cookie, cookieName)
+    const found = secret ? await runtime.runPromise(Sessions.use((s) => s.resolve(secret))) : undefined
+    return secret && found ? { secret, session: found } : undefined
+  }
+
+  /**
+   * The first-run link signs its person in once. Opened again (a reload, a double click): a browser already signed in
+   * goes on to the dashboard; another browser goes to the dashboard's sign-in screen, which says why
+   * (`?signin_error=link_used`); a client that is no browser gets the envelope.
+   */
   const firstRun = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string) => {
     const token = url.searchParams.get("token") ?? ""
     const userId = await runtime.runPromise(Sessions.use((s) => s.consumeSignInLink(token)))
-    if (!userId)
+    if (!userId) {
+      if (await currentSession(req)) return redirect(res, "/", requestId, [])
+      if (String(req.headers.accept ?? "").includes("text/html"))
+        return redirect(res, "/?signin_error=link_used", requestId, [])
       return sendError(
         res,
         new ApiError(400, "SIGNIN_LINK_USED", "this sign-in link was already used or has expired"),
         requestId,
         noStore,
       )
+    }
     redirect(res, "/", requestId, [await startSession(req, userId, FIRST_RUN_PROVIDER, false)])
   }
 
@@ -297,13 +313,6 @@ export const makeSignIn = (options: SignInOptions) => {
       return action === "signin" ? begin(res, provider, url, requestId) : callback(req, res, provider, url, requestId)
     }
     return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${path}`), requestId)
-  }
-
-  /** The live session of a request's cookie, with its secret (for the CSRF check), or undefined. */
-  const currentSession = async (req: IncomingMessage) => {
-    const secret = cookieOf(req.headers.cookie, cookieName)
-    const found = secret ? await runtime.runPromise(Sessions.use((s) => s.resolve(secret))) : undefined
-    return secret && found ? { secret, session: found } : undefined
   }
 
   return { handle, cookieName, secure, currentSession, providers: options.providers }
