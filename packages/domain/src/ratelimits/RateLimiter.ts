@@ -141,12 +141,15 @@ export class RateLimiter extends Context.Service<
           return verdict(limits, admitted, counts, now)
         })
 
+      /**
+       * A person signed in to the dashboard (a session) has a limit of their own and does not draw on the
+       * workspace's: otherwise an agent flooding the API would keep the people from stopping it (the suspend was
+       * refused with the agents' 429 in the outside review). Keys, tokens and apps share the workspace's.
+       */
       const limitsOf = (actor: Actor, plan: Plan) => {
         const perPlan = config.plans[plan]
-        const limits: Array<LimitKey> = [
-          { key: "ws", limit: perPlan },
-          { key: `key:${actor.credential.id}`, limit: perPlan },
-        ]
+        const limits: Array<LimitKey> = [{ key: `key:${actor.credential.id}`, limit: perPlan }]
+        if (actor.credential.type !== "user") limits.push({ key: "ws", limit: perPlan })
         if (actor.agentId) limits.push({ key: `agent:${actor.agentId}`, limit: config.agent })
         return limits
       }
