@@ -128,6 +128,19 @@ export const invite = async (world: World, email: string, role = "owner") => {
   return link.pathname + link.search + link.hash
 }
 
+/**
+ * Invites `account` (`<account>@example.com`) with `role`, signs them in through the provider and accepts the
+ * invitation in `page`: they land on the Overview as a member of the bootstrap workspace.
+ */
+export const joinByInvitation = async (world: World, page: Page, account: string, role = "owner") => {
+  const link = await invite(world, `${account}@example.com`, role)
+  world.idp.loginAs(account)
+  await page.goto(`${world.origin}${link}`)
+  await page.getByRole("link", { name: /Continue with Example SSO/ }).click()
+  await page.getByRole("button", { name: "Accept invitation" }).click()
+  await page.getByRole("heading", { name: "Overview" }).waitFor()
+}
+
 const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")
 
 /** axe-core in the page (CDP evaluation, so the page's CSP stays as served): no serious or critical violation. */

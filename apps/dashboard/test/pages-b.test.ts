@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   expectAccessible,
   hasChromium,
-  invite,
+  joinByInvitation,
   openSession,
   type Session,
   shot,
@@ -59,12 +59,7 @@ const check = async (name: string) => {
 describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
   it("signs in and joins the workspace as its owner", async () => {
     const { page } = s
-    const link = await invite(world, "ada@example.com", "owner")
-    world.idp.loginAs("ada")
-    await page.goto(`${world.origin}${link}`)
-    await page.getByRole("link", { name: /Continue with Example SSO/ }).click()
-    await page.getByRole("button", { name: "Accept invitation" }).click()
-    await page.getByRole("heading", { name: "Overview" }).waitFor()
+    await joinByInvitation(world, page, "ada", "owner")
   })
 
   it("loads the overview with one session read and one overview call, both started by early.js and taken by the app", async () => {

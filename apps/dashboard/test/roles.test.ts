@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   expectAccessible,
   hasChromium,
-  invite,
+  joinByInvitation,
   openSession,
   type Session,
   shot,
@@ -49,12 +49,7 @@ const expectLocked = async (control: Locator, needs: string) => {
 describe.skipIf(!hasChromium)("role-aware controls in Chromium", () => {
   it("a refusal reads in the role's words, and a page whose role was changed since then stops offering the control", async () => {
     const { page } = s
-    const link = await invite(world, "grace@example.com", "member")
-    world.idp.loginAs("grace")
-    await page.goto(`${world.origin}${link}`)
-    await page.getByRole("link", { name: /Continue with Example SSO/ }).click()
-    await page.getByRole("button", { name: "Accept invitation" }).click()
-    await page.getByRole("heading", { name: "Overview" }).waitFor()
+    await joinByInvitation(world, page, "grace", "member")
 
     await page.goto(`${world.origin}/agents/${agentId}`)
     const suspend = page.getByRole("button", { name: "Suspend", exact: true })

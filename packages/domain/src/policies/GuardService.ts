@@ -89,6 +89,20 @@ const verdictOf = (decided: Decision): Verdict => ({
   reasons: [...decided.reasons],
 })
 
+/** The agent a request acts for, and its context within the size an approval can hold: the guard's and the simulation's checks. */
+const checkedAgentId = (
+  actor: Actor,
+  input: { readonly agentId?: string | undefined; readonly context?: Record<string, unknown> | undefined },
+): Effect.Effect<string, PermissionDenied | InvalidInput> => {
+  const agentId = agentIdOf(actor, input.agentId)
+  if (typeof agentId !== "string") return Effect.fail(agentId)
+  if (input.context !== undefined && !contextFits(input.context))
+    return Effect.fail(
+      new InvalidInput({ field: "context", message: `must encode to at most ${MAX_APPROVAL_CONTEXT_BYTES} bytes` }),
+    )
+  return Effect.succeed(agentId)
+}
+
 const contextFits = (context: Record<string, unknown>) => {
   const json = JSON.stringify(context)
   // Three bytes a UTF-16 unit at most: most contexts are answered without counting.
@@ -538,13 +552,7 @@ export class GuardService extends Context.Service<
         input: GuardRequestInput,
         idempotency?: IdempotencyRequest,
       ) {
-        const agentId = agentIdOf(actor, input.agentId)
-        if (typeof agentId !== "string") return yield* agentId
-        if (input.context !== undefined && !contextFits(input.context))
-          return yield* new InvalidInput({
-            field: "context",
-            message: `must encode to at most ${MAX_APPROVAL_CONTEXT_BYTES} bytes`,
-          })
+        const agentId = yield* checkedAgentId(actor, input)
         const context = input.context ?? {}
         const agent = yield* agentCached(actor.workspaceId, agentId)
         const state = yield* sets.get(actor.workspaceId)
@@ -599,13 +607,7 @@ export class GuardService extends Context.Service<
       }
 
       const simulate = Effect.fn("GuardService.simulate")(function* (actor: Actor, input: PolicySimulationInput) {
-        const agentId = agentIdOf(actor, input.agentId)
-        if (typeof agentId !== "string") return yield* agentId
-        if (input.context !== undefined && !contextFits(input.context))
-          return yield* new InvalidInput({
-            field: "context",
-            message: `must encode to at most ${MAX_APPROVAL_CONTEXT_BYTES} bytes`,
-          })
+        const agentId = yield* checkedAgentId(actor, input)
         const agent = yield* agentCached(actor.workspaceId, agentId)
         if (!agent) return yield* new AgentNotFound({ agentId })
         const state = yield* sets.get(actor.workspaceId)
