@@ -199,9 +199,18 @@ describe("the catalog's document", () => {
     const raw = doc.paths["/policies/{id}"].patch.requestBody.content["application/json"].schema
     expect(raw).toEqual({ $ref: "#/components/schemas/UpdatePolicy" })
     const fields = objectFields(raw, schemas)
-    expect(Object.keys(fields.properties).sort()).toEqual(["description", "enabled", "mode", "name", "rules", "target"])
+    expect(Object.keys(fields.properties).sort()).toEqual([
+      "description",
+      "enabled",
+      "expectedVersion",
+      "mode",
+      "name",
+      "rules",
+      "target",
+    ])
     for (const [name, schema] of Object.entries(fields.properties)) expect(schema, name).not.toEqual({})
     expect(fields.properties.enabled).toEqual({ type: "boolean" })
+    expect(fields.properties.expectedVersion).toMatchObject({ type: "integer", minimum: 1 })
   })
 
   it("every POST and PATCH body with fields is a named schema", () => {

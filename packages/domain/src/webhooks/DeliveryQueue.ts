@@ -166,19 +166,19 @@ export class DeliveryQueue extends Context.Service<
         const rows = yield* sql<ClaimRow>`WITH RECURSIVE ${pendingWorkspaces}, busy AS (
             SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
           ), locked AS (
-            SELECT ws.workspace_id, coalesce(b.n, 0) AS n, c.id, c.next_attempt_at FROM ws
+            SELECT ws.workspace_id, coalesce(b.n, 0) AS n, c.id, c.next_attempt_at, c.event_sequence FROM ws
             LEFT JOIN busy b ON b.workspace_id = ws.workspace_id
             CROSS JOIN LATERAL (
-              SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+              SELECT d.id, d.next_attempt_at, d.event_sequence FROM webhook_deliveries d
               WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending' AND d.next_attempt_at <= now()
-              ORDER BY d.next_attempt_at LIMIT greatest(${share} - coalesce(b.n, 0), 0)
+              ORDER BY d.next_attempt_at, d.event_sequence LIMIT greatest(${share} - coalesce(b.n, 0), 0)
               FOR UPDATE SKIP LOCKED
             ) c
             WHERE ws.workspace_id IS NOT NULL
           ), due AS (
-            SELECT id FROM (
+            SELECT id, rank, next_attempt_at FROM (
               SELECT id, next_attempt_at,
-                n + row_number() OVER (PARTITION BY workspace_id ORDER BY next_attempt_at) AS rank
+                n + row_number() OVER (PARTITION BY workspace_id ORDER BY next_attempt_at, event_sequence) AS rank
               FROM locked
             ) r
             ORDER BY rank, next_attempt_at LIMIT ${limit}
@@ -187,7 +187,7 @@ export class DeliveryQueue extends Context.Service<
               next_attempt_at = now() + ${lease} * interval '1 millisecond'
             FROM due WHERE d.id = due.id
             RETURNING d.id, d.workspace_id, d.webhook_id, d.event_sequence, d.event_id, d.attempts, d.round_start,
-              d.trace_parent
+              d.trace_parent, due.rank, due.next_attempt_at AS due_at
           )
           SELECT c.id, c.workspace_id, c.webhook_id, c.event_id, c.attempts, c.round_start, c.trace_parent,
             e.type, e.ts, e.data, w.url, w.retry_policy, w.secret,
@@ -200,7 +200,9 @@ export class DeliveryQueue extends Context.Service<
             WHERE workspace_id = c.workspace_id AND sequence = c.event_sequence LIMIT 1
           ) e
           JOIN webhooks w ON w.id = c.webhook_id
-          JOIN workspaces ws ON ws.id = c.workspace_id`
+          JOIN workspaces ws ON ws.id = c.workspace_id
+          -- Sent in this order: a workspace's deliveries in due time and then event order (one append's are due at once).
+          ORDER BY c.rank, c.due_at, c.event_sequence`
         return rows.map(
           (r): ClaimedDelivery => ({
             id: r.id,
