@@ -277,19 +277,26 @@ describe("limits", () => {
     }
   })
 
-  it("refuses a workspace's stream beyond its plan's limit, whichever key asks", async () => {
-    const held = []
+  /** Runs `f` with the workspace's three streams open, each by a key of its own; closes them after. */
+  const withWorkspaceFull = async (f: () => Promise<void>) => {
+    const held: Array<Awaited<ReturnType<typeof openStream>>> = []
     try {
-      // The previous case's streams may still be closing on the server.
+      // Earlier streams may still be closing on the server.
       for (let i = 0; i < 3; i++) {
         const s = await openWhenFree(await keyOf())
         held.push(s)
         expect(s.status).toBe(200)
       }
-      expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
+      await f()
     } finally {
       for (const s of held) await s.close()
     }
+  }
+
+  it("refuses a workspace's stream beyond its plan's limit, whichever key asks", async () => {
+    await withWorkspaceFull(async () => {
+      expect(await refused(await keyOf())).toMatch(/workspace \(plan free\)/)
+    })
   })
 
   it("a client that hangs up while its stream is being set up holds no slot", async () => {
@@ -308,17 +315,8 @@ describe("limits", () => {
         })
         socket.on("error", reject)
       })
-    // Once the server has seen them go, another key opens streams up to the workspace's limit.
-    const held = []
-    try {
-      for (let i = 0; i < 3; i++) {
-        const s = await openWhenFree(await keyOf())
-        held.push(s)
-        expect(s.status).toBe(200)
-      }
-    } finally {
-      for (const s of held) await s.close()
-    }
+    // Once the server has seen them go, other keys open streams up to the workspace's limit.
+    await withWorkspaceFull(async () => {})
   })
 
   it("are configured per plan and per key, and a limit below 1 is refused at start", () => {
