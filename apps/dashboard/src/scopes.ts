@@ -42,19 +42,22 @@ export const roleCan = (role: Role | undefined, scope: ServiceScope) =>
 /** The least role holding `scope`, or undefined (the service operator's `workspaces:admin`). */
 export const leastRoleFor = (scope: ServiceScope): Role | undefined => LEAST_FIRST.find((r) => roleCan(r, scope))
 
+/** The roles holding `scope`, in words: "the admin role or above", "the owner role"; undefined for none. */
+const rolesHolding = (scope: ServiceScope) => {
+  const least = leastRoleFor(scope)
+  if (least === undefined) return undefined
+  return least === "owner" ? "the owner role" : `the ${least} role or above`
+}
+
 /** What a control the role cannot use says, the same on every page: "Needs the admin role or above". */
 export const needsRole = (scope: ServiceScope) => {
-  const role = leastRoleFor(scope)
-  if (role === undefined) return `Needs the service operator (${scope})`
-  return role === "owner" ? "Needs the owner role" : `Needs the ${role} role or above`
+  const who = rolesHolding(scope)
+  return who === undefined ? `Needs the service operator (${scope})` : `Needs ${who}`
 }
 
 /** A refusal for a missing scope, in the role's words: "Your role (viewer) cannot do this: it needs approvals:manage". */
 export const forbiddenText = (role: Role | undefined, scope: string) => {
-  const least = (SERVICE_SCOPES as ReadonlyArray<string>).includes(scope)
-    ? leastRoleFor(scope as ServiceScope)
-    : undefined
-  const who =
-    least === undefined ? "the service operator" : least === "owner" ? "the owner role" : `the ${least} role or above`
+  const known = (SERVICE_SCOPES as ReadonlyArray<string>).includes(scope)
+  const who = (known ? rolesHolding(scope as ServiceScope) : undefined) ?? "the service operator"
   return `${role ? `Your role (${role})` : "You"} cannot do this: it needs ${scope} (${who}).`
 }

@@ -20,6 +20,7 @@ import {
   fieldError,
   InlineError,
   LockReason,
+  lockedProps,
   Mono,
   PageHeader,
   Pagination,
@@ -161,8 +162,7 @@ function RoleEditor({ member, onChanged }: { member: Member; onChanged: () => vo
           value={role}
           onChange={(e) => setRole(e.target.value as Role)}
           aria-invalid={update.error ? true : undefined}
-          disabled={lock !== undefined}
-          {...(lock ? { title: lock.reason, "aria-describedby": lock.id } : {})}
+          {...lockedProps(lock)}
         >
           {ROLES.map(([v, l]) => (
             <option key={v} value={v}>

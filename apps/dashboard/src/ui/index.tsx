@@ -39,9 +39,9 @@ export function Button({
         type="button"
         {...rest}
         className={`btn btn-${variant}${size ? ` btn-${size}` : ""} ${rest.className ?? ""}`}
-        disabled={rest.disabled || busy || lock !== undefined}
+        disabled={rest.disabled || busy}
         aria-busy={busy || undefined}
-        {...(lock ? { title: lock.reason, "aria-describedby": lock.id } : {})}
+        {...lockedProps(lock)}
       >
         {busy ? <span className="spinner" aria-hidden="true" /> : null}
         {children}
@@ -58,6 +58,10 @@ export const useLock = (needs: Scope | undefined) => {
   if (needs === undefined || can === undefined || can(needs)) return undefined
   return { id: `${id}-needs`, reason: needsRole(needs) }
 }
+
+/** A control's attributes for a `useLock` result: disabled, its reason as tooltip and description (none when open). */
+export const lockedProps = (lock: { id: string; reason: string } | undefined) =>
+  lock ? { disabled: true, title: lock.reason, "aria-describedby": lock.id } : {}
 
 /** The reason of a control `useLock` turned off, for screen readers (the control's `aria-describedby`). */
 export function LockReason({ lock }: { lock: { id: string; reason: string } }) {
