@@ -208,7 +208,7 @@ describe("POST /api-keys", () => {
     },
   )
 
-  it("answers 404 AGENT_NOT_FOUND for an agent key of an unknown, deregistered or foreign agent", async () => {
+  it("answers 404 AGENT_NOT_FOUND for an agent key of an unknown or foreign agent, 409 AGENT_DEREGISTERED for a deregistered one", async () => {
     const body = (id: string) => ({ body: { name: "k", type: "agent", agentId: id, scopes: ["agents:read"] } })
     expectError(
       await t.call("POST", "/api/v1/api-keys", body("agt_00000000000000000000000000")),
@@ -217,7 +217,9 @@ describe("POST /api-keys", () => {
     )
     const gone = await registerAgent()
     await t.call("DELETE", `/api/v1/agents/${gone}`)
-    expectError(await t.call("POST", "/api/v1/api-keys", body(gone)), 404, "AGENT_NOT_FOUND")
+    const before = await eventCount()
+    expectError(await t.call("POST", "/api/v1/api-keys", body(gone)), 409, "AGENT_DEREGISTERED")
+    expect(await eventCount()).toBe(before)
     const foreign = await registerAgent(other.key)
     expectError(await t.call("POST", "/api/v1/api-keys", body(foreign)), 404, "AGENT_NOT_FOUND")
   })

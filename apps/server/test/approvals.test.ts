@@ -195,14 +195,19 @@ describe("POST /approvals", () => {
     expect(await t.chainLength()).toBe(before)
   })
 
-  it("refuses an unknown, a deregistered and another workspace's agent with 404 AGENT_NOT_FOUND", async () => {
+  it("refuses an unknown and another workspace's agent with 404 AGENT_NOT_FOUND, a deregistered one with 409 AGENT_DEREGISTERED", async () => {
     const gone = (await t.call("POST", "/api/v1/agents", { body: { name: unique("gone") } })).body.data.id
     expect((await t.call("DELETE", `/api/v1/agents/${gone}`)).status).toBe(200)
     const before = await t.chainLength()
-    for (const agentId of ["agt_missing", gone, other.agent]) {
+    for (const agentId of ["agt_missing", other.agent]) {
       const res = await t.call("POST", "/api/v1/approvals", { body: { agentId, action: "x" } })
       expectError(res, 404, "AGENT_NOT_FOUND")
     }
+    expectError(
+      await t.call("POST", "/api/v1/approvals", { body: { agentId: gone, action: "x" } }),
+      409,
+      "AGENT_DEREGISTERED",
+    )
     expect(await t.chainLength()).toBe(before)
   })
 

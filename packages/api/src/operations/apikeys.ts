@@ -16,7 +16,7 @@ export const apiKeyOperations = [
     description:
       "Returns the full key once, in `apiKey`; only its SHA-256 and a 6-character prefix are kept. A key can only be given scopes the calling credential holds; agent keys take the agent scopes of the spec's table. An app's OAuth token mints no key (403): a key would outlive its grant.",
     successStatus: 201,
-    errors: ["AGENT_NOT_FOUND"],
+    errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED"],
     input: CreateApiKey,
     output: ApiKeyWithSecret,
     redactForReplay: (key: ApiKeyWithSecret) => ({ ...key, apiKey: REDACTED_SECRET }),

@@ -23,7 +23,7 @@ export const approvalOperations = [
     summary: "Request an approval",
     description: `Creates a pending approval for the agent's \`action\` with this \`context\` (the guard creates them for \`require_approval\` rules). Undecided after \`timeoutSeconds\` (default ${DEFAULT_APPROVAL_TIMEOUT_SECONDS}) it expires, which counts as denied. Once approved, a guard call with the same agent, action and context plus \`approvalId\` is allowed once. Emits \`approval.requested\`.`,
     successStatus: 201,
-    errors: ["AGENT_NOT_FOUND"],
+    errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED"],
     input: CreateApproval,
     output: Approval,
     handler: (input, actor) => ApprovalService.use((s) => s.create(actor, input)),

@@ -1,6 +1,6 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import { AgentNotFound } from "../agents/AgentErrors.ts"
+import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { type Actor, systemActor } from "../auth/Actor.ts"
@@ -60,7 +60,10 @@ export class ApiKeyService extends Context.Service<
     readonly create: (
       actor: Actor,
       input: CreateApiKey,
-    ) => Effect.Effect<ApiKeyWithSecret, InvalidInput | PermissionDenied | AgentNotFound | StateConflict>
+    ) => Effect.Effect<
+      ApiKeyWithSecret,
+      InvalidInput | PermissionDenied | AgentNotFound | AgentDeregistered | StateConflict
+    >
     /** The all-scope key of a new workspace (bootstrap, CLI, workspace creation); in the caller's transaction. */
     readonly createInitial: (
       actor: Actor,
@@ -213,7 +216,8 @@ export class ApiKeyService extends Context.Service<
           Effect.gen(function* () {
             if (input.agentId !== undefined) {
               const agent = yield* agents.find(actor.workspaceId, input.agentId)
-              if (!agent || agent.status === "deregistered") return yield* new AgentNotFound({ agentId: input.agentId })
+              if (!agent) return yield* new AgentNotFound({ agentId: input.agentId })
+              if (agent.status === "deregistered") return yield* new AgentDeregistered({ agentId: input.agentId })
               // A revocation (D7) revoked the agent's keys; a new key must not undo it while it is in force.
               const revoked = yield* enforcements.revocationInForce(actor.workspaceId, input.agentId, yield* nowIso)
               if (revoked)

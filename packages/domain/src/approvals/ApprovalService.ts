@@ -2,7 +2,7 @@ import { createHash } from "node:crypto"
 import { canonicalize } from "@agentgov/verifier"
 import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import { AgentNotFound } from "../agents/AgentErrors.ts"
+import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
@@ -124,7 +124,7 @@ export class ApprovalService extends Context.Service<
     readonly create: (
       actor: Actor,
       input: CreateApproval,
-    ) => Effect.Effect<Approval, AgentNotFound | InvalidInput | PermissionDenied>
+    ) => Effect.Effect<Approval, AgentNotFound | AgentDeregistered | InvalidInput | PermissionDenied>
     /** For the guard: joins the caller's transaction; emits `approval.requested`. */
     readonly requestForGuard: (request: GuardApprovalRequest) => Effect.Effect<Approval, InvalidInput>
     /**
@@ -229,7 +229,8 @@ export class ApprovalService extends Context.Service<
         return yield* tx(
           Effect.gen(function* () {
             const agent = yield* agents.find(actor.workspaceId, input.agentId)
-            if (!agent || agent.status === "deregistered") return yield* new AgentNotFound({ agentId: input.agentId })
+            if (!agent) return yield* new AgentNotFound({ agentId: input.agentId })
+            if (agent.status === "deregistered") return yield* new AgentDeregistered({ agentId: input.agentId })
             return yield* insert(actor, {
               agentId: input.agentId,
               action: input.action,
