@@ -119,6 +119,35 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await shot(page, "12-agent-keys")
   })
 
+  it("filters the agents by a typed name with one request once typing pauses, not one per keystroke", async () => {
+    const { page } = s
+    await page.goto(`${world.origin}/agents`)
+    await page.getByRole("table").getByText("billing-bot").first().waitFor()
+    const filtered: string[] = []
+    const seen = (r: { url(): string }) => {
+      const url = decodeURIComponent(r.url())
+      if (url.includes("agents.list") && url.includes("namePrefix")) filtered.push(url)
+    }
+    page.on("request", seen)
+    try {
+      const typed = "billing-bot"
+      await page.getByLabel("Name starts with").pressSequentially(typed)
+      await page.waitForURL((u) => u.searchParams.get("name") === typed)
+      await page.getByRole("table").getByText("billing-bot").first().waitFor()
+      expect(filtered.length).toBeGreaterThan(0)
+      // Eleven keystrokes: a request for each would name every prefix on the way; typing in one go names the whole.
+      expect(filtered.length).toBeLessThan(typed.length / 2)
+      expect(filtered.at(-1)).toContain(`"namePrefix":"${typed}"`)
+      // Clearing the field and pressing Enter drops the filter at once.
+      await page.getByLabel("Name starts with").fill("")
+      await page.getByLabel("Name starts with").press("Enter")
+      await page.waitForURL((u) => !u.searchParams.has("name"))
+      expect(await page.getByLabel("Name starts with").inputValue()).toBe("")
+    } finally {
+      page.off("request", seen)
+    }
+  })
+
   it("writes a policy (a mistake shown at its field), tries it, and sees a guard call denied live in the audit tail", async () => {
     const { page } = s
     await page.goto(`${world.origin}/policies/new`)

@@ -350,19 +350,74 @@ export function QueryFilters({ filters, children }: { filters: ReadonlyArray<Que
             options={f.options}
           />
         ) : (
-          <TextInput
+          <TextFilter
             key={f.key}
             label={f.label}
             type={f.type ?? "text"}
             placeholder={f.placeholder}
             hint={f.hint}
             value={query.get(f.key) ?? ""}
-            onChange={(e) => setQuery({ [f.key]: e.target.value })}
+            onCommit={(v) => setQuery({ [f.key]: v })}
           />
         ),
       )}
       {children}
     </Filters>
+  )
+}
+
+/** How long a text filter waits after the last keystroke before it changes the URL (and so the list's request). */
+export const FILTER_TYPING_PAUSE_MS = 300
+
+/**
+ * A text filter that holds what is typed and changes the query (and so requests the list) once typing pauses, on
+ * Enter or on leaving the field: typing "billing-bot" is one request, not eleven. A value changed from outside (the
+ * back button, a link) replaces what the field shows.
+ */
+function TextFilter({
+  value,
+  onCommit,
+  ...rest
+}: FieldProps & { value: string; onCommit: (v: string) => void } & Omit<
+    InputHTMLAttributes<HTMLInputElement>,
+    "value" | "onChange"
+  >) {
+  const [draft, setDraft] = useState(value)
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
+  // The latest props, for a commit made by a timer set renders ago (another filter may have changed the query since).
+  const latest = useRef({ value, onCommit })
+  latest.current = { value, onCommit }
+  const committed = useRef(value)
+  useEffect(() => {
+    // Our own commit coming back is not news: typing since then stays in the field.
+    if (value !== committed.current) setDraft(value)
+    committed.current = value
+  }, [value])
+  useEffect(() => () => clearTimeout(timer.current), [])
+  const flush = (v: string) => {
+    clearTimeout(timer.current)
+    timer.current = undefined
+    if (v === latest.current.value) return
+    committed.current = v
+    latest.current.onCommit(v)
+  }
+  return (
+    <TextInput
+      {...rest}
+      value={draft}
+      onChange={(e) => {
+        const v = e.target.value
+        setDraft(v)
+        clearTimeout(timer.current)
+        timer.current = setTimeout(() => flush(v), FILTER_TYPING_PAUSE_MS)
+      }}
+      onKeyDown={(e) => {
+        if (e.key === "Enter") flush(draft)
+      }}
+      onBlur={() => {
+        if (timer.current !== undefined) flush(draft)
+      }}
+    />
   )
 }
 
