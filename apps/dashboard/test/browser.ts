@@ -39,6 +39,7 @@ export const startWorld = async (overrides: Partial<ServerConfig> = {}): Promise
     accounts: {
       ada: { email: "ada@example.com", email_verified: true, name: "Ada Lovelace" },
       grace: { email: "grace@example.com", email_verified: true, name: "Grace Hopper" },
+      alan: { email: "alan@example.com", email_verified: true, name: "Alan Turing" },
     },
   })
   const t = await startTestServer(

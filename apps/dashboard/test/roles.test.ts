@@ -43,7 +43,7 @@ const expectLocked = async (control: Locator, needs: string) => {
   expect(await control.getAttribute("title")).toBe(needs)
   const describedBy = (await control.getAttribute("aria-describedby"))!
   expect(describedBy).toBeTruthy()
-  expect(await s.page.locator(`[id="${describedBy}"]`).textContent()).toBe(needs)
+  expect(await control.page().locator(`[id="${describedBy}"]`).textContent()).toBe(needs)
 }
 
 describe.skipIf(!hasChromium)("role-aware controls in Chromium", () => {
@@ -140,6 +140,26 @@ describe.skipIf(!hasChromium)("role-aware controls in Chromium", () => {
     await shot(page, "roles-viewer-settings")
     expect(s.cspViolations).toEqual([])
     expect(s.pageErrors).toEqual([])
+  })
+
+  it("an admin creating a key is not offered the scopes only an owner holds", async () => {
+    const admin = await openSession(world)
+    try {
+      await joinByInvitation(world, admin.page, "alan", "admin")
+      await admin.page.goto(`${world.origin}/keys`)
+      await admin.page.getByRole("button", { name: "Create a key" }).first().click()
+      const dialog = admin.page.getByRole("dialog", { name: "Create an API key" })
+      await expectLocked(dialog.getByRole("checkbox", { name: "workspaces:write" }), "Needs the owner role")
+      expect(await dialog.getByRole("checkbox", { name: "workspaces:write" }).isChecked()).toBe(false)
+      expect(await dialog.getByRole("checkbox", { name: "apikeys:write" }).isDisabled()).toBe(false)
+      await dialog.getByLabel("Name").fill("reporting")
+      await dialog.getByRole("checkbox", { name: "events:read" }).check()
+      await dialog.getByRole("button", { name: "Create key" }).click()
+      await admin.page.getByTestId("secret").waitFor()
+      await expectAccessible(admin.page, "an admin's key dialog")
+    } finally {
+      await admin.context.close()
+    }
   })
 
   it("the sign-in screen says why the service sent a browser back (a first-run link opened again)", async () => {

@@ -10,6 +10,8 @@ import {
   DialogActions,
   Empty,
   InlineError,
+  LockReason,
+  lockedProps,
   PagedTable,
   PageHeader,
   Pill,
@@ -19,6 +21,7 @@ import {
   Status,
   TextInput,
   Time,
+  useLock,
 } from "../ui/index.tsx"
 
 type Key = Outputs["apiKeys"]["get"]
@@ -170,11 +173,12 @@ export function CreateKey({
   const [agent, setAgent] = useState(agentId ?? "")
   const [scopes, setScopes] = useState<ReadonlySet<Scope>>(new Set(agentId ? AGENT_SCOPES : ["agents:read"]))
   const [created, setCreated] = useState<Outputs["apiKeys"]["create"] | undefined>()
+  const can = useCan()
   const create = useAction(() =>
     api.apiKeys.create.mutate({
       name,
       type,
-      scopes: [...scopes].filter((s) => type !== "agent" || AGENT_KEY_SCOPES.includes(s)),
+      scopes: [...scopes].filter((s) => (type !== "agent" || AGENT_KEY_SCOPES.includes(s)) && can(s)),
       ...(type === "agent" ? { agentId: agent } : {}),
     }),
   )
@@ -186,7 +190,6 @@ export function CreateKey({
   }
   const field = create.error?.field
   // A link with `?create=1` opens nothing for a role that cannot make keys.
-  const can = useCan()
   return (
     <Dialog
       open={open && can("apikeys:write")}
@@ -237,19 +240,17 @@ export function CreateKey({
           <fieldset className="checks">
             <legend>Scopes</legend>
             {(type === "agent" ? AGENT_KEY_SCOPES : SCOPES).map((s) => (
-              <label key={s}>
-                <input
-                  type="checkbox"
-                  checked={scopes.has(s)}
-                  onChange={(e) => {
-                    const next = new Set(scopes)
-                    if (e.target.checked) next.add(s)
-                    else next.delete(s)
-                    setScopes(next)
-                  }}
-                />
-                {s}
-              </label>
+              <ScopeChoice
+                key={s}
+                scope={s}
+                checked={scopes.has(s)}
+                onChange={(checked) => {
+                  const next = new Set(scopes)
+                  if (checked) next.add(s)
+                  else next.delete(s)
+                  setScopes(next)
+                }}
+              />
             ))}
           </fieldset>
           {field?.startsWith("scopes") ? <p className="field-error">{create.error?.message}</p> : null}
@@ -260,5 +261,31 @@ export function CreateKey({
         </>
       )}
     </Dialog>
+  )
+}
+
+/** One scope's box: a scope the signed-in role does not hold cannot be given to a key (the service refuses it), so
+ * it is off, saying which role holds it. */
+function ScopeChoice({
+  scope,
+  checked,
+  onChange,
+}: {
+  scope: Scope
+  checked: boolean
+  onChange: (checked: boolean) => void
+}) {
+  const lock = useLock(scope)
+  return (
+    <label>
+      <input
+        type="checkbox"
+        checked={checked && lock === undefined}
+        onChange={(e) => onChange(e.target.checked)}
+        {...lockedProps(lock)}
+      />
+      {scope}
+      {lock ? <LockReason lock={lock} /> : null}
+    </label>
   )
 }
