@@ -3,6 +3,10 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { type CallToolResult, type Tool, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { GATEWAY_ERRORS, gatewayError } from "./errors.ts"
 
+/** The most pages and tools one listing may take: past them the server is misbehaving, not large. */
+export const MAX_TOOL_PAGES = 100
+export const MAX_TOOLS = 10_000
+
 export interface UpstreamOptions {
   /** A new transport for each (re)start: a stdio child process or a Streamable HTTP client. */
   readonly transport: () => Transport
@@ -117,15 +121,26 @@ export class Upstream {
     )
   }
 
-  /** Every tool, across pages. */
+  /**
+   * Every tool, across pages. A server whose pages do not end (a cursor seen before, more than MAX_TOOL_PAGES pages
+   * or MAX_TOOLS tools) is refused with a clear error instead of holding the gateway in the loop.
+   */
   async listTools(): Promise<Array<Tool>> {
     const client = this.current()
     const tools: Array<Tool> = []
+    const cursors = new Set<string>()
     let cursor: string | undefined
     do {
       const page = await this.wrap(client.listTools(cursor === undefined ? {} : { cursor }))
       tools.push(...page.tools)
       cursor = page.nextCursor
+      if (cursor && (cursors.has(cursor) || cursors.size + 1 >= MAX_TOOL_PAGES || tools.length > MAX_TOOLS))
+        throw gatewayError(
+          GATEWAY_ERRORS.upstreamUnavailable,
+          `the MCP server "${this.options.name}" listed tools without end (${cursors.has(cursor) ? `cursor "${cursor.slice(0, 40)}" came back` : `over ${MAX_TOOL_PAGES} pages or ${MAX_TOOLS} tools`}); the gateway lists none of them`,
+          { reason: "upstream_tool_list_unbounded" },
+        )
+      if (cursor) cursors.add(cursor)
     } while (cursor)
     return tools
   }

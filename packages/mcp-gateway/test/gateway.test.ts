@@ -382,6 +382,26 @@ describe("the wrapped server (stdio)", () => {
   })
 })
 
+describe("a server whose tool list does not end", () => {
+  it.each(["endless", "looping"])(
+    "%s pages: tools/list is a clear error, and a call is still decided",
+    async (variant) => {
+      const a = await newAgent()
+      await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
+      const c = await connect("stdio", { url: t.url, ...a, toolEnv: { TOOL_SERVER_VARIANT: variant } })
+      try {
+        const error = await mcpError(c.client.listTools())
+        expect(error.code).toBe(GATEWAY_ERRORS.upstreamUnavailable)
+        expect(error.message).toContain("listed tools without end")
+        // The gateway is not stuck: a call is decided (the tool unknown to it) and forwarded.
+        expect(textOf(await c.client.callTool({ name: "echo", arguments: { text: "still here" } }))).toBe("still here")
+      } finally {
+        await c.close()
+      }
+    },
+  )
+})
+
 describe("the HTTP listener on loopback", () => {
   /** A raw POST to the gateway with the given Host and Origin: what a DNS-rebinding web page would send. */
   const post = (url: string, headers: Record<string, string>) =>
