@@ -6,6 +6,8 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { ComplianceRepo, SCOPES, TrustRecompute } from "@agentgov/domain"
 import { attributedLeaf, hashRange, type Jwks, rootOf, verifyReport } from "@agentgov/verifier"
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { getDocument } from "pdfjs-dist/legacy/build/pdf.mjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
@@ -384,6 +386,70 @@ describe("reports judge each framework's controls by the catalogue's rules", () 
   })
 })
 
+describe("the queue", () => {
+  it("one workspace's backlog of reports does not hold up another workspace's report", async () => {
+    const a = await seedWorkspace({ guardDefault: "deny" })
+    const b = await seedWorkspace({ guardDefault: "deny" })
+    await closePeriod(a)
+    b.to = a.to
+    const request = async (s: Seeded) =>
+      ok(
+        await t.call("POST", "/api/v1/compliance/reports", {
+          key: s.key,
+          body: { framework: "soc2", from: s.from, to: s.to },
+        }),
+        202,
+      ).id as string
+    // While a's first report is being generated (held at a's chain head), a queues three more, then b one.
+    let locked!: () => void
+    let release!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    const released = new Promise<void>((r) => (release = r))
+    const holding = run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${a.workspaceId} FOR UPDATE`
+            locked()
+            yield* Effect.promise(() => released)
+          }),
+        ),
+      ),
+    )
+    await isLocked
+    const first = await request(a)
+    for (let i = 0; ; i++) {
+      const [row] = await t.query<{ claimed: boolean }>(
+        (sql) => sql`SELECT claimed_until IS NOT NULL AS claimed FROM compliance_reports WHERE id = ${first}`,
+      )
+      if (row!.claimed) break
+      if (i > 500) throw new Error("the worker did not claim the report")
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    const backlog = [await request(a), await request(a), await request(a)]
+    const other = await request(b)
+    release()
+    await holding
+    const completed = async (id: string) => {
+      for (let i = 0; i < 600; i++) {
+        const [row] = await t.query<{ status: string; completed_at: Date | null }>(
+          (sql) => sql`SELECT status, completed_at FROM compliance_reports WHERE id = ${id}`,
+        )
+        if (row!.status !== "generating") {
+          expect(row!.status).toBe("ready")
+          return row!.completed_at!.getTime()
+        }
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      throw new Error(`report ${id} was not generated`)
+    }
+    const otherDone = await completed(other)
+    const backlogDone = await Promise.all(backlog.map(completed))
+    // Served next, before any of a's backlog (they were requested first).
+    for (const done of backlogDone) expect(otherDone).toBeLessThanOrEqual(done)
+  })
+})
+
 describe("offline verification", () => {
   const exportFor = async (s: Seeded, doc: any) => {
     const first = doc.counted.sequences[0][0]
@@ -648,6 +714,70 @@ describe("certifications", () => {
     })
     expectError(again, 409, "CERTIFICATION_REFUSED")
     expect(again.body.error.message).toContain("below bronze")
+  })
+
+  it("a certification issued while the trust pass takes the agent below bronze is revoked by that pass", async () => {
+    const s = await seedCompliant()
+    const r = await report(s, "gdpr")
+    const adjust = async (delta: number) =>
+      ok(
+        await t.call("POST", `/api/v1/trust/score/${s.agentId}/adjustments`, {
+          key: s.key,
+          body: { delta, reason: "operator review" },
+        }),
+        201,
+      )
+    const catchUp = () => run(TrustRecompute.use((w) => w.catchUp(s.workspaceId)))
+    await adjust(200)
+    await catchUp()
+    // The incident is recorded; the pass that will announce it has not run yet.
+    await adjust(-300)
+    const waiting = async (n: number) => {
+      for (let i = 0; i < 1000; i++) {
+        const [row] = await t.query<{ n: number }>(
+          (sql) => sql`SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+        )
+        if (row!.n >= n) return
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      throw new Error(`fewer than ${n} statements waiting on a lock`)
+    }
+    // Hold the chain head: the issue stops at its event, after its checks and its row, holding the agent's lock.
+    let locked!: () => void
+    let release!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    const released = new Promise<void>((r) => (release = r))
+    const holding = run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${s.workspaceId} FOR UPDATE`
+            locked()
+            yield* Effect.promise(() => released)
+          }),
+        ),
+      ),
+    )
+    await isLocked
+    const issuing = t.call("POST", "/api/v1/compliance/certifications", {
+      key: s.key,
+      body: { agentId: s.agentId, reportId: r.id },
+    })
+    await waiting(1)
+    // The pass, meanwhile, computes the fall below bronze and revokes what is in force.
+    const passing = catchUp()
+    await waiting(2)
+    release()
+    await holding
+    const cert = ok(await issuing, 201)
+    await passing
+    for (let i = 0; i < 10; i++) await catchUp()
+    const [row] = await t.query<{ status: string; revoked_reason: string | null }>(
+      (sql) => sql`SELECT status, revoked_reason FROM certifications WHERE id = ${cert.id}`,
+    )
+    expect(row).toEqual({ status: "revoked", revoked_reason: "trust_below_bronze" })
+    expect(ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))).toEqual([])
   })
 
   it("an operator revokes one in force: certification.revoked, gone from the list and from the badge at once", async () => {

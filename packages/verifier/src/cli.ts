@@ -18,8 +18,8 @@ import { type ReportVerification, verifyReport } from "./report.ts"
 
 const USAGE =
   "usage: agentgov-verify <bundle.json | -> [--jwks <trusted-jwks.json>] [--json]\n" +
-  "       agentgov-verify report <report.json> <bundle.json>... [--jwks <trusted-jwks.json>] [--json]"
-;("       agentgov-verify badge <badge.json | badge.svg | jws | -> --jwks <jwks.json> [--agent <agt_…>] [--issuer <url>] [--json]")
+  "       agentgov-verify report <report.json> <bundle.json>... [--jwks <trusted-jwks.json>] [--json]\n" +
+  "       agentgov-verify badge <badge.json | badge.svg | jws | -> --jwks <jwks.json> [--agent <agt_…>] [--issuer <url>] [--json]"
 
 /** The parsed JSON of a file, or of stdin for "-"; throws with a message fit for the user. */
 const readJson = (path: string, what: string): unknown => {

@@ -303,6 +303,50 @@ export interface ReportVerification {
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+const isSequence = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 1
+
+/**
+ * What is wrong with the shape of a report's `counted`, or undefined: a count, ascending disjoint ranges of
+ * sequences, a digest, and the ids (strings) when listed. Checked before anything reads them, so that no
+ * malformed value can throw, and a range is never walked sequence by sequence (one may span 2^53).
+ */
+const countedProblem = (c: unknown): string | undefined => {
+  if (!isObject(c)) return '"counted" missing or not an object'
+  if (!Number.isSafeInteger(c.count) || (c.count as number) < 0) return '"counted.count" is not a count'
+  if (!Array.isArray(c.sequences)) return '"counted.sequences" is not an array'
+  let last = 0
+  for (const [i, r] of (c.sequences as unknown[]).entries()) {
+    if (!Array.isArray(r) || r.length !== 2 || !isSequence(r[0]) || !isSequence(r[1]) || r[0] > r[1])
+      return `"counted.sequences[${i}]" is not a range [from, to] of sequences (integers ≥ 1, from ≤ to)`
+    if (r[0] <= last) return `"counted.sequences[${i}]" does not follow the range before it (ascending, disjoint)`
+    last = r[1]
+  }
+  if (typeof c.idsDigest !== "string") return '"counted.idsDigest" is not a string'
+  if (c.ids !== undefined && !(Array.isArray(c.ids) && c.ids.every((id) => typeof id === "string")))
+    return '"counted.ids" is not a list of ids'
+  return undefined
+}
+
+/** Whether sequence `s` is in one of the ascending disjoint `ranges`. */
+const inRanges = (ranges: SequenceRanges, s: number): boolean => {
+  let lo = 0
+  let hi = ranges.length - 1
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1
+    const [from, to] = ranges[mid]!
+    if (s < from) hi = mid - 1
+    else if (s > to) lo = mid + 1
+    else return true
+  }
+  return false
+}
+
+/** Ascending sequences as text ranges ("1–4, 30–40"), at most `n` of them. */
+const spansText = (spans: ReadonlyArray<readonly [number, number]>, n = 5): string =>
+  spans
+    .slice(0, n)
+    .map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`))
+    .join(", ") + (spans.length > n ? `, and ${spans.length - n} more ranges` : "")
 
 /** The report's signature check alone: ok, or why not. */
 export const verifyReportSignature = (report: Record<string, unknown>, jwks: Jwks) => {
@@ -321,6 +365,25 @@ export const verifyReport = (
   reportValue: unknown,
   bundleValues: readonly unknown[],
   options: { readonly trustedJwks?: Jwks } = {},
+): ReportVerification => {
+  try {
+    return checkReport(reportValue, bundleValues, options)
+  } catch (e) {
+    // Not expected (every field is checked before use): a last guard so that input never throws.
+    return {
+      valid: false,
+      errors: [{ reason: `the report cannot be checked: ${(e as Error).message}` }],
+      warnings: [],
+      recounted: 0,
+      bundles: [],
+    }
+  }
+}
+
+const checkReport = (
+  reportValue: unknown,
+  bundleValues: readonly unknown[],
+  options: { readonly trustedJwks?: Jwks },
 ): ReportVerification => {
   const errors: ReportError[] = []
   const warnings: string[] = []
@@ -358,7 +421,7 @@ export const verifyReport = (
     number,
     { id: string; type: string; timestamp: string; agentId: string | null; data: Record<string, unknown> }
   >()
-  const size = isObject(doc.checkpoint) ? doc.checkpoint.treeSize : -1
+  const size = isObject(doc.checkpoint) && Number.isSafeInteger(doc.checkpoint.treeSize) ? doc.checkpoint.treeSize : -1
   const root = isObject(doc.checkpoint) ? doc.checkpoint.rootHash : ""
   for (const [i, bundle] of bundles.entries()) {
     const r = verifyBundle(bundle, options.trustedJwks ? { trustedJwks: options.trustedJwks } : {})
@@ -376,35 +439,53 @@ export const verifyReport = (
         )
     }
     for (const e of Array.isArray(bundle.events) ? bundle.events : [])
-      if (isObject(e) && typeof e.sequence === "number" && isObject(e.data)) events.set(e.sequence, e as never)
+      if (isObject(e) && isSequence(e.sequence) && isObject(e.data)) events.set(e.sequence, e as never)
   }
 
-  // The counted events: every one present, with the listed ids and digest, and every metric recounted.
+  // The counted events: every one present, with the listed ids and digest, and every metric recounted. The ranges
+  // are walked through the bundles' events (sorted), so the work is bounded by the bundles, not by the ranges.
   const counted = doc.counted
+  const period = doc.period as unknown
+  const periodOk =
+    isObject(period) &&
+    typeof period.from === "string" &&
+    typeof period.to === "string" &&
+    !Number.isNaN(Date.parse(period.from)) &&
+    !Number.isNaN(Date.parse(period.to)) &&
+    (doc.agentId === null || typeof doc.agentId === "string")
+  const problem = countedProblem(counted)
   let recounted = 0
-  if (!isObject(counted) || !Array.isArray(counted.sequences)) fail('"counted" missing or malformed')
+  if (problem) fail(problem)
+  else if (!periodOk) fail('"period" missing or malformed: expected {from, to} timestamps')
   else if (bundles.length > 0) {
+    const scope = { from: doc.period.from, to: doc.period.to, agentId: doc.agentId }
+    const ranges = counted.sequences
+    const present = [...events.keys()].sort((a, b) => a - b)
     const digest = createHash("sha256")
     const tally = Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics
     let missing = 0
+    const notInBundle = (from: number, to: number) => {
+      for (let s = from; s <= to && missing + s - from < 20; s++) fail("counted by the report but not in the bundle", s)
+      missing += Math.max(0, to - from + 1)
+    }
     const ids: string[] = []
-    for (const range of counted.sequences) {
-      const [from, to] = range
-      for (let s = from; s <= to; s++) {
-        const e = events.get(s)
-        if (!e) {
-          if (missing < 20) fail("counted by the report but not in the bundle", s)
-          missing += 1
-          continue
-        }
+    let p = 0
+    for (const [from, to] of ranges) {
+      while (p < present.length && present[p]! < from) p++
+      let next = from
+      for (; p < present.length && present[p]! <= to; p++) {
+        const s = present[p]!
+        const e = events.get(s)!
+        notInBundle(next, s - 1)
+        next = s + 1
         if (s > size) fail(`counted, but beyond the report's checkpoint (tree size ${size})`, s)
-        if (!countsEvent({ ...doc.period, agentId: doc.agentId }, e))
-          fail("counted, but outside the report's period or agent", s)
+        if (!countsEvent(scope, e)) fail("counted, but outside the report's period or agent", s)
         digest.update(`${s} ${e.id}\n`)
         ids.push(e.id)
         recounted += 1
         for (const m of EVENT_METRICS) if (metricMatches(m, e)) tally[m.name] += 1
       }
+      notInBundle(next, to)
     }
     if (missing > 20) fail(`${missing - 20} more counted events are not in the bundle`)
     if (missing === 0) {
@@ -412,7 +493,10 @@ export const verifyReport = (
         fail(`the report says ${counted.count} events were counted; its ranges hold ${recounted}`)
       if (digest.digest("hex") !== counted.idsDigest)
         fail("the ids of the counted events do not match the report's digest")
-      if (counted.ids !== undefined && canonicalize(counted.ids) !== canonicalize(ids))
+      if (
+        counted.ids !== undefined &&
+        (counted.ids.length !== ids.length || counted.ids.some((id, i) => id !== ids[i]))
+      )
         fail("the listed ids are not those of the counted events")
       for (const m of EVENT_METRICS) {
         const said = (doc.metrics as Record<string, unknown>)?.[m.name]
@@ -420,11 +504,22 @@ export const verifyReport = (
           fail(`metric ${m.name}: the report says ${String(said)}, the bundle recounts ${tally[m.name]}`)
       }
       // Events of the period in the report's tree that it did not count: an undercount.
-      const listed = new Set<number>()
-      for (const [from, to] of counted.sequences) for (let s = from; s <= to; s++) listed.add(s)
-      for (const [s, e] of events)
-        if (s <= size && !listed.has(s) && countsEvent({ ...doc.period, agentId: doc.agentId }, e))
+      for (const s of present)
+        if (s <= size && !inRanges(ranges, s) && countsEvent(scope, events.get(s)!))
           fail("in the report's period and tree, but not counted", s)
+      // What no bundle held cannot be judged: say which sequences of the tree those are.
+      const unseen: Array<[number, number]> = []
+      let expected = 1
+      for (const s of present) {
+        if (s > size) break
+        if (s > expected) unseen.push([expected, s - 1])
+        expected = s + 1
+      }
+      if (size >= expected) unseen.push([expected, size])
+      if (unseen.length > 0)
+        warnings.push(
+          `the bundles do not hold ${unseen.length === 1 && unseen[0]![0] === unseen[0]![1] ? "sequence" : "sequences"} ${spansText(unseen)} of the report's tree (size ${size}): events among them that fall in the report's period were not checked for being left uncounted`,
+        )
     }
   }
   if (isObject(doc.chain) && doc.chain.valid === false)

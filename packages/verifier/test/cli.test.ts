@@ -4,6 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
+import { CountedBuilder, EVENT_METRICS, type Metrics, REPORT_FORMAT, signReport } from "../src/index.ts"
 import { copy, makeBundle, makeChain, makeSigner } from "./fixtures.ts"
 
 const cliPath = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
@@ -100,6 +101,62 @@ describe("agentgov-verify", () => {
     expect(r.status).toBe(2)
     expect(r.stdout).toBe("")
     expect(r.stderr).toMatch(message)
+  })
+})
+
+describe("agentgov-verify report", () => {
+  const chain = makeChain(12)
+  const whole = makeBundle(chain, signer)
+  const report = (sequences: Array<[number, number]>) =>
+    signReport(
+      {
+        format: REPORT_FORMAT,
+        id: "rpt_cli",
+        workspaceId: whole.workspaceId,
+        framework: "soc2",
+        catalogueVersion: "test",
+        agentId: null,
+        period: { from: chain[0]!.timestamp, to: "2026-01-01T00:00:00.000Z" },
+        generatedAt: "2025-01-02T00:00:00.000Z",
+        checkpoint: whole.checkpoint,
+        chain: { valid: true, checked: 12 },
+        counted: { ...new CountedBuilder(0).done(), sequences },
+        metrics: Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics,
+        activity: [],
+        controls: [],
+        summary: { result: "compliant", met: 0, partial: 0, notMet: 0, notApplicable: 0 },
+      },
+      signer.privateKey,
+      signer.kid,
+    )
+  const wholeFile = write("whole.json", whole)
+
+  // A hang is the failure this guards against: the timeout only turns one into a failed assertion.
+  it("exits 1 with the errors for a report counting ranges no bundle could hold, without walking them", () => {
+    const r = spawnSync(
+      process.execPath,
+      [cliPath, "report", write("huge.json", report([[1, Number.MAX_SAFE_INTEGER]])), wholeFile, "--jwks", jwksFile],
+      { encoding: "utf8", timeout: 60_000 },
+    )
+    expect(r.stderr).toBe("")
+    expect(r.status).toBe(1)
+    expect(r.stdout).toMatch(/^INVALID: /)
+    expect(r.stdout).toContain(`${Number.MAX_SAFE_INTEGER - 12 - 20} more counted events are not in the bundle`)
+  })
+
+  it("exits 1, not 2, for a report whose counted ranges are malformed", () => {
+    const bad = { ...report([[1, 12]]), counted: { count: 1, sequences: [5], idsDigest: "" } }
+    const r = run(["report", write("malformed-report.json", bad), wholeFile, "--jwks", jwksFile])
+    expect(r.stderr).toBe("")
+    expect(r.status).toBe(1)
+    expect(r.stdout).toContain('"counted.sequences[0]" is not a range')
+  })
+
+  it("names every command in its usage", () => {
+    const r = run([])
+    expect(r.status).toBe(2)
+    expect(r.stderr).toMatch(/agentgov-verify report <report\.json>/)
+    expect(r.stderr).toMatch(/agentgov-verify badge </)
   })
 })
 

@@ -108,6 +108,79 @@ describe("verifyReport", () => {
     expect(r.errors).toContainEqual({ sequence: 5, reason: "in the report's period and tree, but not counted" })
   })
 
+  it("a malformed counted section, period or ids list is reported as invalid, never thrown", () => {
+    const junk: Array<[string, unknown]> = [
+      ["a range that is a number", { ...report.counted, sequences: [5] }],
+      ["a null range", { ...report.counted, sequences: [null] }],
+      ["a range of strings", { ...report.counted, sequences: [["a", "b"]] }],
+      ["a reversed range", { ...report.counted, sequences: [[30, 5]] }],
+      [
+        "overlapping ranges",
+        {
+          ...report.counted,
+          sequences: [
+            [5, 20],
+            [10, 30],
+          ],
+        },
+      ],
+      ["a non-finite id", { ...report.counted, ids: [JSON.parse("1e999")] }],
+      ["deeply nested ids", { ...report.counted, ids: JSON.parse(`${"[".repeat(200_000)}${"]".repeat(200_000)}`) }],
+      ["a count that is not a number", { ...report.counted, count: "26" }],
+    ]
+    for (const [what, counted] of junk) {
+      const r = verifyReport({ ...report, counted }, [bundle], { trustedJwks: signer.jwks })
+      expect(r.valid, what).toBe(false)
+      expect(r.errors.map((e) => e.reason).join("\n"), what).toMatch(/"counted(\.[a-z]+)?(\[\d+\])?" /)
+    }
+    const noPeriod = verifyReport({ ...report, period: { from: "yesterday" } }, [bundle], { trustedJwks: signer.jwks })
+    expect(noPeriod.valid).toBe(false)
+    expect(noPeriod.errors.map((e) => e.reason)).toContain(
+      '"period" missing or malformed: expected {from, to} timestamps',
+    )
+  })
+
+  it("counted ranges far beyond the bundles are judged from the bundles' events, not walked one by one", () => {
+    // Re-signed, so only the recount can refuse it; walking 2^53 sequences never ended.
+    const huge = signReport(
+      { ...makeReport(), counted: { ...makeReport().counted, sequences: [[5, Number.MAX_SAFE_INTEGER]] } },
+      signer.privateKey,
+      signer.kid,
+    )
+    const r = verifyReport(huge, [bundle], { trustedJwks: signer.jwks })
+    expect(r.valid).toBe(false)
+    expect(r.recounted).toBe(36)
+    expect(r.errors.slice(0, 2)).toEqual([
+      { sequence: 31, reason: "counted, but outside the report's period or agent" },
+      { sequence: 32, reason: "counted, but outside the report's period or agent" },
+    ])
+    expect(r.errors).toContainEqual({ sequence: 41, reason: "counted by the report but not in the bundle" })
+    expect(r.errors).toContainEqual({ sequence: 60, reason: "counted by the report but not in the bundle" })
+    expect(r.errors).toContainEqual({
+      reason: `${Number.MAX_SAFE_INTEGER - 40 - 20} more counted events are not in the bundle`,
+    })
+  })
+
+  it("says which sequences of the report's tree no bundle held, so an undercount there went unchecked", () => {
+    // Event 30 is in the period but left out; a bundle of only the counted range (5..29) cannot show it.
+    const counted = new CountedBuilder(10_000)
+    const metrics = Object.fromEntries(EVENT_METRICS.map((m) => [m.name, 0])) as Metrics
+    for (const e of chain.slice(4, 29)) {
+      counted.push(e.sequence, e.id)
+      for (const m of EVENT_METRICS) if (metricMatches(m, e)) metrics[m.name] += 1
+    }
+    const under = signReport({ ...makeReport(), counted: counted.done(), metrics }, signer.privateKey, signer.kid)
+    const part = verifyReport(under, [makeBundle(chain, signer, { from: 5, to: 29 })], { trustedJwks: signer.jwks })
+    expect(part.errors).toEqual([])
+    expect(part.warnings).toEqual([
+      "the bundles do not hold sequences 1–4, 30–40 of the report's tree (size 40): events among them that fall in the report's period were not checked for being left uncounted",
+    ])
+    // With the whole tree the undercount shows, and there is nothing left unchecked to warn of.
+    const whole = verifyReport(under, [bundle], { trustedJwks: signer.jwks })
+    expect(whole.errors).toContainEqual({ sequence: 30, reason: "in the report's period and tree, but not counted" })
+    expect(whole.warnings).toEqual([])
+  })
+
   it("never throws on junk", () => {
     expect(verifyReport(null, []).valid).toBe(false)
     expect(verifyReport({ format: REPORT_FORMAT }, [{}]).valid).toBe(false)

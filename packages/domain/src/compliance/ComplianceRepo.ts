@@ -74,12 +74,19 @@ export class ComplianceRepo extends Context.Service<
           Effect.orDie,
         )
 
+      // The agent's row lock first: a certification being issued holds it from its checks to its commit
+      // (`issueCertification`), so this waits for that one and its UPDATE then sees (and revokes) it. Without the
+      // lock, the trust worker's pass revoked before such an issue committed and the certification outlived the
+      // fall below bronze it was racing (outside review, 2026-11-29). The enforcement service holds it already.
       const revokeCertifications = (workspaceId: string, agentId: string, reason: RevocationReason, at: string) =>
-        sql<CertificationRow>`UPDATE certifications SET status = 'revoked', revoked_at = ${at}::timestamptz,
+        sql`SELECT id FROM agents WHERE workspace_id = ${workspaceId} AND id = ${agentId} FOR UPDATE`.pipe(
+          Effect.andThen(
+            sql<CertificationRow>`UPDATE certifications SET status = 'revoked', revoked_at = ${at}::timestamptz,
               revoked_reason = ${reason}
             WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'active'
               AND expires_at > ${at}::timestamptz
-            RETURNING *`.pipe(
+            RETURNING *`,
+          ),
           Effect.map((rows) =>
             rows.map(
               (c): NewEvent => ({

@@ -379,11 +379,19 @@ export class ComplianceService extends Context.Service<
       const generateNext = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         // The worker's poll and wake-ups: not traced (an idle server would export a trace each time).
-        const [row] = yield* sql<ReportRow>`UPDATE compliance_reports
+        // Workspaces take turns: the next report is the oldest of the workspace served longest ago (the latest
+        // report it had completed or claimed; never served first), so one workspace's backlog (requests are 202 at
+        // once, a report verifies its whole chain) cannot hold up another's for as long as it keeps requesting.
+        // Until 2026-11-29 (outside review) it was the oldest report of all, first come first served.
+        const [row] = yield* sql<ReportRow>`WITH served AS MATERIALIZED (
+              SELECT w.workspace_id, (SELECT max(coalesce(d.completed_at, d.claimed_until - ${`${CLAIM_MS} milliseconds`}::interval))
+                  FROM compliance_reports d WHERE d.workspace_id = w.workspace_id) AS at
+              FROM (SELECT DISTINCT workspace_id FROM compliance_reports WHERE status = 'generating') w)
+            UPDATE compliance_reports
             SET claimed_until = ${isoOf(now + CLAIM_MS)}::timestamptz, attempts = attempts + 1
-            WHERE id = (SELECT id FROM compliance_reports
-                        WHERE status = 'generating' AND (claimed_until IS NULL OR claimed_until < ${isoOf(now)}::timestamptz)
-                        ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+            WHERE id = (SELECT c.id FROM compliance_reports c JOIN served s ON s.workspace_id = c.workspace_id
+                        WHERE c.status = 'generating' AND (c.claimed_until IS NULL OR c.claimed_until < ${isoOf(now)}::timestamptz)
+                        ORDER BY s.at ASC NULLS FIRST, c.created_at LIMIT 1 FOR UPDATE OF c SKIP LOCKED)
             RETURNING *`.pipe(Effect.orDie, Effect.withTracerEnabled(false))
         if (!row) return undefined
         return yield* generateClaimed(row, now)
