@@ -43,8 +43,9 @@ export function App() {
 }
 
 /**
- * Why the service sent the browser back to sign in (`/?signin_error=<reason>`): the first-run link opened again, in a
- * browser it had not signed in (a reload or a double click in the one it had goes on to the dashboard).
+ * Why the service sent the browser back to sign in (`/?signin_error=<reason>`, the error code in lower case without
+ * `SIGNIN_`): the first-run link opened again in a browser it had not signed in (a reload or a double click in the
+ * one it had goes on to the dashboard), or a sign-in at a provider that could not finish.
  */
 const SIGNIN_ERRORS: Readonly<Record<string, ReactNode>> = {
   link_used: (
@@ -53,6 +54,19 @@ const SIGNIN_ERRORS: Readonly<Record<string, ReactNode>> = {
       print a fresh link with <code>npm run cli -- signin-link</code>.
     </>
   ),
+  state_mismatch:
+    "That sign-in was not started in this browser, or it expired or was already finished (another tab, the back button). Start again below.",
+  failed: "The identity provider's answer could not be verified. Start again below.",
+  provider_error:
+    "The identity provider ended the sign-in (it was declined there, or it refused it). Start again below.",
+  provider_unavailable: "The identity provider cannot be reached now. Try again in a moment.",
+  provider_not_found: "That sign-in method is not configured here. Choose one below.",
+  email_unverified: "The identity provider did not vouch for your e-mail address. Verify it there, then sign in again.",
+  account_unverified:
+    "An account with this e-mail address exists, but its address was never verified: sign in as it did before, or ask an owner.",
+  email_ambiguous:
+    "Your e-mail address has a capital letter outside ASCII, which could make it another person's. Sign in with an address without one.",
+  provider_not_allowed: "That sign-in method is for workspaces on the enterprise plan. Use another one below.",
 }
 
 function SignIn({ hash }: { hash: string }) {

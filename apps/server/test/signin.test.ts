@@ -240,6 +240,117 @@ describe("sign-in through OpenID Connect providers", () => {
   })
 })
 
+describe("a sign-in that cannot go on, in a browser", () => {
+  const html = { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" }
+
+  /** Begins a sign-in at social1 as `account` and stops at the callback, not opening it. */
+  const toCallback = async (browser: Browser, account: string) => {
+    social1.loginAs(account)
+    const { hops } = await browser.follow(`${origin}/auth/signin/social1`, (next) =>
+      next.pathname.startsWith("/auth/callback/"),
+    )
+    return new URL(hops.at(-1)!.url)
+  }
+
+  it("goes to the sign-in screen saying why, for every refusal; an API client still gets the envelope", async () => {
+    // Begun in another browser (login CSRF), or the state cookie gone or stale: state_mismatch.
+    const callback = await toCallback(new Browser(), "alice")
+    const stranger = await new Browser().fetch(callback.href, { headers: html })
+    expect(stranger.status).toBe(302)
+    expect(stranger.headers.get("location")).toBe("/?signin_error=state_mismatch")
+    expect(stranger.headers.getSetCookie().some((c) => c.startsWith(`${COOKIE}=`))).toBe(false)
+    const script = await new Browser().fetch(callback.href, { headers: { accept: "application/json" } })
+    expectError(
+      { status: script.status, headers: script.headers, body: await script.json() },
+      400,
+      "SIGNIN_STATE_MISMATCH",
+    )
+
+    // The provider ended the sign-in (the person declined there): provider_error, its error code in the envelope.
+    const declining = new Browser()
+    const mine = await toCallback(declining, "alice")
+    const declined = new URL(`${origin}/auth/callback/social1`)
+    declined.search = new URLSearchParams({
+      error: "access_denied",
+      error_description: "<b>the person said no</b>",
+      state: mine.searchParams.get("state")!,
+      iss: social1.issuer,
+    }).toString()
+    const flow = declining.cookie("127.0.0.1", "agentgov_signin")!
+    const refused = await declining.fetch(declined.href, { headers: html })
+    expect(refused.status).toBe(302)
+    expect(refused.headers.get("location")).toBe("/?signin_error=provider_error")
+    expect(declining.cookie("127.0.0.1", "agentgov_signin")).toBeUndefined()
+    expect(declining.cookie("127.0.0.1", COOKIE)).toBeUndefined()
+    const again = new Browser()
+    const theirs = await toCallback(again, "alice")
+    declined.searchParams.set("state", theirs.searchParams.get("state")!)
+    const envelope = await again.fetch(declined.href)
+    const body = (await envelope.json()) as any
+    expect(envelope.status).toBe(400)
+    expect(body.error.code).toBe("SIGNIN_PROVIDER_ERROR")
+    expect(body.error.message).toContain("access_denied")
+    expect(body.error.message).not.toContain("said no")
+    expect(flow).toBeTruthy()
+
+    // The provider's identity is refused here: its code, in lower case.
+    const unverified = new Browser()
+    const eve = await toCallback(unverified, "eve")
+    const eveRes = await unverified.fetch(eve.href, { headers: html })
+    expect(eveRes.headers.get("location")).toBe("/?signin_error=email_unverified")
+    expect(unverified.cookie("127.0.0.1", COOKIE)).toBeUndefined()
+
+    // No such provider.
+    const unknown = await new Browser().fetch(`${origin}/auth/signin/nope`, { headers: html })
+    expect(unknown.status).toBe(302)
+    expect(unknown.headers.get("location")).toBe("/?signin_error=provider_not_found")
+    const unknownJson = await fetch(`${origin}/auth/signin/nope`)
+    expect(((await unknownJson.json()) as any).error.code).toBe("PROVIDER_NOT_FOUND")
+  })
+
+  it("a finished callback opened again in the browser it signed in goes on to the dashboard", async () => {
+    const browser = new Browser()
+    const callback = await toCallback(browser, "alice")
+    expect((await browser.fetch(callback.href, { headers: html })).status).toBe(302)
+    const session = browser.cookie("127.0.0.1", COOKIE)
+    expect(session).toBeDefined()
+    const reloaded = await browser.fetch(callback.href, { headers: html })
+    expect(reloaded.status).toBe(302)
+    expect(reloaded.headers.get("location")).toBe("/")
+    expect(browser.cookie("127.0.0.1", COOKIE)).toBe(session)
+    expect((await sessionOf(browser)).status).toBe(200)
+  })
+
+  it("a provider that cannot be reached is a 503 SIGNIN_PROVIDER_UNAVAILABLE (the sign-in screen for a browser), not a 500", async () => {
+    const down = await freePort()
+    const other = await startTestServer({
+      oidcProviders: [
+        {
+          id: "down",
+          label: "Down SSO",
+          issuer: `http://127.0.0.1:${down}`,
+          clientId: "agentgov",
+          clientSecret: "x",
+          enterprise: false,
+        },
+      ],
+    })
+    try {
+      const res = await fetch(`${other.url}/auth/signin/down`)
+      const body = (await res.json()) as any
+      expect(res.status, JSON.stringify(body)).toBe(503)
+      expect(body.error.code).toBe("SIGNIN_PROVIDER_UNAVAILABLE")
+      expect(body.error.message).toContain("Down SSO")
+      const browser = await fetch(`${other.url}/auth/signin/down`, { headers: html, redirect: "manual" })
+      expect(browser.status).toBe(302)
+      expect(browser.headers.get("location")).toBe("/?signin_error=provider_unavailable")
+      expect(browser.headers.getSetCookie()).toEqual([])
+    } finally {
+      await other.close()
+    }
+  })
+})
+
 describe("return_to after sign-in", () => {
   /** Signs in with `return_to` and answers the callback's status and where it sends the browser. */
   const returnOf = async (returnTo: string) => {
@@ -285,6 +396,59 @@ describe("sessions", () => {
     expect(fresh).not.toBe(planted)
     expect((await sessionOf(victim)).body.data.user.email).toBe("alice@example.com")
     expect((await sessionOf(attacker)).status).toBe(401)
+  })
+
+  it("over HTTPS the sign-in's state cookie is __Host- too: one tossed from a sibling subdomain finishes no sign-in (login CSRF)", async () => {
+    const https = "https://agentgov.example.com"
+    const idp = await startIdp({ redirectUris: [`${https}/auth/callback/sso`], accounts })
+    const srv = await startTestServer({
+      publicUrl: https,
+      oidcProviders: [
+        {
+          id: "sso",
+          label: "SSO",
+          issuer: idp.issuer,
+          clientId: "agentgov",
+          clientSecret: "agentgov-secret",
+          enterprise: false,
+        },
+      ],
+    })
+    try {
+      /** Begins a sign-in as `account` and answers the callback the provider sends back, on the test server. */
+      const toCallback = async (browser: Browser, account: string) => {
+        idp.loginAs(account)
+        const begun = await browser.fetch(`${srv.url}/auth/signin/sso`)
+        const { hops } = await browser.follow(begun.headers.get("location")!, (next) => next.origin === https)
+        const callback = new URL(hops.at(-1)!.url)
+        return { begun, callback: `${srv.url}${callback.pathname}${callback.search}` }
+      }
+      // The attacker begins a sign-in as themselves and keeps its state (the value of their own state cookie).
+      const attacker = new Browser()
+      const theirs = await toCallback(attacker, "bob")
+      const [tossedName] = theirs.begun.setCookies[0]!.split("=")
+      const tossedValue = attacker.cookie("127.0.0.1", tossedName!)!
+      expect(theirs.begun.setCookies[0]).toMatch(
+        /^__Host-agentgov_signin=[^;]+; Path=\/; HttpOnly; SameSite=Lax; Secure/,
+      )
+      // A sibling subdomain sets, for the whole parent domain, the state cookie under the only name it can: unprefixed.
+      const victim = new Browser()
+      victim.setCookie("127.0.0.1", "agentgov_signin", tossedValue)
+      const planted = await victim.fetch(theirs.callback)
+      expect(planted.status).toBe(400)
+      expect(((await planted.json()) as any).error.code).toBe("SIGNIN_STATE_MISMATCH")
+      expect(victim.cookie("127.0.0.1", "__Host-agentgov_session")).toBeUndefined()
+      // The person's own sign-in finishes, with the prefixed state cookie.
+      const own = new Browser()
+      const mine = await toCallback(own, "alice")
+      const done = await own.fetch(mine.callback)
+      expect(done.status).toBe(302)
+      expect(own.cookie("127.0.0.1", "__Host-agentgov_session")).toMatch(/^svc_sess_/)
+      expect(done.setCookies).toContain("__Host-agentgov_signin=; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=0")
+    } finally {
+      await srv.close()
+      await idp.close()
+    }
   })
 
   it("refuses a cookie-authenticated change without the CSRF token or from another origin, and changes nothing", async () => {

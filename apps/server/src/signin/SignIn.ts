@@ -5,7 +5,7 @@ import { Effect, Exit } from "effect"
 import * as oidc from "openid-client"
 import type { OidcProviderConfig } from "../config.ts"
 import type { Logger } from "../logger.ts"
-import { clearCookie, FLOW_COOKIE, isLoopbackUrl, sessionCookieName, setCookie } from "./cookies.ts"
+import { clearCookie, flowCookieOf, isLoopbackUrl, sessionCookieName, setCookie } from "./cookies.ts"
 
 export interface SignInOptions {
   readonly runtime: Runtime
@@ -28,6 +28,9 @@ export const safeReturnPath = (raw: string | null): string | undefined => {
   return new URL(raw, "http://x").origin === "http://x" ? raw : undefined
 }
 
+/** A browser navigating (rather than a script reading JSON): it accepts HTML. */
+const wantsHtml = (req: IncomingMessage): boolean => String(req.headers.accept ?? "").includes("text/html")
+
 /** How long a sign-in may take at the provider. */
 const FLOW_TTL_MS = 10 * 60_000
 /** The provider id of sessions opened by the first-run link. */
@@ -46,6 +49,7 @@ export const makeSignIn = (options: SignInOptions) => {
   const publicUrl = options.publicUrl.replace(/\/$/, "")
   const secure = !(isLoopbackUrl(publicUrl) && new URL(publicUrl).protocol === "http:")
   const cookieName = sessionCookieName(publicUrl)
+  const flowCookie = flowCookieOf(publicUrl)
   const providers = new Map(options.providers.map((p) => [p.id, p]))
   const configs = new Map<string, Promise<oidc.Configuration>>()
 
@@ -71,6 +75,18 @@ export const makeSignIn = (options: SignInOptions) => {
     res.end()
   }
 
+  /**
+   * A sign-in that cannot go on. A browser navigating (it accepts `text/html`) goes to the dashboard's sign-in
+   * screen, which says why (`/?signin_error=<the code in lower case, without SIGNIN_>`); a client that is no
+   * browser gets the envelope. Either way with `cookie` (the spent flow's, cleared) when given.
+   */
+  const refuse = (req: IncomingMessage, res: ServerResponse, error: ApiError, requestId: string, cookie?: string) => {
+    if (!wantsHtml(req))
+      return sendError(res, error, requestId, { ...noStore, ...(cookie === undefined ? {} : { "set-cookie": cookie }) })
+    const reason = error.code.toLowerCase().replace(/^signin_/, "")
+    redirect(res, `/?signin_error=${encodeURIComponent(reason)}`, requestId, cookie === undefined ? [] : [cookie])
+  }
+
   /** Opens a session for `userId`, revoking the one the browser came with (rotation: no fixation). */
   const startSession = async (req: IncomingMessage, userId: string, provider: string, enterprise: boolean) => {
     const replacing = cookieOf(req.headers.cookie, cookieName)
@@ -79,9 +95,33 @@ export const makeSignIn = (options: SignInOptions) => {
     return setCookie(cookieName, started.secret, { secure, maxAgeSeconds: maxAge })
   }
 
-  const begin = async (res: ServerResponse, provider: OidcProviderConfig, url: URL, requestId: string) => {
+  const begin = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    provider: OidcProviderConfig,
+    url: URL,
+    requestId: string,
+  ) => {
     const returnTo = safeReturnPath(url.searchParams.get("return_to"))
-    const config = await configOf(provider)
+    let config: oidc.Configuration
+    try {
+      config = await configOf(provider)
+    } catch (e) {
+      // The provider's metadata could not be read (down, unreachable, or not an OpenID provider): a refusal that
+      // names it, not a 500; the next sign-in discovers again.
+      log.warn("sign-in provider unavailable", {
+        requestId,
+        provider: provider.id,
+        reason: (e as { code?: string }).code ?? (e as Error).name,
+        message: (e as Error).message,
+      })
+      return refuse(
+        req,
+        res,
+        new ApiError(503, "SIGNIN_PROVIDER_UNAVAILABLE", `${provider.label} cannot be reached now; try again later`),
+        requestId,
+      )
+    }
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const state = oidc.randomState()
     const nonce = oidc.randomNonce()
@@ -97,7 +137,7 @@ export const makeSignIn = (options: SignInOptions) => {
       nonce,
     })
     redirect(res, authorizeUrl.href, requestId, [
-      setCookie(FLOW_COOKIE, state, { secure, maxAgeSeconds: FLOW_TTL_MS / 1000, path: "/auth/callback" }),
+      setCookie(flowCookie.name, state, { secure, maxAgeSeconds: FLOW_TTL_MS / 1000, path: flowCookie.path }),
     ])
   }
 
@@ -110,20 +150,23 @@ export const makeSignIn = (options: SignInOptions) => {
     url: URL,
     requestId: string,
   ) => {
-    const clearFlow = clearCookie(FLOW_COOKIE, { secure, path: "/auth/callback" })
-    const fail = (error: ApiError) => sendError(res, error, requestId, { ...noStore, "set-cookie": clearFlow })
+    const clearFlow = clearCookie(flowCookie.name, { secure, path: flowCookie.path })
+    const fail = (error: ApiError) => refuse(req, res, error, requestId, clearFlow)
+    /**
+     * No flow of this browser to finish: begun in another browser (login CSRF), or in another tab since, expired,
+     * or already finished (a reload, the back button). A browser signed in already goes on to the dashboard.
+     */
+    const stale = async (message: string) =>
+      wantsHtml(req) && (await currentSession(req))
+        ? redirect(res, "/", requestId, [clearFlow])
+        : fail(new ApiError(400, "SIGNIN_STATE_MISMATCH", message))
     const state = url.searchParams.get("state")
-    const bound = cookieOf(req.headers.cookie, FLOW_COOKIE)
+    const bound = cookieOf(req.headers.cookie, flowCookie.name)
     // The state must be the one this browser began with: a callback planted by someone else (login CSRF) fails.
-    if (!state || !bound || state !== bound)
-      return fail(
-        new ApiError(400, "SIGNIN_STATE_MISMATCH", "this sign-in was not started in this browser; start again"),
-      )
+    if (!state || !bound || state !== bound) return stale("this sign-in was not started in this browser; start again")
     const flow = await runtime.runPromise(Sessions.use((s) => s.takeFlow(state)))
     if (!flow || flow.provider !== provider.id)
-      return fail(
-        new ApiError(400, "SIGNIN_STATE_MISMATCH", "this sign-in has expired or was already used; start again"),
-      )
+      return stale("this sign-in has expired or was already used; start again")
     let claims: { readonly sub: string; readonly [claim: string]: unknown }
     try {
       const config = await configOf(provider)
@@ -149,6 +192,14 @@ export const makeSignIn = (options: SignInOptions) => {
         reason: (e as { code?: string }).code ?? (e as Error).name,
         message: (e as Error).message,
       })
+      // The provider itself ended the sign-in (the person declined, or it refused them): said as such, with its
+      // error code (RFC 6749 4.1.2.1) when that is one; never its free-text description.
+      if (e instanceof oidc.AuthorizationResponseError) {
+        const code = /^[\x21-\x7e]{1,64}$/.test(e.error) ? ` (${e.error})` : ""
+        return fail(
+          new ApiError(400, "SIGNIN_PROVIDER_ERROR", `${provider.label} ended the sign-in${code}; start again`),
+        )
+      }
       return fail(
         new ApiError(400, "SIGNIN_FAILED", "the identity provider's answer could not be verified; start again"),
       )
@@ -267,13 +318,11 @@ export const makeSignIn = (options: SignInOptions) => {
     const userId = await runtime.runPromise(Sessions.use((s) => s.consumeSignInLink(token)))
     if (!userId) {
       if (await currentSession(req)) return redirect(res, "/", requestId, [])
-      if (String(req.headers.accept ?? "").includes("text/html"))
-        return redirect(res, "/?signin_error=link_used", requestId, [])
-      return sendError(
+      return refuse(
+        req,
         res,
         new ApiError(400, "SIGNIN_LINK_USED", "this sign-in link was already used or has expired"),
         requestId,
-        noStore,
       )
     }
     redirect(res, "/", requestId, [await startSession(req, userId, FIRST_RUN_PROVIDER, false)])
@@ -309,8 +358,10 @@ export const makeSignIn = (options: SignInOptions) => {
       if (!get) return methodNotAllowed(res, method, path, "GET", requestId)
       const provider = providers.get(id)
       if (!provider)
-        return sendError(res, new ApiError(404, "PROVIDER_NOT_FOUND", `no sign-in provider ${id}`), requestId)
-      return action === "signin" ? begin(res, provider, url, requestId) : callback(req, res, provider, url, requestId)
+        return refuse(req, res, new ApiError(404, "PROVIDER_NOT_FOUND", `no sign-in provider ${id}`), requestId)
+      return action === "signin"
+        ? begin(req, res, provider, url, requestId)
+        : callback(req, res, provider, url, requestId)
     }
     return sendError(res, new ApiError(404, "NOT_FOUND", `no route for ${method} ${path}`), requestId)
   }

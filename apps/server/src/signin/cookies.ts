@@ -10,8 +10,15 @@ export const isLoopbackUrl = (url: string): boolean => LOOPBACK.has(new URL(url)
 export const sessionCookieName = (publicUrl: string): string =>
   isLoopbackUrl(publicUrl) && new URL(publicUrl).protocol === "http:" ? "agentgov_session" : "__Host-agentgov_session"
 
-/** The cookie that binds a sign-in under way to the browser that began it (its `state`). */
-export const FLOW_COOKIE = "agentgov_signin"
+/**
+ * The cookie that binds a sign-in under way to the browser that began it (its `state`), and its path. Served over
+ * HTTPS it is `__Host-` prefixed (and so on `/`) like the session's: a sibling subdomain could otherwise set its
+ * own sign-in's state in a victim's browser and finish that sign-in there (login CSRF by cookie tossing).
+ */
+export const flowCookieOf = (publicUrl: string): { readonly name: string; readonly path: string } =>
+  isLoopbackUrl(publicUrl) && new URL(publicUrl).protocol === "http:"
+    ? { name: "agentgov_signin", path: "/auth/callback" }
+    : { name: "__Host-agentgov_signin", path: "/" }
 
 export interface CookieOptions {
   readonly secure: boolean

@@ -27,6 +27,8 @@ import { OWNER_SCOPE, ROLE_SCOPES, type Role } from "./roles.ts"
 import { Sessions } from "./Sessions.ts"
 
 export const INVITATION_PREFIX = "svc_inv_"
+/** The advisory lock class of first sign-ins, taken with the hash of the address (see userOfIdentity). */
+const IDENTITY_LOCK = 72_410_016
 /** The first-run owner: an address nobody can prove, so no provider identity is ever linked to it. */
 export const BOOTSTRAP_OWNER_EMAIL = "owner@localhost"
 
@@ -49,6 +51,22 @@ const ownerOnly = () =>
  * its grant's workspace and scopes like any credential.
  */
 const leavesInPerson = (actor: Actor, userId: string) => actor.credential.type === "user" && actor.userId === userId
+
+/**
+ * Whether two e-mail addresses are the same for linking and invitations: equal but for the case of ASCII letters.
+ * Not Unicode case: `"\u212Aate".toLowerCase()` (K, KELVIN SIGN) is `"kate"`, and so is `lower()` in a store with a
+ * Unicode collation, yet a provider vouching for that address vouches for no mailbox of Kate's.
+ */
+export const sameAddress = (a: string, b: string): boolean => asciiLower(a) === asciiLower(b)
+const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (c) => c.toLowerCase())
+/** An address with a capital letter beyond ASCII, which lower-casing could make another person's (K → k). */
+const caseAmbiguous = (address: string): boolean => asciiLower(address) !== address.toLowerCase()
+const ambiguousAddress = () =>
+  new SignInRefused({
+    code: "EMAIL_AMBIGUOUS",
+    message:
+      "this e-mail address has a capital letter outside ASCII, which lower-casing makes another address; sign in with an address without one",
+  })
 
 const lastOwner = () =>
   new StateConflict({
@@ -311,7 +329,11 @@ export class PeopleService extends Context.Service<
         yield* tx(
           Effect.gen(function* () {
             const existing = yield* repo.findUserByEmail(input.email)
-            if (existing && (yield* repo.findMember(workspaceId, existing.id)))
+            if (
+              existing &&
+              sameAddress(existing.email, input.email) &&
+              (yield* repo.findMember(workspaceId, existing.id))
+            )
               return yield* new StateConflict({
                 code: "ALREADY_MEMBER",
                 message: `${input.email} is already a member of this workspace`,
@@ -397,7 +419,7 @@ export class PeopleService extends Context.Service<
               })
             const user = yield* repo.findUser(userId)
             // The link is for one address: a forwarded link does not let someone else in.
-            if (!user?.emailVerified || user.email.toLowerCase() !== invitation.email.toLowerCase())
+            if (!user?.emailVerified || !sameAddress(user.email, invitation.email))
               return yield* new PermissionDenied({
                 message: "this invitation was sent to another e-mail address; sign in with that address",
                 field: "email",
@@ -422,6 +444,12 @@ export class PeopleService extends Context.Service<
       const userOfIdentity = Effect.fn("PeopleService.userOfIdentity")(function* (identity: VerifiedIdentity) {
         return yield* tx(
           Effect.gen(function* () {
+            // First sign-ins of one person at once (two tabs, a double click, two providers) take turns by address:
+            // the later finds the account, or the identity, the earlier made, instead of failing on the unique index.
+            if (identity.email && identity.emailVerified)
+              yield* sql`SELECT pg_advisory_xact_lock(${IDENTITY_LOCK}, hashtext(${asciiLower(identity.email)}))`.pipe(
+                Effect.orDie,
+              )
             const linked = yield* repo.findUserByIdentity(identity.provider, identity.subject)
             if (linked) return linked
             if (!identity.email || !identity.emailVerified)
@@ -429,9 +457,15 @@ export class PeopleService extends Context.Service<
                 code: "EMAIL_UNVERIFIED",
                 message: "the identity provider did not vouch for an e-mail address; verify it there and sign in again",
               })
+            // Such an address neither starts an account (which would hold, in a store with a Unicode collation, the
+            // lower-cased address of someone else) nor links to one.
+            if (caseAmbiguous(identity.email)) return yield* ambiguousAddress()
             const at = yield* nowIso
             const byEmail = yield* repo.findUserByEmail(identity.email)
             if (byEmail) {
+              // Found by the store's case folding, which may be Unicode's: an account from before with a look-alike
+              // address is no link.
+              if (!sameAddress(byEmail.email, identity.email)) return yield* ambiguousAddress()
               // Linking by verified address only, on both sides: an account whose address was never proven
               // (the first-run owner) is not handed to whoever proves it at a provider.
               if (!byEmail.emailVerified)
@@ -460,11 +494,11 @@ export class PeopleService extends Context.Service<
         const memberships = yield* repo.membershipsOf(user.id)
         if (memberships.some((m) => m.plan === "enterprise")) return true
         return yield* sql<{
-          n: number
-        }>`SELECT count(*)::int AS n FROM invitations i JOIN workspaces w ON w.id = i.workspace_id
+          email: string
+        }>`SELECT i.email FROM invitations i JOIN workspaces w ON w.id = i.workspace_id
             WHERE lower(i.email) = lower(${user.email}) AND i.status = 'pending' AND i.expires_at > now()
             AND w.plan = 'enterprise' AND w.deleted_at IS NULL`.pipe(
-          Effect.map((r) => r[0]!.n > 0),
+          Effect.map((r) => r.some((i) => sameAddress(i.email, user.email))),
           Effect.orDie,
         )
       })
@@ -499,8 +533,8 @@ export class PeopleService extends Context.Service<
         return yield* tx(
           Effect.gen(function* () {
             const owners = yield* repo.ownersOf(workspaceId)
-            const wanted = options.email?.toLowerCase()
-            const matching = wanted === undefined ? owners : owners.filter((o) => o.email.toLowerCase() === wanted)
+            const wanted = options.email
+            const matching = wanted === undefined ? owners : owners.filter((o) => sameAddress(o.email, wanted))
             if (matching.length !== 1)
               return yield* new StateConflict({
                 code: "OWNER_NOT_CHOSEN",

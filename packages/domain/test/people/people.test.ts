@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type Actor,
   DEFAULT_SESSION_SETTINGS,
+  newId,
+  PeopleRepo,
   PeopleService,
   ROLE_SCOPES,
   SCOPES,
@@ -119,6 +121,63 @@ describe("memberships and invitations", () => {
     )
     expect(failure).toMatchObject({ _tag: "PermissionDenied", field: "email" })
     expect(await t.run(people((s) => s.actorOf(mallory.id, ws.id, { type: "user", id: mallory.id })))).toBeUndefined()
+  })
+
+  it("an invitation is for its address up to ASCII case only: not a look-alike that Unicode lower-casing makes it", async () => {
+    const ws = await newWorkspace("kelvin")
+    const owner = await actorOf((await t.run(people((s) => s.ensureBootstrapOwner(ws.id)))).id, ws.id)
+    const created = await t.run(people((s) => s.invite(owner, ws.id, { email: "kate@example.com", role: "admin" })))
+    // An account whose verified address is "\u212Aate@example.com" (K, KELVIN SIGN: its toLowerCase() is "kate"),
+    // as one made before such addresses were refused at sign-in.
+    const lookalike = {
+      id: newId("usr"),
+      email: "\u212Aate@example.com",
+      emailVerified: true,
+      name: null,
+      createdAt: new Date().toISOString(),
+    }
+    await t.run(PeopleRepo.use((r) => r.insertUser(lookalike)))
+    const failure = await t.failure(
+      people((s) =>
+        s.acceptInvitation(
+          { ...owner, credential: { type: "user", id: lookalike.id }, userId: lookalike.id },
+          tokenOf(created.link),
+        ),
+      ),
+    )
+    expect(failure).toMatchObject({ _tag: "PermissionDenied", field: "email" })
+    expect(
+      await t.run(people((s) => s.actorOf(lookalike.id, ws.id, { type: "user", id: lookalike.id }))),
+    ).toBeUndefined()
+    // ASCII case still does not matter; and the look-alike account does not take Kate's sign-in either.
+    const kate = await t.run(
+      Effect.result(
+        people((s) =>
+          s.userOfIdentity({
+            provider: "idp-k",
+            subject: "kate",
+            email: "KATE@example.com",
+            emailVerified: true,
+            name: undefined,
+          }),
+        ),
+      ),
+    )
+    if (kate._tag === "Failure") {
+      // A store with a Unicode collation finds the look-alike account by lower(): no link, and no second account.
+      expect(kate.failure).toMatchObject({ code: "EMAIL_AMBIGUOUS" })
+      return
+    }
+    expect(kate.success.id).not.toBe(lookalike.id)
+    const joined = await t.run(
+      people((s) =>
+        s.acceptInvitation(
+          { ...owner, credential: { type: "user", id: kate.success.id }, userId: kate.success.id },
+          tokenOf(created.link),
+        ),
+      ),
+    )
+    expect(joined.role).toBe("admin")
   })
 
   it("an expired or revoked invitation cannot be accepted; a garbage token is refused before any read", async () => {
@@ -334,6 +393,40 @@ describe("roles and sign-in identities", () => {
         ),
       ),
     ).toMatchObject({ code: "ACCOUNT_UNVERIFIED" })
+  })
+
+  it("an address with a capital letter beyond ASCII neither links to an account nor starts one (K, KELVIN SIGN)", async () => {
+    const kelly = await signIn("kelly@example.com", { provider: "idp-a", subject: "kelly" })
+    const lookalike = (email: string, subject: string) =>
+      t.failure(
+        people((s) => s.userOfIdentity({ provider: "idp-b", subject, email, emailVerified: true, name: undefined })),
+      )
+    // "\u212Aelly".toLowerCase() is "kelly", and so is lower() in a store with a Unicode collation (C.UTF-8).
+    expect(await lookalike("\u212Aelly@example.com", "kelvin")).toMatchObject({
+      _tag: "SignInRefused",
+      code: "EMAIL_AMBIGUOUS",
+    })
+    // Nor does one squat an address nobody signed in with yet: Kim still can.
+    expect(await lookalike("\u212Aim@example.com", "kelvin-2")).toMatchObject({ code: "EMAIL_AMBIGUOUS" })
+    const kim = await signIn("kim@example.com", { provider: "idp-b", subject: "kim" })
+    expect(kim.email).toBe("kim@example.com")
+    // Kelly's own identity at the other provider still links to her account; lower-case letters beyond ASCII are fine.
+    expect((await signIn("Kelly@example.com", { provider: "idp-b", subject: "kelly-b" })).id).toBe(kelly.id)
+    expect((await signIn("jörg@example.de", { provider: "idp-b", subject: "joerg" })).email).toBe("jörg@example.de")
+  })
+
+  it("first sign-ins of one person at once (two tabs, two providers) all sign in, as one user", async () => {
+    for (let round = 0; round < 3; round++) {
+      const email = `tabs-${round}@example.com`
+      const users = await Promise.all([
+        signIn(email, { provider: "idp-a", subject: `tabs-${round}` }),
+        signIn(email, { provider: "idp-a", subject: `tabs-${round}` }),
+        signIn(email, { provider: "idp-a", subject: `tabs-${round}` }),
+        signIn(email.toUpperCase(), { provider: "idp-b", subject: `tabs-${round}` }),
+        signIn(email, { provider: "idp-c", subject: `tabs-${round}` }),
+      ])
+      expect(new Set(users.map((u) => u.id)).size).toBe(1)
+    }
   })
 
   it("an enterprise-only sign-in acts only in enterprise workspaces", async () => {
