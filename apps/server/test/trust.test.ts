@@ -1,4 +1,4 @@
-import { BADGE_TYP, SigningKeys, SYSTEM_EVENTS, TrustRecompute } from "@agentgov/domain"
+import { BADGE_TYP, renderBadgeSvg, SigningKeys, SYSTEM_EVENTS, TrustRecompute } from "@agentgov/domain"
 import { verifyBadge } from "@agentgov/verifier"
 import { Effect, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -347,6 +347,31 @@ describe("certifications (D14) and trust", () => {
     ).toMatchObject({ valid: false, reason: "bad_signature" })
   })
 
+  it("a badge naming a certification revoked since is not current; the agent's new badge is", async () => {
+    const agent = await bronzeAgent()
+    const now = Date.now()
+    await certify(agent.id, now)
+    const old = (await publicGet(`/api/v1/badge/${agent.id}?format=json`)).body.data
+    expect(old.certifications).toEqual(["soc2"])
+    const verify = async (presented: unknown) => {
+      const res = await t.call("POST", `/api/v1/badge/${agent.id}/verify`, { key: null, body: { badge: presented } })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body.data
+    }
+    expect(await verify(JSON.stringify(old))).toMatchObject({ valid: true, current: true })
+    const revoked = await t.call("POST", `/api/v1/compliance/certifications/crt_trust${now}/revoke`, {
+      body: { reason: "the audit found gaps" },
+    })
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200)
+    // Still the service's signature, unexpired and this agent's, at the same tier: but it claims soc2, which ended.
+    for (const presented of [JSON.stringify(old), old.signature])
+      expect(await verify(presented)).toMatchObject({ valid: true, tier: "bronze", current: false })
+    const fresh = (await publicGet(`/api/v1/badge/${agent.id}?format=json`)).body.data
+    expect(fresh.certifications).toEqual([])
+    expect(await verify(fresh.signature)).toMatchObject({ valid: true, current: true })
+    expect((await publicGet(`/api/v1/badge/${agent.id}/verify`)).body.data).toMatchObject({ current: true })
+  })
+
   it("a fall below bronze revokes the agent's certifications in the pass that announces it", async () => {
     const agent = await bronzeAgent()
     const now = Date.now()
@@ -537,6 +562,20 @@ describe("badges (D13)", () => {
     expect(rtlSvg).toContain("bronze 550")
   })
 
+  it("a name with characters XML does not allow still draws a well-formed badge; bidi marks go", async () => {
+    // XML 1.0's Char excludes the noncharacters U+FFFE and U+FFFF (and most C0 controls): one in the name made the
+    // whole SVG ill-formed, a broken image wherever it is embedded. U+061C (Arabic letter mark) is a bidi mark as
+    // U+200E and U+200F are.
+    const agent = await bronzeAgent(`a\uFFFEb\uFFFFc\u061Cd-${unique("x")}`)
+    const svg = await (await fetch(`${t.url}/api/v1/badge/${agent.id}`)).text()
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: what XML 1.0 forbids is the point
+    expect(svg).not.toMatch(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff\u061c]/)
+    expect(svg).toContain("abcd-")
+    expect(renderBadgeSvg({ agentName: "\uFFFF\uFFFE", tier: "bronze", score: 550, signature: "a.b.c" })).toContain(
+      ">agent</text>",
+    )
+  })
+
   it("verify: valid, tampered, expired, another agent's, unknown and retired keys", async () => {
     const agent = await bronzeAgent()
     const second = await bronzeAgent()
@@ -610,6 +649,47 @@ describe("badges (D13)", () => {
     expect(await verify(agent.id, badge.signature)).toMatchObject({ valid: true, current: true })
     const jwks = (await publicGet("/.well-known/jwks.json")).body
     expect(jwks.keys.map((k: { kid: string }) => k.kid)).toContain(oldKid)
+  })
+
+  it("verify takes the badge object GET answers, with or without its envelope, checked as exactly as its text", async () => {
+    const agent = await bronzeAgent()
+    const answer = (await publicGet(`/api/v1/badge/${agent.id}?format=json`)).body
+    const badge = answer.data
+    const verify = async (presented: unknown) => {
+      const res = await t.call("POST", `/api/v1/badge/${agent.id}/verify`, { key: null, body: { badge: presented } })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body.data
+    }
+    const good = { valid: true, agentId: agent.id, tier: "bronze", score: 550, current: true }
+    expect(await verify(badge)).toMatchObject(good)
+    expect(await verify(answer)).toMatchObject(good)
+    // Altered, or with a field the badge does not have, inside or beside the envelope: refused as its text is.
+    for (const altered of [
+      { ...badge, tier: "gold" },
+      { ...badge, score: 999 },
+      { ...badge, certifications: ["soc2"] },
+      { ...badge, verifiedBy: "agentgov" },
+      { ok: true, data: { ...badge, tier: "platinum" } },
+      { ok: true, data: badge, verifiedBy: "agentgov: platinum" },
+      { ok: true, data: badge, signature: "x.y.z" },
+    ]) {
+      expect(await verify(altered), JSON.stringify(altered).slice(0, 80)).toMatchObject({
+        valid: false,
+        reason: "bad_signature",
+      })
+      expect(await verify(JSON.stringify(altered))).toMatchObject({ valid: false, reason: "bad_signature" })
+    }
+    expect(await verify({ tier: "gold" })).toMatchObject({ valid: false, reason: "malformed" })
+    expect(await verify({})).toMatchObject({ valid: false, reason: "malformed" })
+    // Neither text nor an object: a clear 422 that says what to send, and nothing changes.
+    for (const wrong of [42, ["x"], null, true, ""]) {
+      const res = await t.call("POST", `/api/v1/badge/${agent.id}/verify`, { key: null, body: { badge: wrong } })
+      expectError(res, 422, "VALIDATION_ERROR", "badge")
+      expect(res.body.error.message).toMatch(/JSON.*SVG.*JWS/)
+    }
+    const huge = { ...badge, padding: "x".repeat(70_000) }
+    const tooBig = await t.call("POST", `/api/v1/badge/${agent.id}/verify`, { key: null, body: { badge: huge } })
+    expect(tooBig.status).toBe(413)
   })
 
   it("verify answers a crafted SVG as malformed", async () => {

@@ -36,6 +36,8 @@ export interface BadgeClaims {
   readonly issuedAt: string
   readonly expiresAt: string
   readonly issuer: string
+  /** The compliance frameworks the badge names (signed with the rest); [] for a badge that names none. */
+  readonly certifications: ReadonlyArray<string>
 }
 
 export type BadgeCheck =
@@ -84,11 +86,13 @@ export const parseBadge = (presented: unknown): ParsedBadge | undefined => {
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
     const outer = value as Record<string, unknown>
     // The API's answer as saved by curl: `{ok: true, data: badge}`.
-    shown =
-      outer.ok === true && typeof outer.data === "object" && outer.data !== null
-        ? (outer.data as Record<string, unknown>)
-        : outer
+    const enveloped = outer.ok === true && typeof outer.data === "object" && outer.data !== null
+    shown = enveloped ? (outer.data as Record<string, unknown>) : outer
     jws = typeof shown.signature === "string" ? shown.signature : undefined
+    // Anything beside `ok` and `data` is shown with the badge too, and no badge field: named apart (`envelope.x`),
+    // checkBadge refuses it as it refuses an unknown field inside the badge.
+    const beside = enveloped ? Object.keys(outer).filter((k) => k !== "ok" && k !== "data") : []
+    if (beside.length > 0) shown = { ...shown, ...Object.fromEntries(beside.map((k) => [`envelope.${k}`, outer[k]])) }
   }
   if (jws === undefined || !COMPACT.test(jws)) return undefined
   const [h, p] = jws.split(".") as [string, string, string]
@@ -138,7 +142,11 @@ export const checkBadge = (
     !Number.isInteger(claims.score) ||
     typeof claims.issuedAt !== "string" ||
     typeof claims.issuer !== "string" ||
-    Number.isNaN(expiresAt)
+    Number.isNaN(expiresAt) ||
+    !(
+      claims.certifications === undefined ||
+      (Array.isArray(claims.certifications) && claims.certifications.every((c) => typeof c === "string"))
+    )
   )
     return { valid: false, reason: "malformed", claims }
   const now = options.now ?? Date.now()
@@ -147,10 +155,20 @@ export const checkBadge = (
   if (options.agentId !== undefined && (claims.agentId !== options.agentId || claims.sub !== options.agentId))
     return { valid: false, reason: "other_agent", claims }
   const { agentId, agentName, tier, score, issuedAt, issuer } = claims as unknown as BadgeClaims
+  const certifications = (claims.certifications as ReadonlyArray<string> | undefined) ?? []
   return {
     valid: true,
     kid: parsed.kid,
-    claims: { agentId, agentName, tier, score, issuedAt, expiresAt: claims.expiresAt as string, issuer },
+    claims: {
+      agentId,
+      agentName,
+      tier,
+      score,
+      issuedAt,
+      expiresAt: claims.expiresAt as string,
+      issuer,
+      certifications,
+    },
   }
 }
 

@@ -56,7 +56,7 @@ describe("verifyBadge", () => {
       badge.signature,
     ]) {
       const r = verifyBadge(presented, jwks, { agentId: "agt_1", issuer: fields.issuer, now: NOW })
-      expect(r).toEqual({ valid: true, kid: service.kid, claims: fields })
+      expect(r).toEqual({ valid: true, kid: service.kid, claims: { ...fields, certifications: [] } })
     }
   })
 
@@ -64,6 +64,12 @@ describe("verifyBadge", () => {
     ["a JSON field changed", { ...badge, tier: "platinum" }, "bad_signature"],
     ["a JSON field added", { ...badge, verifiedBy: "agentgov official" }, "bad_signature"],
     ["a JSON field added, as text", JSON.stringify({ ...badge, note: "all good" }), "bad_signature"],
+    ["a field beside the envelope's data", { ok: true, data: badge, verifiedBy: "agentgov official" }, "bad_signature"],
+    [
+      "a signature beside the envelope's data",
+      JSON.stringify({ ok: true, data: badge, signature: "a.b.c" }),
+      "bad_signature",
+    ],
     ["a key not in the JWKS", badgeOf({}, stranger), "unknown_key"],
     ["garbage", "hello", "malformed"],
     ["an SVG without metadata", "<svg></svg>", "malformed"],
@@ -84,6 +90,28 @@ describe("verifyBadge", () => {
     // What a badge's own SVG holds still reads, attributes and whitespace included.
     const svg = `<svg><metadata id="agentgov-badge" class='x'>\n  ${badge.signature}\n</metadata></svg>`
     expect(verifyBadge(svg, jwks, { agentId: "agt_1", issuer: fields.issuer, now: NOW })).toMatchObject({ valid: true })
+  })
+
+  it("the certifications a badge names are among its verified claims; named otherwise than signed, refused", () => {
+    const signed = { ...fields, certifications: ["gdpr", "soc2"] }
+    const signature = jws(
+      { alg: "EdDSA", typ: BADGE_TYP, kid: service.kid },
+      { ...signed, iss: fields.issuer, sub: fields.agentId, exp: Date.parse(fields.expiresAt) / 1000 },
+      service.privateKey,
+    )
+    // The JWS alone (or the SVG) shows them only through the claims.
+    expect(verifyBadge(signature, jwks, { now: NOW })).toEqual({ valid: true, kid: service.kid, claims: signed })
+    expect(verifyBadge({ ...signed, signature }, jwks, { now: NOW })).toMatchObject({ valid: true })
+    expect(verifyBadge({ ...signed, certifications: ["soc2"], signature }, jwks, { now: NOW })).toMatchObject({
+      valid: false,
+      reason: "bad_signature",
+    })
+    const odd = jws(
+      { alg: "EdDSA", typ: BADGE_TYP, kid: service.kid },
+      { ...fields, certifications: "soc2", iss: fields.issuer, sub: fields.agentId },
+      service.privateKey,
+    )
+    expect(verifyBadge(odd, jwks, { now: NOW })).toMatchObject({ valid: false, reason: "malformed" })
   })
 
   it("a payload changed after signing does not verify", () => {

@@ -140,7 +140,7 @@ export const trustOperations = [
     public: true,
     tag,
     summary: "Verify a badge someone presents",
-    description: `\`badge\`: the badge's JSON, its SVG, or the JWS alone. \`valid\`: the signature is the service's (a key of its JWKS; one retired since still verifies, as SDK tokens do, until the badge expires), it has not expired, and it is this agent's; else \`reason\` is \`malformed\`, \`unknown_key\`, \`bad_signature\` (also a JSON badge whose fields differ from what was signed), \`expired\` or \`other_agent\`. \`current\`: the agent still holds that tier now. Changes nothing. ${PUBLIC_NOTE}`,
+    description: `\`badge\`: the badge's JSON (the object \`GET /badge/:agentId?format=json\` answers, with or without its \`{ok, data}\` envelope, or that JSON as text), its SVG, or the JWS alone. \`valid\`: the signature is the service's (a key of its JWKS; one retired since still verifies, as SDK tokens do, until the badge expires), it has not expired, and it is this agent's; else \`reason\` is \`malformed\`, \`unknown_key\`, \`bad_signature\` (also a JSON badge whose fields differ from what was signed), \`expired\` or \`other_agent\`. \`current\`: what the badge shows holds now: the agent holds that tier, and every certification it names is in force. Changes nothing. ${PUBLIC_NOTE}`,
     input: agentIdAnd(VerifyBadge),
     output: BadgeVerification,
     sdkArgument: "badge",

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
 import { FrameworkName } from "../compliance/Compliance.ts"
 import { Id, Timestamp } from "../shared/schemas.ts"
 import { BADGE_TIERS, TIERS } from "./Tier.ts"
@@ -112,7 +112,10 @@ export const BadgeVerification = Schema.Struct({
   score: Schema.NullOr(Score),
   issuedAt: Schema.NullOr(Timestamp),
   expiresAt: Schema.NullOr(Timestamp),
-  current: Schema.Boolean.annotate({ description: "the agent still holds that tier now" }),
+  current: Schema.Boolean.annotate({
+    description:
+      "what the badge shows holds now: the agent holds that tier, and every certification it names is in force",
+  }),
 }).annotate({ identifier: "BadgeVerification" })
 export type BadgeVerification = typeof BadgeVerification.Type
 
@@ -129,8 +132,42 @@ export const BadgeQuery = Schema.Struct({
   ),
 }).annotate({ identifier: "BadgeQuery" })
 
-export const VerifyBadge = Schema.Struct({
-  badge: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(65_536)).annotate({
-    description: "the badge as presented: its JSON, its SVG, or the compact JWS alone",
+/** The longest badge a stranger may present: a badge is under 2 KiB, its SVG under 4 KiB. */
+const MAX_PRESENTED = 65_536
+
+/** What documents a presented badge: its text, or its JSON as an object. */
+const PresentedShape = Schema.Union([
+  Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(MAX_PRESENTED)),
+  Schema.Record(Schema.String, Schema.Unknown).annotate({
+    description: "the badge's JSON as an object, or the `{ok, data}` envelope that holds it",
   }),
+]).annotate({
+  description:
+    "the badge as presented: its JSON (the object `GET /badge/:agentId?format=json` answers, with or without the `{ok, data}` envelope, or that JSON as text), its SVG, or the compact JWS alone",
+})
+
+type Presented = string | { readonly [key: string]: unknown }
+
+/**
+ * A presented badge: text (its JSON, its SVG or its JWS), or its JSON as an object, as `GET /badge/:agentId?format=json`
+ * answers it (the badge, or the `{ok, data}` envelope): what a client naturally posts back. The object is checked as
+ * exactly as its text (every field shown must be the signed one, else `bad_signature`). One declared schema rather
+ * than a union, so that a value of neither kind is told what to send.
+ */
+const PresentedBadge = Schema.declare(
+  (u: unknown): u is Presented => typeof u === "string" || (typeof u === "object" && u !== null && !Array.isArray(u)),
+  {
+    expected: "a badge: its JSON (an object, or as text), its SVG or its JWS",
+    toCodecJson: () => Schema.link<Presented>()(PresentedShape, SchemaTransformation.passthrough()),
+  },
+).check(
+  Schema.makeFilter((p: Presented) => {
+    const length = typeof p === "string" ? p.length : JSON.stringify(p).length
+    if (length === 0) return "an empty badge: send its JSON, its SVG or its JWS"
+    return length <= MAX_PRESENTED || `a badge is at most ${MAX_PRESENTED} characters (as JSON for an object)`
+  }),
+)
+
+export const VerifyBadge = Schema.Struct({
+  badge: PresentedBadge,
 }).annotate({ identifier: "VerifyBadge" })

@@ -50,6 +50,11 @@ export interface Evidence {
   enforcementCost: Decayed
   /** Enforcements not yet resolved, so that an overturn can take back exactly what it cost. */
   open: Record<string, { readonly type: EnforcementType; readonly at: number }>
+  /**
+   * Enforcements resolved as upheld: a later review may still overturn one (the only resolution that reopens), and
+   * that overturn takes back its cost as for an open one. Absent in evidence stored before it was kept.
+   */
+  upheld?: Record<string, { readonly type: EnforcementType; readonly at: number }>
   approved: Decayed
   humanDenied: Decayed
   expiredApprovals: Decayed
@@ -102,6 +107,7 @@ export const emptyEvidence = (registeredAt: number): Evidence => ({
   monitorViolations: ZERO,
   enforcementCost: ZERO,
   open: {},
+  upheld: {},
   approved: ZERO,
   humanDenied: ZERO,
   expiredApprovals: ZERO,
@@ -209,9 +215,12 @@ export const applyEvent = (e: Evidence, type: string, data: Record<string, unkno
     }
     case "enforcement.resolved": {
       const id = String(data.enforcementId)
-      const issued = e.open[id]
+      const issued = e.open[id] ?? e.upheld?.[id]
       if (issued === undefined) return
       delete e.open[id]
+      if (e.upheld !== undefined) delete e.upheld[id]
+      // Upheld, it keeps its cost; kept aside, since a later review may still overturn it (EnforcementService).
+      if (data.resolution === "upheld") e.upheld = { ...e.upheld, [id]: issued }
       if (data.resolution !== "overturned") return
       // An overturned enforcement costs nothing: take back exactly what it added, as decayed since.
       count(e, "overturned")
@@ -352,4 +361,9 @@ export const computeScore = (e: Evidence, facts: Facts, now: number): Score => {
 }
 
 /** A copy that `applyEvent` may change without touching the original. */
-export const cloneEvidence = (e: Evidence): Evidence => ({ ...e, open: { ...e.open }, totals: { ...e.totals } })
+export const cloneEvidence = (e: Evidence): Evidence => ({
+  ...e,
+  open: { ...e.open },
+  upheld: { ...e.upheld },
+  totals: { ...e.totals },
+})

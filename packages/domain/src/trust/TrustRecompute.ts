@@ -102,9 +102,17 @@ export interface PassResult {
 /** What moved an agent's score in a pass, for the `reason` of trust.score.changed. */
 type Causes = Map<string, number>
 
-const reasonOf = (causes: Causes | undefined, adjustments: ReadonlyArray<string>): string => {
-  const parts = [...(causes ?? new Map())].map(([type, n]) => (n > 1 ? `${type} ×${n}` : type))
+const partsOf = (causes: Causes | undefined) =>
+  [...(causes ?? new Map())].map(([type, n]) => (n > 1 ? `${type} ×${n}` : type))
+
+/**
+ * The evidence read, else the other records of the agent read (an agent key created or revoked, a version: the
+ * identity facts), else time alone: a key's creation must not read as decay.
+ */
+const reasonOf = (causes: Causes | undefined, adjustments: ReadonlyArray<string>, records?: Causes): string => {
+  const parts = partsOf(causes)
   if (adjustments.length > 0) parts.unshift(...adjustments)
+  if (parts.length === 0) parts.push(...partsOf(records))
   return parts.length > 0 ? `evidence: ${parts.join(", ")}`.slice(0, 500) : "time: old evidence decayed, tenure grew"
 }
 
@@ -179,6 +187,7 @@ export class TrustRecompute extends Context.Service<
         causes: Map<string, Causes>,
         adjustments: Map<string, Array<string>>,
         now: number,
+        records: Map<string, Causes> = new Map(),
       ) =>
         Effect.gen(function* () {
           const facts = yield* factsOf(
@@ -211,7 +220,7 @@ export class TrustRecompute extends Context.Service<
                   previousScore: previous,
                   newScore: published,
                   delta: published - previous,
-                  reason: reasonOf(causes.get(agent.id), adjustments.get(agent.id) ?? []),
+                  reason: reasonOf(causes.get(agent.id), adjustments.get(agent.id) ?? [], records.get(agent.id)),
                   newTier: tier,
                 },
               })
@@ -323,8 +332,6 @@ export class TrustRecompute extends Context.Service<
                   AND agent_id IS NOT NULL
                   AND (type = 'policy.evaluated' OR split_part(type, '.', 1) NOT IN ${sql.in(namespaces)})
                 GROUP BY agent_id, day, evaluated ORDER BY day, agent_id`
-            const evaluated = daily.filter((g) => g.evaluated)
-            const activity = daily.filter((g) => !g.evaluated)
             const covered = upper - cursor.sequence
             const last = upper
 
@@ -346,17 +353,24 @@ export class TrustRecompute extends Context.Service<
               evidence.set(a.id, row ? cloneEvidence(row.evidence) : emptyEvidence(a.created_at.getTime()))
             }
             const causes = new Map<string, Causes>()
+            /** The agent's other records read (not evidence): named in the reason when no evidence moved it. */
+            const records = new Map<string, Causes>()
             const adjustments = new Map<string, Array<string>>()
-            for (const g of evaluated) {
+            // In day order, the guard's groups and the others' alike: a day is active once, and a pass over several
+            // days must not meet a day again after a later one (folded first, the guard's days counted the others'
+            // days a second time).
+            for (const g of daily) {
               if (!known.has(g.agent_id)) continue
+              if (!g.evaluated) {
+                markActive(evidence.get(g.agent_id)!, Number(g.first_at))
+                continue
+              }
               const n = Number(g.n)
               applyEvaluations(evidence.get(g.agent_id)!, n, Number(g.allowed), (g.allowed_at ?? []).map(Number))
               const c = causes.get(g.agent_id) ?? new Map<string, number>()
               c.set("policy.evaluated", (c.get("policy.evaluated") ?? 0) + n)
               causes.set(g.agent_id, c)
             }
-            for (const g of activity)
-              if (known.has(g.agent_id)) markActive(evidence.get(g.agent_id)!, Number(g.first_at))
             for (const e of relevant) {
               if (!known.has(e.agentId)) continue
               applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at)
@@ -365,13 +379,14 @@ export class TrustRecompute extends Context.Service<
                 const d = Number(e.data.delta)
                 list.push(`operator adjustment ${d > 0 ? "+" : ""}${d}: ${String(e.data.reason)}`)
                 adjustments.set(e.agentId, list)
-              } else if (EVIDENCE_TYPES.has(e.type)) {
-                const c = causes.get(e.agentId) ?? new Map<string, number>()
+              } else {
+                const into = EVIDENCE_TYPES.has(e.type) ? causes : records
+                const c = into.get(e.agentId) ?? new Map<string, number>()
                 c.set(e.type, (c.get(e.type) ?? 0) + 1)
-                causes.set(e.agentId, c)
+                into.set(e.agentId, c)
               }
             }
-            const events = yield* settle(workspaceId, agents, evidence, rows, causes, adjustments, now)
+            const events = yield* settle(workspaceId, agents, evidence, rows, causes, adjustments, now, records)
             if (events.length > 0)
               yield* audit.append(systemActor(workspaceId, cursor.environment, new Set(SCOPES)), events)
             yield* sql`UPDATE trust_cursors SET sequence = ${last}, updated_at = ${isoOf(now)}::timestamptz

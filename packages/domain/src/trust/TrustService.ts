@@ -75,8 +75,11 @@ export class TrustService extends Context.Service<
     readonly cachedBadge: (agentId: string, nowMs: number) => Badge | null | undefined
     /** Checks the agent's current badge (public). */
     readonly verifyCurrent: (agentId: string) => Effect.Effect<BadgeVerification>
-    /** Checks a badge a stranger presents: its JSON, its SVG or its JWS (public). */
-    readonly verify: (agentId: string, presented: string) => Effect.Effect<BadgeVerification>
+    /** Checks a badge a stranger presents: its JSON (text or object), its SVG or its JWS (public). */
+    readonly verify: (
+      agentId: string,
+      presented: string | Readonly<Record<string, unknown>>,
+    ) => Effect.Effect<BadgeVerification>
   }
 >()("@agentgov/domain/trust/TrustService") {
   static readonly layer = Layer.effect(
@@ -331,14 +334,17 @@ export class TrustService extends Context.Service<
         current: false,
       })
 
-      const verify_ = Effect.fn("TrustService.verify")(function* (agentId: string, presented: string) {
+      const verify_ = Effect.fn("TrustService.verify")(function* (
+        agentId: string,
+        presented: string | Readonly<Record<string, unknown>>,
+      ) {
         const parsed = parseBadge(presented)
         if (parsed === undefined) return refused(agentId, "malformed")
         const key = yield* keys.publicKey(parsed.kid)
         const checked = checkBadge(parsed, key, { agentId, now: yield* Clock.currentTimeMillis })
         if (!checked.valid) return refused(agentId, checked.reason, checked.claims)
         const holds = yield* current(agentId)
-        const { tier, score, issuedAt, expiresAt } = checked.claims
+        const { tier, score, issuedAt, expiresAt, certifications: named } = checked.claims
         return {
           valid: true,
           agentId,
@@ -346,7 +352,11 @@ export class TrustService extends Context.Service<
           score,
           issuedAt,
           expiresAt,
-          current: holds?.tier === tier,
+          // What the badge shows holds now: the tier, and every certification it names is still in force.
+          current:
+            holds !== undefined &&
+            holds.tier === tier &&
+            named.every((f) => (holds.certifications as ReadonlyArray<string>).includes(f)),
         } satisfies BadgeVerification
       })
 

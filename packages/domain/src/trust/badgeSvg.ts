@@ -16,11 +16,13 @@ export const MAX_SHOWN_NAME = 40
 
 /**
  * Characters that must never reach the SVG: C0/C1 controls (not allowed in XML or invisible),
- * bidirectional overrides, embeddings and isolates (they could reorder the badge's own text and spoof
- * a tier), zero-width marks and the BOM.
+ * bidirectional overrides, embeddings, isolates and marks (U+061C, U+200E, U+200F: they could reorder the
+ * badge's own text and spoof a tier), zero-width marks and the BOM, and the noncharacters U+FFFE and U+FFFF
+ * (outside XML 1.0's Char: one makes the whole SVG ill-formed, a broken image).
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point: they are removed
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g
+const UNSAFE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point: they are removed
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\ufffe\uffff]/g
 /** Unpaired surrogates cannot be written as UTF-8. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
 

@@ -146,6 +146,27 @@ describe("enforcement history", () => {
     expect(c.score).toBe(949)
   })
 
+  it("an upheld enforcement overturned on a later review costs nothing, also after evidence is stored and read back", () => {
+    const e = emptyEvidence(T0)
+    applyEvent(e, "enforcement.created", { enforcementId: "enf_1", type: "suspension" }, T0)
+    applyEvent(e, "enforcement.resolved", { enforcementId: "enf_1", resolution: "upheld" }, day(1))
+    expect(component(e, "enforcement_history", day(1)).detail).toMatchObject({ open: 0 })
+    expect(component(e, "enforcement_history", day(1)).score).toBeLessThan(1000)
+    // The evidence as the worker stores it (JSON in trust_scores) and reads it back for the next pass.
+    const stored = cloneEvidence(JSON.parse(JSON.stringify(e)) as Evidence)
+    applyEvent(stored, "enforcement.resolved", { enforcementId: "enf_1", resolution: "overturned" }, day(3))
+    expect(component(stored, "enforcement_history", day(3))).toMatchObject({ score: 1000, detail: { cost: 0 } })
+    // Overturned once: a second overturn (or an expiry after it) takes nothing more.
+    applyEvent(stored, "enforcement.resolved", { enforcementId: "enf_1", resolution: "overturned" }, day(4))
+    expect(component(stored, "enforcement_history", day(4)).score).toBe(1000)
+    // Evidence stored before upheld enforcements were kept (no `upheld` field) still folds.
+    const old = cloneEvidence({ ...JSON.parse(JSON.stringify(e)), upheld: undefined } as Evidence)
+    applyEvent(old, "enforcement.resolved", { enforcementId: "enf_1", resolution: "overturned" }, day(3))
+    applyEvent(old, "enforcement.created", { enforcementId: "enf_2", type: "warning" }, day(3))
+    applyEvent(old, "enforcement.resolved", { enforcementId: "enf_2", resolution: "upheld" }, day(3))
+    expect(component(old, "enforcement_history", day(3)).score).toBeLessThan(1000)
+  })
+
   it("an enforcement seen twice (alias and name) costs once", () => {
     const e = emptyEvidence(T0)
     applyEvent(e, "enforcement.created", { enforcementId: "enf_1", type: "warning" }, T0)

@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type Actor,
   AgentService,
+  ApiKeyService,
+  AuditLog,
   Authenticator,
   TrustRecompute,
   TrustService,
@@ -138,5 +140,67 @@ describe("the trust worker's passes", () => {
       ),
     )
     expect(score).toMatchObject({ score: 590, tier: "bronze" })
+  })
+
+  it("a pass over several days counts each active day once, as daily passes do", async () => {
+    // Each day: an allowed guard decision and an event of the agent's own software. Read day by day, or all at once
+    // by one pass (a worker back after days down, a first pass over a history): the same evidence.
+    const day = async (actor: Actor, agentId: string, n: number) =>
+      run(
+        at(
+          T + n * DAY + 3_600_000,
+          AuditLog.use((a) =>
+            a.append(actor, [
+              { type: "policy.evaluated", agentId, data: { decision: "allow", action: "read.file" } },
+              { type: "task.done", agentId, data: {} },
+            ]),
+          ),
+        ),
+      )
+    const activeDays = async (actor: Actor, agentId: string) => {
+      const score = await run(
+        at(
+          T + 3 * DAY,
+          TrustService.use((s) => s.score(actor, agentId)),
+        ),
+      )
+      return score.components.find((c) => c.name === "tenure_activity")!.detail.activeDays
+    }
+    const daily = await setup()
+    const once = await setup()
+    for (let n = 0; n < 3; n++) {
+      await day(daily.actor, daily.agentId, n)
+      await catchUp(daily.actor.workspaceId, T + n * DAY + 7_200_000)
+      await day(once.actor, once.agentId, n)
+    }
+    await catchUp(once.actor.workspaceId, T + 3 * DAY)
+    // Three days, decayed a little since: 2^(−(2 + 11/12)/30) + … ≈ 2.9.
+    expect(await activeDays(daily.actor, daily.agentId)).toBeCloseTo(2.9, 1)
+    expect(await activeDays(once.actor, once.agentId)).toBe(await activeDays(daily.actor, daily.agentId))
+  })
+
+  it("a change that no evidence but the agent's records caused names them, not time", async () => {
+    const { actor, agentId } = await setup()
+    await catchUp(actor.workspaceId)
+    const base = (await state(actor.workspaceId)).events.length
+    // An agent key that expires: identity 0 → 750, the score +75.
+    await run(
+      at(
+        T + 1_000,
+        ApiKeyService.use((s) =>
+          s.create(actor, {
+            name: "agent-key",
+            type: "agent",
+            agentId,
+            scopes: ["guard:evaluate"],
+            expiresAt: new Date(T + 30 * DAY).toISOString(),
+          }),
+        ),
+      ),
+    )
+    await catchUp(actor.workspaceId, T + 2_000)
+    const changed = (await state(actor.workspaceId)).events.slice(base).filter((e) => e.type === "trust.score.changed")
+    expect(changed).toHaveLength(1)
+    expect(changed[0]!.data).toMatchObject({ previousScore: 400, newScore: 475, reason: "evidence: apikey.created" })
   })
 })
