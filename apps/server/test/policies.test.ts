@@ -491,6 +491,34 @@ describe("the guard", () => {
     expectError(await guard({ agentId: "agt_nope", action: "x.y" }), 404, "AGENT_NOT_FOUND")
     expectError(await guard({ agentId: "agt_nope", action: "x.y", context: [1] }), 422, "VALIDATION_ERROR", "context")
   })
+
+  it("refuses an action no policy could name (invisible characters, another Unicode form), recording nothing", async () => {
+    const agent = await register()
+    const prefix = unique("look").replace(/[^a-z0-9]/g, "")
+    await createPolicy({ rules: [{ id: "no-drop", effect: "deny", actions: [`${prefix}.café.drop`] }] })
+    expect((await guard({ agentId: agent.id, action: `${prefix}.café.drop` })).body.data.decision).toBe("deny")
+    const before = await t.chainLength()
+    // Each reads as the denied action in the trail; before, each was allowed by the workspace's default.
+    for (const action of [
+      `${prefix}.café.drop\u200b`,
+      `${prefix}.caf\u00e9.\u2060drop`,
+      ` ${prefix}.café.drop`,
+      `${prefix}.café.drop\t`,
+      `${prefix}.café.drop\u00a0`,
+      `${prefix}.café.drop\u202e`,
+      `${prefix}.cafe\u0301.drop`,
+    ]) {
+      expectError(await guard({ agentId: agent.id, action }), 422, "VALIDATION_ERROR", "action")
+      expectError(
+        await t.call("POST", "/api/v1/policies/simulate", { body: { agentId: agent.id, action } }),
+        422,
+        "VALIDATION_ERROR",
+        "action",
+      )
+    }
+    expect(await t.chainLength()).toBe(before)
+    expect((await guard({ agentId: agent.id, action: `${prefix}.café.read` })).body.data.decision).toBe("allow")
+  })
 })
 
 describe("the guard under an Idempotency-Key (as the SDK calls it)", () => {

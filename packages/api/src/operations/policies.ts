@@ -72,7 +72,9 @@ export const policyOperations = [
       "nothing done: no event is recorded, no approval is created or spent, no automatic enforcement is issued, " +
       "nothing counts toward the agent's trust score, and no rate condition or throttle is counted (a rate " +
       "condition sees no earlier call, and a throttle in force is not applied). For trying a policy out: " +
-      "`POST /guard` and `POST /policies/evaluate` act as the agent and record the decision.",
+      "`POST /guard` and `POST /policies/evaluate` act as the agent and record the decision. A simulation whose " +
+      "policies could cost more than a fraction of a millisecond waits its turn like a guard call; past 64 waiting " +
+      "in a workspace it is a 429 `RATE_LIMITED` with `Retry-After`.",
     errors: ["AGENT_NOT_FOUND"],
     input: PolicySimulationInput,
     output: PolicySimulation,

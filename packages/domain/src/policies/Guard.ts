@@ -3,9 +3,34 @@ import { ActionName, MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts
 import { jsonObject } from "../shared/schemas.ts"
 import { DECISIONS, MatchedRule } from "./engine/index.ts"
 
+/** Printable ASCII without the space: nearly every action, accepted without a closer look. */
+const PLAIN_ACTION = /^[\x21-\x7e]*$/
+/** Whitespace, control characters and the invisible format characters (zero-width, bidi controls, BOM, soft hyphen). */
+const UNSEEN = /[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
+
+/**
+ * Why an action cannot be asked about, or undefined. A policy's action patterns cannot hold whitespace or control
+ * characters, and its exact names are matched as written: an action carrying an invisible character, or spelled in
+ * another Unicode normalization form (decomposed accents), is one no exact rule can name, yet it reads the same as
+ * the named one in the audit trail and the dashboard. Refused rather than decided by the workspace's default.
+ */
+const guardActionProblem = (action: string): string | undefined => {
+  if (PLAIN_ACTION.test(action)) return undefined
+  if (UNSEEN.test(action)) return "must not contain whitespace, control characters or invisible formatting characters"
+  if (action.normalize("NFC") !== action) return "must be in Unicode normalization form C (NFC), as policies name it"
+  return undefined
+}
+
+/** The action a guard call asks about: an {@link ActionName} that a policy's exact name could match. */
+const GuardAction = ActionName.check(Schema.makeFilter((s: string) => guardActionProblem(s) ?? true)).annotate({
+  description:
+    "the action name, as policies name it: 1–200 characters, no whitespace, control or invisible formatting " +
+    "characters, in Unicode NFC",
+})
+
 /** POST /guard and POST /policies/evaluate (D6): `{action, context, agentId}`, plus an approval to use. */
 export const GuardRequestInput = Schema.Struct({
-  action: ActionName,
+  action: GuardAction,
   context: Schema.optionalKey(
     jsonObject({
       description: `what the action would do, as a JSON object (at most ${MAX_APPROVAL_CONTEXT_BYTES / 1024} KiB encoded); rules read it as \`context.*\``,

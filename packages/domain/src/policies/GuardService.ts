@@ -261,12 +261,13 @@ export class GuardService extends Context.Service<
      * What the saved policies decide for this agent, action and context now, and nothing more: no event is
      * recorded, no approval created or spent, no enforcement issued, nothing the trust score reads, and no rate
      * condition or throttle counted (a rate condition sees no earlier call, and a throttle in force is not
-     * applied). What an operator tries a policy with, without acting as the agent.
+     * applied). What an operator tries a policy with, without acting as the agent. A costly one waits in the slow
+     * lane like a guard call (GuardBusy past its bound).
      */
     readonly simulate: (
       actor: Actor,
       input: PolicySimulationInput,
-    ) => Effect.Effect<PolicySimulation, AgentNotFound | PermissionDenied | InvalidInput>
+    ) => Effect.Effect<PolicySimulation, AgentNotFound | PermissionDenied | InvalidInput | GuardBusy>
   }
 >()("@agentgov/domain/policies/GuardService") {
   static readonly layer = Layer.effect(
@@ -398,6 +399,14 @@ export class GuardService extends Context.Service<
         (set.worstCost().cost > SLOW_LANE_COST && set.costOf(action) > SLOW_LANE_COST) ||
         (heavy.size > 0 && (heavy.get(workspaceId) ?? 0) > now)
 
+      /** After an evaluation: a workspace whose evaluation cost more than the lane's threshold sends its calls there a while. */
+      const noteCost = (workspaceId: string, now: number) => {
+        if (evaluationCostSpent() > SLOW_LANE_COST) {
+          if (heavy.size >= 100_000) heavy.clear()
+          heavy.set(workspaceId, now + HEAVY_FOR_MS)
+        }
+      }
+
       /** The rules' decision, or the throttle's deny when the agent is over its enforced rate. */
       const decide = (
         workspaceId: string,
@@ -416,10 +425,7 @@ export class GuardService extends Context.Service<
           { action: input.action, context, agent: facts },
           { now, guardDefault: state.guardDefault, rate },
         )
-        if (evaluationCostSpent() > SLOW_LANE_COST) {
-          if (heavy.size >= 100_000) heavy.clear()
-          heavy.set(workspaceId, now + HEAVY_FOR_MS)
-        }
+        noteCost(workspaceId, now)
         return decided
       }
 
@@ -615,11 +621,21 @@ export class GuardService extends Context.Service<
         if (agent.status === "suspended" && !(yield* suspensionInForce(actor.workspaceId, agentId)))
           facts.status = "active"
         // A counter of its own: rate conditions see no earlier call, and this one is counted nowhere.
-        const decided = evaluate(
-          state.set,
-          { action: input.action, context: input.context ?? {}, agent: facts },
-          { now: Date.now(), guardDefault: state.guardDefault, rate: new InMemoryRateCounter() },
-        )
+        const judge = (now: number) => {
+          const decided = evaluate(
+            state.set,
+            { action: input.action, context: input.context ?? {}, agent: facts },
+            { now, guardDefault: state.guardDefault, rate: new InMemoryRateCounter() },
+          )
+          noteCost(actor.workspaceId, now)
+          return decided
+        }
+        // A costly simulation waits its turn in the slow lane as a guard call does: it costs the process the same.
+        const now = Date.now()
+        const decided =
+          facts.status === "active" && costly(actor.workspaceId, state.set, input.action, now)
+            ? yield* decideLater(actor.workspaceId, judge)
+            : judge(now)
         return {
           decision: decided.decision,
           allowed: decided.decision === "allow",

@@ -219,6 +219,54 @@ const cases: ReadonlyArray<Case> = [
     { env: ["prod"] },
     /is a list/,
   ),
+  // A list the agent sent cannot choose the answer (review of the guard, 2026-11-29): it escaped `nin` with one
+  // listed element, passed `in` with one, and hid a searched string or a number's other spelling in a list.
+  failsClosed(
+    "nin over a list the agent sent, partly listed, fails closed",
+    leaf("context.to", "nin", ["a@corp.example", "b@corp.example"]),
+    { to: ["a@corp.example", "evil@x.example"] },
+    /context\.to is a list with 1 of its 2 elements in the values; nin cannot tell/,
+  ),
+  {
+    name: "an allow rule's in over a list the agent sent, partly listed, does not apply",
+    policies: [policy([rule("allow", leaf("context.env", "in", ["dev"]))])],
+    context: { env: ["dev", "prod"] },
+    guardDefault: "deny",
+    decision: "deny",
+    codes: ["NO_MATCHING_POLICY", "CONDITION_ERROR"],
+    matched: [],
+  },
+  holds(
+    "in over a list the agent sent, every element listed",
+    leaf("context.to", "in", ["a@corp.example", "b@corp.example"]),
+    { to: ["b@corp.example", "a@corp.example"] },
+    true,
+  ),
+  holds(
+    "nin over a list the agent sent, none listed",
+    leaf("context.to", "nin", ["a@x"]),
+    { to: ["b@x", "c@x"] },
+    true,
+  ),
+  holds("nin over an empty list the agent sent", leaf("context.to", "nin", ["a@x"]), { to: [] }, true),
+  failsClosed(
+    "in over a list with an element of another type fails closed",
+    leaf("context.ids", "in", [5, 6]),
+    { ids: [7, "5"] },
+    /context\.ids\[1\] is a string; in needs a number/,
+  ),
+  failsClosed(
+    "contains: a searched string sent as a list fails closed",
+    leaf("context.command", "contains", "rm -rf"),
+    { command: ["rm -rf /"] },
+    /context\.command\[0\] contains "rm -rf" but is not equal to it/,
+  ),
+  failsClosed(
+    "contains: a list element of another type fails closed",
+    leaf("context.ids", "contains", 5),
+    { ids: [4, "5"] },
+    /context\.ids\[1\] is a string; contains needs a number/,
+  ),
   failsClosed("not of an error is an error", { not: leaf("context.ok", "eq", true) }, {}, /context\.ok is missing/),
   failsClosed(
     "any with only errors and falses is an error",

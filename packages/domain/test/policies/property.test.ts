@@ -62,6 +62,7 @@ const jsonKind = (v: Json) => (v === null ? "null" : typeof v)
 
 const refLeaf = (c: { field: string; op: string; value?: Json }, req: RefRequest): Outcome => {
   const v = refField(c.field, req)
+  const fromRequest = c.field.startsWith("context.")
   const b = (x: boolean): Outcome => (x ? "T" : "F")
   if (c.op === "exists") return b((v !== undefined) === (c.value ?? true))
   if (v === undefined) return "E"
@@ -89,14 +90,27 @@ const refLeaf = (c: { field: string; op: string; value?: Json }, req: RefRequest
     case "in":
     case "nin": {
       const list = w as Array<Json>
+      const typed = (x: Json) => list.some((y) => jsonKind(y) === jsonKind(x))
       let found: boolean
-      if (Array.isArray(v)) found = v.some((x) => list.includes(x))
-      else if (!list.some((x) => jsonKind(x) === jsonKind(v))) return "E"
+      if (Array.isArray(v) && !fromRequest) found = v.some((x) => list.includes(x))
+      else if (Array.isArray(v)) {
+        // The request's list: each element typed as a scalar would be; all in or none in, else unknown.
+        if (v.some((x) => !list.includes(x) && !typed(x))) return "E"
+        const inside = v.filter((x) => list.includes(x)).length
+        if (inside > 0 && inside < v.length) return "E"
+        found = v.length > 0 && inside === v.length
+      } else if (!typed(v)) return "E"
       else found = list.includes(v)
       return b(c.op === "in" ? found : !found)
     }
     case "contains":
-      if (Array.isArray(v)) return b(v.includes(w))
+      if (Array.isArray(v)) {
+        if (v.includes(w) || !fromRequest) return b(v.includes(w))
+        // The request's list lacks the value: unknown when an element could be it sent another way.
+        if (v.some((x) => jsonKind(x) !== jsonKind(w))) return "E"
+        if (typeof w === "string" && v.some((x) => (x as string).includes(w))) return "E"
+        return "F"
+      }
       if (typeof v === "string" && typeof w === "string") return b(v.includes(w))
       return "E"
     case "startsWith":

@@ -184,6 +184,43 @@ describe("the guard's slow lane", () => {
     expect(await evaluatedCount(actor)).toBe(before + answered)
   })
 
+  it("queues costly simulations like costly guard calls: another workspace goes first, and past the bound they are refused", async () => {
+    // POST /policies/simulate evaluated inline: 50 connections of it took another tenant's p50 from ~11 ms
+    // (the same load on the guard) to 60–75 ms (review of the guard, 2026-11-29).
+    const a = await workspace(costlySet)
+    const b = await workspace(costlySet)
+    const finished: Array<string> = []
+    const simulations = Array.from({ length: 40 }, (_, i) =>
+      env
+        .run(a.guard.simulate(a.actor, { agentId: a.agentId, action: "costly.call", context: { l: [2, 3 + i] } }))
+        .then((r) => {
+          finished.push(`A${i}`)
+          return r
+        }),
+    )
+    const bCall = env
+      .run(b.guard.evaluate(b.actor, { agentId: b.agentId, action: "cheap.call", context: { n: 1 } }))
+      .then(() => finished.push("B"))
+    const results = await Promise.all(simulations)
+    await bCall
+    expect(results.every((r) => r.decision === "allow")).toBe(true)
+    expect(finished.indexOf("B")).toBeLessThan(finished.indexOf("A39"))
+
+    const exits = await Promise.all(
+      Array.from({ length: SLOW_LANE_PER_WORKSPACE * 2 }, () =>
+        env.rt.runPromiseExit(
+          a.guard.simulate(a.actor, { agentId: a.agentId, action: "costly.call", context: { l: [2] } }),
+        ),
+      ),
+    )
+    const refused = exits.filter((e) => Exit.isFailure(e))
+    expect(refused.length).toBeGreaterThan(0)
+    for (const e of refused) {
+      const error = Exit.isFailure(e) ? Exit.findErrorOption(e) : undefined
+      expect(error?._tag === "Some" ? error.value : error).toBeInstanceOf(GuardBusy)
+    }
+  })
+
   it("sends a workspace whose evaluation was costly at run time to the lane for a while", async () => {
     // Cheap on paper: leaves pay for the lists they scan only at run time.
     const rules = Array.from({ length: 20 }, (_, i) => ({

@@ -84,6 +84,7 @@ const F_AGENT_LABELS = 4
 const F_AGENT_VERSION = 5
 const F_AGENT_TRUST_SCORE = 6
 const F_AGENT_TRUST_TIER = 7
+// The request's own fields come last: `field < F_CONTEXT_1` is the action or the agent (the operator's facts).
 const F_CONTEXT_1 = 8 // context.a
 const F_CONTEXT_N = 9 // context.a.b…
 
@@ -343,6 +344,60 @@ const fail = (s: EvalState, message: string): Outcome => {
 const mismatch = (s: EvalState, n: Node, actual: unknown, wanted: string): Outcome =>
   fail(s, `${n.fieldName} is ${jsonType(actual)}; ${n.opName} needs ${wanted}`)
 
+const elementType = (v: unknown): string => (v === null ? "null" : typeof v)
+
+/**
+ * `in` / `nin` over a list the request brought (`context.*`). The agent chooses its shape, so it must not
+ * decide the answer: every element needs a type the values hold (as a scalar does), and the list is in the
+ * values when all of its elements are, not when none is; some in and some not cannot be evaluated. Otherwise
+ * `to nin [allowed]` is escaped with `["allowed", "anyone"]`, and `env in ["dev"]` passed with `["dev", "prod"]`.
+ * The answer for a list all in or none in is the same as for any one of its elements.
+ */
+const contextListIn = (s: EvalState, n: Node, a: ReadonlyArray<unknown>, hit: Outcome, miss: Outcome): Outcome => {
+  const set = n.set!
+  let found = 0
+  for (let i = 0; i < a.length; i++) {
+    const e = a[i]
+    if (set.has(e)) found++
+    else if (!n.types!.has(elementType(e))) {
+      const wanted = [...n.types!].map((t) => (t === "null" ? "null" : `a ${t}`)).join(" or ")
+      return fail(s, `${n.fieldName}[${i}] is ${jsonType(e)}; ${n.opName} needs ${wanted}`)
+    }
+  }
+  if (found === 0) return miss
+  if (found === a.length) return hit
+  return fail(
+    s,
+    `${n.fieldName} is a list with ${found} of its ${a.length} elements in the values; ${n.opName} cannot tell whether ` +
+      "the list or each element is meant",
+  )
+}
+
+/**
+ * `contains` over a list the request brought, when no element is the value: false, unless an element could be
+ * the value sent another way, which cannot be evaluated: an element of another type (`"5"` for `5`), or, for a
+ * string value, a string element that contains it (a string the rule searches, sent as a list: `["rm -rf /"]`
+ * for `command contains "rm -rf"`).
+ */
+const contextListLacks = (s: EvalState, n: Node, a: ReadonlyArray<unknown>): Outcome => {
+  const type = elementType(n.value)
+  for (let i = 0; i < a.length; i++) {
+    const e = a[i]
+    if (elementType(e) !== type)
+      return fail(s, `${n.fieldName}[${i}] is ${jsonType(e)}; contains needs ${type === "null" ? "null" : `a ${type}`}`)
+    if (type === "string") {
+      s.steps += (e as string).length >>> 4
+      if ((e as string).includes(n.value as string))
+        return fail(
+          s,
+          `${n.fieldName}[${i}] contains ${JSON.stringify(n.value)} but is not equal to it; contains cannot tell ` +
+            "whether an element or a substring of one is meant",
+        )
+    }
+  }
+  return FALSE
+}
+
 const evalLeaf = (s: EvalState, n: Node): Outcome => {
   const a = readField(s, n)
   s.steps++
@@ -354,11 +409,14 @@ const evalLeaf = (s: EvalState, n: Node): Outcome => {
     if (set.has(a)) return hit
     if (a === undefined) return fail(s, `${n.fieldName} is missing`)
     const miss = op === O_IN ? FALSE : TRUE
-    // A list is in the values when any of its elements is.
     if (Array.isArray(a)) {
       s.steps += a.length
-      for (let i = 0; i < a.length; i++) if (set.has(a[i])) return hit
-      return miss
+      // The agent's labels (the operator's): a list is in the values when any of its elements is.
+      if (n.field < F_CONTEXT_1) {
+        for (let i = 0; i < a.length; i++) if (set.has(a[i])) return hit
+        return miss
+      }
+      return contextListIn(s, n, a, hit, miss)
     }
     if (n.types!.has(a === null ? "null" : typeof a)) return miss
     const wanted = [...n.types!].map((t) => (t === "null" ? "null" : `a ${t}`)).join(" or ")
@@ -390,7 +448,8 @@ const evalLeaf = (s: EvalState, n: Node): Outcome => {
     case O_CONTAINS:
       if (Array.isArray(a)) {
         s.steps += a.length
-        return a.includes(n.value) ? TRUE : FALSE
+        if (a.includes(n.value)) return TRUE
+        return n.field < F_CONTEXT_1 ? FALSE : contextListLacks(s, n, a)
       }
       if (typeof a === "string") {
         s.steps += a.length >>> 4
