@@ -1,4 +1,5 @@
-import { Clock, Context, Effect, Layer } from "effect"
+import { X509Certificate } from "node:crypto"
+import { Clock, Context, Effect, Layer, Semaphore } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { MasterKey } from "../keys/SigningKeys.ts"
 import { seal, unseal } from "../keys/sealed.ts"
@@ -17,10 +18,27 @@ export interface C2paSigning {
   readonly source: "issued" | "operator"
 }
 
+const DAY = 86_400_000
+/**
+ * The service's own signing certificate (2 years) is replaced by a new one, from a new CA, once less than this
+ * is left of it. Manifests carry no timestamp (no timestamp authority offline), so c2pa-rs judges a manifest's
+ * certificate at the time it reads it: renewed at half its life, what was signed validates a year at least. The
+ * CA's key is not kept, so the new certificate comes with a new CA; the earlier CAs stay anchors, after it, in
+ * the row's `ca_pem`.
+ */
+export const C2PA_RENEW_BEFORE_MS = 365 * DAY
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g
+const pemBlocks = (pem: string): Array<string> => [...pem.matchAll(PEM_CERTIFICATE)].map((m) => m[0])
+/** When the first certificate of a PEM bundle expires (ms). */
+const notAfterOf = (pem: string): number => Date.parse(new X509Certificate(pemBlocks(pem)[0]!).validTo)
+
 /**
  * The C2PA signing credential: the operator's (AGENTGOV_C2PA_CERT / _KEY, a PEM chain and key), or else the
  * service's own, issued by its own CA on first use and kept with the key sealed under the master key. Every
- * instance of a deployment reads the same row; the first to issue wins (the others read its row).
+ * instance of a deployment reads the same row; the first to issue wins (the others read its row). The service's
+ * own is renewed (C2PA_RENEW_BEFORE_MS) by the first instance to need it; the others read the renewed row when
+ * their copy reaches the same point.
  */
 export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: Effect.Effect<C2paSigning> }>()(
   "@agentgov/domain/content/C2paSigner",
@@ -35,28 +53,35 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
       const load = Effect.gen(function* () {
         if (settings.c2paCertPem !== undefined && settings.c2paKeyPem !== undefined) {
           const chain = pemCertificates(settings.c2paCertPem)
-          const issuers = [
-            ...settings.c2paCertPem.matchAll(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g),
-          ]
-            .slice(1)
-            .map((m) => m[0])
+          const issuers = pemBlocks(settings.c2paCertPem).slice(1)
           if (chain.length === 0) return yield* Effect.die(new Error("AGENTGOV_C2PA_CERT holds no certificate"))
           return {
-            credential: credentialOf(settings.c2paCertPem, settings.c2paKeyPem),
-            anchorsPem: issuers.length > 0 ? issuers.join("\n") : undefined,
-            source: "operator" as const,
+            signing: {
+              credential: credentialOf(settings.c2paCertPem, settings.c2paKeyPem),
+              anchorsPem: issuers.length > 0 ? issuers.join("\n") : undefined,
+              source: "operator" as const,
+            },
+            renewAt: Number.POSITIVE_INFINITY,
           }
         }
         const read = sql<{ ca_pem: string; cert_pem: string; sealed_key: string }>`SELECT ca_pem, cert_pem, sealed_key
             FROM c2pa_credentials WHERE id = ${ROW}`
+        const now = yield* Clock.currentTimeMillis
         let [row] = yield* read
         if (!row) {
-          const now = yield* Clock.currentTimeMillis
           const issued = yield* Effect.promise(() => issueCredential("agentgov", new Date(now)))
           yield* sql`INSERT INTO c2pa_credentials (id, ca_pem, cert_pem, sealed_key, created_at)
               VALUES (${ROW}, ${issued.caPem}, ${issued.certPem}, ${seal(master, C2PA_SEALED_AAD(ROW), issued.keyPkcs8)},
                 ${isoOf(now)}::timestamptz)
               ON CONFLICT (id) DO NOTHING`
+          ;[row] = yield* read
+        } else if (notAfterOf(row.cert_pem) - C2PA_RENEW_BEFORE_MS <= now) {
+          // Renewed in place, only if the row is still the one read (another instance may have renewed it).
+          const issued = yield* Effect.promise(() => issueCredential("agentgov", new Date(now)))
+          yield* sql`UPDATE c2pa_credentials SET ca_pem = ${`${issued.caPem.trim()}\n${row.ca_pem.trim()}\n`},
+                cert_pem = ${issued.certPem}, sealed_key = ${seal(master, C2PA_SEALED_AAD(ROW), issued.keyPkcs8)},
+                created_at = ${isoOf(now)}::timestamptz
+              WHERE id = ${ROW} AND cert_pem = ${row.cert_pem}`
           ;[row] = yield* read
         }
         const key = unseal(master, C2PA_SEALED_AAD(ROW), row!.sealed_key)
@@ -66,14 +91,33 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
               "the stored C2PA key does not open with this master key (instances must share AGENTGOV_MASTER_KEY)",
             ),
           )
+        // The chain signed into manifests is the certificate and its CA (the first); every CA is an anchor.
+        const [ca] = pemBlocks(row!.ca_pem)
         return {
-          credential: credentialOf(`${row!.cert_pem}\n${row!.ca_pem}`, key),
-          anchorsPem: row!.ca_pem,
-          source: "issued" as const,
+          signing: {
+            credential: credentialOf(`${row!.cert_pem}\n${ca}`, key),
+            anchorsPem: row!.ca_pem,
+            source: "issued" as const,
+          },
+          renewAt: notAfterOf(row!.cert_pem) - C2PA_RENEW_BEFORE_MS,
         }
       }).pipe(Effect.orDie)
 
-      return C2paSigner.of({ signing: yield* Effect.cached(load) })
+      let current: { readonly signing: C2paSigning; readonly renewAt: number } | undefined
+      const lock = Semaphore.makeUnsafe(1)
+      const signing = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        if (current !== undefined && now < current.renewAt) return current.signing
+        return yield* lock.withPermits(1)(
+          Effect.gen(function* () {
+            if (current !== undefined && (yield* Clock.currentTimeMillis) < current.renewAt) return current.signing
+            current = yield* load
+            return current.signing
+          }),
+        )
+      })
+
+      return C2paSigner.of({ signing })
     }),
   )
 }

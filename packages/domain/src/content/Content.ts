@@ -32,7 +32,8 @@ export const RegisterContent = Schema.Struct({
   metadata: Schema.optionalKey(Metadata),
   watermark: Schema.optionalKey(
     Schema.Boolean.annotate({
-      description: "embed an invisible watermark carrying the content id (images of at least 256×256 only)",
+      description:
+        "embed an invisible watermark carrying the content id (still images of at least 256×256 only; 422 when it does not read back)",
     }),
   ),
   c2pa: Schema.optionalKey(

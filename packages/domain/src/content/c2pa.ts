@@ -242,27 +242,32 @@ export const readManifest = async (
       validation_state?: string
       validation_results?: { activeManifest?: { failure?: Array<{ code: string }> } }
     }
-    const manifest = reader.activeManifest() as {
-      assertions?: Array<{
-        label: string
-        data: {
-          author?: Array<{ name?: string }>
-          blocks?: Array<{ value?: string }>
-          actions?: Array<{ action: string }>
+    // Undefined when the store names an active manifest c2pa-rs could not load (an assertion it cannot decode):
+    // the store's validation then says why.
+    const manifest = reader.activeManifest() as
+      | undefined
+      | {
+          assertions?: Array<{
+            label: string
+            data: {
+              author?: Array<{ name?: string }>
+              blocks?: Array<{ value?: string }>
+              actions?: Array<{ action: string }>
+            }
+          }>
         }
-      }>
-    }
-    const state = store.validation_state ?? "Invalid"
-    const author = manifest.assertions?.find((a) => a.label === "stds.schema-org.CreativeWork")?.data.author?.[0]?.name
-    const softBinding = manifest.assertions?.find((a) => a.label === "c2pa.soft-binding")?.data.blocks?.[0]?.value
-    const actions = manifest.assertions
+    const state = manifest === undefined ? "Invalid" : (store.validation_state ?? "Invalid")
+    const author = manifest?.assertions?.find((a) => a.label === "stds.schema-org.CreativeWork")?.data.author?.[0]?.name
+    const softBinding = manifest?.assertions?.find((a) => a.label === "c2pa.soft-binding")?.data.blocks?.[0]?.value
+    const actions = manifest?.assertions
       ?.filter((a) => a.label.startsWith("c2pa.actions"))
       .flatMap((a) => (a.data.actions ?? []).map((x) => x.action))
+    const failures = (store.validation_results?.activeManifest?.failure ?? []).map((f) => f.code)
     return {
       present: true,
       valid: state === "Valid" || state === "Trusted",
       state,
-      failures: (store.validation_results?.activeManifest?.failure ?? []).map((f) => f.code),
+      failures: manifest === undefined && failures.length === 0 ? ["manifest.missing"] : failures,
       ...(author !== undefined ? { author } : {}),
       ...(softBinding !== undefined ? { softBinding } : {}),
       ...(actions !== undefined ? { actions } : {}),

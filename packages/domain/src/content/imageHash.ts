@@ -197,6 +197,8 @@ export interface DecodedImage {
   readonly format: ImageFormat
   readonly width: number
   readonly height: number
+  /** Frames of an animated WebP or PNG; 1 for a still image. */
+  readonly pages: number
 }
 
 /** The format and size of what claims to be an image, or why it is not one we take. */
@@ -224,5 +226,5 @@ export const inspectImage = async (input: Buffer): Promise<DecodedImage | string
   } catch (e) {
     return `cannot be decoded (${e instanceof Error ? e.message.split("\n")[0] : "corrupt"})`
   }
-  return { format: meta.format, width, height }
+  return { format: meta.format, width, height, pages: meta.pages ?? 1 }
 }

@@ -16,7 +16,8 @@ export const composeNotice = (n: {
     `Takedown notice ${n.takedownId} (${n.at})`,
     "",
     `The material at ${n.targetUrl} copies content registered by workspace ${item.workspaceId}:`,
-    `  item: ${item.id} "${item.title}" (${item.mediaType}), registered ${item.createdAt}`,
+    // The title as a JSON string: a line break in it (any title is taken) must not write a line of the notice.
+    `  item: ${item.id} ${JSON.stringify(item.title)} (${item.mediaType}), registered ${item.createdAt}`,
     `  SHA-256 of the registered asset: ${item.sha256}`,
     `  watermark embedded: ${item.watermark.embedded ? "yes" : "no"}; C2PA manifest: ${item.c2pa.signed ? "signed" : "none"}`,
   ]

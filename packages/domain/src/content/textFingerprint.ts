@@ -6,7 +6,7 @@
  * Normalisation, per code point: NFKC (full-width and ligature forms fold to their plain letters), then
  * diacritics dropped (NFD without combining marks), common Cyrillic and Greek lookalikes mapped to the
  * Latin letter they imitate, case folded. Format characters (`\p{Cf}`: zero-width space, joiners, soft
- * hyphen, BOM, bidi marks) are dropped. Words are runs of letters and digits; everything else is a
+ * hyphen, BOM, bidi marks) and the invisible Hangul fillers are dropped. Words are runs of letters and digits; everything else is a
  * separator, so whitespace and punctuation differences fold away. Each word keeps the offsets of the
  * original text it came from, so matches are reported as spans of the texts as sent.
  */
@@ -88,7 +88,11 @@ const CONFUSABLES: Readonly<Record<string, string>> = {
   ʀ: "r",
 }
 
-const FORMAT = /\p{Cf}/u
+/**
+ * Characters dropped: format characters (`\p{Cf}`), and the Hangul fillers, letters (`\p{Lo}`) that render as
+ * nothing: one between every two letters hid a copy entirely (U+FFA0, the half-width filler, is U+3164 after NFKC).
+ */
+const FORMAT = /[\p{Cf}\u115f\u1160\u3164\uffa0]/u
 const MARK = /\p{M}/gu
 const WORD_CHAR = /[\p{L}\p{N}]/u
 
@@ -356,10 +360,35 @@ export const candidateFingerprints = (text: string) => {
   return { tokens, shingles, fingerprints: winnow(shingles, SCAN_WINDOW) }
 }
 
-/** What a registered text stores: the candidate's fingerprints (one window for both) and the MinHash of its shingles. */
+/**
+ * Positions of one shingle hash a text keeps, registered (stored) and scanned (looked up) alike. A repeated
+ * shingle is the rightmost minimum of every window it spans (winnowing breaks ties to the right), so a text that
+ * repeats one phrase ("spam spam spam …") kept every position: N rows stored, and a scan of such a text against
+ * such an item paired every position with every other (N² seeds: 5,000 words held 4 GB for 45 s). Positions
+ * beyond the first of a hash add no copied run that their first occurrences do not already seed.
+ */
+export const MAX_POSITIONS_PER_HASH = 8
+
+/** The fingerprints with at most MAX_POSITIONS_PER_HASH positions of each hash, the first ones. */
+export const capPositions = (fingerprints: ReadonlyArray<Fingerprint>): Array<Fingerprint> => {
+  const seen = new Map<number, number>()
+  const out: Array<Fingerprint> = []
+  for (const f of fingerprints) {
+    const n = seen.get(f.hash) ?? 0
+    if (n >= MAX_POSITIONS_PER_HASH) continue
+    seen.set(f.hash, n + 1)
+    out.push(f)
+  }
+  return out
+}
+
+/**
+ * What a registered text stores: the candidate's fingerprints (one window for both, each hash at most
+ * MAX_POSITIONS_PER_HASH times) and the MinHash of its shingles.
+ */
 export const fingerprintText = (text: string): TextFingerprints => {
   const { tokens, shingles, fingerprints } = candidateFingerprints(text)
-  return { tokens, fingerprints, minhash: minHashOf(shingles) }
+  return { tokens, fingerprints: capPositions(fingerprints), minhash: minHashOf(shingles) }
 }
 
 /** A copied run, in words of each text. */
@@ -374,16 +403,26 @@ export const MIN_SPAN_WORDS = 12
 /**
  * The copied runs between two tokenised texts, seeded by the positions of shared fingerprints and grown
  * word by word in both directions (which also discards hash collisions: the words must be equal).
+ *
+ * Each run is grown once: a seed inside a run already grown on its diagonal (candidate − registered position)
+ * is skipped, the end of the last run of each diagonal kept (seeds come in candidate order, so a later seed on
+ * a diagonal is either inside its last run or past it). The words compared are bounded too, by
+ * `budget` (by default 4 × both lengths + 100,000): only texts that repeat themselves on many diagonals (a
+ * phrase over and over) reach it, and what was found by then is answered.
  */
 export const copiedSpans = (
   candidate: ReadonlyArray<Token>,
   registered: ReadonlyArray<Token>,
   seeds: ReadonlyArray<readonly [number, number]>,
+  budget = 4 * (candidate.length + registered.length) + 100_000,
 ): Array<WordSpan> => {
   const spans: Array<WordSpan> = []
-  const covered = new Set<string>()
+  const grownTo = new Map<number, number>()
+  let left = budget
   for (const [c0, r0] of [...seeds].sort((a, b) => a[0] - b[0] || a[1] - b[1])) {
-    if (covered.has(`${c0}:${r0}`)) continue
+    if (left <= 0) break
+    const diagonal = c0 - r0
+    if (c0 < (grownTo.get(diagonal) ?? -1)) continue
     if (candidate[c0]?.word !== registered[r0]?.word) continue
     let cs = c0
     let rs = r0
@@ -394,13 +433,34 @@ export const copiedSpans = (
     let ce = c0
     let re = r0
     while (ce < candidate.length && re < registered.length && candidate[ce]!.word === registered[re]!.word) {
-      covered.add(`${ce}:${re}`)
       ce++
       re++
     }
+    grownTo.set(diagonal, ce)
+    left -= ce - cs
     if (ce - cs >= MIN_SPAN_WORDS) spans.push({ candidate: [cs, ce], registered: [rs, re] })
   }
   return spans
+}
+
+/**
+ * The seeds of a scan against one item: each fingerprint hash the two share, every candidate position of it
+ * against every registered one, at most MAX_POSITIONS_PER_HASH of each (rows stored before the cap may hold
+ * more).
+ */
+export const seedPairs = (
+  candidate: ReadonlyMap<number, ReadonlyArray<number>>,
+  registered: ReadonlyMap<number, ReadonlyArray<number>>,
+): Array<readonly [number, number]> => {
+  const pairs: Array<readonly [number, number]> = []
+  for (const [hash, at] of registered) {
+    const from = candidate.get(hash)
+    if (!from) continue
+    // The first ones, whatever order the rows came in.
+    const rs = at.length > MAX_POSITIONS_PER_HASH ? [...at].sort((a, b) => a - b).slice(0, MAX_POSITIONS_PER_HASH) : at
+    for (const c of from.slice(0, MAX_POSITIONS_PER_HASH)) for (const r of rs) pairs.push([c, r] as const)
+  }
+  return pairs
 }
 
 /** How many positions of a text of `length` words the ranges cover. */

@@ -372,9 +372,12 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
   // On the full image: what the working copy fitted, topped up by one measured round.
   if (working !== full) marked = await mark(full, margin, 1, marked.total)
   let { current, psnr } = marked
-  if (psnr < PSNR_FLOOR) {
-    // Scale the whole change down to the floor: a weaker mark rather than a visible one.
-    const weaker = addChange(pixels, marked.total, 10 ** ((psnr - PSNR_FLOOR) / 20), full, full.axes)
+  // Scale the whole change down to the floor: a weaker mark rather than a visible one. The pixels are rounded and
+  // clipped to 0–255, so the error does not scale exactly with the change: scale again until it is under the
+  // floor (one scaling left a textured disc on black at 40.04 dB).
+  for (let scale = 1, round = 0; psnr < PSNR_FLOOR && round < 8; round++) {
+    scale *= 10 ** ((psnr - PSNR_FLOOR) / 20) * (round === 0 ? 1 : 0.98)
+    const weaker = addChange(pixels, marked.total, scale, full, full.axes)
     current = weaker.data
     psnr = psnrOfError(weaker.squaredError, full.samples)
   }

@@ -1,9 +1,10 @@
 import type { AddressInfo } from "node:net"
-import { Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import sharp from "sharp"
 import { SMTPServer } from "smtp-server"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { C2PA_SEALED_AAD } from "../../src/content/C2paSigner.ts"
 import {
   type Actor,
   Authenticator,
@@ -11,9 +12,14 @@ import {
   ContentService,
   ContentSettings,
   EventService,
+  issueCredential,
+  MasterKey,
   readManifest,
+  signManifest,
+  TEXT_LOOKUP_SQL,
   WorkspaceService,
 } from "../../src/index.ts"
+import { seal } from "../../src/keys/sealed.ts"
 import { type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
 import { scene } from "./corpus.ts"
 
@@ -87,6 +93,35 @@ describe("registering and scanning texts", () => {
     expect(await counts()).toEqual(before)
   })
 
+  it("a text repeating one phrase stores a few positions of it and scans against itself in a few runs, not N²", async () => {
+    // Review "content": 5,000 × "spam" registered and scanned paired every position with every other (25,000,000
+    // seeds, 4 GB and 45 s in the server, then a 500). Each hash now keeps at most 8 positions on either side.
+    const text = Array.from({ length: 1_500 }, () => "spam").join(" ")
+    const item = await run(content((s) => s.register(actor, { kind: "text", title: "spam", text })))
+    expect(item.fingerprint).toMatchObject({ words: 1_500 })
+    expect((item.fingerprint as { fingerprints: number }).fingerprints).toBeLessThanOrEqual(8)
+    const result = await run(content((s) => s.scan(actor, { text: `${text} tail words` }, item.id)))
+    expect(result.matches).toHaveLength(1)
+    expect(result.matches[0]).toMatchObject({ contentId: item.id, similarity: 1, method: "text-winnowing" })
+    // One run a diagonal seeded: the 8 first positions against the 8 first are 15 diagonals.
+    expect(result.matches[0]!.spans!.length).toBeLessThanOrEqual(15)
+    expect(result.matches[0]!.spans![0]).toMatchObject({ words: 1_500, registered: { start: 0, end: text.length } })
+  })
+
+  it("looks the candidate's fingerprints up by a join, never searching the list of them for each row found", async () => {
+    // Review "content": `= ANY(ARRAY(…))` on a lossy hash index was rechecked row by row against the whole list
+    // (not a constant, so searched linearly): a 2,000,000-character candidate spent 7.9 s of PostgreSQL in it.
+    const hashes = Array.from({ length: 5_000 }, (_, i) => String(i * 7919))
+    const plan = await run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.unsafe<Record<string, string>>(`EXPLAIN ${TEXT_LOOKUP_SQL}`, [actor.workspaceId, hashes, null]),
+      ),
+    )
+    const text = plan.map((r) => Object.values(r)[0]).join("\n")
+    expect(text).toContain("content_text_fingerprints")
+    expect(text).not.toMatch(/ANY/)
+  })
+
   it("another workspace's item is not found, and its texts are not scanned", async () => {
     const mine = await run(content((s) => s.register(actor, { kind: "text", title: "secret", text: ARTICLE })))
     expect((await fail(content((s) => s.get(other, mine.id))))._tag).toBe("ContentNotFound")
@@ -121,6 +156,70 @@ describe("registering and scanning images", () => {
       registered: false,
     })
     expect((await run(content((s) => s.scan(other, { data: copy.toString("base64") })))).matches).toEqual([])
+  })
+
+  it("refuses a watermark that does not read back (a logo on a transparent background) and stores nothing", async () => {
+    // Review "content": such a PNG was registered `watermark: {embedded: true}` though its own asset read no id:
+    // the reader flattens on white, and the change under transparent pixels shows nothing.
+    const side = 512
+    const raw = Buffer.alloc(side * side * 4)
+    for (let y = 0; y < side; y++)
+      for (let x = 0; x < side; x++) {
+        const i = (y * side + x) * 4
+        const inside = (x - 256) ** 2 + (y - 256) ** 2 < 180 ** 2
+        raw[i] = inside ? (x * 3 + y * 5) & 255 : 0
+        raw[i + 1] = inside ? (x * 7) & 255 : 0
+        raw[i + 2] = inside ? (y * 3) & 255 : 0
+        raw[i + 3] = inside ? 255 : 0
+      }
+    const logo = await sharp(raw, { raw: { width: side, height: side, channels: 4 } })
+      .png()
+      .toBuffer()
+    const before = await counts()
+    const refused = await fail(
+      content((s) =>
+        s.register(actor, { kind: "image", title: "logo", data: logo.toString("base64"), watermark: true }),
+      ),
+    )
+    expect(refused).toMatchObject({ _tag: "InvalidInput", field: "watermark" })
+    expect(await counts()).toEqual(before)
+    // Without a watermark it registers.
+    const plain = await run(
+      content((s) => s.register(actor, { kind: "image", title: "logo", data: logo.toString("base64") })),
+    )
+    expect(plain.watermark).toEqual({ embedded: false })
+  })
+
+  it("refuses a watermark on an animated image rather than answer a still one, and keeps it as sent without", async () => {
+    // Review "content": an animated WebP registered with `watermark: true` came back as its first frame alone.
+    const frames = Buffer.concat([
+      await sharp(await scene(15))
+        .raw()
+        .toBuffer(),
+      await sharp(await scene(16))
+        .raw()
+        .toBuffer(),
+    ])
+    const { width, height } = await sharp(await scene(15)).metadata()
+    const animated = await sharp(frames, {
+      raw: { width: width!, height: height! * 2, channels: 3, pageHeight: height! },
+    })
+      .webp({ loop: 0 })
+      .toBuffer()
+    expect((await sharp(animated).metadata()).pages).toBe(2)
+    const before = await counts()
+    expect(
+      await fail(
+        content((s) =>
+          s.register(actor, { kind: "image", title: "anim", data: animated.toString("base64"), watermark: true }),
+        ),
+      ),
+    ).toMatchObject({ _tag: "InvalidInput", field: "watermark" })
+    expect(await counts()).toEqual(before)
+    const kept = await run(
+      content((s) => s.register(actor, { kind: "image", title: "anim", data: animated.toString("base64") })),
+    )
+    expect((await run(content((s) => s.asset(actor, kept.id)))).data.equals(animated)).toBe(true)
   })
 
   it("an image registered after the workspace's first scan is found; another workspace's under the same tag is not", async () => {
@@ -256,6 +355,83 @@ describe("C2PA", () => {
     expect(plain.c2pa).toEqual({ present: false })
   })
 
+  it("reports a manifest whose assertion c2pa-rs cannot decode as present and invalid, not a 500", async () => {
+    // Review "content": the map of the soft binding's `scope` given a wrong length (CBOR 0xa2 → 0xa5) made c2pa-rs
+    // load no active manifest, and reading its assertions threw (a 500 on the scan).
+    const original = await scene(12)
+    const item = await run(
+      content((s) =>
+        s.register(actor, {
+          kind: "image",
+          title: "c",
+          data: original.toString("base64"),
+          watermark: true,
+          c2pa: true,
+        }),
+      ),
+    )
+    const { data } = await run(content((s) => s.asset(actor, item.id)))
+    const at = data.indexOf("escope", 0, "latin1") - 1
+    expect(data[at]).toBe(0xa2)
+    const forged = Buffer.from(data)
+    forged[at] = 0xa5
+    const { anchorsPem } = await run(C2paSigner.use((s) => s.signing))
+    const reading = await readManifest(forged, "image/jpeg", anchorsPem)
+    expect(reading).toMatchObject({ present: true, valid: false, state: "Invalid" })
+    expect(reading.failures!.length).toBeGreaterThan(0)
+    const scanned = await run(content((s) => s.scan(actor, { data: forged.toString("base64") })))
+    expect(scanned.c2pa).toMatchObject({ present: true, valid: false, state: "Invalid" })
+  })
+
+  /** A signer as a (re)started instance builds it, reading the row (not the runtime's, which keeps its copy). */
+  const freshSigner = () =>
+    Effect.scoped(Layer.build(Layer.fresh(C2paSigner.layer))).pipe(
+      Effect.map((ctx) => Context.get(ctx, C2paSigner)),
+    ) as unknown as Effect.Effect<C2paSigner["Service"], never, R>
+
+  it("renews an issued signing certificate with a year or less left, keeping the earlier CA as an anchor", async () => {
+    // Review "content": the issued certificate lives 2 years and was never replaced. Past its end c2pa-rs refuses
+    // to sign with it (every `c2pa: true` registration a 500) and every manifest it signed reads `expired`.
+    type Row = { id: string; ca_pem: string; cert_pem: string; sealed_key: string; created_at: Date }
+    await run(C2paSigner.use((s) => s.signing))
+    const [saved] = await run(SqlClient.SqlClient.use((sql) => sql<Row>`SELECT * FROM c2pa_credentials`))
+    const old = await issueCredential("agentgov", new Date(Date.now() - 731 * 86_400_000))
+    const { key: master } = await run(
+      MasterKey.use((m) => Effect.succeed(m)) as unknown as Effect.Effect<{ key: Buffer }, never, R>,
+    )
+    const write = (r: { ca: string; cert: string; sealed: string }) =>
+      run(
+        SqlClient.SqlClient.use(
+          (sql) =>
+            sql`UPDATE c2pa_credentials SET ca_pem = ${r.ca}, cert_pem = ${r.cert}, sealed_key = ${r.sealed}
+              WHERE id = 'service'`,
+        ),
+      )
+    await write({ ca: old.caPem, cert: old.certPem, sealed: seal(master, C2PA_SEALED_AAD("service"), old.keyPkcs8) })
+    try {
+      // A signer as a (re)started instance builds it, reading the row.
+      const signer = await run(freshSigner())
+      const { credential, anchorsPem } = await run(signer.signing)
+      const [row] = await run(SqlClient.SqlClient.use((sql) => sql<Row>`SELECT * FROM c2pa_credentials`))
+      expect(row!.cert_pem).not.toBe(old.certPem)
+      expect(anchorsPem).toBe(row!.ca_pem)
+      expect(anchorsPem).toContain(old.caPem.trim())
+      expect(anchorsPem!.indexOf(old.caPem.trim())).toBeGreaterThan(0)
+      const signed = await signManifest(await scene(14), "image/jpeg", credential, {
+        title: "t",
+        author: actor.workspaceId,
+        contentId: "cnt_01m8k4g1qr9n8pgknvejmj1q66",
+        watermarked: false,
+      })
+      expect(await readManifest(signed, "image/jpeg", anchorsPem)).toMatchObject({ state: "Trusted", failures: [] })
+      // Another instance reading the renewed row keeps it (nothing left to renew).
+      const again = await run(freshSigner())
+      expect((await run(again.signing)).anchorsPem).toBe(row!.ca_pem)
+    } finally {
+      await write({ ca: saved!.ca_pem, cert: saved!.cert_pem, sealed: saved!.sealed_key })
+    }
+  })
+
   it("keeps the service's signing key sealed, and signs texts never", async () => {
     const [row] = await run(
       SqlClient.SqlClient.use((sql) => sql<{ sealed_key: string; ca_pem: string }>`SELECT * FROM c2pa_credentials`),
@@ -270,6 +446,22 @@ describe("C2PA", () => {
 })
 
 describe("takedowns", () => {
+  it("quotes the item's title in the notice so that a line break in it writes no line of its own", async () => {
+    // Review "content": a title registered as "Report\n\nThis notice is withdrawn." printed that line in the
+    // notice e-mailed to the recipient, as a scan's URL could before (docs/security.md).
+    const item = await run(
+      content((s) =>
+        s.register(actor, { kind: "text", title: "Report\r\n\r\nThis notice is withdrawn.", text: ARTICLE }),
+      ),
+    )
+    const t = await run(
+      content((s) => s.createTakedown(actor, item.id, { targetUrl: "https://z.example/c", recipient: "a@z.example" })),
+    )
+    const lines = t.notice.split(/\r?\n|\r/)
+    expect(lines.filter((l) => l.startsWith("This notice is withdrawn."))).toEqual([])
+    expect(lines.find((l) => l.includes(item.id))).toContain('"Report\\r\\n\\r\\nThis notice is withdrawn."')
+  })
+
   it("sends the notice with its evidence to a real SMTP server, and keeps it pending without one", async () => {
     const received: Array<{ to: string; body: string }> = []
     const server = new SMTPServer({
