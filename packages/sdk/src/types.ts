@@ -1834,7 +1834,7 @@ export interface ContentRegisterParams {
   /** The image, base64, for `kind: "image"`. */
   readonly data?: string
   readonly metadata?: JsonObject
-  /** Embed an invisible watermark carrying the content id (images of at least 256×256). */
+  /** Embed an invisible watermark carrying the content id (still images of at least 256×256; a 422 when it does not read back). */
   readonly watermark?: boolean
   /** Sign a C2PA manifest into the asset (images). */
   readonly c2pa?: boolean
