@@ -24,6 +24,29 @@ beforeAll(async () => {
 afterAll(async () => t?.close())
 
 const run = <A>(effect: unknown): Promise<A> => t.server.runtime.runPromise(effect as any) as Promise<A>
+/**
+ * Holds the workspace's chain head (FOR UPDATE) in a transaction of its own until `release()`: whatever appends to
+ * that workspace's trail waits there, after its checks. `holding` settles once the transaction ends.
+ */
+const holdChainHead = async (workspaceId: string) => {
+  let locked!: () => void
+  let release!: () => void
+  const isLocked = new Promise<void>((r) => (locked = r))
+  const released = new Promise<void>((r) => (release = r))
+  const holding = run(
+    SqlClient.SqlClient.use((sql) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${workspaceId} FOR UPDATE`
+          locked()
+          yield* Effect.promise(() => released)
+        }),
+      ),
+    ),
+  )
+  await isLocked
+  return { release, holding }
+}
 const ok = <T = any>(res: { status: number; body: any }, status = 200): T => {
   expect(res.status, JSON.stringify(res.body)).toBe(status)
   return res.body.data as T
@@ -401,22 +424,7 @@ describe("the queue", () => {
         202,
       ).id as string
     // While a's first report is being generated (held at a's chain head), a queues three more, then b one.
-    let locked!: () => void
-    let release!: () => void
-    const isLocked = new Promise<void>((r) => (locked = r))
-    const released = new Promise<void>((r) => (release = r))
-    const holding = run(
-      SqlClient.SqlClient.use((sql) =>
-        sql.withTransaction(
-          Effect.gen(function* () {
-            yield* sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${a.workspaceId} FOR UPDATE`
-            locked()
-            yield* Effect.promise(() => released)
-          }),
-        ),
-      ),
-    )
-    await isLocked
+    const { release, holding } = await holdChainHead(a.workspaceId)
     const first = await request(a)
     for (let i = 0; ; i++) {
       const [row] = await t.query<{ claimed: boolean }>(
@@ -744,22 +752,7 @@ describe("certifications", () => {
       throw new Error(`fewer than ${n} statements waiting on a lock`)
     }
     // Hold the chain head: the issue stops at its event, after its checks and its row, holding the agent's lock.
-    let locked!: () => void
-    let release!: () => void
-    const isLocked = new Promise<void>((r) => (locked = r))
-    const released = new Promise<void>((r) => (release = r))
-    const holding = run(
-      SqlClient.SqlClient.use((sql) =>
-        sql.withTransaction(
-          Effect.gen(function* () {
-            yield* sql`SELECT sequence FROM chain_heads WHERE workspace_id = ${s.workspaceId} FOR UPDATE`
-            locked()
-            yield* Effect.promise(() => released)
-          }),
-        ),
-      ),
-    )
-    await isLocked
+    const { release, holding } = await holdChainHead(s.workspaceId)
     const issuing = t.call("POST", "/api/v1/compliance/certifications", {
       key: s.key,
       body: { agentId: s.agentId, reportId: r.id },

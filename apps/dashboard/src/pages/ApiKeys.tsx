@@ -6,12 +6,11 @@ import { AGENT_KEY_SCOPES, AGENT_SCOPES, SCOPES, type Scope } from "../scopes.ts
 import { useCan } from "../session.tsx"
 import {
   Button,
+  Checkbox,
   Dialog,
   DialogActions,
   Empty,
   InlineError,
-  LockReason,
-  lockedProps,
   PagedTable,
   PageHeader,
   Pill,
@@ -21,7 +20,7 @@ import {
   Status,
   TextInput,
   Time,
-  useLock,
+  toggled,
 } from "../ui/index.tsx"
 
 type Key = Outputs["apiKeys"]["get"]
@@ -240,16 +239,13 @@ export function CreateKey({
           <fieldset className="checks">
             <legend>Scopes</legend>
             {(type === "agent" ? AGENT_KEY_SCOPES : SCOPES).map((s) => (
-              <ScopeChoice
+              // A scope the signed-in role does not hold cannot be given to a key (the service refuses it).
+              <Checkbox
                 key={s}
-                scope={s}
+                label={s}
+                needs={s}
                 checked={scopes.has(s)}
-                onChange={(checked) => {
-                  const next = new Set(scopes)
-                  if (checked) next.add(s)
-                  else next.delete(s)
-                  setScopes(next)
-                }}
+                onChange={(checked) => setScopes(toggled(scopes, s, checked))}
               />
             ))}
           </fieldset>
@@ -261,31 +257,5 @@ export function CreateKey({
         </>
       )}
     </Dialog>
-  )
-}
-
-/** One scope's box: a scope the signed-in role does not hold cannot be given to a key (the service refuses it), so
- * it is off, saying which role holds it. */
-function ScopeChoice({
-  scope,
-  checked,
-  onChange,
-}: {
-  scope: Scope
-  checked: boolean
-  onChange: (checked: boolean) => void
-}) {
-  const lock = useLock(scope)
-  return (
-    <label>
-      <input
-        type="checkbox"
-        checked={checked && lock === undefined}
-        onChange={(e) => onChange(e.target.checked)}
-        {...lockedProps(lock)}
-      />
-      {scope}
-      {lock ? <LockReason lock={lock} /> : null}
-    </label>
   )
 }

@@ -34,6 +34,7 @@ import {
   TextArea,
   TextInput,
   Time,
+  toggled,
   useLock,
 } from "../ui/index.tsx"
 
@@ -529,12 +530,7 @@ function RegisterApp({ onClose, onCreated }: { onClose: () => void; onCreated: (
                 key={s}
                 label={s}
                 checked={scopes.has(s)}
-                onChange={(on) => {
-                  const next = new Set(scopes)
-                  if (on) next.add(s)
-                  else next.delete(s)
-                  setScopes(next)
-                }}
+                onChange={(on) => setScopes(toggled(scopes, s, on))}
               />
             ))}
           </fieldset>

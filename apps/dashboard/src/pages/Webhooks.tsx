@@ -33,6 +33,7 @@ import {
   Status,
   TextInput,
   Time,
+  toggled,
 } from "../ui/index.tsx"
 
 type Webhook = Outputs["webhooks"]["list"]["data"][number]
@@ -326,12 +327,7 @@ function WebhookDetail({ id, onChanged, onClose }: { id: string; onChanged: () =
             type="checkbox"
             aria-label={`Select delivery ${d.id} attempt ${d.attempt}`}
             checked={picked.has(d.id)}
-            onChange={(e) => {
-              const next = new Set(picked)
-              if (e.target.checked) next.add(d.id)
-              else next.delete(d.id)
-              setPicked(next)
-            }}
+            onChange={(e) => setPicked(toggled(picked, d.id, e.target.checked))}
           />
         ) : null,
     },

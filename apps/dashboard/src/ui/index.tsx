@@ -810,25 +810,44 @@ export function PagedTable<T extends object>({
 }
 
 /** A checkbox with its label. */
+/** `set` with `item` in it (`on`) or not: a new set, for a checkbox list's state. */
+export const toggled = <T,>(set: ReadonlySet<T>, item: T, on: boolean): ReadonlySet<T> => {
+  const next = new Set(set)
+  if (on) next.add(item)
+  else next.delete(item)
+  return next
+}
+
+/** A labelled checkbox; with `needs`, off (and unticked) for a role without that scope, saying which role holds it. */
 export function Checkbox({
   label,
   checked,
   onChange,
   hint,
+  needs,
 }: {
   label: ReactNode
   checked: boolean
   onChange: (checked: boolean) => void
   hint?: ReactNode
+  needs?: Scope | undefined
 }) {
   const id = useId()
+  const lock = useLock(needs)
   return (
     <div className="check-field">
-      <input id={id} type="checkbox" checked={checked} onChange={(e) => onChange(e.target.checked)} />
+      <input
+        id={id}
+        type="checkbox"
+        checked={checked && lock === undefined}
+        onChange={(e) => onChange(e.target.checked)}
+        {...lockedProps(lock)}
+      />
       <label htmlFor={id}>
         {label}
         {hint ? <small className="muted"> {hint}</small> : null}
       </label>
+      {lock ? <LockReason lock={lock} /> : null}
     </div>
   )
 }

@@ -75,6 +75,15 @@ export const makeSignIn = (options: SignInOptions) => {
     res.end()
   }
 
+  /** A provider's failure in the log: its code or name and message (never a code or token of the flow). */
+  const warnOf = (msg: string, provider: OidcProviderConfig, e: unknown, requestId: string) =>
+    log.warn(msg, {
+      requestId,
+      provider: provider.id,
+      reason: (e as { code?: string }).code ?? (e as Error).name,
+      message: (e as Error).message,
+    })
+
   /**
    * A sign-in that cannot go on. A browser navigating (it accepts `text/html`) goes to the dashboard's sign-in
    * screen, which says why (`/?signin_error=<the code in lower case, without SIGNIN_>`); a client that is no
@@ -109,12 +118,7 @@ export const makeSignIn = (options: SignInOptions) => {
     } catch (e) {
       // The provider's metadata could not be read (down, unreachable, or not an OpenID provider): a refusal that
       // names it, not a 500; the next sign-in discovers again.
-      log.warn("sign-in provider unavailable", {
-        requestId,
-        provider: provider.id,
-        reason: (e as { code?: string }).code ?? (e as Error).name,
-        message: (e as Error).message,
-      })
+      warnOf("sign-in provider unavailable", provider, e, requestId)
       return refuse(
         req,
         res,
@@ -186,12 +190,7 @@ export const makeSignIn = (options: SignInOptions) => {
           : idToken
     } catch (e) {
       // The provider's answer is not trusted: say why in the log (no code, no token), a generic refusal to the browser.
-      log.warn("sign-in refused", {
-        requestId,
-        provider: provider.id,
-        reason: (e as { code?: string }).code ?? (e as Error).name,
-        message: (e as Error).message,
-      })
+      warnOf("sign-in refused", provider, e, requestId)
       // The provider itself ended the sign-in (the person declined, or it refused them): said as such, with its
       // error code (RFC 6749 4.1.2.1) when that is one; never its free-text description.
       if (e instanceof oidc.AuthorizationResponseError) {
