@@ -174,6 +174,23 @@ export class Browser {
     this.jar.set(host, cookies)
   }
 
+  /**
+   * Uses a one-time sign-in link as a person does: opens it (a page naming whom it signs in, spending nothing) and
+   * presses its button (a form POST of the token from the page's own origin). The POST's answer.
+   */
+  async useSignInLink(base: string, link: string) {
+    const url = new URL(link)
+    const shown = await this.fetch(`${base}${url.pathname}${url.search}`)
+    if (shown.status !== 200) return shown
+    const token = /name="token" value="([^"]+)"/.exec(await shown.text())?.[1] ?? ""
+    return this.fetch(`${base}/auth/first-run`, {
+      method: "POST",
+      // What a browser sends from the page (its Origin, the public URL, is left out: the tests' differs from `base`).
+      headers: { "content-type": "application/x-www-form-urlencoded", "sec-fetch-site": "same-origin" },
+      body: new URLSearchParams({ token }).toString(),
+    })
+  }
+
   async fetch(url: string, init: RequestInit = {}): Promise<Response & { readonly setCookies: ReadonlyArray<string> }> {
     const u = new URL(url)
     const cookies = this.jar.get(u.hostname)

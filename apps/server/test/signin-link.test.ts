@@ -34,8 +34,7 @@ const linkOf = async (...args: Array<string>) => {
 /** Opens the link in a fresh browser: the status, and whom the session it opened (if any) belongs to. */
 const open = async (link: string) => {
   const browser = new Browser()
-  const url = new URL(link)
-  const res = await browser.fetch(`${t.url}${url.pathname}${url.search}`)
+  const res = await browser.useSignInLink(t.url, link)
   if (res.status !== 302) return { status: res.status, code: ((await res.json()) as any).error.code as string }
   const me = (await (await browser.fetch(`${t.url}/api/v1/users/me`)).json()) as any
   return { status: res.status, memberships: me.data.memberships as Array<{ workspaceId: string; role: string }> }

@@ -619,7 +619,7 @@ describe("event streams opened with the session cookie", () => {
     try {
       const link = new URL(short.server.bootstrapped!.signInLink!)
       const browser = new Browser()
-      expect((await browser.fetch(`${short.url}${link.pathname}${link.search}`)).status).toBe(302)
+      expect((await browser.useSignInLink(short.url, link.href)).status).toBe(302)
       const cookie = `${COOKIE}=${browser.cookie("127.0.0.1", COOKIE)}`
       const res = await fetch(`${short.url}/api/v1/events/stream`, { headers: { cookie } })
       expect(res.status).toBe(200)
@@ -643,14 +643,26 @@ describe("event streams opened with the session cookie", () => {
 })
 
 describe("the first-run link (no provider configured)", () => {
-  it("signs the bootstrap owner in once, and only once", async () => {
+  it("signs the bootstrap owner in once, and only once: opening the link shows a page, its button signs in", async () => {
     const first = await startTestServer()
     try {
       const link = first.server.bootstrapped!.signInLink!
       expect(link).toMatch(/\/auth\/first-run\?token=svc_signin_[0-9A-Za-z]{38}$/)
       const path = new URL(link).pathname + new URL(link).search
+      // A link preview or a mail scanner fetches the link: a page, no session, nothing spent.
+      for (let i = 0; i < 2; i++) {
+        const preview = await fetch(`${first.url}${path}`, { redirect: "manual" })
+        expect(preview.status).toBe(200)
+        expect(preview.headers.get("content-type")).toContain("text/html")
+        expect(preview.headers.get("referrer-policy")).toBe("no-referrer")
+        expect(preview.headers.get("content-security-policy")).toContain("default-src 'none'")
+        expect(preview.headers.getSetCookie()).toEqual([])
+        const html = await preview.text()
+        expect(html).toContain("owner@localhost")
+        expect(html).toContain('<form method="post" action="/auth/first-run">')
+      }
       const browser = new Browser()
-      const used = await browser.fetch(`${first.url}${path}`)
+      const used = await browser.useSignInLink(first.url, link)
       expect(used.status).toBe(302)
       expect(used.headers.get("location")).toBe("/")
       expect(used.headers.get("referrer-policy")).toBe("no-referrer")
@@ -668,6 +680,37 @@ describe("the first-run link (no provider configured)", () => {
     }
   })
 
+  it("the link's button works only from its own page: a form posted from another site spends nothing (login CSRF)", async () => {
+    const first = await startTestServer()
+    try {
+      const link = first.server.bootstrapped!.signInLink!
+      const token = new URL(link).searchParams.get("token")!
+      const form = { "content-type": "application/x-www-form-urlencoded" }
+      for (const headers of [
+        { ...form, origin: "https://evil.example" },
+        { ...form, "sec-fetch-site": "cross-site" },
+      ]) {
+        const victim = new Browser()
+        const res = await victim.fetch(`${first.url}/auth/first-run`, {
+          method: "POST",
+          headers,
+          body: new URLSearchParams({ token }).toString(),
+        })
+        expect(res.status).toBe(403)
+        expect(((await res.json()) as any).error.details).toEqual({
+          field: "origin",
+          issue: "posted from another site",
+        })
+        expect(res.headers.getSetCookie()).toEqual([])
+      }
+      // Not spent: its owner still signs in with it, once.
+      expect((await new Browser().useSignInLink(first.url, link)).status).toBe(302)
+      expect((await new Browser().useSignInLink(first.url, link)).status).toBe(400)
+    } finally {
+      await first.close()
+    }
+  })
+
   it("opened again: a signed-in browser goes to /, another browser to the sign-in screen with why, an API client gets the envelope", async () => {
     const first = await startTestServer()
     try {
@@ -675,7 +718,7 @@ describe("the first-run link (no provider configured)", () => {
       const path = link.pathname + link.search
       const html = { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" }
       const browser = new Browser()
-      expect((await browser.fetch(`${first.url}${path}`, { headers: html })).status).toBe(302)
+      expect((await browser.useSignInLink(first.url, link.href)).status).toBe(302)
       const session = browser.cookie(new URL(first.url).hostname, COOKIE)
       expect(session).toBeDefined()
       // A reload or a double click in the browser the link signed in: on to the dashboard, the session kept.

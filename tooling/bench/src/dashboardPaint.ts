@@ -126,6 +126,8 @@ export const runDashboardPaintBenchmark = async (
     const setupContext = await browser.newContext()
     const setup = await setupContext.newPage()
     await setup.goto(link)
+    // The link shows whom it signs in; its button spends it.
+    await setup.getByRole("button", { name: "Sign in" }).click()
     await setup.waitForURL((u) => !u.pathname.startsWith("/auth/"), { timeout: LOAD_TIMEOUT_MS })
     await setup.evaluate((ws) => (globalThis as any).localStorage.setItem("agentgov.workspace", ws), workspaceId)
     const state = await setupContext.storageState()

@@ -10,66 +10,10 @@ import {
   OAuthService,
 } from "@agentgov/domain"
 import { Cause, type Effect, Exit } from "effect"
+import { escapeHtml, PAGE_HEADERS, page, postedFromElsewhere, readForm } from "../signin/pages.ts"
 import type { makeSignIn } from "../signin/SignIn.ts"
 
 type SignIn = ReturnType<typeof makeSignIn>
-
-const MAX_FORM_BYTES = 16 * 1024
-
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
-
-/** No framing (clickjacking of the consent), no caching, no Referer (the authorization URL stays here). */
-const PAGE_HEADERS = {
-  "content-type": "text/html; charset=utf-8",
-  "cache-control": "no-store",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-  "content-security-policy":
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' https: http:; frame-ancestors 'none'",
-}
-
-const page = (title: string, body: string) =>
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">` +
-  `<title>${escapeHtml(title)}</title><style>body{font:16px system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}` +
-  `button{font:inherit;padding:.5rem 1rem;margin-right:.5rem}code{background:#eee;padding:0 .2rem}</style></head>` +
-  `<body><h1>${escapeHtml(title)}</h1>${body}</body></html>`
-
-const readForm = async (req: IncomingMessage): Promise<Record<string, string> | undefined> => {
-  const chunks: Array<Buffer> = []
-  let size = 0
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length
-    if (size > MAX_FORM_BYTES) return undefined
-    chunks.push(chunk as Buffer)
-  }
-  const text = Buffer.concat(chunks).toString("utf8")
-  const type = String(req.headers["content-type"] ?? "")
-    .split(";")[0]!
-    .trim()
-    .toLowerCase()
-  if (type === "application/json") {
-    try {
-      const parsed = JSON.parse(text)
-      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined
-      return Object.fromEntries(Object.entries(parsed).filter(([, v]) => typeof v === "string")) as Record<
-        string,
-        string
-      >
-    } catch {
-      return undefined
-    }
-  }
-  if (type !== "application/x-www-form-urlencoded") return undefined
-  const params = new URLSearchParams(text)
-  const out: Record<string, string> = {}
-  for (const [k, v] of params) {
-    // A parameter sent twice is refused (RFC 6749 3.1, 3.2): which one counts would be ambiguous.
-    if (k in out) return undefined
-    out[k] = v
-  }
-  return out
-}
 
 /**
  * The first parameter the store could not take (a NUL, an unpaired surrogate), said as an OAuth error's
@@ -210,8 +154,7 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
     const request = authorizeRequestOf((n) => form[n])
     const current = await signIn.currentSession(req)
     if (!current) return sendPage(res, 401, "Signed out", "<p>Your session ended; start again from the app.</p>")
-    const origin = req.headers.origin
-    if ((origin !== undefined && origin !== publicOrigin) || !csrfMatches(current.secret, form.csrf_token))
+    if (postedFromElsewhere(req, publicOrigin) || !csrfMatches(current.secret, form.csrf_token))
       return sendPage(
         res,
         403,

@@ -6,6 +6,7 @@ import * as oidc from "openid-client"
 import type { OidcProviderConfig } from "../config.ts"
 import type { Logger } from "../logger.ts"
 import { clearCookie, flowCookieOf, isLoopbackUrl, sessionCookieName, setCookie } from "./cookies.ts"
+import { escapeHtml, PAGE_HEADERS, page, postedFromElsewhere, readForm } from "./pages.ts"
 
 export interface SignInOptions {
   readonly runtime: Runtime
@@ -308,14 +309,31 @@ export const makeSignIn = (options: SignInOptions) => {
   }
 
   /**
-   * The first-run link signs its person in once. Opened again (a reload, a double click): a browser already signed in
-   * goes on to the dashboard; another browser goes to the dashboard's sign-in screen, which says why
+   * The first-run link (and `signin-link`'s) signs its person in once, in two steps: a GET shows a page naming whom it
+   * signs in, with a button that POSTs the token back, so that a link-preview bot or a mail scanner fetching the
+   * link spends nothing. The POST must come from this origin's page (a form posted from another site would sign the
+   * victim in as the link's owner: login CSRF). Opened again once used (a reload, a double click): a browser already
+   * signed in goes on to the dashboard; another browser goes to the dashboard's sign-in screen, which says why
    * (`?signin_error=link_used`); a client that is no browser gets the envelope.
    */
   const firstRun = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string) => {
-    const token = url.searchParams.get("token") ?? ""
-    const userId = await runtime.runPromise(Sessions.use((s) => s.consumeSignInLink(token)))
-    if (!userId) {
+    const post = req.method === "POST"
+    let token = url.searchParams.get("token") ?? ""
+    if (post) {
+      if (postedFromElsewhere(req, new URL(publicUrl).origin))
+        return sendError(
+          res,
+          new ApiError(403, "FORBIDDEN", "a sign-in link is used from its own page only", {
+            field: "origin",
+            issue: "posted from another site",
+          }),
+          requestId,
+          noStore,
+        )
+      const form = await readForm(req)
+      token = form?.token ?? ""
+    }
+    const unused = async () => {
       if (await currentSession(req)) return redirect(res, "/", requestId, [])
       return refuse(
         req,
@@ -324,6 +342,24 @@ export const makeSignIn = (options: SignInOptions) => {
         requestId,
       )
     }
+    if (!post) {
+      const holder = await runtime.runPromise(Sessions.use((s) => s.peekSignInLink(token)))
+      if (!holder) return unused()
+      res.writeHead(200, { ...PAGE_HEADERS, "x-request-id": requestId })
+      res.end(
+        req.method === "HEAD"
+          ? undefined
+          : page(
+              "Sign in to agentgov",
+              `<p>This one-time link signs <strong>${escapeHtml(holder.email)}</strong> in to the dashboard. It works once.</p>` +
+                `<form method="post" action="/auth/first-run"><input type="hidden" name="token" value="${escapeHtml(token)}">` +
+                `<button type="submit">Sign in</button></form>`,
+            ),
+      )
+      return
+    }
+    const userId = await runtime.runPromise(Sessions.use((s) => s.consumeSignInLink(token)))
+    if (!userId) return unused()
     redirect(res, "/", requestId, [await startSession(req, userId, FIRST_RUN_PROVIDER, false)])
   }
 
@@ -350,7 +386,7 @@ export const makeSignIn = (options: SignInOptions) => {
       return signOut(req, res, path === "/auth/signout-all", requestId)
     }
     if (path === "/auth/first-run") {
-      if (!get) return methodNotAllowed(res, method, path, "GET", requestId)
+      if (!get && method !== "POST") return methodNotAllowed(res, method, path, "GET, POST", requestId)
       return firstRun(req, res, url, requestId)
     }
     if ((action === "signin" || action === "callback") && id !== undefined && path.split("/").length === 4) {

@@ -105,6 +105,11 @@ export class Sessions extends Context.Service<
     readonly createSignInLink: (userId: string, ttlMs: number) => Effect.Effect<string>
     /** The user of a one-time link, once: every later use finds nothing. */
     readonly consumeSignInLink: (token: string) => Effect.Effect<string | undefined>
+    /**
+     * Whose a one-time link is while it can still be used, without using it: what the confirmation page a GET of
+     * the link shows (a link-preview bot that fetches it spends nothing).
+     */
+    readonly peekSignInLink: (token: string) => Effect.Effect<{ readonly email: string } | undefined>
   }
 >()("@agentgov/domain/people/Sessions") {
   static readonly layer = Layer.effect(
@@ -275,6 +280,17 @@ export class Sessions extends Context.Service<
             )
           : Effect.succeed(undefined)
 
+      const peekSignInLink = (token: string) =>
+        isSecretOf(SIGNIN_LINK_PREFIX, token)
+          ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              sql<{ email: string }>`SELECT u.email FROM signin_links l JOIN users u ON u.id = l.user_id
+                  WHERE l.token_hash = ${hashKey(token)} AND l.used_at IS NULL AND l.expires_at > ${isoOf(now)}::timestamptz`.pipe(
+                Effect.map((r) => (r[0] ? { email: r[0].email } : undefined)),
+                orDie,
+              ),
+            )
+          : Effect.succeed(undefined)
+
       return Sessions.of({
         start,
         resolve,
@@ -285,6 +301,7 @@ export class Sessions extends Context.Service<
         takeFlow,
         createSignInLink,
         consumeSignInLink,
+        peekSignInLink,
       })
     }),
   )
