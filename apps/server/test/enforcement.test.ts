@@ -167,6 +167,8 @@ describe("POST /enforcement", () => {
     ["an expiry in the past", { expiresAt: "2020-01-01T00:00:00.000Z" }, "expiresAt"],
     ["a duration of 0", { durationSeconds: 0 }, "durationSeconds"],
     ["a duration over ten years", { durationSeconds: 315_360_001 }, "durationSeconds"],
+    // Outside review: an expiry was unbounded (year 9999) while a duration stops at ten years.
+    ["an expiry over ten years away", { expiresAt: "9999-12-31T23:59:59Z" }, "expiresAt"],
     ["both an expiry and a duration", { expiresAt: "2099-01-01T00:00:00Z", durationSeconds: 60 }, "durationSeconds"],
     ["a limit on a suspension", { limitPerMinute: 10 }, "limitPerMinute"],
     ["a throttle without a limit", { type: "throttle" }, "limitPerMinute"],
@@ -446,6 +448,35 @@ describe("expiry", () => {
     expect(await agentStatus(agent.id)).toBe("suspended")
     const [event] = (await eventsAfter(before)).filter((x) => x.data.enforcementId === short.id)
     expect(event!.data.reinstated).toBe(false)
+  })
+
+  it("a new suspension of an agent whose suspension has lapsed (not yet swept) records the lapse, then agent.suspended", async () => {
+    // Outside review (approvals and enforcement): the agent read `active`, the new suspension made it read
+    // `suspended` again, with no agent.suspended and its updatedAt moved back; the sweep then said reinstated: false.
+    const agent = await register()
+    const short = await issue({ agentId: agent.id, type: "suspension", durationSeconds: 1 })
+    await waitPast(short.expiresAt)
+    const shown = (await t.call("GET", `/api/v1/agents/${agent.id}`)).body.data
+    expect(shown.status).toBe("active")
+    const before = await t.chainLength()
+    const second = await issue({ agentId: agent.id, type: "suspension", reason: "again" })
+    const after = (await t.call("GET", `/api/v1/agents/${agent.id}`)).body.data
+    expect(after.status).toBe("suspended")
+    expect(Date.parse(after.updatedAt)).toBeGreaterThanOrEqual(Date.parse(second.createdAt))
+    const events = (await eventsAfter(before)).filter((x) => x.agent_id === agent.id)
+    expect(events.map((x) => [x.type, x.data.enforcementId])).toEqual([
+      ["enforcement.resolved", short.id],
+      ["enforcement.created", second.id],
+      ["agent.suspended", second.id],
+      // D14: a suspension ends certifications (none here)
+    ])
+    expect(events[0]!.data).toMatchObject({ status: "expired", reinstated: true })
+    expect((await t.call("GET", `/api/v1/enforcement/${short.id}`)).body.data.status).toBe("expired")
+    // The sweep finds nothing left to record for the first one.
+    const swept = await t.chainLength()
+    await run(EnforcementService.use((s) => s.expireDue))
+    expect((await eventsAfter(swept)).filter((x) => x.data.enforcementId === short.id)).toEqual([])
+    expect(await agentStatus(agent.id)).toBe("suspended")
   })
 })
 

@@ -67,7 +67,11 @@ export const CreateEnforcement = Schema.Struct({
   agentId: Schema.String,
   type: EnforcementType,
   reason: Reason,
-  expiresAt: Schema.optionalKey(Timestamp.annotate({ description: "when it ends; not with `durationSeconds`" })),
+  expiresAt: Schema.optionalKey(
+    Timestamp.annotate({
+      description: "when it ends, in the future and at most ten years away; not with `durationSeconds`",
+    }),
+  ),
   durationSeconds: Schema.optionalKey(Duration),
   limitPerMinute: Schema.optionalKey(LimitPerMinute),
 }).annotate({ identifier: "CreateEnforcement" })
@@ -76,7 +80,9 @@ export type CreateEnforcement = typeof CreateEnforcement.Type
 export const UpdateEnforcement = Schema.Struct({
   reason: Schema.optionalKey(Reason),
   expiresAt: Schema.optionalKey(
-    Schema.NullOr(Timestamp).annotate({ description: "a new end, in the future; null: until resolved" }),
+    Schema.NullOr(Timestamp).annotate({
+      description: "a new end, in the future and at most ten years away; null: until resolved",
+    }),
   ),
   durationSeconds: Schema.optionalKey(Duration),
   resolution: Schema.optionalKey(Resolution.annotate({ description: "resolves it; not combined with other changes" })),

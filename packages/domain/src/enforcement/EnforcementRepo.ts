@@ -134,7 +134,12 @@ export class EnforcementRepo extends Context.Service<
      * Locks a workspace's enforcements in force whose expiry has passed (up to a batch), skipping rows
      * another transaction holds, and marks them `expired` as of their expiry; returns them as they were.
      */
-    readonly expire: (workspaceId: string, now: string) => Effect.Effect<ReadonlyArray<StoredEnforcement>>
+    readonly expire: (
+      workspaceId: string,
+      now: string,
+      /** Only this agent's. */
+      agentId?: string,
+    ) => Effect.Effect<ReadonlyArray<StoredEnforcement>>
   }
 >()("@agentgov/domain/enforcement/EnforcementRepo") {
   static readonly layer = Layer.effect(
@@ -230,10 +235,11 @@ export class EnforcementRepo extends Context.Service<
             Effect.map((rows) => rows.map((r) => r.workspace_id)),
             Effect.orDie,
           ),
-        expire: (workspaceId, now) =>
+        expire: (workspaceId, now, agentId) =>
           Effect.gen(function* () {
             const due = yield* sql<Row>`SELECT * FROM enforcements
                 WHERE workspace_id = ${workspaceId} AND ${lapsedBy(sql, now)}
+                ${agentId !== undefined ? sql`AND agent_id = ${agentId}` : sql``}
                 ORDER BY expires_at, id LIMIT ${EXPIRE_BATCH} FOR UPDATE SKIP LOCKED`
             if (due.length === 0) return []
             yield* sql`UPDATE enforcements SET status = 'expired', updated_at = expires_at

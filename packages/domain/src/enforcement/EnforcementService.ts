@@ -83,6 +83,20 @@ const present = (e: StoredEnforcement, now: number): Enforcement => {
 
 const eventBase = (e: StoredEnforcement) => ({ enforcementId: e.id, agentId: e.agentId, type: e.type })
 
+/** `enforcement.resolved` of expiries; the first expired suspension of each reinstated agent says so. */
+const lapseEvents = (expired: ReadonlyArray<StoredEnforcement>, reinstated: ReadonlySet<string>): Array<NewEvent> => {
+  const told = new Set<string>()
+  return expired.map((e) => {
+    const says = SUSPENDING_TYPES.has(e.type) && reinstated.has(e.agentId) && !told.has(e.agentId)
+    if (says) told.add(e.agentId)
+    return {
+      type: "enforcement.resolved",
+      agentId: e.agentId,
+      data: { ...eventBase(e), status: "expired", reinstated: says },
+    }
+  })
+}
+
 /**
  * Enforcement (decision D7): warnings, throttles, suspensions and revocations against an agent. A
  * suspension in force keeps the agent `suspended`; a revocation also revokes the agent's API keys (on
@@ -173,6 +187,14 @@ export class EnforcementService extends Context.Service<
             return Effect.fail(new InvalidInput({ field, message: "not an ISO 8601 timestamp" }))
           end = Date.parse(input.expiresAt)
           if (end <= now) return Effect.fail(new InvalidInput({ field, message: "must be in the future" }))
+          // The same bound as durationSeconds: ten years at most (no end at all is "until resolved").
+          if (end > now + MAX_ENFORCEMENT_DURATION_SECONDS * 1000)
+            return Effect.fail(
+              new InvalidInput({
+                field,
+                message: `must be at most ${MAX_ENFORCEMENT_DURATION_SECONDS} seconds (ten years) from now; omit it for no end`,
+              }),
+            )
         } else end = input.expiresAt
         if (end !== undefined && end !== null && type === "revocation")
           return Effect.fail(
@@ -223,10 +245,31 @@ export class EnforcementService extends Context.Service<
         const expiresAt = (yield* endOf(spec.type, spec, now)) ?? null
         return yield* tx(
           Effect.gen(function* () {
+            // A suspension or revocation of an agent whose last one has lapsed but is not yet swept: the agent
+            // reads `active` (AgentRepo.find), so record the lapse first, as the sweep would (enforcement rows,
+            // then the agent: the lock order), and the agent is reinstated, then suspended, each said once.
+            const lapsed = SUSPENDING_TYPES.has(spec.type)
+              ? yield* repo.expire(actor.workspaceId, isoOf(now), spec.agentId)
+              : []
+            const lapsedSuspending = lapsed.filter((e) => SUSPENDING_TYPES.has(e.type))
+            const reinstatedByLapse =
+              lapsedSuspending.length > 0 &&
+              (yield* reinstate(
+                actor.workspaceId,
+                spec.agentId,
+                lapsed.map((e) => e.id),
+                now,
+                Math.max(...lapsedSuspending.map((e) => Date.parse(e.expiresAt!))),
+              ))
             // The agent's row lock serialises this with every other change of its status.
             const agent = yield* agents.findForUpdate(actor.workspaceId, spec.agentId)
             if (!agent) return yield* new AgentNotFound({ agentId: spec.agentId })
             if (agent.status === "deregistered") return yield* new AgentDeregistered({ agentId: spec.agentId })
+            // Suspended as it reads now: stored so with a suspension or revocation still in force. (A lapse the
+            // step above could not record, its row being held elsewhere, still reads active.)
+            const suspended =
+              agent.status === "suspended" &&
+              (yield* repo.countSuspending(actor.workspaceId, agent.id, [], isoOf(now))) > 0
             const stored: StoredEnforcement = {
               id: newId("enf", now),
               workspaceId: actor.workspaceId,
@@ -263,7 +306,7 @@ export class EnforcementService extends Context.Service<
               },
             ]
             // A second suspension of a suspended agent changes nothing about the agent: no second event.
-            if (SUSPENDING_TYPES.has(stored.type) && agent.status === "active") {
+            if (SUSPENDING_TYPES.has(stored.type) && !suspended) {
               yield* setAgentStatus(agent, "suspended", now)
               events.push({
                 type: "agent.suspended",
@@ -297,6 +340,12 @@ export class EnforcementService extends Context.Service<
                   data: { keyId: k.id, name: k.name, prefix: k.prefix, reason: "agent_revoked" },
                 })
             }
+            // The lapses, as the system (what the sweep records), after every row lock and before this issue.
+            if (lapsed.length > 0)
+              yield* audit.append(
+                yield* systemIn(actor.workspaceId),
+                lapseEvents(lapsed, reinstatedByLapse ? new Set([agent.id]) : new Set()),
+              )
             yield* audit.append(actor, events)
             return present(stored, now)
           }),
@@ -594,20 +643,7 @@ export class EnforcementService extends Context.Service<
                 if (yield* reinstate(workspaceId, agentId, liftedIds, nowMsValue, lapsedAt.get(agentId)))
                   reinstated.add(agentId)
               }
-              // The first expiry of a reinstated agent is the one that says so.
-              const told = new Set<string>()
-              yield* audit.append(
-                yield* systemIn(workspaceId),
-                expired.map((e) => {
-                  const says = SUSPENDING_TYPES.has(e.type) && reinstated.has(e.agentId) && !told.has(e.agentId)
-                  if (says) told.add(e.agentId)
-                  return {
-                    type: "enforcement.resolved",
-                    agentId: e.agentId,
-                    data: { ...eventBase(e), status: "expired", reinstated: says },
-                  }
-                }),
-              )
+              yield* audit.append(yield* systemIn(workspaceId), lapseEvents(expired, reinstated))
               return expired.length
             }),
           )
