@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net"
 import {
   ApiError,
+  authorizationOf,
   buildOpenApi,
   makeEventStreamHandler,
   makeExecutor,
@@ -301,7 +302,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     basePath: "/trpc/",
     maxBodySize: config.maxBodyBytes,
     createContext: ({ req }) => ({
-      authorization: req.headers.authorization,
+      authorization: authorizationOf(req),
       requestId: String(req.headers["x-request-id"]),
       address: req.socket.remoteAddress,
       session: sessionRequestOf(req, signIn.cookieName),
@@ -337,9 +338,13 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     return true
   }
 
-  /** The public signing keys as a plain JWKS document (RFC 7517), the form JWT libraries fetch. */
+  /**
+   * The public signing keys as a plain JWKS document (RFC 7517), the form JWT libraries fetch. Public, and a read
+   * of the store each time: limited per client address like every public route (D10's anonymous limit).
+   */
   const jwks = async (req: IncomingMessage, res: ServerResponse, path: string, requestId: string) => {
     if (refusedUnlessGet(req, res, path, requestId)) return
+    if (!(await admittedByAddress(req, res, requestId))) return
     const keys = await runtime.runPromise(SigningKeys.use((k) => k.jwks))
     return sendJson(res, 200, JSON.stringify(keys), requestId, { "cache-control": "public, max-age=300" })
   }

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto"
+import { request } from "node:http"
 import { AGENT_KEY_SCOPES, mintKey, SCOPES } from "@agentgov/domain"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
@@ -662,3 +663,36 @@ describe.each(endpoints.map((e) => [`${e.method} ${e.path(":id").replace("/api/v
     }
   },
 )
+
+describe("the Authorization header", () => {
+  /** Sends one header line per value: fetch would join them into one line itself. */
+  const withHeaders = (values: ReadonlyArray<string>, path = "/api/v1/agents") =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const req = request(
+        `${t.url}${path}`,
+        { headers: { authorization: [...values] } as Record<string, Array<string>> },
+        (res) => {
+          let text = ""
+          res.on("data", (chunk) => (text += chunk))
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
+        },
+      )
+      req.on("error", reject)
+      req.end()
+    })
+
+  it("refuses two Authorization headers whichever comes first (outside review, keys)", async () => {
+    // A proxy that reads the last header and a server that reads the first would each act on another credential.
+    for (const values of [
+      [`Bearer ${t.key}`, "Bearer svc_ws_live_guess"],
+      ["Bearer svc_ws_live_guess", `Bearer ${t.key}`],
+      [`Bearer ${t.key}`, `Bearer ${t.key}`],
+    ]) {
+      const res = await withHeaders(values)
+      expect(res.status, JSON.stringify(res.body)).toBe(401)
+      expect(res.body.error.code).toBe("UNAUTHORIZED")
+      expect(res.body.error.message).toMatch(/one Authorization header/)
+    }
+    expect((await withHeaders([`Bearer ${t.key}`])).status).toBe(200)
+  })
+})

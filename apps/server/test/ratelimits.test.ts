@@ -107,6 +107,18 @@ describe("limits", () => {
     expect((await t.call("GET", "/api/v1/agents")).status).toBe(200)
   })
 
+  it("limit the JWKS per address too: each read is a store query anyone may ask for (outside review, keys)", async () => {
+    const t = await start(limits({ anonymous: 4 }))
+    for (let i = 0; i < 4; i++) {
+      const res = await t.call("GET", "/.well-known/jwks.json", { key: null })
+      expect(res.status).toBe(200)
+      expect(headersOf(res).limit).toBe(4)
+    }
+    const refused = await t.call("GET", "/api/v1/.well-known/jwks.json", { key: null })
+    expectError(refused, 429, "RATE_LIMITED")
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+  })
+
   it("limit /auth and /oauth per address too, and a refused first-run link is not used up", async () => {
     const t = await start(limits({ windowMs: 3_000, anonymous: 4 }))
     const link = new URL(t.server.bootstrapped!.signInLink!)
@@ -124,21 +136,23 @@ describe("limits", () => {
       await raw("GET", "/oauth/authorize?client_id=oac_x&response_type=code"),
     ]
     for (const res of counted) expect(headersOf(res).limit).toBe(4)
-    for (const [method, path] of [
-      ["GET", `${link.pathname}${link.search}`],
-      ["POST", "/oauth/revoke"],
-      ["GET", "/auth/callback/none?state=x&code=y"],
+    // The first-run link's button (the POST that spends it) is among the refused.
+    const useLink = `token=${link.searchParams.get("token")}`
+    for (const [method, path, body] of [
+      ["POST", "/auth/first-run", useLink],
+      ["POST", "/oauth/revoke", "token=x"],
+      ["GET", "/auth/callback/none?state=x&code=y", undefined],
     ] as const) {
-      const refused = await raw(method, path, method === "POST" ? "token=x" : undefined)
+      const refused = await raw(method, path, body)
       expect(refused.status, path).toBe(429)
       expect(((await refused.json()) as any).error.code).toBe("RATE_LIMITED")
       expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
     }
     // The refused first-run request changed nothing: once the window allows, the link still signs in, once.
-    let used = await raw("GET", `${link.pathname}${link.search}`)
+    let used = await raw("POST", "/auth/first-run", useLink)
     for (let i = 0; i < 5 && used.status === 429; i++) {
       await sleep(Number(used.headers.get("retry-after")) * 1000)
-      used = await raw("GET", `${link.pathname}${link.search}`)
+      used = await raw("POST", "/auth/first-run", useLink)
     }
     expect(used.status).toBe(302)
   })

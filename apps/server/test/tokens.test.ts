@@ -87,6 +87,32 @@ describe("POST /tokens", () => {
     expect(stored.body.data).toMatchObject({ agentId: agent.body.data.id, actor: { type: "sdk_token" } })
   })
 
+  it("never says a token lives longer than its key: exp and expiresAt stop at the key's expiry or rotation", async () => {
+    const keyExpiresAt = new Date(Date.now() + 120_000).toISOString()
+    const created = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "short-lived", type: "workspace", scopes: ["agents:read"], expiresAt: keyExpiresAt },
+    })
+    expect(created.status).toBe(201)
+    const short = await exchange(created.body.data.apiKey)
+    const keyExpirySeconds = Math.floor(Date.parse(keyExpiresAt) / 1000)
+    expect(parts(short.token).claims.exp).toBe(keyExpirySeconds)
+    expect(Date.parse(short.expiresAt)).toBe(keyExpirySeconds * 1000)
+    expect((await t.call("GET", "/api/v1/agents", { key: short.token })).status).toBe(200)
+
+    // A rotated key's overlap ends it: its tokens say so.
+    const old = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "rotating", type: "workspace", scopes: ["agents:read"] },
+    })
+    const rotated = await t.call("POST", `/api/v1/api-keys/${old.body.data.id}/rotate`, {
+      body: { overlapSeconds: 60 },
+    })
+    expect(rotated.status).toBe(201)
+    const graceEnd = Date.parse((await t.call("GET", `/api/v1/api-keys/${old.body.data.id}`)).body.data.expiresAt)
+    const inGrace = await exchange(old.body.data.apiKey)
+    expect(Date.parse(inGrace.expiresAt)).toBeLessThanOrEqual(graceEnd)
+    expect(parts(inGrace.token).claims.exp).toBe(Math.floor(graceEnd / 1000))
+  })
+
   it("is not minted from a token, and not without a credential", async () => {
     const { token } = await exchange(t.key)
     // The details name what is wrong (the credential sent), not an agent binding.

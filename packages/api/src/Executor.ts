@@ -147,6 +147,10 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     authorization: string | undefined,
   ): Effect.Effect<Actor, DomainError | ApiError, Authenticator> => {
     if (!authorization) return unauthorized("missing credential: send Authorization: Bearer <key>")
+    // No credential holds a comma: this is several Authorization headers (joined by authorizationOf) or several
+    // credentials in one, and which one a proxy in front acted on is unknown.
+    if (authorization.includes(","))
+      return unauthorized("send one Authorization header with one credential: 'Bearer <credential>'")
     const bearer = bearerOf(authorization)
     if (bearer === undefined) return unauthorized("Authorization must be 'Bearer <credential>'")
     return Authenticator.use((a) => a.authenticate(bearer))

@@ -6,7 +6,7 @@ import type { Executor, Result } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
 import { type Operation, RenderedDocument } from "../Operation.ts"
 import { sessionRequestOf } from "./cookies.ts"
-import { errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
+import { authorizationOf, errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
 import { makeRouter } from "./Router.ts"
 
 export interface RestOptions {
@@ -108,7 +108,7 @@ export const makeRestHandler = (options: RestOptions) => {
     const session = req.headers.cookie === undefined ? undefined : sessionRequestOf(req, options.sessionCookie)
     const admission = session
       ? await executor.authenticateSession(session, requestId)
-      : await executor.authenticate(req.headers.authorization, req.socket.remoteAddress, requestId)
+      : await executor.authenticate(authorizationOf(req), req.socket.remoteAddress, requestId)
     for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
     if (!admission.result.ok && admission.result.error.status === 429)
       return sendError(res, admission.result.error, requestId)

@@ -70,3 +70,13 @@ export const readBody = (req: IncomingMessage, limit: number): Promise<BodyResul
     req.on("error", () => resolve({ kind: "aborted" }))
     req.on("aborted", () => resolve({ kind: "aborted" }))
   })
+
+/**
+ * The request's Authorization header as the credential checks see it. node:http keeps the first of several and drops
+ * the rest; a proxy may read the last, so the two would act on different credentials. Several are joined here
+ * (`a, b`), which is never a well-formed `Bearer <credential>`: the request is refused (401), not served.
+ */
+export const authorizationOf = (req: IncomingMessage): string | undefined => {
+  const all = req.headersDistinct.authorization
+  return all === undefined || all.length <= 1 ? req.headers.authorization : all.join(", ")
+}

@@ -133,6 +133,10 @@ export class SdkTokens extends Context.Service<
           })
         const key = yield* keys.current
         const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        // A token never outlives its key: `exp` (and `expiresAt`) stop at the key's expiry or the end of its
+        // rotation overlap, so a client refreshes when the token really stops, not up to 15 min later.
+        const stored = yield* apiKeys.findById(actor.credential.id)
+        const keyEnds = stored?.expiresAt == null ? Infinity : Math.floor(Date.parse(stored.expiresAt) / 1000)
         const claims: TokenClaims = {
           iss: settings.issuer,
           aud: settings.audience,
@@ -140,7 +144,7 @@ export class SdkTokens extends Context.Service<
           jti: newId("tok"),
           iat: now,
           nbf: now,
-          exp: now + settings.ttlSeconds,
+          exp: Math.min(now + settings.ttlSeconds, keyEnds),
           workspaceId: actor.workspaceId,
           ...(actor.agentId !== undefined ? { agentId: actor.agentId } : {}),
           environment: actor.environment,
