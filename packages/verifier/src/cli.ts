@@ -173,6 +173,11 @@ const badgeMain = (argv: string[]): number => {
 /** Runs the CLI on `argv` (without node and the script), writes to stdout/stderr and returns the exit code. */
 export const main = (argv: string[]): number => {
   try {
+    // Asked for: the usage on stdout, exit 0 (a usage error prints it on stderr, exit 2).
+    if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h" || argv[0] === "help")) {
+      process.stdout.write(`${USAGE}\n`)
+      return 0
+    }
     if (argv[0] === "report") return reportMain(argv.slice(1))
     if (argv[0] === "badge") return badgeMain(argv.slice(1))
     const { values, positionals } = parseOptions(argv)

@@ -158,6 +158,14 @@ describe("agentgov-verify report", () => {
     expect(r.stderr).toMatch(/agentgov-verify report <report\.json>/)
     expect(r.stderr).toMatch(/agentgov-verify badge </)
   })
+
+  it.each(["--help", "-h", "help"])("%s prints the usage on stdout and exits 0", (flag) => {
+    const r = run([flag])
+    expect(r.status).toBe(0)
+    expect(r.stderr).toBe("")
+    expect(r.stdout).toMatch(/^usage: agentgov-verify <bundle\.json/)
+    expect(r.stdout).toMatch(/agentgov-verify badge </)
+  })
 })
 
 describe("bin/agentgov-verify.js", () => {
