@@ -411,6 +411,39 @@ describe("POST /approvals/:id/decide", () => {
   })
 })
 
+describe("an approver who rotated their key", () => {
+  it("decides with the new key an approval naming the old one, and the guard uses that decision", async () => {
+    const m = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "rotating approver", type: "workspace", scopes: ["approvals:read", "approvals:manage"] },
+    })
+    expect(m.status).toBe(201)
+    const first = m.body.data as { id: string; apiKey: string }
+    const a = await guardRequest({ approvers: [first.id] })
+    const rotated = await t.call("POST", `/api/v1/api-keys/${first.id}/rotate`, { body: { overlapSeconds: 0 } })
+    expect(rotated.status).toBe(201)
+    const second = await t.call("POST", `/api/v1/api-keys/${rotated.body.data.id}/rotate`, {
+      body: { overlapSeconds: 0 },
+    })
+    expect(second.status).toBe(201)
+    // Two rotations on, the holder still decides; someone else still cannot.
+    expectError(await decide(a.id, { decision: "approved" }, t.key), 403, "FORBIDDEN", "approvers")
+    expect((await decide(a.id, { decision: "approved" }, second.body.data.apiKey)).status).toBe(200)
+    const used = await run<any>(
+      ApprovalService.use((s) =>
+        s.consumeForGuard({
+          workspaceId: t.workspaceId,
+          approvalId: a.id,
+          agentId: bound,
+          action: a.action,
+          context: { amount: 10 },
+          approvers: [first.id],
+        }),
+      ),
+    )
+    expect(used.ok).toBe(true)
+  })
+})
+
 describe("expiry", () => {
   it("an undecided approval expires as denied: at once on read, recorded by the sweep", async () => {
     const action = unique("expiring")

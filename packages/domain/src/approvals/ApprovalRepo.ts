@@ -90,6 +90,15 @@ export class ApprovalRepo extends Context.Service<
       approvers: ReadonlyArray<string>,
       now: string,
     ) => Effect.Effect<Approval | undefined>
+    /**
+     * The approvers named (credential ids) with every key that replaced one of them by rotation (`rotated_to`,
+     * followed up to 32 steps): a rotation gives the approver's key a new id, and the approvals and rules naming
+     * the old one must still let its holder decide.
+     */
+    readonly approversWithSuccessors: (
+      workspaceId: string,
+      approvers: ReadonlyArray<string>,
+    ) => Effect.Effect<ReadonlyArray<string>>
     /** Workspaces that have pending approvals past their expiry at `now`. */
     readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
     /** Records the expiry of a workspace's pending approvals past `now` (up to a batch); returns them. */
@@ -149,6 +158,20 @@ export class ApprovalRepo extends Context.Service<
                 AND expires_at > ${now}::timestamptz
                 AND (${approvers.length}::int4 = 0 OR ${jsonb(sql, approvers)} ? decided_by)
               RETURNING *`.pipe(Effect.map(one), Effect.orDie),
+        approversWithSuccessors: (workspaceId, approvers) =>
+          approvers.length === 0
+            ? Effect.succeed([])
+            : sql<{ id: string }>`WITH RECURSIVE chain(id, depth) AS (
+                  SELECT k.rotated_to, 1 FROM api_keys k
+                    WHERE k.workspace_id = ${workspaceId} AND k.id IN ${sql.in(approvers)} AND k.rotated_to IS NOT NULL
+                  UNION ALL
+                  SELECT k.rotated_to, c.depth + 1 FROM chain c
+                    JOIN api_keys k ON k.workspace_id = ${workspaceId} AND k.id = c.id
+                    WHERE k.rotated_to IS NOT NULL AND c.depth < 32
+                ) SELECT DISTINCT id FROM chain`.pipe(
+                Effect.map((rows) => [...new Set([...approvers, ...rows.map((r) => r.id)])]),
+                Effect.orDie,
+              ),
         workspacesWithExpired: (now) =>
           sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM approvals
               WHERE status = 'pending' AND expires_at <= ${now}::timestamptz`.pipe(

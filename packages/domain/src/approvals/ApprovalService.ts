@@ -271,7 +271,8 @@ export class ApprovalService extends Context.Service<
       const consumeForGuard = Effect.fn("ApprovalService.consumeForGuard")(function* (use: GuardApprovalUse) {
         const now = yield* nowMs
         const hash = approvalBindingHash(use)
-        const approvers = use.approvers ?? []
+        // The named approvers' keys, and the keys that replaced them by rotation since.
+        const approvers = yield* repo.approversWithSuccessors(use.workspaceId, use.approvers ?? [])
         const used = yield* repo.consume(use.workspaceId, use.approvalId, use.agentId, hash, approvers, isoOf(now))
         if (used) return { ok: true, approval: used } as const
         // Not used: read it to say why. (A decision racing this read can only make the answer stale, never wrong
@@ -336,7 +337,10 @@ export class ApprovalService extends Context.Service<
         return yield* tx(
           Effect.gen(function* () {
             const current = yield* visible(actor, yield* repo.find(actor.workspaceId, id), id)
-            if (current.approvers.length > 0 && !current.approvers.includes(actor.credential.id))
+            if (
+              current.approvers.length > 0 &&
+              !(yield* repo.approversWithSuccessors(actor.workspaceId, current.approvers)).includes(actor.credential.id)
+            )
               return yield* new ApproverNotListed({ approvalId: id })
             const now = yield* nowMs
             const decided = yield* repo.decide(actor.workspaceId, id, {
