@@ -39,6 +39,7 @@ import {
   inspectImage,
 } from "./imageHash.ts"
 import { type ImageHit, type ImageQuery, lookupImage } from "./imageIndex.ts"
+import { withImageSlot } from "./loadSharp.ts"
 import { composeNotice, sendNotice } from "./takedownNotice.ts"
 import {
   candidateFingerprints,
@@ -130,6 +131,9 @@ export const TEXT_LOOKUP_SQL = `SELECT f.content_id, f.hash, f.pos
   JOIN content_text_fingerprints f
     ON (f.hash # (hashtext(f.workspace_id)::bigint << 32)) = (c.h # (hashtext($1)::bigint << 32))
   WHERE f.workspace_id = $1 AND ($3::text IS NULL OR f.content_id = $3)`
+
+/** Image work (sharp, c2pa-rs) in one of the process's few slots: see IMAGE_SLOTS. */
+const imaging = <A>(work: () => Promise<A>) => Effect.promise(() => withImageSlot(work))
 
 const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 
@@ -292,7 +296,7 @@ export class ContentService extends Context.Service<
           if (value === undefined) return yield* new InvalidInput({ field, message: "is required for an image" })
           const bytes = decodeBase64(field, value)
           if (bytes instanceof InvalidInput) return yield* bytes
-          const image = yield* Effect.promise(() => inspectImage(bytes))
+          const image = yield* imaging(() => inspectImage(bytes))
           if (typeof image === "string") return yield* new InvalidInput({ field, message: image })
           return { bytes, image }
         })
@@ -365,7 +369,7 @@ export class ContentService extends Context.Service<
         // (mostly on this one) and the manifest signed: the watermark moves them by 0–2 bits of 64 (measured on
         // the benchmark's photos), far inside the radius of 10 a copy is found within, and signing adds a
         // manifest beside the pixels without changing them.
-        const hashing = hashImage(bytes)
+        const hashing = withImageSlot(() => hashImage(bytes))
         // Awaited below; a failure before then must not go unhandled.
         hashing.catch(() => undefined)
         let asset = bytes
@@ -382,11 +386,11 @@ export class ContentService extends Context.Service<
               field: "watermark",
               message: `is for still images: this one is animated (${image.pages} frames), register it without a watermark`,
             })
-          const marked = yield* Effect.promise(() => embedWatermark(bytes, id))
+          const marked = yield* imaging(() => embedWatermark(bytes, id))
           // Read back as a scan would read it: an image the eye sees little of (mostly transparent, where the
           // reader sees the white it is flattened on) or that clips the change away carries no id to read, and
           // must not be recorded as watermarked.
-          const reading = yield* Effect.promise(() => detectWatermark(marked.data))
+          const reading = yield* imaging(() => detectWatermark(marked.data))
           if (reading?.contentId !== id)
             return yield* new InvalidInput({
               field: "watermark",
@@ -401,7 +405,7 @@ export class ContentService extends Context.Service<
         if (input.c2pa === true) {
           const { credential, source } = yield* c2pa.signing
           const unsigned = asset
-          asset = yield* Effect.promise(() =>
+          asset = yield* imaging(() =>
             signManifest(unsigned, mediaType, credential, {
               title: input.title,
               author: actor.workspaceId,
@@ -567,12 +571,12 @@ export class ContentService extends Context.Service<
       const manifestOf = (bytes: Buffer, mediaType: string) =>
         Effect.gen(function* () {
           const { anchorsPem } = yield* c2pa.signing
-          return yield* Effect.promise(() => readManifest(bytes, mediaType, anchorsPem))
+          return yield* imaging(() => readManifest(bytes, mediaType, anchorsPem))
         })
 
       const scanImage = (actor: Actor, bytes: Buffer, only: string | undefined) =>
         Effect.gen(function* () {
-          const hashes = yield* Effect.promise(() => hashImage(bytes))
+          const hashes = yield* imaging(() => hashImage(bytes))
           // Multi-index lookup in the process's copy of the workspace's index, brought up to the table first
           // (imageIndex.ts); against one item, that item's two hashes.
           const hits: ReadonlyArray<ImageHit> =
@@ -602,7 +606,7 @@ export class ContentService extends Context.Service<
               distance,
             })
           }
-          const mark = yield* Effect.promise(() => detectWatermark(bytes))
+          const mark = yield* imaging(() => detectWatermark(bytes))
           if (mark && (only === undefined || mark.contentId === only)) {
             const item = yield* findItem(actor.workspaceId, mark.contentId)
             if (item) {
@@ -701,7 +705,7 @@ export class ContentService extends Context.Service<
 
       const detect = Effect.fn("ContentService.detectWatermark")(function* (actor: Actor, data: string) {
         const { bytes } = yield* imageInput("data", data)
-        const mark = yield* Effect.promise(() => detectWatermark(bytes))
+        const mark = yield* imaging(() => detectWatermark(bytes))
         if (!mark) return { found: false }
         const item = yield* findItem(actor.workspaceId, mark.contentId)
         return {

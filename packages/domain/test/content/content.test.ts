@@ -5,6 +5,7 @@ import sharp from "sharp"
 import { SMTPServer } from "smtp-server"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { C2PA_SEALED_AAD } from "../../src/content/C2paSigner.ts"
+import { IMAGE_SLOTS, takeImageSlotsPeak } from "../../src/content/loadSharp.ts"
 import {
   type Actor,
   Authenticator,
@@ -156,6 +157,21 @@ describe("registering and scanning images", () => {
       registered: false,
     })
     expect((await run(content((s) => s.scan(other, { data: copy.toString("base64") })))).matches).toEqual([])
+  })
+
+  it("works on at most IMAGE_SLOTS images at once: eight registrations and scans at once take turns", async () => {
+    const images = await Promise.all([11, 12, 13, 14].map((n) => scene(n)))
+    takeImageSlotsPeak()
+    const done = await Promise.all([
+      ...images.map((img, i) =>
+        run(content((s) => s.register(actor, { kind: "image", title: `slot ${i}`, data: img.toString("base64") }))),
+      ),
+      ...images.map((img) => run(content((s) => s.scan(actor, { data: img.toString("base64") })))),
+    ])
+    expect(done).toHaveLength(8)
+    const peak = takeImageSlotsPeak()
+    expect(peak).toBeGreaterThanOrEqual(1)
+    expect(peak).toBeLessThanOrEqual(IMAGE_SLOTS)
   })
 
   it("refuses a watermark that does not read back (a logo on a transparent background) and stores nothing", async () => {
