@@ -30,7 +30,7 @@ export const contentOperations = [
       "Registers a text or an image (base64 JPEG, PNG or WebP; bodies up to 20 MB on the content endpoints). Texts are normalised (NFKC, zero-width characters and confusables removed, case and whitespace folded) and fingerprinted by winnowed 5-word shingles (an inverted index, for partial copies) and a MinHash signature; images get 64-bit pHash and dHash of the image and its mirror, after trimming uniform borders. `watermark: true` embeds an invisible watermark carrying the content id (still images of at least 256×256; one whose watermark does not read back from the marked asset, e.g. mostly transparent, is 422 on `watermark`). Bad base64, a file that is not one of the three formats, or more than 40 megapixels: 422, nothing stored. Emits `content.registered`.",
     successStatus: 201,
     maxBodyBytes: CONTENT_MAX_BODY_BYTES,
-    errors: ["AGENT_NOT_FOUND"],
+    errors: ["AGENT_NOT_FOUND", "C2PA_CREDENTIAL_INVALID"],
     input: RegisterContent,
     output: ContentItem,
     handler: (input, actor) => ContentService.use((s) => s.register(actor, input)),

@@ -16,6 +16,10 @@ export interface C2paSigning {
   /** The anchors a reader trusts our manifests by (the service's CA, or the operator chain's issuers). */
   readonly anchorsPem: string | undefined
   readonly source: "issued" | "operator"
+  /** When the signing certificate stops being valid (ms): the operator's is not renewed by the service. */
+  readonly validUntil: number
+  /** From when it is valid (ms). */
+  readonly validFrom: number
 }
 
 const DAY = 86_400_000
@@ -32,6 +36,8 @@ const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE
 const pemBlocks = (pem: string): Array<string> => [...pem.matchAll(PEM_CERTIFICATE)].map((m) => m[0])
 /** When the first certificate of a PEM bundle expires (ms). */
 const notAfterOf = (pem: string): number => Date.parse(new X509Certificate(pemBlocks(pem)[0]!).validTo)
+/** From when the first certificate of a PEM bundle is valid (ms). */
+const notBeforeOf = (pem: string): number => Date.parse(new X509Certificate(pemBlocks(pem)[0]!).validFrom)
 
 /**
  * The C2PA signing credential: the operator's (AGENTGOV_C2PA_CERT / _KEY, a PEM chain and key), or else the
@@ -60,6 +66,8 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
               credential: credentialOf(settings.c2paCertPem, settings.c2paKeyPem),
               anchorsPem: issuers.length > 0 ? issuers.join("\n") : undefined,
               source: "operator" as const,
+              validFrom: notBeforeOf(settings.c2paCertPem),
+              validUntil: notAfterOf(settings.c2paCertPem),
             },
             renewAt: Number.POSITIVE_INFINITY,
           }
@@ -98,6 +106,8 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
             credential: credentialOf(`${row!.cert_pem}\n${ca}`, key),
             anchorsPem: row!.ca_pem,
             source: "issued" as const,
+            validFrom: notBeforeOf(row!.cert_pem),
+            validUntil: notAfterOf(row!.cert_pem),
           },
           renewAt: notAfterOf(row!.cert_pem) - C2PA_RENEW_BEFORE_MS,
         }

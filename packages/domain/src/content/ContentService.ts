@@ -7,7 +7,7 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
-import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
@@ -218,7 +218,7 @@ export class ContentService extends Context.Service<
     readonly register: (
       actor: Actor,
       input: RegisterContent,
-    ) => Effect.Effect<ContentItem, InvalidInput | PermissionDenied | AgentNotFound>
+    ) => Effect.Effect<ContentItem, InvalidInput | PermissionDenied | AgentNotFound | StateConflict>
     readonly list: (actor: Actor, query: ContentListQuery) => Effect.Effect<Page<ContentItem>, InvalidCursor>
     readonly get: (actor: Actor, id: string) => Effect.Effect<ContentItem, ContentNotFound>
     readonly asset: (actor: Actor, id: string) => Effect.Effect<{ mediaType: string; data: Buffer }, ContentNotFound>
@@ -403,7 +403,15 @@ export class ContentService extends Context.Service<
         const mediaType = IMAGE_MEDIA_TYPES[image.format]
         let manifest: { signed: true; source: string } | null = null
         if (input.c2pa === true) {
-          const { credential, source } = yield* c2pa.signing
+          const { credential, source, validFrom, validUntil } = yield* c2pa.signing
+          // c2pa-rs refuses to sign outside the certificate's validity (a 500 before 2026-11-29). The service's own
+          // is renewed; the operator's (AGENTGOV_C2PA_CERT) is theirs to renew.
+          const at = yield* Clock.currentTimeMillis
+          if (at < validFrom || at >= validUntil)
+            return yield* new StateConflict({
+              code: "C2PA_CREDENTIAL_INVALID",
+              message: `the C2PA signing certificate${source === "operator" ? " (AGENTGOV_C2PA_CERT)" : ""} is valid from ${isoOf(validFrom)} to ${isoOf(validUntil)}, not now: ${source === "operator" ? "the operator must replace it" : "try again shortly"}; register without c2pa meanwhile`,
+            })
           const unsigned = asset
           asset = yield* imaging(() =>
             signManifest(unsigned, mediaType, credential, {

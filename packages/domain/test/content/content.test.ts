@@ -1,3 +1,4 @@
+import { createPrivateKey } from "node:crypto"
 import type { AddressInfo } from "node:net"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -451,6 +452,30 @@ describe("C2PA", () => {
     } finally {
       await write({ ca: saved!.ca_pem, cert: saved!.cert_pem, sealed: saved!.sealed_key })
     }
+  })
+
+  it("an operator's certificate out of its validity is a 409 naming it, not a 500, and nothing is stored", async () => {
+    const expired = await issueCredential("operator", new Date(Date.now() - 800 * 86_400_000))
+    const keyPem = createPrivateKey({ key: expired.keyPkcs8, format: "der", type: "pkcs8" })
+      .export({ format: "pem", type: "pkcs8" })
+      .toString()
+    const operator = { c2paCertPem: `${expired.certPem}\n${expired.caPem}`, c2paKeyPem: keyPem }
+    // A content service as an instance configured with that credential builds it.
+    const service = (await run(
+      Effect.scoped(
+        Layer.build(Layer.fresh(ContentService.layer).pipe(Layer.provide(Layer.fresh(C2paSigner.layer)))),
+      ).pipe(
+        Effect.map((ctx) => Context.get(ctx, ContentService)),
+        Effect.provideService(ContentSettings, operator),
+      ) as unknown as Effect.Effect<ContentService["Service"], never, R>,
+    )) as ContentService["Service"]
+    const before = await counts()
+    const refused = await fail(
+      service.register(actor, { kind: "image", title: "t", data: (await scene(15)).toString("base64"), c2pa: true }),
+    )
+    expect(refused).toMatchObject({ _tag: "StateConflict", code: "C2PA_CREDENTIAL_INVALID" })
+    expect((refused as { message: string }).message).toContain("AGENTGOV_C2PA_CERT")
+    expect(await counts()).toEqual(before)
   })
 
   it("keeps the service's signing key sealed, and signs texts never", async () => {
