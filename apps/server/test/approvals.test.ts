@@ -428,7 +428,7 @@ describe("an approver who rotated their key", () => {
     // Two rotations on, the holder still decides; someone else still cannot.
     expectError(await decide(a.id, { decision: "approved" }, t.key), 403, "FORBIDDEN", "approvers")
     expect((await decide(a.id, { decision: "approved" }, second.body.data.apiKey)).status).toBe(200)
-    const used = await run<any>(
+    const used = await run<any, unknown>(
       ApprovalService.use((s) =>
         s.consumeForGuard({
           workspaceId: t.workspaceId,

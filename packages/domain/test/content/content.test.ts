@@ -459,7 +459,12 @@ describe("C2PA", () => {
     const keyPem = createPrivateKey({ key: expired.keyPkcs8, format: "der", type: "pkcs8" })
       .export({ format: "pem", type: "pkcs8" })
       .toString()
-    const operator = { c2paCertPem: `${expired.certPem}\n${expired.caPem}`, c2paKeyPem: keyPem }
+    const operator = {
+      smtpUrl: undefined,
+      from: "t@localhost",
+      c2paCertPem: `${expired.certPem}\n${expired.caPem}`,
+      c2paKeyPem: keyPem,
+    }
     // A content service as an instance configured with that credential builds it.
     const service = (await run(
       Effect.scoped(
