@@ -1,4 +1,6 @@
+import { EventService, SCOPES, systemActor } from "@agentgov/domain"
 import { canonicalize } from "@agentgov/verifier"
+import { Effect } from "effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer } from "./helpers.ts"
@@ -275,5 +277,84 @@ describe("POST /events/verify detects tampering at the right sequence", () => {
     )
     expect(rows.length).toBeGreaterThanOrEqual(2)
     expect(rows.every((r) => r.trigger === "api" && r.valid)).toBe(true)
+  })
+})
+
+describe("POST /events/verify while the chain grows (outside review, 2026-11-29)", () => {
+  it("does not take events appended during the verification for tampering", async () => {
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: `growing-${Math.random()}` } })
+    const ws = { id: created.body.data.workspace.id as string, key: created.body.data.apiKey.apiKey as string }
+    const batch = (n: number) => Array.from({ length: n }, (_, i) => ({ type: "grow.test", data: { i } }))
+    expect((await ingest(batch(5), { key: ws.key })).status).toBe(201)
+    // Hold the checkpoints table: a verification reading it waits, and the ingest below (which does not read it)
+    // commits meanwhile, so the verification's reads straddle the append, as under any steady ingest.
+    let locked!: () => void
+    let release!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    const released = new Promise<void>((r) => (release = r))
+    const holding = t.query((s) =>
+      s.withTransaction(
+        Effect.gen(function* () {
+          yield* s`LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE`
+          locked()
+          yield* Effect.promise(() => released)
+        }),
+      ),
+    )
+    await isLocked
+    try {
+      const verifying = t.call("POST", "/api/v1/events/verify", { key: ws.key })
+      for (let i = 0; ; i++) {
+        const [row] = await sql<Array<{ n: number }>>(
+          (s) => s`SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%checkpoints%'`,
+        )
+        if (row!.n >= 1) break
+        if (i > 500) throw new Error("the verification never waited for the checkpoints table")
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      expect((await ingest(batch(3), { key: ws.key })).status).toBe(201)
+      release()
+      await holding
+      const res = await verifying
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.data.valid, JSON.stringify(res.body.data)).toBe(true)
+    } finally {
+      release()
+      await holding
+    }
+    const alarms = await sql<Array<{ n: number }>>(
+      (s) => s`SELECT count(*)::int AS n FROM events WHERE workspace_id = ${ws.id} AND type = 'chain.invalid'`,
+    )
+    expect(alarms[0]!.n).toBe(0)
+    // And the next one sees everything.
+    const again = await t.call("POST", "/api/v1/events/verify", { key: ws.key })
+    expect(again.body.data).toMatchObject({ valid: true, checked: await t.chainLength(ws.id) })
+  })
+})
+
+describe("POST /events/verify on demand (outside review, 2026-11-29)", () => {
+  it("shares runs among concurrent requests of one workspace instead of rehashing the chain for each", async () => {
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: `shared-${Math.random()}` } })
+    const ws = created.body.data.workspace.id as string
+    const key = created.body.data.apiKey.apiKey as string
+    expect((await ingest([{ type: "share.test", data: {} }], { key })).status).toBe(201)
+    const actor = systemActor(ws, "live", new Set(SCOPES))
+    // Six at once (all asked before any run can finish): one runs, the others share the one run after it.
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () => t.server.runtime.runPromise(EventService.use((s) => s.verify(actor, "api")))),
+    )
+    for (const a of answers) expect(a).toMatchObject({ valid: true, checked: await t.chainLength(ws) })
+    const [runs] = await sql<Array<{ n: number }>>(
+      (s) => s`SELECT count(*)::int AS n FROM chain_verifications WHERE workspace_id = ${ws} AND trigger = 'api'`,
+    )
+    expect(runs!.n).toBeLessThanOrEqual(2)
+    // Over HTTP, one after another, each still gets its own run.
+    for (let i = 0; i < 2; i++)
+      expect((await t.call("POST", "/api/v1/events/verify", { key })).body.data.valid).toBe(true)
+    const [after] = await sql<Array<{ n: number }>>(
+      (s) => s`SELECT count(*)::int AS n FROM chain_verifications WHERE workspace_id = ${ws} AND trigger = 'api'`,
+    )
+    expect(after!.n).toBe(runs!.n + 2)
   })
 })

@@ -401,6 +401,41 @@ describe("a chain that no longer matches what was signed", () => {
     expect((await signedSizes(ws)).at(-1)).toBe(signed.treeSize)
   })
 
+  it("does not sign events past its last checkpoint that do not chain (outside review, 2026-11-29)", async () => {
+    const { ws, key } = await workspaceOf("unchained-tail", 20)
+    await checkpointAt(key, 20)
+    expect(
+      (
+        await t.call("POST", "/api/v1/events/ingest", {
+          body: { events: Array.from({ length: 5 }, (_, i) => ({ type: "proof.owned", data: { late: i } })) },
+          key,
+        })
+      ).status,
+    ).toBe(201)
+    // Event 22 forged in place, its hash recomputed over the forged data; 23 still links to the original 22.
+    await sql(
+      (s) => s`UPDATE events SET data = '{"late":999}'::json,
+          hash = encode(sha256(convert_to(prev_hash || type || '{"late":999}' ||
+            to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'UTF8')), 'hex')
+          WHERE workspace_id = ${ws} AND sequence = 22`,
+    )
+    expect((await t.call("POST", "/api/v1/events/verify", { body: {}, key })).body.data).toMatchObject({
+      valid: false,
+      firstBadSequence: 23,
+    })
+    // Signing now would put the service's signature on the forged event 22: a bundle of that one event would verify.
+    const res = await t.call("GET", "/api/v1/events/checkpoint", { key })
+    expectError(res, 409, "CHAIN_INCONSISTENT")
+    expect(res.body.error.message).toMatch(/event 23/)
+    expectError(
+      await t.call("GET", "/api/v1/events/export?fromSequence=22&toSequence=22", { key }),
+      409,
+      "CHAIN_INCONSISTENT",
+    )
+    await t.server.runtime.runPromise(checkpointAll)
+    expect(await signedSizes(ws)).toEqual([20])
+  })
+
   it("makes a changed agentId or actor of an ingested event fail verification and the offline verifier", async () => {
     const agents: Array<string> = []
     const { ws, key } = await workspaceOf("attribution", 300, async (k) => {
@@ -420,7 +455,8 @@ describe("a chain that no longer matches what was signed", () => {
 
     await sql((s) => s`UPDATE events SET agent_id = ${agents[1]} WHERE workspace_id = ${ws} AND sequence = ${victim}`)
     const verdict = await t.call("POST", "/api/v1/events/verify", { body: {}, key })
-    expect(verdict.body.data).toMatchObject({ valid: false, firstBadSequence: 1 })
+    // `checked` counts the events that verified before the break (it said 300 before 2026-11-29's review).
+    expect(verdict.body.data).toMatchObject({ valid: false, firstBadSequence: 1, checked: 0 })
     expect(verdict.body.data.reason).toMatch(/checkpoint 300: an event in 1\.\.300 .*agentId/)
     // Inside a stored subtree the server's own check does not rehash it; the bundle's proof then fails offline.
     const exported = await t.call("GET", `/api/v1/events/export?fromSequence=95&toSequence=105`, { key })

@@ -3,6 +3,8 @@ import {
   type Bundle,
   type Checkpoint,
   type ConsistencyProof,
+  chainHash,
+  chainHashOfCanonical,
   consistencyProofRanges,
   EMPTY_ROOT,
   GENESIS_HASH,
@@ -39,6 +41,9 @@ export class ChainInconsistent extends Schema.TaggedError<ChainInconsistent>()("
   firstBadSequence: Schema.Number,
   reason: Schema.String,
 }) {}
+
+/** Events read a page when the events a new checkpoint is to sign are checked (as verification reads them). */
+const CHAIN_PAGE = 10_000
 
 /** How far back a broken root is traced through older checkpoints to name the first sequence it may be. */
 const MAX_CHECKPOINTS_TRACED = 200
@@ -216,6 +221,48 @@ export class Checkpoints extends Context.Service<
           }
         })
 
+      /**
+       * Why events `after + 1 .. head` do not chain on from `prevHash` (the hash the last checkpoint signed as its
+       * head), or undefined when they do. A checkpoint is the first signature over these events: one signed over a
+       * forged event would prove it to anyone given that event alone (outside review, 2026-11-29).
+       */
+      const unchained = (
+        workspaceId: string,
+        after: number,
+        prevHash: string,
+        head: { readonly sequence: number; readonly hash: string },
+      ) =>
+        Effect.gen(function* () {
+          let expected = after + 1
+          let prev = prevHash
+          const at = (reason: string) => ({
+            treeSize: after,
+            firstBadSequence: expected,
+            reason: `event ${expected}, after checkpoint ${after}, ${reason}; it is not signed`,
+          })
+          while (expected <= head.sequence) {
+            const rows = yield* events.chainBatch(
+              workspaceId,
+              expected - 1,
+              Math.min(CHAIN_PAGE, head.sequence - expected + 1),
+            )
+            if (rows.length === 0) return at("is missing")
+            for (const r of rows) {
+              if (r.sequence !== expected) return at("is missing")
+              if (r.prev_hash !== prev) return at("does not link to the previous event (prevHash)")
+              if (!r.hashed) {
+                let hash = chainHashOfCanonical(prev, r.type!, r.data!, r.ts!)
+                if (hash !== r.hash) hash = chainHash(prev, r.type!, JSON.parse(r.data!), r.ts!)
+                if (hash !== r.hash) return at("has a hash that does not match its type, data and timestamp")
+              }
+              prev = r.hash
+              expected += 1
+            }
+          }
+          expected = head.sequence
+          return prev === head.hash ? undefined : at("is not the chain head's hash")
+        })
+
       /** Records and raises a conflict with a signed checkpoint, and fails with it. */
       const refuse = (actor: Actor, conflict: { treeSize: number; firstBadSequence: number; reason: string }) =>
         Effect.gen(function* () {
@@ -261,6 +308,12 @@ export class Checkpoints extends Context.Service<
               const conflict = yield* conflictWith(workspaceId, toCheckpoint(last))
               if (conflict !== undefined) return { conflict }
               if (last.tree_size >= head.sequence) return { checkpoint: toCheckpoint(last) }
+            }
+            // Events past the last checkpoint must chain on from it. (A workspace's first checkpoint is not held to
+            // this: a compliance report on a chain broken before any was signed pins to it, ComplianceService.pin.)
+            if (last) {
+              const broken = yield* unchained(workspaceId, last.tree_size, last.head_hash, head)
+              if (broken !== undefined) return { conflict: broken }
             }
             yield* merkle.extend(workspaceId, head.sequence)
             const rootHash = head.sequence === 0 ? EMPTY_ROOT : yield* merkle.hasher(workspaceId).hash(0, head.sequence)

@@ -1,5 +1,5 @@
 import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
-import { Clock, Context, Effect, Fiber, Layer, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Fiber, Layer, Schema, Semaphore } from "effect"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { type IdempotencyKeyReused, type IdempotencyRequest, Replayed } from "../idempotency/Idempotency.ts"
@@ -220,14 +220,19 @@ export class EventService extends Context.Service<
         options?: { readonly storeTree?: boolean },
       ) {
         const workspaceId = actor.workspaceId
+        // The chain only grows while this runs, so the bounds are read oldest first: a checkpoint is read before
+        // the rows it signed, the highest row before the head (an append moves both in one commit), and rows
+        // past that head, appended since, are left to the next verification (before 2026-11-29 they were read
+        // with the pages and every verification during ingest reported "the chain head does not match").
+        // Every checkpoint signed a root over the leaves of its first events: the chain must still have it.
+        const signed = yield* repo.largestSigned(workspaceId)
+        const lastRow = yield* repo.lastSequence(workspaceId)
         const head = yield* repo.head(workspaceId)
         let expected = 1
         let prevHash = GENESIS_HASH
         let failure: { sequence: number; reason: string } | undefined
         // Every stored row is read, up to the highest sequence (rows past the head are caught too).
-        const last = Math.max(head?.sequence ?? 0, yield* repo.lastSequence(workspaceId))
-        // Every checkpoint signed a root over the leaves of its first events: the chain must still have it.
-        const signed = yield* repo.largestSigned(workspaceId)
+        const last = Math.max(head?.sequence ?? 0, lastRow)
         const attributedFrom = yield* repo.attributedFrom(workspaceId)
         /** Subtrees completed since the last page was stored (only events that verified are pushed). */
         let subtrees: Array<{ level: number; idx: number; hash: string }> = []
@@ -261,6 +266,8 @@ export class EventService extends Context.Service<
           let r0 = 0
           let sliced = 0
           for (const r of rows) {
+            // Appended after the bounds were read (the page reads whole ranges of sequences).
+            if (r.sequence > last) break
             if (++sliced === VERIFY_SLICE) {
               sliced = 0
               yield* giveWay
@@ -305,7 +312,9 @@ export class EventService extends Context.Service<
         }
         // The last page's, unless it failed (what a failed chain hashed is left to the checkpoint's own pass).
         if (failure === undefined) yield* merkle.store(workspaceId, subtrees)
-        const checked = expected - 1
+        // The events that verified before the break: for a signed root that no longer matches, those before the
+        // range it names (their chain hashes held, but one of them may be the changed one).
+        const checked = failure === undefined ? expected - 1 : Math.min(expected - 1, failure.sequence - 1)
         if (failure === undefined && head && (head.sequence !== checked || head.hash !== prevHash)) {
           failure =
             head.sequence > checked
@@ -328,7 +337,58 @@ export class EventService extends Context.Service<
         return result
       })
 
-      return EventService.of({ ingest, list, get, verify })
+      /**
+       * `POST /events/verify` rehashes the whole chain (seconds of CPU for millions of events), and any credential
+       * with `events:read`, an agent's too, may ask. Requests for one workspace share runs (outside review,
+       * 2026-11-29): one runs at a time, and every request arriving meanwhile waits for the one next run, which starts
+       * after it arrived, so each answer is still about the chain as it was when asked. Per process.
+       */
+      const onDemand = new Map<
+        string,
+        { readonly lock: Semaphore.Semaphore; next?: Deferred.Deferred<Verification>; runs: number }
+      >()
+      const verifyOnDemand = (actor: Actor) =>
+        Effect.gen(function* () {
+          let slot = onDemand.get(actor.workspaceId)
+          if (slot === undefined) {
+            slot = { lock: Semaphore.makeUnsafe(1), runs: 0 }
+            onDemand.set(actor.workspaceId, slot)
+          }
+          if (slot.next !== undefined) return yield* Deferred.await(slot.next)
+          const done = yield* Deferred.make<Verification>()
+          slot.next = done
+          slot.runs += 1
+          const own = slot
+          // Detached: a caller that goes away does not cancel the run the others wait for.
+          yield* Effect.forkDetach(
+            own.lock
+              .withPermits(1)(
+                Effect.suspend(() => {
+                  own.next = undefined
+                  return verify(actor, "api")
+                }),
+              )
+              .pipe(
+                Effect.exit,
+                Effect.flatMap((exit) => Deferred.done(done, exit)),
+                Effect.ensuring(
+                  Effect.sync(() => {
+                    own.runs -= 1
+                    if (own.runs === 0) onDemand.delete(actor.workspaceId)
+                  }),
+                ),
+              ),
+          )
+          return yield* Deferred.await(done)
+        })
+
+      return EventService.of({
+        ingest,
+        list,
+        get,
+        verify: (actor, trigger, options) =>
+          trigger === "api" && options === undefined ? verifyOnDemand(actor) : verify(actor, trigger, options),
+      })
     }),
   )
 }
