@@ -325,6 +325,11 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     env.AGENTGOV_METRICS_HOST && env.AGENTGOV_METRICS_HOST !== "" ? env.AGENTGOV_METRICS_HOST : "127.0.0.1"
   if (env.AGENTGOV_METRICS_HOST && metricsPort === undefined)
     problems.push("AGENTGOV_METRICS_HOST: applies only with AGENTGOV_METRICS_PORT")
+  const tracing = tracingWanted(env)
+  // An endpoint the exporter cannot use would switch tracing on and export nothing, silently.
+  if (tracing)
+    for (const name of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+      url(name, ["http:", "https:"])
   const host = env.HOST && env.HOST !== "" ? env.HOST : "127.0.0.1"
   const publicUrl =
     url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ??
@@ -349,7 +354,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       env.AGENTGOV_TOKEN_AUDIENCE && env.AGENTGOV_TOKEN_AUDIENCE !== "" ? env.AGENTGOV_TOKEN_AUDIENCE : "agentgov",
     checkpointIntervalMs: int("AGENTGOV_CHECKPOINT_INTERVAL_MS", 60_000, 1_000, 86_400_000),
     trustSweepIntervalMs: int("AGENTGOV_TRUST_SWEEP_INTERVAL_MS", 3_600_000, 1_000, 7 * 86_400_000),
-    trustWorker: env.AGENTGOV_TRUST_WORKER !== "false" && env.AGENTGOV_TRUST_WORKER !== "0",
+    trustWorker: flag("AGENTGOV_TRUST_WORKER", true),
     rateLimits,
     streamLimits,
     roles: roles.length === 0 ? ["api", "worker"] : (roles as Array<ServerRole>),
@@ -366,7 +371,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     ...(metricsToken !== undefined || metricsPort !== undefined
       ? { metrics: { token: metricsToken, port: metricsPort, host: metricsHost } }
       : {}),
-    tracing: tracingWanted(env),
+    tracing,
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

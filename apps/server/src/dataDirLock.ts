@@ -4,10 +4,32 @@ import { processAlive } from "@agentgov/db"
 import { loadConfig, type ServerConfig } from "./config.ts"
 import { refuseStart, StartupError } from "./startupError.ts"
 
-/** The pid in the lock file, or undefined when there is none. */
-const holder = (file: string): number | undefined => {
+/**
+ * When a process started (field 22 of /proc/<pid>/stat, in clock ticks since boot), or undefined where there is no
+ * /proc: with the pid, it tells the process that wrote a lock from another that was given its pid later.
+ */
+const startTime = (pid: number): string | undefined => {
   try {
-    return Number(readFileSync(file, "utf8").trim())
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[19]
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether the process could be one of ours (a Node.js process), when its command line can be read. */
+const mayBeOurs = (pid: number): boolean => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("node")
+  } catch {
+    return true
+  }
+}
+
+/** The pid in the lock file and, when it was recorded, that process's start time; undefined when there is none. */
+const holder = (file: string): { readonly pid: number; readonly started: string | undefined } | undefined => {
+  try {
+    const [pid, started] = readFileSync(file, "utf8").trim().split("\n")
+    return { pid: Number(pid), started: started || undefined }
   } catch {
     return undefined
   }
@@ -16,18 +38,26 @@ const holder = (file: string): number | undefined => {
 /**
  * The data directory is one process's: its embedded PostgreSQL is started and
  * stopped by that process, and a second one would take it for a leftover of a
- * crash. A pid file refuses the second opener; a stale one (its process gone)
- * is taken over. Returns the release function; a held directory is a StartupError.
+ * crash. A pid file refuses the second opener; a stale one (its process gone, or
+ * its pid now another process's, as after a container restart) is taken over.
+ * Returns the release function; a held directory is a StartupError.
  */
 export const acquireDataDirLock = (dataDir: string): (() => void) => {
   mkdirSync(dataDir, { recursive: true })
   const file = join(dataDir, "agentgov.pid")
-  const pid = holder(file)
-  if (pid && pid !== process.pid && processAlive(pid))
+  const held = holder(file)
+  if (
+    held?.pid &&
+    held.pid !== process.pid &&
+    processAlive(held.pid) &&
+    (held.started === undefined || startTime(held.pid) === undefined || startTime(held.pid) === held.started) &&
+    mayBeOurs(held.pid)
+  )
     throw new StartupError(
-      `the data directory ${dataDir} is in use by process ${pid}: stop it first, or set AGENTGOV_DATA_DIR`,
+      `the data directory ${dataDir} is in use by process ${held.pid}: stop it first, or set AGENTGOV_DATA_DIR`,
     )
-  writeFileSync(file, String(process.pid))
+  const started = startTime(process.pid)
+  writeFileSync(file, started === undefined ? String(process.pid) : `${process.pid}\n${started}`)
   return () => rmSync(file, { force: true })
 }
 

@@ -94,13 +94,47 @@ if (server.bootstrapped) {
 }
 
 let stopping = false
+/** Past this, a shutdown that has not finished (a store that no longer answers, say) ends the process anyway. */
+const STOP_DEADLINE_MS = 60_000
 const stop = async (signal: string) => {
-  if (stopping) return
+  if (stopping) {
+    // A second signal: the operator will not wait. The embedded PostgreSQL is stopped by its watchdog.
+    log.warn("second signal: exiting without finishing the shutdown", { signal })
+    release()
+    process.exit(1)
+  }
   stopping = true
   log.info("shutting down", { signal })
-  await server.close()
+  setTimeout(() => {
+    log.error("the shutdown did not finish in time: exiting", { deadlineMs: STOP_DEADLINE_MS })
+    release()
+    process.exit(1)
+  }, STOP_DEADLINE_MS).unref()
+  try {
+    await server.close()
+  } catch (cause) {
+    log.error("the shutdown failed", { cause: String(cause) })
+    release()
+    process.exit(1)
+  }
   release()
   process.exit(0)
 }
+// The embedded PostgreSQL gone while the server runs (killed, out of memory): nothing would bring it back, and
+// every request would wait for a store that never answers. Said in one line, and exit for a supervisor to restart
+// (the next start recovers the cluster).
+void cluster?.then((pg) =>
+  pg.exited.then((code) => {
+    if (stopping) return
+    stopping = true
+    log.error("the embedded PostgreSQL exited while the server ran: exiting", {
+      pid: pg.pid,
+      code,
+      log: `${embeddedClusterDir(config.dataDir)}.log`,
+    })
+    release()
+    process.exit(1)
+  }),
+)
 process.on("SIGINT", () => void stop("SIGINT"))
 process.on("SIGTERM", () => void stop("SIGTERM"))

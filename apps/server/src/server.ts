@@ -129,6 +129,8 @@ export interface StartOptions {
 }
 
 const API_PREFIXES = ["/api/v1", "/v1"] as const
+/** How long a stopping server waits for its unfinished requests before it closes their connections. */
+const SHUTDOWN_GRACE_MS = 10_000
 const JWKS_PATH = "/.well-known/jwks.json"
 
 /**
@@ -526,17 +528,28 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     clearInterval(checkpoint)
     draining = true
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    const metricsClosed = metricsServer && new Promise<void>((resolve) => metricsServer.close(() => resolve()))
     eventStream.closeAll()
     // A keep-alive connection busy when the server closed goes idle after its answer: close it then, or a
     // client that keeps it busy (a balancer's pooled connection) would hold this instance open for ever.
     server.closeIdleConnections()
     const idle = setInterval(() => server.closeIdleConnections(), 50)
+    // Once closed, Node no longer enforces headersTimeout and requestTimeout: a request still unfinished after
+    // the grace (a client sending its headers or body slowly, or not at all) would hold the process for ever.
+    const cut = setTimeout(() => {
+      log.warn("requests still unfinished after the shutdown grace: their connections are closed", {
+        graceMs: SHUTDOWN_GRACE_MS,
+      })
+      server.closeAllConnections()
+      metricsServer?.closeAllConnections()
+    }, SHUTDOWN_GRACE_MS)
     await closed
     clearInterval(idle)
     await worker?.stop()
     await reports?.stop()
     await trust?.stop()
-    if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()))
+    await metricsClosed
+    clearTimeout(cut)
     unprobe?.()
     uninstallBatchHook()
     await runtime.dispose()

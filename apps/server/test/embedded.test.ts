@@ -1,5 +1,6 @@
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { connect } from "node:net"
 import { join } from "node:path"
 import { reachableTempDir } from "@agentgov/testing"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
@@ -143,5 +144,68 @@ describe.runIf(enabled)("the embedded PostgreSQL", { timeout: 180_000 }, () => {
     expect(JSON.parse(listed.stdout).map((w: { name: string }) => w.name)).toContain("default")
     // and stopped it when done
     expect(existsSync(join(clusterDir, "postmaster.pid"))).toBe(false)
+  })
+
+  it("a lock left by a crash whose pid now belongs to another process is taken over", async () => {
+    // as after a container restart: the dead server's pid given to something else (here a shell)
+    const other = spawn("sleep", ["60"])
+    try {
+      for (const content of [String(other.pid), `${other.pid}\n1`]) {
+        writeFileSync(join(dataDir, "agentgov.pid"), content)
+        const server = await spawnServer(env)
+        expect(await agentNames(server, key)).toEqual(["before-crash"])
+        expect(await stop(server)).toBe(0)
+      }
+    } finally {
+      other.kill("SIGKILL")
+    }
+  })
+
+  /** A client that sends half a request and then nothing: what a slow or stuck client, or an attacker, does. */
+  const halfRequest = async (server: ChildServer) => {
+    const socket = connect(Number(new URL(server.url).port), "127.0.0.1")
+    socket.on("error", () => {})
+    await new Promise<void>((resolve) => socket.write("POST /api/v1/agents HTTP/1.1\r\nHost: x\r\n", () => resolve()))
+    // answered once the server has read it: the request is in flight, not a connection waiting to be accepted
+    await fetch(`${server.url}/healthz`)
+    return socket
+  }
+
+  it("a SIGTERM stops the server although a client never finishes its request", { timeout: 90_000 }, async () => {
+    const server = await spawnServer(env)
+    const socket = await halfRequest(server)
+    const pid = postmasterPid()
+    expect(await stop(server)).toBe(0)
+    expect(alive(pid)).toBe(false)
+    expect(server.output()).toContain("requests still unfinished after the shutdown grace")
+    socket.destroy()
+  })
+
+  it("a second signal ends a shutdown that waits", { timeout: 90_000 }, async () => {
+    const server = await spawnServer(env)
+    const socket = await halfRequest(server)
+    server.proc.kill("SIGTERM")
+    // the first signal landed: the shutdown has begun, and waits for the half-sent request
+    while (!server.output().includes("shutting down")) await new Promise((r) => setTimeout(r, 20))
+    server.proc.kill("SIGTERM")
+    await server.exited
+    expect(server.proc.exitCode).toBe(1)
+    expect(server.output()).toContain("second signal: exiting without finishing the shutdown")
+    socket.destroy()
+  })
+
+  it("when its embedded PostgreSQL dies, the server says so and exits; the next start serves", {
+    timeout: 90_000,
+  }, async () => {
+    const server = await spawnServer(env)
+    process.kill(postmasterPid(), "SIGKILL")
+    await server.exited
+    expect(server.proc.exitCode).toBe(1)
+    expect(server.output()).toContain("the embedded PostgreSQL exited while the server ran: exiting")
+    // its lock released: the next start takes the directory and recovers the cluster
+    expect(existsSync(join(dataDir, "agentgov.pid"))).toBe(false)
+    const next = await spawnServer(env)
+    expect(await agentNames(next, key)).toEqual(["before-crash"])
+    expect(await stop(next)).toBe(0)
   })
 })

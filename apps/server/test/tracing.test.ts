@@ -93,6 +93,24 @@ describe("tracing", () => {
     )
   })
 
+  it("an endpoint that is not an http(s) URL is refused with the configuration, not left to export nothing", () => {
+    for (const name of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+      expect(() => loadConfig({ [name]: "collector:4318" })).toThrow(
+        `${name}: expected a URL starting with http:// or https://`,
+      )
+    // off anyway: not checked
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "nope", OTEL_SDK_DISABLED: "true" }).tracing).toBe(false)
+  })
+
+  it("AGENTGOV_TRUST_WORKER other than true or false is refused", () => {
+    expect(() => loadConfig({ AGENTGOV_TRUST_WORKER: "nah" })).toThrow(
+      'AGENTGOV_TRUST_WORKER="nah": expected true or false',
+    )
+    expect(loadConfig({ AGENTGOV_TRUST_WORKER: "false" }).trustWorker).toBe(false)
+    expect(loadConfig({ AGENTGOV_TRUST_WORKER: "0" }).trustWorker).toBe(false)
+    expect(loadConfig({}).trustWorker).toBe(true)
+  })
+
   it("exports nothing while the server is idle (its workers' polls are not traced)", async () => {
     const tracing = await startTracing()
     await tracing.forceFlush()
