@@ -136,5 +136,20 @@ void cluster?.then((pg) =>
     process.exit(1)
   }),
 )
+// A rejection no code awaited (the driver's write to a store that just died, say): one line, then exit 1 as Node
+// would. When the embedded PostgreSQL is what went away, its own line above says why, so it gets a moment first.
+process.on("unhandledRejection", (reason) => {
+  void (async () => {
+    const pg = await cluster?.catch(() => undefined)
+    if (pg) await Promise.race([pg.exited, new Promise((resolve) => setTimeout(resolve, 3_000).unref())])
+    if (stopping) return
+    stopping = true
+    log.error("unexpected error: exiting", {
+      cause: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
+    })
+    release()
+    process.exit(1)
+  })()
+})
 process.on("SIGINT", () => void stop("SIGINT"))
 process.on("SIGTERM", () => void stop("SIGTERM"))
