@@ -52,6 +52,16 @@ const ok = <T = any>(res: { status: number; body: any }, status = 200): T => {
   return res.body.data as T
 }
 
+/** An operator's trust adjustment of the seeded agent (201). */
+const adjustTrust = async (s: { agentId: string; key: string }, delta: number) =>
+  ok(
+    await t.call("POST", `/api/v1/trust/score/${s.agentId}/adjustments`, {
+      key: s.key,
+      body: { delta, reason: "operator review" },
+    }),
+    201,
+  )
+
 interface Seeded {
   readonly workspaceId: string
   /** The workspace's own all-scope key. */
@@ -685,14 +695,7 @@ describe("certifications", () => {
       }),
       201,
     )
-    const adjust = async (delta: number) =>
-      ok(
-        await t.call("POST", `/api/v1/trust/score/${s.agentId}/adjustments`, {
-          key: s.key,
-          body: { delta, reason: "operator review" },
-        }),
-        201,
-      )
+    const adjust = (delta: number) => adjustTrust(s, delta)
     const pass = async () => {
       for (let i = 0; i < 500; i++) {
         await run(TrustRecompute.use((w) => w.catchUp(s.workspaceId)))
@@ -727,14 +730,7 @@ describe("certifications", () => {
   it("a certification issued while the trust pass takes the agent below bronze is revoked by that pass", async () => {
     const s = await seedCompliant()
     const r = await report(s, "gdpr")
-    const adjust = async (delta: number) =>
-      ok(
-        await t.call("POST", `/api/v1/trust/score/${s.agentId}/adjustments`, {
-          key: s.key,
-          body: { delta, reason: "operator review" },
-        }),
-        201,
-      )
+    const adjust = (delta: number) => adjustTrust(s, delta)
     const catchUp = () => run(TrustRecompute.use((w) => w.catchUp(s.workspaceId)))
     await adjust(200)
     await catchUp()
