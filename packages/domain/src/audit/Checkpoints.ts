@@ -3,8 +3,6 @@ import {
   type Bundle,
   type Checkpoint,
   type ConsistencyProof,
-  chainHash,
-  chainHashOfCanonical,
   consistencyProofRanges,
   EMPTY_ROOT,
   GENESIS_HASH,
@@ -19,7 +17,7 @@ import { SigningKeys } from "../keys/SigningKeys.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
 import { transactional } from "../shared/transaction.ts"
 import { ChainAlarm } from "./ChainAlarm.ts"
-import { EventRepo } from "./EventRepo.ts"
+import { chainLinkProblem, EventRepo } from "./EventRepo.ts"
 import { CHECKPOINT_LOCK, MerkleStore, type RangeHasher } from "./MerkleStore.ts"
 
 /** At most this many events per export bundle (each carries its inclusion proof). */
@@ -238,7 +236,7 @@ export class Checkpoints extends Context.Service<
           const at = (reason: string) => ({
             treeSize: after,
             firstBadSequence: expected,
-            reason: `event ${expected}, after checkpoint ${after}, ${reason}; it is not signed`,
+            reason: `event ${expected} (after checkpoint ${after}): ${reason}; it is not signed`,
           })
           while (expected <= head.sequence) {
             const rows = yield* events.chainBatch(
@@ -246,21 +244,16 @@ export class Checkpoints extends Context.Service<
               expected - 1,
               Math.min(CHAIN_PAGE, head.sequence - expected + 1),
             )
-            if (rows.length === 0) return at("is missing")
+            if (rows.length === 0) return at("missing")
             for (const r of rows) {
-              if (r.sequence !== expected) return at("is missing")
-              if (r.prev_hash !== prev) return at("does not link to the previous event (prevHash)")
-              if (!r.hashed) {
-                let hash = chainHashOfCanonical(prev, r.type!, r.data!, r.ts!)
-                if (hash !== r.hash) hash = chainHash(prev, r.type!, JSON.parse(r.data!), r.ts!)
-                if (hash !== r.hash) return at("has a hash that does not match its type, data and timestamp")
-              }
+              const problem = chainLinkProblem(r, expected, prev)
+              if (problem !== undefined) return at(problem)
               prev = r.hash
               expected += 1
             }
           }
           expected = head.sequence
-          return prev === head.hash ? undefined : at("is not the chain head's hash")
+          return prev === head.hash ? undefined : at("its hash is not the chain head's")
         })
 
       /** Records and raises a conflict with a signed checkpoint, and fails with it. */

@@ -1,4 +1,4 @@
-import { eventLeaf, eventLeafBytes } from "@agentgov/verifier"
+import { chainHash, chainHashOfCanonical, eventLeaf, eventLeafBytes } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { AuditEvent } from "./AuditEvent.ts"
@@ -37,6 +37,23 @@ export type ChainRow = Pick<EventRow, "sequence" | "prev_hash"> &
      */
     readonly hashed: boolean
   }
+
+/**
+ * Why a chain row is not event `expected` linked to `prevHash`, or undefined when it is: the one check of a link
+ * that a verification (EventService.verify) and a new checkpoint (Checkpoints) both make. Checked by PostgreSQL
+ * when it says so (`hashed`, and then the hashed fields were not sent); else here: stored data is the hashed JCS
+ * text, and only text that is not canonical needs parsing.
+ */
+export const chainLinkProblem = (r: ChainRow, expected: number, prevHash: string): string | undefined => {
+  if (r.sequence !== expected) return `event ${expected} is missing (found ${r.sequence} next)`
+  if (r.prev_hash !== prevHash) return "prevHash does not link to the previous event"
+  if (r.hashed) return undefined
+  const type = r.type!
+  const data = r.data!
+  if (chainHashOfCanonical(prevHash, type, data, r.ts!) === r.hash) return undefined
+  if (chainHash(prevHash, type, JSON.parse(data), r.ts!) === r.hash) return undefined
+  return "hash does not match the event's type, data and timestamp"
+}
 
 /** What an event's Merkle leaf covers (`eventLeaf`), `occurred_at` as text in the form the API returns. */
 export type LeafRow = Pick<EventRow, "sequence" | "hash" | "id" | "agent_id" | "actor_type" | "actor_id"> & {

@@ -1,4 +1,4 @@
-import { canonicalize, chainHash, chainHashOfCanonical, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
+import { canonicalize, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
 import { Clock, Context, Deferred, Effect, Fiber, Layer, Schema, Semaphore } from "effect"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
@@ -20,7 +20,7 @@ import {
 } from "./Event.ts"
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
-import { EventRepo, leafBytesOfRow } from "./EventRepo.ts"
+import { chainLinkProblem, EventRepo, leafBytesOfRow } from "./EventRepo.ts"
 import {
   eventDataSchema,
   INGESTED_EVENT_TYPE,
@@ -272,28 +272,12 @@ export class EventService extends Context.Service<
               sliced = 0
               yield* giveWay
             }
-            if (r.sequence !== expected) {
-              failure = { sequence: expected, reason: `event ${expected} is missing (found ${r.sequence} next)` }
+            const problem = chainLinkProblem(r, expected, prevHash)
+            if (problem !== undefined) {
+              failure = { sequence: expected, reason: problem }
               break
             }
-            if (r.prev_hash !== prevHash) {
-              failure = { sequence: expected, reason: "prevHash does not link to the previous event" }
-              break
-            }
-            // Checked by PostgreSQL when it says so (ChainRow.hashed, and then the hashed fields were not sent);
-            // else here: stored data is the hashed JCS text, and only text that is not canonical needs parsing.
-            let hash = r.hash
-            if (!r.hashed) {
-              const type = r.type!
-              const data = r.data!
-              hash = chainHashOfCanonical(prevHash, type, data, r.ts!)
-              if (hash !== r.hash) hash = chainHash(prevHash, type, JSON.parse(data), r.ts!)
-            }
-            if (hash !== r.hash) {
-              failure = { sequence: expected, reason: "hash does not match the event's type, data and timestamp" }
-              break
-            }
-            prevHash = hash
+            prevHash = r.hash
             expected += 1
             tree.pushBytes(leafBytesOfRow(r, attributedFrom))
             const root = roots[r0]
