@@ -46,11 +46,12 @@ export const acquireDataDirLock = (dataDir: string): (() => void) => {
   mkdirSync(dataDir, { recursive: true })
   const file = join(dataDir, "agentgov.pid")
   const held = holder(file)
+  const running = held?.pid ? startTime(held.pid) : undefined
   if (
     held?.pid &&
     held.pid !== process.pid &&
     processAlive(held.pid) &&
-    (held.started === undefined || startTime(held.pid) === undefined || startTime(held.pid) === held.started) &&
+    (held.started === undefined || running === undefined || running === held.started) &&
     mayBeOurs(held.pid)
   )
     throw new StartupError(

@@ -96,29 +96,30 @@ if (server.bootstrapped) {
 let stopping = false
 /** Past this, a shutdown that has not finished (a store that no longer answers, say) ends the process anyway. */
 const STOP_DEADLINE_MS = 60_000
+/** Ends the process, its data directory released (the embedded PostgreSQL is stopped by its watchdog). */
+const exit = (code: 0 | 1): never => {
+  release()
+  process.exit(code)
+}
 const stop = async (signal: string) => {
   if (stopping) {
-    // A second signal: the operator will not wait. The embedded PostgreSQL is stopped by its watchdog.
+    // A second signal: the operator will not wait.
     log.warn("second signal: exiting without finishing the shutdown", { signal })
-    release()
-    process.exit(1)
+    exit(1)
   }
   stopping = true
   log.info("shutting down", { signal })
   setTimeout(() => {
     log.error("the shutdown did not finish in time: exiting", { deadlineMs: STOP_DEADLINE_MS })
-    release()
-    process.exit(1)
+    exit(1)
   }, STOP_DEADLINE_MS).unref()
   try {
     await server.close()
   } catch (cause) {
     log.error("the shutdown failed", { cause: String(cause) })
-    release()
-    process.exit(1)
+    exit(1)
   }
-  release()
-  process.exit(0)
+  exit(0)
 }
 // The embedded PostgreSQL gone while the server runs (killed, out of memory): nothing would bring it back, and
 // every request would wait for a store that never answers. Said in one line, and exit for a supervisor to restart
@@ -132,8 +133,7 @@ void cluster?.then((pg) =>
       code,
       log: `${embeddedClusterDir(config.dataDir)}.log`,
     })
-    release()
-    process.exit(1)
+    exit(1)
   }),
 )
 // A rejection no code awaited (the driver's write to a store that just died, say): one line, then exit 1 as Node
@@ -147,8 +147,7 @@ process.on("unhandledRejection", (reason) => {
     log.error("unexpected error: exiting", {
       cause: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
     })
-    release()
-    process.exit(1)
+    exit(1)
   })()
 })
 process.on("SIGINT", () => void stop("SIGINT"))

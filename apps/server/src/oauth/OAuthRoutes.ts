@@ -10,7 +10,7 @@ import {
   OAuthService,
 } from "@agentgov/domain"
 import { Cause, type Effect, Exit } from "effect"
-import { escapeHtml, PAGE_HEADERS, page, postedFromElsewhere, readForm } from "../signin/pages.ts"
+import { escapeHtml, postedFromElsewhere, readForm, sendPage } from "../signin/pages.ts"
 import type { makeSignIn } from "../signin/SignIn.ts"
 
 type SignIn = ReturnType<typeof makeSignIn>
@@ -70,11 +70,6 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
       if (failure && failure.error instanceof OAuthRefused) return { ok: false as const, error: failure.error }
       throw Cause.squash(exit.cause)
     })
-
-  const sendPage = (res: ServerResponse, status: number, title: string, body: string) => {
-    res.writeHead(status, PAGE_HEADERS)
-    res.end(page(title, body))
-  }
 
   /** Back to the app: the RFC's parameters, plus `iss` (RFC 9207) against mix-up attacks. */
   const backToApp = (res: ServerResponse, redirectUri: string, params: Record<string, string | undefined>) => {

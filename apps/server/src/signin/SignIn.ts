@@ -6,7 +6,7 @@ import * as oidc from "openid-client"
 import type { OidcProviderConfig } from "../config.ts"
 import type { Logger } from "../logger.ts"
 import { clearCookie, flowCookieOf, isLoopbackUrl, sessionCookieName, setCookie } from "./cookies.ts"
-import { escapeHtml, PAGE_HEADERS, page, postedFromElsewhere, readForm } from "./pages.ts"
+import { escapeHtml, postedFromElsewhere, readForm, sendPage } from "./pages.ts"
 
 export interface SignInOptions {
   readonly runtime: Runtime
@@ -48,6 +48,7 @@ export const FIRST_RUN_PROVIDER = "first-run"
 export const makeSignIn = (options: SignInOptions) => {
   const { runtime, log } = options
   const publicUrl = options.publicUrl.replace(/\/$/, "")
+  const publicOrigin = new URL(publicUrl).origin
   const secure = !(isLoopbackUrl(publicUrl) && new URL(publicUrl).protocol === "http:")
   const cookieName = sessionCookieName(publicUrl)
   const flowCookie = flowCookieOf(publicUrl)
@@ -317,23 +318,7 @@ export const makeSignIn = (options: SignInOptions) => {
    * (`?signin_error=link_used`); a client that is no browser gets the envelope.
    */
   const firstRun = async (req: IncomingMessage, res: ServerResponse, url: URL, requestId: string) => {
-    const post = req.method === "POST"
-    let token = url.searchParams.get("token") ?? ""
-    if (post) {
-      if (postedFromElsewhere(req, new URL(publicUrl).origin))
-        return sendError(
-          res,
-          new ApiError(403, "FORBIDDEN", "a sign-in link is used from its own page only", {
-            field: "origin",
-            issue: "posted from another site",
-          }),
-          requestId,
-          noStore,
-        )
-      const form = await readForm(req)
-      token = form?.token ?? ""
-    }
-    const unused = async () => {
+    const used = async () => {
       if (await currentSession(req)) return redirect(res, "/", requestId, [])
       return refuse(
         req,
@@ -342,24 +327,33 @@ export const makeSignIn = (options: SignInOptions) => {
         requestId,
       )
     }
-    if (!post) {
+    if (req.method !== "POST") {
+      const token = url.searchParams.get("token") ?? ""
       const holder = await runtime.runPromise(Sessions.use((s) => s.peekSignInLink(token)))
-      if (!holder) return unused()
-      res.writeHead(200, { ...PAGE_HEADERS, "x-request-id": requestId })
-      res.end(
-        req.method === "HEAD"
-          ? undefined
-          : page(
-              "Sign in to agentgov",
-              `<p>This one-time link signs <strong>${escapeHtml(holder.email)}</strong> in to the dashboard. It works once.</p>` +
-                `<form method="post" action="/auth/first-run"><input type="hidden" name="token" value="${escapeHtml(token)}">` +
-                `<button type="submit">Sign in</button></form>`,
-            ),
+      if (!holder) return used()
+      return sendPage(
+        res,
+        200,
+        "Sign in to agentgov",
+        `<p>This one-time link signs <strong>${escapeHtml(holder.email)}</strong> in to the dashboard. It works once.</p>` +
+          `<form method="post" action="/auth/first-run"><input type="hidden" name="token" value="${escapeHtml(token)}">` +
+          `<button type="submit">Sign in</button></form>`,
+        { "x-request-id": requestId },
       )
-      return
     }
+    if (postedFromElsewhere(req, publicOrigin))
+      return sendError(
+        res,
+        new ApiError(403, "FORBIDDEN", "a sign-in link is used from its own page only", {
+          field: "origin",
+          issue: "posted from another site",
+        }),
+        requestId,
+        noStore,
+      )
+    const token = (await readForm(req))?.token ?? ""
     const userId = await runtime.runPromise(Sessions.use((s) => s.consumeSignInLink(token)))
-    if (!userId) return unused()
+    if (!userId) return used()
     redirect(res, "/", requestId, [await startSession(req, userId, FIRST_RUN_PROVIDER, false)])
   }
 

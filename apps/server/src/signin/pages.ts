@@ -1,4 +1,4 @@
-import type { IncomingMessage } from "node:http"
+import type { IncomingMessage, ServerResponse } from "node:http"
 
 /**
  * The few pages the server renders itself, outside the dashboard: the OAuth consent and the first-run link's
@@ -25,6 +25,18 @@ export const page = (title: string, body: string) =>
   `<title>${escapeHtml(title)}</title><style>body{font:16px system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}` +
   `button{font:inherit;padding:.5rem 1rem;margin-right:.5rem}code{background:#eee;padding:0 .2rem}</style></head>` +
   `<body><h1>${escapeHtml(title)}</h1>${body}</body></html>`
+
+/** Answers with one of these pages (a HEAD gets the headers alone: node:http sends no body for it). */
+export const sendPage = (
+  res: ServerResponse,
+  status: number,
+  title: string,
+  body: string,
+  headers: Readonly<Record<string, string>> = {},
+) => {
+  res.writeHead(status, { ...PAGE_HEADERS, ...headers })
+  res.end(page(title, body))
+}
 
 export const readForm = async (req: IncomingMessage): Promise<Record<string, string> | undefined> => {
   const chunks: Array<Buffer> = []
