@@ -34,10 +34,11 @@ export const C2PA_RENEW_BEFORE_MS = 365 * DAY
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g
 const pemBlocks = (pem: string): Array<string> => [...pem.matchAll(PEM_CERTIFICATE)].map((m) => m[0])
-/** When the first certificate of a PEM bundle expires (ms). */
-const notAfterOf = (pem: string): number => Date.parse(new X509Certificate(pemBlocks(pem)[0]!).validTo)
-/** From when the first certificate of a PEM bundle is valid (ms). */
-const notBeforeOf = (pem: string): number => Date.parse(new X509Certificate(pemBlocks(pem)[0]!).validFrom)
+/** When the first certificate of a PEM bundle is valid, from and until (ms). */
+const validityOf = (pem: string): { readonly validFrom: number; readonly validUntil: number } => {
+  const cert = new X509Certificate(pemBlocks(pem)[0]!)
+  return { validFrom: Date.parse(cert.validFrom), validUntil: Date.parse(cert.validTo) }
+}
 
 /**
  * The C2PA signing credential: the operator's (AGENTGOV_C2PA_CERT / _KEY, a PEM chain and key), or else the
@@ -66,8 +67,7 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
               credential: credentialOf(settings.c2paCertPem, settings.c2paKeyPem),
               anchorsPem: issuers.length > 0 ? issuers.join("\n") : undefined,
               source: "operator" as const,
-              validFrom: notBeforeOf(settings.c2paCertPem),
-              validUntil: notAfterOf(settings.c2paCertPem),
+              ...validityOf(settings.c2paCertPem),
             },
             renewAt: Number.POSITIVE_INFINITY,
           }
@@ -83,7 +83,7 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
                 ${isoOf(now)}::timestamptz)
               ON CONFLICT (id) DO NOTHING`
           ;[row] = yield* read
-        } else if (notAfterOf(row.cert_pem) - C2PA_RENEW_BEFORE_MS <= now) {
+        } else if (validityOf(row.cert_pem).validUntil - C2PA_RENEW_BEFORE_MS <= now) {
           // Renewed in place, only if the row is still the one read (another instance may have renewed it).
           const issued = yield* Effect.promise(() => issueCredential("agentgov", new Date(now)))
           yield* sql`UPDATE c2pa_credentials SET ca_pem = ${`${issued.caPem.trim()}\n${row.ca_pem.trim()}\n`},
@@ -99,6 +99,7 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
               "the stored C2PA key does not open with this master key (instances must share AGENTGOV_MASTER_KEY)",
             ),
           )
+        const validity = validityOf(row!.cert_pem)
         // The chain signed into manifests is the certificate and its CA (the first); every CA is an anchor.
         const [ca] = pemBlocks(row!.ca_pem)
         return {
@@ -106,10 +107,9 @@ export class C2paSigner extends Context.Service<C2paSigner, { readonly signing: 
             credential: credentialOf(`${row!.cert_pem}\n${ca}`, key),
             anchorsPem: row!.ca_pem,
             source: "issued" as const,
-            validFrom: notBeforeOf(row!.cert_pem),
-            validUntil: notAfterOf(row!.cert_pem),
+            ...validity,
           },
-          renewAt: notAfterOf(row!.cert_pem) - C2PA_RENEW_BEFORE_MS,
+          renewAt: validity.validUntil - C2PA_RENEW_BEFORE_MS,
         }
       }).pipe(Effect.orDie)
 
