@@ -198,8 +198,11 @@ describe("the guard's slow lane", () => {
           return r
         }),
     )
+    // B's call is a costly simulation too: an evaluation would also wait for its event's commit, which under load
+    // could come after A's 40 simulations, that write nothing, were answered (the PostgreSQL run of .ci/run at
+    // 22c9dad). The lane's order, not a commit's latency, is what this case checks.
     const bCall = env
-      .run(b.guard.evaluate(b.actor, { agentId: b.agentId, action: "cheap.call", context: { n: 1 } }))
+      .run(b.guard.simulate(b.actor, { agentId: b.agentId, action: "costly.call", context: { l: [2] } }))
       .then(() => finished.push("B"))
     const results = await Promise.all(simulations)
     await bCall
