@@ -45,38 +45,70 @@ export function App() {
 /**
  * Why the service sent the browser back to sign in (`/?signin_error=<reason>`, the error code in lower case without
  * `SIGNIN_`): the first-run link opened again in a browser it had not signed in (a reload or a double click in the
- * one it had goes on to the dashboard), or a sign-in at a provider that could not finish.
+ * one it had goes on to the dashboard), or a sign-in at a provider that could not finish. `why` is said to everyone;
+ * `next` only on the sign-in screen (a browser still signed in has nothing to start again).
  */
-const SIGNIN_ERRORS: Readonly<Record<string, ReactNode>> = {
-  link_used: (
-    <>
-      That sign-in link was already used or has expired: each link signs in once. Sign in below, or have the operator
-      print a fresh link with <code>npm run cli -- signin-link</code>.
-    </>
-  ),
-  state_mismatch:
-    "That sign-in was not started in this browser, or it expired or was already finished (another tab, the back button). Start again below.",
-  failed: "The identity provider's answer could not be verified. Start again below.",
-  provider_error:
-    "The identity provider ended the sign-in (it was declined there, or it refused it). Start again below.",
-  provider_unavailable: "The identity provider cannot be reached now. Try again in a moment.",
-  provider_not_found: "That sign-in method is not configured here. Choose one below.",
-  email_unverified: "The identity provider did not vouch for your e-mail address. Verify it there, then sign in again.",
-  account_unverified:
-    "An account with this e-mail address exists, but its address was never verified: sign in as it did before, or ask an owner.",
-  email_ambiguous:
-    "Your e-mail address has a capital letter outside ASCII, which could make it another person's. Sign in with an address without one.",
-  provider_not_allowed: "That sign-in method is for workspaces on the enterprise plan. Use another one below.",
+const SIGNIN_ERRORS: Readonly<Record<string, { why: ReactNode; next?: ReactNode }>> = {
+  link_used: {
+    why: "That sign-in link was already used or has expired: each link signs in once.",
+    next: (
+      <>
+        Sign in below, or have the operator print a fresh link with <code>npm run cli -- signin-link</code>.
+      </>
+    ),
+  },
+  state_mismatch: {
+    why: "That sign-in was not started in this browser, or it expired or was already finished (another tab, the back button).",
+    next: "Start again below.",
+  },
+  failed: { why: "The identity provider's answer could not be verified.", next: "Start again below." },
+  provider_error: {
+    why: "The identity provider ended the sign-in (it was declined there, or it refused it).",
+    next: "Start again below.",
+  },
+  provider_unavailable: { why: "The identity provider cannot be reached now.", next: "Try again in a moment." },
+  provider_not_found: { why: "That sign-in method is not configured here.", next: "Choose one below." },
+  email_unverified: {
+    why: "The identity provider did not vouch for your e-mail address.",
+    next: "Verify it there, then sign in again.",
+  },
+  account_unverified: {
+    why: "An account with this e-mail address exists, but its address was never verified.",
+    next: "Sign in as it did before, or ask an owner.",
+  },
+  email_ambiguous: {
+    why: "Your e-mail address has a capital letter outside ASCII, which could make it another person's.",
+    next: "Sign in with an address without one.",
+  },
+  provider_not_allowed: {
+    why: "That sign-in method is for workspaces on the enterprise plan.",
+    next: "Use another one below.",
+  },
 }
+
+/**
+ * The `signin_error` and `return_to` the service sent the browser back with, read once and taken out of the address
+ * bar (a reload or a shared link does not repeat them). `return_to` is where the refused sign-in was going (an app's
+ * `/oauth/authorize` request): starting again goes there; the service checks it again at sign-in.
+ */
+const signInReturn = (() => {
+  const query = new URLSearchParams(location.search)
+  const reason = query.get("signin_error") ?? undefined
+  const back = query.get("return_to")
+  query.delete("signin_error")
+  query.delete("return_to")
+  if (reason !== undefined || back !== null) {
+    const search = query.size ? `?${query}` : ""
+    history.replaceState(history.state, "", location.pathname + search + location.hash)
+  }
+  return { reason, returnTo: back?.startsWith("/") && !back.startsWith("//") ? back : undefined }
+})()
 
 function SignIn({ hash }: { hash: string }) {
   const providers = useQuery<ReadonlyArray<Provider>>(fetchProviders, [])
-  const query = new URLSearchParams(location.search)
-  const reason = query.get("signin_error")
-  query.delete("signin_error")
-  const search = query.size ? `?${query}` : ""
+  const { reason } = signInReturn
   // The invitation link's token rides in the fragment, back to this page after sign-in (never to a server log).
-  const returnTo = location.pathname + search + hash
+  const returnTo = signInReturn.returnTo ?? location.pathname + location.search + hash
   return (
     <main className="signin">
       <div className="card signin-card">
@@ -92,7 +124,13 @@ function SignIn({ hash }: { hash: string }) {
         </div>
         {reason ? (
           <p className="notice" role="alert">
-            {SIGNIN_ERRORS[reason] ?? "The sign-in did not complete. Start again."}
+            {SIGNIN_ERRORS[reason] ? (
+              <>
+                {SIGNIN_ERRORS[reason].why} {SIGNIN_ERRORS[reason].next}
+              </>
+            ) : (
+              "The sign-in did not complete. Start again."
+            )}
           </p>
         ) : null}
         {providers.error ? <ErrorState error={providers.error} retry={providers.reload} /> : null}
@@ -184,6 +222,9 @@ function Shell() {
   const { path } = useLocation()
   const { session, workspaceId, setWorkspace } = useSession()
   const [navOpen, setNavOpen] = useState(false)
+  // A sign-in that did not complete in a browser signed in already (a used first-run link, another account's
+  // sign-in declined at the provider): said, with whom the browser is still signed in as.
+  const [signInFailure, setSignInFailure] = useState(signInReturn.reason)
   // biome-ignore lint/correctness/useExhaustiveDependencies: close the drawer on navigation
   useEffect(() => setNavOpen(false), [path])
   let match: { component: (typeof ROUTES)[number]["component"]; params: Record<string, string> } | undefined
@@ -272,6 +313,18 @@ function Shell() {
           </Button>
         </header>
         <main id="main" className="content" tabIndex={-1}>
+          {signInFailure ? (
+            <div className="notice notice-dismissable" role="alert">
+              <p>
+                A sign-in in this browser did not complete: you are still signed in as{" "}
+                <strong>{session.user.email}</strong>.{" "}
+                {SIGNIN_ERRORS[signInFailure]?.why ?? "The identity provider's answer was refused."}
+              </p>
+              <Button size="sm" variant="ghost" onClick={() => setSignInFailure(undefined)}>
+                Dismiss
+              </Button>
+            </div>
+          ) : null}
           {session.memberships.length === 0 ? (
             <Empty title="You are in no workspace yet">
               Ask an owner of a workspace for an invitation, then open its link.

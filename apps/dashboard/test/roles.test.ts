@@ -171,8 +171,33 @@ describe.skipIf(!hasChromium)("role-aware controls in Chromium", () => {
       const href = (await other.page.getByRole("link", { name: /Continue with Example SSO/ }).getAttribute("href"))!
       expect(new URL(href, world.origin).searchParams.get("return_to")).toBe("/")
       await expectAccessible(other.page, "sign-in with a reason")
+
+      // A refused sign-in that was going to an app's authorize request: starting again goes back there, and the
+      // address bar no longer repeats the refusal.
+      const authorize = "/oauth/authorize?client_id=app&state=s1"
+      await other.page.goto(`${world.origin}/?signin_error=provider_error&return_to=${encodeURIComponent(authorize)}`)
+      await other.page.getByRole("alert").filter({ hasText: "ended the sign-in" }).waitFor()
+      const again = (await other.page.getByRole("link", { name: /Continue with Example SSO/ }).getAttribute("href"))!
+      expect(new URL(again, world.origin).searchParams.get("return_to")).toBe(authorize)
+      expect(new URL(other.page.url()).search).toBe("")
     } finally {
       await other.context.close()
     }
+  })
+
+  it("a browser signed in already is told when a sign-in in it did not complete, and stays signed in", async () => {
+    // Before, the dashboard showed its overview and said nothing: the person could not tell why the link they had
+    // just opened did not sign them in as someone else.
+    const { page } = s
+    await page.goto(`${world.origin}/?signin_error=link_used`)
+    const alert = page.getByRole("alert").filter({ hasText: "did not complete" })
+    await alert.waitFor()
+    expect(await alert.textContent()).toContain("grace@example.com")
+    expect(await alert.textContent()).toContain("already used or has expired")
+    expect(new URL(page.url()).search).toBe("")
+    await expectAccessible(page, "a signed-in page with a sign-in's refusal")
+    await alert.getByRole("button", { name: "Dismiss" }).click()
+    await alert.waitFor({ state: "detached" })
+    await page.getByRole("heading", { name: "Overview" }).waitFor()
   })
 })

@@ -378,6 +378,33 @@ describe("return_to after sign-in", () => {
     }
   })
 
+  it("a refused sign-in keeps where it was going: the sign-in screen gets the return_to back (an app's authorize request)", async () => {
+    // Before, a sign-in begun from /oauth/authorize that the provider refused landed on the dashboard's sign-in, and
+    // starting again from there signed the person in to the dashboard: the app's request was lost.
+    const html = { accept: "text/html" }
+    const authorize = "/oauth/authorize?client_id=app&state=s1"
+    social1.loginAs("eve")
+    const browser = new Browser()
+    const { hops } = await browser.follow(
+      `${origin}/auth/signin/social1?return_to=${encodeURIComponent(authorize)}`,
+      (next) => next.pathname.startsWith("/auth/callback/"),
+    )
+    const refused = await browser.fetch(hops.at(-1)!.url, { headers: html })
+    expect(refused.status).toBe(302)
+    const location = new URL(refused.headers.get("location")!, origin)
+    expect(location.pathname).toBe("/")
+    expect(location.searchParams.get("signin_error")).toBe("email_unverified")
+    expect(location.searchParams.get("return_to")).toBe(authorize)
+    // One that was going to the dashboard's home says only why.
+    social1.loginAs("eve")
+    const home = new Browser()
+    const toHome = await home.follow(`${origin}/auth/signin/social1`, (next) =>
+      next.pathname.startsWith("/auth/callback/"),
+    )
+    const plain = await home.fetch(toHome.hops.at(-1)!.url, { headers: html })
+    expect(plain.headers.get("location")).toBe("/?signin_error=email_unverified")
+  })
+
   it("a return_to a header cannot carry (non-ASCII) does not break the sign-in: it returns to /", async () => {
     expect(await returnOf("/\u3002evil.example")).toEqual({ status: 302, location: "/", signedIn: 200 })
     expect(await returnOf("/agents/caf\u00e9")).toEqual({ status: 302, location: "/", signedIn: 200 })

@@ -89,13 +89,23 @@ export const makeSignIn = (options: SignInOptions) => {
   /**
    * A sign-in that cannot go on. A browser navigating (it accepts `text/html`) goes to the dashboard's sign-in
    * screen, which says why (`/?signin_error=<the code in lower case, without SIGNIN_>`); a client that is no
-   * browser gets the envelope. Either way with `cookie` (the spent flow's, cleared) when given.
+   * browser gets the envelope. Either way with `cookie` (the spent flow's, cleared) when given. The sign-in's
+   * `returnTo` (an app's `/oauth/authorize` request, say) rides along as `return_to`, so that starting again from
+   * that screen goes back where the person was going rather than to the dashboard.
    */
-  const refuse = (req: IncomingMessage, res: ServerResponse, error: ApiError, requestId: string, cookie?: string) => {
+  const refuse = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    error: ApiError,
+    requestId: string,
+    options: { readonly cookie?: string; readonly returnTo?: string } = {},
+  ) => {
+    const { cookie, returnTo } = options
     if (!wantsHtml(req))
       return sendError(res, error, requestId, { ...noStore, ...(cookie === undefined ? {} : { "set-cookie": cookie }) })
-    const reason = error.code.toLowerCase().replace(/^signin_/, "")
-    redirect(res, `/?signin_error=${encodeURIComponent(reason)}`, requestId, cookie === undefined ? [] : [cookie])
+    const query = new URLSearchParams({ signin_error: error.code.toLowerCase().replace(/^signin_/, "") })
+    if (returnTo !== undefined && returnTo !== "/") query.set("return_to", returnTo)
+    redirect(res, `/?${query}`, requestId, cookie === undefined ? [] : [cookie])
   }
 
   /** Opens a session for `userId`, revoking the one the browser came with (rotation: no fixation). */
@@ -126,6 +136,7 @@ export const makeSignIn = (options: SignInOptions) => {
         res,
         new ApiError(503, "SIGNIN_PROVIDER_UNAVAILABLE", `${provider.label} cannot be reached now; try again later`),
         requestId,
+        { returnTo },
       )
     }
     const codeVerifier = oidc.randomPKCECodeVerifier()
@@ -157,7 +168,8 @@ export const makeSignIn = (options: SignInOptions) => {
     requestId: string,
   ) => {
     const clearFlow = clearCookie(flowCookie.name, { secure, path: flowCookie.path })
-    const fail = (error: ApiError) => refuse(req, res, error, requestId, clearFlow)
+    let returnTo: string | undefined
+    const fail = (error: ApiError) => refuse(req, res, error, requestId, { cookie: clearFlow, returnTo })
     /**
      * No flow of this browser to finish: begun in another browser (login CSRF), or in another tab since, expired,
      * or already finished (a reload, the back button). A browser signed in already goes on to the dashboard.
@@ -173,6 +185,7 @@ export const makeSignIn = (options: SignInOptions) => {
     const flow = await runtime.runPromise(Sessions.use((s) => s.takeFlow(state)))
     if (!flow || flow.provider !== provider.id)
       return stale("this sign-in has expired or was already used; start again")
+    returnTo = flow.returnTo
     let claims: { readonly sub: string; readonly [claim: string]: unknown }
     try {
       const config = await configOf(provider)
