@@ -2025,7 +2025,7 @@ export interface TakedownCreateParams {
 }
 
 /**
- * A takedown notice: `sent` by SMTP, `pending` when the server has no SMTP_URL, `failed` when refused.
+ * A takedown notice: `sent` by SMTP, `pending` when the server has no SMTP_URL (or its sending was cut short), `failed` when refused or not taken within the time-out.
  *
  * @example
  * ```ts

@@ -27,7 +27,7 @@ export const contentOperations = [
     tag,
     summary: "Register content",
     description:
-      "Registers a text or an image (base64 JPEG, PNG or WebP; bodies up to 20 MB on the content endpoints). Texts are normalised (NFKC, zero-width characters and confusables removed, case and whitespace folded) and fingerprinted by winnowed 5-word shingles (an inverted index, for partial copies) and a MinHash signature; images get 64-bit pHash and dHash of the image and its mirror, after trimming uniform borders. `watermark: true` embeds an invisible watermark carrying the content id (still images of at least 256×256; one whose watermark does not read back from the marked asset, e.g. mostly transparent, is 422 on `watermark`). Bad base64, a file that is not one of the three formats, or more than 40 megapixels: 422, nothing stored. Emits `content.registered`.",
+      "Registers a text or an image (base64 JPEG, PNG or WebP; bodies up to 20 MB on the content endpoints). Texts are normalised (NFKC, zero-width characters and confusables removed, case and whitespace folded) and fingerprinted by winnowed 5-word shingles (an inverted index, for partial copies) and a MinHash signature; images get 64-bit pHash and dHash of the image and its mirror, after trimming uniform borders. `watermark: true` embeds an invisible watermark carrying the content id (still images of at least 256×256; one whose watermark does not read back from the marked asset, e.g. mostly transparent, is 422 on `watermark`). An image with an EXIF orientation is read as it is displayed (its `width` and `height`, its hashes, its watermark); a watermarked asset is re-encoded upright without the tag, in its format, a 16-bit PNG staying 16-bit. Bad base64, a file that is not one of the three formats, or more than 40 megapixels: 422, nothing stored. Emits `content.registered`.",
     successStatus: 201,
     maxBodyBytes: CONTENT_MAX_BODY_BYTES,
     errors: ["AGENT_NOT_FOUND", "C2PA_CREDENTIAL_INVALID"],
@@ -136,7 +136,7 @@ export const contentOperations = [
     tag,
     summary: "Submit a takedown notice",
     description:
-      "Composes a notice with the evidence (the item, its hash, the match with its spans or hash distance, the watermark read) and sends it by SMTP to `recipient` when the server has `SMTP_URL`, else records it `pending`. Emits `content.takedown.submitted`.",
+      "Composes a notice with the evidence (the item, its hash, the match with its spans or hash distance, the watermark read) and sends it by SMTP to `recipient` when the server has `SMTP_URL`, else records it `pending`. The takedown is recorded (and the event emitted) before the notice is sent; a server that refuses the notice, or does not take it within 20 s, leaves it `failed` with the reason in `error`. Emits `content.takedown.submitted`.",
     successStatus: 201,
     errors: ["CONTENT_NOT_FOUND"],
     input: idAnd(CreateTakedown),

@@ -440,7 +440,7 @@ export const SYSTEM_EVENTS = {
     }),
   },
   "content.takedown.submitted": {
-    description: "takedown notice sent (or kept pending when no SMTP server is configured)",
+    description: "takedown recorded, before its notice is sent (it stays pending when no SMTP server is configured)",
     emittedBy: "POST /content/:id/takedowns",
     data: Schema.Struct({
       contentId: ContentId,

@@ -194,7 +194,8 @@ export const Takedown = Schema.Struct({
   note: Schema.NullOr(Schema.String),
   notice: Schema.String.annotate({ description: "the notice as sent, with its evidence" }),
   status: Schema.Literals(["pending", "sent", "failed"]).annotate({
-    description: "`pending` when no SMTP server is configured (SMTP_URL), `failed` when it refused",
+    description:
+      "`pending` when no SMTP server is configured (SMTP_URL) or the sending was cut short, `failed` when the server refused the notice or did not take it in time (`error` says which)",
   }),
   error: Schema.NullOr(Schema.String),
   createdAt: Schema.String,

@@ -752,25 +752,16 @@ export class ContentService extends Context.Service<
           note: input.note,
           at: isoOf(now),
         })
-        const delivery =
-          settings.smtpUrl === undefined
-            ? { status: "pending" as const }
-            : yield* Effect.promise(() =>
-                sendNotice(settings, {
-                  to: input.recipient,
-                  subject: `Takedown notice ${id}: ${item.title}`,
-                  text: notice,
-                }),
-              )
-        const sentAt = delivery.status === "sent" ? isoOf(now) : null
-        return yield* tx(
+        // Recorded, with its event, before the notice goes out: a request cut short while the SMTP server takes
+        // its time (or an instance that stops then) leaves the takedown `pending`, not lost, and a notice is never
+        // sent for a takedown that was not stored. The delivery's outcome is then written over it.
+        const recorded = yield* tx(
           Effect.gen(function* () {
             const [row] = yield* sql<TakedownRow>`INSERT INTO content_takedowns (id, workspace_id, content_id, match_id,
                 target_url, recipient, note, notice, status, message_id, error, created_at, sent_at)
               VALUES (${id}, ${actor.workspaceId}, ${contentId}, ${input.matchId ?? null}, ${target.href},
-                ${input.recipient}, ${input.note ?? null}, ${notice}, ${delivery.status},
-                ${"messageId" in delivery ? delivery.messageId : null}, ${"error" in delivery ? delivery.error : null},
-                ${isoOf(now)}::timestamptz, ${sentAt}::timestamptz)
+                ${input.recipient}, ${input.note ?? null}, ${notice}, 'pending', ${null}, ${null},
+                ${isoOf(now)}::timestamptz, ${null}::timestamptz)
               RETURNING *`
             yield* audit.append(actor, [
               {
@@ -783,9 +774,30 @@ export class ContentService extends Context.Service<
                 },
               },
             ])
-            return toTakedown(row!)
+            return row!
           }),
         ).pipe(Effect.orDie)
+        const smtpUrl = settings.smtpUrl
+        if (smtpUrl === undefined) return toTakedown(recorded)
+        // The sending and its record are not interrupted: a notice that went out is recorded `sent`. sendNotice is
+        // bounded (smtpTimeoutMs), so a stalled server cannot hold this.
+        return yield* Effect.uninterruptible(
+          Effect.gen(function* () {
+            const delivery = yield* Effect.promise(() =>
+              sendNotice(
+                { ...settings, smtpUrl },
+                { to: input.recipient, subject: `Takedown notice ${id}: ${item.title}`, text: notice },
+              ),
+            )
+            const sentAt = delivery.status === "sent" ? isoOf(yield* Clock.currentTimeMillis) : null
+            const [row] = yield* sql<TakedownRow>`UPDATE content_takedowns
+                SET status = ${delivery.status}, message_id = ${"messageId" in delivery ? delivery.messageId : null},
+                  error = ${"error" in delivery ? delivery.error : null}, sent_at = ${sentAt}::timestamptz
+                WHERE workspace_id = ${actor.workspaceId} AND id = ${id}
+                RETURNING *`.pipe(Effect.orDie)
+            return toTakedown(row!)
+          }),
+        )
       })
 
       const listTakedowns = Effect.fn("ContentService.listTakedowns")(function* (

@@ -5,6 +5,11 @@ export interface ContentSettingsShape {
   readonly smtpUrl: string | undefined
   /** The notices' From address. */
   readonly from: string
+  /**
+   * The longest a notice's delivery may take, in ms (unset: SMTP_TIMEOUT_MS of takedownNotice.ts, 20 s): the connection, the
+   * server's greeting, each of its replies and the whole exchange. A server that accepts and stalls fails the notice.
+   */
+  readonly smtpTimeoutMs?: number | undefined
   /** AGENTGOV_C2PA_CERT: the operator's C2PA signing certificate chain (PEM, signing certificate first). */
   readonly c2paCertPem?: string | undefined
   /** AGENTGOV_C2PA_KEY: its private key (PEM). Without both, the service issues its own. */

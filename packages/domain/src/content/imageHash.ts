@@ -195,6 +195,7 @@ export const neighbours = (value: number, radius: number): Array<number> => {
 
 export interface DecodedImage {
   readonly format: ImageFormat
+  /** As displayed, its EXIF orientation applied. */
   readonly width: number
   readonly height: number
   /** Frames of an animated WebP or PNG; 1 for a still image. */
@@ -213,8 +214,10 @@ export const inspectImage = async (input: Buffer): Promise<DecodedImage | string
   }
   if (meta.format !== "jpeg" && meta.format !== "png" && meta.format !== "webp")
     return `is ${meta.format ?? "an unknown format"}, not a JPEG, PNG or WebP image`
-  const width = meta.width ?? 0
-  const height = meta.height ?? 0
+  // The size as the image is displayed: a photo stored on its side with an EXIF orientation of 5–8 shows (and is
+  // hashed and watermarked, all of which auto-orient) with its sides swapped.
+  const width = meta.autoOrient?.width ?? meta.width ?? 0
+  const height = meta.autoOrient?.height ?? meta.height ?? 0
   if (width * height > MAX_INPUT_PIXELS)
     return `is ${width}×${height} pixels, more than the ${MAX_INPUT_PIXELS} pixels accepted`
   if (width < 16 || height < 16) return "is smaller than 16×16 pixels"

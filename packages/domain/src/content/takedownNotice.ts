@@ -42,18 +42,50 @@ export type NoticeDelivery =
   | { readonly status: "sent"; readonly messageId: string }
   | { readonly status: "failed"; readonly error: string }
 
-/** Sends the notice through the configured SMTP server; a refusal is recorded, not thrown. */
+/** The longest a notice's delivery takes when ContentSettings names no `smtpTimeoutMs`. */
+export const SMTP_TIMEOUT_MS = 20_000
+
+/**
+ * Sends the notice through the configured SMTP server; a refusal is recorded, not thrown. Bounded: nodemailer's
+ * defaults wait 2 min for a connection, 30 s for the greeting and 10 min on a silent socket, so a server that
+ * accepts and never answers held the takedown that long. Each of those waits, and the whole delivery (a server
+ * answering a byte at a time never lets the socket fall silent), ends at `smtpTimeoutMs`.
+ */
 export const sendNotice = async (
-  settings: ContentSettingsShape,
+  settings: Pick<ContentSettingsShape, "smtpUrl" | "from" | "smtpTimeoutMs">,
   mail: { readonly to: string; readonly subject: string; readonly text: string },
 ): Promise<NoticeDelivery> => {
-  const transport = nodemailer.createTransport(settings.smtpUrl)
+  const limit = settings.smtpTimeoutMs ?? SMTP_TIMEOUT_MS
+  const transport = nodemailer.createTransport({
+    url: settings.smtpUrl,
+    connectionTimeout: limit,
+    greetingTimeout: limit,
+    socketTimeout: limit,
+    dnsTimeout: limit,
+  })
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<NoticeDelivery>((resolve) => {
+    timer = setTimeout(
+      () =>
+        resolve({ status: "failed", error: `the SMTP server did not take the notice within ${limit} ms (timed out)` }),
+      limit,
+    )
+  })
+  const delivery = transport.sendMail({ from: settings.from, ...mail }).then(
+    (info): NoticeDelivery => ({ status: "sent", messageId: String(info.messageId) }),
+    (e: unknown): NoticeDelivery => ({
+      status: "failed",
+      // nodemailer's code says what its message may not ("Greeting never received" is an ETIMEDOUT).
+      error:
+        e instanceof Error
+          ? `${"code" in e && typeof e.code === "string" ? `${e.code}: ` : ""}${e.message}`.slice(0, 500)
+          : "SMTP delivery failed",
+    }),
+  )
   try {
-    const info = await transport.sendMail({ from: settings.from, ...mail })
-    return { status: "sent", messageId: String(info.messageId) }
-  } catch (e) {
-    return { status: "failed", error: e instanceof Error ? e.message.slice(0, 500) : "SMTP delivery failed" }
+    return await Promise.race([delivery, deadline])
   } finally {
+    clearTimeout(timer)
     transport.close()
   }
 }

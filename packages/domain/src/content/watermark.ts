@@ -157,8 +157,10 @@ const blockDifferences = (grid: Float64Array): Float64Array => {
 
 /** Luma on the canonical grid, as the reader sees it. */
 const canonicalLuma = async (image: Buffer | Sharp): Promise<Float64Array> => {
-  // A Sharp instance is used as given, not cloned: a clone copies its raw input buffer.
-  const s = Buffer.isBuffer(image) ? (await loadSharp())(image, { limitInputPixels: 40_000_000 }) : image
+  // A Sharp instance is used as given, not cloned: a clone copies its raw input buffer. An image is read as it is
+  // displayed (its EXIF orientation applied), as the mark was drawn: a copy saved on its side with the tag that
+  // turns it upright carries the mark on its side.
+  const s = Buffer.isBuffer(image) ? (await loadSharp())(image, { limitInputPixels: 40_000_000 }).rotate() : image
   const raw = await s
     .flatten({ background: "#ffffff" })
     .greyscale()
@@ -197,7 +199,7 @@ const addChange = (
   axes: { readonly x: ReturnType<typeof axisOf>; readonly y: ReturnType<typeof axisOf> },
 ): { readonly data: Buffer; readonly squaredError: number } => {
   const { width, height, channels } = image
-  const colour = Math.min(channels, 3)
+  const colour = colourChannels(channels)
   const next = Buffer.from(pixels)
   const rows: [Float64Array, Float64Array] = [new Float64Array(width), new Float64Array(width)]
   const rowOf = [-1, -1]
@@ -251,8 +253,43 @@ const addChange = (
   return { data: next, squaredError: se }
 }
 
-const psnrOfError = (squaredError: number, samples: number): number =>
-  squaredError === 0 ? Number.POSITIVE_INFINITY : 10 * Math.log10((255 * 255) / (squaredError / samples))
+/** Colour samples of a pixel of `channels`: grey or RGB, with or without alpha (which the mark leaves alone). */
+const colourChannels = (channels: number): 1 | 3 => (channels >= 3 ? 3 : 1)
+
+const psnrOfError = (squaredError: number, samples: number, peak = 255): number =>
+  squaredError === 0 ? Number.POSITIVE_INFINITY : 10 * Math.log10((peak * peak) / (squaredError / samples))
+
+/**
+ * The change the mark made to 8-bit pixels (`before` to `after`), carried onto the same image's 16-bit samples: each
+ * colour sample moves by 257 times its 8-bit sample's change (one 8-bit step of 65,535), so the reader, which sees
+ * the image at 8 bits, reads what was fitted, and the low bits of every sample are kept. Answers the new samples and
+ * their squared error in 16-bit units.
+ */
+const carryChange16 = (
+  wide: Uint16Array,
+  wideChannels: number,
+  before: Buffer,
+  after: Buffer,
+  channels: number,
+): { readonly data: Uint16Array; readonly squaredError: number } => {
+  const next = Uint16Array.from(wide)
+  const colour = colourChannels(wideChannels)
+  const narrowColour = colourChannels(channels)
+  const pixels = wide.length / wideChannels
+  let se = 0
+  for (let p = 0, k = 0, n = 0; p < pixels; p++, k += wideChannels, n += channels)
+    for (let c = 0; c < colour; c++) {
+      // A grey 16-bit image drawn on an RGB 8-bit copy: the mark is luma, the same on each of its channels.
+      const j = n + Math.min(c, narrowColour - 1)
+      const d = after[j]! - before[j]!
+      if (d === 0) continue
+      const v = wide[k + c]! + d * 257
+      const out = v < 0 ? 0 : v > 65535 ? 65535 : v
+      next[k + c] = out
+      se += (out - wide[k + c]!) * (out - wide[k + c]!)
+    }
+  return { data: next, squaredError: se }
+}
 
 /** The least PSNR a watermarked image has (dB): the change stays below what the eye sees. */
 export const PSNR_FLOOR = 40.2
@@ -282,7 +319,7 @@ const rasterOf = (pixels: Buffer, width: number, height: number, channels: Chann
   height,
   channels,
   axes: { x: axisOf(width), y: axisOf(height) },
-  samples: width * height * Math.min(channels, 3),
+  samples: width * height * colourChannels(channels),
 })
 
 /**
@@ -293,7 +330,10 @@ const rasterOf = (pixels: Buffer, width: number, height: number, channels: Chann
  */
 const WORKING_SIDE = 2 * SIZE
 
-/** Embeds `contentId` into the image; answers the image re-encoded in its format (PNG stays lossless). */
+/**
+ * Embeds `contentId` into the image; answers the image re-encoded in its format (PNG stays lossless, and a 16-bit
+ * PNG stays 16-bit: the mark is fitted at 8 bits, as the reader sees it, and carried onto the 16-bit samples).
+ */
 export const embedWatermark = async (input: Buffer, contentId: string): Promise<Watermarked> => {
   const sharp = await loadSharp()
   const coded = encode(payloadOf(contentId))
@@ -380,6 +420,27 @@ export const embedWatermark = async (input: Buffer, contentId: string): Promise<
     const weaker = addChange(pixels, marked.total, scale, full, full.axes)
     current = weaker.data
     psnr = psnrOfError(weaker.squaredError, full.samples)
+  }
+  if (meta.format === "png" && meta.depth === "ushort") {
+    // A 16-bit PNG: its samples as they are (not through sRGB at 8 bits), oriented as the 8-bit copy was.
+    const grey = meta.space === "grey16" || meta.space === "b-w"
+    const wide = await sharp(input, { limitInputPixels: 40_000_000 })
+      .rotate()
+      .toColourspace(grey ? "grey16" : "rgb16")
+      .raw({ depth: "ushort" })
+      .toBuffer({ resolveWithObject: true })
+    if (wide.info.width === width && wide.info.height === height) {
+      const samples = new Uint16Array(wide.data.buffer, wide.data.byteOffset, wide.data.length / 2)
+      const carried = carryChange16(samples, wide.info.channels, pixels, current, channels)
+      const data = await sharp(carried.data, { raw: { width, height, channels: wide.info.channels } })
+        .toColourspace(grey ? "grey16" : "rgb16")
+        .png()
+        .toBuffer()
+      return {
+        data,
+        psnr: psnrOfError(carried.squaredError, width * height * colourChannels(wide.info.channels), 65535),
+      }
+    }
   }
   const out = sharp(current, { raw: { width, height, channels } })
   const data =

@@ -1,5 +1,5 @@
 import { createPrivateKey } from "node:crypto"
-import type { AddressInfo } from "node:net"
+import { type AddressInfo, createServer, type Socket } from "node:net"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import sharp from "sharp"
@@ -242,6 +242,80 @@ describe("registering and scanning images", () => {
       content((s) => s.register(actor, { kind: "image", title: "anim", data: animated.toString("base64") })),
     )
     expect((await run(content((s) => s.asset(actor, kept.id)))).data.equals(animated)).toBe(true)
+  })
+
+  it("keeps a 16-bit PNG 16-bit when watermarking it, its low bits untouched but for the mark", async () => {
+    // Review "content": the watermarked asset of a 16-bit PNG came back 8-bit, its low byte silently dropped.
+    const { data, info } = await sharp(await scene(17))
+      .raw()
+      .toBuffer({ resolveWithObject: true })
+    // Genuine 16-bit samples: the low byte is not a copy of the high one (as an 8-bit image widened would be).
+    const deep = new Uint16Array(data.length)
+    for (let i = 0; i < data.length; i++) deep[i] = data[i]! * 256 + ((i * 37) % 251)
+    const png16 = await sharp(deep, { raw: { width: info.width, height: info.height, channels: 3 } })
+      .toColourspace("rgb16")
+      .png()
+      .toBuffer()
+    expect((await sharp(png16).metadata()).depth).toBe("ushort")
+    const item = await run(
+      content((s) =>
+        s.register(actor, { kind: "image", title: "deep", data: png16.toString("base64"), watermark: true }),
+      ),
+    )
+    expect(item).toMatchObject({ mediaType: "image/png", watermark: { embedded: true } })
+    expect(item.watermark.psnr).toBeGreaterThanOrEqual(40)
+    const asset = (await run(content((s) => s.asset(actor, item.id)))).data
+    expect(await sharp(asset).metadata()).toMatchObject({ depth: "ushort", width: info.width, height: info.height })
+    const out = await sharp(asset).toColourspace("rgb16").raw({ depth: "ushort" }).toBuffer()
+    const marked = new Uint16Array(out.buffer, out.byteOffset, out.length / 2)
+    // The mark moves a sample by whole 8-bit steps (257 of 65,535); what it leaves alone keeps its low byte.
+    let kept = 0
+    let squared = 0
+    for (let i = 0; i < deep.length; i++) {
+      if (marked[i] === deep[i]) kept++
+      squared += ((marked[i]! - deep[i]!) / 257) ** 2
+    }
+    expect(kept / deep.length).toBeGreaterThan(0.3)
+    expect(10 * Math.log10((255 * 255) / (squared / deep.length))).toBeGreaterThanOrEqual(40)
+    expect(await run(content((s) => s.detectWatermark(actor, asset.toString("base64"))))).toMatchObject({
+      found: true,
+      contentId: item.id,
+    })
+  })
+
+  it("reads an EXIF-rotated photo as it is displayed: its size, its hashes, its watermark and a rotated copy's", async () => {
+    // Review "content": a photo stored on its side with EXIF orientation 6 was recorded with the stored width and
+    // height (480×640 for a 640×480 picture), and a copy of a watermarked asset saved the same way read no mark.
+    const upright = await scene(18)
+    const onItsSide = await sharp(upright).rotate(-90).withMetadata({ orientation: 6 }).jpeg({ quality: 92 }).toBuffer()
+    expect(await sharp(onItsSide).metadata()).toMatchObject({ width: 480, height: 640, orientation: 6 })
+    const kept = await run(
+      content((s) => s.register(actor, { kind: "image", title: "side", data: onItsSide.toString("base64") })),
+    )
+    expect(kept.fingerprint).toMatchObject({ width: 640, height: 480 })
+    // Kept as sent, orientation and all: it displays as before.
+    expect((await run(content((s) => s.asset(actor, kept.id)))).data.equals(onItsSide)).toBe(true)
+    // The upright copy is the same picture: the same hashes.
+    const found = await run(content((s) => s.scan(actor, { data: upright.toString("base64") }, kept.id)))
+    expect(found.matches[0]).toMatchObject({ contentId: kept.id, method: "phash" })
+    expect(found.matches[0]!.distance).toBeLessThanOrEqual(2)
+
+    const marked = await run(
+      content((s) =>
+        s.register(actor, { kind: "image", title: "side", data: onItsSide.toString("base64"), watermark: true }),
+      ),
+    )
+    expect(marked.fingerprint).toMatchObject({ width: 640, height: 480 })
+    // The mark is drawn on the picture as displayed, and the asset carries it upright, with no orientation left.
+    const asset = (await run(content((s) => s.asset(actor, marked.id)))).data
+    const shown = await sharp(asset).metadata()
+    expect([shown.width, shown.height, shown.orientation]).toEqual([640, 480, undefined])
+    // A copy saved on its side again, with the tag that turns it upright, reads the mark.
+    const copy = await sharp(asset).rotate(90).withMetadata({ orientation: 8 }).jpeg({ quality: 90 }).toBuffer()
+    expect(await run(content((s) => s.detectWatermark(actor, copy.toString("base64"))))).toMatchObject({
+      found: true,
+      contentId: marked.id,
+    })
   })
 
   it("an image registered after the workspace's first scan is found; another workspace's under the same tag is not", async () => {
@@ -511,6 +585,69 @@ describe("takedowns", () => {
     const lines = t.notice.split(/\r?\n|\r/)
     expect(lines.filter((l) => l.startsWith("This notice is withdrawn."))).toEqual([])
     expect(lines.find((l) => l.includes(item.id))).toContain('"Report\\r\\n\\r\\nThis notice is withdrawn."')
+  })
+
+  it("records a takedown before its notice goes out, and a stalled SMTP server fails the notice, not the takedown", async () => {
+    // Review "content": an SMTP server that accepts the connection and never answers (or greets and then goes
+    // silent) held the takedown request for nodemailer's defaults (30 s for a greeting, 10 min of a silent
+    // socket), and nothing was recorded until it let go.
+    const sockets: Array<Socket> = []
+    let connected: () => void = () => undefined
+    let greet = false
+    const server = createServer((socket) => {
+      sockets.push(socket)
+      socket.on("error", () => undefined)
+      if (greet) socket.write("220 stall.example ESMTP\r\n")
+      connected()
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const smtpUrl = `smtp://127.0.0.1:${(server.address() as AddressInfo).port}`
+    try {
+      const item = await run(content((s) => s.register(actor, { kind: "text", title: "Stalled", text: ARTICLE })))
+      const takedown = (settings: { smtpUrl: string; from: string; smtpTimeoutMs: number }) =>
+        run(
+          content((s) =>
+            s.createTakedown(actor, item.id, { targetUrl: "https://s.example/a", recipient: "abuse@s.example" }),
+          ).pipe(Effect.provideService(ContentSettings, settings)),
+        )
+      const listed = async () => (await run(content((s) => s.listTakedowns(actor, item.id, {})))).data
+
+      // Recorded (and its event emitted) before the notice is sent: while the server holds the connection, the
+      // takedown is listed `pending`. The server then hangs up, and the notice is `failed`.
+      const arrived = new Promise<void>((resolve) => {
+        connected = resolve
+      })
+      const held = takedown({ smtpUrl, from: "t@localhost", smtpTimeoutMs: 60_000 })
+      await arrived
+      const whileHeld = await listed()
+      expect(whileHeld).toHaveLength(1)
+      expect(whileHeld[0]).toMatchObject({ status: "pending", error: null, sentAt: null })
+      expect((await eventsOf("content.takedown.submitted")).at(0)?.data).toMatchObject({
+        takedownId: whileHeld[0]!.id,
+      })
+      for (const s of sockets.splice(0)) s.destroy()
+      const hungUp = await held
+      expect(hungUp).toMatchObject({ id: whileHeld[0]!.id, status: "failed", sentAt: null })
+
+      // Accepted and never answered: bounded by the greeting's time-out.
+      connected = () => undefined
+      const silent = await takedown({ smtpUrl, from: "t@localhost", smtpTimeoutMs: 300 })
+      expect(silent).toMatchObject({ status: "failed", sentAt: null })
+      expect(silent.error).toMatch(/ETIMEDOUT|timed out/)
+      // Greeted and then silent: bounded by the socket's time-out.
+      greet = true
+      const greeted = await takedown({ smtpUrl, from: "t@localhost", smtpTimeoutMs: 300 })
+      expect(greeted).toMatchObject({ status: "failed", sentAt: null })
+      expect(greeted.error).toMatch(/ETIMEDOUT|timed out/)
+      expect((await listed()).map((t) => [t.id, t.status])).toEqual([
+        [greeted.id, "failed"],
+        [silent.id, "failed"],
+        [hungUp.id, "failed"],
+      ])
+    } finally {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
   })
 
   it("sends the notice with its evidence to a real SMTP server, and keeps it pending without one", async () => {

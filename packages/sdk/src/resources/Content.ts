@@ -25,7 +25,7 @@ import { Resource, seg } from "./Resource.ts"
  * ```
  */
 export class Takedowns extends Resource {
-  /** Sent by SMTP when the server has SMTP_URL, else `pending`. */
+  /** Recorded `pending`, then sent by SMTP when the server has SMTP_URL (`sent`, or `failed` with the reason). */
   create(contentId: string, params: TakedownCreateParams, options?: RequestOptions): Promise<Takedown> {
     return this.one({ method: "POST", path: `/content/${seg(contentId)}/takedowns`, body: params }, options)
   }
