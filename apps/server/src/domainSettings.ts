@@ -10,8 +10,10 @@ import {
   type PeopleSettingsShape,
   RateLimitSettings,
   SessionSettings,
+  SMTP_TIMEOUT_MS,
   StreamLimitSettings,
   sealedNotOpening,
+  sendMail,
   TokenSettings,
 } from "@agentgov/domain"
 import { Effect, Layer } from "effect"
@@ -45,19 +47,25 @@ export const domainSettings = (config: ServerConfig, masterKey: Buffer) =>
     }),
   )
 
-/** Invitations over SMTP (nodemailer, loaded on the first invitation). */
-const invitationMailer = (smtpUrl: string, from: string | undefined): PeopleSettingsShape["sendInvitation"] => {
-  let transport: Promise<{ sendMail: (m: object) => Promise<unknown> }> | undefined
-  return async ({ to, workspaceName, role, link }) => {
-    transport ??= import("nodemailer").then((m) => m.default.createTransport(smtpUrl))
-    await (await transport).sendMail({
-      from: from ?? "agentgov <no-reply@localhost>",
-      to,
-      subject: `You are invited to ${workspaceName} on agentgov`,
-      text: `You are invited to join the workspace ${workspaceName} as ${role}.\n\nOpen this link and sign in with this e-mail address to accept:\n${link}\n\nThe link works once and expires in 7 days.\n`,
-    })
+/**
+ * Invitations over SMTP, bounded like takedown notices (`sendMail`: connection, greeting, each reply and the whole
+ * delivery end at `timeoutMs`): a server that accepts and stalls held the invitation's request for nodemailer's
+ * defaults (30 s for a greeting, 10 min on a silent socket). A failed delivery throws: the invitation is then
+ * answered with its link.
+ */
+export const invitationMailer =
+  (smtpUrl: string, from: string | undefined, timeoutMs = SMTP_TIMEOUT_MS): PeopleSettingsShape["sendInvitation"] =>
+  async ({ to, workspaceName, role, link }) => {
+    const delivery = await sendMail(
+      { smtpUrl, from: from ?? "agentgov <no-reply@localhost>", smtpTimeoutMs: timeoutMs },
+      {
+        to,
+        subject: `You are invited to ${workspaceName} on agentgov`,
+        text: `You are invited to join the workspace ${workspaceName} as ${role}.\n\nOpen this link and sign in with this e-mail address to accept:\n${link}\n\nThe link works once and expires in 7 days.\n`,
+      },
+    )
+    if (delivery.status === "failed") throw new Error(delivery.error)
   }
-}
 
 /** The configured or kept master key and where it came from, or undefined when there is none yet. */
 const readMasterKey = (

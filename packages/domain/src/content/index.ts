@@ -14,6 +14,7 @@ export {
   MAX_INPUT_PIXELS,
 } from "./imageHash.ts"
 export { type ImageHit, type ImageQuery, lookupImage } from "./imageIndex.ts"
+export { type NoticeDelivery, SMTP_TIMEOUT_MS, sendNotice as sendMail } from "./takedownNotice.ts"
 export {
   candidateFingerprints,
   fingerprintText,
