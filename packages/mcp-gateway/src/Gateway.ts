@@ -59,7 +59,12 @@ const tokenClaims = (token: string): Record<string, unknown> => {
  * outcome is reported as an event under the agent's key.
  */
 export class Gateway {
-  private readonly definitions = new Map<string, KnownDefinition>()
+  /** The tools of the server's latest listing, by the exact name it listed (MCP's names are case-sensitive). */
+  private definitions = new Map<string, KnownDefinition>()
+  /** The latest listing may be out of date: none yet, or the server restarted or said its list changed. */
+  private stale = true
+  /** The listing in progress: calls that need one share it. */
+  private listing: Promise<Array<Tool>> | undefined
   /** `tool\0hash` flagged already by this process: one event per definition seen, not per listing. */
   private readonly flagged = new Set<string>()
   private readonly servers = new Set<Server>()
@@ -99,6 +104,7 @@ export class Gateway {
 
   /** Tells every connected client that the list changed (the upstream restarted or said so). */
   toolsChanged(): void {
+    this.stale = true
     for (const server of this.servers) server.sendToolListChanged().catch(() => {})
   }
 
@@ -186,18 +192,32 @@ export class Gateway {
    * more than once is one tool with the findings of all its definitions, and `duplicate_name`: which definition
    * the server runs cannot be told, and a clean copy beside a changed one must not hide the change. Returns the
    * listing with the first definition of each name only (MCP's tool names are unique within a server).
+   *
+   * Names that differ only in case (or Unicode compatibility form) are each `duplicate_name` too: they are distinct
+   * tools to MCP and to the guard, which matches actions as written, so a policy written for one spelling does not
+   * cover the other, and a server that lists both may run one code for them.
+   *
+   * A definition's `_meta` is not passed on: it is neither scanned nor pinned (it holds extensions, such as UI
+   * resources, that the gateway does not proxy).
    */
   private scan(listed: ReadonlyArray<Tool>): Array<Tool> {
     const { server, store } = this.options
+    const known = new Map<string, KnownDefinition>()
     const byName = new Map<string, Array<Tool>>()
+    const spellings = new Map<string, Set<string>>()
+    const folded = (name: string) => name.normalize("NFKC").toLowerCase()
     for (const tool of listed) {
       const same = byName.get(tool.name)
       if (same) same.push(tool)
       else byName.set(tool.name, [tool])
+      const fold = folded(tool.name)
+      const names = spellings.get(fold)
+      if (names) names.add(tool.name)
+      else spellings.set(fold, new Set([tool.name]))
     }
     const tools: Array<Tool> = []
     for (const [name, definitions] of byName) {
-      const tool = definitions[0]!
+      const { _meta: _unscanned, ...tool } = definitions[0]!
       tools.push(tool)
       const hash = definitionHash(tool)
       const findings: Array<Finding> = []
@@ -217,8 +237,17 @@ export class Gateway {
           kind: "duplicate_name",
           detail: `listed ${definitions.length} times, ${new Set(definitions.map(definitionHash)).size} different definitions`,
         })
-      this.definitions.set(name, { hash, findings })
-      const key = `${name}\u0000${hash}\u0000${definitions.length}`
+      const others = [...spellings.get(folded(name))!].filter((n) => n !== name)
+      if (others.length > 0)
+        findings.push({
+          kind: "duplicate_name",
+          detail: `listed beside ${others
+            .slice(0, 3)
+            .map((n) => `"${n.slice(0, 64)}"`)
+            .join(", ")}${others.length > 3 ? ` and ${others.length - 3} more` : ""}, names that differ only in case`,
+        })
+      known.set(name, { hash, findings })
+      const key = `${name}\u0000${hash}\u0000${definitions.length}\u0000${others.length}`
       if (findings.length > 0 && !this.flagged.has(key)) {
         this.flagged.add(key)
         this.options.log?.(`tool "${name}" flagged: ${findings.map((f) => f.kind).join(", ")}`)
@@ -231,7 +260,27 @@ export class Gateway {
         })
       }
     }
+    this.definitions = known
     return tools
+  }
+
+  /**
+   * Lists and scans the server's tools, which become the tools a call may name. Requests that need a listing while
+   * one is in progress share it.
+   */
+  private refresh(): Promise<Array<Tool>> {
+    this.listing ??= (async () => {
+      this.stale = false
+      try {
+        return this.scan(await this.options.upstream.listTools())
+      } catch (error) {
+        this.stale = true
+        throw error
+      }
+    })().finally(() => {
+      this.listing = undefined
+    })
+    return this.listing
   }
 
   /** The policies and the agent, or undefined when they cannot be read (then nothing is hidden). */
@@ -252,7 +301,7 @@ export class Gateway {
   }
 
   async listTools(): Promise<Array<Tool>> {
-    const tools = this.scan(await this.options.upstream.listTools())
+    const tools = await this.refresh()
     if (this.options.hideDenied === false) return tools
     const view = await this.policyView()
     if (view === undefined) return tools
@@ -298,9 +347,44 @@ export class Gateway {
     throw gatewayError(code, `${lead}: ${why}`, { reason, reasons, ...(approvalId ? { approvalId } : {}) })
   }
 
-  private async definitionOf(tool: string): Promise<KnownDefinition | undefined> {
-    if (!this.definitions.has(tool)) await this.listTools().catch(() => undefined)
-    return this.definitions.get(tool)
+  /**
+   * The definition of a tool of the server's latest listing, by its exact name; the server is listed again first
+   * when that listing may be out of date or does not name the tool. A name it still does not list is refused, and
+   * so is every name when the server cannot be listed: the guard is asked about tools the gateway has scanned, and
+   * the server never sees a name it did not offer (a lenient server would run `Delete_File` as `delete_file`,
+   * past a policy on the name it listed).
+   */
+  private async definitionOf(tool: string): Promise<KnownDefinition> {
+    if (this.stale || !this.definitions.has(tool)) {
+      try {
+        await this.refresh()
+      } catch (error) {
+        const why = error instanceof GatewayError ? error : this.listingFailed(error)
+        throw gatewayError(
+          why.code,
+          `"${tool.slice(0, 128)}" was not called: the gateway could not list the tools of the MCP server "${this.options.server}" (${why.message})`,
+          why.data,
+        )
+      }
+    }
+    const definition = this.definitions.get(tool)
+    if (definition !== undefined) return definition
+    const shown = tool.length > 128 ? `${tool.slice(0, 128)}…` : tool
+    this.options.log?.(`refused a call to "${shown}": the server does not list it`)
+    throw gatewayError(
+      GATEWAY_ERRORS.unknownTool,
+      `"${shown}" is not a tool of the MCP server "${this.options.server}": call one of the tools it lists (tools/list), by its exact name`,
+      { reason: "unknown_tool" },
+    )
+  }
+
+  /** The server's error on a listing, sanitised like its other errors; anything else as the server failing. */
+  private listingFailed(error: unknown): GatewayError {
+    if (error instanceof McpError) return this.passOnClean(error, "tools/list")
+    const failed = this.options.sanitizer.sanitize((error as Error).message)
+    return gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${failed.value}`, {
+      reason: "upstream_unavailable",
+    })
   }
 
   async callTool(
@@ -316,9 +400,9 @@ export class Gateway {
       tool,
       arguments: (args ?? {}) as never,
       definition: {
-        known: definition !== undefined,
-        flagged: (definition?.findings.length ?? 0) > 0,
-        findings: [...new Set(definition?.findings.map((f) => f.kind) ?? [])],
+        known: true,
+        flagged: definition.findings.length > 0,
+        findings: [...new Set(definition.findings.map((f) => f.kind))],
       },
     }
     let decision: GuardDecision

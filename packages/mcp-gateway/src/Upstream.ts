@@ -123,7 +123,7 @@ export class Upstream {
 
   /**
    * Every tool, across pages. A server whose pages do not end (a cursor seen before, more than MAX_TOOL_PAGES pages
-   * or MAX_TOOLS tools) is refused with a clear error instead of holding the gateway in the loop.
+   * or MAX_TOOLS tools, on any page, the last one included) is refused with a clear error instead of holding the gateway in the loop.
    */
   async listTools(): Promise<Array<Tool>> {
     const client = this.current()
@@ -134,10 +134,17 @@ export class Upstream {
       const page = await this.wrap(client.listTools(cursor === undefined ? {} : { cursor }))
       tools.push(...page.tools)
       cursor = page.nextCursor
-      if (cursor && (cursors.has(cursor) || cursors.size + 1 >= MAX_TOOL_PAGES || tools.length > MAX_TOOLS))
+      // Too many tools is refused on the last page too: one page of a million tools is no listing either.
+      const why =
+        cursor && cursors.has(cursor)
+          ? `cursor "${cursor.slice(0, 40)}" came back`
+          : (cursor && cursors.size + 1 >= MAX_TOOL_PAGES) || tools.length > MAX_TOOLS
+            ? `over ${MAX_TOOL_PAGES} pages or ${MAX_TOOLS} tools`
+            : undefined
+      if (why !== undefined)
         throw gatewayError(
           GATEWAY_ERRORS.upstreamUnavailable,
-          `the MCP server "${this.options.name}" listed tools without end (${cursors.has(cursor) ? `cursor "${cursor.slice(0, 40)}" came back` : `over ${MAX_TOOL_PAGES} pages or ${MAX_TOOLS} tools`}); the gateway lists none of them`,
+          `the MCP server "${this.options.name}" listed tools without end (${why}); the gateway lists none of them`,
           { reason: "upstream_tool_list_unbounded" },
         )
       if (cursor) cursors.add(cursor)

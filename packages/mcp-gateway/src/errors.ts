@@ -11,6 +11,8 @@ export const GATEWAY_ERRORS = {
   serviceUnavailable: -32012,
   /** The MCP server behind the gateway is not running (crashed, restarting) or failed mid-call. */
   upstreamUnavailable: -32013,
+  /** The call names no tool of the server's latest listing (JSON-RPC's invalid params, as MCP answers an unknown tool). */
+  unknownTool: -32602,
 } as const
 
 /**

@@ -100,6 +100,10 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
       expect(error.code).toBe(GATEWAY_ERRORS.denied)
       expect(error.message).toBe('MCP error -32010: "delete_everything" was denied by policy: no deleting')
       expect(error.data).toMatchObject({ reason: "policy_denied" })
+      // Another spelling is no tool of the server's (its names are case-sensitive), though it would run this one.
+      const unknown = await mcpError(c.client.callTool({ name: "Delete_Everything", arguments: {} }))
+      expect(unknown.code).toBe(GATEWAY_ERRORS.unknownTool)
+      expect(unknown.data).toEqual({ reason: "unknown_tool" })
       const [denied] = await eventsOf(admin, a.agentId, "mcp.tool.denied")
       expect(denied!.data).toMatchObject({ tool: "delete_everything", reason: "policy_denied" })
       expect(c.calls()).toEqual([])
@@ -384,7 +388,7 @@ describe("the wrapped server (stdio)", () => {
 
 describe("a server whose tool list does not end", () => {
   it.each(["endless", "looping"])(
-    "%s pages: tools/list is a clear error, and a call is still decided",
+    "%s pages: tools/list is a clear error, and a call is refused with it, not forwarded",
     async (variant) => {
       const a = await newAgent()
       await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
@@ -393,8 +397,12 @@ describe("a server whose tool list does not end", () => {
         const error = await mcpError(c.client.listTools())
         expect(error.code).toBe(GATEWAY_ERRORS.upstreamUnavailable)
         expect(error.message).toContain("listed tools without end")
-        // The gateway is not stuck: a call is decided (the tool unknown to it) and forwarded.
-        expect(textOf(await c.client.callTool({ name: "echo", arguments: { text: "still here" } }))).toBe("still here")
+        // The gateway is not stuck, and calls nothing it could not list and scan.
+        const refused = await mcpError(c.client.callTool({ name: "echo", arguments: { text: "still here" } }))
+        expect(refused.code).toBe(GATEWAY_ERRORS.upstreamUnavailable)
+        expect(refused.message).toContain('"echo" was not called: the gateway could not list the tools')
+        expect(refused.data).toEqual({ reason: "upstream_tool_list_unbounded" })
+        expect(c.calls()).toEqual([])
       } finally {
         await c.close()
       }
