@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { bearerOf } from "@agentgov/api"
+import { bearerOfRequest } from "@agentgov/api"
 import { Counter, collectDefaultMetrics, Gauge, type Metric, Registry } from "prom-client"
 
 /**
@@ -377,8 +377,8 @@ export const makeMetricsHandler = (metrics: Metrics, token: string | undefined) 
       )
     }
     if (expected !== undefined) {
-      // The scheme is case-insensitive (RFC 9110 11.1), as on the API.
-      const given = bearerOf(req.headers.authorization)
+      // The scheme is case-insensitive (RFC 9110 11.1), and several Authorization headers are refused, as on the API.
+      const given = bearerOfRequest(req)
       if (given === undefined || !timingSafeEqual(digest(given), expected)) {
         res.writeHead(401, {
           "content-type": "application/json",

@@ -3,6 +3,7 @@
  * as the test acts, a bearer token or a port of its own, and no id in any label.
  */
 import { randomBytes } from "node:crypto"
+import { request } from "node:http"
 // @ts-expect-error: the parser ships no types
 import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -51,6 +52,31 @@ describe("GET /metrics", () => {
     expect(lower.status).toBe(200)
     const post = await fetch(`${t.url}/metrics`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } })
     expect(post.status).toBe(405)
+  })
+
+  it("refuses two Authorization headers whichever comes first, as the API does", async () => {
+    // node:http keeps the first of several; a proxy in front may act on the last.
+    const scrapeWith = (authorization: Array<string>) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(
+          `${t.url}/metrics`,
+          { headers: { authorization } as Record<string, Array<string>> },
+          (res) => {
+            res.resume()
+            res.on("end", () => resolve(res.statusCode ?? 0))
+          },
+        )
+        req.on("error", reject)
+        req.end()
+      })
+    expect(await scrapeWith([`Bearer ${TOKEN}`])).toBe(200)
+    for (const headers of [
+      [`Bearer ${TOKEN}`, "Bearer wrong"],
+      ["Bearer wrong", `Bearer ${TOKEN}`],
+      [`Bearer ${TOKEN}`, `Bearer ${TOKEN}`],
+      [`Bearer ${TOKEN}`, ""],
+    ])
+      expect(await scrapeWith(headers), JSON.stringify(headers)).toBe(401)
   })
 
   it("parses as Prometheus text and its counters move with requests, guard decisions and appends", async () => {

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import { request as httpRequest } from "node:http"
 import { PostgresClient } from "@agentgov/db"
 import { ApiKeyService, ROLE_SCOPES, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
 import { Schema } from "effect"
@@ -479,6 +480,47 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     )
     expect(page.status).toBe(400)
     expect(page.headers.get("location")).toBeNull()
+  })
+
+  it("refuses two Authorization headers on the token and revocation endpoints, whichever comes first", async () => {
+    // node:http keeps the first of several; a proxy in front may act on the last. As on the API (authorizationOf):
+    // several are refused, never read as the first.
+    const registered = await register()
+    const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`
+    const good = basic(registered.client.id, registered.clientSecret!)
+    const post = (path: string, authorization: Array<string>) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const req = httpRequest(
+          `${origin}${path}`,
+          {
+            method: "POST",
+            headers: { "content-type": "application/x-www-form-urlencoded", authorization } as Record<
+              string,
+              string | Array<string>
+            >,
+          },
+          (res) => {
+            let text = ""
+            res.on("data", (chunk) => (text += chunk))
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : {} }))
+          },
+        )
+        req.on("error", reject)
+        req.end("grant_type=refresh_token&refresh_token=svc_oauth_rt_x&token=svc_oauth_at_x")
+      })
+    // The control: one header authenticates the client (revoking an unknown token is a 200, RFC 7009 2.2).
+    expect((await post("/oauth/revoke", [good])).status).toBe(200)
+    for (const headers of [
+      [good, basic(registered.client.id, "wrong")],
+      [basic(registered.client.id, "wrong"), good],
+      [good, good],
+    ]) {
+      for (const path of ["/oauth/token", "/oauth/revoke"]) {
+        const res = await post(path, headers)
+        expect(res, path).toMatchObject({ status: 400, body: { error: "invalid_request" } })
+        expect(res.body.error_description).toMatch(/one Authorization header/)
+      }
+    }
   })
 
   it("an app acts only in its grant's workspace and within its scopes: it cannot make the person leave", async () => {

@@ -1,3 +1,4 @@
+import { request } from "node:http"
 import { connect } from "node:net"
 import { PostgresClient } from "@agentgov/db"
 import postgres from "postgres"
@@ -153,6 +154,33 @@ describe("GET /events/stream", () => {
       })
       expect(res.status, bad).toBe(400)
       expect(((await res.json()) as any).error.details.field).toBe("types")
+    }
+  })
+
+  it("refuses two Authorization headers whichever comes first, and watches no credential for it", async () => {
+    // The stream is authenticated and watched by the one rule of the API (bearerOfRequest): never the first of two.
+    const streamWith = (authorization: Array<string>) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const req = request(
+          `${t.url}/api/v1/events/stream`,
+          { headers: { authorization } as Record<string, Array<string>> },
+          (res) => {
+            let text = ""
+            res.on("data", (chunk) => (text += chunk))
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
+          },
+        )
+        req.on("error", reject)
+        req.end()
+      })
+    for (const headers of [
+      [`Bearer ${t.key}`, "Bearer svc_ws_live_guess"],
+      ["Bearer svc_ws_live_guess", `Bearer ${t.key}`],
+      [`Bearer ${t.key}`, `Bearer ${t.key}`],
+    ]) {
+      const res = await streamWith(headers)
+      expect(res.status).toBe(401)
+      expect(res.body.error.message).toMatch(/one Authorization header/)
     }
   })
 })

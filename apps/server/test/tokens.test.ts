@@ -1,6 +1,7 @@
 import { createHmac, generateKeyPairSync, sign } from "node:crypto"
 import { PostgresClient } from "@agentgov/db"
 import { SigningKeys } from "@agentgov/domain"
+import { BADGE_TYP, CERTIFICATION_JWS_TYPE, type Jwks, REPORT_JWS_TYPE, verifyBadge } from "@agentgov/verifier"
 import type { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose"
@@ -207,6 +208,29 @@ describe("tokens the server refuses", () => {
     }
     // The longest lifetime the service issues is accepted.
     expect((await events(await forge({ ...valid(), sub: keyId, iat: now, nbf: now, exp: now + 900 }))).status).toBe(200)
+  })
+
+  it("refuses a JWS of another kind signed with the same keys, and an SDK token is no badge", async () => {
+    // Badges, compliance reports and certifications are signed with the keys SDK tokens are: each names its kind in
+    // `typ`, and only `JWT` is an SDK token. The claims here are a valid token's, so the typ alone is refused.
+    for (const header of [
+      { typ: BADGE_TYP },
+      { typ: REPORT_JWS_TYPE },
+      { typ: CERTIFICATION_JWS_TYPE },
+      { typ: "jwt" },
+      { typ: undefined },
+    ]) {
+      const res = await events(await forge({ ...valid(), sub: keyId }, header))
+      expectError(res, 401, "UNAUTHORIZED")
+      expect(res.body.error.message).toMatch(/typ/)
+    }
+    // Tokens have always been issued with typ JWT (as before the check), and they work.
+    const { token } = await exchange(t.key)
+    expect(parts(token).header.typ).toBe("JWT")
+    expect((await events(token)).status).toBe(200)
+    // The other way: a real SDK token is no badge.
+    const jwks = (await (await fetch(`${t.url}/.well-known/jwks.json`)).json()) as Jwks
+    expect(verifyBadge(token, jwks)).toMatchObject({ valid: false, reason: "malformed" })
   })
 
   it("acts with no scope its key does not hold, whatever the token claims", async () => {

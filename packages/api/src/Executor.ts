@@ -76,6 +76,13 @@ export const bearerOf = (authorization: string | undefined): string | undefined 
   authorization === undefined ? undefined : /^Bearer +(\S+) *$/i.exec(authorization)?.[1]
 
 /**
+ * No credential holds a comma: an Authorization value with one is several headers (joined by `authorizationOf`) or
+ * several credentials in one, and which one a proxy in front acted on is unknown. Every reader of the header refuses
+ * it (the API, the event stream, /metrics, OAuth client authentication).
+ */
+export const severalCredentials = (authorization: string | undefined): boolean => authorization?.includes(",") === true
+
+/**
  * Runs operations for every transport: authenticates, checks scope, decodes
  * input with the operation's schema, runs the handler on the shared runtime and
  * maps its failure to an ApiError. Transports add only their framing.
@@ -147,9 +154,7 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     authorization: string | undefined,
   ): Effect.Effect<Actor, DomainError | ApiError, Authenticator> => {
     if (!authorization) return unauthorized("missing credential: send Authorization: Bearer <key>")
-    // No credential holds a comma: this is several Authorization headers (joined by authorizationOf) or several
-    // credentials in one, and which one a proxy in front acted on is unknown.
-    if (authorization.includes(","))
+    if (severalCredentials(authorization))
       return unauthorized("send one Authorization header with one credential: 'Bearer <credential>'")
     const bearer = bearerOf(authorization)
     if (bearer === undefined) return unauthorized("Authorization must be 'Bearer <credential>'")

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
-import type { Runtime } from "@agentgov/api"
+import { authorizationOf, type Runtime, severalCredentials } from "@agentgov/api"
 import {
   type AuthorizeRequest,
   type ClientAuthentication,
@@ -187,7 +187,10 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
 
   /** client_secret_basic or client_secret_post (never both), or a public client's client_id alone. */
   const clientOf = (req: IncomingMessage, form: Record<string, string>): ClientAuthentication | OAuthRefused => {
-    const basic = /^Basic +(\S+)$/i.exec(req.headers.authorization ?? "")?.[1]
+    // Several Authorization headers are refused as on the API: node:http would keep the first, a proxy the last.
+    const authorization = authorizationOf(req)
+    if (severalCredentials(authorization)) return badRequest("send one Authorization header with one credential")
+    const basic = /^Basic +(\S+)$/i.exec(authorization ?? "")?.[1]
     if (basic !== undefined) {
       if (form.client_secret !== undefined) return badRequest("use one client authentication method")
       const decoded = Buffer.from(basic, "base64").toString("utf8")

@@ -10,8 +10,8 @@ import {
 } from "@agentgov/domain"
 import { Effect } from "effect"
 import { ApiError } from "../ApiError.ts"
-import { bearerOf, type Executor, type Result, type Runtime } from "../Executor.ts"
-import { findUnstorable, sendError } from "./http.ts"
+import type { Executor, Result, Runtime } from "../Executor.ts"
+import { bearerOfRequest, findUnstorable, sendError } from "./http.ts"
 
 export interface EventStreamOptions {
   /** Comment heartbeat interval; D9 wants at least one every 15 s. */
@@ -64,7 +64,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     url: URL,
     requestId: string,
     auth: Result<Actor>,
-    secret = bearerOf(req.headers.authorization) ?? "",
+    secret = bearerOfRequest(req) ?? "",
   ): Promise<void> => {
     if (!auth.ok) return sendError(res, auth.error, requestId, { "www-authenticate": 'Bearer realm="agentgov"' })
     const actor = auth.value

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomId } from "@agentgov/domain"
 import type { ApiError } from "../ApiError.ts"
+import { bearerOf, severalCredentials } from "../Executor.ts"
 
 export { findUnstorable } from "@agentgov/domain"
 
@@ -79,4 +80,13 @@ export const readBody = (req: IncomingMessage, limit: number): Promise<BodyResul
 export const authorizationOf = (req: IncomingMessage): string | undefined => {
   const all = req.headersDistinct.authorization
   return all === undefined || all.length <= 1 ? req.headers.authorization : all.join(", ")
+}
+
+/**
+ * The credential of the request's one `Authorization: Bearer <credential>` header: undefined when there is none, when
+ * there are several (whichever comes first) or when it is not Bearer. For the routes that read the header themselves.
+ */
+export const bearerOfRequest = (req: IncomingMessage): string | undefined => {
+  const authorization = authorizationOf(req)
+  return severalCredentials(authorization) ? undefined : bearerOf(authorization)
 }

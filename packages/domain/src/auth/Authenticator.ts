@@ -11,6 +11,29 @@ import { looksLikeJwt, SdkTokens } from "./SdkTokens.ts"
 const TOUCH_INTERVAL_MS = 60_000
 
 /**
+ * Whether a credential's use is due to be written (`lastUsedAt`): at most once per `intervalMs` per credential.
+ * Remembers only the credentials written within the interval: an older entry decides nothing (the next use is due
+ * anyway), so it is dropped, and a long-running instance that sees many keys does not grow without bound. Entries
+ * are in the order they were written, so the stale ones are at the front.
+ */
+export const touchThrottle = (intervalMs: number) => {
+  const written = new Map<string, number>()
+  return {
+    due: (id: string, now: number): boolean => {
+      for (const [oldest, at] of written) {
+        if (at + intervalMs > now) break
+        written.delete(oldest)
+      }
+      if ((written.get(id) ?? Number.NEGATIVE_INFINITY) + intervalMs > now) return false
+      written.delete(id)
+      written.set(id, now)
+      return true
+    },
+    size: () => written.size,
+  }
+}
+
+/**
  * Turns a bearer credential into an Actor: an API key, an SDK token
  * (SdkTokens), or an OAuth access token (OAuthService: its grant's person with
  * the granted scopes their role holds). API keys: the checksum is checked
@@ -28,7 +51,7 @@ export class Authenticator extends Context.Service<
       const repo = yield* ApiKeyRepo
       const tokens = yield* SdkTokens
       const oauth = yield* OAuthService
-      const lastTouched = new Map<string, number>()
+      const touches = touchThrottle(TOUCH_INTERVAL_MS)
       const invalid = new Unauthenticated({ message: "invalid API key" })
 
       const authenticateKey = Effect.fn("Authenticator.apiKey")(function* (key: string) {
@@ -43,10 +66,7 @@ export class Authenticator extends Context.Service<
         if (refusal === "revoked") return yield* new Unauthenticated({ message: "API key is revoked" })
         if (refusal === "expired") return yield* new Unauthenticated({ message: "API key has expired" })
         // last_used_at is for operators, not for accounting: write it at most once a minute per key.
-        if ((lastTouched.get(stored.id) ?? 0) + TOUCH_INTERVAL_MS <= now) {
-          lastTouched.set(stored.id, now)
-          yield* repo.touch(stored.id, new Date(now).toISOString())
-        }
+        if (touches.due(stored.id, now)) yield* repo.touch(stored.id, new Date(now).toISOString())
         return actorOfKey(stored, "api_key")
       })
 

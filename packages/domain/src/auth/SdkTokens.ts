@@ -44,6 +44,12 @@ interface Cached {
 
 /** Verified tokens kept at most; the oldest entry goes first beyond it. */
 const CACHE_LIMIT = 100_000
+/**
+ * The JWS `typ` of an SDK token, and of nothing else: the same signing keys sign badges (`agentgov-badge+jwt`),
+ * compliance reports and certifications (`agentgov-report+jcs`, `agentgov-certification+jcs`, detached) and
+ * checkpoints (no JWS: a prefixed payload), and each names its kind. Tokens have carried it since the first.
+ */
+export const SDK_TOKEN_TYP = "JWT"
 /** Clock skew tolerated on `nbf` and `exp`. */
 const LEEWAY_S = 5
 
@@ -150,7 +156,7 @@ export class SdkTokens extends Context.Service<
           environment: actor.environment,
           scopes: [...actor.scopes],
         }
-        const input = `${b64json({ alg: "EdDSA", typ: "JWT", kid: key.kid })}.${b64json(claims)}`
+        const input = `${b64json({ alg: "EdDSA", typ: SDK_TOKEN_TYP, kid: key.kid })}.${b64json(claims)}`
         const signature = sign(null, Buffer.from(input), key.privateKey).toString("base64url")
         return { token: `${input}.${signature}`, expiresAt: new Date(claims.exp * 1000).toISOString() }
       })
@@ -173,6 +179,10 @@ export class SdkTokens extends Context.Service<
         if (!header || !claims) return yield* refuse("malformed")
         // Only EdDSA: `none`, HMAC with the public key as secret and every other algorithm are refused here.
         if (header.alg !== "EdDSA") return yield* refuse(`algorithm ${JSON.stringify(header.alg)} is not accepted`)
+        // A JWS of another kind signed with the same keys (a badge, a report's signature) is not a token, whatever
+        // its claims.
+        if (header.typ !== SDK_TOKEN_TYP)
+          return yield* refuse(`typ ${JSON.stringify(header.typ)} is not an SDK token's`)
         if (typeof header.kid !== "string") return yield* refuse("no kid")
         const publicKey = yield* keys.publicKey(header.kid)
         if (!publicKey) return yield* refuse("unknown signing key")

@@ -1,5 +1,7 @@
+import { isIP } from "node:net"
 import { Clock, Context, Effect, Layer } from "effect"
 import type { Actor } from "../auth/Actor.ts"
+import { ipv6Bytes } from "../webhooks/targets.ts"
 import type { Plan } from "../workspaces/Workspace.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import { Counters, type Counts, type LimitKey } from "./Counters.ts"
@@ -42,6 +44,19 @@ export interface RateLimitVerdict {
 }
 
 const PLAN_TTL_MS = 10_000
+
+/**
+ * The bucket of the anonymous limit a client address draws on: an IPv4 address itself (also when it comes as
+ * IPv4-mapped IPv6, `::ffff:a.b.c.d`, from a dual-stack socket), an IPv6 address by its /64. One host is given a
+ * whole /64 (RFC 6177) and may send from any of its 2^64 addresses: a bucket per address would be no limit at all.
+ */
+export const addressBucket = (address: string): string => {
+  if (isIP(address) !== 6) return address
+  const bytes = ipv6Bytes(address)
+  if (bytes.readUInt32BE(0) === 0 && bytes.readUInt32BE(4) === 0 && bytes.readUInt32BE(8) === 0xffff)
+    return `${bytes[12]}.${bytes[13]}.${bytes[14]}.${bytes[15]}`
+  return `${bytes.toString("hex", 0, 8)}::/64`
+}
 
 /**
  * Decision D10: sliding-window counters per API key (an SDK token counts
@@ -175,10 +190,10 @@ export class RateLimiter extends Context.Service<
             : verdict(limits, hit.admitted, hit.counts, now)
         },
         checkAnonymous: (address) =>
-          config.enabled ? run(`ip:${address}`, anonymousLimits) : Effect.succeed(undefined),
+          config.enabled ? run(`ip:${addressBucket(address)}`, anonymousLimits) : Effect.succeed(undefined),
         checkAnonymousNow: (address, now) => {
           if (!config.enabled) return "off"
-          const hit = hitNow(`ip:${address}`, anonymousLimits, now, windowMs)
+          const hit = hitNow(`ip:${addressBucket(address)}`, anonymousLimits, now, windowMs)
           return hit instanceof Promise
             ? hit.then(({ admitted, counts }) => verdict(anonymousLimits, admitted, counts, now))
             : verdict(anonymousLimits, hit.admitted, hit.counts, now)

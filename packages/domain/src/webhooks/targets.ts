@@ -69,7 +69,7 @@ for (const [net, bits] of [
   NOT_PUBLIC.addSubnet(net, bits, "ipv6")
 
 /** The 16 bytes of an IPv6 address in any textual form (`::`, embedded dotted IPv4). */
-const ipv6Bytes = (ip: string): Buffer => {
+export const ipv6Bytes = (ip: string): Buffer => {
   let text = ip
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text)
   if (dotted) {
