@@ -93,8 +93,9 @@ const consume = (approvalId: string, spec: { agentId?: string; action: string; c
   return run(at === undefined ? effect : atTime(at, effect))
 }
 
-const guardRequest = (spec: Partial<GuardApprovalRequest> = {}) =>
-  run(
+/** A new approval the guard's request opens (a fresh action each time, so none stands). */
+const guardRequest = async (spec: Partial<GuardApprovalRequest> = {}) => {
+  const asked = await run(
     ApprovalService.use((s) =>
       s.requestForGuard({
         workspaceId: t.workspaceId,
@@ -107,6 +108,9 @@ const guardRequest = (spec: Partial<GuardApprovalRequest> = {}) =>
       }),
     ),
   )
+  if (asked.kind !== "requested") throw new Error(`no approval was requested: ${asked.kind}`)
+  return asked.approval
+}
 
 beforeAll(async () => {
   t = await startTestServer()
@@ -216,6 +220,12 @@ describe("POST /approvals", () => {
     ["a missing action", { action: undefined }, "action"],
     ["an empty action", { action: "" }, "action"],
     ["an action over 200 characters", { action: "a".repeat(201) }, "action"],
+    // Second pass: the guard refuses such an action (422), so an approval for it could never be used.
+    ["an action with a zero-width space", { action: "deploy\u200b.prod" }, "action"],
+    ["an action with a space", { action: "deploy prod" }, "action"],
+    ["an action with a bidi control", { action: "pay\u202e.out" }, "action"],
+    ["an action not in NFC", { action: "cafe\u0301.order" }, "action"],
+    ["a reason of only whitespace", { reason: " \n " }, "reason"],
     ["a context that is not an object", { context: [1, 2] }, "context"],
     ["a context over 32 KiB", { context: { blob: "x".repeat(33 * 1024) } }, "context"],
     ["a reason over 2000 characters", { reason: "r".repeat(2001) }, "reason"],
@@ -381,6 +391,10 @@ describe("POST /approvals/:id/decide", () => {
     ["a missing decision", {}, "decision"],
     ["an unknown decision", { decision: "maybe" }, "decision"],
     ["a reason over 2000 characters", { decision: "approved", reason: "r".repeat(2001) }, "reason"],
+    // Second pass: an empty note was stored as a note ("" beside null for none).
+    ["an empty reason", { decision: "denied", reason: "" }, "reason"],
+    ["a reason of only whitespace", { decision: "approved", reason: "  \t" }, "reason"],
+    ["a reason of only invisible characters", { decision: "denied", reason: "\u200b" }, "reason"],
     ["an unknown field", { decision: "approved", approver: "me" }, "approver"],
     ["the path parameter in the body", { decision: "approved", id: "apr_x" }, "id"],
   ])("refuses %s with 422, leaving the approval pending", async (_, body, field) => {
@@ -669,6 +683,58 @@ describe("requestForGuard", () => {
       )
       expect(error).toMatchObject({ _tag: "InvalidInput", field: "timeoutSeconds" })
     }
+  })
+})
+
+describe("asking again through the guard (second pass: approvers were flooded)", () => {
+  const guard = (body: Record<string, unknown>) => t.call("POST", "/v1/guard", { body })
+  const codes = (res: { body: any }) => res.body.data.reasons.map((r: { code: string }) => r.code)
+
+  it("waits for the pending approval instead of opening another; once denied, the same request is denied", async () => {
+    const agent = (await t.call("POST", "/api/v1/agents", { body: { name: unique("flooder") } })).body.data.id
+    const action = `${unique("wire")}.money`
+    const policy = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("ask"),
+        rules: [{ id: "human", effect: "require_approval", actions: [action], approval: { timeoutSeconds: 600 } }],
+      },
+    })
+    expect(policy.status, JSON.stringify(policy.body)).toBe(201)
+    const context = { amount: 9000, to: "acme" }
+    const first = await guard({ agentId: agent, action, context })
+    expect(first.body.data).toMatchObject({ decision: "require_approval" })
+    const approvalId = first.body.data.approvalId as string
+
+    // Asked again and again, one after another and at once: the same approval, nothing more to decide.
+    const again = [
+      await guard({ agentId: agent, action, context }),
+      await guard({ agentId: agent, action, context: { to: "acme", amount: 9000 } }),
+      ...(await Promise.all(Array.from({ length: 5 }, () => guard({ agentId: agent, action, context })))),
+    ]
+    for (const res of again) {
+      expect(res.body.data).toMatchObject({ decision: "require_approval", approvalId })
+      expect(codes(res)).toEqual(["APPROVAL_REQUIRED", "APPROVAL_PENDING"])
+    }
+    const queue = async () =>
+      (await t.call("GET", `/api/v1/approvals?agentId=${agent}&status=all`)).body.data.map((a: any) => a.id)
+    expect(await queue()).toEqual([approvalId])
+
+    expect((await decide(approvalId, { decision: "denied", reason: "not this week" })).status).toBe(200)
+    // Asking again without the denied approval is not another chance: denied, and nothing new is requested.
+    for (const body of [
+      { agentId: agent, action, context },
+      { agentId: agent, action, context, approvalId },
+    ]) {
+      const res = await guard(body)
+      expect(res.body.data).toMatchObject({ decision: "deny", allowed: false })
+      expect(codes(res)).toEqual(["APPROVAL_DENIED", "APPROVAL_REQUIRED"])
+      expect(res.body.data.reasons[0].message).toContain(approvalId)
+    }
+    expect(await queue()).toEqual([approvalId])
+    // Another context is another request.
+    const other = await guard({ agentId: agent, action, context: { amount: 10, to: "acme" } })
+    expect(other.body.data.decision).toBe("require_approval")
+    expect(other.body.data.approvalId).not.toBe(approvalId)
   })
 })
 

@@ -162,6 +162,7 @@ describe("POST /enforcement", () => {
     ["an unknown type", { type: "ban" }, "type"],
     ["a missing reason", { reason: undefined }, "reason"],
     ["an empty reason", { reason: "" }, "reason"],
+    ["a reason of only whitespace", { reason: " \t\n" }, "reason"],
     ["a reason over 2000 characters", { reason: "r".repeat(2001) }, "reason"],
     ["an expiry that is not a timestamp", { expiresAt: "tomorrow" }, "expiresAt"],
     ["an expiry in the past", { expiresAt: "2020-01-01T00:00:00.000Z" }, "expiresAt"],
@@ -328,6 +329,17 @@ describe("suspension, appeal and resolution", () => {
     for (const r of results.filter((x) => x.status !== 200)) expectError(r, 409, "ENFORCEMENT_ALREADY_APPEALED")
   })
 
+  it("refuses an appeal whose reason is empty, only whitespace or only invisible characters, with 422", async () => {
+    const agent = await agentWithKey()
+    const e = await issue({ agentId: agent.id, type: "suspension" })
+    const before = await t.chainLength()
+    for (const reason of ["", "   ", "\n\t", "\u200b\u2060"])
+      expectError(await appeal(e.id, { reason }, agent.key), 422, "VALIDATION_ERROR", "reason")
+    expect(await t.chainLength()).toBe(before)
+    // Still appealable: the refusals spent nothing.
+    expect((await appeal(e.id, { reason: "a real reason" }, agent.key)).status).toBe(200)
+  })
+
   it("an operator may resolve without an appeal; a warning's resolution leaves the agent as it is", async () => {
     const agent = await register()
     const suspension = await issue({ agentId: agent.id, type: "suspension" })
@@ -393,6 +405,23 @@ describe("revocation", () => {
     expectError(await t.call("GET", `/api/v1/agents/${agent.id}`, { key: agent.key }), 401, "UNAUTHORIZED")
     // Overturned: the agent may have keys again.
     expect((await t.call("POST", "/api/v1/api-keys", { body: spec })).status).toBe(201)
+  })
+
+  it("a revoked agent's appeal is filed by an operator: its revoked key stays refused, on the appeal path too", async () => {
+    const agent = await agentWithKey()
+    const e = await issue({ agentId: agent.id, type: "revocation", reason: "leaked credentials" })
+    const before = await t.chainLength()
+    // A revoked key may be in someone else's hands: it neither appeals (which would spend the one appeal) nor reads.
+    const refused = await appeal(e.id, { reason: "let me back in" }, agent.key)
+    expectError(refused, 401, "UNAUTHORIZED")
+    expect(await t.chainLength()).toBe(before)
+    expect((await t.call("GET", `/api/v1/enforcement/${e.id}`)).body.data.status).toBe("active")
+    // A workspace credential with enforcement:write submits it for the agent (the spec's "submit appeals").
+    const filed = await appeal(e.id, { reason: "the owner confirms the key was rotated out of the leak" })
+    expect(filed.status, JSON.stringify(filed.body)).toBe(200)
+    expect(filed.body.data).toMatchObject({ status: "appealed", inForce: true })
+    const events = await eventsAfter(before)
+    expect(events.map((x) => [x.type, x.actor_type])).toEqual([["enforcement.appealed", "api_key"]])
   })
 })
 
@@ -524,6 +553,11 @@ describe("PATCH /enforcement/:id", () => {
     ["an expiry in the past", { expiresAt: "2021-01-01T00:00:00Z" }, "expiresAt"],
     ["both an expiry and a duration", { expiresAt: "2099-01-01T00:00:00Z", durationSeconds: 5 }, "durationSeconds"],
     ["an empty reason", { reason: "" }, "reason"],
+    // Second pass: a blank note (or reason) was stored as one, an invisible one too.
+    ["an empty resolution note", { resolution: "upheld", note: "" }, "note"],
+    ["a resolution note of only whitespace", { resolution: "overturned", note: " \n\t " }, "note"],
+    ["a resolution note of only invisible characters", { resolution: "upheld", note: "\u200b\u00ad" }, "note"],
+    ["a reason of only whitespace", { reason: "   " }, "reason"],
     ["the type", { type: "warning" }, "type"],
     ["the path parameter in the body", { id: "enf_x" }, "id"],
   ])("refuses %s with 422 naming the field, changing nothing", async (_, body, field) => {

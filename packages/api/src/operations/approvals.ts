@@ -21,7 +21,7 @@ export const approvalOperations = [
     scope: "approvals:write",
     tag,
     summary: "Request an approval",
-    description: `Creates a pending approval for the agent's \`action\` with this \`context\` (the guard creates them for \`require_approval\` rules). Undecided after \`timeoutSeconds\` (default ${DEFAULT_APPROVAL_TIMEOUT_SECONDS}) it expires, which counts as denied. Once approved, a guard call with the same agent, action and context plus \`approvalId\` is allowed once. Emits \`approval.requested\`.`,
+    description: `Creates a pending approval for the agent's \`action\` with this \`context\` (the guard creates them for \`require_approval\` rules). Undecided after \`timeoutSeconds\` (default ${DEFAULT_APPROVAL_TIMEOUT_SECONDS}) it expires, which counts as denied. Once approved, a guard call with the same agent, action and context plus \`approvalId\` is allowed once. The \`action\` is checked as the guard checks it (no whitespace, control or invisible characters, Unicode NFC): an approval for an action the guard refuses could never be used. Emits \`approval.requested\`.`,
     successStatus: 201,
     errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED"],
     input: CreateApproval,

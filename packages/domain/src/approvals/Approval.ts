@@ -10,6 +10,11 @@ export const DEFAULT_APPROVAL_TIMEOUT_SECONDS = 3600
 export const MIN_APPROVAL_TIMEOUT_SECONDS = 1
 /** The longest time-out, 30 days: an approval older than that decides a situation that no longer exists. */
 export const MAX_APPROVAL_TIMEOUT_SECONDS = 30 * 86_400
+/**
+ * Approvals of one agent awaiting a decision past which the guard requests no more (it answers deny,
+ * `APPROVAL_QUEUE_FULL`): an agent varying its context could otherwise fill the approvers' queue.
+ */
+export const MAX_PENDING_APPROVALS_PER_AGENT = 100
 /** `context` of an explicit request, encoded. */
 export const MAX_APPROVAL_CONTEXT_BYTES = 32 * 1024
 
@@ -21,6 +26,48 @@ export const ApprovalTimeout = Schema.Int.check(
 
 export const ActionName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "the action name, as the agent sends it to the guard",
+})
+
+/** Printable ASCII without the space: nearly every action, accepted without a closer look. */
+const PLAIN_ACTION = /^[\x21-\x7e]*$/
+/** Whitespace, control characters and the invisible format characters (zero-width, bidi controls, BOM, soft hyphen). */
+const UNSEEN = /[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
+
+/**
+ * Why an action cannot be asked about, or undefined. A policy's action patterns cannot hold whitespace or control
+ * characters, and its exact names are matched as written: an action carrying an invisible character, or spelled in
+ * another Unicode normalization form (decomposed accents), is one no exact rule can name, yet it reads the same as
+ * the named one in the audit trail and the dashboard. Refused rather than decided by the workspace's default.
+ */
+const guardActionProblem = (action: string): string | undefined => {
+  if (PLAIN_ACTION.test(action)) return undefined
+  if (UNSEEN.test(action)) return "must not contain whitespace, control characters or invisible formatting characters"
+  if (action.normalize("NFC") !== action) return "must be in Unicode normalization form C (NFC), as policies name it"
+  return undefined
+}
+
+/** Nothing but whitespace, control or invisible formatting characters (or nothing at all). */
+const BLANK = /^[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]*$/u
+
+/**
+ * A reason or note a person can read: not empty, nor only whitespace or invisible characters. An optional note is
+ * left out for none; a blank one was stored as a note that says nothing (`""` beside `null`).
+ */
+export const isReadable = Schema.makeFilter(
+  (s: string) => !BLANK.test(s) || "must not be empty, nor only whitespace or invisible characters",
+)
+
+/** An optional note or reason of an approval: a {@link Description} that says something. */
+const Note = Description.check(isReadable)
+
+/**
+ * The action a guard call asks about, and an explicit approval request names: an {@link ActionName} that a policy's
+ * exact name could match. One definition for both (an approval for an action the guard refuses could never be used).
+ */
+export const GuardAction = ActionName.check(Schema.makeFilter((s: string) => guardActionProblem(s) ?? true)).annotate({
+  description:
+    "the action name, as policies name it: 1–200 characters, no whitespace, control or invisible formatting " +
+    "characters, in Unicode NFC",
 })
 
 export const Approval = Schema.Struct({
@@ -58,20 +105,20 @@ export type Approval = typeof Approval.Type
 
 export const CreateApproval = Schema.Struct({
   agentId: Schema.String.annotate({ description: "the agent that wants to act" }),
-  action: ActionName,
+  action: GuardAction,
   context: Schema.optionalKey(
     jsonObject({
       description: "the action's details, at most 32 KiB encoded; default `{}`. The guard call must send the same",
     }),
   ),
-  reason: Schema.optionalKey(Description),
+  reason: Schema.optionalKey(Note),
   timeoutSeconds: Schema.optionalKey(ApprovalTimeout),
 }).annotate({ identifier: "CreateApproval" })
 export type CreateApproval = typeof CreateApproval.Type
 
 export const DecideApproval = Schema.Struct({
   decision: Schema.Literals(["approved", "denied"]),
-  reason: Schema.optionalKey(Description),
+  reason: Schema.optionalKey(Note),
 }).annotate({ identifier: "DecideApproval" })
 export type DecideApproval = typeof DecideApproval.Type
 

@@ -99,6 +99,21 @@ export class ApprovalRepo extends Context.Service<
       workspaceId: string,
       approvers: ReadonlyArray<string>,
     ) => Effect.Effect<ReadonlyArray<string>>
+    /**
+     * What answers a guard call of this binding that needs an approval, before a new one is requested: the newest
+     * approval of the agent with this binding hash and exactly these approvers that is pending and unexpired at
+     * `now` (the request still awaits a decision), else the newest denied by an approver less than its own time-out
+     * (`expires_at - created_at`) before `now`. Undefined when there is neither.
+     */
+    readonly standing: (
+      workspaceId: string,
+      agentId: string,
+      bindingHash: string,
+      approvers: ReadonlyArray<string>,
+      now: string,
+    ) => Effect.Effect<Approval | undefined>
+    /** How many approvals of the agent await a decision at `now`, counted up to `max`. */
+    readonly countPending: (workspaceId: string, agentId: string, now: string, max: number) => Effect.Effect<number>
     /** Workspaces that have pending approvals past their expiry at `now`. */
     readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
     /** Records the expiry of a workspace's pending approvals past `now` (up to a batch); returns them. */
@@ -172,6 +187,23 @@ export class ApprovalRepo extends Context.Service<
                 Effect.map((rows) => [...new Set([...approvers, ...rows.map((r) => r.id)])]),
                 Effect.orDie,
               ),
+        standing: (workspaceId, agentId, bindingHash, approvers, now) =>
+          sql<Row>`SELECT * FROM approvals
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND binding_hash = ${bindingHash}
+                AND approvers @> ${jsonb(sql, approvers)} AND approvers <@ ${jsonb(sql, approvers)}
+                AND ((status = 'pending' AND expires_at > ${now}::timestamptz)
+                  OR (status = 'denied' AND decided_at + (expires_at - created_at) > ${now}::timestamptz))
+              ORDER BY status = 'pending' DESC, id DESC LIMIT 1`.pipe(Effect.map(one), Effect.orDie),
+        countPending: (workspaceId, agentId, now, max) =>
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM (
+                SELECT 1 FROM approvals
+                WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'pending'
+                  AND expires_at > ${now}::timestamptz
+                LIMIT ${max}
+              ) p`.pipe(
+            Effect.map((rows) => rows[0]?.n ?? 0),
+            Effect.orDie,
+          ),
         workspacesWithExpired: (now) =>
           sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM approvals
               WHERE status = 'pending' AND expires_at <= ${now}::timestamptz`.pipe(

@@ -23,6 +23,7 @@ import {
   type DecideApproval,
   MAX_APPROVAL_CONTEXT_BYTES,
   MAX_APPROVAL_TIMEOUT_SECONDS,
+  MAX_PENDING_APPROVALS_PER_AGENT,
   MIN_APPROVAL_TIMEOUT_SECONDS,
 } from "./Approval.ts"
 import { ApprovalNotFound, ApprovalNotPending, ApproverNotListed } from "./ApprovalErrors.ts"
@@ -58,6 +59,19 @@ export interface GuardApprovalRequest {
   readonly actor?: Actor | undefined
 }
 
+/**
+ * What a guard call that needs an approval gets (`requestForGuard`), so that asking again does not flood the
+ * approvers:
+ * - `requested`: a new pending approval (`approval.requested`);
+ * - `pending`: one for the same agent, action, context and approvers still awaits a decision: that one, no new one;
+ * - `denied`: an approver denied the same request less than its time-out ago: the answer is deny until `until`;
+ * - `queue_full`: the agent has {@link MAX_PENDING_APPROVALS_PER_AGENT} approvals awaiting a decision already.
+ */
+export type GuardApprovalAsk =
+  | { readonly kind: "requested" | "pending"; readonly approval: Approval }
+  | { readonly kind: "denied"; readonly approval: Approval; readonly until: string }
+  | { readonly kind: "queue_full"; readonly pending: number }
+
 /** A guard call that carries an `approvalId`. */
 export interface GuardApprovalUse {
   readonly workspaceId: string
@@ -88,6 +102,9 @@ export type ApprovalUse =
   | { readonly ok: true; readonly approval: Approval }
   | { readonly ok: false; readonly reason: "not_found" }
   | { readonly ok: false; readonly reason: Exclude<ApprovalRefusal, "not_found">; readonly approval: Approval }
+
+/** The advisory lock class of one agent's guard requests (with the hash of workspace and agent). */
+const GUARD_REQUEST_LOCK = 72_410_021
 
 const ALL_STATUSES: ReadonlyArray<ApprovalStatus> = ["pending", "approved", "denied", "expired"]
 
@@ -125,8 +142,12 @@ export class ApprovalService extends Context.Service<
       actor: Actor,
       input: CreateApproval,
     ) => Effect.Effect<Approval, AgentNotFound | AgentDeregistered | InvalidInput | PermissionDenied>
-    /** For the guard: joins the caller's transaction; emits `approval.requested`. */
-    readonly requestForGuard: (request: GuardApprovalRequest) => Effect.Effect<Approval, InvalidInput>
+    /**
+     * For the guard: requests an approval unless one for the same request awaits a decision, an approver denied
+     * it lately, or the agent has too many awaiting (see {@link GuardApprovalAsk}). Joins the caller's transaction;
+     * emits `approval.requested` for a new one only.
+     */
+    readonly requestForGuard: (request: GuardApprovalRequest) => Effect.Effect<GuardApprovalAsk, InvalidInput>
     /**
      * For the guard: uses an approval for this exact call, atomically (one UPDATE), or says why not.
      * Joins the caller's transaction; emits nothing (the guard's `policy.evaluated` names the approval).
@@ -254,16 +275,44 @@ export class ApprovalService extends Context.Service<
             const actor = request.actor ?? (yield* systemIn(request.workspaceId))
             if (actor.workspaceId !== request.workspaceId)
               return yield* Effect.die(new Error("requestForGuard: the actor belongs to another workspace"))
-            return yield* insert(actor, {
+            // One agent's requests one at a time (across instances), so concurrent calls of one request open one
+            // approval and the bound holds; held until the transaction ends.
+            yield* sql`SELECT pg_advisory_xact_lock(${GUARD_REQUEST_LOCK}, hashtext(${`${request.workspaceId}/${request.agentId}`}))`.pipe(
+              Effect.orDie,
+            )
+            const approvers = [...new Set(request.approvers ?? [])]
+            const now = yield* nowMs
+            const standing = yield* repo.standing(
+              request.workspaceId,
+              request.agentId,
+              approvalBindingHash(request),
+              approvers,
+              isoOf(now),
+            )
+            if (standing?.status === "pending") return { kind: "pending", approval: standing } as const
+            if (standing?.status === "denied") {
+              const until =
+                Date.parse(standing.decidedAt!) + Date.parse(standing.expiresAt) - Date.parse(standing.createdAt)
+              return { kind: "denied", approval: standing, until: isoOf(until) } as const
+            }
+            const pending = yield* repo.countPending(
+              request.workspaceId,
+              request.agentId,
+              isoOf(now),
+              MAX_PENDING_APPROVALS_PER_AGENT,
+            )
+            if (pending >= MAX_PENDING_APPROVALS_PER_AGENT) return { kind: "queue_full", pending } as const
+            const approval = yield* insert(actor, {
               agentId: request.agentId,
               action: request.action,
               context: request.context,
               reason: request.reason ?? null,
               policyId: request.policyId,
               ruleId: request.ruleId,
-              approvers: request.approvers ?? [],
+              approvers,
               timeoutSeconds,
             })
+            return { kind: "requested", approval } as const
           }),
         )
       })

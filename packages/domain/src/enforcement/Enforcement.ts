@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { isReadable } from "../approvals/Approval.ts"
 import { Cursor, Description, Id, Limit, Timestamp } from "../shared/schemas.ts"
 
 /** D7's types; also what a policy rule's `enforce` may issue. */
@@ -23,7 +24,7 @@ export const SUSPENDING_TYPES: ReadonlySet<EnforcementType> = new Set(["suspensi
 export const MAX_ENFORCEMENT_DURATION_SECONDS = 10 * 365 * 86_400
 export const MAX_THROTTLE_LIMIT_PER_MINUTE = 1_000_000
 
-const Reason = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(2000))
+const Reason = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(2000), isReadable)
 const Duration = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_ENFORCEMENT_DURATION_SECONDS })).annotate(
   { description: `seconds from now until it expires, 1..${MAX_ENFORCEMENT_DURATION_SECONDS}` },
 )
@@ -86,7 +87,11 @@ export const UpdateEnforcement = Schema.Struct({
   ),
   durationSeconds: Schema.optionalKey(Duration),
   resolution: Schema.optionalKey(Resolution.annotate({ description: "resolves it; not combined with other changes" })),
-  note: Schema.optionalKey(Description.annotate({ description: "the operator's note on the resolution" })),
+  note: Schema.optionalKey(
+    Description.check(isReadable).annotate({
+      description: "the operator's note on the resolution; leave it out for none (a blank one is refused)",
+    }),
+  ),
 }).annotate({ identifier: "UpdateEnforcement" })
 export type UpdateEnforcement = typeof UpdateEnforcement.Type
 

@@ -1,32 +1,7 @@
 import { Schema } from "effect"
-import { ActionName, MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
+import { GuardAction, MAX_APPROVAL_CONTEXT_BYTES } from "../approvals/Approval.ts"
 import { jsonObject } from "../shared/schemas.ts"
 import { DECISIONS, MatchedRule } from "./engine/index.ts"
-
-/** Printable ASCII without the space: nearly every action, accepted without a closer look. */
-const PLAIN_ACTION = /^[\x21-\x7e]*$/
-/** Whitespace, control characters and the invisible format characters (zero-width, bidi controls, BOM, soft hyphen). */
-const UNSEEN = /[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
-
-/**
- * Why an action cannot be asked about, or undefined. A policy's action patterns cannot hold whitespace or control
- * characters, and its exact names are matched as written: an action carrying an invisible character, or spelled in
- * another Unicode normalization form (decomposed accents), is one no exact rule can name, yet it reads the same as
- * the named one in the audit trail and the dashboard. Refused rather than decided by the workspace's default.
- */
-const guardActionProblem = (action: string): string | undefined => {
-  if (PLAIN_ACTION.test(action)) return undefined
-  if (UNSEEN.test(action)) return "must not contain whitespace, control characters or invisible formatting characters"
-  if (action.normalize("NFC") !== action) return "must be in Unicode normalization form C (NFC), as policies name it"
-  return undefined
-}
-
-/** The action a guard call asks about: an {@link ActionName} that a policy's exact name could match. */
-const GuardAction = ActionName.check(Schema.makeFilter((s: string) => guardActionProblem(s) ?? true)).annotate({
-  description:
-    "the action name, as policies name it: 1–200 characters, no whitespace, control or invisible formatting " +
-    "characters, in Unicode NFC",
-})
 
 /** POST /guard and POST /policies/evaluate (D6): `{action, context, agentId}`, plus an approval to use. */
 export const GuardRequestInput = Schema.Struct({
@@ -55,7 +30,7 @@ export type GuardRequestInput = typeof GuardRequestInput.Type
  * Reason codes: the engine's (POLICY_DENIED, APPROVAL_REQUIRED, POLICY_ALLOWED, NO_MATCHING_POLICY,
  * CONDITION_ERROR, POLICY_MONITORED, AGENT_SUSPENDED, AGENT_DEREGISTERED) and the approval's:
  * APPROVAL_GRANTED (this call used an approved approval), APPROVAL_PENDING, APPROVAL_DENIED,
- * APPROVAL_EXPIRED, APPROVAL_USED, APPROVAL_MISMATCH, APPROVAL_NOT_APPROVER, APPROVAL_NOT_FOUND.
+ * APPROVAL_EXPIRED, APPROVAL_USED, APPROVAL_MISMATCH, APPROVAL_NOT_APPROVER, APPROVAL_NOT_FOUND, APPROVAL_QUEUE_FULL.
  */
 export const GuardReason = Schema.Struct({
   code: Schema.String,

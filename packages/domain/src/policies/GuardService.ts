@@ -538,7 +538,7 @@ export class GuardService extends Context.Service<
             }
           }
           const rule = verdict.decided.approval!
-          const approval = yield* approvals.requestForGuard({
+          const asked = yield* approvals.requestForGuard({
             workspaceId: actor.workspaceId,
             agentId,
             action: input.action,
@@ -550,7 +550,40 @@ export class GuardService extends Context.Service<
             reason: verdict.reasons.find((r) => r.code === "APPROVAL_REQUIRED")?.message,
             actor,
           })
-          verdict.approvalId = approval.id
+          switch (asked.kind) {
+            case "requested":
+              verdict.approvalId = asked.approval.id
+              return
+            case "pending":
+              // Asking again waits for the same approval rather than adding one to the approvers' queue.
+              verdict.approvalId = asked.approval.id
+              verdict.reasons.push({
+                code: "APPROVAL_PENDING",
+                message: `approval ${asked.approval.id} for this agent, action and context awaits a decision; no second one is requested`,
+              })
+              return
+            case "denied":
+              // An approver's no stands for one time-out of the request: asking again is not another chance.
+              verdict.decision = "deny"
+              verdict.reasons = [
+                {
+                  code: "APPROVAL_DENIED",
+                  message: `approval ${asked.approval.id} for this agent, action and context was denied; until ${asked.until} the same request is denied`,
+                },
+                ...verdict.reasons,
+              ]
+              return
+            case "queue_full":
+              verdict.decision = "deny"
+              verdict.reasons = [
+                {
+                  code: "APPROVAL_QUEUE_FULL",
+                  message: `agent ${agentId} has ${asked.pending} approvals awaiting a decision; no more are requested until some are decided or expire`,
+                },
+                ...verdict.reasons,
+              ]
+              return
+          }
         })
 
       const run = Effect.fn("GuardService.evaluate")(function* (

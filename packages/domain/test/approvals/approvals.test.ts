@@ -5,9 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type Actor,
   AgentService,
+  type Approval,
   ApprovalService,
   Authenticator,
   approvalBindingHash,
+  MAX_PENDING_APPROVALS_PER_AGENT,
   WorkspaceService,
 } from "../../src/index.ts"
 import { at, type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
@@ -43,6 +45,12 @@ const approvalEvents = async (workspaceId: string, approvalId: string) =>
   ).filter((e) => e.data.approvalId === approvalId)
 
 const T = Date.parse("2031-03-01T12:00:00.000Z")
+
+/** The approval a guard request opened (it may instead answer with one that stands, see GuardApprovalAsk). */
+const requested = (ask: { readonly kind: string; readonly approval?: Approval }): Approval => {
+  expect(ask.kind).toBe("requested")
+  return ask.approval!
+}
 
 describe("approvalBindingHash", () => {
   it("is the hex SHA-256 of the RFC 8785 text of {agentId, action, context}", () => {
@@ -225,7 +233,7 @@ describe("who decides", () => {
           actor,
         }),
       ),
-    )
+    ).then(requested)
     expect(a.approvers).toEqual(["key_other"])
     const error = await failure(ApprovalService.use((s) => s.decide(actor, a.id, { decision: "denied" })))
     expect(error._tag).toBe("ApproverNotListed")
@@ -233,5 +241,94 @@ describe("who decides", () => {
     expect((await run(ApprovalService.use((s) => s.decide(approver, a.id, { decision: "denied" })))).decidedBy).toBe(
       "key_other",
     )
+  })
+})
+
+describe("asking again through the guard (second pass: approvers were flooded)", () => {
+  const ask = (
+    ms: number,
+    actor: Actor,
+    agentId: string,
+    spec: { context?: Record<string, unknown>; approvers?: ReadonlyArray<string>; timeoutSeconds?: number } = {},
+  ) =>
+    run(
+      at(
+        ms,
+        ApprovalService.use((s) =>
+          s.requestForGuard({
+            workspaceId: actor.workspaceId,
+            agentId,
+            action: "wire.money",
+            context: spec.context ?? { amount: 900 },
+            policyId: "pol_1",
+            ruleId: "human",
+            timeoutSeconds: spec.timeoutSeconds ?? 60,
+            approvers: spec.approvers,
+            actor,
+          }),
+        ),
+      ),
+    )
+  const requestedEvents = async (workspaceId: string) =>
+    (
+      await run(
+        SqlClient.SqlClient.use(
+          (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM events
+            WHERE workspace_id = ${workspaceId} AND type = 'approval.requested'`,
+        ),
+      )
+    )[0]!.n
+
+  it("a pending request is answered with itself; a denied one is denied for one time-out after the denial", async () => {
+    const { actor, agentId } = await setup()
+    const a = requested(await ask(T, actor, agentId))
+    // Asked again (the agent dropped the id, or retries): the same approval, nothing new for the approvers.
+    expect(await ask(T + 1_000, actor, agentId)).toEqual({ kind: "pending", approval: a })
+    expect(await ask(T + 2_000, actor, agentId, { context: { amount: 900 } })).toMatchObject({ approval: { id: a.id } })
+    expect(await requestedEvents(actor.workspaceId)).toBe(1)
+    // Another context, or a rule naming other approvers, is another request.
+    const other = requested(await ask(T + 3_000, actor, agentId, { context: { amount: 901 } }))
+    const listed = requested(await ask(T + 3_000, actor, agentId, { approvers: ["key_other"] }))
+    expect(new Set([a.id, other.id, listed.id]).size).toBe(3)
+
+    await run(
+      at(
+        T + 10_000,
+        ApprovalService.use((s) => s.decide(actor, a.id, { decision: "denied", reason: "no" })),
+      ),
+    )
+    // Denied at T+10 s with a 60 s time-out: the same request is denied until T+70 s, without a new approval.
+    const until = new Date(T + 70_000).toISOString()
+    expect(await ask(T + 10_000, actor, agentId)).toMatchObject({ kind: "denied", approval: { id: a.id }, until })
+    expect(await ask(T + 69_999, actor, agentId)).toMatchObject({ kind: "denied", until })
+    expect(await requestedEvents(actor.workspaceId)).toBe(3)
+    // From then on it may be asked again.
+    const again = requested(await ask(T + 70_000, actor, agentId))
+    expect(again.id).not.toBe(a.id)
+  })
+
+  it("an expired request does not stand: asking again opens a new one", async () => {
+    const { actor, agentId } = await setup()
+    const a = requested(await ask(T, actor, agentId))
+    expect(await ask(T + 59_999, actor, agentId)).toMatchObject({ kind: "pending", approval: { id: a.id } })
+    expect(requested(await ask(T + 60_000, actor, agentId)).id).not.toBe(a.id)
+  })
+
+  it(`requests no more than ${MAX_PENDING_APPROVALS_PER_AGENT} awaiting a decision per agent`, async () => {
+    const { actor, agentId } = await setup()
+    for (let i = 0; i < MAX_PENDING_APPROVALS_PER_AGENT; i++)
+      requested(await ask(T, actor, agentId, { context: { i } }))
+    expect(await ask(T, actor, agentId, { context: { i: "one more" } })).toEqual({
+      kind: "queue_full",
+      pending: MAX_PENDING_APPROVALS_PER_AGENT,
+    })
+    // One already awaiting is still answered with itself.
+    expect(await ask(T, actor, agentId, { context: { i: 7 } })).toMatchObject({ kind: "pending" })
+    // Another agent's queue is its own.
+    const second = await run(AgentService.use((s) => s.register(actor, { name: "second" })))
+    requested(await ask(T, actor, second.id, { context: { i: "one more" } }))
+    // Once they expire (or are decided), the agent may ask again.
+    requested(await ask(T + 60_000, actor, agentId, { context: { i: "one more" } }))
+    expect(await requestedEvents(actor.workspaceId)).toBe(MAX_PENDING_APPROVALS_PER_AGENT + 2)
   })
 })
