@@ -3,6 +3,7 @@ import { createPublicKey, verify } from "node:crypto"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { pgConnect } from "@agentgov/testing"
 import {
   attributedLeaf,
   checkpointPayload,
@@ -260,6 +261,123 @@ describe("export bundles", () => {
       scopes: ["events:read"],
     })
     expectError(await t.call("GET", "/api/v1/events/export", { key }), 403, "FORBIDDEN")
+  })
+})
+
+describe("agent-bound credentials (outside review, 2026-11-29)", () => {
+  it("prove their own agent's events only, may check consistency, and cannot export", async () => {
+    const agent = async (name: string) =>
+      (await t.call("POST", "/api/v1/agents", { body: { name: `${name}-${Date.now()}` } })).body.data.id as string
+    const mine = await agent("prover")
+    const other = await agent("other")
+    const stored = await t.call("POST", "/api/v1/events/ingest", {
+      body: {
+        events: [
+          { type: "proof.agent", agentId: mine, data: { n: 1 } },
+          { type: "proof.agent", agentId: other, data: { n: 2 } },
+          { type: "proof.agent", data: { n: 3 } },
+        ],
+      },
+    })
+    expect(stored.status).toBe(201)
+    const [own, others, workspaceWide] = stored.body.data.events.map((e: { sequence: number }) => e.sequence)
+    const key = await t.createKey({ name: "prover key", type: "agent", agentId: mine, scopes: ["events:read"] })
+
+    const proof = await t.call("GET", `/api/v1/events/proofs/inclusion?sequence=${own}`, { key })
+    expect(proof.status, JSON.stringify(proof.body)).toBe(200)
+    const event = (await t.call("GET", `/api/v1/events/${stored.body.data.events[0].id}?proof=true`, { key })).body.data
+    expect(
+      verifyInclusion(
+        attributedLeaf(event),
+        own - 1,
+        proof.body.data.treeSize,
+        proof.body.data.path,
+        proof.body.data.checkpoint.rootHash,
+      ),
+    ).toBe(true)
+    // Another agent's event, and a workspace-wide one, are not this key's to prove (they are not its to read).
+    for (const sequence of [others, workspaceWide]) {
+      const res = await t.call("GET", `/api/v1/events/proofs/inclusion?sequence=${sequence}`, { key })
+      expectError(res, 403, "FORBIDDEN", "agentId")
+      const pinned = `/api/v1/events/proofs/inclusion?sequence=${sequence}&treeSize=${proof.body.data.treeSize}`
+      expectError(await t.call("GET", pinned, { key }), 403, "FORBIDDEN", "agentId")
+    }
+    // The workspace's key still proves any event.
+    expect((await t.call("GET", `/api/v1/events/proofs/inclusion?sequence=${others}`)).status).toBe(200)
+    // A consistency proof is about the tree, not any event's data: an agent key may ask.
+    const consistency = await t.call("GET", `/api/v1/events/proofs/consistency?fromSize=${own}`, { key })
+    expect(consistency.status, JSON.stringify(consistency.body)).toBe(200)
+    // An export holds every agent's events.
+    expectError(await t.call("GET", "/api/v1/events/export", { key }), 403, "FORBIDDEN", "agentId")
+  })
+})
+
+describe("concurrent exports (outside review, 2026-11-29)", () => {
+  it("builds at most 2 at once per workspace and 4 in the process, refusing more with 429 and Retry-After", async () => {
+    const workspace = async () => {
+      const created = await t.call("POST", "/api/v1/workspaces", { body: { name: `exports-${Math.random()}` } })
+      const key = created.body.data.apiKey.apiKey as string
+      const res = await t.call("POST", "/api/v1/events/ingest", {
+        key,
+        body: { events: [{ type: "export.test", data: {} }] },
+      })
+      expect(res.status).toBe(201)
+      return key
+    }
+    const [a, b, c] = [await workspace(), await workspace(), await workspace()]
+    // Hold the checkpoints table, from outside the server's pool (which the exports fill): every export waits in its
+    // first read of it, so they are all in flight at once.
+    const holder = pgConnect(t.store.url)
+    const watcher = pgConnect(t.store.url)
+    let locked!: () => void
+    let release!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    const released = new Promise<void>((r) => (release = r))
+    const holding = holder.begin(async (tx) => {
+      await tx`LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE`
+      locked()
+      await released
+    })
+    await isLocked
+    try {
+      let answered = 0
+      const waiting = async () =>
+        (
+          await watcher<Array<{ n: number }>>`SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND datname = current_database()`
+        )[0]!.n
+      const exportAs = async (key: string) => {
+        const res = await t.call("GET", "/api/v1/events/export", { key })
+        answered += 1
+        return res
+      }
+      // One at a time, each waiting or answered before the next, so which are refused is known: a's third (its
+      // workspace's bound), then c's first (the process's).
+      const calls: Array<ReturnType<typeof exportAs>> = []
+      for (const key of [a, a, b, b, a, c]) {
+        calls.push(exportAs(key))
+        for (let i = 0; (await waiting()) + answered < calls.length; i++) {
+          if (i > 1000) throw new Error(`export ${calls.length} neither waits nor was answered`)
+          await new Promise((r) => setTimeout(r, 10))
+        }
+      }
+      release()
+      const res = await Promise.all(calls)
+      expect(res.map((r) => r.status)).toEqual([200, 200, 200, 200, 429, 429])
+      for (const refused of res.slice(4)) {
+        expectError(refused, 429, "RATE_LIMITED")
+        expect(refused.headers.get("retry-after")).toBe("5")
+      }
+      expect(res[4]!.body.error.message).toContain("this workspace")
+      expect(res[5]!.body.error.message).toContain("the server")
+      // The slots are given back: the next export is built.
+      expect((await t.call("GET", "/api/v1/events/export", { key: c })).status).toBe(200)
+    } finally {
+      release()
+      await holding
+      await holder.end()
+      await watcher.end()
+    }
   })
 })
 

@@ -18,6 +18,7 @@ import type {
   EnforcementClosed,
   EnforcementNotFound,
   EventNotFound,
+  ExportBusy,
   GuardBusy,
   IdempotencyKeyReused,
   InvalidCursor,
@@ -85,6 +86,7 @@ export type DomainError =
   | EnforcementClosed
   | EnforcementNotFound
   | EventNotFound
+  | ExportBusy
   | CertificationNotFound
   | CertificationRefused
   | GuardBusy
@@ -168,6 +170,15 @@ const mapping: Mapping = {
       e.unmetControls.length > 0 ? { field: "reportId", issue: `unmet: ${e.unmetControls.join(", ")}` } : undefined,
     ),
   EventNotFound: (e) => new ApiError(404, "EVENT_NOT_FOUND", `event ${e.eventId} not found`),
+  ExportBusy: (e) =>
+    new ApiError(
+      429,
+      "RATE_LIMITED",
+      `${e.per === "workspace" ? "this workspace" : "the server"} is already building ${e.limit} audit exports, its ` +
+        `limit; retry after ${e.retryAfterSeconds} s`,
+      undefined,
+      { "retry-after": String(e.retryAfterSeconds) },
+    ),
   GuardBusy: (e) =>
     new ApiError(
       429,

@@ -75,7 +75,15 @@ export {
 } from "./audit/AuditLog.ts"
 export * from "./audit/batchHook.ts"
 export { ChainAlarm, type ChainCheckTrigger } from "./audit/ChainAlarm.ts"
-export { ChainInconsistent, CheckpointNotFound, Checkpoints, MAX_EXPORT_EVENTS } from "./audit/Checkpoints.ts"
+export {
+  ChainInconsistent,
+  CheckpointNotFound,
+  Checkpoints,
+  ExportBusy,
+  MAX_EXPORT_EVENTS,
+  MAX_EXPORTS_IN_PROCESS,
+  MAX_EXPORTS_PER_WORKSPACE,
+} from "./audit/Checkpoints.ts"
 export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"

@@ -23,6 +23,25 @@ import { CHECKPOINT_LOCK, MerkleStore, type RangeHasher } from "./MerkleStore.ts
 /** At most this many events per export bundle (each carries its inclusion proof). */
 export const MAX_EXPORT_EVENTS = 10_000
 
+/**
+ * Exports built at once per workspace, and in the process. A bundle of 10,000 events with their proofs is about
+ * 16 MB of JSON and some 45 MB while it is built and sent; 60 at once took a server to 2.3 GB (outside review,
+ * 2026-11-29). Past either bound the export is refused at once (`ExportBusy`), not queued: a queue would hold the
+ * requests' connections and memory as well.
+ */
+export const MAX_EXPORTS_PER_WORKSPACE = 2
+export const MAX_EXPORTS_IN_PROCESS = 4
+/** The `Retry-After` of a refused export: about one bundle's time to build. */
+export const EXPORT_RETRY_AFTER_SECONDS = 5
+
+/** As many exports are being built as the workspace or the process allows (`MAX_EXPORTS_*`): nothing was done. */
+export class ExportBusy extends Schema.TaggedError<ExportBusy>()("ExportBusy", {
+  /** Whose bound was reached: the workspace's, or the whole process's. */
+  per: Schema.Literals(["workspace", "process"]),
+  limit: Schema.Number,
+  retryAfterSeconds: Schema.Number,
+}) {}
+
 /** No checkpoint of that tree size (checkpoints are made as the chain grows, and on demand). */
 export class CheckpointNotFound extends Schema.TaggedError<CheckpointNotFound>()("CheckpointNotFound", {
   treeSize: Schema.Number,
@@ -105,14 +124,17 @@ export class Checkpoints extends Context.Service<
   {
     /** The checkpoint of the current chain head, signed now if the head moved since the last one. */
     readonly latest: (actor: Actor) => Effect.Effect<Checkpoint, ChainInconsistent>
-    /** The audit path of event `sequence` in the tree of a checkpoint (the latest covering it by default). */
+    /**
+     * The audit path of event `sequence` in the tree of a checkpoint (the latest covering it by default). An
+     * agent-bound credential gets it for its own agent's events only (as `GET /events/:id`).
+     */
     readonly inclusion: (
       actor: Actor,
       sequence: number,
       treeSize?: number,
     ) => Effect.Effect<
       InclusionProof & { readonly attributedFrom: number; readonly checkpoint: Checkpoint },
-      CheckpointNotFound | InvalidInput | ChainInconsistent
+      CheckpointNotFound | InvalidInput | ChainInconsistent | PermissionDenied
     >
     /** Proof that the tree of `fromSize` leaves is a prefix of a checkpoint's tree (the latest by default). */
     readonly consistency: (
@@ -123,11 +145,15 @@ export class Checkpoints extends Context.Service<
       ConsistencyProof & { readonly checkpoint: Checkpoint },
       CheckpointNotFound | InvalidInput | ChainInconsistent
     >
-    /** Events `from..to` with a checkpoint covering them, their inclusion proofs and the JWKS. */
+    /**
+     * Events `from..to` with a checkpoint covering them, their inclusion proofs and the JWKS. Not for agent-bound
+     * credentials; at most `MAX_EXPORTS_PER_WORKSPACE` built at once per workspace and `MAX_EXPORTS_IN_PROCESS` in
+     * the process, past which `ExportBusy`.
+     */
     readonly exportBundle: (
       actor: Actor,
       q: { readonly fromSequence?: number; readonly toSequence?: number; readonly sinceTreeSize?: number },
-    ) => Effect.Effect<Bundle, CheckpointNotFound | InvalidInput | PermissionDenied | ChainInconsistent>
+    ) => Effect.Effect<Bundle, CheckpointNotFound | InvalidInput | PermissionDenied | ChainInconsistent | ExportBusy>
   }
 >()("@agentgov/domain/audit/Checkpoints") {
   static readonly layer = Layer.effect(
@@ -368,6 +394,16 @@ export class Checkpoints extends Context.Service<
         treeSize?: number,
       ) {
         const checkpoint = yield* target(actor, treeSize, sequence, "sequence")
+        // An agent key proves its own agent's events only, as it reads only those (D4): the sequence is an event's.
+        if (actor.agentId !== undefined) {
+          const [event] = yield* events.range(actor.workspaceId, sequence, sequence)
+          if (event?.agentId !== actor.agentId)
+            return yield* new PermissionDenied({
+              message: `event ${sequence} is not this credential's agent's: an agent-bound credential proves its own agent's events only`,
+              field: "agentId",
+              issue: "outside this credential's agent",
+            })
+        }
         const proof = yield* inclusionProof(merkle.hasher(actor.workspaceId), sequence, checkpoint.treeSize)
         return { ...proof, attributedFrom: yield* events.attributedFrom(actor.workspaceId), checkpoint }
       })
@@ -382,12 +418,40 @@ export class Checkpoints extends Context.Service<
         return { ...proof, checkpoint }
       })
 
-      const exportBundle = Effect.fn("Checkpoints.exportBundle")(function* (
+      /** Exports being built, per workspace and in all (this process's; each instance has its own). */
+      const exporting = { all: 0, byWorkspace: new Map<string, number>() }
+      /** Runs `build` in one of the export slots, or fails with `ExportBusy` at once when none is free. */
+      const inExportSlot = <A, E, R>(workspaceId: string, build: Effect.Effect<A, E, R>) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.suspend((): Effect.Effect<A, E | ExportBusy, R> => {
+            const mine = exporting.byWorkspace.get(workspaceId) ?? 0
+            const full =
+              mine >= MAX_EXPORTS_PER_WORKSPACE
+                ? { per: "workspace" as const, limit: MAX_EXPORTS_PER_WORKSPACE }
+                : exporting.all >= MAX_EXPORTS_IN_PROCESS
+                  ? { per: "process" as const, limit: MAX_EXPORTS_IN_PROCESS }
+                  : undefined
+            if (full !== undefined)
+              return Effect.fail(new ExportBusy({ ...full, retryAfterSeconds: EXPORT_RETRY_AFTER_SECONDS }))
+            exporting.all += 1
+            exporting.byWorkspace.set(workspaceId, mine + 1)
+            return restore(build).pipe(
+              Effect.ensuring(
+                Effect.sync(() => {
+                  exporting.all -= 1
+                  const left = (exporting.byWorkspace.get(workspaceId) ?? 1) - 1
+                  if (left === 0) exporting.byWorkspace.delete(workspaceId)
+                  else exporting.byWorkspace.set(workspaceId, left)
+                }),
+              ),
+            )
+          }),
+        )
+
+      const buildBundle = Effect.fn("Checkpoints.exportBundle")(function* (
         actor: Actor,
         q: { readonly fromSequence?: number; readonly toSequence?: number; readonly sinceTreeSize?: number },
       ) {
-        if (actor.agentId !== undefined)
-          return yield* new PermissionDenied({ message: "an agent-bound credential cannot export the audit trail" })
         const checkpoint = yield* latest(actor)
         const range = exportRange(checkpoint.treeSize, q)
         if (range instanceof InvalidInput) return yield* range
@@ -421,6 +485,20 @@ export class Checkpoints extends Context.Service<
         }
         return bundle
       })
+
+      const exportBundle = (
+        actor: Actor,
+        q: { readonly fromSequence?: number; readonly toSequence?: number; readonly sinceTreeSize?: number },
+      ) =>
+        actor.agentId !== undefined
+          ? Effect.fail(
+              new PermissionDenied({
+                message: "an agent-bound credential cannot export the audit trail: it holds every agent's events",
+                field: "agentId",
+                issue: "an agent-bound credential cannot export",
+              }),
+            )
+          : inExportSlot(actor.workspaceId, buildBundle(actor, q))
 
       return Checkpoints.of({ latest, inclusion, consistency, exportBundle })
     }),

@@ -79,7 +79,10 @@ export class Events extends Resource {
     return this.one({ method: "GET", path: "/events/proofs/consistency", query: { ...params } }, options)
   }
 
-  /** A bundle `npx agentgov-verify` checks offline. Not for agent-bound credentials. */
+  /**
+   * A bundle `npx agentgov-verify` checks offline. Not for agent-bound credentials. A workspace builds two at once
+   * (429 RATE_LIMITED with Retry-After past that, which the client retries as for any 429).
+   */
   export(params: EventExportParams = {}, options?: RequestOptions): Promise<AuditBundle> {
     return this.one({ method: "GET", path: "/events/export", query: { ...params } }, options)
   }
