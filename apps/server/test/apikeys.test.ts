@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto"
-import { request } from "node:http"
 import { AGENT_KEY_SCOPES, mintKey, SCOPES } from "@agentgov/domain"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
@@ -12,6 +11,7 @@ import {
   type TestServer,
   tamper,
   unique,
+  withAuthorizations,
 } from "./helpers.ts"
 
 let t: TestServer
@@ -665,21 +665,10 @@ describe.each(endpoints.map((e) => [`${e.method} ${e.path(":id").replace("/api/v
 )
 
 describe("the Authorization header", () => {
-  /** Sends one header line per value: fetch would join them into one line itself. */
-  const withHeaders = (values: ReadonlyArray<string>, path = "/api/v1/agents") =>
-    new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const req = request(
-        `${t.url}${path}`,
-        { headers: { authorization: [...values] } as Record<string, Array<string>> },
-        (res) => {
-          let text = ""
-          res.on("data", (chunk) => (text += chunk))
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
-        },
-      )
-      req.on("error", reject)
-      req.end()
-    })
+  const withHeaders = async (values: ReadonlyArray<string>, path = "/api/v1/agents") => {
+    const res = await withAuthorizations(`${t.url}${path}`, values)
+    return { status: res.status, body: JSON.parse(res.text) }
+  }
 
   it("refuses two Authorization headers whichever comes first (outside review, keys)", async () => {
     // A proxy that reads the last header and a server that reads the first would each act on another credential.

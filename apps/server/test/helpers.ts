@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto"
+import { request } from "node:http"
 import { DEFAULT_RATE_LIMITS, DEFAULT_STREAM_LIMITS, SCOPES } from "@agentgov/domain"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -59,6 +60,22 @@ export const expectError = (res: ApiResponse, status: number, code: string, fiel
 }
 
 /** Changes a key's last checksum character: still well-formed, but the checksum no longer holds. */
+/**
+ * A GET with one `Authorization` line per value (fetch would join them into one line itself): what a client or proxy
+ * that repeats the header sends. Answers the status and the body's text.
+ */
+export const withAuthorizations = (url: string, values: ReadonlyArray<string>) =>
+  new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request(url, { headers: { authorization: [...values] } as Record<string, Array<string>> }, (res) => {
+      let text = ""
+      res.setEncoding("utf8")
+      res.on("data", (chunk: string) => (text += chunk))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }))
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
 export const tamper = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
 
 export interface CredentialFixtures {

@@ -3,12 +3,11 @@
  * as the test acts, a bearer token or a port of its own, and no id in any label.
  */
 import { randomBytes } from "node:crypto"
-import { request } from "node:http"
 // @ts-expect-error: the parser ships no types
 import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadConfig } from "../src/config.ts"
-import { startTestServer, type TestServer } from "./helpers.ts"
+import { startTestServer, type TestServer, withAuthorizations } from "./helpers.ts"
 
 interface Family {
   readonly name: string
@@ -56,19 +55,8 @@ describe("GET /metrics", () => {
 
   it("refuses two Authorization headers whichever comes first, as the API does", async () => {
     // node:http keeps the first of several; a proxy in front may act on the last.
-    const scrapeWith = (authorization: Array<string>) =>
-      new Promise<number>((resolve, reject) => {
-        const req = request(
-          `${t.url}/metrics`,
-          { headers: { authorization } as Record<string, Array<string>> },
-          (res) => {
-            res.resume()
-            res.on("end", () => resolve(res.statusCode ?? 0))
-          },
-        )
-        req.on("error", reject)
-        req.end()
-      })
+    const scrapeWith = async (authorization: Array<string>) =>
+      (await withAuthorizations(`${t.url}/metrics`, authorization)).status
     expect(await scrapeWith([`Bearer ${TOKEN}`])).toBe(200)
     for (const headers of [
       [`Bearer ${TOKEN}`, "Bearer wrong"],

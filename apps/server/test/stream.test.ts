@@ -1,4 +1,3 @@
-import { request } from "node:http"
 import { connect } from "node:net"
 import { PostgresClient } from "@agentgov/db"
 import postgres from "postgres"
@@ -6,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ConfigError, loadConfig } from "../src/config.ts"
 import { makeLogger } from "../src/logger.ts"
 import { startServer } from "../src/server.ts"
-import { expectError, startTestServer, type TestServer, testConfig, unique } from "./helpers.ts"
+import { expectError, startTestServer, type TestServer, testConfig, unique, withAuthorizations } from "./helpers.ts"
 
 interface SseMessage {
   readonly id?: string
@@ -159,20 +158,10 @@ describe("GET /events/stream", () => {
 
   it("refuses two Authorization headers whichever comes first, and watches no credential for it", async () => {
     // The stream is authenticated and watched by the one rule of the API (bearerOfRequest): never the first of two.
-    const streamWith = (authorization: Array<string>) =>
-      new Promise<{ status: number; body: any }>((resolve, reject) => {
-        const req = request(
-          `${t.url}/api/v1/events/stream`,
-          { headers: { authorization } as Record<string, Array<string>> },
-          (res) => {
-            let text = ""
-            res.on("data", (chunk) => (text += chunk))
-            res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
-          },
-        )
-        req.on("error", reject)
-        req.end()
-      })
+    const streamWith = async (authorization: Array<string>) => {
+      const res = await withAuthorizations(`${t.url}/api/v1/events/stream`, authorization)
+      return { status: res.status, body: JSON.parse(res.text) }
+    }
     for (const headers of [
       [`Bearer ${t.key}`, "Bearer svc_ws_live_guess"],
       ["Bearer svc_ws_live_guess", `Bearer ${t.key}`],
