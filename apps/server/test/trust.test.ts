@@ -212,6 +212,51 @@ describe("recomputation from the audit trail", () => {
   })
 })
 
+describe("evidence an actor manufactured (second review)", () => {
+  const detailOf = (score: any, name: string) => score.components.find((c: any) => c.name === name)
+  it("approvals asked for and decided by the same credential earn the agent nothing", async () => {
+    const agent = await register()
+    for (let i = 0; i < 5; i++) {
+      const asked = await t.call("POST", "/api/v1/approvals", {
+        body: { agentId: agent.id, action: "payment.send", context: { i } },
+      })
+      expect(asked.status, JSON.stringify(asked.body)).toBe(201)
+      const decided = await t.call("POST", `/api/v1/approvals/${asked.body.data.id}/decide`, {
+        body: { decision: "approved" },
+      })
+      expect(decided.status, JSON.stringify(decided.body)).toBe(200)
+    }
+    await caughtUp()
+    const score = (await t.call("GET", `/api/v1/trust/score/${agent.id}`)).body.data
+    expect(detailOf(score, "human_oversight")).toMatchObject({ score: 600, detail: { approved: 0, denied: 0 } })
+    expect(score.score).toBe(400)
+    const reputation = await t.call("GET", `/api/v1/agents/${agent.id}/reputation`)
+    expect(reputation.body.data.counts).toMatchObject({ approvalsSelfDecided: 5 })
+  })
+
+  it("an ingested event naming an agent only in its data is no agent's activity", async () => {
+    const agent = await register()
+    const ingest = async (event: Record<string, unknown>) => {
+      const res = await t.call("POST", "/api/v1/events/ingest", { body: { events: [event] } })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+    }
+    await ingest({ type: "task.done", data: { agentId: agent.id } })
+    await caughtUp()
+    const before = (await t.call("GET", `/api/v1/trust/score/${agent.id}`)).body.data
+    expect(detailOf(before, "tenure_activity").detail.activeDays).toBe(0)
+    // GET /events?agentId= does not list it either: the agentId field is what names the agent, everywhere.
+    const listed = await t.call("GET", `/api/v1/events?agentId=${agent.id}&type=task.done`)
+    expect(listed.body.data).toEqual([])
+    // The time is the service's: an occurredAt in the future (which decay would make worth more than a day) or the
+    // past changes nothing.
+    await ingest({ type: "task.done", agentId: agent.id, data: {}, occurredAt: "2099-01-01T00:00:00.000Z" })
+    await ingest({ type: "task.done", agentId: agent.id, data: {}, occurredAt: "2001-01-01T00:00:00.000Z" })
+    await caughtUp()
+    const after = (await t.call("GET", `/api/v1/trust/score/${agent.id}`)).body.data
+    expect(detailOf(after, "tenure_activity").detail.activeDays).toBe(1)
+  })
+})
+
 describe("tier crossings (D12, D13)", () => {
   it("crossing into bronze emits score.changed, tier.upgraded and badge.earned once, with the spec's fields", async () => {
     const agent = await register()
@@ -370,6 +415,25 @@ describe("certifications (D14) and trust", () => {
     expect(fresh.certifications).toEqual([])
     expect(await verify(fresh.signature)).toMatchObject({ valid: true, current: true })
     expect((await publicGet(`/api/v1/badge/${agent.id}/verify`)).body.data).toMatchObject({ current: true })
+  })
+
+  it("verify reads the agent's state, not the image's cache: a change whose notification is on its way counts", async () => {
+    const agent = await bronzeAgent()
+    const now = Date.now() + 1
+    await certify(agent.id, now)
+    const badge = (await publicGet(`/api/v1/badge/${agent.id}?format=json`)).body.data
+    expect(badge.certifications).toEqual(["soc2"])
+    // Ended with no notification at all: what the revocation looks like to this instance until its notification
+    // arrives (the response to the revoke can reach a client first).
+    await t.query(
+      (sql) => sql`UPDATE certifications SET status = 'revoked', revoked_at = now() WHERE id = ${`crt_trust${now}`}`,
+    )
+    const checked = await t.call("POST", `/api/v1/badge/${agent.id}/verify`, { key: null, body: { badge } })
+    expect(checked.body.data).toMatchObject({ valid: true, current: false })
+    expect((await publicGet(`/api/v1/badge/${agent.id}/verify`)).body.data).toMatchObject({
+      valid: true,
+      current: true,
+    })
   })
 
   it("a fall below bronze revokes the agent's certifications in the pass that announces it", async () => {
@@ -542,7 +606,9 @@ describe("badges (D13)", () => {
 
   it("names are escaped: markup, quotes, right-to-left overrides and very long names", async () => {
     const hostile = `<script>alert("x")</script>'&\u202Egnp.exe`
-    const agent = await bronzeAgent(hostile)
+    // Registration now refuses bidi controls in a name; one stored before that rule is still drawn safely.
+    const agent = await bronzeAgent()
+    await t.query((sql) => sql`UPDATE agents SET name = ${hostile} WHERE id = ${agent.id}`)
     const svg = await (await fetch(`${t.url}/api/v1/badge/${agent.id}`)).text()
     expect(svg).not.toContain("<script")
     expect(svg).toContain("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39;&amp;")

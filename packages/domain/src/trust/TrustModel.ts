@@ -41,7 +41,17 @@ export interface Decayed {
   readonly t: number
 }
 
+/**
+ * The revision of the rules that fold events into evidence. Evidence folded under an earlier revision (or stored
+ * without one) is folded again from the audit trail by the worker (TrustRecompute's rebuild), so every event is
+ * scored by the current rules, not by those in force when it was first read. Raise it with every change to how an
+ * event is read; docs/decisions.md lists the revisions ("Trust fixes, second pass").
+ */
+export const EVIDENCE_RULES = 2
+
 export interface Evidence {
+  /** The EVIDENCE_RULES it was folded under; absent: before revisions were kept (revision 1). */
+  rules?: number
   /** When the agent was registered (ms). */
   registeredAt: number
   allowed: Decayed
@@ -101,6 +111,7 @@ export const addAt = (c: Decayed, w: number, at: number): Decayed =>
   at >= c.t ? { v: valueAt(c, at) + w, t: at } : { v: c.v + w * 2 ** (-(c.t - at) / HALF_LIFE_MS), t: c.t }
 
 export const emptyEvidence = (registeredAt: number): Evidence => ({
+  rules: EVIDENCE_RULES,
   registeredAt,
   allowed: ZERO,
   denied: ZERO,
@@ -177,12 +188,27 @@ export const applyEvaluations = (
   }
 }
 
+/** What the worker knows of an event beyond its type, data and time. */
+export interface EventContext {
+  /**
+   * `approval.decided`: the party that decided is the party that asked (TrustRecompute's partyOf): the decision is no
+   * oversight of the agent and counts neither way (only in the totals, as `approvalsSelfDecided`).
+   */
+  readonly selfDecided?: boolean
+}
+
 /**
  * Folds one event about the agent into its evidence (in place). `at` is the event's time (ms).
  * Types of the system's own catalog not listed in EVIDENCE_TYPES change nothing here; any other
  * type (an event the agent's software ingested) counts as activity.
  */
-export const applyEvent = (e: Evidence, type: string, data: Record<string, unknown>, at: number): void => {
+export const applyEvent = (
+  e: Evidence,
+  type: string,
+  data: Record<string, unknown>,
+  at: number,
+  context: EventContext = {},
+): void => {
   switch (type) {
     case "policy.evaluated": {
       const allowed = data.decision === "allow"
@@ -192,6 +218,12 @@ export const applyEvent = (e: Evidence, type: string, data: Record<string, unkno
     case "policy.denied": {
       const reasons = Array.isArray(data.reasons) ? (data.reasons as Array<{ code?: unknown }>) : []
       if (reasons.length > 0 && reasons.every((r) => STATUS_DENIALS.has(String(r?.code)))) return
+      // Denied because an approver denied this request (asked again, or the denied approval presented): the
+      // approver's denial already costs (human_oversight), once; a retry loop must not cost 60 points a call.
+      if (String(reasons[0]?.code) === "APPROVAL_DENIED") {
+        count(e, "deniedByApproval")
+        return
+      }
       count(e, "denied")
       e.denied = addAt(e.denied, 1, at)
       return
@@ -229,6 +261,10 @@ export const applyEvent = (e: Evidence, type: string, data: Record<string, unkno
       return
     }
     case "approval.decided": {
+      if (data.expired !== true && context.selfDecided === true) {
+        count(e, "approvalsSelfDecided")
+        return
+      }
       if (data.expired === true) {
         count(e, "approvalsExpired")
         e.expiredApprovals = addAt(e.expiredApprovals, 1, at)

@@ -15,6 +15,7 @@ import {
   cloneEvidence,
   computeScore,
   DAILY_ALLOWED_CAP,
+  EVIDENCE_RULES,
   EVIDENCE_TYPES,
   type Evidence,
   emptyEvidence,
@@ -59,6 +60,73 @@ interface ScoreRow {
   readonly evidence: Evidence
   readonly published_score: number
   readonly badge_tier: BadgeTier | null
+}
+
+/** An event of the trail read one by one (the system's own, but for the guard's record). */
+interface ReadRow {
+  readonly sequence: string | number
+  readonly type: string
+  readonly agent_id: string | null
+  readonly actor_type: string
+  readonly actor_id: string | null
+  readonly data: string
+  readonly ts: Date
+}
+
+/** The guard's decisions and the agent's own software's events, counted per agent and day in SQL. */
+interface DailyRow {
+  readonly agent_id: string
+  readonly day: string | number
+  readonly evaluated: boolean
+  readonly n: string | number
+  readonly allowed: string | number
+  readonly allowed_at: ReadonlyArray<string | number> | null
+  readonly first_at: string | number
+}
+
+/** An event read one by one, about an agent, with what the model needs to know of it. */
+interface Relevant {
+  readonly agentId: string
+  readonly type: string
+  readonly data: Record<string, unknown>
+  readonly at: number
+  readonly selfDecided: boolean
+}
+
+/** At most this many agents' evidence is folded again from the trail in one pass (the rest in later ones). */
+const REBUILDS_PER_PASS = 50
+
+/** What a credential is known by on the trail: its type and id (null: the system). */
+export interface CredentialRef {
+  readonly type: string
+  readonly id: string | null
+}
+
+/**
+ * Who acts through a credential, for telling an approval's requester from its decider (docs/decisions.md, "Trust fixes, second pass"): the agent
+ * for an agent-bound key or token; else the person behind it (signed in, an OAuth grant's user, or the member who
+ * minted the key); else the workspace's operator (keys made at first start, by the CLI or with a workspace), as one
+ * party. `keys` and `grants` map the credentials' ids to what the database says of them.
+ */
+export const partyOf = (
+  credential: CredentialRef,
+  keys: ReadonlyMap<string, { readonly agentId: string | null; readonly createdByUser: string | null }>,
+  grants: ReadonlyMap<string, string>,
+): string => {
+  const { type, id } = credential
+  if (id === null || type === "system") return "system"
+  if (type === "user") return `user:${id}`
+  if (type === "oauth") {
+    const user = grants.get(id)
+    return user === undefined ? `oauth:${id}` : `user:${user}`
+  }
+  if (type === "api_key" || type === "sdk_token") {
+    const key = keys.get(id)
+    if (key === undefined) return `key:${id}`
+    if (key.agentId !== null) return `agent:${key.agentId}`
+    return key.createdByUser !== null ? `user:${key.createdByUser}` : "operator"
+  }
+  return `${type}:${id}`
 }
 
 /** Each agent's identity facts (D12's key hygiene), read from its keys and versions at `now`. */
@@ -277,6 +345,198 @@ export class TrustRecompute extends Context.Service<
           return events
         })
 
+      /**
+       * The events of (after, upper] read one by one, in order, at most BATCH (the caller's window ends at the last
+       * then): the system's own, but for the guard's record. An event of the agent's own software is not among
+       * them, whatever its data says: it is the agent's in its `agentId` column alone, and is counted per day below
+       * (`daily`). With `only`, the events of those agents alone.
+       */
+      const readEvents = (workspaceId: string, after: number, upper: number, only?: ReadonlyArray<string>) =>
+        sql<ReadRow>`SELECT sequence, type, agent_id, actor_type, actor_id, data::text AS data, ts FROM events
+            WHERE workspace_id = ${workspaceId} AND sequence > ${after} AND sequence <= ${upper}
+              AND type <> 'policy.evaluated' AND split_part(type, '.', 1) IN ${sql.in(namespaces)}
+              ${
+                only === undefined
+                  ? sql``
+                  : sql`AND (agent_id IN ${sql.in(only)} OR (agent_id IS NULL AND data->>'agentId' IN ${sql.in(only)}))`
+              }
+            ORDER BY sequence LIMIT ${BATCH}`
+
+      /**
+       * Per agent and day of (after, upper]: the guard's decisions (the model reads only their number, the allowed
+       * ones', and the times of a day's first DAILY_ALLOWED_CAP allows: applyEvaluations), and the first event of the
+       * agent's own software (a day of activity: markActive). With `only`, those agents' alone.
+       */
+      const dailyEvents = (workspaceId: string, after: number, upper: number, only?: ReadonlyArray<string>) =>
+        sql<DailyRow>`SELECT agent_id, floor(extract(epoch FROM ts) / 86400)::int8 AS day, type = 'policy.evaluated' AS evaluated,
+              count(*) AS n,
+              count(*) FILTER (WHERE type = 'policy.evaluated' AND data->>'decision' = 'allow') AS allowed,
+              (array_agg((extract(epoch FROM ts) * 1000)::int8 ORDER BY sequence)
+                FILTER (WHERE type = 'policy.evaluated' AND data->>'decision' = 'allow'))[1:${DAILY_ALLOWED_CAP}] AS allowed_at,
+              (min(extract(epoch FROM ts)) * 1000)::int8 AS first_at
+            FROM events
+            WHERE workspace_id = ${workspaceId} AND sequence > ${after} AND sequence <= ${upper}
+              AND ${only === undefined ? sql`agent_id IS NOT NULL` : sql`agent_id IN ${sql.in(only)}`}
+              AND (type = 'policy.evaluated' OR split_part(type, '.', 1) NOT IN ${sql.in(namespaces)})
+            GROUP BY agent_id, day, evaluated ORDER BY day, agent_id`
+
+      /**
+       * The events read, about an agent, each with whether it is an approval decided by the party that asked for it
+       * (partyOf): the requester is the actor of its `approval.requested`, the decider the actor of the decision.
+       */
+      const relevantOf = (workspaceId: string, read: ReadonlyArray<ReadRow>) =>
+        Effect.gen(function* () {
+          const parsed = read.flatMap((r) => {
+            if (OWN_OUTPUT.has(r.type)) return []
+            const data = JSON.parse(r.data) as Record<string, unknown>
+            const agentId = r.agent_id ?? (typeof data.agentId === "string" ? data.agentId : undefined)
+            return agentId === undefined ? [] : [{ row: r, agentId, data }]
+          })
+          const decided = parsed.filter(
+            (p) =>
+              p.row.type === "approval.decided" && p.data.expired !== true && typeof p.data.approvalId === "string",
+          )
+          const self = new Set<string>()
+          if (decided.length > 0) {
+            const approvalIds = [...new Set(decided.map((p) => p.data.approvalId as string))]
+            // Each request precedes its decision: read backwards from the newest decision, the newest request first.
+            const before = Math.max(...decided.map((p) => Number(p.row.sequence)))
+            const requests = yield* sql<{
+              approval_id: string
+              actor_type: string
+              actor_id: string | null
+            }>`SELECT d.id AS approval_id, r.actor_type, r.actor_id FROM unnest(${approvalIds}::text[]) AS d(id)
+                CROSS JOIN LATERAL (SELECT actor_type, actor_id FROM events
+                  WHERE workspace_id = ${workspaceId} AND type = 'approval.requested' AND data->>'approvalId' = d.id
+                    AND sequence < ${before}
+                  ORDER BY sequence DESC LIMIT 1) r`
+            const requester = new Map(requests.map((r) => [r.approval_id, { type: r.actor_type, id: r.actor_id }]))
+            const credentials = [
+              ...requests.map((r) => ({ type: r.actor_type, id: r.actor_id })),
+              ...decided.map((p) => ({ type: p.row.actor_type, id: p.row.actor_id })),
+            ]
+            const keyIds = [
+              ...new Set(
+                credentials
+                  .filter((c) => c.type === "api_key" || c.type === "sdk_token")
+                  .flatMap((c) => (c.id === null ? [] : [c.id])),
+              ),
+            ]
+            const grantIds = [
+              ...new Set(credentials.filter((c) => c.type === "oauth").flatMap((c) => (c.id === null ? [] : [c.id]))),
+            ]
+            const keys = new Map(
+              (keyIds.length === 0
+                ? []
+                : yield* sql<{
+                    id: string
+                    agent_id: string | null
+                    created_by_user: string | null
+                  }>`SELECT id, agent_id, created_by_user FROM api_keys WHERE workspace_id = ${workspaceId} AND id IN ${sql.in(keyIds)}`
+              ).map((k) => [k.id, { agentId: k.agent_id, createdByUser: k.created_by_user }]),
+            )
+            const grants = new Map(
+              (grantIds.length === 0
+                ? []
+                : yield* sql<{
+                    id: string
+                    user_id: string
+                  }>`SELECT id, user_id FROM oauth_grants WHERE workspace_id = ${workspaceId} AND id IN ${sql.in(grantIds)}`
+              ).map((g) => [g.id, g.user_id]),
+            )
+            for (const p of decided) {
+              const asked = requester.get(p.data.approvalId as string)
+              if (asked === undefined) continue
+              const decider = partyOf({ type: p.row.actor_type, id: p.row.actor_id }, keys, grants)
+              if (decider === partyOf(asked, keys, grants)) self.add(String(p.row.sequence))
+            }
+          }
+          return parsed.map(
+            (p): Relevant => ({
+              agentId: p.agentId,
+              type: p.row.type,
+              data: p.data,
+              at: p.row.ts.getTime(),
+              selfDecided: self.has(String(p.row.sequence)),
+            }),
+          )
+        })
+
+      /** Folds the per-day groups into the agents' evidence, in day order (a day is active once). */
+      const foldDaily = (
+        daily: ReadonlyArray<DailyRow>,
+        evidence: Map<string, Evidence>,
+        causes?: Map<string, Causes>,
+      ) => {
+        for (const g of daily) {
+          const ev = evidence.get(g.agent_id)
+          if (ev === undefined) continue
+          if (!g.evaluated) {
+            markActive(ev, Number(g.first_at))
+            continue
+          }
+          const n = Number(g.n)
+          applyEvaluations(ev, n, Number(g.allowed), (g.allowed_at ?? []).map(Number))
+          if (causes === undefined) continue
+          const c = causes.get(g.agent_id) ?? new Map<string, number>()
+          c.set("policy.evaluated", (c.get("policy.evaluated") ?? 0) + n)
+          causes.set(g.agent_id, c)
+        }
+      }
+
+      /**
+       * The evidence of `agents` folded afresh from every event of the trail up to `upTo` under the current rules
+       * (EVIDENCE_RULES): for evidence folded under earlier ones. The events one by one in batches, the per-day
+       * groups in one query (folding the two in either order gives the same evidence: only the groups mark days).
+       */
+      const rebuild = (workspaceId: string, agents: ReadonlyArray<AgentRow>, upTo: number) =>
+        Effect.gen(function* () {
+          const evidence = new Map(agents.map((a) => [a.id, emptyEvidence(a.created_at.getTime())]))
+          const ids = agents.map((a) => a.id)
+          if (ids.length === 0 || upTo <= 0) return evidence
+          foldDaily(yield* dailyEvents(workspaceId, 0, upTo, ids), evidence)
+          let after = 0
+          for (;;) {
+            const read = yield* readEvents(workspaceId, after, upTo, ids)
+            for (const e of yield* relevantOf(workspaceId, read)) {
+              const ev = evidence.get(e.agentId)
+              if (ev !== undefined) applyEvent(ev, e.type, e.data, e.at, { selfDecided: e.selfDecided })
+            }
+            if (read.length < BATCH) return evidence
+            after = Number(read[read.length - 1]!.sequence)
+          }
+        })
+
+      /**
+       * The agents' stored evidence (a copy), or none for an agent not read before; evidence folded under earlier
+       * rules is folded again from the trail up to `upTo` (at most REBUILDS_PER_PASS agents a pass: the others keep
+       * theirs until a later pass). `rebuilt` names the agents folded again.
+       */
+      const evidenceOf = (
+        workspaceId: string,
+        agents: ReadonlyArray<AgentRow>,
+        rows: Map<string, ScoreRow>,
+        upTo: number,
+      ) =>
+        Effect.gen(function* () {
+          const evidence = new Map<string, Evidence>()
+          const stale = agents
+            .filter((a) => {
+              const row = rows.get(a.id)
+              return row !== undefined && (row.evidence.rules ?? 1) < EVIDENCE_RULES
+            })
+            .slice(0, REBUILDS_PER_PASS)
+          for (const a of agents) {
+            const row = rows.get(a.id)
+            evidence.set(a.id, row ? cloneEvidence(row.evidence) : emptyEvidence(a.created_at.getTime()))
+          }
+          for (const [id, ev] of yield* rebuild(workspaceId, stale, upTo)) evidence.set(id, ev)
+          return { evidence, rebuilt: new Set(stale.map((a) => a.id)) }
+        })
+
+      /** The rebuilt agents' cause, named in the reason of what they announce. */
+      const REBUILT = "recomputed from the audit trail under the current rules"
+
       const catchUp = Effect.fn("TrustRecompute.catchUp")(function* (workspaceId: string) {
         return yield* sql.withTransaction(
           Effect.gen(function* () {
@@ -290,90 +550,35 @@ export class TrustRecompute extends Context.Service<
             if (bounds?.upper == null) return { skipped: false, read: 0, emitted: 0, more: false }
             let upper = Number(bounds.upper)
             let full = upper === cursor.sequence + WINDOW
-            // The events read in full and in order (at most BATCH: the window ends there): the system's own, but for
-            // the guard's record, and any without an agent column that names an agent in its data. The rest, most of
-            // the trail, is counted per agent and day in PostgreSQL below, or is about no agent; reading each back cost the guard a fifth of its throughput and ingest as
-            // much of the server's CPU.
-            const read = yield* sql<{
-              sequence: string | number
-              type: string
-              agent_id: string | null
-              data: string
-              ts: Date
-            }>`SELECT sequence, type, agent_id, data::text AS data, ts FROM events
-                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
-                  AND type <> 'policy.evaluated'
-                  AND (split_part(type, '.', 1) IN ${sql.in(namespaces)}
-                    OR (agent_id IS NULL AND data->>'agentId' IS NOT NULL))
-                ORDER BY sequence LIMIT ${BATCH}`
+            // The events read in full and in order (at most BATCH: the window ends there). The rest, most of the
+            // trail, is counted per agent and day in PostgreSQL below, or is about no agent; reading each back cost
+            // the guard a fifth of its throughput and ingest as much of the server's CPU.
+            const read = yield* readEvents(workspaceId, cursor.sequence, upper)
             if (read.length === BATCH) {
               upper = Number(read[read.length - 1]!.sequence)
               full = true
             }
-            // Per agent and day: the guard's decisions (the model reads only their number, the allowed ones', and the
-            // times of a day's first DAILY_ALLOWED_CAP allows: applyEvaluations), and the first event of the agent's
-            // own software (a day of activity: markActive).
-            const daily = yield* sql<{
-              agent_id: string
-              day: string | number
-              evaluated: boolean
-              n: string | number
-              allowed: string | number
-              allowed_at: ReadonlyArray<string | number> | null
-              first_at: string | number
-            }>`SELECT agent_id, floor(extract(epoch FROM ts) / 86400)::int8 AS day, type = 'policy.evaluated' AS evaluated,
-                  count(*) AS n,
-                  count(*) FILTER (WHERE type = 'policy.evaluated' AND data->>'decision' = 'allow') AS allowed,
-                  (array_agg((extract(epoch FROM ts) * 1000)::int8 ORDER BY sequence)
-                    FILTER (WHERE type = 'policy.evaluated' AND data->>'decision' = 'allow'))[1:${DAILY_ALLOWED_CAP}] AS allowed_at,
-                  (min(extract(epoch FROM ts)) * 1000)::int8 AS first_at
-                FROM events
-                WHERE workspace_id = ${workspaceId} AND sequence > ${cursor.sequence} AND sequence <= ${upper}
-                  AND agent_id IS NOT NULL
-                  AND (type = 'policy.evaluated' OR split_part(type, '.', 1) NOT IN ${sql.in(namespaces)})
-                GROUP BY agent_id, day, evaluated ORDER BY day, agent_id`
+            const daily = yield* dailyEvents(workspaceId, cursor.sequence, upper)
             const covered = upper - cursor.sequence
             const last = upper
 
-            const relevant: Array<{ agentId: string; type: string; data: Record<string, unknown>; at: number }> = []
-            for (const r of read) {
-              if (OWN_OUTPUT.has(r.type)) continue
-              const data = JSON.parse(r.data) as Record<string, unknown>
-              const agentId = r.agent_id ?? (typeof data.agentId === "string" ? data.agentId : undefined)
-              if (agentId === undefined) continue
-              relevant.push({ agentId, type: r.type, data, at: r.ts.getTime() })
-            }
+            const relevant = yield* relevantOf(workspaceId, read)
             const ids = [...new Set([...relevant.map((e) => e.agentId), ...daily.map((g) => g.agent_id)])]
             const agents = yield* loadAgents(workspaceId, ids)
             const rows = new Map((yield* loadScores(workspaceId, ids)).map((r) => [r.agent_id, r]))
             const known = new Set(agents.map((a) => a.id))
-            const evidence = new Map<string, Evidence>()
-            for (const a of agents) {
-              const row = rows.get(a.id)
-              evidence.set(a.id, row ? cloneEvidence(row.evidence) : emptyEvidence(a.created_at.getTime()))
-            }
-            const causes = new Map<string, Causes>()
+            const { evidence, rebuilt } = yield* evidenceOf(workspaceId, agents, rows, cursor.sequence)
+            const causes = new Map<string, Causes>([...rebuilt].map((id) => [id, new Map([[REBUILT, 1]])]))
             /** The agent's other records read (not evidence): named in the reason when no evidence moved it. */
             const records = new Map<string, Causes>()
             const adjustments = new Map<string, Array<string>>()
             // In day order, the guard's groups and the others' alike: a day is active once, and a pass over several
             // days must not meet a day again after a later one (folded first, the guard's days counted the others'
-            // days a second time).
-            for (const g of daily) {
-              if (!known.has(g.agent_id)) continue
-              if (!g.evaluated) {
-                markActive(evidence.get(g.agent_id)!, Number(g.first_at))
-                continue
-              }
-              const n = Number(g.n)
-              applyEvaluations(evidence.get(g.agent_id)!, n, Number(g.allowed), (g.allowed_at ?? []).map(Number))
-              const c = causes.get(g.agent_id) ?? new Map<string, number>()
-              c.set("policy.evaluated", (c.get("policy.evaluated") ?? 0) + n)
-              causes.set(g.agent_id, c)
-            }
+            // days a second time). The events read one by one mark no day (an ingested one is never among them).
+            foldDaily(daily, evidence, causes)
             for (const e of relevant) {
               if (!known.has(e.agentId)) continue
-              applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at)
+              applyEvent(evidence.get(e.agentId)!, e.type, e.data, e.at, { selfDecided: e.selfDecided })
               if (e.type === "trust.score.adjusted") {
                 const list = adjustments.get(e.agentId) ?? []
                 const d = Number(e.data.delta)
@@ -407,13 +612,14 @@ export class TrustRecompute extends Context.Service<
                 WHERE t.workspace_id = ${workspaceId} AND (a.status <> 'deregistered' OR t.badge_tier IS NOT NULL)`
             const ids = rows.map((r) => r.agent_id)
             const agents = yield* loadAgents(workspaceId, ids)
-            const evidence = new Map(rows.map((r) => [r.agent_id, r.evidence]))
+            const byAgent = new Map(rows.map((r) => [r.agent_id, r]))
+            const { evidence, rebuilt } = yield* evidenceOf(workspaceId, agents, byAgent, cursor.sequence)
             const events = yield* settle(
               workspaceId,
               agents,
               evidence,
-              new Map(rows.map((r) => [r.agent_id, r])),
-              new Map(),
+              byAgent,
+              new Map([...rebuilt].map((id) => [id, new Map([[REBUILT, 1]])])),
               new Map(),
               now,
             )

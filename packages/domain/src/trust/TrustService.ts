@@ -290,11 +290,15 @@ export class TrustService extends Context.Service<
         return hit === undefined ? undefined : (hit.badge ?? null)
       }
 
-      /** The current badge (or undefined), from the cache while nothing changed. */
-      const current = (agentId: string) =>
+      /**
+       * The current badge (or undefined), from the cache while nothing changed. `reread`: the agent's state is read
+       * now whatever the cache holds (a check of what a badge claims must not answer from a state that a change's
+       * notification, still on its way, is about to drop); an unchanged state keeps the badge issued.
+       */
+      const current = (agentId: string, reread = false) =>
         Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
-          const fresh = freshHit(agentId, now)
+          const fresh = reread ? undefined : freshHit(agentId, now)
           if (fresh) return fresh.badge
           const hit = cache.get(agentId)
           const state = yield* stateOf(agentId)
@@ -343,7 +347,7 @@ export class TrustService extends Context.Service<
         const key = yield* keys.publicKey(parsed.kid)
         const checked = checkBadge(parsed, key, { agentId, now: yield* Clock.currentTimeMillis })
         if (!checked.valid) return refused(agentId, checked.reason, checked.claims)
-        const holds = yield* current(agentId)
+        const holds = yield* current(agentId, true)
         const { tier, score, issuedAt, expiresAt, certifications: named } = checked.claims
         return {
           valid: true,
@@ -361,7 +365,7 @@ export class TrustService extends Context.Service<
       })
 
       const verifyCurrent = Effect.fn("TrustService.verifyCurrent")(function* (agentId: string) {
-        const found = yield* current(agentId)
+        const found = yield* current(agentId, true)
         if (found === undefined) return refused(agentId, "no_badge")
         return yield* verify_(agentId, found.signature)
       })

@@ -110,6 +110,22 @@ describe("policy compliance", () => {
     expect(component(e, "policy_compliance", T0).score).toBe(200)
   })
 
+  it("a denial an approver's denial decided costs nothing more: that denial already costs, once", () => {
+    const e = emptyEvidence(T0)
+    for (let i = 0; i < 5; i++)
+      applyEvent(
+        e,
+        "policy.denied",
+        { reasons: [{ code: "APPROVAL_DENIED" }, { code: "APPROVAL_REQUIRED", ruleId: "payments" }] },
+        T0,
+      )
+    expect(component(e, "policy_compliance", T0).score).toBe(200)
+    expect(e.totals).toMatchObject({ deniedByApproval: 5 })
+    // A rule's own denial still costs, whatever notes follow it.
+    applyEvent(e, "policy.denied", { reasons: [{ code: "POLICY_DENIED" }, { code: "APPROVAL_DENIED" }] }, T0)
+    expect(component(e, "policy_compliance", T0).detail).toMatchObject({ denied: 1 })
+  })
+
   it("old evidence decays: a denial counts half after one half-life", () => {
     const e = emptyEvidence(T0)
     allowed(e, T0, 100)
