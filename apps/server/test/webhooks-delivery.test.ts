@@ -2,7 +2,7 @@ import { AuditLog, connectionFailed, SCOPES, systemActor, WebhookService } from 
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { expectError, startTestServer, type TestServer } from "./helpers.ts"
+import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 import {
   type Answer,
   eventually,
@@ -224,6 +224,56 @@ describe("schedule A (exponential), clock 50× fast", () => {
       [1, "failed"],
       [2, "success"],
     ])
+  })
+
+  it("a deleted workspace's deliveries get no retry, its last event one attempt, and nothing is disabled", async () => {
+    const made = await s.t.call("POST", "/api/v1/workspaces", { body: { name: unique("webhooks-gone") } })
+    expect(made.status, JSON.stringify(made.body)).toBe(201)
+    const key = made.body.data.apiKey.apiKey as string
+    const res = await s.t.call("POST", "/api/v1/webhooks", {
+      key,
+      body: { url: `${s.r.url}?w=wsgone`, events: ["sched.wsgone", "workspace.deleted"], retryPolicy: "extended" },
+    })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    const webhookId = res.body.data.id as string
+    // The first attempt hangs to its 1 s time-out and its retry follows 600 ms later: the workspace goes meanwhile.
+    s.answers.set("wsgone", (x) => (x.body.type === "sched.wsgone" ? "hang" : 500))
+    const ingested = await s.t.call("POST", "/api/v1/events/ingest", {
+      key,
+      body: { events: [{ type: "sched.wsgone", data: {} }] },
+    })
+    expect(ingested.status, JSON.stringify(ingested.body)).toBe(201)
+    await s.r.waitFor(() => h.at("wsgone").length === 1, 10_000, "the first attempt")
+    const gone = await s.t.call("DELETE", `/api/v1/workspaces/${made.body.data.workspace.id}`)
+    expect(gone.status, JSON.stringify(gone.body)).toBe(200)
+    const rows = await eventually(async () => {
+      const all = await h.deliveryRows(webhookId)
+      return all.length === 2 && all.every((r) => r.status === "failed") ? all : undefined
+    })
+    expect(rows.map((r) => [r.attempts, r.next_attempt_at])).toEqual([
+      [2, null],
+      [1, null],
+    ])
+    const recorded = await s.t.query<{
+      event_type: string
+      attempt: number
+      status_code: number | null
+      error: string
+    }>(
+      (sql) =>
+        sql`SELECT event_type, attempt, status_code, error FROM webhook_attempts WHERE webhook_id = ${webhookId}
+          ORDER BY event_type DESC, attempt`,
+    )
+    expect(recorded).toEqual([
+      { event_type: "workspace.deleted", attempt: 1, status_code: 500, error: "HTTP 500" },
+      { event_type: "sched.wsgone", attempt: 1, status_code: null, error: connectionFailed(1000) },
+      { event_type: "sched.wsgone", attempt: 2, status_code: null, error: "not sent: the workspace was deleted" },
+    ])
+    expect(h.at("wsgone").map((x) => x.body.type)).toEqual(["sched.wsgone", "workspace.deleted"])
+    const [webhookRow] = await s.t.query<{ enabled: boolean }>(
+      (sql) => sql`SELECT enabled FROM webhooks WHERE id = ${webhookId}`,
+    )
+    expect(webhookRow!.enabled).toBe(true)
   })
 
   it("redeliver re-sends failed deliveries in a new round, numbering on; refuses what it cannot do", async () => {

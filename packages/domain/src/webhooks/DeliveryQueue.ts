@@ -37,6 +37,11 @@ export interface ClaimedDelivery {
   readonly leaseToken: string
   /** The W3C traceparent of the span that appended the event, when tracing was on: the attempt's parent. */
   readonly traceParent: string | null
+  /**
+   * The workspace was deleted: a first attempt is sent, a later one is recorded as failed without being sent, and
+   * either ends the delivery (no retry, no disabling).
+   */
+  readonly workspaceDeleted: boolean
 }
 
 /** What follows an attempt. */
@@ -64,6 +69,9 @@ export const nextStep = (schedule: Schedule, roundAttempt: number, outcome: Atte
   return { kind: "retry", at: outcome.startedAt + outcome.responseTimeMs + schedule.delaysMs[roundAttempt - 1]! }
 }
 
+/** The error of a retry of a deleted workspace's delivery, recorded unsent. */
+export const WORKSPACE_DELETED_NOT_SENT = "not sent: the workspace was deleted"
+
 /** The associated data that binds a sealed webhook secret to its webhook. */
 export const secretAad = (webhookId: string) => `webhook:${webhookId}`
 
@@ -83,6 +91,7 @@ interface ClaimRow {
   readonly previous_secret: string | null
   readonly environment: "live" | "test"
   readonly trace_parent: string | null
+  readonly workspace_deleted: boolean
 }
 
 /**
@@ -192,7 +201,7 @@ export class DeliveryQueue extends Context.Service<
           SELECT c.id, c.workspace_id, c.webhook_id, c.event_id, c.attempts, c.round_start, c.trace_parent,
             e.type, e.ts, e.data, w.url, w.retry_policy, w.secret,
             CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret,
-            ws.environment
+            ws.environment, ws.deleted_at IS NOT NULL AS workspace_deleted
           FROM claimed c
           -- One primary-key lookup per delivery, whatever the planner knows of the events table's size.
           CROSS JOIN LATERAL (
@@ -221,12 +230,24 @@ export class DeliveryQueue extends Context.Service<
             previousSecret: r.previous_secret,
             leaseToken: token,
             traceParent: r.trace_parent,
+            workspaceDeleted: r.workspace_deleted,
           }),
         )
       }, Effect.orDie)
 
       const attempt = async (d: ClaimedDelivery): Promise<AttemptResult> => {
         const schedule = schedules[d.retryPolicy]
+        if (d.workspaceDeleted && d.attempt > 1) {
+          // Nobody can manage (or stop) a deleted workspace's webhooks: no retry goes out, and the webhook is left
+          // as it was (disabling it would append an event to the deleted workspace's chain).
+          const outcome: AttemptOutcome = {
+            success: false,
+            startedAt: Date.now(),
+            responseTimeMs: 0,
+            error: WORKSPACE_DELETED_NOT_SENT,
+          }
+          return { delivery: d, outcome, next: { kind: "failed", disable: undefined } }
+        }
         const current = unseal(master, secretAad(d.webhookId), d.secret)
         if (current === undefined) {
           const outcome: AttemptOutcome = {
@@ -262,6 +283,13 @@ export class DeliveryQueue extends Context.Service<
           body,
           timeoutMs: schedule.timeoutMs,
         })
+        // A deleted workspace's event (`workspace.deleted` itself) gets its first attempt, and nothing after it.
+        if (d.workspaceDeleted)
+          return {
+            delivery: d,
+            outcome,
+            next: outcome.success ? { kind: "delivered" } : { kind: "failed", disable: undefined },
+          }
         return { delivery: d, outcome, next: nextStep(schedule, d.roundAttempt, outcome) }
       }
 

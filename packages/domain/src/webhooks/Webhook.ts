@@ -66,7 +66,7 @@ export const WebhookDelivery = Schema.Struct({
   error: Schema.optionalKey(
     Schema.String.annotate({
       description:
-        "why the attempt failed: `HTTP <status>` (never the answer's body or headers), `connection failed or no answer within <n> ms` (whichever way the connection failed), a refusal of the target, or a DNS failure",
+        "why the attempt failed: `HTTP <status>` (never the answer's body or headers), `connection failed or no answer within <n> ms` (whichever way the connection failed), a refusal of the target, a DNS failure, or `not sent: the workspace was deleted` (a deleted workspace's deliveries are not retried)",
     }),
   ),
 }).annotate({ identifier: "WebhookDelivery" })

@@ -34,7 +34,7 @@ export interface AttemptOutcome {
   readonly statusCode?: number | undefined
   /** Epoch ms when the attempt started. */
   readonly startedAt: number
-  /** Whole ms from start to the end of the answer (or the failure). */
+  /** Whole ms from start to the end of the answer (or the failure, or the time-out while the body was open). */
   readonly responseTimeMs: number
   /**
    * Why it failed, in words that tell nothing the endpoint said beyond its status: never the
@@ -73,7 +73,10 @@ const pinnedLookup =
  * Sends webhook deliveries: resolves the host, refuses addresses the target
  * policy forbids, connects to the checked address (no second DNS lookup),
  * does not follow redirects, and enforces the time-out over the whole
- * exchange, DNS included. Keep-alive connections are pooled per host.
+ * exchange, DNS included. The status line decides the outcome: after it, a
+ * body that is cut off, reset, longer than 64 KiB or still open at the
+ * time-out ends the attempt with that status (the connection is closed).
+ * Keep-alive connections are pooled per host.
  *
  * What an attempt reports is the status code and nothing else the endpoint
  * sent (no body excerpt, no `Location`), and one message for every way a
@@ -102,11 +105,17 @@ export class WebhookClient extends Context.Service<
           }),
       )
 
+      /**
+       * One POST. Resolves when the answer's body has ended (or was cut off at `MAX_ANSWER_BYTES`, or its
+       * connection closed or reset after the status line); rejects only when no status arrived. `answered` holds
+       * the status as soon as the headers are in, so a time-out during the body still knows it.
+       */
       const exchange = (
         url: URL,
         pinned: ReadonlyArray<ResolvedAddress>,
         request: DeliveryRequest,
         signal: AbortSignal,
+        answered: { status?: number },
       ) =>
         new Promise<number>((resolve, reject) => {
           const body = Buffer.from(request.body, "utf8")
@@ -124,17 +133,20 @@ export class WebhookClient extends Context.Service<
               ...traceHeaders(),
             },
           })
-          req.on("error", reject)
+          // After the status line an error (a reset mid-body) ends the answer, as a close does: the status decides.
+          req.on("error", (e) => (answered.status === undefined ? reject(e) : resolve(answered.status)))
           req.on("response", (res: IncomingMessage) => {
+            const status = res.statusCode ?? 0
+            answered.status = status
             let read = 0
             res.on("data", (chunk: Buffer) => {
               read += chunk.length
               if (read > MAX_ANSWER_BYTES) res.destroy()
             })
-            const done = () => resolve(res.statusCode ?? 0)
+            const done = () => resolve(status)
             res.on("end", done)
             res.on("close", done)
-            res.on("error", () => done())
+            res.on("error", done)
           })
           req.end(body)
         })
@@ -156,17 +168,24 @@ export class WebhookClient extends Context.Service<
           }, request.timeoutMs)
         })
         timedOut.catch(() => {})
+        const answered: { status?: number } = {}
+        const byStatus = (code: number) => {
+          if (code >= 200 && code < 300) return finish({ success: true, statusCode: code })
+          const redirect = code >= 300 && code < 400 ? ": redirect not followed" : ""
+          return finish({ success: false, statusCode: code, error: `HTTP ${code}${redirect}` })
+        }
         try {
           const syntax = checkUrlSyntax(request.url)
           if ("issue" in syntax) return finish({ success: false, error: `refused: ${syntax.issue}` })
           const target = await Promise.race([resolveTarget(settings.targets, syntax.url, settings.resolver), timedOut])
           if (!target.ok)
             return finish({ success: false, error: target.unresolved ? target.issue : `refused: ${target.issue}` })
-          const code = await Promise.race([exchange(syntax.url, target.pinned, request, aborter.signal), timedOut])
-          if (code >= 200 && code < 300) return finish({ success: true, statusCode: code })
-          const redirect = code >= 300 && code < 400 ? ": redirect not followed" : ""
-          return finish({ success: false, statusCode: code, error: `HTTP ${code}${redirect}` })
+          return byStatus(
+            await Promise.race([exchange(syntax.url, target.pinned, request, aborter.signal, answered), timedOut]),
+          )
         } catch {
+          // The time-out ran out during the body (the abort closed the connection): the status that came decides.
+          if (answered.status !== undefined) return byStatus(answered.status)
           return finish({ success: false, error: connectionFailed(request.timeoutMs) })
         } finally {
           clearTimeout(timer)

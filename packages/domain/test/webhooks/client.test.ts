@@ -148,3 +148,101 @@ describe("WebhookClient", () => {
     }
   })
 })
+
+describe("WebhookClient: answers whose body is cut off, endless or hung", () => {
+  /** A raw receiver: answers each request's headers as `head` says, then does what `rest` does with the socket. */
+  const rawReceiver = async (head: string, rest: (socket: import("node:net").Socket) => void) => {
+    const closed: Array<boolean> = []
+    const srv = createNetServer((socket) => {
+      socket.on("error", () => {})
+      socket.on("close", () => closed.push(true))
+      let seen = ""
+      socket.on("data", (c) => {
+        seen += c.toString("latin1")
+        if (!seen.includes("\r\n\r\n") || !seen.includes('{"ok":1}')) return
+        seen = ""
+        socket.write(head)
+        rest(socket)
+      })
+    })
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()))
+    return {
+      url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/r`,
+      closed,
+      close: () => new Promise<void>((r) => srv.close(() => r())),
+    }
+  }
+
+  it("a 2xx whose body stops short and the connection closes or resets is the 2xx: the status decides", async () => {
+    const cut = await rawReceiver("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", (s) => s.end("partial"))
+    const reset = await rawReceiver("HTTP/1.1 204 No Content\r\n\r\n", (s) => s.resetAndDestroy())
+    const cutReset = await rawReceiver("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", (s) =>
+      s.write("partial", () => s.resetAndDestroy()),
+    )
+    try {
+      expect(await send(loose, cut.url, 2_000)).toMatchObject({ success: true, statusCode: 200 })
+      expect(await send(loose, reset.url, 2_000)).toMatchObject({ success: true, statusCode: 204 })
+      expect(await send(loose, cutReset.url, 2_000)).toMatchObject({ success: true, statusCode: 200 })
+    } finally {
+      await Promise.all([cut.close(), reset.close(), cutReset.close()])
+    }
+  })
+
+  it("an answer whose body hangs is recorded with its status at the time-out, and its connection is closed", async () => {
+    const hung = await rawReceiver("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", (s) => s.write("partial"))
+    const hungError = await rawReceiver("HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n", (s) =>
+      s.write("3\r\nabc\r\n"),
+    )
+    try {
+      // A time-out long enough for a loaded machine to get the headers in.
+      const [ok, busy] = await Promise.all([send(loose, hung.url, 2_000), send(loose, hungError.url, 2_000)])
+      expect(ok).toMatchObject({ success: true, statusCode: 200 })
+      expect(ok.error).toBeUndefined()
+      expect(ok.responseTimeMs).toBeGreaterThanOrEqual(1_999)
+      expect(busy).toMatchObject({ success: false, statusCode: 503, error: "HTTP 503" })
+      // Neither socket is left open (nor put back in the pool) with the rest of its body pending.
+      await expect.poll(() => hung.closed.length + hungError.closed.length).toBe(2)
+    } finally {
+      await Promise.all([hung.close(), hungError.close()])
+    }
+  })
+
+  it("reads at most 64 KiB of an endless answer, then closes the connection", async () => {
+    let written = 0
+    const endless = await rawReceiver("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", (s) => {
+      const chunk = `4000\r\n${"x".repeat(0x4000)}\r\n`
+      const pump = () => {
+        while (!s.destroyed && written < 64 * 1024 * 1024) {
+          written += 0x4000
+          if (!s.write(chunk)) return void s.once("drain", pump)
+        }
+      }
+      pump()
+    })
+    try {
+      expect(await send(loose, endless.url, 5_000)).toMatchObject({ success: true, statusCode: 200 })
+      await expect.poll(() => endless.closed.length).toBe(1)
+      expect(written).toBeLessThan(64 * 1024 * 1024)
+    } finally {
+      await endless.close()
+    }
+  })
+
+  it("an answer whose headers never end, or are too large, is no answer", async () => {
+    const trickle = await rawReceiver("HTTP/1.1 200 OK\r\n", (s) => {
+      const t = setInterval(() => (s.destroyed ? clearInterval(t) : s.write("x-a: b\r\n")), 50)
+      s.on("close", () => clearInterval(t))
+    })
+    const huge = await rawReceiver(`HTTP/1.1 200 OK\r\nx-big: ${"a".repeat(200_000)}\r\n\r\n`, () => {})
+    try {
+      const slow = await send(loose, trickle.url, 500)
+      expect(slow).toMatchObject({ success: false, error: connectionFailed(500) })
+      expect(slow.statusCode).toBeUndefined()
+      const big = await send(loose, huge.url, 2_000)
+      expect(big).toMatchObject({ success: false, error: connectionFailed(2_000) })
+      expect(big.statusCode).toBeUndefined()
+    } finally {
+      await Promise.all([trickle.close(), huge.close()])
+    }
+  })
+})
