@@ -28,8 +28,48 @@ export interface ResolvedAddress {
 /** Resolves a host name to every address it has (the DNS of `lookup`, or a test's own). */
 export type Resolver = (host: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
-export const systemResolver: Resolver = async (host) =>
-  (await lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family as 4 | 6 }))
+/** getaddrinfo calls for webhooks at once: libuv's pool has 4 threads, shared with files, crypto and zlib. */
+export const MAX_CONCURRENT_LOOKUPS = 2
+
+/**
+ * `resolve` with at most `max` calls in flight, the rest waiting their turn, and concurrent lookups of one host
+ * sharing one call. `dns.lookup` is getaddrinfo on libuv's thread pool, and a lookup that waits for a slow
+ * authoritative server holds its thread until the resolver gives up: webhooks pointing at such names (any
+ * workspace can register them) could hold every thread of the pool, stalling the server's file, crypto and zlib
+ * work, not only deliveries. A delivery waiting for its turn is still bounded by its attempt's time-out.
+ */
+export const limitLookups = (resolve: Resolver, max: number): Resolver => {
+  let running = 0
+  const waiting: Array<() => void> = []
+  const inFlight = new Map<string, Promise<ReadonlyArray<ResolvedAddress>>>()
+  const turn = async <T>(work: () => Promise<T>): Promise<T> => {
+    if (running >= max) await new Promise<void>((go) => waiting.push(go))
+    else running += 1
+    try {
+      return await work()
+    } finally {
+      // The slot passes to the next in line, or is freed.
+      const next = waiting.shift()
+      if (next) next()
+      else running -= 1
+    }
+  }
+  return (host) => {
+    const key = host.toLowerCase()
+    let shared = inFlight.get(key)
+    if (shared === undefined) {
+      shared = turn(() => resolve(host)).finally(() => inFlight.delete(key))
+      inFlight.set(key, shared)
+    }
+    return shared
+  }
+}
+
+export const systemResolver: Resolver = limitLookups(
+  async (host) =>
+    (await lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family as 4 | 6 })),
+  MAX_CONCURRENT_LOOKUPS,
+)
 
 const LOOPBACK = new BlockList()
 LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4")

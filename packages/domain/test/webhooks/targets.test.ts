@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest"
-import { checkUrlSyntax, classifyAddress, judgeAddresses, parseAllowlist } from "../../src/webhooks/targets.ts"
+import {
+  checkUrlSyntax,
+  classifyAddress,
+  judgeAddresses,
+  limitLookups,
+  parseAllowlist,
+  type ResolvedAddress,
+} from "../../src/webhooks/targets.ts"
 
 describe("classifyAddress", () => {
   it.each([
@@ -85,5 +92,75 @@ describe("the allowlist and the judgement", () => {
       "javascript:alert(1)",
     ])
       expect(checkUrlSyntax(bad)).toEqual({ issue: expect.any(String) })
+  })
+})
+
+describe("limitLookups (the system resolver's bound on getaddrinfo)", () => {
+  /** A lookup whose answers the test gives, one host at a time; counts the calls in flight. */
+  const controlled = () => {
+    const pending = new Map<string, Array<(a: ReadonlyArray<ResolvedAddress>) => void>>()
+    let inFlight = 0
+    let most = 0
+    const calls: Array<string> = []
+    const resolve = (host: string) =>
+      new Promise<ReadonlyArray<ResolvedAddress>>((answer) => {
+        calls.push(host)
+        most = Math.max(most, ++inFlight)
+        pending.set(host, [
+          ...(pending.get(host) ?? []),
+          (a) => {
+            inFlight--
+            answer(a)
+          },
+        ])
+      })
+    const answer = (host: string) => {
+      for (const f of pending.get(host) ?? []) f([{ address: "93.184.216.34", family: 4 }])
+      pending.delete(host)
+    }
+    return { resolve, answer, calls, most: () => most, inFlight: () => inFlight }
+  }
+  const settle = () => new Promise((r) => setImmediate(r))
+
+  it("keeps at most two lookups in flight, whatever the hosts (slow names could hold every thread of libuv's pool)", async () => {
+    const dns = controlled()
+    const resolver = limitLookups(dns.resolve, 2)
+    const answers = Array.from({ length: 6 }, (_, i) => resolver(`slow-${i}.attacker.example`))
+    await settle()
+    expect(dns.inFlight()).toBe(2)
+    expect(dns.calls).toEqual(["slow-0.attacker.example", "slow-1.attacker.example"])
+    // One answer lets the next in line go, in order.
+    dns.answer("slow-0.attacker.example")
+    await settle()
+    expect(dns.calls.at(-1)).toBe("slow-2.attacker.example")
+    for (let i = 1; i < 6; i++) {
+      dns.answer(`slow-${i}.attacker.example`)
+      await settle()
+    }
+    expect((await Promise.all(answers)).every((a) => a[0]!.address === "93.184.216.34")).toBe(true)
+    expect(dns.most()).toBe(2)
+    expect(dns.inFlight()).toBe(0)
+  })
+
+  it("shares one lookup among concurrent ones of the same host, and frees its turn when it fails", async () => {
+    const dns = controlled()
+    let failing = true
+    const resolver = limitLookups(async (host) => {
+      if (failing && host === "gone.example") throw Object.assign(new Error("queryA ENOTFOUND"), { code: "ENOTFOUND" })
+      return dns.resolve(host)
+    }, 1)
+    await expect(resolver("gone.example")).rejects.toThrow(/ENOTFOUND/)
+    failing = false
+    const same = [resolver("hooks.example"), resolver("HOOKS.example"), resolver("hooks.example")]
+    await settle()
+    expect(dns.calls).toEqual(["hooks.example"])
+    dns.answer("hooks.example")
+    expect((await Promise.all(same)).length).toBe(3)
+    // Answered: the next lookup of the host asks again.
+    const again = resolver("hooks.example")
+    await settle()
+    expect(dns.calls).toEqual(["hooks.example", "hooks.example"])
+    dns.answer("hooks.example")
+    await again
   })
 })
