@@ -30,21 +30,39 @@ export type Resolver = (host: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
 /** getaddrinfo calls for webhooks at once: libuv's pool has 4 threads, shared with files, crypto and zlib. */
 export const MAX_CONCURRENT_LOOKUPS = 2
+/** How long a lookup waits for its turn before it fails: no attempt waits longer than its own time-out anyway. */
+export const LOOKUP_WAIT_MS = 10_000
 
 /**
- * `resolve` with at most `max` calls in flight, the rest waiting their turn, and concurrent lookups of one host
- * sharing one call. `dns.lookup` is getaddrinfo on libuv's thread pool, and a lookup that waits for a slow
- * authoritative server holds its thread until the resolver gives up: webhooks pointing at such names (any
- * workspace can register them) could hold every thread of the pool, stalling the server's file, crypto and zlib
- * work, not only deliveries. A delivery waiting for its turn is still bounded by its attempt's time-out.
+ * `resolve` with at most `max` calls in flight, the rest waiting their turn (in order, for at most `maxWaitMs`, then
+ * failing with `ETIMEOUT` without having run), and concurrent lookups of one host sharing one call. `dns.lookup` is
+ * getaddrinfo on libuv's thread pool, and a lookup that waits for a slow authoritative server holds its thread until
+ * the resolver gives up: webhooks pointing at such names (any workspace can register them) could hold every thread of
+ * the pool, stalling the server's file, crypto and zlib work, not only deliveries. The wait's bound keeps the line
+ * from growing without end when slow names keep coming faster than they fail.
  */
-export const limitLookups = (resolve: Resolver, max: number): Resolver => {
+export const limitLookups = (resolve: Resolver, max: number, maxWaitMs = LOOKUP_WAIT_MS): Resolver => {
   let running = 0
   const waiting: Array<() => void> = []
   const inFlight = new Map<string, Promise<ReadonlyArray<ResolvedAddress>>>()
+  const slot = () =>
+    new Promise<void>((go, fail) => {
+      if (running < max) {
+        running += 1
+        return go()
+      }
+      const take = () => {
+        clearTimeout(timer)
+        go()
+      }
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(take), 1)
+        fail(Object.assign(new Error(`DNS lookup waited ${maxWaitMs} ms for its turn`), { code: "ETIMEOUT" }))
+      }, maxWaitMs)
+      waiting.push(take)
+    })
   const turn = async <T>(work: () => Promise<T>): Promise<T> => {
-    if (running >= max) await new Promise<void>((go) => waiting.push(go))
-    else running += 1
+    await slot()
     try {
       return await work()
     } finally {

@@ -163,4 +163,21 @@ describe("limitLookups (the system resolver's bound on getaddrinfo)", () => {
     dns.answer("hooks.example")
     await again
   })
+
+  it("fails a lookup that waited too long for its turn, without running it, so the line cannot grow without end", async () => {
+    const dns = controlled()
+    const resolver = limitLookups(dns.resolve, 1, 20)
+    const held = resolver("slow.attacker.example")
+    const late = resolver("hooks.example")
+    await expect(late).rejects.toMatchObject({ code: "ETIMEOUT" })
+    dns.answer("slow.attacker.example")
+    await held
+    expect(dns.calls).toEqual(["slow.attacker.example"])
+    // The slot is free again: the next lookup runs at once.
+    const next = resolver("hooks.example")
+    await settle()
+    expect(dns.calls).toEqual(["slow.attacker.example", "hooks.example"])
+    dns.answer("hooks.example")
+    await next
+  })
 })
