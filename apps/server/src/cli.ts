@@ -2,15 +2,18 @@ import { parseArgs } from "node:util"
 import { migrate } from "@agentgov/db"
 import {
   type Actor,
+  AGENT_KEY_SCOPES,
   ApiKeyService,
   CreateApiKey,
   CreateWorkspace,
   canonicalScope,
   DomainLayer,
+  escapeUnshowable,
   PeopleService,
   SCOPES,
   SigningKeys,
   systemActor,
+  type Workspace,
   WorkspaceService,
 } from "@agentgov/domain"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, type Schema, SchemaIssue } from "effect"
@@ -28,6 +31,8 @@ const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in
   npm run cli -- workspace list
   npm run cli -- key create --workspace <ws_id> --name <name> --scopes <a,b,...|all>
                             [--type workspace|agent] [--agent <agt_id>] [--expires-at <ISO 8601>]
+                            all: every scope the key's type may hold, except workspaces:admin
+                            (administers every workspace): name that one, e.g. --scopes all,workspaces:admin
   npm run cli -- signin-link [--workspace <ws_id>] [--email <owner's e-mail>]
                             a one-time dashboard sign-in link for the workspace's owner (1 h; replaces
                             any earlier unused link of theirs); --workspace may be left out with one workspace
@@ -37,7 +42,8 @@ const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in
   npm run cli -- backup <file>    a consistent snapshot, also while the server runs
   npm run cli -- restore <file>   into an empty store (a new AGENTGOV_DATA_DIR, or an empty DATABASE_URL)
 
-Add --json for machine-readable output. Keys are printed once and stored only as a hash.
+A new workspace's key holds every scope but workspaces:admin. Add --json for machine-readable output.
+Keys are printed once and stored only as a hash.
 With the embedded store, stop the server first: one process owns the data directory.
 `
 
@@ -66,6 +72,7 @@ const parsed = (() => {
   try {
     return parseArgs({
       allowPositionals: true,
+      tokens: true,
       options: {
         name: { type: "string" },
         environment: { type: "string" },
@@ -87,6 +94,13 @@ const parsed = (() => {
   }
 })()
 const { positionals, values } = parsed
+// Node keeps the last of a repeated option: `--name a --name b` would act on b without a word.
+const given = new Set<string>()
+for (const token of parsed.tokens ?? [])
+  if (token.kind === "option") {
+    if (given.has(token.name)) fail(`--${token.name} is given twice`)
+    given.add(token.name)
+  }
 const command = positionals.join(" ")
 if (values.help || command === "" || command === "help") {
   process.stdout.write(HELP)
@@ -123,6 +137,26 @@ const operator = (workspaceId = "ws_operator", environment: "live" | "test" = "l
 const out = (json: unknown, human: string) =>
   process.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`)
 
+/** The option a domain error's field came from (`scopes[1]` is `--scopes`), or the field as named. */
+const optionOf = (field: string) =>
+  ({
+    agentId: "--agent",
+    expiresAt: "--expires-at",
+    scopes: "--scopes",
+    name: "--name",
+    type: "--type",
+    email: "--email",
+  })[field.replace(/\[.*$/, "")] ?? field
+
+/** `--scopes`: `all` is every scope the key's type may hold except `workspaces:admin`, which is only given by name. */
+const scopesOf = (raw: string, type: string): Array<string> =>
+  raw
+    .split(",")
+    .map((s) => s.trim())
+    .flatMap((s) =>
+      s === "all" ? SCOPES.filter((x) => (type === "agent" ? AGENT_KEY_SCOPES.has(x) : x !== "workspaces:admin")) : [s],
+    )
+
 /** The command's work, built from arguments already checked: nothing here can refuse them. */
 const task = (): Effect.Effect<void, unknown, Services> => {
   switch (command) {
@@ -142,31 +176,40 @@ const task = (): Effect.Effect<void, unknown, Services> => {
         const { workspace, apiKey } = yield* WorkspaceService.use((s) => s.create(null, input, "operator key"))
         out(
           { workspace, apiKey },
-          `workspace ${workspace.id} (${workspace.name}, ${workspace.environment}, ${workspace.plan})\n` +
-            `workspace key with every scope, shown once:\n\n  ${apiKey.apiKey}\n`,
+          `workspace ${workspace.id} (${escapeUnshowable(workspace.name)}, ${workspace.environment}, ${workspace.plan})\n` +
+            `workspace key with every scope but workspaces:admin, shown once:\n\n  ${apiKey.apiKey}\n`,
         )
       })
     }
     case "workspace list":
       return Effect.gen(function* () {
-        const page = yield* WorkspaceService.use((s) => s.list(operator(), { limit: 100 }))
+        // Every workspace, page by page: not the first hundred.
+        const all: Array<Workspace> = []
+        let cursor: string | undefined
+        do {
+          const page = yield* WorkspaceService.use((s) => s.list(operator(), { limit: 100, cursor }))
+          all.push(...page.data)
+          cursor = page.meta.cursor ?? undefined
+        } while (cursor !== undefined)
         out(
-          page.data,
-          page.data.map((w) => `${w.id}  ${w.environment}  ${w.plan}  ${w.name}`).join("\n") || "no workspaces",
+          all,
+          all.map((w) => `${w.id}  ${w.environment}  ${w.plan}  ${escapeUnshowable(w.name)}`).join("\n") ||
+            "no workspaces",
         )
       })
     case "key create": {
       if (!values.workspace) return fail("--workspace is required")
       const workspaceId = values.workspace
-      const scopes = values.scopes === "all" ? [...SCOPES] : (values.scopes ?? "").split(",").map((s) => s.trim())
+      const type = values.type ?? (values.agent ? "agent" : "workspace")
+      const scopes = scopesOf(values.scopes ?? "", type)
       const unknown = scopes.filter((s) => s !== "" && canonicalScope(s) === undefined)
       if (unknown.length > 0) fail(`--scopes: unknown scope ${unknown.join(", ")}; known: ${SCOPES.join(", ")}, or all`)
       const input = decodeArgs(
         CreateApiKey,
         {
           name: values.name ?? "",
-          type: values.type ?? (values.agent ? "agent" : "workspace"),
-          scopes: scopes.filter((s) => s !== ""),
+          type,
+          scopes: [...new Set(scopes.filter((s) => s !== ""))],
           ...(values.agent ? { agentId: values.agent } : {}),
           ...(values["expires-at"] ? { expiresAt: values["expires-at"] } : {}),
         },
@@ -258,11 +301,20 @@ await runtime.dispose()
 release()
 if (Exit.isFailure(exit)) {
   const failure = exit.cause.reasons.find(Cause.isFailReason)
-  const error = failure?.error as { _tag?: string; message?: string; field?: string } | undefined
+  const error = failure?.error as
+    | { _tag?: string; message?: string; field?: string; workspaceId?: string; agentId?: string }
+    | undefined
   if (!failure) refuseStart(Cause.squash(exit.cause))
+  // A not-found error carries the id and no message: say which record.
+  const notFound =
+    error?._tag === "WorkspaceNotFound"
+      ? `workspace ${error.workspaceId} not found (npm run cli -- workspace list)`
+      : error?._tag === "AgentNotFound"
+        ? `agent ${error.agentId} not found in that workspace`
+        : undefined
   fail(
     error
-      ? `${error._tag}: ${error.field ? `${error.field}: ` : ""}${error.message || JSON.stringify(error)}`
+      ? `${error._tag}: ${error.field ? `${optionOf(error.field)}: ` : ""}${error.message || notFound || JSON.stringify(error)}`
       : Cause.pretty(exit.cause),
   )
 }

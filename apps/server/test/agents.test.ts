@@ -144,6 +144,73 @@ describe("POST /agents", () => {
     expect(await eventCount()).toBe(before)
   })
 
+  // A name shows on public badges, in chat messages and on terminals: what would forge a line or reorder the text
+  // around it is refused, and so is a blank name.
+  it.each([
+    ["an escape sequence", "bot\u001b[2J"],
+    ["a newline", "bot\nforged line"],
+    ["a C1 control", "bot\u0085"],
+    ["a right-to-left override", "bot\u202egpj.exe"],
+    ["a line separator", "bot\u2028"],
+    ["only spaces", "   "],
+    ["a leading space", " bot"],
+    ["a trailing no-break space", "bot\u00a0"],
+  ])("refuses a name with %s with 422 and records nothing", async (_, name) => {
+    const before = await eventCount()
+    const res = await t.call("POST", "/api/v1/agents", { body: { name } })
+    expectError(res, 422, "VALIDATION_ERROR", "name")
+    expect(await eventCount()).toBe(before)
+    const a = await register()
+    expectError(await t.call("PATCH", `/api/v1/agents/${a.id}`, { body: { name } }), 422, "VALIDATION_ERROR", "name")
+    expect((await t.call("GET", `/api/v1/agents/${a.id}`)).body.data.name).toBe(a.name)
+  })
+
+  it("stores the name in NFC: the same name sent decomposed is a duplicate", async () => {
+    const base = unique("cafe")
+    const a = await register({ name: `${base}-caf\u00e9` })
+    const before = await eventCount()
+    expectError(
+      await t.call("POST", "/api/v1/agents", { body: { name: `${base}-cafe\u0301` } }),
+      409,
+      "CONFLICT",
+      "name",
+    )
+    const decomposed = await register({ name: `${base}-nai\u0308ve` })
+    expect(decomposed.name).toBe(`${base}-na\u00efve`)
+    expect(await eventCount()).toBe(before + 1)
+    const listed = await t.call("GET", `/api/v1/agents?namePrefix=${encodeURIComponent(`${base}-cafe\u0301`)}`)
+    expect(listed.body.data.map((x: any) => x.id)).toEqual([a.id])
+  })
+
+  it("refuses a name that differs from a registered agent's only in letter case with 409", async () => {
+    const a = await register({ name: unique("PayBot") })
+    const before = await eventCount()
+    const taken = await t.call("POST", "/api/v1/agents", { body: { name: a.name.toLowerCase() } })
+    expectError(taken, 409, "CONFLICT", "name")
+    // The message names the registered agent's name, as it is spelt.
+    expect(taken.body.error.message).toContain(`"${a.name}"`)
+    const b = await register()
+    expectError(
+      await t.call("PATCH", `/api/v1/agents/${b.id}`, { body: { name: a.name.toUpperCase() } }),
+      409,
+      "CONFLICT",
+      "name",
+    )
+    expect(await eventCount()).toBe(before + 1)
+    // An agent may change the case of its own name; a deregistered agent's name is free.
+    const own = await t.call("PATCH", `/api/v1/agents/${a.id}`, { body: { name: a.name.toUpperCase() } })
+    expect(own.status, JSON.stringify(own.body)).toBe(200)
+    expect((await t.call("DELETE", `/api/v1/agents/${a.id}`)).status).toBe(200)
+    expect((await register({ name: a.name.toLowerCase() })).name).toBe(a.name.toLowerCase())
+  })
+
+  it("lets only one of concurrent registrations of names differing in case through", async () => {
+    const name = unique("Racer")
+    const variants = [name, name.toLowerCase(), name.toUpperCase(), name.replace("Racer", "rACER")]
+    const results = await Promise.all(variants.map((n) => t.call("POST", "/api/v1/agents", { body: { name: n } })))
+    expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409])
+  })
+
   it("refuses a body that is not a JSON object with 422", async () => {
     expectError(await t.call("POST", "/api/v1/agents", { rawBody: '["a"]' }), 422, "VALIDATION_ERROR", "body")
     expectError(await t.call("POST", "/api/v1/agents", { rawBody: "null" }), 422, "VALIDATION_ERROR", "body")
@@ -490,6 +557,9 @@ describe("agent versions", () => {
       "metadata",
     )
     expectError(await t.call("POST", path, { body: { version: "1", tag: "x" } }), 422, "VALIDATION_ERROR", "tag")
+    // A version is read as one line, in agent.updated and in chat messages: not a forged second one, not padded.
+    for (const version of ["1.0\nreleased by: admin", "1.0\u001b[31m", "2.0\u202e", " 1.0", "1.0 "])
+      expectError(await t.call("POST", path, { body: { version } }), 422, "VALIDATION_ERROR", "version")
     expect((await t.call("GET", path)).body.data).toEqual([])
   })
 

@@ -1,5 +1,6 @@
 import { existsSync, rmSync } from "node:fs"
 import { join } from "node:path"
+import { newId } from "@agentgov/domain"
 import { makeTestStore, pgConnect, reachableTempDir, type TestStore } from "@agentgov/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runCliToExit, stopChildren } from "./childServer.ts"
@@ -80,6 +81,9 @@ describe("arguments", { timeout: 60_000, concurrent: true }, () => {
       "--expires-at: ",
     ],
     [["workspace", "create", "--nme", "a"], "Unknown option '--nme'"],
+    [["workspace", "create", "--name", "a", "--name", "b"], "--name is given twice"],
+    [["workspace", "create", "--name", "evil\u001b]0;owned\u0007"], "--name: must not contain control characters"],
+    [["workspace", "create", "--name", " padded"], "--name: must not begin or end with whitespace"],
     [["workspaces", "list"], 'unknown command "workspaces list"'],
   ])("%j is refused in one line, exit 2, before the store", async (args, message) => {
     const env_ = unopened()
@@ -116,5 +120,100 @@ describe("migrate", { timeout: 120_000 }, () => {
     } finally {
       await behind.cleanup()
     }
+  })
+})
+
+// Against a database of the test's own (on the run's cluster in either mode), seeded in SQL where the CLI has no command.
+describe("workspaces and keys", { timeout: 180_000 }, () => {
+  let own: TestStore
+  let sql: ReturnType<typeof pgConnect>
+  const run = (...args: Array<string>) => exec(args, { ...env, DATABASE_URL: own.url })
+  const json = async (...args: Array<string>) => {
+    const result = await run(...args, "--json")
+    expect(result.code, result.stderr).toBe(0)
+    return JSON.parse(result.stdout)
+  }
+  const seedWorkspace = async (name: string) => {
+    const id = newId("ws")
+    await sql`INSERT INTO workspaces (id, name, environment, created_at, updated_at)
+      VALUES (${id}, ${name}, 'live', now(), now())`
+    return id
+  }
+  beforeAll(async () => {
+    own = await makeTestStore()
+    sql = pgConnect(own.url)
+  })
+  afterAll(async () => {
+    await sql?.end()
+    await own?.cleanup()
+  })
+
+  it("key create --scopes all gives every scope but workspaces:admin, which is given only by name", async () => {
+    const { workspace, apiKey } = await json("workspace", "create", "--name", "tenant")
+    expect(apiKey.scopes).not.toContain("workspaces:admin")
+    const all = await json("key", "create", "--workspace", workspace.id, "--name", "all", "--scopes", "all")
+    expect(all.scopes).not.toContain("workspaces:admin")
+    expect(all.scopes).toContain("workspaces:write")
+    const admin = await json(
+      "key",
+      "create",
+      ...["--workspace", workspace.id, "--name", "admin", "--scopes", "all,workspaces:admin"],
+    )
+    expect(admin.scopes).toContain("workspaces:admin")
+    // For an agent key, `all` is every scope an agent key may hold.
+    const agentId = newId("agt")
+    await sql`INSERT INTO agents (id, workspace_id, name, trust_score, created_at, updated_at)
+      VALUES (${agentId}, ${workspace.id}, 'bot', 400, now(), now())`
+    const bound = await json(
+      "key",
+      "create",
+      ...["--workspace", workspace.id, "--name", "bot", "--agent", agentId, "--scopes", "all"],
+    )
+    expect(bound).toMatchObject({ type: "agent", agentId })
+    expect(bound.scopes).toContain("guard:evaluate")
+    expect(bound.scopes).not.toContain("agents:write")
+    const human = await run("workspace", "create", "--name", "tenant 2")
+    expect(human.stdout).toContain("every scope but workspaces:admin")
+  })
+
+  it("workspace list shows every workspace, past the first hundred, and escapes control characters in names", async () => {
+    const before: Array<unknown> = await json("workspace", "list")
+    const evil = await seedWorkspace("evil\u001b[2J\u001b]0;pwned\u0007\u202e")
+    for (let i = 0; i < 105; i++) await seedWorkspace(`bulk ${i}`)
+    const listed: Array<{ id: string; name: string }> = await json("workspace", "list")
+    expect(listed).toHaveLength(before.length + 106)
+    expect(new Set(listed.map((w) => w.id)).size).toBe(listed.length)
+    const human = await run("workspace", "list")
+    expect(human.code, human.stderr).toBe(0)
+    expect(human.stdout.split("\n").filter((l) => l !== "")).toHaveLength(listed.length)
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: what must not reach the terminal
+    expect(human.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u202e]/)
+    expect(human.stdout).toContain(`${evil}  live  free  evil\\u001b[2J\\u001b]0;pwned\\u0007\\u202e`)
+  })
+
+  it("a domain refusal names the option, not the field", async () => {
+    const { workspace } = await json("workspace", "create", "--name", "refusals")
+    const result = await run(
+      "key",
+      "create",
+      "--workspace",
+      workspace.id,
+      "--name",
+      "k",
+      "--scopes",
+      "all",
+      "--type",
+      "agent",
+    )
+    expect(result.code).toBe(2)
+    expect(result.stderr).toBe("agentgov: InvalidInput: --agent: required for agent keys\n")
+  })
+
+  it("an unknown workspace is named in one line, exit 2", async () => {
+    const result = await run("key", "create", "--workspace", "ws_nope", "--name", "k", "--scopes", "all")
+    expect(result.code).toBe(2)
+    expect(result.stderr).toBe(
+      "agentgov: WorkspaceNotFound: workspace ws_nope not found (npm run cli -- workspace list)\n",
+    )
   })
 })

@@ -131,6 +131,10 @@ describe("POST /workspaces", () => {
     ["a missing name", {}, "name"],
     ["an empty name", { name: "" }, "name"],
     ["a name over 200 characters", { name: "w".repeat(201) }, "name"],
+    ["a name with a terminal escape sequence", { name: "acme\u001b]0;owned\u0007" }, "name"],
+    ["a name with a newline", { name: "acme\nplan: enterprise" }, "name"],
+    ["a name with a bidirectional override", { name: "acme\u202e" }, "name"],
+    ["a blank name", { name: " \t " }, "name"],
     ["an unknown environment", { name: "x", environment: "prod" }, "environment"],
     ["an unknown plan", { name: "x", plan: "gold" }, "plan"],
     ["an unknown guardDefault", { name: "x", guardDefault: "maybe" }, "guardDefault"],
@@ -298,6 +302,25 @@ describe("PATCH /workspaces/:id", () => {
     expect(await eventCount(workspace.id)).toBe(before)
   })
 
+  it("refuses a name a terminal or a log would act on with 422, and stores names in NFC", async () => {
+    const { workspace, key } = await createWorkspace()
+    const path = `/api/v1/workspaces/${workspace.id}`
+    const before = await eventCount(workspace.id)
+    // A tenant's own key names its workspace, and the operator's CLI prints the name.
+    for (const name of ["x\u001b[2J", "x\u0085", "x\u2066", "trailing "])
+      expectError(await t.call("PATCH", path, { body: { name }, key }), 422, "VALIDATION_ERROR", "name")
+    expect((await t.call("GET", path)).body.data).toEqual(workspace)
+    expect(await eventCount(workspace.id)).toBe(before)
+    const renamed = await t.call("PATCH", path, { body: { name: "Cafe\u0301" }, key })
+    expect(renamed.body.data.name).toBe("Caf\u00e9")
+    // The same name sent precomposed is no change.
+    const same = await t.call("PATCH", path, { body: { name: "Caf\u00e9" }, key })
+    expect(same.body.data).toEqual(renamed.body.data)
+    expect(await eventCount(workspace.id)).toBe(before + 1)
+    const created = await createWorkspace({ name: "Cafe\u0301 2" })
+    expect(created.workspace.name).toBe("Caf\u00e9 2")
+  })
+
   it("refuses an id in the body, which is not a field of the patch, with 422", async () => {
     const { workspace } = await createWorkspace()
     const res = await t.call("PATCH", `/api/v1/workspaces/${workspace.id}`, { body: { id: other.id, name: "moved" } })
@@ -342,6 +365,37 @@ describe("DELETE /workspaces/:id", () => {
       404,
       "WORKSPACE_NOT_FOUND",
     )
+  })
+
+  it("deregisters the workspace's agents: no badge is served or signed for them any more", async () => {
+    const { workspace, key } = await createWorkspace()
+    const agent = (await t.call("POST", "/api/v1/agents", { body: { name: unique("trusted") }, key })).body.data
+    const gone = (await t.call("POST", "/api/v1/agents", { body: { name: unique("gone") }, key })).body.data
+    expect((await t.call("DELETE", `/api/v1/agents/${gone.id}`, { key })).status).toBe(200)
+    await t.query((sql) => sql`UPDATE agents SET trust_score = 900 WHERE id = ${agent.id}`)
+    const badge = await t.call("GET", `/api/v1/trust/badges/${agent.id}`, { key: null })
+    expect(badge.status, JSON.stringify(badge.body)).toBe(200)
+    expect((await t.call("DELETE", `/api/v1/workspaces/${workspace.id}`)).status).toBe(200)
+    expectError(await t.call("GET", `/api/v1/trust/badges/${agent.id}`, { key: null }), 404, "BADGE_NOT_FOUND")
+    // A badge issued before is still the service's signature, but what it shows no longer holds.
+    const checked = await t.call("POST", `/api/v1/badge/${agent.id}/verify`, {
+      key: null,
+      body: { badge: badge.body.data.signature },
+    })
+    expect(checked.body.data).toMatchObject({ valid: true, current: false })
+    const status = await t.call("GET", `/api/v1/badge/${agent.id}/verify`, { key: null })
+    expect(status.body.data).toMatchObject({ valid: false, reason: "no_badge" })
+    const rows = await t.query<{ id: string; status: string }>(
+      (sql) => sql`SELECT id, status FROM agents WHERE workspace_id = ${workspace.id} ORDER BY id`,
+    )
+    expect(rows.map((r) => r.status)).toEqual(["deregistered", "deregistered"])
+    // Each agent ended is recorded, once, before the workspace's deletion, which stays the chain's last event.
+    const chain = await events(workspace.id)
+    expect(chain.slice(-2).map((e) => [e.type, e.data.agentId ?? null])).toEqual([
+      ["agent.deregistered", agent.id],
+      ["workspace.deleted", null],
+    ])
+    expect(chain.filter((e) => e.type === "agent.deregistered" && e.data.agentId === gone.id)).toHaveLength(1)
   })
 
   it("refuses to let a credential delete its own workspace with 409 WORKSPACE_IN_USE", async () => {

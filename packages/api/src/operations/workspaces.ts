@@ -79,7 +79,7 @@ export const workspaceOperations = [
     tag,
     summary: "Delete a workspace",
     description:
-      "Soft-deletes the workspace and revokes its keys; its audit chain is kept. A credential cannot delete its own workspace.",
+      "Soft-deletes the workspace, revokes its keys and deregisters its agents (each with `agent.deregistered`, before `workspace.deleted`); its audit chain is kept. A credential cannot delete its own workspace.",
     errors: ["WORKSPACE_NOT_FOUND", "WORKSPACE_IN_USE"],
     input: Schema.Struct(idField),
     output: Workspace,

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
-import { Description, Id, Labels, Metadata, Name, Timestamp } from "../shared/schemas.ts"
+import { Description, Id, Labels, Metadata, Timestamp } from "../shared/schemas.ts"
+import { DisplayName, showable } from "../workspaces/Workspace.ts"
 
 export const AgentStatus = Schema.Literals(["active", "suspended", "deregistered"])
 
@@ -20,7 +21,7 @@ export const Agent = Schema.Struct({
 export type Agent = typeof Agent.Type
 
 export const RegisterAgent = Schema.Struct({
-  name: Name,
+  name: DisplayName,
   description: Schema.optionalKey(Description),
   labels: Schema.optionalKey(Labels),
   metadata: Schema.optionalKey(Metadata),
@@ -28,7 +29,7 @@ export const RegisterAgent = Schema.Struct({
 export type RegisterAgent = typeof RegisterAgent.Type
 
 export const UpdateAgent = Schema.Struct({
-  name: Schema.optionalKey(Name),
+  name: Schema.optionalKey(DisplayName),
   description: Schema.optionalKey(Schema.NullOr(Description)),
   labels: Schema.optionalKey(Labels),
   metadata: Schema.optionalKey(Metadata),
@@ -46,7 +47,7 @@ export const AgentVersion = Schema.Struct({
 export type AgentVersion = typeof AgentVersion.Type
 
 export const CreateAgentVersion = Schema.Struct({
-  version: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100)),
+  version: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100), ...showable()),
   description: Schema.optionalKey(Description),
   metadata: Schema.optionalKey(Metadata),
 }).annotate({ identifier: "CreateAgentVersion" })

@@ -86,6 +86,25 @@ export class AgentRepo extends Context.Service<
     readonly list: (workspaceId: string, filter: AgentFilter) => Effect.Effect<ReadonlyArray<Agent>>
     readonly update: (a: Agent) => Effect.Effect<void, SqlError>
     /**
+     * Deregisters every registered agent of the workspace at `at` (its deletion); returns them, oldest first. The
+     * agents trigger announces each at commit, and this instance's listeners hear of each at once, as for `update`.
+     */
+    readonly deregisterAll: (
+      workspaceId: string,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly name: string }>>
+    /**
+     * The name of a registered agent other than `except` whose name equals `name` but for ASCII letter case, if
+     * there is one.
+     * Takes a transaction-scoped lock on that folded name first: registrations and renames to one name wait
+     * for each other until commit, so two cannot both find it free. Call inside the write's transaction.
+     */
+    readonly nameTakenIgnoringCase: (
+      workspaceId: string,
+      name: string,
+      except?: string,
+    ) => Effect.Effect<string | undefined>
+    /**
      * Called with the agent's id right after an update statement of this
      * instance (before its commit); other instances hear of it through the
      * `agentgov_agents` trigger (migration 0006) at commit. For caches.
@@ -162,6 +181,30 @@ export class AgentRepo extends Context.Service<
             ),
             Effect.asVoid,
           ),
+        deregisterAll: (workspaceId, at) =>
+          sql<{ id: string; name: string }>`UPDATE agents SET status = 'deregistered', updated_at = ${at}::timestamptz,
+                deregistered_at = ${at}::timestamptz
+              WHERE workspace_id = ${workspaceId} AND status <> 'deregistered' RETURNING id, name`.pipe(
+            Effect.tap((rows) =>
+              Effect.sync(() => {
+                for (const { id } of rows) for (const listener of listeners) listener(id)
+              }),
+            ),
+            Effect.map((rows) => [...rows].sort((a, b) => (a.id < b.id ? -1 : 1))),
+            Effect.orDie,
+          ),
+        nameTakenIgnoringCase: (workspaceId, name, except) => {
+          // ASCII only, and the same on both sides: lower() under the "C" collation folds A-Z alone, whatever
+          // the database's locale (the embedded store has none; a server may have any).
+          const folded = name.replace(/[A-Z]/g, (c) => c.toLowerCase())
+          return Effect.gen(function* () {
+            yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`agent-name:${workspaceId}:${folded}`}, 0))`
+            const rows = yield* sql<{ name: string }>`SELECT name FROM agents WHERE workspace_id = ${workspaceId}
+                AND status <> 'deregistered' AND lower(name COLLATE "C") = ${folded}
+                ${except ? sql`AND id <> ${except}` : sql``} LIMIT 1`
+            return rows[0]?.name
+          }).pipe(Effect.orDie)
+        },
         onUpdate: (listener) => {
           listeners.add(listener)
         },

@@ -111,6 +111,16 @@ export class AgentService extends Context.Service<
           ? Effect.map(repo.find(agent.workspaceId, agent.id, now), (a) => a ?? agent)
           : Effect.succeed(agent)
 
+      /**
+       * Fails when another registered agent of the workspace is called `name` but for letter case: two agents
+       * that read alike on a badge or in a chat message are one too many. The unique index (agents_name_unique)
+       * still catches an exact duplicate.
+       */
+      const nameFree = (workspaceId: string, name: string, except?: string) =>
+        Effect.flatMap(repo.nameTakenIgnoringCase(workspaceId, name, except), (holder) =>
+          holder === undefined ? Effect.void : Effect.fail(new AgentNameTaken({ name: holder })),
+        )
+
       const register = Effect.fn("AgentService.register")(function* (actor: Actor, input: RegisterAgent) {
         if (actor.agentId !== undefined)
           return yield* new PermissionDenied({ message: "agent-bound credentials cannot register agents" })
@@ -120,7 +130,8 @@ export class AgentService extends Context.Service<
         const agent: Agent = {
           id: newId("agt"),
           workspaceId: actor.workspaceId,
-          name: input.name,
+          // Stored in NFC: "é" sent precomposed or as e + U+0301 is one name.
+          name: input.name.normalize("NFC"),
           description: input.description ?? null,
           labels: [...new Set(input.labels ?? [])],
           metadata: input.metadata ?? {},
@@ -133,6 +144,7 @@ export class AgentService extends Context.Service<
         }
         return yield* tx(
           Effect.gen(function* () {
+            yield* nameFree(agent.workspaceId, agent.name)
             yield* repo
               .insert(agent)
               .pipe(onUnique("agents_name_unique", () => new AgentNameTaken({ name: input.name })))
@@ -153,7 +165,7 @@ export class AgentService extends Context.Service<
         const rows = yield* repo.list(actor.workspaceId, {
           status: filter.status,
           label: filter.label,
-          namePrefix: filter.namePrefix,
+          namePrefix: filter.namePrefix?.normalize("NFC"),
           onlyId: actor.agentId,
           before,
           limit: limit + 1,
@@ -172,6 +184,7 @@ export class AgentService extends Context.Service<
             const next: Agent = {
               ...current,
               ...patch,
+              name: patch.name === undefined ? current.name : patch.name.normalize("NFC"),
               labels: patch.labels ? [...new Set(patch.labels)] : current.labels,
             }
             const changes = (Object.keys(patch) as Array<keyof UpdateAgent>).filter(
@@ -179,6 +192,7 @@ export class AgentService extends Context.Service<
             )
             const now = yield* nowIso
             if (changes.length === 0) return yield* shown(current, now)
+            if (changes.includes("name")) yield* nameFree(current.workspaceId, next.name, id)
             const updated: Agent = { ...next, updatedAt: now }
             yield* repo
               .update(updated)

@@ -181,7 +181,7 @@ export const SYSTEM_EVENTS = {
   },
   "agent.deregistered": {
     description: "agent deregistered (soft); its keys are revoked",
-    emittedBy: "DELETE /agents/:id",
+    emittedBy: "DELETE /agents/:id, DELETE /workspaces/:id (each of its agents)",
     data: Schema.Struct({ agentId: AgentId, agentName: AgentName }),
   },
   "agent.suspended": {

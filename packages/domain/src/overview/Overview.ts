@@ -96,15 +96,17 @@ export class OverviewService extends Context.Service<
                   FROM agents WHERE workspace_id = ${ws} AND status <> 'deregistered' GROUP BY trust_score`
               : Effect.succeed([]),
             // Two counts per hour, each from its partial index (0020_overview.sql): every decision, and the refused.
+            // Hours of UTC, named: date_trunc alone cuts at the session's zone's hours (the server's `timezone`),
+            // half an hour off UTC in some, where no bucket would match the hours below.
             sql<{
               hour: Date
               all: number
               refused: number
             }>`SELECT hour, sum(n_all)::int AS all, sum(n_refused)::int AS refused
-              FROM (SELECT date_trunc('hour', ts) AS hour, count(*) AS n_all, 0 AS n_refused FROM events
+              FROM (SELECT date_trunc('hour', ts, 'UTC') AS hour, count(*) AS n_all, 0 AS n_refused FROM events
                   WHERE workspace_id = ${ws} AND type = 'policy.evaluated' AND ts >= ${iso(since)}::timestamptz GROUP BY 1
                 UNION ALL
-                SELECT date_trunc('hour', ts), 0, count(*) FROM events
+                SELECT date_trunc('hour', ts, 'UTC'), 0, count(*) FROM events
                   WHERE workspace_id = ${ws} AND type = 'policy.evaluated' AND (data->>'decision') <> 'allow'
                     AND ts >= ${iso(since)}::timestamptz GROUP BY 1) counted
               GROUP BY hour`,

@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { ApiKeyWithSecret } from "../apikeys/ApiKey.ts"
 import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
@@ -51,6 +52,7 @@ export class WorkspaceService extends Context.Service<
       const repo = yield* WorkspaceRepo
       const keys = yield* ApiKeyService
       const keyRepo = yield* ApiKeyRepo
+      const agentRepo = yield* AgentRepo
       const audit = yield* AuditLog
       const guardState = yield* PolicySets
       const tx = transactional(sql)
@@ -74,7 +76,7 @@ export class WorkspaceService extends Context.Service<
             const now = yield* nowIso
             const workspace: Workspace = {
               id: newId("ws"),
-              name: input.name,
+              name: input.name.normalize("NFC"),
               environment: input.environment ?? "live",
               plan: input.plan ?? "free",
               guardDefault: input.guardDefault ?? "allow",
@@ -129,9 +131,13 @@ export class WorkspaceService extends Context.Service<
                 scope: "workspaces:admin",
               })
             }
-            const changes = (Object.keys(patch) as Array<keyof UpdateWorkspace>).filter((k) => patch[k] !== current[k])
+            const wanted: UpdateWorkspace =
+              patch.name === undefined ? patch : { ...patch, name: patch.name.normalize("NFC") }
+            const changes = (Object.keys(wanted) as Array<keyof UpdateWorkspace>).filter(
+              (k) => wanted[k] !== current[k],
+            )
             if (changes.length === 0) return current
-            const next: Workspace = { ...current, ...patch, updatedAt: yield* nowIso }
+            const next: Workspace = { ...current, ...wanted, updatedAt: yield* nowIso }
             yield* repo.update(next)
             yield* audit.append({ ...actor, workspaceId: id }, [
               {
@@ -159,8 +165,18 @@ export class WorkspaceService extends Context.Service<
             }
             const at = yield* nowIso
             const inTarget: Actor = { ...actor, workspaceId: id }
+            // Its agents end with it: nothing may go on acting, or be vouched for (a public badge), for a workspace
+            // nobody can see any more. Each recorded as a DELETE /agents/:id would, before the deletion. The agents are
+            // locked first, as an agent's deregistration locks its agent first, so that one waits for the other
+            // instead of each holding what the other needs next (keys, chain head).
+            const ended = yield* agentRepo.deregisterAll(id, at)
             const revoked = yield* keyRepo.revokeAll(id, null, "workspace_deleted", at)
             yield* audit.append(inTarget, [
+              ...ended.map((a) => ({
+                type: "agent.deregistered",
+                agentId: a.id,
+                data: { agentId: a.id, agentName: a.name },
+              })),
               { type: "workspace.deleted", data: { workspaceId: id, name: current.name, revokedKeys: revoked.length } },
             ])
             yield* repo.markDeleted(id, at)
