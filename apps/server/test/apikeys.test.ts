@@ -225,6 +225,36 @@ describe("POST /api-keys", () => {
     expectError(await t.call("POST", "/api/v1/api-keys", body(foreign)), 404, "AGENT_NOT_FOUND")
   })
 
+  it("leaves no live key of an agent deregistered while the key was created or rotated (workspaces review)", async () => {
+    // Created beside DELETE /agents/:id, a key read the agent as registered and was inserted after the deregistration
+    // revoked the agent's keys: 32 of 40 concurrent tries left a working key for a deregistered agent.
+    const live: Array<string> = []
+    for (let i = 0; i < 12; i++) {
+      const agentId = await registerAgent()
+      const rotatingId =
+        i % 2 === 1
+          ? (
+              await t.call("POST", "/api/v1/api-keys", {
+                body: { name: "to rotate", type: "agent", agentId, scopes: ["agents:read"] },
+              })
+            ).body.data.id
+          : undefined
+      const [made] = await Promise.all([
+        rotatingId === undefined
+          ? t.call("POST", "/api/v1/api-keys", {
+              body: { name: "racing", type: "agent", agentId, scopes: ["agents:read"] },
+            })
+          : t.call("POST", `/api/v1/api-keys/${rotatingId}/rotate`, { body: { overlapSeconds: 0 } }),
+        t.call("DELETE", `/api/v1/agents/${agentId}`),
+      ])
+      if (made.status === 200 || made.status === 201) {
+        const read = await t.call("GET", `/api/v1/agents/${agentId}`, { key: made.body.data.apiKey })
+        if (read.status === 200) live.push(agentId)
+      } else expect([409], JSON.stringify(made.body)).toContain(made.status)
+    }
+    expect(live).toEqual([])
+  })
+
   it("never grants a scope the caller lacks (403 naming the scope)", async () => {
     const onlyRead = await t.createKey({ type: "workspace", scopes: ["agents:read"] })
     const res = await t.call("POST", "/api/v1/api-keys", {

@@ -215,7 +215,10 @@ export class ApiKeyService extends Context.Service<
         return yield* tx(
           Effect.gen(function* () {
             if (input.agentId !== undefined) {
-              const agent = yield* agents.find(actor.workspaceId, input.agentId)
+              // Locked, as deregistration and enforcement lock it before revoking the agent's keys: a key created
+              // while one of them runs is seen by it (revoked with the others), or sees its outcome. Read without the
+              // lock, a key inserted beside a deregistration stayed active (32 of 40 concurrent tries).
+              const agent = yield* agents.findForUpdate(actor.workspaceId, input.agentId)
               if (!agent) return yield* new AgentNotFound({ agentId: input.agentId })
               if (agent.status === "deregistered") return yield* new AgentDeregistered({ agentId: input.agentId })
               // A revocation (D7) revoked the agent's keys; a new key must not undo it while it is in force.
@@ -336,6 +339,14 @@ export class ApiKeyService extends Context.Service<
         yield* noKeysForApps(actor)
         return yield* tx(
           Effect.gen(function* () {
+            // An agent key's agent is locked first (the order deregistration and enforcement take: agent, then its
+            // keys), so that a successor is never inserted after they revoked the agent's keys.
+            const peek = yield* visible(actor, yield* repo.find(actor.workspaceId, id), id)
+            if (peek.agentId !== null) {
+              const agent = yield* agents.findForUpdate(actor.workspaceId, peek.agentId)
+              if (agent === undefined || agent.status === "deregistered")
+                return yield* new ApiKeyNotRotatable({ keyId: id, reason: `its agent ${peek.agentId} is deregistered` })
+            }
             const old = yield* visible(actor, yield* repo.findForUpdate(actor.workspaceId, id), id)
             const now = yield* Clock.currentTimeMillis
             if (old.status === "revoked" || (old.expiresAt !== null && Date.parse(old.expiresAt) <= now)) {
