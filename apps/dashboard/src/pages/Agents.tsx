@@ -131,7 +131,8 @@ function CreateAgent({ open, onClose }: { open: boolean; onClose: () => void }) 
   const [labels, setLabels] = useState("")
   const create = useAction(() =>
     api.agents.create.mutate({
-      name,
+      // The service refuses a name with spaces at either end (422): a name typed with one is meant without it.
+      name: name.trim(),
       ...(description ? { description } : {}),
       labels: labels
         .split(",")
