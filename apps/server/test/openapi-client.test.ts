@@ -122,6 +122,15 @@ statuses["guard.decision " + (guard.data?.data.decision ?? "none")] = 200
 statuses["events.ingest"] = (
   await client.POST("/events/ingest", { body: { events: [{ type: "docs.checked", agentId, data: { ok: true } }] } })
 ).response.status
+// The documented Idempotency-Key header, typed: a retry answers the first response again, marked replayed.
+const retried = {
+  body: { name: "generated-client-retried" },
+  params: { header: { "Idempotency-Key": "generated-client-retry-1" } },
+}
+statuses["agents.create (Idempotency-Key)"] = (await client.POST("/agents", retried)).response.status
+const retry = await client.POST("/agents", retried)
+statuses["agents.create (replayed " + (retry.response.headers.get("idempotent-replayed") ?? "no") + ")"] =
+  retry.response.status
 process.stdout.write(JSON.stringify({ statuses, samples }))
 `
 
@@ -264,6 +273,8 @@ describe("a client generated with openapi-typescript", () => {
         "policies.update",
         "guard.evaluate",
         "events.ingest",
+        "agents.create (Idempotency-Key)",
+        "agents.create (replayed true)",
       ]),
     )
     for (const [name, status] of Object.entries(statuses)) expect(status, `${name}: ${output}`).toBeLessThan(300)

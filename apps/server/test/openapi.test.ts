@@ -260,13 +260,68 @@ const validate = (schema: Json, value: unknown, what: string) => {
   expect(ok, `${what}: ${ajv.errorsText(check.errors)}\n${JSON.stringify(value).slice(0, 600)}`).toBe(true)
 }
 
+/** The headers the server sets on its answers that a client reads: each must be documented where it is sent. */
+const ANSWER_HEADERS = [
+  "x-request-id",
+  "x-ratelimit-limit",
+  "x-ratelimit-remaining",
+  "x-ratelimit-reset",
+  "retry-after",
+  "idempotent-replayed",
+]
+
+/** The error codes a documented error answer names (its description lists them: `CONFLICT, AGENT_REVOKED`). */
+const documentedCodes = (response: Json): Array<string> =>
+  response.description.match(/\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[A-Z]{4,}\b/g) ?? []
+
+/**
+ * A real answer against its operation's documentation: a documented status and media type, a body matching
+ * the schema, an error code the documented answer names, and the headers it carries documented for it (and
+ * the documented required ones present).
+ */
+const checkAnswer = (operationId: string, res: { status: number; headers: Headers; body: any }) => {
+  const { op } = operationById(operationId)
+  const documented = op.responses[String(res.status)]
+  expect(
+    documented,
+    `${operationId} answered ${res.status}, which it does not document: ${JSON.stringify(res.body)}`,
+  ).toBeDefined()
+  const type = (res.headers.get("content-type") ?? "").split(";")[0]!
+  // A 304 has no body (RFC 9110 15.4.5).
+  if (res.status !== 304)
+    expect(Object.keys(documented.content ?? {}), `${operationId} ${res.status} answered ${type}`).toContain(type)
+  if (type === "application/json") {
+    const schema = documented.content[type].schema
+    expect(schema, `${operationId} ${res.status} has no JSON schema`).toBeDefined()
+    validate(schema, res.body, `${operationId} ${res.status} response`)
+  }
+  if (res.status >= 400 && type === "application/json")
+    expect(documentedCodes(documented), `${operationId} ${res.status}: ${JSON.stringify(res.body)}`).toContain(
+      res.body.error.code,
+    )
+  const headers = Object.fromEntries(
+    Object.entries((documented.headers ?? {}) as Json).map(([name, h]) => [
+      name.toLowerCase(),
+      typeof h.$ref === "string" ? doc.components.headers[h.$ref.split("/").pop()!] : h,
+    ]),
+  )
+  for (const name of ANSWER_HEADERS) {
+    if (res.headers.get(name) !== null)
+      expect(headers[name], `${operationId} ${res.status} sends ${name}, undocumented`).toBeDefined()
+  }
+  for (const [name, header] of Object.entries(headers)) {
+    if (header.required) expect(res.headers.get(name), `${operationId} ${res.status} lacks ${name}`).not.toBeNull()
+  }
+}
+
 /** Calls an operation the way its documentation says, and checks request and response against it. */
 const callDocumented = async (
   operationId: string,
   params: Record<string, string> = {},
   body?: Json,
   query = "",
-): Promise<{ status: number; body: any }> => {
+  options: { headers?: Record<string, string>; key?: string | null } = {},
+): Promise<{ status: number; body: any; headers: Headers }> => {
   const { path, method, op } = operationById(operationId)
   const url = `/api/v1${path.replace(/\{([A-Za-z]+)\}/g, (_, name) => encodeURIComponent(params[name]!))}${query}`
   if (body !== undefined) {
@@ -274,15 +329,17 @@ const callDocumented = async (
     expect(requestSchema, `${operationId} documents no request body`).toBeDefined()
     validate(requestSchema, body, `${operationId} request body`)
   }
-  const res = await t.call(method.toUpperCase(), url, body === undefined ? {} : { body })
-  const documented = op.responses[String(res.status)]
-  expect(
-    documented,
-    `${operationId} answered ${res.status}, which it does not document: ${JSON.stringify(res.body)}`,
-  ).toBeDefined()
-  const schema = documented.content?.["application/json"]?.schema
-  expect(schema, `${operationId} ${res.status} has no JSON schema`).toBeDefined()
-  validate(schema, res.body, `${operationId} ${res.status} response`)
+  // Every header sent is a documented parameter of the operation.
+  for (const name of Object.keys(options.headers ?? {})) {
+    const declared = (op.parameters ?? []).some((p: Json) => p.in === "header" && p.name.toLowerCase() === name)
+    expect(declared, `${operationId} documents no header ${name}`).toBe(true)
+  }
+  const res = await t.call(method.toUpperCase(), url, {
+    ...(body === undefined ? {} : { body }),
+    ...(options.headers ? { headers: options.headers } : {}),
+    ...(options.key !== undefined ? { key: options.key } : {}),
+  })
+  checkAnswer(operationId, res)
   return res
 }
 
@@ -485,6 +542,148 @@ describe("real responses match the documented schemas", () => {
     const anonymous = await t.call("GET", "/api/v1/agents", { key: null })
     expect(anonymous.status).toBe(401)
     validate(operationById("agents.list").op.responses["401"].content["application/json"].schema, anonymous.body, "401")
+    expect((await callDocumented("agents.list", {}, undefined, "", { key: null })).status).toBe(401)
+  })
+
+  it("an error's code is one its documented answer names (the check is not a rubber stamp)", async () => {
+    const documented = operationById("apiKeys.create").op.responses["409"]
+    expect(documentedCodes(documented)).toEqual(expect.arrayContaining(["CONFLICT", "IDEMPOTENCY_KEY_REUSED"]))
+    expect(() =>
+      checkAnswer("agents.get", {
+        status: 404,
+        headers: new Headers({ "content-type": "application/json" }),
+        body: { ok: false, error: { code: "POLICY_NOT_FOUND", message: "x" } },
+      }),
+    ).toThrow()
+    // No agent key while a revocation of its agent is in force: 409 AGENT_REVOKED, documented.
+    const agentId = (await t.call("POST", "/api/v1/agents", { body: { name: "revoked-key-agent" } })).body.data.id
+    const revocation = await t.call("POST", "/api/v1/enforcement", {
+      body: { agentId, type: "revocation", reason: "leaked key" },
+    })
+    expect(revocation.status).toBe(201)
+    const refused = await callDocumented(
+      "apiKeys.create",
+      {},
+      { name: "after-revocation", type: "agent", agentId, scopes: ["agents:read"] },
+    )
+    expect([refused.status, refused.body.error.code]).toEqual([409, "AGENT_REVOKED"])
+  })
+
+  it("every answer documents X-Request-Id and the rate-limit headers, a 429 Retry-After", () => {
+    const names = (response: Json) => Object.keys(response.headers ?? {}).map((n) => n.toLowerCase())
+    for (const op of [...operations.map((o) => o.name), "events.stream"]) {
+      for (const [status, response] of Object.entries(operationById(op).op.responses as Json)) {
+        // A 503 comes before routing and rate limits: the server is starting.
+        const expected =
+          status === "503"
+            ? ["x-request-id"]
+            : ["x-request-id", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"]
+        if (status === "429" || status === "503") expected.push("retry-after")
+        expect(names(response), `${op} ${status}`).toEqual(expect.arrayContaining(expected))
+      }
+    }
+    for (const op of ["health.live", "health.ready", "keys.jwks"])
+      for (const [status, response] of Object.entries(operationById(op).op.responses as Json))
+        expect(names(response), `${op} ${status}`).toContain("x-request-id")
+    for (const [name, header] of Object.entries(doc.components.headers as Json))
+      expect(header.schema, name).toBeDefined()
+  })
+
+  it("every credentialed POST documents Idempotency-Key; a replay is documented, and a reused key's 409", async () => {
+    for (const op of operations.filter((o) => o.method === "POST" && !o.public)) {
+      const header = (operationById(op.name).op.parameters ?? []).find((p: Json) => p.name === "Idempotency-Key")
+      expect(header, op.name).toMatchObject({ in: "header", required: false })
+      const responses = operationById(op.name).op.responses
+      if (!op.ignoresIdempotencyKey) {
+        expect(documentedCodes(responses["409"]), op.name).toContain("IDEMPOTENCY_KEY_REUSED")
+        expect(Object.keys(responses[String(op.successStatus ?? 200)].headers), op.name).toContain(
+          "Idempotent-Replayed",
+        )
+      }
+    }
+    const key = `openapi-idem-${Date.now()}`
+    const body = { name: `idem-${key}` }
+    const first = await callDocumented("agents.create", {}, body, "", { headers: { "idempotency-key": key } })
+    expect(first.status).toBe(201)
+    const replay = await callDocumented("agents.create", {}, body, "", { headers: { "idempotency-key": key } })
+    expect([replay.status, replay.headers.get("idempotent-replayed")]).toEqual([201, "true"])
+    expect(replay.body).toEqual(first.body)
+    const reused = await callDocumented("agents.create", {}, { name: `other-${key}` }, "", {
+      headers: { "idempotency-key": key },
+    })
+    expect([reused.status, reused.body.error.code]).toEqual([409, "IDEMPOTENCY_KEY_REUSED"])
+    const malformed = await callDocumented("agents.create", {}, body, "", { headers: { "idempotency-key": "a b" } })
+    expect(malformed.status).toBe(400)
+    // A public POST has no credential to bind a key to: it documents neither the header nor a 409 for it.
+    const verify = operationById("trust.verifyBadge").op
+    expect((verify.parameters ?? []).some((p: Json) => p.name === "Idempotency-Key")).toBe(false)
+    expect(verify.responses["409"]).toBeUndefined()
+  })
+
+  it("a query parameter an operation does not document is 400 on every operation, and nothing runs", async () => {
+    for (const op of operations) {
+      const { path, method, op: documented } = operationById(op.name)
+      const query = (documented.parameters ?? []).filter((p: Json) => p.in === "query" && p.required)
+      const search = new URLSearchParams({
+        ...Object.fromEntries(query.map((p: Json) => [p.name, "1"])),
+        dryRun: "true",
+      })
+      const url = `/api/v1${path.replace(/\{[A-Za-z]+\}/g, "example")}?${search}`
+      const body = documented.requestBody?.content["application/json"].example
+      const res = await t.call(method.toUpperCase(), url, {
+        ...(body !== undefined ? { body } : {}),
+        ...(op.public ? { key: null } : {}),
+      })
+      expect([res.status, res.body?.error?.details?.field], `${op.name}: ${JSON.stringify(res.body)}`).toEqual([
+        400,
+        "dryRun",
+      ])
+      checkAnswer(op.name, res)
+    }
+    const name = `dry-run-${Date.now()}`
+    expect((await t.call("POST", "/api/v1/agents?dryRun=true", { body: { name } })).status).toBe(400)
+    expect((await t.call("GET", `/api/v1/agents?namePrefix=${name}`)).body.data).toEqual([])
+  })
+
+  it("a dashboard session that admits nothing is answered as documented, and counted like a bad key", async () => {
+    // The test server is on loopback over http: the session cookie is `agentgov_session` (no `__Host-`).
+    const cookie = { cookie: "agentgov_session=not-a-session" }
+    const refused = [
+      ["agents.create", await t.call("POST", "/api/v1/agents", { key: null, headers: cookie, body: { name: "x" } })],
+      ["agents.list", await t.call("GET", "/api/v1/agents", { key: null, headers: cookie })],
+    ] as const
+    expect(refused.map(([, res]) => [res.status, res.body.error.code])).toEqual([
+      [403, "CSRF_FAILED"],
+      [401, "UNAUTHORIZED"],
+    ])
+    for (const [operationId, res] of refused) {
+      checkAnswer(operationId, res)
+      expect(res.headers.get("x-ratelimit-limit"), operationId).not.toBeNull()
+    }
+  })
+
+  it("public badges: every answer is documented, the SVG one too, and an id the store cannot hold", async () => {
+    const agentId = (await t.call("POST", "/api/v1/agents", { body: { name: "openapi-badge-agent" } })).body.data.id
+    for (const format of ["svg", "json"]) {
+      const res = await t.call("GET", `/api/v1/badge/${agentId}?format=${format}`, { key: null })
+      expect(res.status, format).toBe(404)
+      checkAnswer("trust.badge", res)
+    }
+    for (const id of [agentId, "agt_missing", "a\u0000b"]) {
+      const status = await callDocumented("trust.badgeStatus", { agentId: id }, undefined, "", { key: null })
+      expect(status.status, id).toBeLessThan(500)
+      expect((await callDocumented("trust.badgeData", { agentId: id }, undefined, "", { key: null })).status).toBe(404)
+    }
+    expect((await callDocumented("agents.get", { id: "a\u0000b" })).status).toBe(404)
+    // A current ETag: 304, documented.
+    const first = await t.call("GET", `/api/v1/badge/${agentId}/verify`, { key: null })
+    const etag = first.headers.get("etag")
+    expect(etag).toBeTruthy()
+    const again = await callDocumented("trust.badgeStatus", { agentId }, undefined, "", {
+      key: null,
+      headers: { "if-none-match": etag! },
+    })
+    expect(again.status).toBe(304)
   })
 
   it.runIf(operations.some((op) => op.name === "events.list"))("events: ingest, list, get, verify", async () => {

@@ -10,12 +10,14 @@ type Json = Record<string, any>
 const COMMON_ERRORS: Record<string, string> = {
   "400": "Malformed JSON, bad query parameters or a bad cursor (BAD_REQUEST)",
   "401": "Missing, invalid, revoked or expired credential (UNAUTHORIZED)",
-  "403": "Missing scope, or outside the credential's agent (FORBIDDEN)",
+  "403":
+    "Missing scope, or outside the credential's agent (FORBIDDEN); with the dashboard's session cookie, a missing or wrong `X-CSRF-Token` (CSRF_FAILED) or a workspace the person is no member of (NOT_A_MEMBER)",
   "413": "Body too large (PAYLOAD_TOO_LARGE)",
   "415": "Body not sent as application/json (UNSUPPORTED_MEDIA_TYPE)",
   "422": "Body failed its schema (VALIDATION_ERROR, `details.field` names the field)",
   "429": "Rate limit exceeded (RATE_LIMITED, `Retry-After`)",
   "500": "Internal error (INTERNAL_ERROR)",
+  "503": "The server is starting and routes nothing yet (NOT_READY, `Retry-After`)",
 }
 
 const errorEnvelope: Json = {
@@ -187,8 +189,74 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   "Webhook events": "The system's events, as delivered to webhooks (signed POSTs).",
 }
 
-const errorResponse = (description: string): Json => ({
+/** The headers of answers (D2, D10), in `components.headers`. */
+const RESPONSE_HEADERS: Record<string, Json> = {
+  RequestId: {
+    description:
+      "the request's id (the caller's `X-Request-Id` when it is sane, else a fresh one); quote it in reports",
+    required: true,
+    schema: { type: "string" },
+  },
+  RateLimitLimit: {
+    description:
+      "requests allowed per window by the most restrictive applicable limit (D10); the three rate-limit headers are on every answer unless the operator turned rate limiting off",
+    required: false,
+    schema: { type: "integer", minimum: 1 },
+  },
+  RateLimitRemaining: {
+    description: "requests left in the window of that limit",
+    required: false,
+    schema: { type: "integer", minimum: 0 },
+  },
+  RateLimitReset: {
+    description: "Unix time in seconds at which that limit is back to its full allowance",
+    required: false,
+    schema: { type: "integer", minimum: 0 },
+  },
+  RetryAfter: {
+    description: "seconds to wait before trying again",
+    required: true,
+    schema: { type: "integer", minimum: 0 },
+  },
+  IdempotentReplayed: {
+    description:
+      "`true` when this is the stored answer to an earlier request with the same `Idempotency-Key` (nothing ran again)",
+    required: false,
+    schema: { const: "true" },
+  },
+}
+const headerRef = (name: keyof typeof RESPONSE_HEADERS): Json => ({ $ref: `#/components/headers/${name}` })
+/** Every answer of the REST facade: its request id and the rate-limit headers (D10: every response). */
+const API_HEADERS: Json = {
+  "X-Request-Id": headerRef("RequestId"),
+  "X-RateLimit-Limit": headerRef("RateLimitLimit"),
+  "X-RateLimit-Remaining": headerRef("RateLimitRemaining"),
+  "X-RateLimit-Reset": headerRef("RateLimitReset"),
+}
+/** The service's own paths (health, JWKS) are not rate limited: their answers carry the request id only. */
+const REQUEST_ID_HEADER: Json = { "X-Request-Id": headerRef("RequestId") }
+/** Headers of one answer of the REST facade, by status: a 429 adds `Retry-After`. */
+const apiHeaders = (status: string): Json =>
+  status === "429"
+    ? { ...API_HEADERS, "Retry-After": headerRef("RetryAfter") }
+    : // Answered before any routing or rate limit (apps/server/src/server.ts).
+      status === "503"
+      ? { ...REQUEST_ID_HEADER, "Retry-After": headerRef("RetryAfter") }
+      : API_HEADERS
+
+/** `Idempotency-Key` (D2) on a POST that stores its answer under the key. */
+const IDEMPOTENCY_KEY_PARAMETER: Json = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]+$" },
+  description:
+    "Makes a retry safe (Stripe semantics): the same key with the same request within 24 h answers the first response again, with `Idempotent-Replayed: true`; with another request or credential, 409 `IDEMPOTENCY_KEY_REUSED`. 1–255 printable ASCII characters, else 400.",
+}
+
+const errorResponse = (description: string, headers?: Json): Json => ({
   description,
+  ...(headers ? { headers } : {}),
   content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
 })
 
@@ -355,6 +423,19 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
         content: { "application/json": { schema, example: exampleOf(schema, components) } },
       }
     }
+    // D2: a POST takes an Idempotency-Key; a public one (no credential to bind it to) and one that runs every call
+    // (an SDK token) only check its form.
+    const honoursIdempotencyKey = op.method === "POST" && !op.public && !op.ignoresIdempotencyKey
+    if (op.method === "POST" && !op.public)
+      parameters.push(
+        honoursIdempotencyKey
+          ? IDEMPOTENCY_KEY_PARAMETER
+          : {
+              ...IDEMPOTENCY_KEY_PARAMETER,
+              description:
+                "Checked (1–255 printable ASCII characters, else 400) and not used: every call runs and answers afresh.",
+            },
+      )
     const output = schemaOf(op.output).schema
     const success = op.paginated
       ? {
@@ -375,6 +456,9 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     const responses: Json = {
       [String(op.successStatus ?? 200)]: {
         description: "Success",
+        headers: honoursIdempotencyKey
+          ? { ...API_HEADERS, "Idempotent-Replayed": headerRef("IdempotentReplayed") }
+          : API_HEADERS,
         content: {
           "application/json": { schema: success, example: exampleOf(success, components) },
           ...Object.fromEntries(
@@ -391,22 +475,41 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       responses["200"].content["image/svg+xml"] = {
         schema: { type: "string", description: "the badge as an SVG image, the JWS in its `<metadata>`" },
       }
-    const errorCodes = new Set(op.public ? ["400", "429", "500"] : ["400", "401", "403", "429", "500"])
+    const errorCodes = new Set(op.public ? ["400", "429", "500", "503"] : ["400", "401", "403", "429", "500", "503"])
     if (op.method === "POST" || op.method === "PATCH") for (const c of ["413", "415", "422"]) errorCodes.add(c)
-    if (op.errors?.some((e) => e.endsWith("_NOT_FOUND"))) errorCodes.add("404")
+    // A path id the store could not hold names nothing: the REST facade answers the operation's first
+    // `_NOT_FOUND` code, or `NOT_FOUND` (rest/RestHandler.ts, rest/publicRoutes.ts).
+    const notFound = (op.errors ?? []).filter((e) => e.endsWith("_NOT_FOUND"))
+    if (notFound.length > 0 || pathParams.length > 0) errorCodes.add("404")
     if (op.errors?.includes("VALIDATION_ERROR")) errorCodes.add("422")
     const specific = (op.errors ?? []).filter((e) => !e.endsWith("_NOT_FOUND") && e !== "VALIDATION_ERROR")
-    if (specific.length > 0 || op.method === "POST") errorCodes.add("409")
+    if (specific.length > 0 || honoursIdempotencyKey) errorCodes.add("409")
     for (const code of [...errorCodes].sort()) {
       const description =
         code === "404"
-          ? (op.errors ?? []).filter((e) => e.endsWith("_NOT_FOUND")).join(", ")
+          ? (notFound.length > 0 ? notFound : ["NOT_FOUND"]).join(", ")
           : code === "409"
-            ? ["CONFLICT", ...specific, ...(op.method === "POST" ? ["IDEMPOTENCY_KEY_REUSED"] : [])].join(", ")
+            ? ["CONFLICT", ...specific, ...(honoursIdempotencyKey ? ["IDEMPOTENCY_KEY_REUSED"] : [])].join(", ")
             : code === "422" && op.method === "GET"
               ? "A parameter is well-formed but names what does not exist yet, e.g. a sequence beyond the chain (VALIDATION_ERROR, `details.field` names it)"
               : COMMON_ERRORS[code]!
-      responses[code] = errorResponse(description)
+      responses[code] = errorResponse(description, apiHeaders(code))
+    }
+    // A badge's image never breaks: without a badge, `GET /badge/:agentId` as SVG is a grey "not verified" badge.
+    if (op.name === "trust.badge")
+      responses["404"].content["image/svg+xml"] = {
+        schema: { type: "string", description: 'a grey "not verified" badge, alike for every agent without one' },
+      }
+    // Public reads carry an ETag and answer a matching `If-None-Match` with 304 (rest/publicRoutes.ts).
+    if (op.public && op.method === "GET") {
+      responses["304"] = { description: "Not modified: the `If-None-Match` ETag is current", headers: API_HEADERS }
+      parameters.push({
+        name: "If-None-Match",
+        in: "header",
+        required: false,
+        schema: { type: "string" },
+        description: "the `ETag` of an earlier answer: 304 while it is current",
+      })
     }
 
     paths[openapiPath] ??= {}
@@ -476,11 +579,18 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
         { name: "Last-Event-ID", in: "header", required: false, schema: { type: "string" } },
       ],
       responses: {
-        "200": { description: "the stream", content: { "text/event-stream": { schema: { type: "string" } } } },
-        "400": errorResponse(COMMON_ERRORS["400"]!),
-        "401": errorResponse(COMMON_ERRORS["401"]!),
-        "403": errorResponse(COMMON_ERRORS["403"]!),
-        "429": errorResponse(`${COMMON_ERRORS["429"]!}, or too many open streams for the key or the workspace`),
+        "200": {
+          description: "the stream",
+          headers: API_HEADERS,
+          content: { "text/event-stream": { schema: { type: "string" } } },
+        },
+        "400": errorResponse(COMMON_ERRORS["400"]!, apiHeaders("400")),
+        "401": errorResponse(COMMON_ERRORS["401"]!, apiHeaders("401")),
+        "403": errorResponse(COMMON_ERRORS["403"]!, apiHeaders("403")),
+        "429": errorResponse(
+          `${COMMON_ERRORS["429"]!}, or too many open streams for the key or the workspace`,
+          apiHeaders("429"),
+        ),
       },
     },
   }
@@ -511,7 +621,11 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       security: [],
       tags: ["Service"],
       responses: {
-        "200": { description: "alive", content: { "application/json": withExample(healthResponse("ok")) } },
+        "200": {
+          description: "alive",
+          headers: REQUEST_ID_HEADER,
+          content: { "application/json": withExample(healthResponse("ok")) },
+        },
       },
     },
   }
@@ -526,8 +640,12 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       security: [],
       tags: ["Service"],
       responses: {
-        "200": { description: "ready", content: { "application/json": withExample(healthResponse("ready")) } },
-        "503": errorResponse("not ready: the store does not answer (NOT_READY)"),
+        "200": {
+          description: "ready",
+          headers: REQUEST_ID_HEADER,
+          content: { "application/json": withExample(healthResponse("ready")) },
+        },
+        "503": errorResponse("not ready: the store does not answer (NOT_READY)", REQUEST_ID_HEADER),
       },
     },
   }
@@ -548,8 +666,12 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
       security: [],
       tags: ["Service"],
       responses: {
-        "200": { description: "the key set", content: { "application/json": withExample(JWKS_SCHEMA) } },
-        "404": errorResponse("this instance runs the worker role only (NOT_FOUND)"),
+        "200": {
+          description: "the key set",
+          headers: REQUEST_ID_HEADER,
+          content: { "application/json": withExample(JWKS_SCHEMA) },
+        },
+        "404": errorResponse("this instance runs the worker role only (NOT_FOUND)", REQUEST_ID_HEADER),
       },
     },
   }
@@ -579,6 +701,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     components: {
       schemas: components,
       parameters: WEBHOOK_HEADERS,
+      headers: RESPONSE_HEADERS,
       securitySchemes: {
         bearer: {
           type: "http",

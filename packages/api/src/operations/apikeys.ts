@@ -14,9 +14,9 @@ export const apiKeyOperations = [
     tag,
     summary: "Create an API key",
     description:
-      "Returns the full key once, in `apiKey`; only its SHA-256 and a 6-character prefix are kept. A key can only be given scopes the calling credential holds; agent keys take the agent scopes of the spec's table. An app's OAuth token mints no key (403): a key would outlive its grant.",
+      "Returns the full key once, in `apiKey`; only its SHA-256 and a 6-character prefix are kept. A key can only be given scopes the calling credential holds; agent keys take the agent scopes of the spec's table. An app's OAuth token mints no key (403): a key would outlive its grant. No agent key is issued while a revocation of its agent is in force (409 `AGENT_REVOKED`): overturn it first.",
     successStatus: 201,
-    errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED"],
+    errors: ["AGENT_NOT_FOUND", "AGENT_DEREGISTERED", "AGENT_REVOKED"],
     input: CreateApiKey,
     output: ApiKeyWithSecret,
     redactForReplay: (key: ApiKeyWithSecret) => ({ ...key, apiKey: REDACTED_SECRET }),

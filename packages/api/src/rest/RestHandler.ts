@@ -6,7 +6,15 @@ import type { Executor, Result } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
 import { type Operation, RenderedDocument } from "../Operation.ts"
 import { sessionRequestOf } from "./cookies.ts"
-import { authorizationOf, errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
+import {
+  authorizationOf,
+  bodyOperationQuery,
+  errorBody,
+  findUnstorable,
+  readBody,
+  sendError,
+  sendJson,
+} from "./http.ts"
 import { makeRouter } from "./Router.ts"
 
 export interface RestOptions {
@@ -106,9 +114,15 @@ export const makeRestHandler = (options: RestOptions) => {
     // Every response carries the rate-limit headers (D10), so every request is counted,
     // also one to a path or with a method that does not exist.
     const session = req.headers.cookie === undefined ? undefined : sessionRequestOf(req, options.sessionCookie)
-    const admission = session
+    let admission = session
       ? await executor.authenticateSession(session, requestId)
       : await executor.authenticate(authorizationOf(req), req.socket.remoteAddress, requestId)
+    // A session cookie that admits nothing (signed out, forged, no CSRF token) counts against the client's address,
+    // as a bad API key does (D10): limited, and answered with the rate-limit headers.
+    if (session && !admission.result.ok && admission.result.error.status !== 429) {
+      const byAddress = await executor.admitPublic(req.socket.remoteAddress, requestId)
+      admission = { result: byAddress.result.ok ? admission.result : byAddress.result, headers: byAddress.headers }
+    }
     for (const name in admission.headers) res.setHeader(name, admission.headers[name]!)
     if (!admission.result.ok && admission.result.error.status === 429)
       return sendError(res, admission.result.error, requestId)
@@ -152,6 +166,10 @@ export const makeRestHandler = (options: RestOptions) => {
     let raw: Record<string, unknown>
     let fingerprint: unknown
     if (op.method === "POST" || op.method === "PATCH") {
+      // A body operation documents no query parameter: one sent (`?dryRun=true`) would be ignored while the call
+      // runs for real, so it is refused like an unknown query parameter of a GET.
+      const stray = bodyOperationQuery(url)
+      if (stray) return sendError(res, stray, requestId)
       // An operation may take larger bodies than the rest (content uploads); never smaller than the server's.
       const limit = Math.max(maxBody, op.maxBodyBytes ?? 0)
       const body = await readBody(req, limit)

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomId } from "@agentgov/domain"
-import type { ApiError } from "../ApiError.ts"
+import { ApiError } from "../ApiError.ts"
 import { bearerOf, severalCredentials } from "../Executor.ts"
 
 export { findUnstorable } from "@agentgov/domain"
@@ -89,4 +89,20 @@ export const authorizationOf = (req: IncomingMessage): string | undefined => {
 export const bearerOfRequest = (req: IncomingMessage): string | undefined => {
   const authorization = authorizationOf(req)
   return severalCredentials(authorization) ? undefined : bearerOf(authorization)
+}
+
+/** A query parameter sent to an operation that takes its input in the body: a 400 naming it, else undefined. */
+export const bodyOperationQuery = (url: URL): ApiError | undefined => {
+  const [name] = url.searchParams.keys()
+  return name === undefined
+    ? undefined
+    : new ApiError(
+        400,
+        "BAD_REQUEST",
+        `unknown query parameter "${name}": this operation takes its input in the JSON body`,
+        {
+          field: name,
+          issue: "unknown parameter",
+        },
+      )
 }

@@ -6,7 +6,7 @@ import { ApiError, formatPath } from "../ApiError.ts"
 import type { Executor } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
 import { type Operation, PUBLIC_ACTOR } from "../Operation.ts"
-import { errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
+import { bodyOperationQuery, errorBody, findUnstorable, readBody, sendError, sendJson } from "./http.ts"
 import { makeRouter } from "./Router.ts"
 
 export interface PublicRoutesOptions {
@@ -129,6 +129,11 @@ export const makePublicRoutes = (options: PublicRoutesOptions) => {
 
     let raw: Record<string, unknown> = { ...params }
     if (op.method === "POST") {
+      const stray = bodyOperationQuery(url)
+      if (stray) {
+        sendError(res, stray, requestId)
+        return true
+      }
       const body = await readBody(req, maxBody)
       if (body.kind === "aborted") return true
       if (body.kind === "too_large") {
