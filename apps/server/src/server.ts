@@ -308,6 +308,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       requestId: String(req.headers["x-request-id"]),
       address: req.socket.remoteAddress,
       session: sessionRequestOf(req, signIn.cookieName),
+      idempotencyKey: req.headers["idempotency-key"],
     }),
     onError: ({ error, path, req }) => {
       if (error.code === "INTERNAL_SERVER_ERROR")

@@ -133,6 +133,91 @@ describe("POST /events/ingest", () => {
     expect(stored.body.data).toHaveLength(1)
   })
 
+  it("replays with Idempotent-Replayed, refuses the key for another body or endpoint, and stores once", async () => {
+    const headers = { "idempotency-key": `ingest-other-${Date.now()}` }
+    const events = [{ type: "retry.other", data: { n: 1 } }]
+    const first = await ingest(events, { headers })
+    expect(first.status).toBe(201)
+    expect(first.headers.get("idempotent-replayed")).toBeNull()
+    const again = await ingest(events, { headers })
+    expect(again.headers.get("idempotent-replayed")).toBe("true")
+    expect(again.body).toEqual(first.body)
+    expectError(await ingest([{ type: "retry.other", data: { n: 2 } }], { headers }), 409, "IDEMPOTENCY_KEY_REUSED")
+    // The same body sent to another POST under the key is another request.
+    expectError(await t.call("POST", "/api/v1/events/verify", { body: {}, headers }), 409, "IDEMPOTENCY_KEY_REUSED")
+    expect((await t.call("GET", "/api/v1/events?type=retry.other")).body.data).toHaveLength(1)
+  })
+
+  it("keeps ingest keys per workspace: the same key and body in another workspace stores its own events", async () => {
+    const created = await t.call("POST", "/api/v1/workspaces", { body: { name: `ingest-keys-${Date.now()}` } })
+    const other = created.body.data.apiKey.apiKey as string
+    const headers = { "idempotency-key": `ingest-tenant-${Date.now()}` }
+    const events = [{ type: "tenant.keyed", data: { n: 1 } }]
+    const mine = await ingest(events, { headers })
+    const theirs = await ingest(events, { headers, key: other })
+    expect([mine.status, theirs.status]).toEqual([201, 201])
+    expect(theirs.headers.get("idempotent-replayed")).toBeNull()
+    expect(theirs.body.data.events[0].id).not.toBe(mine.body.data.events[0].id)
+    const stored = await t.call("GET", "/api/v1/events?type=tenant.keyed", { key: other })
+    expect(stored.body.data.map((e: { id: string }) => e.id)).toEqual([theirs.body.data.events[0].id])
+  })
+
+  it("stores nothing under the key of a refused call: the corrected retry with the same key runs", async () => {
+    const headers = { "idempotency-key": `ingest-refused-${Date.now()}` }
+    const refused = await ingest([{ type: "retry.refused", agentId: "agt_nope", data: {} }], { headers })
+    expectError(refused, 422, "VALIDATION_ERROR", "events[0].agentId")
+    const fixed = await ingest([{ type: "retry.refused", data: {} }], { headers })
+    expect(fixed.status).toBe(201)
+    expect(fixed.headers.get("idempotent-replayed")).toBeNull()
+    expect((await t.call("GET", "/api/v1/events?type=retry.refused")).body.data).toHaveLength(1)
+  })
+
+  it("refuses an Idempotency-Key on a tRPC mutation (400) instead of ignoring it: a retry would store twice", async () => {
+    const trpc = (headers: Record<string, string>) =>
+      fetch(`${t.url}/trpc/events.ingest`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.key}`, "content-type": "application/json", ...headers },
+        body: JSON.stringify({ events: [{ type: "trpc.keyed", data: {} }] }),
+      })
+    const keyed = await trpc({ "idempotency-key": `trpc-${Date.now()}` })
+    expect(keyed.status).toBe(400)
+    const body = (await keyed.json()) as { error: { data: { apiError: { code: string; details: unknown } } } }
+    expect(body.error.data.apiError).toMatchObject({ code: "BAD_REQUEST", details: { field: "Idempotency-Key" } })
+    expect((await t.call("GET", "/api/v1/events?type=trpc.keyed")).body.data).toHaveLength(0)
+    // Without the header the mutation runs as before; queries never look at it.
+    expect((await trpc({})).status).toBe(200)
+    const query = await fetch(`${t.url}/trpc/events.list?input=${encodeURIComponent('{"limit":1}')}`, {
+      headers: { authorization: `Bearer ${t.key}`, "idempotency-key": "ignored-on-queries" },
+    })
+    expect(query.status).toBe(200)
+    // Nor does a POST that REST runs on every call whatever the key (POST /tokens).
+    const token = await fetch(`${t.url}/trpc/tokens.create`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.key}`, "content-type": "application/json", "idempotency-key": "unused" },
+      body: "{}",
+    })
+    expect(token.status).toBe(200)
+  })
+
+  it("runs a key again once its record is older than 24 hours, with any body", async () => {
+    const key = `ingest-expired-${Date.now()}`
+    const headers = { "idempotency-key": key }
+    const first = await ingest([{ type: "retry.expired", data: { n: 1 } }], { headers })
+    expect(first.status).toBe(201)
+    await sql(
+      (s) => s`UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'
+        WHERE workspace_id = ${t.workspaceId} AND key = ${key}`,
+    )
+    const second = await ingest([{ type: "retry.expired", data: { n: 2 } }], { headers })
+    expect(second.status, JSON.stringify(second.body)).toBe(201)
+    expect(second.headers.get("idempotent-replayed")).toBeNull()
+    // The new record replays from now on.
+    const third = await ingest([{ type: "retry.expired", data: { n: 2 } }], { headers })
+    expect(third.headers.get("idempotent-replayed")).toBe("true")
+    expect(third.body).toEqual(second.body)
+    expect((await t.call("GET", "/api/v1/events?type=retry.expired")).body.data).toHaveLength(2)
+  })
+
   it("refuses an unknown agent with the index of the event", async () => {
     const res = await ingest([
       { type: "a.b", data: {} },

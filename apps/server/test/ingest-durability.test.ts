@@ -341,7 +341,7 @@ describe("crash safety: kill -9 mid-ingest", () => {
   afterAll(async () => store?.cleanup())
 
   // Two server starts (the first creating the embedded cluster) on a loaded machine: a generous bound.
-  it("keeps every acknowledged event, whole batches only, and a valid chain after a restart", async () => {
+  it("keeps every acknowledged event, whole batches only, and a valid chain after a restart; a keyed retry of a call in flight stores it once", async () => {
     store = await makeChildStore()
     const first = await spawnServer(store.env)
     const key = await first.waitForKey()
@@ -350,6 +350,19 @@ describe("crash safety: kill -9 mid-ingest", () => {
     const SIZE = 20
     const acked: Array<Acked> = []
     const unexpected: Array<string> = []
+    /** Calls whose answer the kill took: written or not, unknown to the client, which retries with their key. */
+    const inFlight: Array<{
+      readonly sent: Array<{ type: string; data: unknown }>
+      readonly headers: Record<string, string>
+    }> = []
+    /** One answered call, retried after the restart: it must replay, not store again. */
+    let answeredCall:
+      | {
+          readonly sent: Array<{ type: string; data: unknown }>
+          readonly headers: Record<string, string>
+          readonly body: unknown
+        }
+      | undefined
     let killed = false
     let answered = 0
     const loop = async (client: number) => {
@@ -358,12 +371,15 @@ describe("crash safety: kill -9 mid-ingest", () => {
           type: "crash.event",
           data: { client, call, n: call * SIZE + i },
         }))
+        // Every call under its own key, as the SDK sends them (half the clients: unkeyed calls take the same paths).
+        const headers: Record<string, string> = client % 2 === 0 ? { "idempotency-key": `crash-${client}-${call}` } : {}
         let res: Res
         try {
-          res = await ingest(first.url, key, sent)
+          res = await ingest(first.url, key, sent, headers)
         } catch (e) {
           // The server is gone: this call's outcome is unknown, and the loop ends.
           if (!killed) unexpected.push(`client ${client} call ${call}: ${String(e)}`)
+          else if (headers["idempotency-key"]) inFlight.push({ sent, headers })
           return
         }
         if (res.status !== 201) {
@@ -371,6 +387,7 @@ describe("crash safety: kill -9 mid-ingest", () => {
           return
         }
         acked.push(...ackedOf(res, sent))
+        if (headers["idempotency-key"]) answeredCall = { sent, headers, body: res.body }
         answered++
       }
     }
@@ -388,6 +405,15 @@ describe("crash safety: kill -9 mid-ingest", () => {
     expect(answered).toBeGreaterThanOrEqual(2 * CLIENTS)
 
     const second = await spawnServer(store.env)
+    // The keyed calls the kill cut off, retried: each is answered 201, from its record when it had been written.
+    for (const { sent, headers } of inFlight) {
+      const res = await ingest(second.url, key, sent, headers)
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      acked.push(...ackedOf(res, sent))
+    }
+    const replay = await ingest(second.url, key, answeredCall!.sent, answeredCall!.headers)
+    expect(replay.headers.get("idempotent-replayed")).toBe("true")
+    expect(replay.body).toEqual(answeredCall!.body)
     const stored = await listAll(second.url, key)
     const head = stored.at(-1)!.sequence
     expectLinearChain(stored, 1)

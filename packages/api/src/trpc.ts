@@ -19,6 +19,8 @@ export interface TrpcContext {
   readonly address?: string | undefined
   /** A dashboard request authenticated by its session cookie (no Authorization header). */
   readonly session?: SessionRequest | undefined
+  /** The request's `Idempotency-Key` header, if any: refused where REST would honour it (see the router). */
+  readonly idempotencyKey?: string | ReadonlyArray<string> | undefined
 }
 
 type TrpcCode = ConstructorParameters<typeof TRPCError>[0]["code"]
@@ -138,6 +140,14 @@ export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
       }
       const decoded = executor.decode(op, raw, 422)
       if (!decoded.ok) return fail(decoded.error)
+      // Where REST honours an Idempotency-Key (a POST that uses it), tRPC refuses it: one header cannot name one
+      // of the mutations a request may batch, and ignoring it would let a retry run twice.
+      if (op.method === "POST" && !op.ignoresIdempotencyKey && ctx.idempotencyKey !== undefined) {
+        const issue = "not supported over tRPC; send the call to the REST API (/api/v1) to make a retry safe"
+        return fail(
+          new ApiError(400, "BAD_REQUEST", `Idempotency-Key is ${issue}`, { field: "Idempotency-Key", issue }),
+        )
+      }
       const result = await executor.run(op, decoded.value, auth.value, ctx.requestId)
       if (!result.ok) return fail(result.error)
       return result.value instanceof RenderedDocument ? result.value.toJSON() : result.value
