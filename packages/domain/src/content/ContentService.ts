@@ -46,6 +46,7 @@ import {
   copiedSpans,
   coverage,
   distinctCount,
+  FOLD_VERSION,
   fingerprintText,
   LEGACY_WINDOW,
   minHashOf,
@@ -336,10 +337,10 @@ export class ContentService extends Context.Service<
           return yield* tx(
             Effect.gen(function* () {
               yield* sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, metadata, asset, sha256,
-                  words, fingerprint_window, minhash, watermarked, agent_id, created_by, created_at)
+                  words, fingerprint_window, fingerprint_fold, minhash, watermarked, agent_id, created_by, created_at)
                 VALUES (${id}, ${actor.workspaceId}, 'text', ${input.title}, 'text/plain; charset=utf-8',
                   ${jsonb(sql, metadata)}, ${asset.toString("base64")}, ${createHash("sha256").update(asset).digest("hex")},
-                  ${fp.tokens.length}, ${WINDOW}, ${jsonb(sql, fp.minhash)}, false, ${agentId ?? null}, ${actor.credential.id},
+                  ${fp.tokens.length}, ${WINDOW}, ${FOLD_VERSION}, ${jsonb(sql, fp.minhash)}, false, ${agentId ?? null}, ${actor.credential.id},
                   ${isoOf(now)}::timestamptz)`
               yield* sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
                 SELECT ${actor.workspaceId}, x.hash, ${id}, x.pos
@@ -813,6 +814,34 @@ export class ContentService extends Context.Service<
             ORDER BY id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
         return toPage(rows.map(toTakedown), limit)
       })
+
+      /**
+       * Texts fingerprinted under an older normalisation (`fingerprint_fold` < FOLD_VERSION: migration 0028
+       * labels 1 those holding a letter the two fold differently) are fingerprinted again from their stored text,
+       * each in a transaction that takes its row first: instances starting together do each text once. Their
+       * rows are replaced with the current window's; words and MinHash with the current fold's.
+       */
+      const refold = Effect.gen(function* () {
+        const stale = yield* sql<{ id: string }>`SELECT id FROM content_items
+            WHERE kind = 'text' AND fingerprint_fold < ${FOLD_VERSION} ORDER BY id`
+        for (const { id } of stale)
+          yield* tx(
+            Effect.gen(function* () {
+              const [row] = yield* sql<{ workspace_id: string; asset: string }>`SELECT workspace_id, asset
+                  FROM content_items WHERE id = ${id} AND fingerprint_fold < ${FOLD_VERSION} FOR UPDATE`
+              if (!row) return
+              const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
+              yield* sql`DELETE FROM content_text_fingerprints WHERE content_id = ${id}`
+              yield* sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
+                SELECT ${row.workspace_id}, x.hash, ${id}, x.pos
+                FROM jsonb_to_recordset(${JSON.stringify(fp.fingerprints)}::text::jsonb) AS x(hash bigint, pos integer)`
+              yield* sql`UPDATE content_items SET words = ${fp.tokens.length}, fingerprint_window = ${WINDOW},
+                  fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
+                WHERE id = ${id}`
+            }),
+          )
+      }).pipe(Effect.orDie)
+      yield* refold
 
       return ContentService.of({
         register,

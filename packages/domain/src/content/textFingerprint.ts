@@ -4,8 +4,8 @@
  * (for whole-document near-duplicates).
  *
  * Normalisation, per code point: NFKC (full-width and ligature forms fold to their plain letters), then
- * diacritics dropped (NFD without combining marks), common Cyrillic and Greek lookalikes mapped to the
- * Latin letter they imitate, case folded. Format characters (`\p{Cf}`: zero-width space, joiners, soft
+ * diacritics dropped (NFD without combining marks), common Armenian, Cyrillic and Greek lookalikes and the Latin
+ * small capitals mapped to the Latin letter they imitate (a capital through its small letter), case folded. Format characters (`\p{Cf}`: zero-width space, joiners, soft
  * hyphen, BOM, bidi marks) and the invisible Hangul fillers are dropped. Words are runs of letters and digits; everything else is a
  * separator, so whitespace and punctuation differences fold away. Each word keeps the offsets of the
  * original text it came from, so matches are reported as spans of the texts as sent.
@@ -86,7 +86,65 @@ const CONFUSABLES: Readonly<Record<string, string>> = {
   ɡ: "g",
   ɑ: "a",
   ʀ: "r",
+  // Added in FOLD_VERSION 2 (2026-11-29). Armenian, Cyrillic and Greek: the single-letter "MA" entries of Unicode's
+  // confusables.txt (UTS #39 skeletons) for these letters, lower-cased; a capital whose small letter is listed
+  // is folded through it (see foldSlow).
+  Օ: "o",
+  Ս: "u",
+  Տ: "s",
+  ա: "w",
+  գ: "q",
+  զ: "q",
+  հ: "h",
+  ո: "n",
+  ռ: "n",
+  ս: "u",
+  ց: "g",
+  ք: "f",
+  օ: "o",
+  ү: "y",
+  ѵ: "v",
+  ѡ: "w",
+  ҽ: "e",
+  Ԍ: "g",
+  ϳ: "j",
+  Ϳ: "j",
+  // Latin small capitals: each is named LATIN LETTER SMALL CAPITAL <X> in UnicodeData.txt and folds to <x>
+  // (there is none of X). NFKC keeps them; their modifier forms (ᶦ, ᶫ, ᶰ, ᶸ, 𐞄, …) become them.
+  ᴀ: "a",
+  ʙ: "b",
+  ᴄ: "c",
+  ᴅ: "d",
+  ᴇ: "e",
+  ꜰ: "f",
+  ɢ: "g",
+  ʜ: "h",
+  ɪ: "i",
+  ᴊ: "j",
+  ᴋ: "k",
+  ʟ: "l",
+  ᴍ: "m",
+  ɴ: "n",
+  ᴏ: "o",
+  ᴘ: "p",
+  ꞯ: "q",
+  ꜱ: "s",
+  ᴛ: "t",
+  ᴜ: "u",
+  ᴠ: "v",
+  ᴡ: "w",
+  ʏ: "y",
+  ᴢ: "z",
 }
+
+/**
+ * The version of the normalisation registered texts were fingerprinted with (`content_items.fingerprint_fold`):
+ * 1 until 2026-11-29, 2 since the Armenian lookalikes, the Latin small capitals and a few more Cyrillic and Greek
+ * letters were added to CONFUSABLES and capitals began to fold through their small letter. Texts stored under an
+ * older version are fingerprinted again when the service starts (ContentService), as their rows would not be
+ * found by a copy folded the new way.
+ */
+export const FOLD_VERSION = 2
 
 /**
  * Characters dropped: format characters (`\p{Cf}`), and the Hangul fillers, letters (`\p{Lo}`) that render as
@@ -106,7 +164,12 @@ export interface Token {
 const foldSlow = (ch: string): string => {
   if (FORMAT.test(ch)) return ""
   let out = ""
-  for (const c of ch.normalize("NFKC").normalize("NFD").replace(MARK, "")) out += CONFUSABLES[c] ?? c
+  // A capital not listed folds as its small letter does (Ԁ as ԁ, Ü as u): the capitals listed look like another
+  // Latin letter than their small one does (Greek Η is H, η is not h).
+  for (const c of ch.normalize("NFKC").normalize("NFD").replace(MARK, "")) {
+    const lower = c.toLowerCase()
+    out += CONFUSABLES[c] ?? (lower.length === c.length ? (CONFUSABLES[lower] ?? lower) : lower)
+  }
   return out.toLowerCase()
 }
 
