@@ -1,12 +1,13 @@
 import { createPrivateKey } from "node:crypto"
 import { type AddressInfo, createServer, type Socket } from "node:net"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import sharp from "sharp"
 import { SMTPServer } from "smtp-server"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { C2PA_SEALED_AAD } from "../../src/content/C2paSigner.ts"
 import { IMAGE_SLOTS, takeImageSlotsPeak } from "../../src/content/loadSharp.ts"
+import { detectWatermark } from "../../src/content/watermark.ts"
 import {
   type Actor,
   Authenticator,
@@ -197,14 +198,29 @@ describe("registering and scanning images", () => {
     const logo = await sharp(raw, { raw: { width: side, height: side, channels: 4 } })
       .png()
       .toBuffer()
-    const before = await counts()
-    const refused = await fail(
-      content((s) =>
-        s.register(actor, { kind: "image", title: "logo", data: logo.toString("base64"), watermark: true }),
-      ),
-    )
-    expect(refused).toMatchObject({ _tag: "InvalidInput", field: "watermark" })
-    expect(await counts()).toEqual(before)
+    // Whether the mark reads back depends on the id's bits: for about 6% of ids it does on this logo (18 of 300, before
+    // and after the 16-bit change), and then the item is registered, its asset reading its id. That is the rule this
+    // case holds, for each attempt; the first refusal (within five ids, all but certainly) shows the other side.
+    let refused: unknown
+    for (let attempt = 0; attempt < 5 && refused === undefined; attempt++) {
+      const before = await counts()
+      const exit = await env.rt.runPromiseExit(
+        content((s) =>
+          s.register(actor, { kind: "image", title: "logo", data: logo.toString("base64"), watermark: true }),
+        ),
+      )
+      if (Exit.isSuccess(exit)) {
+        expect(exit.value.watermark).toMatchObject({ embedded: true })
+        const asset = await run(content((s) => s.asset(actor, exit.value.id)))
+        expect((await detectWatermark(asset.data))?.contentId).toBe(exit.value.id)
+        continue
+      }
+      const error = Exit.findErrorOption(exit)
+      refused = error._tag === "Some" ? error.value : undefined
+      expect(refused).toMatchObject({ _tag: "InvalidInput", field: "watermark" })
+      expect(await counts()).toEqual(before)
+    }
+    expect(refused).toBeDefined()
     // Without a watermark it registers.
     const plain = await run(
       content((s) => s.register(actor, { kind: "image", title: "logo", data: logo.toString("base64") })),

@@ -321,9 +321,14 @@ describe("image hashes and the watermark, measured on generated scenes", () => {
     const png = await sharp(raw, { raw: { width: side, height: side, channels: 3 } })
       .png()
       .toBuffer()
-    const id = newId("cnt")
+    // A fixed id: whether a mark reads back also depends on the id's bits, and on this image one id in several
+    // hundred does not (cnt_01m8khghespf2001sc92crswnf, seen in a run; register refuses such a mark with 422).
+    const id = "cnt_01m8kghes7nx7kwb920zpk8trb"
     const marked = await embedWatermark(png, id)
     expect(marked.psnr).toBeGreaterThanOrEqual(PSNR_FLOOR)
     expect((await detectWatermark(marked.data))?.contentId).toBe(id)
+    // The floor holds whatever the id.
+    const rare = await embedWatermark(png, "cnt_01m8khghespf2001sc92crswnf")
+    expect(rare.psnr).toBeGreaterThanOrEqual(PSNR_FLOOR)
   })
 })
