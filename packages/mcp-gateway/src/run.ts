@@ -129,7 +129,10 @@ export const startGateway = async (
       if (loopback && rebound(req))
         return reply(res, 403, "refused: a loopback gateway answers requests for loopback hosts only")
       if (config.httpToken !== undefined) {
-        const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1] ?? ""
+        // One header with one credential, as the service asks: Node keeps only the first of repeated Authorization
+        // lines, and a proxy in front may have acted on another.
+        const lines = req.headersDistinct.authorization ?? []
+        const given = lines.length === 1 ? (/^Bearer ([^\s,]+)$/.exec(lines[0]!)?.[1] ?? "") : ""
         if (!sameSecret(given, config.httpToken)) return reply(res, 401, "a bearer token is required")
       }
       // Stateless: each request gets its own MCP server and transport; the gateway behind them is shared.

@@ -412,7 +412,7 @@ describe("a server whose tool list does not end", () => {
 
 describe("the HTTP listener on loopback", () => {
   /** A raw POST to the gateway with the given Host and Origin: what a DNS-rebinding web page would send. */
-  const post = (url: string, headers: Record<string, string>) =>
+  const post = (url: string, headers: Record<string, string | Array<string>>) =>
     new Promise<{ status: number; body: string }>((resolve, reject) => {
       const u = new URL(url)
       const body = JSON.stringify({
@@ -463,6 +463,33 @@ describe("the HTTP listener on loopback", () => {
       expect(c.calls()).toEqual([])
       // The gateway's own clients (no Origin, or a loopback one) still reach it.
       const ok = await post(c.url!, { host: `localhost:${port}`, origin: "http://localhost:6274" })
+      expect(ok.status, ok.body).toBe(200)
+      expect(c.calls()).toEqual(['echo {"text":"rebound"}'])
+    } finally {
+      await c.close()
+    }
+  })
+
+  it("with a token, answers one Authorization header with it, and refuses repeated ones whichever comes first", async () => {
+    // Node keeps only the first of repeated Authorization lines; a proxy in front may have acted on another.
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
+    const token = "a-long-random-gateway-token"
+    const c = await connect("http", { url: t.url, ...a, httpToken: token })
+    try {
+      const host = `127.0.0.1:${new URL(c.url!).port}`
+      for (const authorization of [
+        [`Bearer ${token}`, "Bearer wrong"],
+        ["Bearer wrong", `Bearer ${token}`],
+        [`Bearer ${token}`, `Bearer ${token}`],
+        `Bearer ${token}, Bearer wrong`,
+        "Bearer wrong",
+      ]) {
+        const res = await post(c.url!, { host, authorization })
+        expect(res.status, JSON.stringify(authorization)).toBe(401)
+      }
+      expect(c.calls()).toEqual([])
+      const ok = await post(c.url!, { host, authorization: `Bearer ${token}` })
       expect(ok.status, ok.body).toBe(200)
       expect(c.calls()).toEqual(['echo {"text":"rebound"}'])
     } finally {

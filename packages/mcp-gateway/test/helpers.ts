@@ -30,6 +30,8 @@ export interface GatewayOptions {
   readonly toolEnv?: Record<string, string>
   /** Extra gateway flags. */
   readonly flags?: ReadonlyArray<string>
+  /** Over HTTP: the gateway's `--http-token`, which the client then sends. */
+  readonly httpToken?: string
 }
 
 export interface Connected {
@@ -130,7 +132,16 @@ export const connect = async (mode: Mode, o: GatewayOptions): Promise<Connected>
   const gateway = track(
     spawn(
       process.execPath,
-      [...NODE_ARGS, BIN, "--listen", "127.0.0.1:0", "--upstream-url", toolUrl, ...(o.flags ?? [])],
+      [
+        ...NODE_ARGS,
+        BIN,
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream-url",
+        toolUrl,
+        ...(o.httpToken === undefined ? [] : ["--http-token", o.httpToken]),
+        ...(o.flags ?? []),
+      ],
       {
         env: gatewayEnv,
         stdio: ["ignore", "ignore", "pipe"],
@@ -141,7 +152,12 @@ export const connect = async (mode: Mode, o: GatewayOptions): Promise<Connected>
     stderr += c.toString("utf8")
   })
   const [, gatewayUrl] = (await waitForLine(gateway, "stderr", /listening on (\S+)\n/)) as unknown as [string, string]
-  await client.connect(new StreamableHTTPClientTransport(new URL(gatewayUrl)))
+  await client.connect(
+    new StreamableHTTPClientTransport(
+      new URL(gatewayUrl),
+      o.httpToken === undefined ? undefined : { requestInit: { headers: { authorization: `Bearer ${o.httpToken}` } } },
+    ),
+  )
   return {
     client,
     calls,
