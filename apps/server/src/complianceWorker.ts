@@ -1,6 +1,7 @@
 import type { Runtime } from "@agentgov/api"
 import { ComplianceService } from "@agentgov/domain"
 import type { Logger } from "./logger.ts"
+import { STOP_GRACE_MS, settledWithin } from "./webhookWorker.ts"
 
 export interface ComplianceWorker {
   readonly stop: () => Promise<void>
@@ -16,7 +17,7 @@ export const COMPLIANCE_POLL_MS = 5_000
  * generated once, and one whose worker died is taken up again when its lease ends.
  */
 export const startComplianceWorker = async (
-  runtime: Runtime,
+  runtime: Pick<Runtime, "runPromise">,
   log: Logger,
   pollMs = COMPLIANCE_POLL_MS,
 ): Promise<ComplianceWorker> => {
@@ -40,7 +41,12 @@ export const startComplianceWorker = async (
     }
     again = false
     running = drain()
-      .catch((cause) => log.error("compliance worker failed", { cause: String(cause) }))
+      .catch((cause) =>
+        // Given up by a shutdown (below): the report keeps its lease, and is taken up again when that ends.
+        stopping
+          ? log.debug("compliance report left unfinished by the shutdown", { cause: String(cause) })
+          : log.error("compliance worker failed", { cause: String(cause) }),
+      )
       .finally(() => {
         running = undefined
         if (again) wake()
@@ -56,7 +62,7 @@ export const startComplianceWorker = async (
       stopping = true
       clearInterval(timer)
       await unlisten().catch(() => {})
-      await running
+      if (running) await settledWithin([running], STOP_GRACE_MS)
     },
   }
 }

@@ -52,7 +52,13 @@ import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
 import { effectTracerLayer, startTracing, untraced } from "./tracing.ts"
 import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
-import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
+import {
+  STOP_GRACE_MS,
+  settledWithin,
+  startWebhookWorker,
+  type WebhookWorker,
+  webhookSettings,
+} from "./webhookWorker.ts"
 
 /** A probe's SQL, not traced: a scrape is not the service's work. */
 const untracedUse = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>) => untraced(SqlClient.SqlClient.use(f))
@@ -449,84 +455,125 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     metricsHandler && config.metrics?.port !== undefined
       ? await listenMetrics(config.metrics.host, config.metrics.port, metricsHandler)
       : undefined
+  // The background work (the workers' passes and the periodic jobs below) runs on the runtime's services but not as
+  // its managed fibers: disposing a runtime interrupts its fibers and waits for them, and a pass interrupted inside a
+  // transaction waits for its ROLLBACK behind its own query, which nothing ends until the pool closes, which happens
+  // only after. A pass still running when the shutdown gives up on it is left to the pool's closing instead
+  // (its transaction never commits: the next instance does that work again).
+  const services = await runtime.context()
+  const detached: Pick<Runtime, "runPromise"> = {
+    runPromise: (effect, options) => Effect.runPromiseWith(services)(effect, options),
+  }
   const worker: WebhookWorker | undefined = roles.includes("worker")
-    ? await startWebhookWorker(runtime, log, {}, instruments)
+    ? await startWebhookWorker(detached, log, {}, instruments)
     : undefined
   const reports: ComplianceWorker | undefined = roles.includes("worker")
-    ? await startComplianceWorker(runtime, log, config.compliancePollMs)
+    ? await startComplianceWorker(detached, log, config.compliancePollMs)
     : undefined
   const trust: TrustWorker | undefined =
     roles.includes("worker") && config.trustWorker !== false
-      ? await startTrustWorker(runtime, log, { sweepMs: config.trustSweepIntervalMs })
+      ? await startTrustWorker(detached, log, { sweepMs: config.trustSweepIntervalMs })
       : undefined
+
+  /** Set by close(): no periodic job starts a pass from then on. */
+  let stopping = false
+  /** The periodic jobs' passes in flight: close() waits for them (at most STOP_GRACE_MS). */
+  const passes = new Set<Promise<void>>()
+  /**
+   * Runs one pass of a periodic job; its failure is an `error` line, except once the shutdown began: a pass cut
+   * off by the pool closing under it is no fault (debug), and what it did not commit is done by the next instance.
+   */
+  const every = <A, E>(
+    ms: number,
+    failure: string,
+    pass: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Services<Runtime>>,
+    done: (a: A) => void,
+  ) => {
+    const timer = setInterval(() => {
+      if (stopping) return
+      const running: Promise<void> = detached
+        .runPromise(pass)
+        .then(done)
+        .catch((cause) =>
+          stopping
+            ? log.debug(`${failure} (left unfinished by the shutdown)`, { cause: String(cause) })
+            : log.error(failure, { cause: String(cause) }),
+        )
+        .finally(() => passes.delete(running))
+      passes.add(running)
+    }, ms)
+    timer.unref()
+    return timer
+  }
 
   // Expired keys are refused at once by the authenticator; the sweep records their revocation. It also revokes
   // keys whose person is no longer a member (made before a removal revoked them: the upgrade to migration 0017).
   // The periodic sweeps are housekeeping, not traced (an idle server exported a trace for each); what they record
   // is on the audit trail.
-  const sweep = setInterval(() => {
-    runtime
-      .runPromise(
-        untraced(
-          Effect.gen(function* () {
-            const n =
-              (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
-            yield* Idempotency.use((i) => i.purgeExpired)
-            yield* SigningKeys.use((k) => k.retire)
-            return n
-          }),
-        ),
-      )
-      .then((n) => n > 0 && log.info("revoked expired keys and keys of removed members", { count: n }))
-      .catch((cause) => log.error("sweep failed", { cause: String(cause) }))
-  }, config.sweepIntervalMs)
-  sweep.unref()
+  const sweep = every(
+    config.sweepIntervalMs,
+    "sweep failed",
+    untraced(
+      Effect.gen(function* () {
+        const n =
+          (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
+        yield* Idempotency.use((i) => i.purgeExpired)
+        yield* SigningKeys.use((k) => k.retire)
+        return n
+      }),
+    ),
+    (n) => n > 0 && log.info("revoked expired keys and keys of removed members", { count: n }),
+  )
 
   // Undecided approvals and enforcements past their expiry read as expired at once; this records it
   // (approval.decided, enforcement.resolved) and reinstates agents whose last suspension ended.
-  const expiries = setInterval(() => {
-    runtime
-      .runPromise(
-        untraced(
-          Effect.gen(function* () {
-            const approvals = yield* ApprovalService.use((s) => s.expireDue)
-            const enforcements = yield* EnforcementService.use((s) => s.expireDue)
-            return { approvals, enforcements }
-          }),
-        ),
-      )
-      .then((n) => (n.approvals > 0 || n.enforcements > 0) && log.info("recorded expiries", n))
-      .catch((cause) => log.error("expiry sweep failed", { cause: String(cause) }))
-  }, config.sweepIntervalMs)
-  expiries.unref()
+  const expiries = every(
+    config.sweepIntervalMs,
+    "expiry sweep failed",
+    untraced(
+      Effect.gen(function* () {
+        const approvals = yield* ApprovalService.use((s) => s.expireDue)
+        const enforcements = yield* EnforcementService.use((s) => s.expireDue)
+        return { approvals, enforcements }
+      }),
+    ),
+    (n) => (n.approvals > 0 || n.enforcements > 0) && log.info("recorded expiries", n),
+  )
 
-  const checkpoint = setInterval(() => {
-    runtime
-      .runPromise(untraced(checkpointAll))
-      .then((n) => n > 0 && log.debug("signed checkpoints", { count: n }))
-      .catch((cause) => log.error("checkpointing failed", { cause: String(cause) }))
-  }, config.checkpointIntervalMs)
-  checkpoint.unref()
+  const checkpoint = every(
+    config.checkpointIntervalMs,
+    "checkpointing failed",
+    untraced(checkpointAll),
+    (n) => n > 0 && log.debug("signed checkpoints", { count: n }),
+  )
 
-  const verify = setInterval(() => {
-    runtime
-      .runPromise(verifyAllChains)
-      .then(({ checked, failed }) => {
-        for (const f of failed) log.error("audit chain verification failed", f)
-        if (instruments.metrics) {
-          for (let i = failed.length; i < checked; i++) instruments.metrics.verification("valid", "scheduled")
-          for (const _ of failed) instruments.metrics.verification("invalid", "scheduled")
-        }
-      })
-      .catch((cause) => log.error("chain verification did not run", { cause: String(cause) }))
-  }, config.verifyIntervalMs)
-  verify.unref()
+  const verify = every(
+    config.verifyIntervalMs,
+    "chain verification did not run",
+    verifyAllChains,
+    ({ checked, failed }) => {
+      for (const f of failed) log.error("audit chain verification failed", f)
+      if (instruments.metrics) {
+        for (let i = failed.length; i < checked; i++) instruments.metrics.verification("valid", "scheduled")
+        for (const _ of failed) instruments.metrics.verification("invalid", "scheduled")
+      }
+    },
+  )
 
   const close = async () => {
+    // The background work stops first, and together with the requests: no new pass, those in flight finish or are
+    // given up after a grace, and only then the pool closes.
+    stopping = true
     clearInterval(sweep)
     clearInterval(expiries)
     clearInterval(verify)
     clearInterval(checkpoint)
+    const background = Promise.all([
+      worker?.stop(),
+      reports?.stop(),
+      trust?.stop(),
+      settledWithin([...passes], STOP_GRACE_MS),
+    ])
     draining = true
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
     const metricsClosed = metricsServer && new Promise<void>((resolve) => metricsServer.close(() => resolve()))
@@ -546,9 +593,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
     }, SHUTDOWN_GRACE_MS)
     await closed
     clearInterval(idle)
-    await worker?.stop()
-    await reports?.stop()
-    await trust?.stop()
+    await background
     await metricsClosed
     clearTimeout(cut)
     unprobe?.()

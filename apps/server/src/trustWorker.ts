@@ -2,6 +2,7 @@ import type { Runtime } from "@agentgov/api"
 import { TrustRecompute } from "@agentgov/domain"
 import type { Logger } from "./logger.ts"
 import { untraced } from "./tracing.ts"
+import { STOP_GRACE_MS, settledWithin } from "./webhookWorker.ts"
 
 export interface TrustWorkerOptions {
   /** How often every agent is recomputed for decay, tenure and key age (default 1 h). */
@@ -27,7 +28,7 @@ export interface TrustWorker {
  * locked, so any number of instances may run it on one database.
  */
 export const startTrustWorker = async (
-  runtime: Runtime,
+  runtime: Pick<Runtime, "runPromise">,
   log: Logger,
   options: TrustWorkerOptions = {},
 ): Promise<TrustWorker> => {
@@ -127,7 +128,9 @@ export const startTrustWorker = async (
       for (const t of later.values()) clearTimeout(t)
       later.clear()
       await unlisten().catch(() => {})
-      await Promise.allSettled([...running.values()])
+      // A pass still running after the grace is given up: its cursor was not moved, and the next instance goes on
+      // from there (its failure when the pool closes under it is not logged).
+      await settledWithin([...running.values()], STOP_GRACE_MS)
     },
   }
 }

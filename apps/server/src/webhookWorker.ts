@@ -40,8 +40,24 @@ const FLUSH_MS = 5
  * 2,700 with a quarter).
  */
 const WORKSPACE_SHARE = 0.875
-/** How long `stop` waits for attempts in flight before it leaves them to their leases. */
-const STOP_GRACE_MS = 5_000
+/**
+ * How long a stopping worker waits for the work it has in flight (attempts here; passes in the trust and compliance
+ * workers and the server's periodic jobs) before it leaves it to its leases and cursors.
+ */
+export const STOP_GRACE_MS = 5_000
+
+/** Resolves once every one of `all` has settled, or after `ms`, whichever comes first. */
+export const settledWithin = (all: ReadonlyArray<Promise<unknown>>, ms: number): Promise<void> =>
+  all.length === 0
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms)
+        timer.unref()
+        void Promise.allSettled(all).then(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      })
 /** Finished deliveries (and their attempts) are kept this long after their event, then purged hourly. */
 export const WEBHOOK_HISTORY_DAYS = 30
 const PURGE_EVERY_MS = 3_600_000
@@ -55,7 +71,7 @@ const PURGE_EVERY_MS = 3_600_000
  * may run one on the same database: claims skip each other's rows.
  */
 export const startWebhookWorker = async (
-  runtime: Runtime,
+  runtime: Pick<Runtime, "runPromise">,
   log: Logger,
   options: WebhookWorkerOptions = {},
   instruments: Instruments = { metrics: undefined, tracing: false },
@@ -220,7 +236,7 @@ export const startWebhookWorker = async (
     if (total > 0) log.info("purged old webhook deliveries", { count: total })
   }
   const purger = setInterval(() => {
-    purge().catch((cause) => log.error("purging webhook deliveries failed", { cause: String(cause) }))
+    purge().catch((cause) => !stopping && log.error("purging webhook deliveries failed", { cause: String(cause) }))
   }, PURGE_EVERY_MS)
   purger.unref()
 

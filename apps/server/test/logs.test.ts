@@ -3,11 +3,18 @@
  * scanner the whole suite's logs go through (logScan.ts) finds each kind of secret it is meant to.
  */
 
-import { pgConnect, withDatabase } from "@agentgov/testing"
+import { randomBytes } from "node:crypto"
+import { rmSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { join } from "node:path"
+import { runningClusterUrl } from "@agentgov/db"
+import { makeTestStore, pgConnect, reachableTempDir, withDatabase } from "@agentgov/testing"
 import { context, ROOT_CONTEXT, trace } from "@opentelemetry/api"
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks"
-import { describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it } from "vitest"
 import { makeLogger } from "../src/logger.ts"
+import { spawnServer, stopChildren } from "./childServer.ts"
 import { startTestServer } from "./helpers.ts"
 import { findSecrets } from "./logScan.ts"
 
@@ -66,6 +73,106 @@ describe("a server's error lines", () => {
       await admin.end()
       await t.close()
     }
+  })
+})
+
+/** The advisory lock class that serialises a workspace's checkpoints (packages/domain/src/audit/MerkleStore.ts). */
+const CHECKPOINT_LOCK = 72_410_004
+
+describe("a clean shutdown under load", () => {
+  const cleanups: Array<() => Promise<void> | void> = []
+  afterEach(async () => {
+    await stopChildren()
+    for (const c of cleanups.splice(0).reverse()) await c()
+  })
+
+  it("logs no error after 'shutting down' while webhooks, trust passes and a checkpoint run, and exits 0", {
+    timeout: 120_000,
+  }, async () => {
+    // A slow receiver: the worker holds attempts in flight when the signal comes.
+    let n = 0
+    const receiver = createServer((req, res) => {
+      req.resume()
+      // Some answer only after the worker's stop grace (5 s): those attempts are left to their leases.
+      const ms = n++ % 10 === 0 ? 8_000 : 150
+      req.on("end", () => setTimeout(() => res.writeHead(200).end("ok"), ms))
+    })
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", () => r()))
+    cleanups.push(() => {
+      receiver.closeAllConnections()
+      receiver.close()
+    })
+    const store: Record<string, string> = {}
+    if (process.env.DATABASE_URL) {
+      const s = await makeTestStore()
+      cleanups.push(s.cleanup)
+      store.DATABASE_URL = s.url!
+    } else {
+      const dir = reachableTempDir("agentgov-shutdown-")
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+      store.AGENTGOV_DATA_DIR = join(dir, "data")
+    }
+    const server = await spawnServer({
+      ...store,
+      AGENTGOV_MASTER_KEY: randomBytes(32).toString("hex"),
+      AGENTGOV_WEBHOOK_ALLOWLIST: "127.0.0.1",
+      // Every background pass runs all the time: trust, checkpoints, chain verification, the sweeps.
+      AGENTGOV_TRUST_WORKER: "true",
+      AGENTGOV_CHECKPOINT_INTERVAL_MS: "1000",
+      AGENTGOV_VERIFY_INTERVAL_MS: "1000",
+      AGENTGOV_SWEEP_INTERVAL_MS: "100",
+    })
+    const key = await server.waitForKey()
+    const call = (method: string, path: string, body?: unknown) =>
+      fetch(`${server.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+    const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`
+    expect((await call("POST", "/api/v1/webhooks", { url: hookUrl, events: ["load.*"] })).status).toBe(201)
+    // An agent's events keep the trust worker busy.
+    expect((await call("POST", "/api/v1/agents", { name: "loaded" })).status).toBe(201)
+    let running = true
+    let written = 0
+    const client = async () => {
+      while (running) {
+        const events = Array.from({ length: 20 }, (_, i) => ({ type: "load.tick", data: { i } }))
+        const res = await call("POST", "/api/v1/events/ingest", { events }).catch(() => undefined)
+        if (res?.status === 201) written++
+        await res?.arrayBuffer().catch(() => {})
+      }
+    }
+    const clients = [client(), client(), client()]
+    while (written < 20) await new Promise((r) => setTimeout(r, 20))
+    // A checkpoint pass that cannot finish before the pool closes: the test holds its workspace's lock (as a
+    // long pass on a big chain, or another instance's, would).
+    const admin = pgConnect(store.DATABASE_URL ?? runningClusterUrl(join(store.AGENTGOV_DATA_DIR!, "pg"))!)
+    cleanups.push(() => admin.end())
+    await admin`SELECT pg_advisory_lock(${CHECKPOINT_LOCK}, hashtext(id)) FROM workspaces`
+    for (;;) {
+      const [waiting] = await admin`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+          WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`
+      if (waiting!.n > 0) break
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    server.proc.kill("SIGTERM")
+    await server.exited
+    running = false
+    await Promise.all(clients)
+
+    const lines = server
+      .output()
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { level: string; msg: string })
+    const from = lines.findIndex((l) => l.msg === "shutting down")
+    expect(from, server.output()).toBeGreaterThanOrEqual(0)
+    expect(
+      lines.slice(from).filter((l) => l.level === "error"),
+      server.output(),
+    ).toEqual([])
+    expect(server.proc.exitCode, server.output()).toBe(0)
   })
 })
 
