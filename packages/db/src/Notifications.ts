@@ -30,6 +30,8 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
   let drops = 0
   let resubscribing = false
   let ending = false
+  /** Ends the reconnect loop's wait between tries (set while it waits). */
+  let wakeLoop: (() => void) | undefined
 
   const missed = () => {
     for (const subscribers of channels.values())
@@ -84,10 +86,19 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
             return
           }
         } catch {
-          await new Promise((r) => setTimeout(r, delay))
+          if (ending) break
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, delay)
+            wakeLoop = () => {
+              clearTimeout(timer)
+              resolve()
+            }
+          })
+          wakeLoop = undefined
           delay = Math.min(delay * 2, LAST_RETRY_MS)
         }
       }
+      resubscribing = false
     })()
   }
 
@@ -112,15 +123,22 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
       const subscribers = channels.get(channel)
       if (!subscribers?.delete(subscriber) || subscribers.size > 0) return
       channels.delete(channel)
+      // Connection lost: so is the subscription, and the reconnect loop subscribes only the channels left. Sending
+      // UNLISTEN would wait for a connection to a server that may be down (each up to the connect time-out, and a
+      // runtime's disposal unlistens every cache in turn).
+      if (resubscribing || ending) return
       await sql.unsafe(unlistenStatement(channel)).catch(() => {
         // The connection is gone: so is the subscription.
       })
     }
   }
 
+  /** Ends the connection, and the reconnect loop at once: no wait for a server that is down. */
   const end = async () => {
     ending = true
-    await sql.end({ timeout: 1 })
+    wakeLoop?.()
+    // Reconnecting, the connection has nothing in flight worth a wait: an attempt to connect is cut off.
+    await sql.end({ timeout: resubscribing ? 0 : 1 })
   }
 
   return { listen, end }

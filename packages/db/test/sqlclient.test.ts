@@ -604,12 +604,24 @@ describe("LISTEN / NOTIFY", () => {
 })
 
 describe.runIf(process.env.DATABASE_URL)("LISTEN across a dropped connection (PostgreSQL)", () => {
-  /** A TCP proxy to the test database that can be cut (every connection closed, none accepted) and restored. */
+  /**
+   * A TCP proxy to the test database that can be cut (every connection closed, none accepted) and restored, or
+   * made to hang (every connection closed; new ones accepted, counted, and never answered: a server that is down
+   * behind a balancer or a firewall that drops packets).
+   */
   const cuttableProxy = async (url: string) => {
     const target = new URL(url)
     const sockets = new Set<Socket>()
+    let hanging = false
+    let attempts = 0
     const serve = () =>
       createServer((client) => {
+        attempts += 1
+        if (hanging) {
+          sockets.add(client)
+          client.on("error", () => client.destroy()).on("close", () => sockets.delete(client))
+          return
+        }
         const upstream = connect(Number(target.port || 5432), target.hostname)
         for (const s of [client, upstream]) {
           sockets.add(s)
@@ -639,6 +651,12 @@ describe.runIf(process.env.DATABASE_URL)("LISTEN across a dropped connection (Po
         server = serve()
         await new Promise<void>((r) => server.listen(port, "127.0.0.1", r))
       },
+      hang: () => {
+        hanging = true
+        for (const s of sockets) s.destroy()
+      },
+      /** Connections made to the proxy so far. */
+      attempts: () => attempts,
       close: async () => {
         for (const s of sockets) s.destroy()
         await new Promise<void>((r) => (server.listening ? server.close(() => r()) : r()))
@@ -679,6 +697,44 @@ describe.runIf(process.env.DATABASE_URL)("LISTEN across a dropped connection (Po
       await unlisten()
     } finally {
       await viaProxy.dispose()
+      await proxy.close()
+    }
+  })
+
+  it("ends at once when disposed while the server is down: unlistens and the reconnect loop stop", {
+    timeout: 20_000,
+  }, async () => {
+    const proxy = await cuttableProxy(store.url!)
+    const viaProxy = ManagedRuntime.make(PostgresClient.layer({ url: proxy.url, max: 1 }))
+    try {
+      const db = await viaProxy.runPromise(Database)
+      let missed = 0
+      // Several subscribers, as the domain's caches are: each unlistens as the runtime is disposed.
+      const unlistens = await Promise.all(
+        ["agentgov_down_a", "agentgov_down_b", "agentgov_down_c", "agentgov_down_d"].map((channel) =>
+          db.listen(
+            channel,
+            () => {},
+            () => {
+              missed += 1
+            },
+          ),
+        ),
+      )
+      const before = proxy.attempts()
+      proxy.hang()
+      await waitFor(() => missed >= 4)
+      // The reconnect loop is trying: its connection is accepted and never answered (it waits for the driver's
+      // 10 s connect time-out).
+      await waitFor(() => proxy.attempts() > before)
+      // Before, each unlisten waited for a connection to send UNLISTEN on, and the loop went on until its next
+      // connect ended: this test ran out of time.
+      for (const unlisten of unlistens) await unlisten()
+      await viaProxy.dispose()
+      const ended = proxy.attempts()
+      await new Promise((r) => setTimeout(r, 2_500))
+      expect(proxy.attempts()).toBe(ended)
+    } finally {
       await proxy.close()
     }
   })
