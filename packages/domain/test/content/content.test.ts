@@ -24,7 +24,7 @@ import {
 } from "../../src/index.ts"
 import { seal } from "../../src/keys/sealed.ts"
 import { type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
-import { scene } from "./corpus.ts"
+import { ARTICLE, scene } from "./corpus.ts"
 
 let env: DomainTestRuntime
 let actor: Actor
@@ -54,14 +54,6 @@ const counts = async () => ({
 })
 const eventsOf = async (type: string) =>
   (await run(EventService.use((s) => s.list(actor, { types: [type], limit: 100 } as never)))).data
-
-const ARTICLE =
-  "The committee met on Tuesday to review the harbour dredging plan. Engineers presented three options for the " +
-  "northern channel, each with a different schedule for moving the silt barges. The cheapest option would close " +
-  "the ferry route for six weeks during the spring season, which the merchants' association opposed in writing. " +
-  "A compromise emerged late in the afternoon: dredge at night, keep one lane open, and publish weekly soundings " +
-  "so that pilots can plan their approaches. The council will vote on the amended plan next month after a public " +
-  "hearing at the maritime museum, where models of the channel will be on display for residents to inspect."
 
 describe("registering and scanning texts", () => {
   it("registers a text, finds a disguised partial copy with spans in both texts, records the match once above threshold", async () => {

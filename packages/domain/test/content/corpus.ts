@@ -20,3 +20,12 @@ export const scene = (seed: number, width = 640, height = 480) => {
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1"><stop offset="0" stop-color="${colour()}"/><stop offset="1" stop-color="${colour()}"/></linearGradient></defs><rect width="100%" height="100%" fill="url(#g)"/>${shapes}</svg>`
   return sharp(Buffer.from(svg)).jpeg({ quality: 92 }).toBuffer()
 }
+
+/** A paragraph of plain English prose: the registered text of the text cases. */
+export const ARTICLE =
+  "The committee met on Tuesday to review the harbour dredging plan. Engineers presented three options for the " +
+  "northern channel, each with a different schedule for moving the silt barges. The cheapest option would close " +
+  "the ferry route for six weeks during the spring season, which the merchants' association opposed in writing. " +
+  "A compromise emerged late in the afternoon: dredge at night, keep one lane open, and publish weekly soundings " +
+  "so that pilots can plan their approaches. The council will vote on the amended plan next month after a public " +
+  "hearing at the maritime museum, where models of the channel will be on display for residents to inspect."

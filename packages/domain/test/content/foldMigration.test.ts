@@ -1,8 +1,8 @@
 import { loadMigrations } from "@agentgov/db"
-import { type EmptyDatabase, makeEmptyDatabase, pgConnect } from "@agentgov/testing"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { FOLD_VERSION, normalizeText } from "../../src/content/textFingerprint.ts"
 import { tokenizeV1 } from "./foldV1.ts"
+import { storeBefore } from "./storeBefore.ts"
 
 /**
  * Migration 0028 labels each text already registered with the normalisation its rows hold: 1 (to fingerprint
@@ -11,8 +11,7 @@ import { tokenizeV1 } from "./foldV1.ts"
 
 const MIGRATION = "0028_content_text_fold"
 const migration = () => loadMigrations().find((m) => m.version === MIGRATION)!.sql
-let db: EmptyDatabase
-let sql: ReturnType<typeof pgConnect>
+const store = storeBefore(MIGRATION)
 
 /** Every code point (outside ASCII, which no version changes) whose words differ between the two versions. */
 const changed = (() => {
@@ -28,24 +27,8 @@ const changed = (() => {
   return out
 })()
 
-beforeAll(async () => {
-  db = await makeEmptyDatabase()
-  sql = pgConnect(db.url)
-  for (const m of loadMigrations()) {
-    if (m.version >= MIGRATION) break
-    await sql.unsafe(m.sql)
-  }
-  await sql`INSERT INTO workspaces (id, name, environment, created_at, updated_at)
-    VALUES ('ws_old', 'old', 'live', now(), now())`
-}, 60_000)
-
-afterAll(async () => {
-  await sql?.end()
-  await db?.cleanup()
-})
-
 const storeText = (id: string, text: string) =>
-  sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, words, fingerprint_window,
+  store.sql()`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, words, fingerprint_window,
       minhash, watermarked, created_by, created_at)
     VALUES (${id}, 'ws_old', 'text', ${id}, 'text/plain; charset=utf-8', ${Buffer.from(text).toString("base64")}, '',
       3, 8, '[]', false, 'test', now())`
@@ -83,17 +66,17 @@ describe(`migration ${MIGRATION}`, () => {
     expected.set("cnt_latin", 2)
     await storeText("cnt_cyrillic", "Тhе соmmіttее, ΑΒΕ and ё")
     expected.set("cnt_cyrillic", 2)
-    await sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, phash, dhash,
+    await store.sql()`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, phash, dhash,
         mirror_phash, mirror_dhash, watermarked, created_by, created_at)
       VALUES ('cnt_image', 'ws_old', 'image', 'image', 'image/png', '', '', '0', '0', '0', '0', false, 'test', now())`
     expected.set("cnt_image", null)
 
-    await sql.unsafe(migration())
+    await store.sql().unsafe(migration())
 
-    const rows = await sql<Array<{ id: string; fingerprint_fold: number | null }>>`
+    const rows = await store.sql()<Array<{ id: string; fingerprint_fold: number | null }>>`
       SELECT id, fingerprint_fold FROM content_items`
     expect(new Map(rows.map((r) => [r.id, r.fingerprint_fold]))).toEqual(expected)
-    await expect(sql`UPDATE content_items SET fingerprint_fold = 2 WHERE id = 'cnt_image'`).rejects.toThrow(
+    await expect(store.sql()`UPDATE content_items SET fingerprint_fold = 2 WHERE id = 'cnt_image'`).rejects.toThrow(
       /content_items_fingerprint_fold/,
     )
   })

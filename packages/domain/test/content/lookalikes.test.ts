@@ -11,6 +11,7 @@ import {
 import { type Actor, Authenticator, C2paSigner, ContentService, WorkspaceService } from "../../src/index.ts"
 import { newId } from "../../src/shared/ids.ts"
 import { type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
+import { ARTICLE as PROSE } from "./corpus.ts"
 import { fingerprintsV1, tokenizeV1 } from "./foldV1.ts"
 
 /**
@@ -30,14 +31,7 @@ afterAll(async () => env?.dispose())
 const run = <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => env.run(effect)
 const content = <A, E>(f: (s: ContentService["Service"]) => Effect.Effect<A, E, R>) => ContentService.use(f)
 
-const ARTICLE =
-  "The committee met on Tuesday to review the harbour dredging plan. Engineers presented three options for the " +
-  "northern channel, each with a different schedule for moving the silt barges. The cheapest option would close " +
-  "the ferry route for six weeks during the spring season, which the merchants' association opposed in writing. " +
-  "A compromise emerged late in the afternoon: dredge at night, keep one lane open, and publish weekly soundings " +
-  "so that pilots can plan their approaches. The council will vote on the amended plan next month after a public " +
-  "hearing at the maritime museum, where models of the channel will be on display for residents to inspect. " +
-  "Questions about the quay, the jetty and the wharf went to the Dock Quarter's working group in writing."
+const ARTICLE = `${PROSE} Questions about the quay, the jetty and the wharf went to the Dock Quarter's working group in writing.`
 
 const rewrite = (text: string, letters: Readonly<Record<string, string>>) =>
   [...text].map((c) => letters[c] ?? c).join("")

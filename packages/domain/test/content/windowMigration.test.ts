@@ -1,8 +1,8 @@
 import { loadMigrations } from "@agentgov/db"
-import { type EmptyDatabase, makeEmptyDatabase, pgConnect } from "@agentgov/testing"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { LEGACY_WINDOW, shingleHashes, tokenize, WINDOW, winnow } from "../../src/content/textFingerprint.ts"
 import { rng } from "./corpus.ts"
+import { storeBefore } from "./storeBefore.ts"
 
 /**
  * Migration 0025 labels each text already registered with the winnowing window its stored fingerprints show:
@@ -10,8 +10,7 @@ import { rng } from "./corpus.ts"
  */
 
 const MIGRATION = "0025_content_text_window"
-let db: EmptyDatabase
-let sql: ReturnType<typeof pgConnect>
+const store = storeBefore(MIGRATION)
 
 /** `n` random made-up words. */
 const text = (seed: number, n: number) => {
@@ -27,31 +26,15 @@ const text = (seed: number, n: number) => {
 const storeText = async (id: string, text: string, window: number) => {
   const words = tokenize(text).map((t) => t.word)
   const kept = winnow(shingleHashes(words), window)
-  await sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, words, minhash,
+  await store.sql()`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, words, minhash,
       watermarked, created_by, created_at)
     VALUES (${id}, 'ws_old', 'text', ${id}, 'text/plain; charset=utf-8', '', '', ${words.length}, '[]', false, 'test',
       now())`
   for (const f of kept)
-    await sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
+    await store.sql()`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
       VALUES ('ws_old', ${f.hash}, ${id}, ${f.pos})`
   return kept.length
 }
-
-beforeAll(async () => {
-  db = await makeEmptyDatabase()
-  sql = pgConnect(db.url)
-  for (const m of loadMigrations()) {
-    if (m.version >= MIGRATION) break
-    await sql.unsafe(m.sql)
-  }
-  await sql`INSERT INTO workspaces (id, name, environment, created_at, updated_at)
-    VALUES ('ws_old', 'old', 'live', now(), now())`
-}, 60_000)
-
-afterAll(async () => {
-  await sql?.end()
-  await db?.cleanup()
-})
 
 describe(`migration ${MIGRATION}`, () => {
   it("names the window of every stored text from its fingerprints' gaps; images have none", async () => {
@@ -67,23 +50,23 @@ describe(`migration ${MIGRATION}`, () => {
     // Too short for a shingle: no fingerprints, where both windows keep the same (nothing); named the older.
     await storeText("cnt_short", "three short words", LEGACY_WINDOW)
     expected.set("cnt_short", LEGACY_WINDOW)
-    await sql`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, phash, dhash,
+    await store.sql()`INSERT INTO content_items (id, workspace_id, kind, title, media_type, asset, sha256, phash, dhash,
         mirror_phash, mirror_dhash, watermarked, created_by, created_at)
       VALUES ('cnt_image', 'ws_old', 'image', 'image', 'image/png', '', '', '0', '0', '0', '0', false, 'test', now())`
 
-    await sql.unsafe(loadMigrations().find((m) => m.version === MIGRATION)!.sql)
+    await store.sql().unsafe(loadMigrations().find((m) => m.version === MIGRATION)!.sql)
 
-    const rows = await sql<Array<{ id: string; fingerprint_window: number | null }>>`
+    const rows = await store.sql()<Array<{ id: string; fingerprint_window: number | null }>>`
       SELECT id, fingerprint_window FROM content_items ORDER BY id`
     const labelled = new Map(rows.map((r) => [r.id, r.fingerprint_window]))
     expect(labelled.get("cnt_image")).toBeNull()
     labelled.delete("cnt_image")
     expect(labelled).toEqual(expected)
     // A text must now say its window; an image must not have one.
-    await expect(sql`UPDATE content_items SET fingerprint_window = NULL WHERE id = 'cnt_w8_0'`).rejects.toThrow(
+    await expect(store.sql()`UPDATE content_items SET fingerprint_window = NULL WHERE id = 'cnt_w8_0'`).rejects.toThrow(
       /content_items_fingerprint_window/,
     )
-    await expect(sql`UPDATE content_items SET fingerprint_window = 8 WHERE id = 'cnt_image'`).rejects.toThrow(
+    await expect(store.sql()`UPDATE content_items SET fingerprint_window = 8 WHERE id = 'cnt_image'`).rejects.toThrow(
       /content_items_fingerprint_window/,
     )
   })
