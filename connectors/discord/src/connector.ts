@@ -53,7 +53,8 @@ export const renderEmbed = (m: FormattedEvent): Record<string, unknown> => {
   budget -= description.length
   const fields: Array<{ name: string; value: string; inline: boolean }> = []
   for (const f of m.fields.slice(0, EMBED_LIMITS.fields)) {
-    const name = clip(f.label, EMBED_LIMITS.fieldName)
+    // Discord refuses a field without a name (50035): a client event's key can be "" or "__"
+    const name = clip(f.label.trim() === "" ? "(no name)" : f.label, EMBED_LIMITS.fieldName)
     const value = clip(f.value, Math.min(EMBED_LIMITS.fieldValue, budget - name.length))
     if (value.length === 0 || budget - name.length - value.length < 0) break
     budget -= name.length + value.length

@@ -100,6 +100,20 @@ describe("discord: mention safety, truncation, and a deleted webhook, from real 
     expect(rig.connector.running.health().deadLetters).toBe(0)
   })
 
+  it("posts a client event whose keys make blank field names (Discord refuses an empty name)", async () => {
+    const before = rig.fake.messages.length
+    const dead = rig.connector.running.health().deadLetters
+    await rig.agentgov.ingest("ops.blank", { "": "blank-key-value", __: "underscores-value" })
+    await waitFor(
+      () => rig.fake.messages.length > before || rig.connector.running.health().deadLetters > dead,
+      "the message, or its dead letter",
+    )
+    expect(rig.connector.running.health().deadLetters).toBe(dead)
+    const [embed] = rig.fake.messages.at(-1).embeds
+    expect(visibleText(rig.fake.messages.at(-1))).toContain("blank-key-value")
+    for (const f of embed.fields) expect(f.name.trim()).not.toBe("")
+  })
+
   it("puts up to 10 queued events in one message, in order", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agentgov-discord-batch-"))
     const batchSecret = "whsec_discord_batch_0123456789abcdef"

@@ -1,3 +1,4 @@
+import { parseRetryAfter } from "@agentgov/connector-sdk"
 import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
 import { createVendorFetch, dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
 
@@ -12,6 +13,8 @@ export const MAX_PAYLOAD_BYTES = 25_000
 /** A fact's value beyond this is cut: facts are meant to be short. */
 const MAX_FACT = 1000
 const MAX_SUMMARY = 4000
+/** A title (the event's, or a fact's: a client event's key) beyond this is cut, whatever the budget. */
+const MAX_TITLE = 500
 
 /**
  * Adaptive Cards render TextBlock text as a Markdown subset, and not every host honours backslash
@@ -31,7 +34,7 @@ export const renderCard = (m: FormattedEvent, budget = { summary: MAX_SUMMARY, f
       items: [
         {
           type: "TextBlock",
-          text: escapeMarkdown(`${style.emoji} ${m.title}`),
+          text: escapeMarkdown(truncate(`${style.emoji} ${m.title}`, MAX_TITLE)),
           weight: "Bolder",
           size: "Medium",
           wrap: true,
@@ -53,7 +56,7 @@ export const renderCard = (m: FormattedEvent, budget = { summary: MAX_SUMMARY, f
     body.push({
       type: "FactSet",
       facts: m.fields.map((f) => ({
-        title: escapeMarkdown(f.label),
+        title: escapeMarkdown(truncate(f.label, Math.min(MAX_TITLE, budget.fact))),
         value: escapeMarkdown(truncate(f.value, budget.fact)),
       })),
     })
@@ -110,9 +113,10 @@ export const teams = defineConnector({
     })
     if (res.ok) return ok()
     if (res.status === 429) {
-      const after = Number(res.headers.get("retry-after"))
+      // delay-seconds or an HTTP-date; none (or unreadable): the runtime's backoff, never an instant retry
+      const header = res.headers.get("retry-after")
       return retry("HTTP 429", {
-        afterMs: Number.isFinite(after) && after >= 0 ? after * 1000 : undefined,
+        afterMs: header === null ? undefined : parseRetryAfter(header),
         pauseAll: true,
       })
     }

@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url"
 import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
+import { sampleEvent } from "@agentgov/connector-sdk/testing"
 import { describeConnectorContract, useConnectorRig, waitFor } from "@agentgov/connector-testing"
 import { describe, expect, it } from "vitest"
 import { MAX_PAYLOAD_BYTES, teams } from "../src/connector.ts"
@@ -77,5 +78,45 @@ describe("teams: Adaptive Card 1.5 cards from real deliveries", () => {
     const text = visibleText(rig.fake.cards.at(-1))
     expect(text).not.toContain("](https://evil.example/)")
     expect(text).not.toContain("**now**")
+  })
+
+  it("keeps a card under the size limit when the event's keys (the facts' titles) are what is long", async () => {
+    const before = rig.fake.cards.length
+    const dead = rig.connector.running.health().deadLetters
+    const data: Record<string, unknown> = {}
+    // a client event's keys become the facts' titles: ten of 2,900 characters, within the 32 KiB of data
+    for (let i = 0; i < 10; i++) data[`${String(i).repeat(2900)}`] = "x"
+    await rig.agentgov.ingest("big.keys", data)
+    await waitFor(
+      () => rig.fake.cards.length === before + 1 || rig.connector.running.health().deadLetters > dead,
+      "the card, or its dead letter",
+    )
+    expect(rig.connector.running.health().deadLetters).toBe(dead)
+    expect(rig.fake.sizes.at(-1)!).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES)
+    expect(validateCard(rig.fake.cards.at(-1))).toBe(true)
+  })
+})
+
+describe("teams: a 429", () => {
+  const deliver = (headers: Record<string, string>) =>
+    teams.deliver(sampleEvent("agent.registered"), {
+      client: async () => new Response(null, { status: 429, headers }),
+      settings: { webhookUrl: "https://example.invalid/flow" },
+      severity: "info",
+      dashboardUrl: undefined,
+      signal: new AbortController().signal,
+    } as any)
+
+  it("without Retry-After backs off rather than retrying at once", async () => {
+    const result = await deliver({})
+    expect(result).toMatchObject({ outcome: "retry", pauseAll: true })
+    expect((result as { afterMs?: number }).afterMs).toBeUndefined()
+  })
+
+  it("honours a Retry-After in seconds or as an HTTP-date", async () => {
+    expect(await deliver({ "retry-after": "7" })).toMatchObject({ outcome: "retry", afterMs: 7000 })
+    const at = new Date(Date.now() + 60_000).toUTCString()
+    const result = (await deliver({ "retry-after": at })) as { afterMs?: number }
+    expect(result.afterMs).toBeGreaterThan(30_000)
   })
 })
