@@ -7,17 +7,33 @@ import type { Frequency } from "./schedule.ts"
  * A digest as an e-mail: a subject with the count, a plain-text part and an HTML part (inline
  * styles and tables, as mail clients want), grouped by event type (the most severe first) and,
  * within a type, by agent. Every value from an event is escaped in the HTML. The size is bounded
- * whatever the digest holds: at most {@link LIMITS.agentsPerType} agents a type and
- * {@link LIMITS.eventsPerAgent} events an agent are listed, the rest counted.
+ * whatever the digest holds: at most {@link LIMITS.types} event types (the most severe first),
+ * {@link LIMITS.agentsPerType} agents a type and {@link LIMITS.eventsPerAgent} events an agent are
+ * listed, the rest counted, and every text from an event is cut (a client's event types and field
+ * names are its own).
  */
 
-export const LIMITS = { agentsPerType: 20, eventsPerAgent: 3, fieldsPerEvent: 6, text: 500 } as const
+export const LIMITS = {
+  types: 30,
+  agentsPerType: 20,
+  eventsPerAgent: 3,
+  fieldsPerEvent: 6,
+  text: 500,
+  /** A type's, an agent's or a field's name, a title. */
+  name: 200,
+} as const
 
 const SEVERITIES: ReadonlyArray<Severity> = ["info", "warning", "error", "critical"]
 
 /** Escapes text for HTML element content and quoted attribute values. */
 export const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
+
+/**
+ * An event's text on one line of the text part: its own line breaks would forge the digest's lines (a
+ * second "Open agentgov:" footer with another link).
+ */
+const oneLine = (s: string) => s.replace(/[\r\n\v\f\u0085\u2028\u2029]+/g, " ")
 
 /** Only http(s) links reach an href. */
 const safeUrl = (url: string | null | undefined): string | undefined => {
@@ -90,14 +106,24 @@ const heading = (frequency: Frequency) =>
 
 /** Builds digest `digestId`'s message from the store. */
 export const renderDigest = (store: DigestStore, digestId: number, o: RenderOptions): DigestMessage => {
-  const types = byType(store.groups(digestId))
-  const total = types.reduce((n, t) => n + t.count, 0)
+  const all = byType(store.groups(digestId))
+  const total = all.reduce((n, t) => n + t.count, 0)
+  // the types listed (the most severe, then the busiest); the rest are counted
+  const types = all.slice(0, LIMITS.types)
+  const hidden = all.slice(LIMITS.types)
+  const hiddenEvents = hidden.reduce((n, t) => n + t.count, 0)
+  const moreTypes =
+    hidden.length === 0
+      ? undefined
+      : `… and ${plural(hidden.length, "more event type")} (${plural(hiddenEvents, "event")}); see agentgov`
   // the samples of the agents shown (the busiest of each type), not of every agent
   const samples = store.samples(
     digestId,
     LIMITS.eventsPerAgent,
     types.flatMap((t) => t.agents.slice(0, LIMITS.agentsPerType)),
   )
+  const name = (s: string) => truncate(oneLine(s), LIMITS.name)
+  const para = (s: string) => truncate(oneLine(s), LIMITS.text)
   const sampleOf = new Map<string, typeof samples>()
   for (const s of samples) {
     const key = `${s.type}\u0000${s.agentKey}`
@@ -119,23 +145,25 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
   // --- text
   const text: Array<string> = [
     `${heading(o.frequency)}, ${at}`,
-    `${plural(total, "event")} of ${plural(types.length, "type")}`,
+    `${plural(total, "event")} of ${plural(all.length, "type")}`,
     "",
   ]
-  for (const t of types) text.push(`  ${String(t.count).padStart(6)}  ${t.type} (${SEVERITY_STYLE[t.severity].label})`)
+  for (const t of types)
+    text.push(`  ${String(t.count).padStart(6)}  ${name(t.type)} (${SEVERITY_STYLE[t.severity].label})`)
+  if (moreTypes) text.push(`  ${moreTypes}`)
   text.push("")
   for (const t of types) {
-    text.push(`== ${typeTitle(t.type)}: ${plural(t.count, "event")}`, "")
+    text.push(`== ${name(typeTitle(t.type))}: ${plural(t.count, "event")}`, "")
     for (const a of t.agents.slice(0, LIMITS.agentsPerType)) {
-      text.push(`-- ${a.agentLabel === "" ? "no agent" : a.agentLabel}: ${plural(a.count, "event")}`)
+      text.push(`-- ${a.agentLabel === "" ? "no agent" : name(a.agentLabel)}: ${plural(a.count, "event")}`)
       for (const s of sampleOf.get(`${a.type}\u0000${a.agentKey}`) ?? []) {
-        text.push(`   * ${when(new Date(s.occurredAt).toISOString())}  ${s.title}`)
-        if (s.summary !== "") text.push(`     ${truncate(s.summary, LIMITS.text)}`)
+        text.push(`   * ${when(new Date(s.occurredAt).toISOString())}  ${name(s.title)}`)
+        if (s.summary !== "") text.push(`     ${para(s.summary)}`)
         for (const f of (JSON.parse(s.fields) as Array<{ label: string; value: string }>).slice(
           0,
           LIMITS.fieldsPerEvent,
         ))
-          text.push(`     ${f.label}: ${truncate(f.value, LIMITS.text)}`)
+          text.push(`     ${name(f.label)}: ${para(f.value)}`)
         const link = safeUrl(s.link)
         if (link) text.push(`     ${link}`)
       }
@@ -146,6 +174,7 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
       text.push(`-- … and ${plural(t.agents.length - LIMITS.agentsPerType, "more agent")}`)
     text.push("")
   }
+  if (moreTypes) text.push(moreTypes, "")
   if (dashboard) text.push(`Open agentgov: ${dashboard}`)
   text.push(`Sent by agentgov-connector-email (${o.frequency}).`)
 
@@ -161,22 +190,23 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
     `<table role="presentation" width="100%" cellpadding="0" cellspacing="0" style="background:#f4f5f7"><tr><td align="center" style="padding:24px 12px">`,
     `<table role="presentation" width="640" cellpadding="0" cellspacing="0" style="max-width:640px;width:100%;background:#fff;border-radius:8px;border:1px solid #e3e6ea">`,
     `<tr><td style="padding:20px 24px;border-bottom:1px solid #e3e6ea"><div style="font-size:20px;font-weight:600">${e(heading(o.frequency))}</div>`,
-    `<div style="color:#5b6474;font-size:14px;margin-top:4px">${e(at ?? "")} · ${e(plural(total, "event"))} of ${e(plural(types.length, "type"))}</div></td></tr>`,
+    `<div style="color:#5b6474;font-size:14px;margin-top:4px">${e(at ?? "")} · ${e(plural(total, "event"))} of ${e(plural(all.length, "type"))}</div></td></tr>`,
     `<tr><td style="padding:16px 24px"><table role="presentation" width="100%" cellpadding="6" cellspacing="0" style="font-size:14px;border-collapse:collapse">`,
     `<tr style="color:#5b6474;text-align:left"><th align="left">Event type</th><th align="left">Severity</th><th align="right">Count</th></tr>`,
     ...types.map(
       (t) =>
-        `<tr style="border-top:1px solid #eef0f3"><td><a href="#${e(t.type)}" style="color:#1d2433">${e(t.type)}</a></td><td>${chip(t.severity)}</td><td align="right" style="font-weight:600">${e(t.count.toLocaleString("en-US"))}</td></tr>`,
+        `<tr style="border-top:1px solid #eef0f3"><td><a href="#${e(name(t.type))}" style="color:#1d2433">${e(name(t.type))}</a></td><td>${chip(t.severity)}</td><td align="right" style="font-weight:600">${e(t.count.toLocaleString("en-US"))}</td></tr>`,
     ),
+    ...(moreTypes ? [`<tr><td colspan="3" style="color:#5b6474">${e(moreTypes)}</td></tr>`] : []),
     "</table></td></tr>",
   ]
   for (const t of types) {
     html.push(
-      `<tr><td style="padding:8px 24px 16px"><h2 id="${e(t.type)}" style="font-size:16px;margin:12px 0 8px;border-left:4px solid ${SEVERITY_STYLE[t.severity].colour};padding-left:8px">${e(typeTitle(t.type))} <span style="color:#5b6474;font-weight:400">· ${e(plural(t.count, "event"))}</span></h2>`,
+      `<tr><td style="padding:8px 24px 16px"><h2 id="${e(name(t.type))}" style="font-size:16px;margin:12px 0 8px;border-left:4px solid ${SEVERITY_STYLE[t.severity].colour};padding-left:8px">${e(name(typeTitle(t.type)))} <span style="color:#5b6474;font-weight:400">· ${e(plural(t.count, "event"))}</span></h2>`,
     )
     for (const a of t.agents.slice(0, LIMITS.agentsPerType)) {
       html.push(
-        `<div style="margin:10px 0 4px;font-size:14px"><strong>${e(a.agentLabel === "" ? "no agent" : a.agentLabel)}</strong> <span style="color:#5b6474">· ${e(plural(a.count, "event"))}</span></div>`,
+        `<div style="margin:10px 0 4px;font-size:14px"><strong>${e(a.agentLabel === "" ? "no agent" : name(a.agentLabel))}</strong> <span style="color:#5b6474">· ${e(plural(a.count, "event"))}</span></div>`,
         `<table role="presentation" width="100%" cellpadding="0" cellspacing="0" style="font-size:13px">`,
       )
       for (const s of sampleOf.get(`${a.type}\u0000${a.agentKey}`) ?? []) {
@@ -184,13 +214,11 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
         const fields = (JSON.parse(s.fields) as Array<{ label: string; value: string }>).slice(0, LIMITS.fieldsPerEvent)
         html.push(
           `<tr><td style="padding:6px 0 6px 12px;border-left:2px solid #e3e6ea">`,
-          `<div><span style="color:#5b6474">${e(when(new Date(s.occurredAt).toISOString()) ?? "")}</span> ${e(s.title)}</div>`,
-          s.summary === ""
-            ? ""
-            : `<div style="color:#3b4455;margin-top:2px">${e(truncate(s.summary, LIMITS.text))}</div>`,
+          `<div><span style="color:#5b6474">${e(when(new Date(s.occurredAt).toISOString()) ?? "")}</span> ${e(name(s.title))}</div>`,
+          s.summary === "" ? "" : `<div style="color:#3b4455;margin-top:2px">${e(para(s.summary))}</div>`,
           fields.length === 0
             ? ""
-            : `<div style="color:#5b6474;margin-top:2px">${fields.map((f) => `${e(f.label)}: <span style="color:#1d2433">${e(truncate(f.value, LIMITS.text))}</span>`).join(" · ")}</div>`,
+            : `<div style="color:#5b6474;margin-top:2px">${fields.map((f) => `${e(name(f.label))}: <span style="color:#1d2433">${e(para(f.value))}</span>`).join(" · ")}</div>`,
           link
             ? `<div style="margin-top:2px"><a href="${e(link)}" style="color:#2e5bda">Open in agentgov</a></div>`
             : "",
@@ -209,6 +237,7 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
       )
     html.push("</td></tr>")
   }
+  if (moreTypes) html.push(`<tr><td style="padding:8px 24px;color:#5b6474;font-size:13px">${e(moreTypes)}</td></tr>`)
   html.push(
     `<tr><td style="padding:16px 24px;border-top:1px solid #e3e6ea;font-size:13px;color:#5b6474">`,
     dashboard ? `<a href="${e(dashboard)}" style="color:#2e5bda">Open agentgov</a> · ` : "",

@@ -61,17 +61,26 @@ const typeLabel = (type: string): { name: string; color: string; description: st
       : { name: `type: ${truncate(type.split(".")[0]!, 40)}`, color: OTHER_TYPE_COLOR, description: "agentgov events" }
 
 /**
+ * Event text that notifies no one and references nothing: GitHub links `@name`, `@org/team`, `#n` and
+ * `owner/repo#n` in the rendered text (a Markdown escape does not stop it), notifying the team and
+ * adding a cross-reference to the issue's timeline; a zero-width space after `@` and `#` breaks them.
+ * Titles too: an issue's title is rendered with its references.
+ */
+export const quiet = (text: string): string => text.replace(/[@#]/g, "$&\u200b")
+
+/**
  * Event text as inert Markdown: no HTML (so no forged marker, no markup), no @mention or #reference
  * that would notify or link, no emphasis, links or tables from the event's own characters.
  */
 export const inert = (text: string): string =>
-  text
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/([\\`*_{}[\]()#+!|~])/g, "\\$1")
-    .replace(/@/g, "@\u200b")
-    .replace(/\r?\n/g, " ")
+  quiet(
+    text
+      .replace(/&/g, "&amp;")
+      .replace(/</g, "&lt;")
+      .replace(/>/g, "&gt;")
+      .replace(/([\\`*_{}[\]()#+!|~])/g, "\\$1")
+      .replace(/\r?\n/g, " "),
+  )
 
 const row = (label: string, value: string) => `| ${inert(label)} | ${inert(value)} |`
 
@@ -149,11 +158,15 @@ const commentOnce = async (client: Client, key: string, number: number, m: Forma
   })
 }
 
-/** The body of a new issue: the marker, the event, and what happens next. */
+/**
+ * The body of a new issue: the marker, the event's own hidden marker (so a body cut to GitHub's limit
+ * still names its event), the event, and what happens next.
+ */
 export const issueBody = (key: string, m: FormattedEvent): string =>
   fit(
     [
       marker(key),
+      eventMarker(m.eventId),
       renderEvent(m),
       "",
       key.startsWith("enforcement:")
@@ -164,7 +177,7 @@ export const issueBody = (key: string, m: FormattedEvent): string =>
     ].join("\n"),
   )
 
-export const issueTitle = (m: FormattedEvent) => truncate(`[agentgov] ${m.title}`, GITHUB_LIMITS.title)
+export const issueTitle = (m: FormattedEvent) => truncate(`[agentgov] ${quiet(m.title)}`, GITHUB_LIMITS.title)
 
 type GitHub = InstanceType<ReturnType<typeof Octokit.plugin>>
 
@@ -243,6 +256,9 @@ const findIssue = async (
   return undefined
 }
 
+/** GitHub's wait after a secondary rate limit that names none ("at least one minute"). */
+const SECONDARY_WAIT_MS = 60_000
+
 /** What a GitHub failure (after the plugins' own waiting and retrying) means for the queue. */
 export const classify = (error: unknown): DeliveryResult => {
   const status = statusOf(error)
@@ -257,6 +273,9 @@ export const classify = (error: unknown): DeliveryResult => {
       const afterMs = Number.isFinite(after) ? after * 1000 : Number.isFinite(reset) ? Math.max(0, reset) : undefined
       return retry(`GitHub rate limit (${status})`, { ...(afterMs === undefined ? {} : { afterMs }), pauseAll: true })
     }
+    // a secondary rate limit without either header: GitHub asks for at least a minute's wait
+    if (/secondary rate limit/i.test((error as Error).message ?? ""))
+      return retry(`GitHub secondary rate limit (${status})`, { afterMs: SECONDARY_WAIT_MS, pauseAll: true })
   }
   if (status === undefined || status >= 500) return retry((error as Error).message ?? String(error))
   // 401 bad credentials, 403 no access, 404 no such repository, 410 issues disabled, 422 refused

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { formatEvent } from "@agentgov/connector-sdk/format"
 import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
 import {
   type InProcess,
@@ -14,7 +15,17 @@ import {
   waitFor,
 } from "@agentgov/connector-testing"
 import { afterAll, describe, expect, it } from "vitest"
-import { eventMarker, github, LABELS, marker } from "../src/connector.ts"
+import {
+  classify,
+  eventMarker,
+  github,
+  issueBody,
+  issueTitle,
+  LABELS,
+  marker,
+  renderEvent,
+  renders,
+} from "../src/connector.ts"
 import { REPOSITORY, startGitHubFake, TOKEN } from "./githubFake.ts"
 
 const bin = fileURLToPath(new URL("../bin/agentgov-connector-github.js", import.meta.url))
@@ -58,8 +69,9 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
     expect(issue.labels).toEqual(["agentgov", "severity: critical", "type: enforcement"])
     const lines = issue.body.split("\n")
     expect(lines[0]).toBe(marker(`enforcement:${id}`))
-    // the marker is the only HTML comment; the reason is inert text
-    expect(issue.body.split("<!--")).toHaveLength(2)
+    // the markers (the issue's, then its event's) are the only HTML comments; the reason is inert text
+    expect(lines[1]).toBe(eventMarker(issue.body.match(/agentgov:event=(evt_[^ ]+) -->/)![1]!))
+    expect(issue.body.split("<!--")).toHaveLength(3)
     expect(issue.body).not.toContain("<img")
     expect(issue.body).not.toContain("@everyone")
     expect(issue.body).toContain("&lt;img src=x onerror=alert\\(1\\)&gt;")
@@ -288,5 +300,51 @@ describe("github: issues for enforcements, from a real server to a fake of GitHu
       expect(issue.state_reason).toBe("not_planned")
       expect(c.running.health().deadLetters).toBe(0)
     })
+  })
+})
+
+describe("github: event data that tries to notify or cross-reference", () => {
+  it("mentions no team and references no issue from an agent's action, in the title or the body", () => {
+    const action = "@acme/security-team @everyone see #1 and acme/other#2 deploy"
+    const m = formatEvent(sampleEvent("policy.violated", { data: { action } }))
+    for (const text of [issueTitle(m), renderEvent(m)]) {
+      // GitHub links @name, @org/team and #n (owner/repo#n) in the rendered text, escaped Markdown or not
+      expect(text).not.toMatch(/@[A-Za-z0-9]/)
+      expect(text).not.toMatch(/#\d/)
+    }
+    expect(issueTitle(m)).toContain("security-team")
+  })
+})
+
+describe("github: rate limits past the plugins' retries", () => {
+  const limited = (status: number, message: string, headers: Record<string, string>) =>
+    Object.assign(new Error(message), { status, response: { headers } })
+
+  it("retries a secondary rate limit (403) that names no retry-after a minute later, pausing every delivery", () => {
+    const result = classify(
+      limited(403, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", {
+        "x-ratelimit-remaining": "4000",
+      }),
+    )
+    expect(result).toMatchObject({ outcome: "retry", afterMs: 60_000, pauseAll: true })
+  })
+
+  it("still dead-letters a 403 that is no rate limit (no access)", () => {
+    expect(classify(limited(403, "Resource not accessible by integration", {})).outcome).toBe("dead")
+  })
+})
+
+describe("github: an issue whose event fills the body", () => {
+  it("still names its event when the body is cut to GitHub's limit, so a lost answer opens no comment of it", () => {
+    // `<` is five characters escaped: a 20,000-character action fills more than the 65,536 a body may hold
+    const formatted = formatEvent(sampleEvent("policy.violated", { data: { action: "<".repeat(20_000) } }))
+    const m = {
+      ...formatted,
+      fields: [...formatted.fields, { label: "Detail", value: "<".repeat(20_000), short: false }],
+    }
+    const body = issueBody("violation:pol_1/r:agt_1", m)
+    expect(body.length).toBeLessThanOrEqual(65_536)
+    expect(body.split("\n")[0]).toBe(marker("violation:pol_1/r:agt_1"))
+    expect(renders(body, m.eventId)).toBe(true)
   })
 })

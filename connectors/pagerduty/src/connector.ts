@@ -1,4 +1,4 @@
-import type { AnyWebhookEvent } from "@agentgov/connector-sdk"
+import { type AnyWebhookEvent, parseRetryAfter } from "@agentgov/connector-sdk"
 import { type FormattedEvent, formatEvent, truncate } from "@agentgov/connector-sdk/format"
 import { type DeliveryResult, dead, defineConnector, ok, retry, type StateStore } from "@agentgov/connector-sdk/runtime"
 
@@ -39,12 +39,21 @@ export const dedupKey = (event: AnyWebhookEvent): string => {
 }
 
 /**
+ * The mark of an enforcement whose incident was resolved. An enforcement has no event after its
+ * resolution, so a trigger of it that comes later (a dead letter `replay`ed, a late redelivery) would
+ * open a fresh incident on the same `dedup_key` that nothing resolves: it is skipped instead.
+ */
+const resolvedKey = (key: string) => `resolved:${key}`
+
+/**
  * What to do with an event: trigger (or add to) its incident, resolve it, or nothing (a tier that
- * went up without an open incident, or short of the tier it had before the drop).
+ * went up without an open incident, or short of the tier it had before the drop; an enforcement
+ * already resolved).
  */
 export const actionFor = (event: AnyWebhookEvent, state: StateStore): Action | "skip" => {
   const d = (event.data ?? {}) as Record<string, unknown>
   if (event.type === "enforcement.resolved") return "resolve"
+  if (event.type.startsWith("enforcement.") && state.get(resolvedKey(dedupKey(event))) !== undefined) return "skip"
   if (event.type === "trust.tier.upgraded") {
     const before = state.get(`tier:${dedupKey(event)}`)
     if (before === undefined) return "skip"
@@ -115,8 +124,8 @@ export const buildEvent = (
 /** What a PagerDuty answer means for the queue. */
 export const classify = (status: number, body: string, retryAfter: string | null): DeliveryResult => {
   if (status === 202 || (status >= 200 && status < 300)) return ok()
-  const seconds = retryAfter === null ? Number.NaN : Number(retryAfter)
-  const afterMs = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined
+  // delay-seconds or an HTTP-date; none, or one that cannot be read, leaves the wait to the runtime's backoff
+  const afterMs = retryAfter === null ? undefined : parseRetryAfter(retryAfter)
   if (status === 429)
     return retry("throttled by PagerDuty (429)", { ...(afterMs === undefined ? {} : { afterMs }), pauseAll: true })
   if (status >= 500) return retry(`HTTP ${status}`, afterMs === undefined ? {} : { afterMs })
@@ -145,9 +154,13 @@ export const pagerduty = defineConnector({
   },
   // one incident's events in order: its trigger never overtakes its resolve
   orderingKey: (event) => dedupKey(event),
-  deliver: async (event, { settings, severity, dashboardUrl, state, signal }) => {
+  deliver: async (event, { settings, severity, dashboardUrl, state, signal, log }) => {
     const action = actionFor(event, state)
-    if (action === "skip") return ok()
+    if (action === "skip") {
+      if (event.type.startsWith("enforcement."))
+        log.info("the enforcement's incident was resolved; not triggered again", { key: dedupKey(event) })
+      return ok()
+    }
     const key = dedupKey(event)
     const body = buildEvent(
       event,
@@ -174,6 +187,7 @@ export const pagerduty = defineConnector({
       state.set(`tier:${key}`, String((event.data as { previousTier?: string }).previousTier ?? "untrusted"))
     }
     if (action === "resolve") state.delete(`tier:${key}`)
+    if (event.type === "enforcement.resolved") state.set(resolvedKey(key), new Date().toISOString())
     return ok()
   },
 })

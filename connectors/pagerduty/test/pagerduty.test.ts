@@ -4,7 +4,7 @@ import { formatEvent } from "@agentgov/connector-sdk/format"
 import { sampleEvent, signDelivery } from "@agentgov/connector-sdk/testing"
 import { runCommand, useConnectorRig, waitFor } from "@agentgov/connector-testing"
 import { describe, expect, it } from "vitest"
-import { buildEvent, EVENTS_V2_LIMITS, pagerduty } from "../src/connector.ts"
+import { buildEvent, classify, EVENTS_V2_LIMITS, pagerduty } from "../src/connector.ts"
 import { problemsOf, ROUTING_KEY, startPagerDutyFake } from "./pagerdutyFake.ts"
 
 const bin = fileURLToPath(new URL("../bin/agentgov-connector-pagerduty.js", import.meta.url))
@@ -139,6 +139,34 @@ describe("pagerduty: one incident per enforcement, from a real server to a fake 
     expect(rig.connector.running.health().deadLetters).toBe(0)
   })
 
+  it("a trigger replayed after its enforcement was resolved opens no incident that nothing would resolve", async () => {
+    const deliver = async (envelope: AnyWebhookEvent) => {
+      const { body, headers } = signDelivery({ secret: rig.secret, envelope })
+      const res = await fetch(`${rig.connector.url}/webhooks`, { method: "POST", headers, body })
+      expect(res.status).toBe(200)
+      await rig.connector.running.idle()
+    }
+    const enforcementId = "enf_replayedafterresolution0"
+    const key = `agentgov:enforcement:${enforcementId}`
+    const created = sampleEvent("enforcement.created", { data: { enforcementId } }) as AnyWebhookEvent
+    const dead = rig.connector.running.health().deadLetters
+    // the trigger is refused (a bad routing key, since fixed) and dead-lettered; the resolution goes on
+    rig.fake.failNext("refuse")
+    await deliver(created)
+    await waitFor(() => rig.connector.running.health().deadLetters === dead + 1, "the dead letter")
+    await deliver(sampleEvent("enforcement.resolved", { data: { enforcementId } }) as AnyWebhookEvent)
+    await waitFor(() => rig.fake.events.some((e) => e.dedup_key === key && e.event_action === "resolve"), "the resolve")
+
+    const replayed = await runCommand(bin, ["replay", created.id], { AGENTGOV_CONNECTOR_DATA_DIR: rig.dataDir })
+    expect(replayed.code, replayed.stderr).toBe(0)
+    await waitFor(
+      () => rig.connector.logs().some((l) => l.msg === "delivered" && l.eventId === created.id),
+      "the replayed trigger handled",
+    )
+    expect(rig.fake.events.filter((e) => e.dedup_key === key && e.event_action === "trigger")).toEqual([])
+    expect(rig.fake.alerts.get(key)?.status).not.toBe("triggered")
+  })
+
   it("never logs the routing key", () => {
     expect(JSON.stringify(rig.connector.logs())).not.toContain(ROUTING_KEY)
   })
@@ -167,6 +195,14 @@ describe("pagerduty: what the API accepts", () => {
     expect(body.payload.custom_details.Truncated).toBe("more details in agentgov")
     expect(problemsOf(JSON.stringify(body))).toEqual([])
     expect(Buffer.byteLength(JSON.stringify(body))).toBeLessThanOrEqual(EVENTS_V2_LIMITS.eventBytes)
+  })
+
+  it("reads Retry-After as seconds or an HTTP-date, and an unreadable one as none (the runtime's backoff)", () => {
+    const at = new Date(Date.now() + 3_600_000).toUTCString()
+    expect(classify(429, "", at)).toMatchObject({ outcome: "retry", pauseAll: true, afterMs: expect.any(Number) })
+    expect((classify(429, "", at) as { afterMs: number }).afterMs).toBeGreaterThan(60_000)
+    expect(classify(503, "", "2")).toMatchObject({ outcome: "retry", afterMs: 2000 })
+    expect(classify(503, "", "")).not.toHaveProperty("afterMs")
   })
 
   it("refuses to start without a well-formed routing key", async () => {
