@@ -63,7 +63,7 @@ const AsyncGeneratorFunction = Object.getPrototypeOf(async function* () {}).cons
  * a policy requires one, refused with {@link ActionDenied} (or `onDenied`'s value) when denied,
  * and tracked as `tool.called` when it ran. Returns a tool set of the same type; the originals
  * are not modified. Streaming tools (`async function*` executes) are guarded before their first
- * output and tracked after their last.
+ * output and tracked after their last (one stopped early by its consumer is tracked as an `error`).
  *
  * @example
  * ```ts
@@ -121,13 +121,18 @@ export function governTools<T extends { readonly [name: string]: ToolLike }>(
           return
         }
         const started = performance.now()
+        // A consumer that stops early (an aborted call) ends the generator at a `yield`: the tool ran
+        // part of the way, and the trail must still learn that it ran.
+        let failure: unknown = new Error("stopped by its consumer before its last output")
         try {
           yield* execute.call(tool, input, call) as AsyncIterable<unknown>
+          failure = undefined
         } catch (error) {
-          runtime.recordToolCall(name, authorized, started, error ?? new Error("threw undefined"), options.eventType)
+          failure = error ?? new Error("threw undefined")
           throw error
+        } finally {
+          runtime.recordToolCall(name, authorized, started, failure, options.eventType)
         }
-        runtime.recordToolCall(name, authorized, started, undefined, options.eventType)
       }
     } else {
       const run = runtime.governed(

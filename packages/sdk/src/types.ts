@@ -850,7 +850,8 @@ export interface GuardRequest {
 /**
  * Why the guard decided as it did. Codes: `POLICY_DENIED`, `APPROVAL_REQUIRED`,
  * `POLICY_ALLOWED`, `NO_MATCHING_POLICY`, `CONDITION_ERROR`, `POLICY_MONITORED`,
- * `AGENT_SUSPENDED`, `AGENT_DEREGISTERED`, the approval's `APPROVAL_GRANTED`,
+ * `AGENT_SUSPENDED`, `AGENT_DEREGISTERED`, `AGENT_THROTTLED` (a throttle enforcement's limit of guard
+ * calls a minute is spent: a `deny`, try again later), the approval's `APPROVAL_GRANTED`,
  * `APPROVAL_PENDING`, `APPROVAL_DENIED`, `APPROVAL_EXPIRED`, `APPROVAL_USED`,
  * `APPROVAL_MISMATCH`, `APPROVAL_NOT_APPROVER`, `APPROVAL_NOT_FOUND`, `APPROVAL_QUEUE_FULL` (the agent has 100
  * approvals awaiting a decision), and the SDK's own

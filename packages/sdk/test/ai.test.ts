@@ -158,4 +158,25 @@ describe("governTools (Vercel AI SDK)", () => {
     expect(tracked.map((e) => [e.data.tool, e.data.outcome])).toEqual([[`${prefix}_progress`, "ok"]])
     await runtime.shutdown()
   })
+
+  it("tracks a streaming tool its consumer stopped early: it ran, so the trail says so", async () => {
+    const { bot, prefix, runtime } = await setup()
+    const progress = tool({
+      description: "Report progress",
+      inputSchema: z.object({ steps: z.number() }),
+      async *execute({ steps }: { steps: number }) {
+        for (let i = 1; i <= steps; i++) yield { done: i }
+      },
+    })
+    const governed = governTools({ [`${prefix}_progress`]: progress }, runtime)
+    const run = governed[`${prefix}_progress`]!.execute!({ steps: 3 }, { toolCallId: "c1", messages: [], context: {} })
+    const outputs = run as AsyncGenerator<unknown>
+    expect((await outputs.next()).value).toEqual({ done: 1 })
+    await outputs.return(undefined) // e.g. the call was aborted after its first output
+    await runtime.flush()
+    const tracked = await admin.events.list({ type: "tool.called", agentId: bot.id }).toArray()
+    expect(tracked.map((e) => [e.data.tool, e.data.outcome])).toEqual([[`${prefix}_progress`, "error"]])
+    expect(tracked[0]!.data.error).toMatchObject({ message: expect.stringContaining("stopped") })
+    await runtime.shutdown()
+  })
 })

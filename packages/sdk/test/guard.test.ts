@@ -261,6 +261,50 @@ describe("approvals", () => {
     expect(approval.status).toBe("approved")
   })
 
+  it("shares one stream among every wait of a runtime: 25 waits stay within the key's 20 streams", async () => {
+    const { agent } = await newAgent()
+    const key = await admin.apiKeys.create({ name: "many", type: "agent", agentId: agent.id, scopes: AGENT_SCOPES })
+    const proxy = await startProxy(t.url)
+    const runtime = clientFor(proxy.url, key.apiKey).agent({ approvalPollIntervalMs: 60_000 })
+    const action = actionName("many")
+    await policy([{ id: "ask", effect: "require_approval", actions: [action] }])
+    const asked = await Promise.all(Array.from({ length: 25 }, (_, n) => runtime.guard(action, { n })))
+    const ids = asked.map((d) => d.approvalId!)
+    expect(new Set(ids).size).toBe(25)
+    const waits = Promise.all(ids.map((id) => runtime.waitForApproval(id)))
+    // Every wait has read its approval once (then listens) before any is decided.
+    const reads = () => proxy.requests.filter((r) => r.path.startsWith("/api/v1/approvals/apr_")).length
+    await expect.poll(reads, { timeout: 10_000 }).toBeGreaterThanOrEqual(25)
+    for (const id of ids) await admin.approvals.decide(id, { decision: "approved", reason: "batch" })
+    expect((await waits).map((a) => a.status)).toEqual(Array(25).fill("approved"))
+    const streams = proxy.requests.filter((r) => r.path.startsWith("/api/v1/events/stream"))
+    expect(streams.map((r) => r.status)).toEqual([200])
+    await runtime.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  }, 30_000)
+
+  it("rejects with the 401 when the key is revoked while it waits, without reconnecting in a loop", async () => {
+    const { agent } = await newAgent()
+    const key = await admin.apiKeys.create({ name: "revoked", type: "agent", agentId: agent.id, scopes: AGENT_SCOPES })
+    const proxy = await startProxy(t.url)
+    const runtime = clientFor(proxy.url, key.apiKey).agent({ approvalPollIntervalMs: 60_000, onDrop: () => {} })
+    const action = actionName("revoked")
+    await policy([{ id: "ask", effect: "require_approval", actions: [action] }])
+    const asked = await runtime.guard(action)
+    const streaming = () => proxy.requests.some((r) => r.path.startsWith("/api/v1/events/stream"))
+    const waited = runtime.waitForApproval(asked.approvalId!).then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    await expect.poll(streaming, { timeout: 10_000 }).toBe(true)
+    await admin.apiKeys.revoke(key.id)
+    expect(await waited).toMatchObject({ status: 401 })
+    // The stream ended by the revocation connected again at most once (to learn that the key is gone).
+    expect(proxy.requests.filter((r) => r.path.startsWith("/api/v1/events/stream")).length).toBeLessThanOrEqual(2)
+    await runtime.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  })
+
   it("gives up after timeoutMs with APPROVAL_WAIT_TIMEOUT, and stops on abort", async () => {
     const { runtime } = await newAgent()
     const action = actionName("slow")

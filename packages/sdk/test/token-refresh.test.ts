@@ -54,3 +54,29 @@ it("refreshes ahead of expiry across several token lifetimes, never sending an e
   expect(Math.max(...issued) - Math.min(...issued)).toBeGreaterThanOrEqual(4)
   await proxy.close()
 })
+
+it("keeps waiting for an approval on the stream across token lifetimes: an expired token's stream resumes", async () => {
+  const proxy = await startProxy(t.url)
+  const client = clientFor(proxy.url, t.key)
+  const bot = await client.agents.create({ name: `approval-wait-${Date.now()}` })
+  const action = `payment.send_${Date.now().toString(36)}`
+  await client.policies.create({
+    name: `ask-${Date.now()}`,
+    rules: [{ id: "ask", effect: "require_approval", actions: [action] }],
+  })
+  // Polling as slow as it gets within the test: only the stream can bring the decision in time.
+  const agent = client.agent({ agentId: bot.id, approvalPollIntervalMs: 60_000 })
+  const asked = await agent.guard(action, { amount: 5000 })
+  expect(asked.decision).toBe("require_approval")
+  const streams = () => proxy.requests.filter((r) => r.path.startsWith("/api/v1/events/stream"))
+  const waited = agent.waitForApproval(asked.approvalId!)
+  // The service ends a stream when its SDK token expires (2 s here); the wait connects again with a fresh one.
+  await expect.poll(() => streams().length, { timeout: 10_000, interval: 100 }).toBeGreaterThanOrEqual(2)
+  await client.approvals.decide(asked.approvalId!, { decision: "approved", reason: "operator" })
+  expect((await waited).status).toBe("approved")
+  const tokens = new Set(streams().map((r) => r.authorization))
+  expect(tokens.size).toBeGreaterThanOrEqual(2)
+  expect(streams()[1]!.path).toContain("types=approval.decided")
+  await agent.shutdown()
+  await proxy.close()
+}, 20_000)

@@ -343,6 +343,29 @@ describe("shutdown and bounds", () => {
     expect(atShutdown.sort((a, b) => Number(a) - Number(b))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
   })
 
+  it("holds at most maxQueueBytes of encoded events while the service is down, dropping the newest beyond", async () => {
+    const port = await closedPort()
+    const dropped: Array<DroppedEvents> = []
+    const agent = clientFor(`http://127.0.0.1:${port}`, t.key).agent({
+      maxQueueBytes: 64 * 1024,
+      flushIntervalMs: 60_000,
+      onDrop: (d) => dropped.push(d),
+    })
+    const type = freshType()
+    // Ten events of 20 KiB: far below maxQueueSize (10,000), but only three fit in 64 KiB.
+    const accepted = Array.from({ length: 10 }, (_, i) =>
+      agent.track({ type, data: { i, blob: "x".repeat(20 * 1024) } }),
+    )
+    expect(accepted).toEqual([...Array(3).fill(true), ...Array(7).fill(false)])
+    expect(dropped.map((d) => [d.reason, d.events[0]!.data.i])).toEqual(
+      [3, 4, 5, 6, 7, 8, 9].map((i) => ["queue_full", i]),
+    )
+    expect(agent.stats).toMatchObject({ queued: 3, dropped: 7 })
+    // A small event still fits beside them.
+    expect(agent.track({ type, data: { i: 10 } })).toBe(true)
+    await agent.shutdown({ timeoutMs: 100 })
+  })
+
   it("aborts an SDK-token exchange still in flight when shutdown() gives up, so nothing outlives it", async () => {
     // The service takes connections and never answers the exchange.
     const proxy = await startProxy(t.url, (r) => (r.path === "/api/v1/tokens" ? "hang" : "pass"))

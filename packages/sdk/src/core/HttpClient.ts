@@ -306,6 +306,8 @@ export class HttpClient {
     spec: Pick<RequestSpec, "path" | "query" | "auth">,
     headers: Readonly<Record<string, string>>,
     signal: AbortSignal,
+    /** Told the SDK token the stream was opened with (`auth: "token"`), so that its end can be told apart. */
+    used?: { token?: string },
   ): Promise<Response> {
     const { config } = this
     const url = `${config.baseUrl}/api/v1${spec.path}${encodeQuery(spec.query)}`
@@ -337,6 +339,7 @@ export class HttpClient {
         clearTimeout(timer)
       }
       if (response.ok) {
+        if (used !== undefined) used.token = token
         // The caller's signal keeps aborting the body; the listener goes with the controller.
         return response
       }

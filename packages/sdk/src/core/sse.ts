@@ -124,8 +124,8 @@ async function* readMessages(
 /**
  * `GET /events/stream` (D9) as an async iterator of events, reconnecting with `Last-Event-ID`
  * (so no event is lost or repeated) after a dropped connection, a silent one, or a transient
- * failure. Errors the request itself causes (401, 403, 400) end the iteration with an
- * {@link AgentGovError}.
+ * failure, and (with an SDK token) after the service ended the stream because the token expired.
+ * Errors the request itself causes (401, 403, 400) end the iteration with an {@link AgentGovError}.
  */
 export async function* streamEvents(
   http: HttpClient,
@@ -138,8 +138,13 @@ export async function* streamEvents(
   const types = params.types === undefined ? undefined : ([] as Array<string>).concat(params.types)
   let lastEventId = params.lastEventId
   let failures = 0
+  /** Streams ended in a row by their SDK token's end, with no event between: from the second, backoff. */
+  let tokenEnds = 0
   while (!outer?.aborted) {
     const connection = new AbortController()
+    const used: { token?: string } = {}
+    /** This connection's SDK token ended (it expired): resume with a fresh one. */
+    let renew = false
     const onAbort = () => connection.abort(outer!.reason)
     outer?.addEventListener("abort", onAbort, { once: true })
     try {
@@ -149,6 +154,7 @@ export async function* streamEvents(
           { path: "/events/stream", query: { types, agentId: params.agentId }, auth },
           lastEventId === undefined ? {} : { "last-event-id": lastEventId },
           connection.signal,
+          used,
         )
       } catch (error) {
         if (outer?.aborted) return
@@ -172,8 +178,16 @@ export async function* streamEvents(
             })
           }
           // The service ends a stream whose credential stopped (revoked, expired) with `event: error`
-          // and the 401 envelope: final, as the same refusal of a request would be.
+          // and the 401 envelope: final with an API key, as the same refusal of a request would be.
           if (message.event === "error") {
+            // An SDK token ends its stream when it expires (15 min by default), long before an approval is
+            // decided: drop that token and resume where the stream was with a fresh one. A revoked key is
+            // refused when the stream connects again, which is final.
+            if (auth === "token" && reconnect && used.token !== undefined) {
+              http.tokens.invalidate(used.token)
+              renew = true
+              break
+            }
             throw new AgentGovError({
               status: 401,
               code: typeof parsed.error?.code === "string" ? parsed.error.code : "UNAUTHORIZED",
@@ -182,6 +196,7 @@ export async function* streamEvents(
             })
           }
           if (message.id !== undefined) lastEventId = message.id
+          tokenEnds = 0
           yield {
             id: message.id ?? "",
             type: String(parsed.type),
@@ -196,6 +211,13 @@ export async function* streamEvents(
         }
       }
       if (!reconnect || outer?.aborted) return
+      if (renew) {
+        // At once the first time; should fresh tokens keep being ended with no event between, back off.
+        if (++tokenEnds > 1) {
+          await sleep(backoffMs(tokenEnds - 1, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS), outer).catch(() => {})
+        }
+        continue
+      }
       // The service closed the stream (a restart, a slow-reader cut-off): resume where we were.
       failures++
       await sleep(backoffMs(failures, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS), outer).catch(() => {})

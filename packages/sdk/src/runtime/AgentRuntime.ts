@@ -63,6 +63,11 @@ export interface AgentRuntimeOptions {
   readonly maxBatchSize?: number
   /** Events held (waiting and in flight) at most; beyond it `track()` drops the newest. Default 10,000. */
   readonly maxQueueSize?: number
+  /**
+   * Encoded bytes (UTF-8 JSON) of the events waiting at most, besides the batch in flight; beyond it
+   * `track()` drops the newest (`queue_full`). Default 64 MiB. An event always fits an empty queue.
+   */
+  readonly maxQueueBytes?: number
   /** Told about every dropped event. Default: a warning on the console, at most once a minute. */
   readonly onDrop?: (dropped: DroppedEvents) => void
   /** Told about every failed ingest attempt (also those retried). */
@@ -138,6 +143,20 @@ export interface GovernedOptions<A extends ReadonlyArray<unknown>> {
   readonly signal?: (...args: A) => AbortSignal | undefined
 }
 
+/** A wait for one approval, on the shared stream. */
+interface ApprovalListener {
+  readonly approvalId: string
+  /** The approval's `approval.decided` came. */
+  readonly decided: () => void
+  /** The stream ended for good (no `events:read`, a refusal): poll. */
+  readonly lost: () => void
+}
+
+interface ApprovalWatch {
+  readonly listeners: Set<ApprovalListener>
+  readonly controller: AbortController
+}
+
 const DEFAULT_EVENT_TYPE = "tool.called"
 /**
  * The byte budget of one ingest batch: below the service's default body limit
@@ -145,6 +164,8 @@ const DEFAULT_EVENT_TYPE = "tool.called"
  * event's keys. A lower limit set by the operator is met by splitting on a 413.
  */
 export const MAX_BATCH_BYTES = 900 * 1024
+/** The default `maxQueueBytes`: some 2,000 events of the largest kind (32 KiB of data). */
+const DEFAULT_MAX_QUEUE_BYTES = 64 * 1024 * 1024
 /** While the stream is healthy, polling is only a safety net. */
 const SAFETY_POLL_MS = 15_000
 
@@ -228,6 +249,8 @@ export class AgentRuntime {
   /** The default drop warning's, told what is still uncounted at shutdown. */
   private readonly flushDropWarning: (() => void) | undefined
   private released = false
+  /** The stream of `approval.decided` that the waits for approvals share, while one waits. */
+  private approvalWatch: ApprovalWatch | undefined
 
   constructor(http: HttpClient, options: AgentRuntimeOptions = {}) {
     this.http = http
@@ -242,6 +265,8 @@ export class AgentRuntime {
     }
     const maxQueueSize = options.maxQueueSize ?? 10_000
     if (!(maxQueueSize >= 1)) throw new RangeError("maxQueueSize must be at least 1")
+    const maxQueueBytes = options.maxQueueBytes ?? DEFAULT_MAX_QUEUE_BYTES
+    if (!(maxQueueBytes >= 1)) throw new RangeError("maxQueueBytes must be at least 1")
     const warning = options.onDrop ? undefined : warnOnDrop()
     this.flushDropWarning = warning?.flush
     this.queue = new EventQueue(
@@ -258,6 +283,7 @@ export class AgentRuntime {
         maxBatchBytes: MAX_BATCH_BYTES,
         flushIntervalMs: options.flushIntervalMs ?? 1_000,
         maxQueueSize,
+        maxQueueBytes,
         agentId: options.agentId,
         onDrop: options.onDrop ?? warning!.onDrop,
         onError: options.onError,
@@ -430,23 +456,21 @@ export class AgentRuntime {
           }
         }
         if (anchor !== undefined) {
-          void (async () => {
-            try {
-              const decided = streamEvents(
-                this.http,
-                { types: ["approval.decided"], lastEventId: anchor, signal: stop },
-                "token",
-              )
-              for await (const event of decided) {
-                if (event.payload?.data?.approvalId === approvalId) await check()
-                if (done) return
-              }
-            } catch {
-              // No stream (a credential without events:read, a proxy that buffers): poll instead.
-              streaming = false
-              if (!done) void check()
-            }
-          })()
+          const watch = this.watchApprovals(
+            {
+              approvalId,
+              decided: () => void check(),
+              lost: () => {
+                // No stream (a credential without events:read, a proxy that buffers): poll instead.
+                streaming = false
+                if (!done) void check()
+              },
+            },
+            anchor,
+          )
+          stop.addEventListener("abort", watch.unsubscribe, { once: true })
+          // A stream already running may have passed this approval's decision before the listener was on.
+          if (watch.joined) void check()
         }
         void (async () => {
           while (!done) {
@@ -618,6 +642,50 @@ export class AgentRuntime {
       matched: [],
       eventId: null,
       error,
+    }
+  }
+
+  /**
+   * Listens for `approval.decided` on the runtime's one stream of them, opening it (from `anchor`) for the
+   * first listener and closing it after the last: every wait of the runtime shares it, so that many
+   * waits do not spend the key's streams (20 by default). `joined`: the stream was running already.
+   */
+  private watchApprovals(
+    listener: ApprovalListener,
+    anchor: string,
+  ): { readonly joined: boolean; readonly unsubscribe: () => void } {
+    const running = this.approvalWatch
+    const watch: ApprovalWatch = running ?? { listeners: new Set(), controller: new AbortController() }
+    if (running === undefined) {
+      this.approvalWatch = watch
+      void (async () => {
+        try {
+          const decided = streamEvents(
+            this.http,
+            { types: ["approval.decided"], lastEventId: anchor, signal: watch.controller.signal },
+            "token",
+          )
+          for await (const event of decided) {
+            const id = event.payload?.data?.approvalId
+            for (const l of [...watch.listeners]) if (l.approvalId === id) l.decided()
+          }
+        } catch {
+          // Told to the listeners below.
+        }
+        if (this.approvalWatch === watch) this.approvalWatch = undefined
+        if (!watch.controller.signal.aborted) for (const l of [...watch.listeners]) l.lost()
+        watch.listeners.clear()
+      })()
+    }
+    watch.listeners.add(listener)
+    return {
+      joined: running !== undefined,
+      unsubscribe: () => {
+        watch.listeners.delete(listener)
+        if (watch.listeners.size > 0) return
+        if (this.approvalWatch === watch) this.approvalWatch = undefined
+        watch.controller.abort()
+      },
     }
   }
 

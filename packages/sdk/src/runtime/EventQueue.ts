@@ -34,8 +34,8 @@ export interface TrackEvent {
 /**
  * Why events were dropped:
  *
- * - `queue_full`: `maxQueueSize` events were already waiting (the newest is dropped; the queue
- *   keeps its order and never blocks the caller);
+ * - `queue_full`: `maxQueueSize` events, or `maxQueueBytes` of them encoded, were already waiting
+ *   (the newest is dropped; the queue keeps its order and never blocks the caller);
  * - `closed`: `track()` after `shutdown()`;
  * - `rejected`: the service refused them for good (a 422 or 403 naming one event, `events[i]`,
  *   drops that event and the rest of its batch is sent; a 413 for a single event too large for
@@ -98,6 +98,8 @@ export interface EventQueueOptions {
   readonly maxBatchSize: number
   readonly flushIntervalMs: number
   readonly maxQueueSize: number
+  /** Encoded bytes of the events waiting (beyond the batch in flight) at most; an event alone always fits. */
+  readonly maxQueueBytes: number
   readonly agentId: string | undefined
   readonly onDrop: (dropped: DroppedEvents) => void
   readonly onError: ((error: AgentGovError) => void) | undefined
@@ -183,7 +185,8 @@ const refusedIndex = (error: AgentGovError, size: number): number | undefined =>
  *   retries: a batch the service stored but whose answer was lost is replayed, not stored twice.
  * - Transient failures (no answer, 408, 429, 5xx: the transport's `AgentGovError`s) are retried
  *   until they succeed, with backoff (`Retry-After` honoured); the queue holds at most
- *   `maxQueueSize` events meanwhile and drops the newest beyond that (`onDrop`). Refusals, and
+ *   `maxQueueSize` events and `maxQueueBytes` of them encoded meanwhile, and drops the newest
+ *   beyond that (`onDrop`). Refusals, and
  *   any other error (a body that does not encode), are dropped and reported, never retried.
  * - While events wait, a timer keeps the process alive, so a script that tracks and returns
  *   still sends them; call `shutdown()` to finish sooner or to bound the wait.
@@ -268,7 +271,11 @@ export class EventQueue {
       this.drop([pending], "closed")
       return false
     }
-    if (this.enqueued - this.settled >= this.options.maxQueueSize) {
+    // Bounded in bytes as well as in count: 10,000 events of 32 KiB would hold some 330 MB while the service is down.
+    if (
+      this.enqueued - this.settled >= this.options.maxQueueSize ||
+      (this.queuedBytes > 0 && this.queuedBytes + bytes > this.options.maxQueueBytes)
+    ) {
       this.drop([pending], "queue_full")
       return false
     }
