@@ -136,16 +136,19 @@ describe("governTools (Vercel AI SDK)", () => {
     await runtime.shutdown()
   })
 
-  it("governs streaming tools: guarded before the first output, tracked after the last", async () => {
-    const { bot, prefix, runtime } = await setup()
-    const progress = tool({
+  /** A streaming tool: one output per step. */
+  const progressTool = () =>
+    tool({
       description: "Report progress",
       inputSchema: z.object({ steps: z.number() }),
       async *execute({ steps }: { steps: number }) {
         for (let i = 1; i <= steps; i++) yield { done: i }
       },
     })
-    const governed = governTools({ [`${prefix}_progress`]: progress }, runtime)
+
+  it("governs streaming tools: guarded before the first output, tracked after the last", async () => {
+    const { bot, prefix, runtime } = await setup()
+    const governed = governTools({ [`${prefix}_progress`]: progressTool() }, runtime)
     const result = await generateText({
       model: scriptedModel([{ toolName: `${prefix}_progress`, input: { steps: 3 } }]),
       tools: governed,
@@ -161,14 +164,7 @@ describe("governTools (Vercel AI SDK)", () => {
 
   it("tracks a streaming tool its consumer stopped early: it ran, so the trail says so", async () => {
     const { bot, prefix, runtime } = await setup()
-    const progress = tool({
-      description: "Report progress",
-      inputSchema: z.object({ steps: z.number() }),
-      async *execute({ steps }: { steps: number }) {
-        for (let i = 1; i <= steps; i++) yield { done: i }
-      },
-    })
-    const governed = governTools({ [`${prefix}_progress`]: progress }, runtime)
+    const governed = governTools({ [`${prefix}_progress`]: progressTool() }, runtime)
     const run = governed[`${prefix}_progress`]!.execute!({ steps: 3 }, { toolCallId: "c1", messages: [], context: {} })
     const outputs = run as AsyncGenerator<unknown>
     expect((await outputs.next()).value).toEqual({ done: 1 })
