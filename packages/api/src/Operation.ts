@@ -87,6 +87,13 @@ export type FastHandler<I, O> = (
  * A handler's answer that is a document, not JSON (a PDF): REST sends its bytes with its media type; tRPC
  * and the SDK get `{contentType, base64}`.
  */
+/**
+ * Whether a call of `op` runs under its Idempotency-Key (D2): a credentialed POST that does not ignore it. The REST
+ * facade stores its answer under the key, tRPC refuses the header there, and the OpenAPI document says so.
+ */
+export const honoursIdempotencyKey = (op: Pick<Operation, "method" | "public" | "ignoresIdempotencyKey">): boolean =>
+  op.method === "POST" && !op.public && !op.ignoresIdempotencyKey
+
 export class RenderedDocument {
   readonly contentType: string
   readonly body: Buffer

@@ -2,7 +2,7 @@ import { EVENT_ALIASES, SCOPES, SYSTEM_EVENTS } from "@agentgov/domain"
 import { type Schema, SchemaAST } from "effect"
 import { exampleOf } from "./examples.ts"
 import { canonicalJson, objectFields, omitProperties, referencedSchemas, resolve, toJsonSchema } from "./jsonSchema.ts"
-import type { Operation } from "./Operation.ts"
+import { honoursIdempotencyKey, type Operation } from "./Operation.ts"
 import { BODY_SCHEMA } from "./operations/common.ts"
 
 type Json = Record<string, any>
@@ -425,10 +425,10 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     }
     // D2: a POST takes an Idempotency-Key; a public one (no credential to bind it to) and one that runs every call
     // (an SDK token) only check its form.
-    const honoursIdempotencyKey = op.method === "POST" && !op.public && !op.ignoresIdempotencyKey
+    const honoursKey = honoursIdempotencyKey(op)
     if (op.method === "POST" && !op.public)
       parameters.push(
-        honoursIdempotencyKey
+        honoursKey
           ? IDEMPOTENCY_KEY_PARAMETER
           : {
               ...IDEMPOTENCY_KEY_PARAMETER,
@@ -456,9 +456,7 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     const responses: Json = {
       [String(op.successStatus ?? 200)]: {
         description: "Success",
-        headers: honoursIdempotencyKey
-          ? { ...API_HEADERS, "Idempotent-Replayed": headerRef("IdempotentReplayed") }
-          : API_HEADERS,
+        headers: honoursKey ? { ...API_HEADERS, "Idempotent-Replayed": headerRef("IdempotentReplayed") } : API_HEADERS,
         content: {
           "application/json": { schema: success, example: exampleOf(success, components) },
           ...Object.fromEntries(
@@ -483,13 +481,13 @@ export const buildOpenApi = (operations: ReadonlyArray<Operation>, options: Open
     if (notFound.length > 0 || pathParams.length > 0) errorCodes.add("404")
     if (op.errors?.includes("VALIDATION_ERROR")) errorCodes.add("422")
     const specific = (op.errors ?? []).filter((e) => !e.endsWith("_NOT_FOUND") && e !== "VALIDATION_ERROR")
-    if (specific.length > 0 || honoursIdempotencyKey) errorCodes.add("409")
+    if (specific.length > 0 || honoursKey) errorCodes.add("409")
     for (const code of [...errorCodes].sort()) {
       const description =
         code === "404"
           ? (notFound.length > 0 ? notFound : ["NOT_FOUND"]).join(", ")
           : code === "409"
-            ? ["CONFLICT", ...specific, ...(honoursIdempotencyKey ? ["IDEMPOTENCY_KEY_REUSED"] : [])].join(", ")
+            ? ["CONFLICT", ...specific, ...(honoursKey ? ["IDEMPOTENCY_KEY_REUSED"] : [])].join(", ")
             : code === "422" && op.method === "GET"
               ? "A parameter is well-formed but names what does not exist yet, e.g. a sequence beyond the chain (VALIDATION_ERROR, `details.field` names it)"
               : COMMON_ERRORS[code]!

@@ -9,7 +9,7 @@ import {
 import { ApiError, formatPath } from "./ApiError.ts"
 import { type AnyDefinedOperation, operations } from "./catalog.ts"
 import type { Executor, SessionRequest } from "./Executor.ts"
-import { type Operation, RenderedDocument } from "./Operation.ts"
+import { honoursIdempotencyKey, type Operation, RenderedDocument } from "./Operation.ts"
 import { findUnstorable } from "./rest/http.ts"
 
 export interface TrpcContext {
@@ -142,7 +142,7 @@ export const makeTrpcRouter = (executor: Executor): AgentgovRouter => {
       if (!decoded.ok) return fail(decoded.error)
       // Where REST honours an Idempotency-Key (a POST that uses it), tRPC refuses it: one header cannot name one
       // of the mutations a request may batch, and ignoring it would let a retry run twice.
-      if (op.method === "POST" && !op.ignoresIdempotencyKey && ctx.idempotencyKey !== undefined) {
+      if (honoursIdempotencyKey(op) && ctx.idempotencyKey !== undefined) {
         const issue = "not supported over tRPC; send the call to the REST API (/api/v1) to make a retry safe"
         return fail(
           new ApiError(400, "BAD_REQUEST", `Idempotency-Key is ${issue}`, { field: "Idempotency-Key", issue }),

@@ -4,7 +4,7 @@ import type { Actor } from "@agentgov/domain"
 import { ApiError, formatPath } from "../ApiError.ts"
 import type { Executor, Result } from "../Executor.ts"
 import { propertyTypes } from "../jsonSchema.ts"
-import { type Operation, RenderedDocument } from "../Operation.ts"
+import { honoursIdempotencyKey, type Operation, RenderedDocument } from "../Operation.ts"
 import { sessionRequestOf } from "./cookies.ts"
 import {
   authorizationOf,
@@ -258,7 +258,7 @@ export const makeRestHandler = (options: RestOptions) => {
         requestId,
       )
     }
-    if (typeof idempotencyKey === "string" && !op.ignoresIdempotencyKey) {
+    if (typeof idempotencyKey === "string" && honoursIdempotencyKey(op)) {
       const result = await executor.runIdempotent(
         op,
         decoded.value,
