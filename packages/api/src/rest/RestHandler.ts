@@ -14,6 +14,7 @@ import {
   readBody,
   sendError,
   sendJson,
+  unknownQueryParameter,
 } from "./http.ts"
 import { makeRouter } from "./Router.ts"
 
@@ -60,7 +61,7 @@ const makeQueryDecoder = (op: Operation) => {
     for (const name of new Set(query.keys())) {
       const values = query.getAll(name)
       const type = types[name]
-      if (type === undefined) return badRequest(`unknown query parameter "${name}"`, name, "unknown parameter")
+      if (type === undefined) return unknownQueryParameter(name)
       if (type === "array") {
         const items = values.flatMap((v) => v.split(",")).filter((v) => v !== "")
         if (items.length === 0) return emptyParameter(name)

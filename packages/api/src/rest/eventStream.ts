@@ -11,7 +11,7 @@ import {
 import { Effect } from "effect"
 import { ApiError } from "../ApiError.ts"
 import type { Executor, Result, Runtime } from "../Executor.ts"
-import { bearerOfRequest, findUnstorable, sendError } from "./http.ts"
+import { bearerOfRequest, findUnstorable, sendError, unknownQueryParameter } from "./http.ts"
 
 export interface EventStreamOptions {
   /** Comment heartbeat interval; D9 wants at least one every 15 s. */
@@ -72,14 +72,7 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     if (denied) return sendError(res, denied, requestId)
     for (const name of url.searchParams.keys()) {
       if (!["types", "agentId", "lastEventId"].includes(name)) {
-        return sendError(
-          res,
-          new ApiError(400, "BAD_REQUEST", `unknown query parameter "${name}"`, {
-            field: name,
-            issue: "unknown parameter",
-          }),
-          requestId,
-        )
+        return sendError(res, unknownQueryParameter(name), requestId)
       }
     }
     // As every other query (D2): a value PostgreSQL cannot take (NUL, an unpaired surrogate) is the caller's mistake.

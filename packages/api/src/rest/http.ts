@@ -91,18 +91,15 @@ export const bearerOfRequest = (req: IncomingMessage): string | undefined => {
   return severalCredentials(authorization) ? undefined : bearerOf(authorization)
 }
 
+/** A query parameter the route does not take: 400 naming it, `why` after the name when there is more to say. */
+export const unknownQueryParameter = (name: string, why?: string): ApiError =>
+  new ApiError(400, "BAD_REQUEST", `unknown query parameter "${name}"${why === undefined ? "" : `: ${why}`}`, {
+    field: name,
+    issue: "unknown parameter",
+  })
+
 /** A query parameter sent to an operation that takes its input in the body: a 400 naming it, else undefined. */
 export const bodyOperationQuery = (url: URL): ApiError | undefined => {
   const [name] = url.searchParams.keys()
-  return name === undefined
-    ? undefined
-    : new ApiError(
-        400,
-        "BAD_REQUEST",
-        `unknown query parameter "${name}": this operation takes its input in the JSON body`,
-        {
-          field: name,
-          issue: "unknown parameter",
-        },
-      )
+  return name === undefined ? undefined : unknownQueryParameter(name, "this operation takes its input in the JSON body")
 }
