@@ -256,6 +256,16 @@ export class ContentService extends Context.Service<
       const query: ImageQuery = (statement, params) =>
         sql.unsafe<Record<string, unknown>>(statement, params as Array<unknown>).pipe(Effect.orDie)
 
+      /** A text's fingerprint rows, in one statement (at registration, and when it is fingerprinted again). */
+      const insertFingerprints = (
+        workspaceId: string,
+        contentId: string,
+        fingerprints: ReturnType<typeof fingerprintText>["fingerprints"],
+      ) =>
+        sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
+          SELECT ${workspaceId}, x.hash, ${contentId}, x.pos
+          FROM jsonb_to_recordset(${JSON.stringify(fingerprints)}::text::jsonb) AS x(hash bigint, pos integer)`
+
       const findItem = (workspaceId: string, id: string) =>
         sql<ItemRow>`SELECT ${sql.literal(ITEM_COLUMNS)},
               (SELECT count(*) FROM content_text_fingerprints f WHERE f.content_id = c.id) AS fingerprints
@@ -342,9 +352,7 @@ export class ContentService extends Context.Service<
                   ${jsonb(sql, metadata)}, ${asset.toString("base64")}, ${createHash("sha256").update(asset).digest("hex")},
                   ${fp.tokens.length}, ${WINDOW}, ${FOLD_VERSION}, ${jsonb(sql, fp.minhash)}, false, ${agentId ?? null}, ${actor.credential.id},
                   ${isoOf(now)}::timestamptz)`
-              yield* sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
-                SELECT ${actor.workspaceId}, x.hash, ${id}, x.pos
-                FROM jsonb_to_recordset(${JSON.stringify(fp.fingerprints)}::text::jsonb) AS x(hash bigint, pos integer)`
+              yield* insertFingerprints(actor.workspaceId, id, fp.fingerprints)
               yield* audit.append(actor, [
                 {
                   type: "content.registered",
@@ -832,9 +840,7 @@ export class ContentService extends Context.Service<
               if (!row) return
               const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
               yield* sql`DELETE FROM content_text_fingerprints WHERE content_id = ${id}`
-              yield* sql`INSERT INTO content_text_fingerprints (workspace_id, hash, content_id, pos)
-                SELECT ${row.workspace_id}, x.hash, ${id}, x.pos
-                FROM jsonb_to_recordset(${JSON.stringify(fp.fingerprints)}::text::jsonb) AS x(hash bigint, pos integer)`
+              yield* insertFingerprints(row.workspace_id, id, fp.fingerprints)
               yield* sql`UPDATE content_items SET words = ${fp.tokens.length}, fingerprint_window = ${WINDOW},
                   fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
                 WHERE id = ${id}`
