@@ -1,6 +1,5 @@
 import { Schema } from "effect"
-import { Description, Id, Labels, Metadata, Timestamp } from "../shared/schemas.ts"
-import { DisplayName, showable } from "../workspaces/Workspace.ts"
+import { Description, DisplayName, Id, Labels, Metadata, showable, Timestamp } from "../shared/schemas.ts"
 
 export const AgentStatus = Schema.Literals(["active", "suspended", "deregistered"])
 

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { Cursor, Description, Id, jsonObject, Limit, Timestamp } from "../shared/schemas.ts"
+import { Cursor, Description, Id, isReadable, jsonObject, Limit, Timestamp, UNSEEN } from "../shared/schemas.ts"
 
 export const ApprovalStatus = Schema.Literals(["pending", "approved", "denied", "expired"])
 export type ApprovalStatus = typeof ApprovalStatus.Type
@@ -30,8 +30,6 @@ export const ActionName = Schema.String.check(Schema.isMinLength(1), Schema.isMa
 
 /** Printable ASCII without the space: nearly every action, accepted without a closer look. */
 const PLAIN_ACTION = /^[\x21-\x7e]*$/
-/** Whitespace, control characters and the invisible format characters (zero-width, bidi controls, BOM, soft hyphen). */
-const UNSEEN = /[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
 
 /**
  * Why an action cannot be asked about, or undefined. A policy's action patterns cannot hold whitespace or control
@@ -45,17 +43,6 @@ const guardActionProblem = (action: string): string | undefined => {
   if (action.normalize("NFC") !== action) return "must be in Unicode normalization form C (NFC), as policies name it"
   return undefined
 }
-
-/** Nothing but whitespace, control or invisible formatting characters (or nothing at all). */
-const BLANK = /^[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]*$/u
-
-/**
- * A reason or note a person can read: not empty, nor only whitespace or invisible characters. An optional note is
- * left out for none; a blank one was stored as a note that says nothing (`""` beside `null`).
- */
-export const isReadable = Schema.makeFilter(
-  (s: string) => !BLANK.test(s) || "must not be empty, nor only whitespace or invisible characters",
-)
 
 /** An optional note or reason of an approval: a {@link Description} that says something. */
 const Note = Description.check(isReadable)

@@ -1,6 +1,5 @@
 import { Schema } from "effect"
-import { isReadable } from "../approvals/Approval.ts"
-import { Cursor, Description, Id, Limit, Timestamp } from "../shared/schemas.ts"
+import { Cursor, Description, Id, isReadable, Limit, Timestamp } from "../shared/schemas.ts"
 
 /** D7's types; also what a policy rule's `enforce` may issue. */
 export const ENFORCEMENT_TYPES = ["warning", "throttle", "suspension", "revocation"] as const

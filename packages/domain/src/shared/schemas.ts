@@ -3,6 +3,54 @@ import { Schema, SchemaTransformation } from "effect"
 /** Names and labels people type: trimmed of nothing, 1..200 characters. */
 export const Name = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
 export const Description = Schema.String.check(Schema.isMaxLength(2000))
+/** Whitespace, control characters and the invisible format characters (zero-width, bidi controls, BOM, soft hyphen). */
+const UNSEEN_CLASS = String.raw`[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]`
+/** One such character (the guard's action names refuse any). */
+export const UNSEEN = new RegExp(UNSEEN_CLASS, "u")
+/** Nothing but such characters (or nothing at all). */
+const BLANK = new RegExp(`^${UNSEEN_CLASS}*$`, "u")
+
+/**
+ * A reason or note a person can read: not empty, nor only whitespace or invisible characters. An optional note is
+ * left out for none; a blank one was stored as a note that says nothing (`""` beside `null`).
+ */
+export const isReadable = Schema.makeFilter(
+  (s: string) => !BLANK.test(s) || "must not be empty, nor only whitespace or invisible characters",
+)
+
+/**
+ * What a displayed name must not hold: C0 and C1 controls (ESC starts a terminal escape sequence, a newline
+ * forges a line in a log or a chat message), the line and paragraph separators, and the bidirectional
+ * embeddings, overrides and isolates (they reorder what is shown: "Trojan Source").
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are what is refused
+export const UNSHOWABLE_CHARS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+
+/** A stored name as text for a terminal or a log line: each unshowable character written as a `\u` escape. */
+export const escapeUnshowable = (name: string): string =>
+  name.replace(UNSHOWABLE_CHARS, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/** The checks of a string people read as one line (a name, a version): none of UNSHOWABLE_CHARS, not padded. */
+export const showable = () =>
+  [
+    Schema.makeFilter(
+      (s: string) =>
+        s.search(UNSHOWABLE_CHARS) === -1 ||
+        "must not contain control characters, line separators or bidirectional controls",
+    ),
+    Schema.makeFilter((s: string) => s.trim() === s || "must not begin or end with whitespace"),
+  ] as const
+
+/**
+ * The name of a workspace or an agent: shown in the dashboard, on public badges, in chat messages and on the
+ * operator's terminal. 1..200 characters, none of UNSHOWABLE_CHARS, no whitespace at either end (so not
+ * blank). Services store it in Unicode NFC, so names that look alike are equal.
+ */
+export const DisplayName = Name.check(...showable()).annotate({
+  description:
+    "1..200 characters, without control characters, line separators or bidirectional controls, and without whitespace at either end; stored in Unicode NFC",
+})
+
 export const Label = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9_.:/-]{0,62}$/)).annotate({
   description: "lowercase letters, digits and _ . : / -, at most 63 characters",
 })
