@@ -1,7 +1,7 @@
 import type { Runtime } from "@agentgov/api"
 import { ComplianceService } from "@agentgov/domain"
+import { STOP_GRACE_MS, settledWithin } from "./background.ts"
 import type { Logger } from "./logger.ts"
-import { STOP_GRACE_MS, settledWithin } from "./webhookWorker.ts"
 
 export interface ComplianceWorker {
   readonly stop: () => Promise<void>

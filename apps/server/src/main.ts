@@ -1,3 +1,4 @@
+import { settledWithin } from "./background.ts"
 import { DASHBOARD_DIST } from "./dashboard.ts"
 import { configAndLock } from "./dataDirLock.ts"
 import { makeLogger } from "./logger.ts"
@@ -141,7 +142,7 @@ void cluster?.then((pg) =>
 process.on("unhandledRejection", (reason) => {
   void (async () => {
     const pg = await cluster?.catch(() => undefined)
-    if (pg) await Promise.race([pg.exited, new Promise((resolve) => setTimeout(resolve, 3_000).unref())])
+    if (pg) await settledWithin([pg.exited], 3_000)
     if (stopping) return
     stopping = true
     log.error("unexpected error: exiting", {

@@ -32,6 +32,7 @@ import { createHTTPHandler } from "@trpc/server/adapters/standalone"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { checkpointAll, verifyAllChains } from "./auditJobs.ts"
+import { STOP_GRACE_MS, settledWithin } from "./background.ts"
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts"
 import { type ComplianceWorker, startComplianceWorker } from "./complianceWorker.ts"
 import { type ServerConfig, urlHostOf } from "./config.ts"
@@ -52,13 +53,7 @@ import { StartupError } from "./startupError.ts"
 import { migratedStore, type StoreLayer, storeLayer, storeName } from "./store.ts"
 import { effectTracerLayer, startTracing, untraced } from "./tracing.ts"
 import { startTrustWorker, type TrustWorker } from "./trustWorker.ts"
-import {
-  STOP_GRACE_MS,
-  settledWithin,
-  startWebhookWorker,
-  type WebhookWorker,
-  webhookSettings,
-} from "./webhookWorker.ts"
+import { startWebhookWorker, type WebhookWorker, webhookSettings } from "./webhookWorker.ts"
 
 /** A probe's SQL, not traced: a scrape is not the service's work. */
 const untracedUse = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>) => untraced(SqlClient.SqlClient.use(f))

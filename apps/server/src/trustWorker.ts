@@ -1,8 +1,8 @@
 import type { Runtime } from "@agentgov/api"
 import { TrustRecompute } from "@agentgov/domain"
+import { STOP_GRACE_MS, settledWithin } from "./background.ts"
 import type { Logger } from "./logger.ts"
 import { untraced } from "./tracing.ts"
-import { STOP_GRACE_MS, settledWithin } from "./webhookWorker.ts"
 
 export interface TrustWorkerOptions {
   /** How often every agent is recomputed for decay, tenure and key age (default 1 h). */

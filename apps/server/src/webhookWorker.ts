@@ -2,6 +2,7 @@ import type { Runtime } from "@agentgov/api"
 import { type AttemptResult, DeliveryQueue, parseAllowlist, systemResolver, WebhookSettings } from "@agentgov/domain"
 import { SpanKind } from "@opentelemetry/api"
 import { Layer } from "effect"
+import { STOP_GRACE_MS } from "./background.ts"
 import type { ServerConfig } from "./config.ts"
 import type { Instruments } from "./instrument.ts"
 import type { Logger } from "./logger.ts"
@@ -40,24 +41,6 @@ const FLUSH_MS = 5
  * 2,700 with a quarter).
  */
 const WORKSPACE_SHARE = 0.875
-/**
- * How long a stopping worker waits for the work it has in flight (attempts here; passes in the trust and compliance
- * workers and the server's periodic jobs) before it leaves it to its leases and cursors.
- */
-export const STOP_GRACE_MS = 5_000
-
-/** Resolves once every one of `all` has settled, or after `ms`, whichever comes first. */
-export const settledWithin = (all: ReadonlyArray<Promise<unknown>>, ms: number): Promise<void> =>
-  all.length === 0
-    ? Promise.resolve()
-    : new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, ms)
-        timer.unref()
-        void Promise.allSettled(all).then(() => {
-          clearTimeout(timer)
-          resolve()
-        })
-      })
 /** Finished deliveries (and their attempts) are kept this long after their event, then purged hourly. */
 export const WEBHOOK_HISTORY_DAYS = 30
 const PURGE_EVERY_MS = 3_600_000
