@@ -536,6 +536,9 @@ export class TrustRecompute extends Context.Service<
 
       /** The rebuilt agents' cause, named in the reason of what they announce. */
       const REBUILT = "recomputed from the audit trail under the current rules"
+      /** The causes of the agents whose evidence was folded again: REBUILT, once each. */
+      const rebuiltCauses = (rebuilt: ReadonlySet<string>) =>
+        new Map<string, Causes>([...rebuilt].map((id) => [id, new Map([[REBUILT, 1]])]))
 
       const catchUp = Effect.fn("TrustRecompute.catchUp")(function* (workspaceId: string) {
         return yield* sql.withTransaction(
@@ -568,7 +571,7 @@ export class TrustRecompute extends Context.Service<
             const rows = new Map((yield* loadScores(workspaceId, ids)).map((r) => [r.agent_id, r]))
             const known = new Set(agents.map((a) => a.id))
             const { evidence, rebuilt } = yield* evidenceOf(workspaceId, agents, rows, cursor.sequence)
-            const causes = new Map<string, Causes>([...rebuilt].map((id) => [id, new Map([[REBUILT, 1]])]))
+            const causes = rebuiltCauses(rebuilt)
             /** The agent's other records read (not evidence): named in the reason when no evidence moved it. */
             const records = new Map<string, Causes>()
             const adjustments = new Map<string, Array<string>>()
@@ -614,15 +617,7 @@ export class TrustRecompute extends Context.Service<
             const agents = yield* loadAgents(workspaceId, ids)
             const byAgent = new Map(rows.map((r) => [r.agent_id, r]))
             const { evidence, rebuilt } = yield* evidenceOf(workspaceId, agents, byAgent, cursor.sequence)
-            const events = yield* settle(
-              workspaceId,
-              agents,
-              evidence,
-              byAgent,
-              new Map([...rebuilt].map((id) => [id, new Map([[REBUILT, 1]])])),
-              new Map(),
-              now,
-            )
+            const events = yield* settle(workspaceId, agents, evidence, byAgent, rebuiltCauses(rebuilt), new Map(), now)
             if (events.length > 0)
               yield* audit.append(systemActor(workspaceId, cursor.environment, new Set(SCOPES)), events)
             yield* sql`UPDATE trust_cursors SET swept_at = ${isoOf(now)}::timestamptz WHERE workspace_id = ${workspaceId}`
