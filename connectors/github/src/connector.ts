@@ -1,4 +1,4 @@
-import type { AnyWebhookEvent } from "@agentgov/connector-sdk"
+import { type AnyWebhookEvent, parseRetryAfter } from "@agentgov/connector-sdk"
 import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
 import {
   type DeliveryResult,
@@ -266,15 +266,19 @@ export const classify = (error: unknown): DeliveryResult => {
     string,
     string | undefined
   >
-  const after = Number(headers["retry-after"])
+  // delay-seconds or an HTTP-date, as parseRetryAfter reads it for every connector; an empty or garbled value
+  // is no wait at all (Number("") is 0: the queue would have gone again at once)
+  const header = headers["retry-after"]
+  const after = header === undefined ? undefined : parseRetryAfter(header)
   if (status === 403 || status === 429) {
-    if (Number.isFinite(after) || headers["x-ratelimit-remaining"] === "0") {
+    if (after !== undefined || headers["x-ratelimit-remaining"] === "0") {
       const reset = Number(headers["x-ratelimit-reset"]) * 1000 - Date.now()
-      const afterMs = Number.isFinite(after) ? after * 1000 : Number.isFinite(reset) ? Math.max(0, reset) : undefined
+      const afterMs = after ?? (Number.isFinite(reset) ? Math.max(0, reset) : undefined)
       return retry(`GitHub rate limit (${status})`, { ...(afterMs === undefined ? {} : { afterMs }), pauseAll: true })
     }
-    // a secondary rate limit without either header: GitHub asks for at least a minute's wait
-    if (/secondary rate limit/i.test((error as Error).message ?? ""))
+    // a rate limit that names no usable wait (a secondary one without either header, a 429 alone, a Retry-After
+    // that is empty or garbled): GitHub asks for at least a minute's wait
+    if (status === 429 || header !== undefined || /secondary rate limit/i.test((error as Error).message ?? ""))
       return retry(`GitHub secondary rate limit (${status})`, { afterMs: SECONDARY_WAIT_MS, pauseAll: true })
   }
   if (status === undefined || status >= 500) return retry((error as Error).message ?? String(error))

@@ -329,6 +329,21 @@ describe("github: rate limits past the plugins' retries", () => {
     expect(result).toMatchObject({ outcome: "retry", afterMs: 60_000, pauseAll: true })
   })
 
+  it("reads Retry-After as delay-seconds or an HTTP-date, never as an instant retry", () => {
+    const after = (value: string) => classify(limited(429, "API rate limit exceeded", { "retry-after": value }))
+    expect(after("30")).toMatchObject({ outcome: "retry", afterMs: 30_000, pauseAll: true })
+    const at = new Date(Date.now() + 120_000).toUTCString()
+    const dated = after(at)
+    expect(dated.outcome).toBe("retry")
+    expect((dated as { afterMs: number }).afterMs).toBeGreaterThan(100_000)
+    expect((dated as { afterMs: number }).afterMs).toBeLessThanOrEqual(120_000)
+    // an empty or garbled header is no wait: GitHub's minute, not Number("") = 0 or a negative wait
+    for (const value of ["", " ", "soon", "-5"])
+      expect(after(value), JSON.stringify(value)).toMatchObject({ outcome: "retry", afterMs: 60_000, pauseAll: true })
+    // a 429 with no header at all is a rate limit too, not a refusal to dead-letter
+    expect(classify(limited(429, "Too Many Requests", {}))).toMatchObject({ outcome: "retry", afterMs: 60_000 })
+  })
+
   it("still dead-letters a 403 that is no rate limit (no access)", () => {
     expect(classify(limited(403, "Resource not accessible by integration", {})).outcome).toBe("dead")
   })

@@ -131,8 +131,14 @@ const headerValue = (headers: unknown, name: string): string | undefined => {
 export const parseRetryAfter = (value: string, now: () => number = Date.now): number | undefined => {
   const text = value.trim()
   if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000)
+  // An HTTP-date's three forms all open with the day's name; Date.parse alone also takes "-5" or "2" as a year
+  // long past, which would have made a wait of 0
+  if (!HTTP_DATE_START.test(text)) return undefined
   const at = Date.parse(text)
   return Number.isNaN(at) ? undefined : Math.max(0, at - now())
 }
+
+/** IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850 (`Sunday, 06-Nov-94 …`) and asctime (`Sun Nov  6 …`). */
+const HTTP_DATE_START = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /i
 
 const nonNegative = (ms: number): number | undefined => (Number.isFinite(ms) ? Math.max(0, ms) : undefined)

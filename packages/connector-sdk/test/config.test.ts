@@ -64,5 +64,10 @@ describe("retryAfterMs", () => {
     expect(parseRetryAfter(" 120 ")).toBe(120_000)
     expect(parseRetryAfter("Fri, 20 Nov 2026 11:00:00 GMT", now)).toBe(0)
     expect(parseRetryAfter("soon")).toBeUndefined()
+    // Date.parse reads "-5" and "-1.5" as years long past: they are neither delay-seconds nor an HTTP-date, and no
+    // wait of 0
+    for (const value of ["-5", "-1.5", "", "+3", "12 apples"]) expect(parseRetryAfter(value), value).toBeUndefined()
+    expect(parseRetryAfter("Sunday, 06-Nov-94 08:49:37 GMT", now)).toBe(0)
+    expect(parseRetryAfter("Sun Nov  6 08:49:37 1994", now)).toBe(0)
   })
 })
