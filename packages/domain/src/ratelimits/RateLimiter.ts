@@ -1,7 +1,7 @@
 import { isIP } from "node:net"
 import { Clock, Context, Effect, Layer } from "effect"
 import type { Actor } from "../auth/Actor.ts"
-import { ipv6Bytes } from "../webhooks/targets.ts"
+import { ipv6Bytes } from "../shared/ipAddress.ts"
 import type { Plan } from "../workspaces/Workspace.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import { Counters, type Counts, type LimitKey } from "./Counters.ts"
