@@ -13,7 +13,17 @@ export interface PostgresOptions {
   readonly url: string
   /** Pool size; default 10. */
   readonly max?: number | undefined
+  /**
+   * How long PostgreSQL lets a session sit idle inside a transaction before it ends the session (its
+   * `idle_in_transaction_session_timeout`); default 60,000 ms. A transaction whose client vanished (a network
+   * split, a process frozen mid-transaction) would otherwise hold its row locks, Idempotency-Keys and chain head
+   * until the kernel noticed the dead peer, hours later.
+   */
+  readonly idleInTransactionTimeoutMs?: number | undefined
 }
+
+/** PostgresOptions' default `idleInTransactionTimeoutMs`: no transaction of this service waits that long. */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 
 type Sql = postgres.Sql | postgres.ReservedSql
 
@@ -55,7 +65,10 @@ export const openPostgres = (options: PostgresOptions) =>
         types: {
           bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
         },
-        connection: { application_name: "agentgov" },
+        connection: {
+          application_name: "agentgov",
+          idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_TIMEOUT_MS,
+        },
       })
     }),
     (sql) => Effect.promise(() => sql.end({ timeout: 5 })),

@@ -770,3 +770,114 @@ const waitFor = async (cond: () => boolean, ms = 5_000) => {
     await new Promise((r) => setTimeout(r, 10))
   }
 }
+
+describe("a transaction whose client went quiet", () => {
+  it("is ended by PostgreSQL after the pool's idle-in-transaction time-out, letting go of its locks", async () => {
+    const db = await makeEmptyDatabase()
+    try {
+      const layer = PostgresClient.layer({ url: db.url, max: 2, idleInTransactionTimeoutMs: 300 })
+      const runtime = ManagedRuntime.make(layer)
+      try {
+        // The default every pool connection carries, unless the caller chose another.
+        const defaults = ManagedRuntime.make(PostgresClient.layer({ url: db.url, max: 1 }))
+        const shown = await defaults.runPromise(
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) => sql<{ t: string }>`SELECT current_setting('idle_in_transaction_session_timeout') AS t`,
+          ),
+        )
+        await defaults.dispose()
+        expect(shown[0]!.t).toBe("1min")
+
+        // A transaction takes a lock and then hears nothing from its client for longer than the time-out, as one
+        // cut off by a network split or a frozen process would.
+        const stalled = runtime.runPromiseExit(
+          Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql.withTransaction(
+              Effect.gen(function* () {
+                yield* sql`SELECT pg_advisory_xact_lock(4242)`
+                yield* Effect.sleep("1500 millis")
+                yield* sql`SELECT 1`
+              }),
+            ),
+          ),
+        )
+        await new Promise((r) => setTimeout(r, 100))
+        // Another session gets the lock once PostgreSQL has ended the quiet one, well before it would have committed.
+        const other = await pgConnect(db.url)
+        try {
+          const started = Date.now()
+          await other`SELECT pg_advisory_lock(4242)`
+          const waited = Date.now() - started
+          await other`SELECT pg_advisory_unlock(4242)`
+          expect(waited).toBeLessThan(1_300)
+        } finally {
+          await other.end()
+        }
+        const exit = await stalled
+        expect(exit._tag).toBe("Failure")
+        // The pool replaces the ended connection: the next query works.
+        const after = await runtime.runPromise(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ one: number }>`SELECT 1 AS one`),
+        )
+        expect(after[0]!.one).toBe(1)
+      } finally {
+        await runtime.dispose()
+      }
+    } finally {
+      await db.cleanup()
+    }
+  })
+})
+
+describe("a transaction whose session PostgreSQL ended", () => {
+  // postgres.js 3.4.9 as published crashed the process here (an uncaught TypeError from a deferred write to the closed
+  // socket), or ran the transaction's next statement on the connection reconnected for another caller, committing it
+  // alone; tooling/patches/apply.mjs patches it at install.
+  it("fails, and runs none of its later statements elsewhere, while the pool goes on serving", async () => {
+    const db = await makeEmptyDatabase()
+    const admin = await pgConnect(db.url)
+    try {
+      await admin`CREATE TABLE t_ended (id int PRIMARY KEY)`
+      // One connection: the query waiting for it is what the pool reconnects the closed connection for.
+      const runtime = ManagedRuntime.make(PostgresClient.layer({ url: db.url, max: 1 }))
+      try {
+        const ended = Promise.withResolvers<void>()
+        let pid = 0
+        const transaction = runtime.runPromiseExit(
+          Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql.withTransaction(
+              Effect.gen(function* () {
+                yield* sql`INSERT INTO t_ended (id) VALUES (1)`
+                pid = (yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+                yield* Effect.promise(() => ended.promise)
+                yield* sql`INSERT INTO t_ended (id) VALUES (2)`
+              }),
+            ),
+          ),
+        )
+        while (pid === 0) await new Promise((r) => setTimeout(r, 10))
+        // A caller queued for the pool's one connection, then an administrator ends the transaction's session.
+        const waiting = runtime.runPromise(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ one: number }>`SELECT 1 AS one`),
+        )
+        await admin`SELECT pg_terminate_backend(${pid})`
+        expect((await waiting)[0]!.one).toBe(1)
+        ended.resolve()
+        const exit = await transaction
+        expect(exit._tag).toBe("Failure")
+        expect(await admin`SELECT id FROM t_ended`).toEqual([])
+        // The connection serves the pool again, once.
+        const after = await runtime.runPromise(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM t_ended`),
+        )
+        expect(after[0]!.n).toBe(0)
+      } finally {
+        await runtime.dispose()
+      }
+    } finally {
+      await admin.end()
+      await db.cleanup()
+    }
+  })
+})
