@@ -649,6 +649,35 @@ describe("certifications", () => {
     ).toEqual([])
   })
 
+  it("a report backs one certification: asked again, 409 naming it, and no second certification.issued", async () => {
+    const s = await seedCompliant()
+    const r = await report(s, "gdpr")
+    const issue = () =>
+      t.call("POST", "/api/v1/compliance/certifications", { key: s.key, body: { agentId: s.agentId, reportId: r.id } })
+    const cert = ok(await issue(), 201)
+    const before = await t.chainLength(s.workspaceId)
+    const again = await issue()
+    expectError(again, 409, "CERTIFICATION_REFUSED")
+    expect(again.body.error.message).toContain(cert.id)
+    expect(await t.chainLength(s.workspaceId)).toBe(before)
+    const listed = ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))
+    expect(listed.map((c) => c.id)).toEqual([cert.id])
+  })
+
+  it("a badge presented as text with its certifications nested deep is refused, not a 500 (third pass)", async () => {
+    const res = await t.call("GET", `/api/v1/badge/${compliant.agentId}?format=json`, { key: null })
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    const { certifications: _, ...rest } = res.body.data
+    const deep = `${"[".repeat(20_000)}${"]".repeat(20_000)}`
+    const text = `${JSON.stringify(rest).slice(0, -1)},"certifications":${deep}}`
+    const checked = await t.call("POST", `/api/v1/badge/${compliant.agentId}/verify`, {
+      key: null,
+      body: { badge: text },
+    })
+    expect(checked.status, JSON.stringify(checked.body)).toBe(200)
+    expect(checked.body.data).toMatchObject({ valid: false, reason: "bad_signature" })
+  })
+
   it("a suspension revokes the agent's certifications (certification.revoked)", async () => {
     const s = await seedCompliant()
     const r = await report(s, "soc2")

@@ -104,6 +104,16 @@ export const parseBadge = (presented: unknown): ParsedBadge | undefined => {
 }
 
 /**
+ * Whether the list a badge's JSON shows is the signed one: the same values in the same order, compared one by one.
+ * Not by serialising both: a shown list is presented input, nested as deep as a text body allows (third pass).
+ */
+const sameList = (shown: unknown, signed: unknown): boolean =>
+  Array.isArray(shown) &&
+  Array.isArray(signed) &&
+  shown.length === signed.length &&
+  shown.every((v, i) => typeof v === "string" && v === signed[i])
+
+/**
  * Checks a parsed badge with the public key of its `kid` (undefined: no such key). Valid: the
  * signature verifies, the JSON shown beside it (if any) says what was signed, the fields are
  * well-formed, it has not expired at `now` (ms), and, with `agentId`, it is that agent's.
@@ -130,7 +140,7 @@ export const checkBadge = (
     shown !== undefined &&
     (Object.keys(shown).some((k) => !SHOWN_FIELDS.has(k)) ||
       BADGE_FIELDS.some((f) => f in shown && shown[f] !== claims[f]) ||
-      ("certifications" in shown && JSON.stringify(shown.certifications) !== JSON.stringify(claims.certifications)))
+      ("certifications" in shown && !sameList(shown.certifications, claims.certifications)))
   )
     return { valid: false, reason: "bad_signature", claims }
   const expiresAt = typeof claims.expiresAt === "string" ? Date.parse(claims.expiresAt) : Number.NaN

@@ -86,6 +86,9 @@ export interface VerifyOptions {
   readonly trustedJwks?: Jwks
 }
 
+/** The warning of a bundle checked without trusted keys (`verifyReport` says it once, for the report). */
+export const UNPINNED_WARNING = "the checkpoint key is not pinned: it was checked against the JWKS inside the bundle"
+
 type Check = (value: unknown) => boolean
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -202,7 +205,7 @@ export const verifyBundle = (value: unknown, options: VerifyOptions = {}): Bundl
     }
     const keys = options.trustedJwks ?? (input.jwks as Jwks)
     if (!options.trustedJwks) {
-      warnings.push("the checkpoint key is not pinned: it was checked against the JWKS inside the bundle")
+      warnings.push(UNPINNED_WARNING)
     }
     const signature = verifyCheckpoint(checkpoint, keys)
     if (!signature.ok) fail(`checkpoint signature: ${signature.reason}`)

@@ -123,6 +123,19 @@ const readText = (path: string, what: string): string => {
   }
 }
 
+/**
+ * The badge check as JSON. A refused badge's claims are what it presented, unsigned, and may be nested too deep to
+ * serialise: then they are left out, and the result (invalid, exit 1) is printed without them.
+ */
+const jsonOfBadgeCheck = (result: ReturnType<typeof verifyBadge>): string => {
+  try {
+    return JSON.stringify(result, null, 2)
+  } catch {
+    const { claims: _, ...rest } = result as { claims?: unknown }
+    return JSON.stringify({ ...rest, claims: "not shown: nested too deep to print" }, null, 2)
+  }
+}
+
 /** `agentgov-verify badge …`: a badge's JSON, SVG or JWS against a JWKS saved from the service. */
 const badgeMain = (argv: string[]): number => {
   let parsed: ReturnType<
@@ -160,7 +173,7 @@ const badgeMain = (argv: string[]): number => {
     ...(values.agent !== undefined ? { agentId: values.agent } : {}),
     ...(values.issuer !== undefined ? { issuer: values.issuer } : {}),
   })
-  if (values.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+  if (values.json) process.stdout.write(`${jsonOfBadgeCheck(result)}\n`)
   else if (result.valid) {
     const c = result.claims
     process.stdout.write(

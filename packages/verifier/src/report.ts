@@ -4,7 +4,7 @@
  * definitions, so a recount cannot drift from the count.
  */
 import { createHash, createPublicKey, type JsonWebKey, type KeyObject, sign, verify } from "node:crypto"
-import { type BundleVerification, unwrapEnvelope, verifyBundle } from "./bundle.ts"
+import { type BundleVerification, UNPINNED_WARNING, unwrapEnvelope, verifyBundle } from "./bundle.ts"
 import { type Checkpoint, type Jwks, verifyCheckpoint } from "./checkpoint.ts"
 import { canonicalize } from "./jcs.ts"
 
@@ -397,7 +397,14 @@ const checkReport = (
     return { valid: false, errors, warnings, recounted: 0, bundles: [] }
   }
   const doc = report as unknown as SignedReport
-  const bundles = bundleValues.map((b) => unwrapEnvelope(b)).filter(isObject)
+  // Each bundle keeps its place among those given, for the messages; one that is no JSON object is an error, not
+  // skipped (third pass: a stray file beside a good bundle passed unnoticed).
+  const given = bundleValues.map((b) => unwrapEnvelope(b))
+  const nameOf = (i: number) => (given.length === 1 ? "the bundle" : `bundle ${i + 1}`)
+  for (const [i, b] of given.entries())
+    if (!isObject(b)) fail(`${nameOf(i)} is not an export bundle (not a JSON object)`)
+  const placed = [...given.entries()].filter((e): e is [number, Record<string, unknown>] => isObject(e[1]))
+  const bundles = placed.map(([, b]) => b)
   const bundleJwks = bundles.find((b) => isObject(b.jwks))?.jwks as Jwks | undefined
   const jwks = options.trustedJwks ?? bundleJwks
   if (!jwks) fail("no keys to check the signature with: give a bundle or --jwks")
@@ -413,7 +420,7 @@ const checkReport = (
       if (doc.checkpoint.workspaceId !== doc.workspaceId) fail("the checkpoint is for another workspace")
     }
   }
-  if (bundles.length === 0) fail("no export bundle given: the counted events cannot be recounted")
+  if (given.length === 0) fail("no export bundle given: the counted events cannot be recounted")
 
   // Each bundle: valid, of this workspace, and linked to the report's tree.
   const results: BundleVerification[] = []
@@ -423,11 +430,14 @@ const checkReport = (
   >()
   const size = isObject(doc.checkpoint) && Number.isSafeInteger(doc.checkpoint.treeSize) ? doc.checkpoint.treeSize : -1
   const root = isObject(doc.checkpoint) ? doc.checkpoint.rootHash : ""
-  for (const [i, bundle] of bundles.entries()) {
+  for (const [i, bundle] of placed) {
     const r = verifyBundle(bundle, options.trustedJwks ? { trustedJwks: options.trustedJwks } : {})
     results.push(r)
-    const name = bundles.length === 1 ? "the bundle" : `bundle ${i + 1}`
+    const name = nameOf(i)
     for (const e of r.errors) fail(`${name}: ${e.reason}`, e.sequence)
+    // What the bundle warns of bears on the recount (say, events whose id and agentId its proofs do not cover, which
+    // the ids digest and the agent scope rest on): passed on (third pass). Unpinned keys the report says once.
+    for (const w of r.warnings) if (w !== UNPINNED_WARNING) warnings.push(`${name}: ${w}`)
     if (bundle.workspaceId !== doc.workspaceId) fail(`${name} is of another workspace`)
     if (r.checkpoint) {
       const linked =

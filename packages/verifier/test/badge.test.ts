@@ -114,6 +114,28 @@ describe("verifyBadge", () => {
     expect(verifyBadge(odd, jwks, { now: NOW })).toMatchObject({ valid: false, reason: "malformed" })
   })
 
+  it("certifications shown nested too deep to serialise are refused as altered, not thrown (third pass)", () => {
+    // A badge's JSON presented as text is parsed without a depth limit (the API limits an object body's depth, not a
+    // string's): comparing the shown list by serialising it overflowed the stack, a 500 from the public verify route.
+    const deep = `${"[".repeat(20_000)}${"]".repeat(20_000)}`
+    const text = `${JSON.stringify(badge).slice(0, -1)},"certifications":${deep}}`
+    expect(verifyBadge(text, jwks, { now: NOW })).toMatchObject({ valid: false, reason: "bad_signature" })
+    const signed = { ...fields, certifications: ["gdpr", "soc2"] }
+    const signature = jws(
+      { alg: "EdDSA", typ: BADGE_TYP, kid: service.kid },
+      { ...signed, iss: fields.issuer, sub: fields.agentId },
+      service.privateKey,
+    )
+    expect(verifyBadge(JSON.stringify({ ...signed, signature }), jwks, { now: NOW })).toMatchObject({ valid: true })
+    // Not the signed list: another order, a nested list, a list of other values.
+    for (const shown of [["soc2", "gdpr"], [["gdpr"], "soc2"], [1, 2], "gdpr,soc2", null, []]) {
+      expect(verifyBadge({ ...signed, certifications: shown, signature }, jwks, { now: NOW })).toMatchObject({
+        valid: false,
+        reason: "bad_signature",
+      })
+    }
+  })
+
   it("a payload changed after signing does not verify", () => {
     const [h, , s] = badge.signature.split(".")
     const forged = `${h}.${b64({ ...fields, tier: "platinum", sub: "agt_1" })}.${s}`
@@ -190,6 +212,19 @@ describe("agentgov-verify badge", () => {
     expect(r.stderr).toBe("")
     expect(r.status).toBe(0)
     expect(r.stdout).toMatch(/^OK: billing-bot \(agt_1\) holds silver at 742/)
+  })
+
+  it("exits 1, not 2, for a badge whose claims are nested too deep to print (--json)", () => {
+    // Unsigned claims of an unknown key are shown in the answer: printing them must not overflow the stack.
+    const deep = `${"[".repeat(20_000)}${"]".repeat(20_000)}`
+    const header = Buffer.from(JSON.stringify({ alg: "EdDSA", typ: BADGE_TYP, kid: "key_unknown" })).toString(
+      "base64url",
+    )
+    const payload = Buffer.from(`{"agentId":"agt_1","x":${deep}}`).toString("base64url")
+    const r = run([write("deep.jws", `${header}.${payload}.AAAA`), "--jwks", jwksFile, "--json"])
+    expect(r.stderr).toBe("")
+    expect(r.status).toBe(1)
+    expect(JSON.parse(r.stdout)).toMatchObject({ valid: false, reason: "unknown_key" })
   })
 
   it("exits 1 with the reason for a bad one, 2 without --jwks", () => {

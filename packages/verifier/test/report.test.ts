@@ -181,6 +181,42 @@ describe("verifyReport", () => {
     expect(whole.warnings).toEqual([])
   })
 
+  it("a bundle file that is not a bundle (an array, null, text) is an error named by its place, never skipped (third pass)", () => {
+    // It was dropped before the check: a valid report and bundle plus any such file verified OK, and with only such
+    // files the answer was "no export bundle given".
+    for (const junk of [[], null, "bundle", 42]) {
+      const r = verifyReport(report, [bundle, junk], { trustedJwks: signer.jwks })
+      expect(r.valid).toBe(false)
+      expect(r.errors).toEqual([{ reason: "bundle 2 is not an export bundle (not a JSON object)" }])
+      const alone = verifyReport(report, [junk], { trustedJwks: signer.jwks })
+      expect(alone.valid).toBe(false)
+      expect(alone.errors).toEqual([{ reason: "the bundle is not an export bundle (not a JSON object)" }])
+    }
+    // A bundle's errors are named by its place among those given, junk included.
+    const [h, ...rest] = bundle.events
+    const tampered = { ...bundle, events: [{ ...h!, type: "changed" }, ...rest] }
+    const named = verifyReport(report, [null, tampered], { trustedJwks: signer.jwks })
+    expect(named.errors.map((e) => e.reason)).toContain("bundle 1 is not an export bundle (not a JSON object)")
+    expect(named.errors.some((e) => e.reason.startsWith("bundle 2: hash does not match"))).toBe(true)
+  })
+
+  it("passes on what a bundle warns of, such as events whose attribution its proofs do not cover (third pass)", () => {
+    // A workspace checkpointed before attribution was covered: its events before sequence 20 prove neither their id
+    // nor their agentId, which the report's ids digest and agent scope rest on. The bundle said so; the report's
+    // verification kept only the bundle's errors, and answered OK with no word of it.
+    const legacy = makeBundle(chain, signer, { attributedFrom: 20 })
+    const signed = signReport({ ...makeReport(), checkpoint: legacy.checkpoint }, signer.privateKey, signer.kid)
+    const r = verifyReport(signed, [legacy], { trustedJwks: signer.jwks })
+    expect(r.errors).toEqual([])
+    expect(r.warnings).toEqual([
+      "the bundle: events before sequence 20 were checkpointed before attribution was covered: their id, agentId, actor and occurredAt are not proven",
+    ])
+    // Unpinned keys are said once, by the report, not again for each bundle.
+    const unpinned = verifyReport(signed, [legacy, legacy])
+    expect(unpinned.warnings.filter((w) => w.includes("not pinned"))).toHaveLength(1)
+    expect(unpinned.warnings.filter((w) => w.includes("attribution"))).toHaveLength(2)
+  })
+
   it("never throws on junk", () => {
     expect(verifyReport(null, []).valid).toBe(false)
     expect(verifyReport({ format: REPORT_FORMAT }, [{}]).valid).toBe(false)

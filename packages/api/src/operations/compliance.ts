@@ -88,7 +88,7 @@ export const complianceOperations = [
     tag,
     summary: "Certify an agent",
     description:
-      "Issues a certification of the agent for the report's framework when every required control of the agent's report is `met` (else 409 `CERTIFICATION_REFUSED` naming the unmet controls), the agent is active and its trust tier is `bronze` or above. Valid one year; revoked automatically by a suspension or revocation enforcement or a fall below `bronze`. Signed (a JWS over the JCS of its fields). Emits `certification.issued`.",
+      "Issues a certification of the agent for the report's framework when every required control of the agent's report is `met` (else 409 `CERTIFICATION_REFUSED` naming the unmet controls), the agent is active and its trust tier is `bronze` or above. A report backs one certification: a second from it (whatever became of the first) is 409 `CERTIFICATION_REFUSED` naming the first. Valid one year; revoked automatically by a suspension or revocation enforcement or a fall below `bronze`. Signed (a JWS over the JCS of its fields). Emits `certification.issued`.",
     successStatus: 201,
     errors: ["REPORT_NOT_FOUND", "AGENT_NOT_FOUND", "AGENT_DEREGISTERED", "CERTIFICATION_REFUSED"],
     input: IssueCertification,
@@ -103,7 +103,7 @@ export const complianceOperations = [
     tag,
     summary: "Revoke a certification",
     description:
-      "An operator ends a certification in force before it expires (say, an audit found what the records did not show), with the reason in their words: `revokedReason` becomes `revoked_by_operator` and `revocationNote` the reason. Emits `certification.revoked` (`reason: revoked_by_operator`, `note`); from then on the agent's badge no longer names the framework. One already revoked or expired is 409 `CERTIFICATION_NOT_ACTIVE`; agent keys cannot revoke. To certify again, issue a new one from a report.",
+      "An operator ends a certification in force before it expires (say, an audit found what the records did not show), with the reason in their words: `revokedReason` becomes `revoked_by_operator` and `revocationNote` the reason. Emits `certification.revoked` (`reason: revoked_by_operator`, `note`); from then on the agent's badge no longer names the framework. One already revoked or expired is 409 `CERTIFICATION_NOT_ACTIVE`; agent keys cannot revoke. To certify again, issue a new one from a new report.",
     errors: ["CERTIFICATION_NOT_FOUND", "CERTIFICATION_NOT_ACTIVE"],
     input: idAnd(RevokeCertification),
     output: Certification,

@@ -452,6 +452,20 @@ export class ComplianceService extends Context.Service<
                 message: `agent ${agent.id}'s trust tier is ${trustTierOf(agent.trustScore)}, below bronze`,
                 unmetControls: [],
               })
+            // A report backs one certification (third pass): read under the agent's row lock, which every issue for
+            // this agent (hence from this report) holds to its commit, so of concurrent requests one issues. Neither a
+            // retry nor a second operator duplicates it, and once it is revoked or its year is up the same report
+            // cannot reinstate or renew it: that takes a report generated for it.
+            const [backed] = yield* sql<Pick<CertificationRow, "id" | "status" | "expires_at">>`SELECT id, status,
+                expires_at FROM certifications WHERE workspace_id = ${actor.workspaceId} AND report_id = ${report.id}
+                ORDER BY id LIMIT 1`
+            if (backed)
+              return yield* new CertificationRefused({
+                message: `report ${report.id} already backs certification ${backed.id} (${
+                  backed.status === "revoked" ? "revoked" : backed.expires_at.getTime() <= now ? "expired" : "in force"
+                }): a report certifies once; request a new report to certify the agent again`,
+                unmetControls: [],
+              })
             const body = {
               id: newId("crt", now),
               workspaceId: actor.workspaceId,

@@ -176,3 +176,70 @@ describe("certification expiry on a fixed clock", () => {
     ])
   })
 })
+
+describe("a report backs one certification (third pass)", () => {
+  /** A workspace with an agent at bronze or above, and a ready GDPR report of it whose required controls are met. */
+  const seed = async (name: string) => {
+    const { apiKey } = await run(WorkspaceService.use((s) => s.create(null, { name, environment: "live" })))
+    const actor = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const agent = await run(AgentService.use((s) => s.register(actor, { name: "certified" })))
+    const controls = CATALOGUES.gdpr.controls.map((c) => ({ id: c.id, required: c.required, status: "met" }))
+    const reportId = `rpt_once_${name}`
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to,
+            status, requested_by, summary, document, created_at, completed_at)
+          VALUES (${reportId}, ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-05-01T00:00:00Z', '2031-06-01T00:00:00Z',
+            'ready', 'test', ${JSON.stringify({ result: "compliant", met: controls.length, partial: 0, notMet: 0, notApplicable: 0 })}::jsonb,
+            ${JSON.stringify({ controls })}, '2031-06-01T00:00:00Z', '2031-06-01T00:00:00Z')`,
+      ),
+    )
+    await run(SqlClient.SqlClient.use((sql) => sql`UPDATE agents SET trust_score = 700 WHERE id = ${agent.id}`))
+    const issue = (ms: number) =>
+      env.failure(
+        at(
+          ms,
+          ComplianceService.use((s) => s.issueCertification(actor, { agentId: agent.id, reportId })),
+        ),
+      )
+    const issued = (ms: number) =>
+      run(
+        at(
+          ms,
+          ComplianceService.use((s) => s.issueCertification(actor, { agentId: agent.id, reportId })),
+        ),
+      )
+    const count = async () =>
+      (
+        await run(
+          SqlClient.SqlClient.use(
+            (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM certifications WHERE report_id = ${reportId}`,
+          ),
+        )
+      )[0]!.n
+    return { actor, agent, reportId, issue, issued, count }
+  }
+
+  it("a second certification from the same report is refused while the first is in force, and after it ends", async () => {
+    const s = await seed("once")
+    const first = await s.issued(T)
+    // Asked again (a retry, a second operator): refused, naming the certification the report backs; nothing written.
+    const again = await s.issue(T + 1000)
+    expect(again).toMatchObject({ _tag: "CertificationRefused", unmetControls: [] })
+    expect((again as { message: string }).message).toContain(first.id)
+    expect(await s.count()).toBe(1)
+    // Revoked by an operator (the evidence behind the report found wanting): the report cannot reinstate it.
+    await run(ComplianceService.use((c) => c.revokeCertification(s.actor, first.id, { reason: "audit" })))
+    expect(await s.issue(T + 2000)).toMatchObject({ _tag: "CertificationRefused" })
+    // Nor renew it when its year is up: a year's certification needs a report of its own.
+    expect(await s.issue(T + YEAR + 1)).toMatchObject({ _tag: "CertificationRefused" })
+    expect(await s.count()).toBe(1)
+  })
+
+  it("of concurrent requests from one report, one certification is issued", async () => {
+    const s = await seed("concurrent")
+    const results = await Promise.allSettled(Array.from({ length: 5 }, () => s.issued(T)))
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1)
+    expect(await s.count()).toBe(1)
+  })
+})
