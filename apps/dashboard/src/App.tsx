@@ -1,4 +1,4 @@
-import { type ReactNode, Suspense, useEffect, useState, useSyncExternalStore } from "react"
+import { Component, type ReactNode, Suspense, useEffect, useState, useSyncExternalStore } from "react"
 import { api, fetchProviders, type Provider, signOut } from "./api.ts"
 import { useAction, useQuery } from "./hooks.ts"
 import { Link, matchPath, navigate, useLocation } from "./router.tsx"
@@ -34,7 +34,7 @@ export function App() {
               <ErrorState error={{ code: "SESSION", message: load.message }} retry={() => location.reload()} />
             </div>
           )
-        if (load.state === "signed-out") return <SignIn hash={hash} />
+        if (load.state === "signed-out") return <SignIn hash={hash} ended={load.ended} />
         if (hash.startsWith("#invitation=")) return <AcceptInvitation />
         return <Shell />
       }}
@@ -104,7 +104,7 @@ const signInReturn = (() => {
   return { reason, returnTo: back?.startsWith("/") && !back.startsWith("//") ? back : undefined }
 })()
 
-function SignIn({ hash }: { hash: string }) {
+function SignIn({ hash, ended }: { hash: string; ended: boolean }) {
   const providers = useQuery<ReadonlyArray<Provider>>(fetchProviders, [])
   const { reason } = signInReturn
   // The invitation link's token rides in the fragment, back to this page after sign-in (never to a server log).
@@ -122,6 +122,11 @@ function SignIn({ hash }: { hash: string }) {
           <h1>Sign in</h1>
           <p className="muted">Sign in to govern your workspace's agents.</p>
         </div>
+        {ended ? (
+          <p className="notice" role="alert">
+            Your session has ended (it expired, or you signed out elsewhere). Sign in again to go on where you were.
+          </p>
+        ) : null}
         {reason ? (
           <p className="notice" role="alert">
             {SIGNIN_ERRORS[reason] ? (
@@ -159,7 +164,15 @@ function SignIn({ hash }: { hash: string }) {
 /** An invitation link (`/#invitation=<token>`): the signed-in person joins the workspace. */
 function AcceptInvitation() {
   const { session, refresh, setWorkspace } = useSession()
-  const token = decodeURIComponent(location.hash.slice("#invitation=".length))
+  const raw = location.hash.slice("#invitation=".length)
+  // A token cut short in a mail client (a malformed escape) goes as it is: the service refuses it, in words.
+  const token = (() => {
+    try {
+      return decodeURIComponent(raw)
+    } catch {
+      return raw
+    }
+  })()
   const accept = useAction(() => api.invitations.accept.mutate({ token }))
   const leave = () => {
     history.replaceState(null, "", location.pathname + location.search)
@@ -198,6 +211,37 @@ function AcceptInvitation() {
       </div>
     </main>
   )
+}
+
+/**
+ * A page that throws while it renders (its code could not be loaded: the service is down or was updated since this
+ * tab opened; or a value it cannot show) fails alone: the error is said in the content area, the navigation stays,
+ * and moving to another page (a new key) starts again. Without it React unmounts the whole app: a blank tab.
+ */
+class PageBoundary extends Component<{ children: ReactNode }, { error: unknown }> {
+  override state: { error: unknown } = { error: undefined }
+  static getDerivedStateFromError(error: unknown) {
+    return { error }
+  }
+  override render() {
+    const { error } = this.state
+    if (error === undefined) return this.props.children
+    const message = error instanceof Error ? error.message : String(error)
+    const unloaded = /dynamically imported module|importing a module script failed|failed to fetch/i.test(message)
+    return (
+      <ErrorState
+        error={
+          unloaded
+            ? {
+                code: "PAGE_NOT_LOADED",
+                message: "This page's code could not be loaded: the service may be down, or was updated since.",
+              }
+            : { code: "PAGE_FAILED", message: `This page could not be shown: ${message}` }
+        }
+        retry={() => location.reload()}
+      />
+    )
+  }
 }
 
 function ThemeToggle() {
@@ -330,9 +374,11 @@ function Shell() {
               Ask an owner of a workspace for an invitation, then open its link.
             </Empty>
           ) : match ? (
-            <Suspense fallback={<Loading rows={6} label="Loading the page" />}>
-              <match.component key={`${workspaceId}:${path}`} params={match.params} />
-            </Suspense>
+            <PageBoundary key={`${workspaceId}:${path}`}>
+              <Suspense fallback={<Loading rows={6} label="Loading the page" />}>
+                <match.component params={match.params} />
+              </Suspense>
+            </PageBoundary>
           ) : (
             <Empty title="Page not found" action={<Link to="/">Go to the overview</Link>}>
               Nothing lives at <code>{path}</code>.

@@ -23,6 +23,40 @@ export const setRequestContext = (csrfToken: string | undefined, workspaceId: st
   context.workspaceId = workspaceId
 }
 
+/**
+ * What to do when the service answers 401 (the session expired, or was ended by signing out in another tab or
+ * everywhere, or by an owner): set by the session provider, which reads the session again and, signed out, shows
+ * the sign-in screen instead of pages whose every call and "Try again" would fail the same way.
+ */
+let onUnauthorized: (() => void) | undefined
+export const setUnauthorizedHandler = (handler: (() => void) | undefined) => {
+  onUnauthorized = handler
+}
+/** Tells the session provider that a call was refused 401 (the tRPC client and the live feed call it). */
+export const noteUnauthorized = (status: number) => {
+  if (status === 401) onUnauthorized?.()
+}
+
+/**
+ * What to do when the service answers 403 `NOT_A_MEMBER` (the person was removed from the workspace in view, or it
+ * was deleted): set by the session provider, which reads the memberships again and moves to another workspace, or
+ * to "You are in no workspace yet", instead of pages that all fail the same way.
+ */
+let onNotAMember: (() => void) | undefined
+export const setNotAMemberHandler = (handler: (() => void) | undefined) => {
+  onNotAMember = handler
+}
+const noteNotAMember = (res: Response) => {
+  if (res.status !== 403 || onNotAMember === undefined) return
+  res
+    .clone()
+    .json()
+    .then((body: { error?: { data?: { apiError?: { code?: string } } } }) => {
+      if (body.error?.data?.apiError?.code === "NOT_A_MEMBER") onNotAMember?.()
+    })
+    .catch(() => {})
+}
+
 export const api = createTRPCClient<AgentgovRouter>({
   links: [
     httpLink({
@@ -31,7 +65,12 @@ export const api = createTRPCClient<AgentgovRouter>({
         ...(context.csrfToken ? { "x-csrf-token": context.csrfToken } : {}),
         ...(context.workspaceId ? { "x-agentgov-workspace": context.workspaceId } : {}),
       }),
-      fetch: (url, init) => fetch(url, { ...init, credentials: "same-origin" }),
+      fetch: async (url, init) => {
+        const res = await fetch(url, { ...init, credentials: "same-origin" })
+        noteUnauthorized(res.status)
+        noteNotAMember(res)
+        return res
+      },
     }),
   ],
 })

@@ -77,3 +77,37 @@ export const useAction = <A extends Array<unknown>, T>(run: (...args: A) => Prom
   }
   return { call, pending, error, clear: () => setError(undefined) }
 }
+
+/**
+ * `run` at most once every `ms`: the first call runs at once, the calls made meanwhile fold into one at the end of
+ * the interval. For a list reloaded on each live event: a flood of events (an agent requesting approvals as fast as
+ * its workspace's limit lets it) is a reload every `ms`, not one each, which would spend the person's own rate limit
+ * (the plan's, per minute) and leave their "Deny" or "Suspend" refused with a 429.
+ */
+export const useThrottled = (run: () => void, ms: number) => {
+  const latest = useRef(run)
+  latest.current = run
+  const state = useRef<{ timer: ReturnType<typeof setTimeout> | undefined; pending: boolean }>({
+    timer: undefined,
+    pending: false,
+  })
+  useEffect(() => () => clearTimeout(state.current.timer), [])
+  return useCallback(() => {
+    const s = state.current
+    if (s.timer !== undefined) {
+      s.pending = true
+      return
+    }
+    latest.current()
+    const tick = () => {
+      if (!s.pending) {
+        s.timer = undefined
+        return
+      }
+      s.pending = false
+      latest.current()
+      s.timer = setTimeout(tick, ms)
+    }
+    s.timer = setTimeout(tick, ms)
+  }, [ms])
+}

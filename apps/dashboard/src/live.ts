@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from "react"
+import { noteUnauthorized } from "./api.ts"
 import { getRequestWorkspace } from "./session.tsx"
 
 export interface LiveEvent {
@@ -42,6 +43,8 @@ export const useEventStream = (types: ReadonlyArray<string>, onEvent: (e: LiveEv
               ...(lastId ? { "last-event-id": lastId } : {}),
             },
           })
+          // 401: the session ended; the provider shows the sign-in screen (and this effect ends with the page).
+          noteUnauthorized(res.status)
           if (!res.ok || !res.body) throw new Error(`stream answered ${res.status}`)
           setStatus("live")
           retry = 500

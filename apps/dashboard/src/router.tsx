@@ -50,8 +50,14 @@ export const matchPath = (pattern: string, path: string): Record<string, string>
   const params: Record<string, string> = {}
   for (let i = 0; i < p.length; i++) {
     const seg = p[i]!
-    if (seg.startsWith(":")) params[seg.slice(1)] = decodeURIComponent(s[i]!)
-    else if (seg !== s[i]) return undefined
+    if (seg.startsWith(":")) {
+      // A malformed escape (`/agents/%E0%A4%A`, a link cut short) matches nothing: "Page not found", not a throw.
+      try {
+        params[seg.slice(1)] = decodeURIComponent(s[i]!)
+      } catch {
+        return undefined
+      }
+    } else if (seg !== s[i]) return undefined
   }
   return params
 }

@@ -1,5 +1,11 @@
 import { createContext, type ReactNode, useContext, useEffect, useState } from "react"
-import { fetchSession, type SessionInfo, setRequestContext } from "./api.ts"
+import {
+  fetchSession,
+  type SessionInfo,
+  setNotAMemberHandler,
+  setRequestContext,
+  setUnauthorizedHandler,
+} from "./api.ts"
 import { type Role, roleCan } from "./scopes.ts"
 
 /**
@@ -57,7 +63,8 @@ export const useRefusedRole = (scope: string | undefined): Role | undefined => {
 
 export type SessionLoad =
   | { readonly state: "loading" }
-  | { readonly state: "signed-out" }
+  /** `ended`: the page was signed in, and a call was refused 401 (the session expired or was ended). */
+  | { readonly state: "signed-out"; readonly ended: boolean }
   | { readonly state: "error"; readonly message: string }
   | { readonly state: "ready"; readonly value: SessionContextValue }
 
@@ -72,6 +79,7 @@ export function SessionProvider({ children }: { children: (load: SessionLoad) =>
   const [session, setSession] = useState<SessionInfo | undefined | null>(null)
   const [error, setError] = useState<string | undefined>()
   const [workspaceId, setWorkspaceId] = useState<string | undefined>()
+  const [ended, setEnded] = useState(false)
 
   const refresh = async () => {
     try {
@@ -92,11 +100,41 @@ export function SessionProvider({ children }: { children: (load: SessionLoad) =>
   // biome-ignore lint/correctness/useExhaustiveDependencies: once, at load
   useEffect(() => {
     void refresh()
+    // A call refused 401: the session is read again (once at a time); signed out, the sign-in screen says why.
+    let checking = false
+    setUnauthorizedHandler(() => {
+      if (checking) return
+      checking = true
+      void fetchSession()
+        .then((s) => {
+          if (s !== undefined) return
+          setRequestContext(undefined, undefined)
+          setEnded(true)
+          setSession(undefined)
+        })
+        .catch(() => {})
+        .finally(() => {
+          checking = false
+        })
+    })
+    // A call refused NOT_A_MEMBER: the memberships are read again (the workspace in view is then another, or none).
+    let rereading = false
+    setNotAMemberHandler(() => {
+      if (rereading) return
+      rereading = true
+      void refresh().finally(() => {
+        rereading = false
+      })
+    })
+    return () => {
+      setUnauthorizedHandler(undefined)
+      setNotAMemberHandler(undefined)
+    }
   }, [])
 
   if (error) return <>{children({ state: "error", message: error })}</>
   if (session === null) return <>{children({ state: "loading" })}</>
-  if (session === undefined) return <>{children({ state: "signed-out" })}</>
+  if (session === undefined) return <>{children({ state: "signed-out", ended })}</>
   const membership = session.memberships.find((m) => m.workspaceId === workspaceId)
   const value: SessionContextValue = {
     session,

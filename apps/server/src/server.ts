@@ -420,6 +420,10 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
       // tRPC reads the request id from the header: make sure one is there.
       req.headers["x-request-id"] = requestId
       res.setHeader("x-request-id", requestId)
+      // The dashboard's answers are a signed-in person's data: never stored by a browser or a shared cache (as the
+      // REST facade's), and JSON read as nothing else.
+      res.setHeader("cache-control", "no-store")
+      res.setHeader("x-content-type-options", "nosniff")
       return trpc(req, res)
     }
     const prefix = API_PREFIXES.find((p) => path === p || path.startsWith(`${p}/`))

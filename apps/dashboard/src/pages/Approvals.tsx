@@ -1,6 +1,6 @@
 import { useState } from "react"
 import { api, type Outputs } from "../api.ts"
-import { useAction, usePaged } from "../hooks.ts"
+import { useAction, usePaged, useThrottled } from "../hooks.ts"
 import { useEventStream } from "../live.ts"
 import { useQueryState, useTitle } from "../router.tsx"
 import {
@@ -20,6 +20,9 @@ import {
 
 type Approval = Outputs["approvals"]["get"]
 
+/** The least time between two reloads of the queue on live events (its first reload is at once). */
+const LIVE_RELOAD_MS = 5_000
+
 /** The approval queue: live (a new request or a decision elsewhere reloads it), decided with a reason. */
 export default function Approvals() {
   useTitle("Approvals")
@@ -30,7 +33,9 @@ export default function Approvals() {
     (p) => api.approvals.list.query({ ...p, status: [status], ...(agentId ? { agentId } : {}) }),
     [status, agentId],
   )
-  const live = useEventStream(["approval.*"], () => paged.reload())
+  // A new request or a decision elsewhere reloads the queue: at once, then at most every LIVE_RELOAD_MS in a flood.
+  const reload = useThrottled(paged.reload, LIVE_RELOAD_MS)
+  const live = useEventStream(["approval.*"], reload)
   const [deciding, setDeciding] = useState<{ a: Approval; decision: "approved" | "denied" } | undefined>()
   return (
     <>

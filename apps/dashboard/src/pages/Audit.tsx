@@ -43,7 +43,8 @@ export default function Audit() {
         ...p,
         ...(type ? { type: type.split(",").map((t) => t.trim()) } : {}),
         ...(agentId ? { agentId } : {}),
-        ...(since ? { since: new Date(since).toISOString() } : {}),
+        // A `since` that is no time (a link edited by hand) goes as it is: the service's refusal names the field.
+        ...(since ? { since: Number.isNaN(Date.parse(since)) ? since : new Date(since).toISOString() } : {}),
       }),
     [type, agentId, since],
   )
