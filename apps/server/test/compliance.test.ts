@@ -627,9 +627,36 @@ describe("certifications", () => {
           r.activeFrameworks(compliant.workspaceId, compliant.agentId, new Date().toISOString()),
         ),
       ),
-    ).toEqual(["eu-ai-act"])
+    ).toEqual([{ framework: "eu-ai-act", until: Date.parse(cert.expiresAt) }])
     // And the badge names it at once, although one was cached before.
     expect(await badge()).toContain("eu-ai-act")
+  })
+
+  it("signs a badge naming a certification to expire no later than the certification does", async () => {
+    const r = await report(compliant, "eu-ai-act")
+    const cert = ok(
+      await t.call("POST", "/api/v1/compliance/certifications", {
+        key: compliant.key,
+        body: { agentId: compliant.agentId, reportId: r.id },
+      }),
+      201,
+    )
+    // Every certification of the agent in force ends in two hours: a badge valid 24 h would still name the framework,
+    // checked offline, for 22 hours after it ended.
+    const ends = new Date(Date.now() + 2 * 3_600_000)
+    await t.query(
+      (sql) =>
+        sql`UPDATE certifications SET expires_at = ${ends} WHERE agent_id = ${compliant.agentId} AND status = 'active'`,
+    )
+    // The issue dropped the cached badge: this read signs a new one from the rows as they are now.
+    const res = await t.call("GET", `/api/v1/badge/${compliant.agentId}?format=json`, { key: null })
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    const shown = res.body.data
+    expect(shown.certifications).toContain("eu-ai-act")
+    expect(Date.parse(shown.expiresAt)).toBe(ends.getTime())
+    const payload = JSON.parse(Buffer.from(shown.signature.split(".")[1], "base64url").toString("utf8"))
+    expect(payload.exp).toBe(Math.floor(ends.getTime() / 1000))
+    expect(cert.id).toMatch(/^crt_/)
   })
 
   it("refuses with 409 naming the unmet controls, and changes nothing", async () => {

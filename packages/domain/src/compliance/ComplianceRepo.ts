@@ -45,12 +45,15 @@ export class ComplianceRepo extends Context.Service<
   ComplianceRepo,
   {
     readonly findReport: (workspaceId: string, id: string) => Effect.Effect<ReportRow | undefined>
-    /** The frameworks the agent holds a certification of in force at `at`, sorted (the badge shows them). */
+    /**
+     * The frameworks the agent holds a certification of in force at `at`, sorted (the badge shows them), each with
+     * the end of its latest certification in force (epoch ms): a badge naming them is signed to expire by then.
+     */
     readonly activeFrameworks: (
       workspaceId: string,
       agentId: string,
       at: string,
-    ) => Effect.Effect<ReadonlyArray<Framework>>
+    ) => Effect.Effect<ReadonlyArray<{ readonly framework: Framework; readonly until: number }>>
     /**
      * Revokes the agent's certifications still in force at `at` (in the caller's transaction) and answers
      * the `certification.revoked` events to append with the change.
@@ -100,11 +103,11 @@ export class ComplianceRepo extends Context.Service<
         )
 
       const activeFrameworks = (workspaceId: string, agentId: string, at: string) =>
-        sql<{ framework: Framework }>`SELECT DISTINCT framework FROM certifications
+        sql<{ framework: Framework; until: Date }>`SELECT framework, max(expires_at) AS until FROM certifications
             WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'active'
               AND expires_at > ${at}::timestamptz
-            ORDER BY framework`.pipe(
-          Effect.map((rows) => rows.map((r) => r.framework)),
+            GROUP BY framework ORDER BY framework`.pipe(
+          Effect.map((rows) => rows.map((r) => ({ framework: r.framework, until: new Date(r.until).getTime() }))),
           Effect.orDie,
         )
 

@@ -36,6 +36,11 @@ interface BadgeState {
   readonly tier: BadgeTier | undefined
   readonly score: number
   readonly certifications: ReadonlyArray<Framework>
+  /**
+   * When the first of the named frameworks stops being certified (epoch ms; its latest certification in force
+   * ends): a badge naming them expires by then, so that checked offline it never names a certification past its end.
+   */
+  readonly certifiedUntil: number | undefined
 }
 
 interface CachedBadge {
@@ -235,12 +240,14 @@ export class TrustService extends Context.Service<
           const agent = yield* agents.find(workspaceId, agentId, at)
           if (!agent) return undefined
           const tier = badgeOf(tierOf(agent.trustScore), agent.status)
+          const certified = tier === undefined ? [] : yield* certifications.activeFrameworks(workspaceId, agentId, at)
           return {
             agentId,
             name: agent.name,
             tier,
             score: agent.trustScore,
-            certifications: tier === undefined ? [] : yield* certifications.activeFrameworks(workspaceId, agentId, at),
+            certifications: certified.map((c) => c.framework),
+            certifiedUntil: certified.length === 0 ? undefined : Math.min(...certified.map((c) => c.until)),
           } satisfies BadgeState
         })
 
@@ -248,13 +255,15 @@ export class TrustService extends Context.Service<
         a.name === b.name &&
         a.tier === b.tier &&
         a.score === b.score &&
-        a.certifications.join() === b.certifications.join()
+        a.certifications.join() === b.certifications.join() &&
+        a.certifiedUntil === b.certifiedUntil
 
       const issue = (state: BadgeState & { tier: BadgeTier }, now: number) =>
         Effect.gen(function* () {
           const key = yield* keys.current
           const issuedAt = isoOf(now)
-          const expiresAt = isoOf(now + BADGE_LIFETIME_MS)
+          const expiresMs = Math.min(now + BADGE_LIFETIME_MS, state.certifiedUntil ?? Number.POSITIVE_INFINITY)
+          const expiresAt = isoOf(expiresMs)
           const fields = {
             agentId: state.agentId,
             agentName: state.name,
@@ -272,17 +281,26 @@ export class TrustService extends Context.Service<
               iss: settings.issuer,
               sub: state.agentId,
               iat: Math.floor(now / 1000),
-              exp: Math.floor((now + BADGE_LIFETIME_MS) / 1000),
+              exp: Math.floor(expiresMs / 1000),
             },
             key.privateKey,
           )
           return { ...fields, signature } satisfies Badge
         })
 
+      /** Whether the cached badge has expired (one capped at a certification's end can, within REISSUE_AFTER_MS). */
+      const expiredAt = (hit: CachedBadge, now: number) =>
+        hit.badge !== undefined && Date.parse(hit.badge.expiresAt) <= now
+
       /** The cache's entry for the agent while it may answer at `now` without a read. */
       const freshHit = (agentId: string, now: number) => {
         const hit = cache.get(agentId)
-        return hit && now - hit.checkedMs < STATE_MAX_AGE_MS && now - hit.issuedMs < REISSUE_AFTER_MS ? hit : undefined
+        return hit &&
+          now - hit.checkedMs < STATE_MAX_AGE_MS &&
+          now - hit.issuedMs < REISSUE_AFTER_MS &&
+          !expiredAt(hit, now)
+          ? hit
+          : undefined
       }
 
       const cachedBadge = (agentId: string, now: number) => {
@@ -308,7 +326,7 @@ export class TrustService extends Context.Service<
           }
           let badge: Badge | undefined
           let issuedMs = now
-          if (hit && sameState(hit.state, state) && now - hit.issuedMs < REISSUE_AFTER_MS) {
+          if (hit && sameState(hit.state, state) && now - hit.issuedMs < REISSUE_AFTER_MS && !expiredAt(hit, now)) {
             badge = hit.badge
             issuedMs = hit.issuedMs
           } else if (state.tier !== undefined) badge = yield* issue({ ...state, tier: state.tier }, now)
