@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs"
 import { request as httpRequest } from "node:http"
 import { PostgresClient } from "@agentgov/db"
 import { ApiKeyService, ROLE_SCOPES, SYSTEM_EVENTS, type SystemEventName } from "@agentgov/domain"
+import { pgConnect } from "@agentgov/testing"
 import { Schema } from "effect"
 import * as client from "openid-client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -34,6 +35,13 @@ const accounts = {
   miaAlt: { email: "mia.alt@example.com", email_verified: true },
   nia: { email: "nia@example.com", email_verified: true },
   otto: { email: "otto@example.com", email_verified: true },
+  pia: { email: "pia@example.com", email_verified: true },
+  piaAlt: { email: "pia.alt@example.com", email_verified: true },
+  quin: { email: "Quin@example.com", email_verified: true },
+  rex: { email: "rex@example.com", email_verified: true },
+  sam: { email: "sam@example.com", email_verified: true },
+  tia: { email: "tia@example.com", email_verified: true },
+  uma: { email: "uma@example.com", email_verified: true },
 }
 
 const signedIn = async (account: keyof typeof accounts, role: string) => {
@@ -291,6 +299,37 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     expect(await createAgent(whole.access_token)).toBe(201)
   })
 
+  it("a refresh deletes its grant's tokens expired over a day ago: an app refreshing hourly does not grow the store for ever", async () => {
+    const browser = await signedIn("alice", "admin")
+    const config = await appConfig(await register())
+    const { tokens } = await authorizeApp(browser, config, "agents:read")
+    const first = await client.refreshTokenGrant(config, tokens.refresh_token!)
+    const grantOf = await t.query<{ grant_id: string }>(
+      (sql) => sql`SELECT grant_id FROM oauth_tokens WHERE kind = 'access' ORDER BY created_at DESC LIMIT 1`,
+    )
+    const grantId = grantOf[0]!.grant_id
+    const count = async () =>
+      (
+        await t.query<{ n: number }>(
+          (sql) => sql`SELECT count(*)::int AS n FROM oauth_tokens WHERE grant_id = ${grantId}`,
+        )
+      )[0]!.n
+    expect(await count()).toBe(4)
+    // The first pair expired two days ago; the second pair an hour ago (kept: a late use is told it expired).
+    await t.query(
+      (sql) => sql`UPDATE oauth_tokens SET expires_at = now() - interval '2 days' WHERE grant_id = ${grantId}
+          AND created_at = (SELECT min(created_at) FROM oauth_tokens WHERE grant_id = ${grantId})`,
+    )
+    const second = await client.refreshTokenGrant(config, first.refresh_token!)
+    expect(await count()).toBe(4)
+    expect((await bearer(second.access_token, "/api/v1/agents")).status).toBe(200)
+    // The used refresh token still in its lifetime is kept: its replay is still caught, and revokes the grant.
+    await expect(client.refreshTokenGrant(config, first.refresh_token!)).rejects.toMatchObject({
+      error: "invalid_grant",
+    })
+    expect((await bearer(second.access_token, "/api/v1/agents")).status).toBe(401)
+  })
+
   it("a code works once, bound to its client and redirect URI; its replay revokes what it granted", async () => {
     const browser = await signedIn("alice", "admin")
     const registered = await register()
@@ -442,6 +481,153 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
       )
       expect(res.status).toBe(400)
       expect(res.location).toBeNull()
+    }
+  })
+
+  it("lets a native app pick its loopback port at each request (RFC 8252 7.3), and binds the code to that port", async () => {
+    const browser = await signedIn("alice", "admin")
+    const registered = await register({
+      type: "public",
+      redirectUris: ["http://127.0.0.1/cb", "http://localhost:7/cb"],
+    })
+    const config = await appConfig(registered)
+    const ask = async (redirect: string) => {
+      const { verifier, challenge } = await pkce()
+      const url = client.buildAuthorizationUrl(config, {
+        redirect_uri: redirect,
+        scope: "agents:read",
+        state: "s",
+        code_challenge: challenge,
+        code_challenge_method: "S256",
+      })
+      return { verifier, back: await consent(browser, url) }
+    }
+    const { verifier, back } = await ask("http://127.0.0.1:53123/cb")
+    expect(back.status, back.html).toBe(302)
+    const callback = new URL(back.location!)
+    expect(callback.origin).toBe("http://127.0.0.1:53123")
+    const exchange = (redirect: string) =>
+      fetch(`${origin}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "authorization_code",
+          client_id: registered.client.id,
+          code: callback.searchParams.get("code")!,
+          redirect_uri: redirect,
+          code_verifier: verifier,
+        }).toString(),
+      })
+    // The token request names the URI the code was sent to, port included.
+    expect((await exchange("http://127.0.0.1:53124/cb")).status).toBe(400)
+    const { verifier: v2, back: again } = await ask("http://127.0.0.1:53125/cb")
+    const tokens = await fetch(`${origin}/oauth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        client_id: registered.client.id,
+        code: new URL(again.location!).searchParams.get("code")!,
+        redirect_uri: "http://127.0.0.1:53125/cb",
+        code_verifier: v2,
+      }).toString(),
+    })
+    expect(tokens.status).toBe(200)
+    expect(((await tokens.json()) as any).access_token).toMatch(AT)
+    // Only the port may differ, and only on a loopback IP literal; `localhost` is matched exactly.
+    for (const redirect of [
+      "http://127.0.0.1:53123/cb/",
+      "http://127.0.0.1:53123/CB",
+      "http://127.0.0.2:53123/cb",
+      "https://127.0.0.1:53123/cb",
+      "http://localhost:8/cb",
+    ]) {
+      const { back: refused } = await ask(redirect)
+      expect(refused.status, redirect).toBe(400)
+      expect(refused.location).toBeNull()
+    }
+  })
+
+  it("never sends a person to an app of a workspace they are not in: a page, whatever the request (RFC 9700 4.11.2)", async () => {
+    const browser = await signedIn("alice", "admin")
+    // Any admin of any workspace on the server registers apps: this one's redirect URI is a phishing site.
+    const other = await t.call("POST", "/api/v1/workspaces", { body: { name: "someone else's" } })
+    expect(other.status, JSON.stringify(other.body)).toBe(201)
+    const registered = await fetch(`${origin}/api/v1/oauth/clients`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${other.body.data.apiKey.apiKey}` },
+      body: JSON.stringify({ name: "Totally Legit", redirectUris: ["https://evil.example/phish"] }),
+    })
+    expect(registered.status).toBe(201)
+    const clientId = ((await registered.json()) as any).data.client.id as string
+    const { challenge } = await pkce()
+    const base = {
+      client_id: clientId,
+      redirect_uri: "https://evil.example/phish",
+      response_type: "code",
+      state: "s",
+      code_challenge: challenge,
+      code_challenge_method: "S256",
+    }
+    for (const params of [
+      base,
+      { ...base, state: "" },
+      { ...base, response_type: "token" },
+      { ...base, scope: "no:such" },
+      { ...base, code_challenge_method: "plain" },
+    ]) {
+      const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== ""))
+      const page = await browser.fetch(`${origin}/oauth/authorize?${query}`)
+      expect(page.status, query.toString()).toBe(403)
+      expect(page.headers.get("location")).toBeNull()
+      expect(await page.text()).toContain("not a member")
+    }
+    // Nor through the consent form posted by hand (the deny button's path).
+    const csrf = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const denied = await browser.fetch(`${origin}/oauth/authorize`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", "sec-fetch-site": "same-origin" },
+      body: new URLSearchParams({ ...base, csrf_token: csrf, decision: "deny" }).toString(),
+    })
+    expect(denied.status).toBe(403)
+    expect(denied.headers.get("location")).toBeNull()
+  })
+
+  it("refuses an authorization request with a parameter twice, and names a native app's scheme on the consent", async () => {
+    const browser = await signedIn("alice", "admin")
+    const registered = await register({ type: "public", redirectUris: [APP_CALLBACK, "com.example.app:/cb"] })
+    const { challenge } = await pkce()
+    const base = {
+      client_id: registered.client.id,
+      redirect_uri: "com.example.app:/cb",
+      response_type: "code",
+      scope: "agents:read",
+      state: "s",
+      code_challenge: challenge,
+      code_challenge_method: "S256",
+    }
+    const shown = await browser.fetch(`${origin}/oauth/authorize?${new URLSearchParams(base)}`)
+    const html = await shown.text()
+    expect(shown.status).toBe(200)
+    expect(html).toContain("sent back to <code>com.example.app:</code>")
+    expect(html).not.toContain("<code>null</code>")
+    // A scope named twice is asked, shown and granted once.
+    const twice = await browser.fetch(
+      `${origin}/oauth/authorize?${new URLSearchParams({ ...base, scope: "agents:read agents:read" })}`,
+    )
+    expect(await twice.text()).toContain('<input type="hidden" name="scope" value="agents:read">')
+    // RFC 6749 3.1: each parameter at most once; the first of two redirect URIs is no more the app's than the last.
+    for (const [name, value] of [
+      ["redirect_uri", APP_CALLBACK],
+      ["state", "t"],
+      ["scope", "agents:write"],
+    ] as const) {
+      const query = new URLSearchParams(base)
+      query.append(name, value)
+      const page = await browser.fetch(`${origin}/oauth/authorize?${query}`)
+      expect(page.status, name).toBe(400)
+      expect(page.headers.get("location")).toBeNull()
+      expect(await page.text()).toContain(`${name} is sent more than once`)
     }
   })
 
@@ -847,6 +1033,56 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     }
   })
 
+  it("a consent racing the person's removal leaves no grant behind it (the membership is held until the grant commits)", async () => {
+    const browser = await signedIn("sam", "member")
+    const userId = ((await (await browser.fetch(`${origin}/auth/session`)).json()) as any).data.user.id as string
+    const config = await appConfig(await register())
+    const { challenge } = await pkce()
+    const page = await browser.fetch(
+      client
+        .buildAuthorizationUrl(config, {
+          redirect_uri: APP_CALLBACK,
+          scope: "agents:read",
+          state: "s",
+          code_challenge: challenge,
+          code_challenge_method: "S256",
+        })
+        .toString(),
+    )
+    const fields = Object.fromEntries(
+      [...(await page.text()).matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [
+        m[1]!,
+        m[2]!,
+      ]),
+    )
+    // The removal's transaction, as PeopleService runs it: the membership deleted, the grants revoked; the person
+    // presses Allow before it commits.
+    const db = pgConnect(t.store.url)
+    try {
+      const { pressed } = await db.begin(async (tx) => {
+        await tx`DELETE FROM memberships WHERE workspace_id = ${t.workspaceId} AND user_id = ${userId}`
+        await tx`UPDATE oauth_grants SET revoked_at = now(), revoked_reason = 'member_removed'
+            WHERE workspace_id = ${t.workspaceId} AND user_id = ${userId} AND revoked_at IS NULL`
+        const pressed = browser.fetch(`${origin}/oauth/authorize`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", "sec-fetch-site": "same-origin" },
+          body: new URLSearchParams({ ...fields, decision: "allow" }).toString(),
+        })
+        await new Promise((r) => setTimeout(r, 500))
+        return { pressed }
+      })
+      const answer = await pressed
+      expect(answer.status).toBe(302)
+      expect(new URL(answer.headers.get("location")!).searchParams.get("error")).toBe("access_denied")
+    } finally {
+      await db.end()
+    }
+    const active = await t.query<{ n: number }>(
+      (sql) => sql`SELECT count(*)::int AS n FROM oauth_grants WHERE user_id = ${userId} AND revoked_at IS NULL`,
+    )
+    expect(active[0]!.n).toBe(0)
+  })
+
   it("removing a member revokes the API keys they made, and the keys those made, on every instance", async () => {
     const browser = await signedIn("ken", "admin")
     const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
@@ -1052,6 +1288,116 @@ describe("OAuth 2.0 for third-party apps, driven by openid-client", () => {
     })
     expect(accepted.status).toBe(409)
     expect(((await accepted.json()) as any).error.code).toBe("INVITATION_CLOSED")
+  })
+
+  it("removing a member also withdraws the invitations still pending to them: no second link brings them back", async () => {
+    const invitations = `/api/v1/workspaces/${t.workspaceId}/invitations`
+    // A first invitation whose link went astray (in another case), then a second one, which Quin accepts.
+    const first = await t.call("POST", invitations, { body: { email: "quin@EXAMPLE.com", role: "admin" } })
+    expect(first.status, JSON.stringify(first.body)).toBe(201)
+    const someoneElse = await t.call("POST", invitations, { body: { email: "quin.other@example.com", role: "viewer" } })
+    const browser = await signedIn("quin", "admin")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const chainBefore = await t.chainLength()
+    const removed = await t.call("DELETE", `/api/v1/workspaces/${t.workspaceId}/members/${session.data.user.id}`)
+    expect(removed.status).toBe(200)
+    const listed = (await t.call("GET", `${invitations}?limit=100`)).body.data as Array<any>
+    const statusOf = (id: string) => listed.find((i) => i.id === id).status
+    expect(statusOf(first.body.data.invitation.id)).toBe("revoked")
+    expect(statusOf(someoneElse.body.data.invitation.id)).toBe("pending")
+    const events = (await t.call("GET", "/api/v1/events?limit=10")).body.data as Array<any>
+    const withdrawn = events.filter((e) => e.sequence > chainBefore && e.type === "invitation.revoked")
+    expect(withdrawn.map((e) => e.data.invitationId)).toEqual([first.body.data.invitation.id])
+    const accepted = await browser.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(first.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(409)
+    expect(((await accepted.json()) as any).error.code).toBe("INVITATION_CLOSED")
+  })
+
+  it("an invitation racing its sender's removal or demotion is refused: it cannot outlive what ended their role", async () => {
+    for (const [account, change] of [
+      ["tia", "DELETE FROM memberships"],
+      ["uma", "UPDATE memberships SET role = 'viewer'"],
+    ] as const) {
+      const browser = await signedIn(account, "admin")
+      const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+      const userId = session.data.user.id as string
+      // The removal's (or the demotion's) transaction has changed the membership; the admin's invitation, its
+      // session read a moment before, arrives before it commits.
+      const db = pgConnect(t.store.url)
+      try {
+        const { sent } = await db.begin(async (tx) => {
+          await tx.unsafe(`${change} WHERE workspace_id = $1 AND user_id = $2`, [t.workspaceId, userId])
+          const sent = browser.fetch(`${origin}/api/v1/workspaces/${t.workspaceId}/invitations`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+            body: JSON.stringify({ email: `${account}.alt@example.com`, role: "admin" }),
+          })
+          await new Promise((r) => setTimeout(r, 500))
+          return { sent }
+        })
+        const answer = await sent
+        const body = (await answer.json()) as any
+        expect(answer.status, `${account}: ${JSON.stringify(body)}`).toBe(403)
+        expect(body.error.details.field).toBe("credential")
+      } finally {
+        await db.end()
+      }
+      const pending = await t.query<{ n: number }>(
+        (sql) => sql`SELECT count(*)::int AS n FROM invitations WHERE invited_by = ${userId} AND status = 'pending'`,
+      )
+      expect(pending[0]!.n).toBe(0)
+    }
+  })
+
+  it("a demotion withdraws the pending invitations the member sent that the new role could not send", async () => {
+    // Another owner, so that Pia's demotion leaves one.
+    await signedIn("rex", "owner")
+    const browser = await signedIn("pia", "owner")
+    const session = (await (await browser.fetch(`${origin}/auth/session`)).json()) as any
+    const invitations = `/api/v1/workspaces/${t.workspaceId}/invitations`
+    const invite = (email: string, role: string) =>
+      browser
+        .fetch(`${origin}${invitations}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-csrf-token": session.data.csrfToken },
+          body: JSON.stringify({ email, role }),
+        })
+        .then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const asOwner = await invite(accounts.piaAlt.email, "owner")
+    const asAdmin = await invite("pia.admin@example.com", "admin")
+    expect([asOwner.status, asAdmin.status]).toEqual([201, 201])
+    const member = `/api/v1/workspaces/${t.workspaceId}/members/${session.data.user.id}`
+    const statusOf = async (id: string) =>
+      ((await t.call("GET", `${invitations}?limit=100`)).body.data as Array<any>).find((i) => i.id === id).status
+
+    const chainBefore = await t.chainLength()
+    const demoted = await t.call("PATCH", member, { body: { role: "admin" } })
+    expect(demoted.status, JSON.stringify(demoted.body)).toBe(200)
+    expect(await statusOf(asOwner.body.data.invitation.id)).toBe("revoked")
+    expect(await statusOf(asAdmin.body.data.invitation.id)).toBe("pending")
+    const events = (await t.call("GET", "/api/v1/events?limit=10")).body.data as Array<any>
+    const after = events.filter((e) => e.sequence > chainBefore).sort((a, b) => a.sequence - b.sequence)
+    expect(after.map((e) => e.type)).toEqual(["member.role_changed", "invitation.revoked"])
+    expect(after[1].data).toMatchObject({ invitationId: asOwner.body.data.invitation.id, role: "owner" })
+    // Her other address does not become an owner through the link she sent before.
+    const alt = new Browser()
+    idp.loginAs("piaAlt")
+    await alt.follow(`${origin}/auth/signin/idp`, (next) => next.origin === origin && next.pathname === "/")
+    const altCsrf = ((await (await alt.fetch(`${origin}/auth/session`)).json()) as any).data.csrfToken
+    const accepted = await alt.fetch(`${origin}/api/v1/invitations/accept`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": altCsrf },
+      body: JSON.stringify({ token: /#invitation=(.+)$/.exec(asOwner.body.data.link)![1]! }),
+    })
+    expect(accepted.status).toBe(409)
+
+    // A viewer invites nobody: the admin invitation goes too.
+    expect((await t.call("PATCH", member, { body: { role: "viewer" } })).status).toBe(200)
+    expect(await statusOf(asAdmin.body.data.invitation.id)).toBe("revoked")
   })
 
   it("keys of people removed before removal revoked keys are found and revoked by the sweep", async () => {

@@ -24,6 +24,15 @@ const unstorableParameter = (params: Record<string, string>): string | undefined
   return found && `${String(found.path[0] ?? "a parameter")}: ${found.issue}`
 }
 
+/**
+ * Where the consent says the person goes back to: the redirect URI's origin, or for a native app's private-use
+ * scheme (`com.example.app:/cb`, whose origin is the string "null") the scheme and whatever host it names.
+ */
+const returnsTo = (redirectUri: string): string => {
+  const u = new URL(redirectUri)
+  return u.origin !== "null" ? u.origin : `${u.protocol}${u.host === "" ? "" : `//${u.host}`}`
+}
+
 const authorizeRequestOf = (p: (name: string) => string | undefined): AuthorizeRequest => ({
   responseType: p("response_type"),
   clientId: p("client_id"),
@@ -86,7 +95,7 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
           error_description: error.description,
           state: request.state,
         })
-      : sendPage(res, 400, "This app's request cannot be honoured", `<p>${escapeHtml(error.description)}</p>`)
+      : sendPage(res, error.status, "This app's request cannot be honoured", `<p>${escapeHtml(error.description)}</p>`)
 
   const signInPage = (res: ServerResponse, returnTo: string) => {
     const links = signIn.providers
@@ -108,6 +117,16 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
     // Not redirected: the client and its redirect URI are not verified yet.
     if (unstorable)
       return sendPage(res, 400, "This app's request cannot be honoured", `<p>${escapeHtml(unstorable)}</p>`)
+    // A parameter sent twice is refused (RFC 6749 3.1), as on the consent form: which one counts would be ambiguous.
+    const names = [...url.searchParams.keys()]
+    const twice = names.find((n, i) => names.indexOf(n) !== i)
+    if (twice !== undefined)
+      return sendPage(
+        res,
+        400,
+        "This app's request cannot be honoured",
+        `<p>${escapeHtml(twice)} is sent more than once.</p>`,
+      )
     const request = authorizeRequestOf((n) => url.searchParams.get(n) ?? undefined)
     const current = await signIn.currentSession(req)
     if (!current) return signInPage(res, url.pathname + url.search)
@@ -135,7 +154,7 @@ export const makeOAuthRoutes = (options: { runtime: Runtime; publicUrl: string; 
       `Allow ${c.client.name}?`,
       `<p><strong>${escapeHtml(c.client.name)}</strong> asks to act for you in the workspace <strong>${escapeHtml(c.workspaceName)}</strong> with:</p>` +
         `<ul>${c.scopes.map((s) => `<li><code>${escapeHtml(s)}</code></li>`).join("")}</ul>` +
-        `<p>It will be sent back to <code>${escapeHtml(new URL(c.redirectUri).origin)}</code>. You can revoke this at any time.</p>` +
+        `<p>It will be sent back to <code>${escapeHtml(returnsTo(c.redirectUri))}</code>. You can revoke this at any time.</p>` +
         `<form method="post" action="/oauth/authorize">${hidden}` +
         `<button type="submit" name="decision" value="allow">Allow</button>` +
         `<button type="submit" name="decision" value="deny">Deny</button></form>`,

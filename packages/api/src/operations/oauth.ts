@@ -14,7 +14,7 @@ export const oauthOperations = [
     tag,
     summary: "Register a third-party app",
     description:
-      "Registers an OAuth 2.0 client in the caller's workspace. Redirect URIs are matched exactly. A confidential client's secret is returned once; a public client has none and must use PKCE S256.",
+      "Registers an OAuth 2.0 client in the caller's workspace. Redirect URIs are matched exactly (a loopback IP literal's but for the port, RFC 8252 7.3). A confidential client's secret is returned once; a public client has none and must use PKCE S256.",
     successStatus: 201,
     input: CreateOAuthClient,
     output: CreatedOAuthClient,

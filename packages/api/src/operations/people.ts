@@ -57,7 +57,7 @@ export const peopleOperations = [
     tag,
     summary: "Change a member's role",
     description:
-      "Granting or taking the `owner` role needs an owner (`workspaces:write`). The last owner cannot be demoted (409 `LAST_OWNER`).",
+      "Granting or taking the `owner` role needs an owner (`workspaces:write`). The last owner cannot be demoted (409 `LAST_OWNER`). The pending invitations the member sent that the new role could not send are withdrawn.",
     errors: ["WORKSPACE_NOT_FOUND", "MEMBER_NOT_FOUND", "LAST_OWNER"],
     input: Schema.Struct({ ...idField, ...userIdField, ...UpdateMember.fields }).annotate({
       [BODY_SCHEMA]: UpdateMember,
@@ -73,7 +73,7 @@ export const peopleOperations = [
     tag,
     summary: "Remove a member, or leave",
     description:
-      "A person may always remove themselves (leave); removing someone else needs `members:write`, an owner needs an owner. The last owner cannot leave (409 `LAST_OWNER`). Their sessions and OAuth tokens stop acting in the workspace at once, on every instance.",
+      "A person may always remove themselves (leave); removing someone else needs `members:write`, an owner needs an owner. The last owner cannot leave (409 `LAST_OWNER`). Their sessions and OAuth tokens stop acting in the workspace at once, on every instance; their API keys are revoked, and the pending invitations they sent, or that were sent to them, are withdrawn.",
     errors: ["WORKSPACE_NOT_FOUND", "MEMBER_NOT_FOUND", "LAST_OWNER"],
     input: Schema.Struct({ ...idField, ...userIdField }),
     output: Member,
@@ -87,7 +87,7 @@ export const peopleOperations = [
     tag,
     summary: "Invite a person by e-mail",
     description:
-      "Sends the invitation link over SMTP when the operator configured it (`delivery: email`); otherwise returns it once in `link` for you to pass on. Inviting an owner needs an owner.",
+      'Sends the invitation link over SMTP when the operator configured it (`delivery: email`); otherwise returns it once in `link` for you to pass on. Inviting an owner needs an owner. Refused (403, `details.field: "credential"`) when the person behind the credential was removed, or demoted below the role, meanwhile.',
     successStatus: 201,
     errors: ["WORKSPACE_NOT_FOUND", "ALREADY_MEMBER"],
     input: Schema.Struct({ ...idField, ...CreateInvitation.fields }).annotate({ [BODY_SCHEMA]: CreateInvitation }),

@@ -18,7 +18,8 @@ const RedirectUri = Schema.String.check(
     }
   }),
 ).annotate({
-  description: "matched exactly, character for character, at authorization and token time",
+  description:
+    "matched exactly, character for character, at authorization and token time; on http://127.0.0.1 or http://[::1], but for the port, which a native app picks at each request (RFC 8252 7.3)",
   examples: ["https://app.example.com/callback"],
 })
 

@@ -8,7 +8,7 @@ import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { OAUTH_GRANT_REVOKE_REASONS } from "../audit/eventCatalog.ts"
 import type { Actor } from "../auth/Actor.ts"
-import { SCOPES } from "../auth/scopes.ts"
+import { SCOPES, type Scope } from "../auth/scopes.ts"
 import { PeopleService } from "../people/PeopleService.ts"
 import { PermissionDenied } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
@@ -27,6 +27,8 @@ const CODE_PREFIX = "svc_oauth_code_"
 export const ACCESS_TOKEN_TTL_S = 3600
 export const REFRESH_TOKEN_TTL_S = 30 * 86_400
 const CODE_TTL_MS = 60_000
+/** How long a grant's expired tokens are kept (so that a late use is told "expired"), then deleted at its next refresh. */
+const EXPIRED_TOKENS_KEPT_MS = 86_400_000
 /** Access tokens whose authentication is kept in memory, at most (the oldest goes first). */
 const ACCESS_CACHE_LIMIT = 100_000
 
@@ -102,6 +104,31 @@ const toClient = (r: ClientRow): OAuthClient => ({
 
 const refused = (error: string, description: string, redirect: boolean, status = 400) =>
   new OAuthRefused({ error, description, redirect, status })
+
+/** A loopback IP literal on http: a native app's redirect URI (RFC 8252 7.3), whose port it picks at each request. */
+const loopbackIp = (u: URL) => u.protocol === "http:" && (u.hostname === "127.0.0.1" || u.hostname === "[::1]")
+
+/**
+ * Whether a request's redirect URI is a registered one: character for character; for a loopback IP literal on http,
+ * but for the port (RFC 8252 7.3: "MUST allow any port"; a native app listens on an ephemeral port). The code is then
+ * bound to the URI as requested, port included, and the token request must name it exactly.
+ */
+const redirectMatches = (registered: string, requested: string): boolean => {
+  if (registered === requested) return true
+  let r: URL
+  let q: URL
+  try {
+    r = new URL(registered)
+    q = new URL(requested)
+  } catch {
+    return false
+  }
+  if (!loopbackIp(r) || !loopbackIp(q)) return false
+  // Compared as written but for the port: the request must spell the rest as registered.
+  const withoutPort = (raw: string, u: URL) =>
+    u.port === "" ? raw : raw.replace(`${u.hostname}:${u.port}`, u.hostname)
+  return q.hostname === r.hostname && withoutPort(requested, q) === withoutPort(registered, r)
+}
 
 const sameHash = (a: string, b: string) => timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"))
 const s256 = (verifier: string) => createHash("sha256").update(verifier).digest("base64url")
@@ -428,8 +455,24 @@ export class OAuthService extends Context.Service<
         const row = yield* findClient(request.clientId)
         if (!row) return yield* refused("invalid_client", "unknown client", false)
         const client = toClient(row)
-        if (!request.redirectUri || !client.redirectUris.includes(request.redirectUri))
+        if (!request.redirectUri || !client.redirectUris.some((r) => redirectMatches(r, request.redirectUri!)))
           return yield* refused("invalid_request", "redirect_uri is not one registered for this client", false)
+        // Redirected only to an app of a workspace the person belongs to (RFC 9700 4.11.2): any admin of any
+        // workspace on this server registers apps, and one of a workspace the person is not in would otherwise use
+        // our address to send them (after signing in here, even) to a site of its choosing, with an error.
+        const member = yield* people.actorOf(
+          userId,
+          client.workspaceId,
+          { type: "oauth", id: client.id },
+          { enterpriseOnly },
+        )
+        if (!member)
+          return yield* refused(
+            "access_denied",
+            "this app is registered in a workspace you are not a member of; you were not sent back to it",
+            false,
+            403,
+          )
         if (!request.state) return yield* refused("invalid_request", "state is required", true)
         if (request.responseType !== "code")
           return yield* refused(
@@ -446,23 +489,12 @@ export class OAuthService extends Context.Service<
           return yield* refused("invalid_request", "code_challenge_method=S256 is required with code_challenge", true)
         if (client.type === "public" && request.codeChallenge === undefined)
           return yield* refused("invalid_request", "PKCE with S256 is required for public clients", true)
-        const requested = request.scope?.trim() ? request.scope.trim().split(/\s+/) : client.scopes
+        // Each scope once: `agents:read agents:read` is one scope, granted and answered once (RFC 6749 3.3).
+        const requested = request.scope?.trim() ? [...new Set(request.scope.trim().split(/\s+/))] : client.scopes
         const unknown = requested.find((s) => !client.scopes.includes(s))
         if (unknown !== undefined)
           return yield* refused("invalid_scope", `scope ${unknown} is not one this client may ask for`, true)
-        const actor = yield* people.actorOf(
-          userId,
-          client.workspaceId,
-          { type: "oauth", id: client.id },
-          { enterpriseOnly, within: new Set(requested) },
-        )
-        if (!actor)
-          return yield* refused(
-            "access_denied",
-            "you are not a member of the workspace this app is registered in",
-            true,
-          )
-        const scopes = requested.filter((s) => actor.scopes.has(s as never))
+        const scopes = requested.filter((s) => member.scopes.has(s as never))
         if (scopes.length === 0)
           return yield* refused("invalid_scope", "your role holds none of the scopes this app asks for", true)
         const workspace = yield* workspaces.find(client.workspaceId)
@@ -473,7 +505,14 @@ export class OAuthService extends Context.Service<
           state: request.state,
           scopes,
         } satisfies CheckedAuthorization
-        return { checked, member: { ...actor, credential: { type: "user" as const, id: userId } } satisfies Actor }
+        return {
+          checked,
+          member: {
+            ...member,
+            scopes: new Set(scopes as ReadonlyArray<Scope>),
+            credential: { type: "user" as const, id: userId },
+          } satisfies Actor,
+        }
       })
 
       const checkAuthorization = (request: AuthorizeRequest, userId: string, enterpriseOnly: boolean) =>
@@ -490,6 +529,17 @@ export class OAuthService extends Context.Service<
         const code = mintSecret(CODE_PREFIX)
         yield* tx(
           Effect.gen(function* () {
+            // The membership is held (FOR SHARE) until the grant commits, as a key's creation holds it: a removal that
+            // committed since the check above leaves nothing to grant, and one that starts now waits and then revokes
+            // this grant too. Without it a grant made during a removal outlived it, and came back with an invitation.
+            const held = yield* sql`SELECT 1 FROM memberships
+                WHERE workspace_id = ${checked.client.workspaceId} AND user_id = ${userId} FOR SHARE`.pipe(orDie)
+            if (held.length === 0)
+              return yield* refused(
+                "access_denied",
+                "you are no longer a member of the workspace this app is registered in",
+                true,
+              )
             yield* sql`INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at)
                 VALUES (${grantId}, ${checked.client.id}, ${userId}, ${checked.client.workspaceId},
                   ${jsonb(sql, checked.scopes)}, ${isoOf(now)}::timestamptz)`.pipe(orDie)
@@ -665,7 +715,13 @@ export class OAuthService extends Context.Service<
               orDie,
             )
             // The access token acts with what was asked; the new refresh token keeps the old one's scope (RFC 6749 6).
-            return { tokens: yield* issue(row.grant_id, scopes, now, row.scopes) }
+            const tokens = yield* issue(row.grant_id, scopes, now, row.scopes)
+            // Each refresh adds two rows: the grant's tokens expired a day ago go, so that an app refreshing hourly
+            // keeps about a month of refresh tokens (what reuse detection needs: an expired one is refused before it
+            // is looked at as used) instead of adding 17,520 rows a year for ever.
+            yield* sql`DELETE FROM oauth_tokens WHERE grant_id = ${row.grant_id}
+                AND expires_at < ${isoOf(now - EXPIRED_TOKENS_KEPT_MS)}::timestamptz`.pipe(orDie)
+            return { tokens }
           }),
         )
         // The revocation above is committed (and recorded) even though the answer is a refusal.

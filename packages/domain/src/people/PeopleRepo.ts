@@ -64,6 +64,9 @@ const toInvitation = (r: InvitationRow, nowMs: number): Invitation => ({
   acceptedAt: r.accepted_at?.toISOString() ?? null,
 })
 
+const ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+const ASCII_LOWER = "abcdefghijklmnopqrstuvwxyz"
+
 /** A membership as authentication needs it: the role, and whether the workspace still exists. */
 export interface MembershipGrant {
   readonly role: Role
@@ -89,6 +92,11 @@ export class PeopleRepo extends Context.Service<
       workspaceId: string,
       opts: { before?: string | undefined; limit: number },
     ) => Effect.Effect<ReadonlyArray<Member>>
+    /**
+     * The role of `userId` in the workspace, holding their membership (FOR SHARE) until the transaction ends: a removal
+     * or role change of theirs waits for it, then sees what it wrote. Undefined when they are not a member.
+     */
+    readonly holdMember: (workspaceId: string, userId: string) => Effect.Effect<Role | undefined>
     /** Locks the workspace's owner rows and counts them: two demotions at once cannot both pass. */
     readonly lockOwners: (workspaceId: string) => Effect.Effect<number>
     /** The workspace's owners, oldest membership first. */
@@ -110,6 +118,16 @@ export class PeopleRepo extends Context.Service<
     readonly withdrawInvitationsOf: (
       workspaceId: string,
       userId: string,
+      at: string,
+      options?: { readonly roles?: ReadonlyArray<Role> },
+    ) => Effect.Effect<ReadonlyArray<Invitation>>
+    /**
+     * Withdraws the workspace's pending invitations to `email` (equal but for ASCII case, as `sameAddress`): a way
+     * back in for a person just removed. Returns the withdrawn ones.
+     */
+    readonly withdrawInvitationsTo: (
+      workspaceId: string,
+      email: string,
       at: string,
     ) => Effect.Effect<ReadonlyArray<Invitation>>
     /** Marks a pending invitation; false when it was no longer pending (a concurrent accept or revoke). */
@@ -185,6 +203,12 @@ export class PeopleRepo extends Context.Service<
             Effect.map((rows) => rows.map(toMember)),
             Effect.orDie,
           ),
+        holdMember: (workspaceId, userId) =>
+          sql<{ role: Role }>`SELECT role FROM memberships WHERE workspace_id = ${workspaceId} AND user_id = ${userId}
+              FOR SHARE`.pipe(
+            Effect.map((r) => r[0]?.role),
+            Effect.orDie,
+          ),
         lockOwners: (workspaceId) =>
           sql<{ user_id: string }>`SELECT user_id FROM memberships
               WHERE workspace_id = ${workspaceId} AND role = 'owner' FOR UPDATE`.pipe(
@@ -253,11 +277,21 @@ export class PeopleRepo extends Context.Service<
             Effect.map((rows) => rows.map((r) => toInvitation(r, nowMs))),
             Effect.orDie,
           ),
-        withdrawInvitationsOf: (workspaceId, userId, at) =>
+        withdrawInvitationsOf: (workspaceId, userId, at, options = {}) =>
           sql<InvitationRow>`UPDATE invitations SET status = 'revoked'
               WHERE workspace_id = ${workspaceId} AND status = 'pending' AND expires_at > ${at}::timestamptz
                 AND (invited_by = ${userId} OR invited_by IN (
                   SELECT id FROM api_keys WHERE workspace_id = ${workspaceId} AND created_by_user = ${userId}))
+                ${options.roles === undefined ? sql`` : sql`AND role IN ${sql.in(options.roles)}`}
+              RETURNING *`.pipe(
+            Effect.map((rows) => rows.map((r) => toInvitation(r, Date.parse(at)))),
+            Effect.orDie,
+          ),
+        withdrawInvitationsTo: (workspaceId, email, at) =>
+          // ASCII case only (translate, not lower): a look-alike address beyond ASCII is another person's.
+          sql<InvitationRow>`UPDATE invitations SET status = 'revoked'
+              WHERE workspace_id = ${workspaceId} AND status = 'pending' AND expires_at > ${at}::timestamptz
+                AND translate(email, ${ASCII_UPPER}, ${ASCII_LOWER}) = translate(${email}, ${ASCII_UPPER}, ${ASCII_LOWER})
               RETURNING *`.pipe(
             Effect.map((rows) => rows.map((r) => toInvitation(r, Date.parse(at)))),
             Effect.orDie,

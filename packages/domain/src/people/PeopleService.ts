@@ -23,7 +23,7 @@ import {
 import { PeopleRepo } from "./PeopleRepo.ts"
 import { PeopleSettings } from "./PeopleSettings.ts"
 import type { CreatedInvitation, CreateInvitation, Invitation, Me, Member, User, VerifiedIdentity } from "./Person.ts"
-import { OWNER_SCOPE, ROLE_SCOPES, type Role } from "./roles.ts"
+import { OWNER_SCOPE, ROLE_SCOPES, ROLES, type Role } from "./roles.ts"
 import { Sessions } from "./Sessions.ts"
 
 export const INVITATION_PREFIX = "svc_inv_"
@@ -67,6 +67,18 @@ const ambiguousAddress = () =>
     message:
       "this e-mail address has a capital letter outside ASCII, which lower-casing makes another address; sign in with an address without one",
   })
+
+/**
+ * Whether a member of role `inviter` may invite to role `invited` (`invite`'s rule for a credential holding exactly
+ * that role's scopes): `members:write`, every scope of the invited role, and the owner scope for `owner`.
+ */
+const roleMayInvite = (inviter: Role, invited: Role): boolean => {
+  const held = ROLE_SCOPES[inviter]
+  if (!held.has("members:write")) return false
+  if (invited === "owner" && !held.has(OWNER_SCOPE)) return false
+  for (const scope of ROLE_SCOPES[invited]) if (!held.has(scope)) return false
+  return true
+}
 
 const lastOwner = () =>
   new StateConflict({
@@ -199,6 +211,17 @@ export class PeopleService extends Context.Service<
         return Effect.void
       }
 
+      /**
+       * The person a credential acts for: the member in person (a session) or through an app; for a key, or its SDK
+       * token, the person who made the key; none for the operator's keys and the system.
+       */
+      const personBehind = (actor: Actor): Effect.Effect<string | undefined> =>
+        actor.credential.type === "user" || actor.credential.type === "oauth"
+          ? Effect.succeed(actor.userId)
+          : actor.credential.type === "api_key" || actor.credential.type === "sdk_token"
+            ? Effect.map(keys.find(actor.workspaceId, actor.credential.id), (k) => k?.createdByUser ?? undefined)
+            : Effect.succeed(undefined)
+
       const me = Effect.fn("PeopleService.me")(function* (actor: Actor) {
         // An API key is not a person: there is no "me" behind it.
         if (actor.userId === undefined) return yield* new UserNotFound()
@@ -261,8 +284,20 @@ export class PeopleService extends Context.Service<
             if (member.role === role) return member
             const at = yield* nowIso
             yield* repo.setRole(workspaceId, userId, role, at)
+            // The invitations they sent (in person, through an app, or with a key they made) that the new role could
+            // not send end with the old role: a demoted admin does not keep a way to hand out admin, to another
+            // address of theirs say, as a removed one does not (removeMember).
+            const ungrantable = ROLES.filter((r) => !roleMayInvite(role, r))
+            const withdrawn =
+              ungrantable.length === 0
+                ? []
+                : yield* repo.withdrawInvitationsOf(workspaceId, userId, at, { roles: ungrantable })
             yield* audit.append(inWorkspace(actor, workspaceId), [
               { type: "member.role_changed", data: { userId, email: member.email, from: member.role, to: role } },
+              ...withdrawn.map((i) => ({
+                type: "invitation.revoked" as const,
+                data: { invitationId: i.id, email: i.email, role: i.role },
+              })),
             ])
             return { ...member, role, updatedAt: at }
           }),
@@ -286,7 +321,11 @@ export class PeopleService extends Context.Service<
             const revoked = yield* keys.revokeOfMember(workspaceId, userId, at)
             // So are the invitations they sent and nobody accepted yet: a removed admin does not come back through an
             // invitation to another address of theirs.
-            const withdrawn = yield* repo.withdrawInvitationsOf(workspaceId, userId, at)
+            const sent = yield* repo.withdrawInvitationsOf(workspaceId, userId, at)
+            // And those sent to them that are still pending (a second invitation, a reminder): the removal is what
+            // the workspace decided, and such a link would bring them back with its role.
+            const toThem = yield* repo.withdrawInvitationsTo(workspaceId, member.email, at)
+            const withdrawn = [...sent, ...toThem]
             yield* audit.append(inWorkspace(actor, workspaceId), [
               {
                 type: "member.removed",
@@ -328,6 +367,22 @@ export class PeopleService extends Context.Service<
         }
         yield* tx(
           Effect.gen(function* () {
+            // The person behind the credential (in person, through an app, or a key they made) is held a member until
+            // the invitation commits, with a role that may still send it: a removal or demotion that committed since
+            // their credential was read refuses it, and one that starts now waits and then withdraws it.
+            const person = yield* personBehind(actor)
+            if (person !== undefined) {
+              const role = yield* repo.holdMember(workspaceId, person)
+              if (role === undefined || !roleMayInvite(role, input.role))
+                return yield* new PermissionDenied({
+                  message:
+                    role === undefined
+                      ? "the person behind this credential is no longer a member of the workspace"
+                      : `the person behind this credential is now ${role}, which cannot invite to ${input.role}`,
+                  field: "credential",
+                  issue: role === undefined ? "not a member" : "role changed",
+                })
+            }
             const existing = yield* repo.findUserByEmail(input.email)
             if (
               existing &&
