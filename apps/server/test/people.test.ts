@@ -1,3 +1,4 @@
+import { SCOPES } from "@agentgov/domain"
 import { SMTPServer } from "smtp-server"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { credentialFixtures, expectError, startTestServer, type TestServer } from "./helpers.ts"
@@ -125,5 +126,33 @@ describe("members over REST", () => {
     expectError(await t.call("DELETE", `${path}/${owner.userId}`), 409, "LAST_OWNER")
     expectError(await t.call("DELETE", `${path}/usr_nobody`), 404, "MEMBER_NOT_FOUND")
     expectError(await t.call("GET", "/api/v1/users/me"), 404, "USER_NOT_FOUND")
+  })
+})
+
+describe("a revoked key's invitations", () => {
+  it("are withdrawn with it: whoever held a leaked key keeps no way in", async () => {
+    const made = await t.call("POST", "/api/v1/api-keys", {
+      body: { name: "leaked", type: "workspace", scopes: SCOPES.filter((s) => s !== "workspaces:admin") },
+    })
+    expect(made.status, JSON.stringify(made.body)).toBe(201)
+    const leaked = made.body.data.apiKey as string
+    const sent = await t.call("POST", `/api/v1/workspaces/${t.workspaceId}/invitations`, {
+      key: leaked,
+      body: { email: "mallory@example.com", role: "admin" },
+    })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201)
+    // Another credential's invitation stays.
+    const kept = await t.call("POST", `/api/v1/workspaces/${t.workspaceId}/invitations`, {
+      body: { email: "grace@example.com", role: "member" },
+    })
+    expect(kept.status, JSON.stringify(kept.body)).toBe(201)
+
+    expect((await t.call("DELETE", `/api/v1/api-keys/${made.body.data.id}`)).status).toBe(200)
+
+    const list = (await t.call("GET", `/api/v1/workspaces/${t.workspaceId}/invitations?limit=100`)).body.data as any[]
+    expect(list.find((i) => i.id === sent.body.data.invitation.id)).toMatchObject({ status: "revoked" })
+    expect(list.find((i) => i.id === kept.body.data.invitation.id)).toMatchObject({ status: "pending" })
+    const events = await t.call("GET", "/api/v1/events?type=invitation.revoked&limit=100")
+    expect(events.body.data.map((e: any) => e.data.invitationId)).toContain(sent.body.data.invitation.id)
   })
 })

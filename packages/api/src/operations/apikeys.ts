@@ -58,7 +58,8 @@ export const apiKeyOperations = [
     scope: "apikeys:write",
     tag,
     summary: "Revoke an API key",
-    description: "Immediate. Revoking a revoked key returns it unchanged.",
+    description:
+      "Immediate. The invitations sent with the key that are still pending are withdrawn with it (`invitation.revoked` each). Revoking a revoked key returns it unchanged.",
     errors: ["API_KEY_NOT_FOUND"],
     input: Schema.Struct(idField),
     output: ApiKey,

@@ -6,6 +6,7 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import { type Actor, systemActor } from "../auth/Actor.ts"
 import { AGENT_KEY_SCOPES, canonicalScope, SCOPES, type Scope } from "../auth/scopes.ts"
 import { EnforcementRepo } from "../enforcement/EnforcementRepo.ts"
+import { PeopleRepo } from "../people/PeopleRepo.ts"
 import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
@@ -98,6 +99,7 @@ export class ApiKeyService extends Context.Service<
       const repo = yield* ApiKeyRepo
       const agents = yield* AgentRepo
       const audit = yield* AuditLog
+      const people = yield* PeopleRepo
       const tx = transactional(sql)
 
       /**
@@ -324,8 +326,18 @@ export class ApiKeyService extends Context.Service<
             yield* mayManage(actor, current, "revoke")
             // Revoking a revoked key changes nothing and records nothing: DELETE is idempotent.
             if (current.status === "revoked") return publicKey(current)
-            const revoked = (yield* repo.revoke(actor.workspaceId, id, "revoked", yield* nowIso))!
-            yield* audit.append(actor, [revokedEvent(revoked, "revoked")])
+            const at = yield* nowIso
+            const revoked = (yield* repo.revoke(actor.workspaceId, id, "revoked", at))!
+            // A key is revoked when it leaked or its holder left: the invitations it sent that nobody accepted yet go
+            // with it, or whoever held it would keep a way in (invite an address of theirs, accept after the revocation).
+            const withdrawn = yield* people.withdrawInvitationsOf(actor.workspaceId, id, at)
+            yield* audit.append(actor, [
+              revokedEvent(revoked, "revoked"),
+              ...withdrawn.map((i) => ({
+                type: "invitation.revoked" as const,
+                data: { invitationId: i.id, email: i.email, role: i.role },
+              })),
+            ])
             return publicKey(revoked)
           }),
         )

@@ -113,7 +113,8 @@ export class PeopleRepo extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<Invitation>>
     /**
      * Withdraws the workspace's pending invitations sent by `userId`: in person or through an app (invited by their
-     * user id), or with a key they made (by the key's id). Returns the withdrawn ones.
+     * user id), or with a key they made (by the key's id). Given a key's id instead, the invitations sent with that
+     * key (ApiKeyService.revoke). Returns the withdrawn ones.
      */
     readonly withdrawInvitationsOf: (
       workspaceId: string,
