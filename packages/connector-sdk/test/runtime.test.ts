@@ -235,6 +235,41 @@ describe("the durable runtime", () => {
     expect(calls.map((c) => c.attempt)).toEqual([1, 2])
   })
 
+  it("dead-letters an event whose deliver answers no DeliveryResult, rather than calling it again and again", async () => {
+    // A deliver that forgot its `return ok()` (undefined), or answered something of its own: the vendor got the
+    // message each time it was called, so calling again at once, forever, repeats it to the vendor without end.
+    const calls: Array<string> = []
+    const answers: Array<unknown> = [undefined, { ok: true }]
+    const definition = defineConnector({
+      name: "forgetful",
+      description: "answers no DeliveryResult",
+      defaultEvents: ["*"],
+      settings: {},
+      deliver: (event) => {
+        calls.push(event.id)
+        return answers.shift() as DeliveryResult
+      },
+    })
+    const lines: Array<string> = []
+    const r = await startConnector(definition, {
+      env: { PORT: "0", HOST: "127.0.0.1", AGENTGOV_WEBHOOK_SECRET: SECRET, AGENTGOV_CONNECTOR_DATA_DIR: tempDir() },
+      log: (l) => lines.push(l),
+    })
+    running.push(r)
+    const logs = () => lines.map((l) => JSON.parse(l))
+    await post(r.url, JSON.stringify(envelope("approval.requested", { approvalId: "apr_nr1" })))
+    await post(r.url, JSON.stringify(envelope("approval.requested", { approvalId: "apr_nr2" })))
+    await waitFor(() => r.health().deadLetters === 2, "both dead letters")
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(calls).toHaveLength(2)
+    expect(r.health()).toMatchObject({ queued: 0, deadLetters: 2, delivered: 0 })
+    const letters = logs().filter((l) => l.msg === "dead-lettered: the vendor refused it")
+    expect(letters.map((l) => l.reason)).toEqual([
+      expect.stringContaining("deliver answered no DeliveryResult"),
+      expect.stringContaining("deliver answered no DeliveryResult"),
+    ])
+  })
+
   it("delivers events sharing an ordering key one at a time, in order, even across a retry", async () => {
     const { calls, definition } = scripted([retry("HTTP 500", { afterMs: 200 })])
     const { r } = await start(definition, {

@@ -18,6 +18,11 @@ export interface EventStreamOptions {
   readonly heartbeatMs?: number
   /** A client whose unsent backlog passes this is dropped rather than buffered without bound. */
   readonly maxBufferedBytes?: number
+  /**
+   * While it catches up (Last-Event-ID), a stream sends the next stored event only once its client has taken the
+   * last; a client that takes nothing for this long is dropped (it resumes with Last-Event-ID). Default 30 s.
+   */
+  readonly stallMs?: number
 }
 
 /** Retry-After on a refused stream: a hint, as a slot frees only when one of the credential's streams closes. */
@@ -52,6 +57,7 @@ const hungUp = (req: IncomingMessage) => req.destroyed || req.socket.destroyed
 export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, options: EventStreamOptions = {}) => {
   const heartbeatMs = options.heartbeatMs ?? 10_000
   const maxBuffered = options.maxBufferedBytes ?? 1024 * 1024
+  const stallMs = options.stallMs ?? 30_000
   const open = new Set<() => void>()
 
   /**
@@ -173,7 +179,16 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       unsubscribe?.()
       held.length = 0
       heldBytes = 0
+      clearTimeout(stall)
+      for (const resume of waiting.splice(0)) resume()
       res.end()
+      // Its end queued behind what a client does not read never finishes, so no keep-alive time-out would come
+      // either: the socket would stay for good, its slot already free for the next. It gets `stallMs` to take it.
+      if (!res.writableFinished) {
+        const giveUp = setTimeout(() => res.destroy(), stallMs)
+        giveUp.unref()
+        res.once("close", () => clearTimeout(giveUp))
+      }
     }
     open.add(close)
     // A client that does not read is dropped, not buffered without bound; it resumes with Last-Event-ID.
@@ -194,7 +209,25 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
       if (!live || credential.checking()) return
       heldBytes = 0
       for (const chunk of held.splice(0)) write(chunk)
+      wake()
     }
+    // Catching up, the feed asks before each stored event whether the client took the last one: stored events
+    // are sent at the client's pace, not dropped with the client once more than `maxBuffered` of them outran it.
+    const waiting: Array<() => void> = []
+    let stall: NodeJS.Timeout | undefined
+    const blocked = () => !closed && (!live || credential.checking() || res.writableNeedDrain)
+    const wake = () => {
+      if (blocked()) return
+      clearTimeout(stall)
+      stall = undefined
+      for (const resume of waiting.splice(0)) resume()
+    }
+    const ready = () => {
+      if (!blocked()) return undefined
+      stall ??= setTimeout(drop, stallMs)
+      return new Promise<void>((resume) => waiting.push(resume))
+    }
+    res.on("drain", wake)
     const credential = watcher.watch(actor, secret, {
       onEnd: (reason) => {
         const error = { code: "UNAUTHORIZED", message: endMessages[reason] }
@@ -222,6 +255,8 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
         if (heldBytes > maxBuffered) drop()
       },
       onError: () => close(),
+      ready,
+      narrow: filters === undefined && agentId === undefined ? undefined : { filters, agentId },
     })
     if (closed) return unsubscribe()
     write(": connected\n\n")

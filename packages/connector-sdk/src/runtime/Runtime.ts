@@ -52,6 +52,20 @@ export type DeliveryResult =
  */
 export const ok = (): DeliveryResult => ({ outcome: "ok" })
 
+/** Whether `value` is one of the three answers `deliver` may give. */
+const isDeliveryResult = (value: unknown): value is DeliveryResult => {
+  if (typeof value !== "object" || value === null) return false
+  const { outcome } = value as { outcome?: unknown }
+  return outcome === "ok" || outcome === "retry" || outcome === "dead"
+}
+
+/** A short description of what `deliver` answered instead, for the dead letter's reason. */
+const describe = (value: unknown): string => {
+  if (value === null || typeof value !== "object") return String(value)
+  const keys = Object.keys(value).slice(0, 5)
+  return `an object with ${keys.length === 0 ? "no keys" : `keys ${keys.join(", ")}`}`
+}
+
 /**
  * Try again later: after `afterMs` when given (capped at 15 minutes), else with exponential backoff
  * and jitter.
@@ -678,7 +692,11 @@ export const startConnector = async <S extends SettingsSchema, C>(
       const results = Array.isArray(result) ? result : jobs.map(() => result as DeliveryResult)
       if (results.length !== jobs.length)
         throw new Error(`batch.deliver answered ${results.length} results for ${jobs.length} events`)
-      return results
+      // Anything but ok/retry/dead (a forgotten `return ok()`, an object of its own) settled nothing: the job was
+      // called again at once, for ever, each call posting to the vendor again. Kept as a dead letter instead.
+      return results.map((r: unknown) =>
+        isDeliveryResult(r) ? r : dead(`deliver answered no DeliveryResult (${describe(r)})`),
+      )
     } catch (error) {
       const failed = isRetryable(error)
         ? retry(errorSummary(error).message, { afterMs: retryAfterMs(error) })

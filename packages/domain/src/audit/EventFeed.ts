@@ -3,6 +3,7 @@ import { Context, Effect, Layer } from "effect"
 import type { AuditEvent } from "./AuditEvent.ts"
 import { EVENTS_CHANNEL } from "./AuditLog.ts"
 import { EventRepo, toEvent } from "./EventRepo.ts"
+import type { CompiledFilters } from "./eventFilters.ts"
 
 const PAGE = 500
 
@@ -14,6 +15,16 @@ export interface Subscription {
   /** Receives events in sequence order, each once. */
   readonly onEvent: (event: AuditEvent) => void
   readonly onError: (cause: unknown) => void
+  /**
+   * While catching up, asked after each event: a promise (the subscriber's sink is full) holds the next event back
+   * until it settles, so a reader that keeps reading is not outrun by the store. Live events do not wait.
+   */
+  readonly ready?: () => Promise<void> | undefined
+  /**
+   * What `accept` takes, as the store can say it (`types` as compiled, an agent): catching up then reads only the
+   * events that match, not every event since the resume point. `accept` is still asked.
+   */
+  readonly narrow?: { readonly filters?: CompiledFilters | undefined; readonly agentId?: string | undefined }
 }
 
 interface Subscriber {
@@ -82,9 +93,48 @@ export class EventFeed extends Context.Service<
           try {
             for (;;) {
               s.again = false
-              const rows = await fetchAfter(s.sub.workspaceId, s.cursor)
-              deliver(s, rows)
-              if (s.closed || (rows.length < PAGE && !s.again)) break
+              const { narrow } = s.sub
+              let rows: ReadonlyArray<AuditEvent>
+              let upTo = 0
+              let more: boolean
+              if (narrow === undefined) {
+                rows = await fetchAfter(s.sub.workspaceId, s.cursor)
+                more = rows.length === PAGE
+              } else {
+                // The next PAGE sequences up to the committed head, of which only the matching events are read.
+                const head = await headOf(s.sub.workspaceId)
+                upTo = Math.min(head, s.cursor + PAGE)
+                rows =
+                  upTo <= s.cursor
+                    ? []
+                    : [
+                        ...(await Effect.runPromise(
+                          repo.list(s.sub.workspaceId, {
+                            filters: narrow.filters,
+                            agentId: narrow.agentId,
+                            fromSequence: s.cursor + 1,
+                            toSequence: upTo,
+                            limit: PAGE,
+                          }),
+                        )),
+                      ].reverse()
+                more = upTo < head
+              }
+              for (const e of rows) {
+                // What a catch-up reads is what the store holds up to there (appends commit in sequence order). Read
+                // narrowed, the events between did not match: passed, as if delivered and not accepted. Read whole, a
+                // sequence missing is missing from the store (tampered with: verification reports it); waiting for it
+                // would read again at once, for ever.
+                if (e.sequence > s.cursor + 1) s.cursor = e.sequence - 1
+                deliver(s, [e])
+                if (s.closed) break
+                const wait = s.sub.ready?.()
+                if (wait !== undefined) await wait
+                if (s.closed) break
+              }
+              if (s.closed) break
+              if (narrow !== undefined && s.cursor < upTo) s.cursor = upTo
+              if (!more && !s.again) break
             }
           } catch (cause) {
             s.closed = true
@@ -109,7 +159,12 @@ export class EventFeed extends Context.Service<
               feed.again = false
               const rows = await fetchAfter(workspaceId, feed.lastSeq)
               if (rows.length > 0) feed.lastSeq = rows.at(-1)!.sequence
-              for (const s of feed.subscribers) if (!s.catchingUp) deliver(s, rows)
+              for (const s of feed.subscribers) {
+                if (!s.catchingUp) deliver(s, rows)
+                // Its catch-up's read may predate these rows: it reads once more rather than stop short of them
+                // (they would wait for the workspace's next event).
+                else if (rows.length > 0) s.again = true
+              }
               if (rows.length < PAGE && !feed.again) break
             }
           } catch (cause) {
