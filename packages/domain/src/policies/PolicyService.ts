@@ -17,6 +17,7 @@ import {
   toPage,
 } from "../shared/pagination.ts"
 import { InvalidCursor } from "../shared/paginationErrors.ts"
+import { UNSEEN } from "../shared/schemas.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import {
@@ -24,6 +25,7 @@ import {
   decodePolicyDocument,
   type PolicyDocument,
   type PolicyInvalid,
+  type PolicyIssue,
   policyInvalid,
   validatePolicyDocument,
 } from "./engine/index.ts"
@@ -52,6 +54,36 @@ const documentOf = (p: Policy): Record<string, unknown> => {
 const shown = (p: Policy): Policy => {
   const validation = validatePolicyDocument(documentOf(p))
   return validation.ok ? p : { ...p, invalid: validation.issues[0] ?? { field: "", issue: "does not validate" } }
+}
+
+/**
+ * Action patterns no guard call can match, checked when a policy is saved: the guard refuses an action with
+ * invisible formatting characters (zero-width, bidi controls, BOM, soft hyphen) or in a form other than Unicode NFC
+ * (GuardAction), so a rule naming one (a decomposed accent pasted from another system) would never apply while
+ * reading as the named action. Patterns an earlier version already held are let through, so that an unrelated
+ * change (disabling the policy) still saves; compiling stored policies does not apply this check.
+ */
+const unmatchableActions = (document: PolicyDocument, previous?: Record<string, unknown>): Array<PolicyIssue> => {
+  const held = new Set<unknown>()
+  const rules = previous?.rules
+  if (Array.isArray(rules))
+    for (const r of rules) {
+      const actions = (r as { actions?: unknown } | null)?.actions
+      if (Array.isArray(actions)) for (const a of actions) held.add(a)
+    }
+  const issues: Array<PolicyIssue> = []
+  document.rules.forEach((rule, i) => {
+    rule.actions.forEach((pattern, j) => {
+      if (held.has(pattern)) return
+      const issue = UNSEEN.test(pattern)
+        ? "must not contain invisible formatting characters: the guard refuses such an action, so the rule would never apply"
+        : pattern.normalize("NFC") !== pattern
+          ? "must be in Unicode normalization form C (NFC), as the guard's actions are: the rule would never apply"
+          : undefined
+      if (issue) issues.push({ field: `rules[${i}].actions[${j}]`, issue })
+    })
+  })
+  return issues
 }
 
 const nameTaken =
@@ -122,6 +154,8 @@ export class PolicyService extends Context.Service<
           const issues = budgetIssues(
             stored.map((p) => ({ id: p.id, version: p.version, document: p.document })),
             { id, version, document },
+            // What this instance compiled last: only the saved document and versions it has not seen compile here.
+            sets.compilations(workspaceId),
           )
           return issues.length === 0 ? Effect.void : Effect.fail(policyInvalid(issues))
         })
@@ -134,6 +168,8 @@ export class PolicyService extends Context.Service<
       const create = Effect.fn("PolicyService.create")(function* (actor: Actor, input: Record<string, unknown>) {
         yield* writer(actor)
         const document: PolicyDocument = yield* decodePolicyDocument(input)
+        const unmatchable = unmatchableActions(document)
+        if (unmatchable.length > 0) return yield* policyInvalid(unmatchable)
         const now = yield* nowIso
         const policy: Policy = {
           id: newId("pol"),
@@ -202,6 +238,8 @@ export class PolicyService extends Context.Service<
               .filter((k) => canonicalize(before[k] ?? null) !== canonicalize(after[k] ?? null))
               .sort()
             if (changes.length === 0) return current
+            const unmatchable = unmatchableActions(document, before)
+            if (unmatchable.length > 0) return yield* policyInvalid(unmatchable)
             yield* affordable(actor.workspaceId, current.id, current.version + 1, document)
             const now = yield* nowIso
             const policy: Policy = {

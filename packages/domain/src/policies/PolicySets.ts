@@ -1,7 +1,7 @@
 import { Database } from "@agentgov/db"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer } from "effect"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
-import { type CompiledPolicySet, compilePolicies } from "./engine/index.ts"
+import { type CompiledPolicySet, compilePolicies, type PolicyCompilation } from "./engine/index.ts"
 import { POLICIES_CHANNEL, PolicyRepo } from "./PolicyRepo.ts"
 
 export interface WorkspaceGuardState {
@@ -29,6 +29,11 @@ export class PolicySets extends Context.Service<
     /** The compiled state when this instance holds a current one; `get` loads it otherwise. */
     readonly peek: (workspaceId: string) => WorkspaceGuardState | undefined
     /**
+     * The compilations of the workspace's policy versions this instance made last (empty when none): what a
+     * save's budget check reuses rather than compiling every stored policy again.
+     */
+    readonly compilations: (workspaceId: string) => ReadonlyMap<string, PolicyCompilation>
+    /**
      * Drops this instance's copy at once: the writer's own instance calls it after committing a change, so
      * that its next call does not depend on the notification's arrival (the others rely on it).
      */
@@ -42,6 +47,16 @@ export class PolicySets extends Context.Service<
       const workspaces = yield* WorkspaceRepo
       const db = yield* Database
       const sets = new Map<string, { state: WorkspaceGuardState; at: number }>()
+      /**
+       * The last compilation of each workspace's policies, kept when its set is dropped: the next load compiles only
+       * the policy versions it has not seen (CEL is parsed and checked once per version, not at every load).
+       */
+      const compiledLast = new Map<string, ReadonlyMap<string, PolicyCompilation>>()
+      /** Loads under way, by workspace and generation: calls that miss together share one load. */
+      const loading = new Map<
+        string,
+        { readonly generation: number; readonly epoch: number; readonly done: Promise<WorkspaceGuardState | undefined> }
+      >()
       // Bumped by every announcement: a load that started before one must not be cached after it.
       const generations = new Map<string, number>()
 
@@ -91,9 +106,15 @@ export class PolicySets extends Context.Service<
             concurrency: 2,
           })
           const state: WorkspaceGuardState = {
-            set: compilePolicies(policies.map((p) => ({ id: p.id, version: p.version, document: p.document }))),
+            set: compilePolicies(
+              policies.map((p) => ({ id: p.id, version: p.version, document: p.document })),
+              compiledLast.get(workspaceId),
+            ),
             guardDefault: workspace?.guardDefault ?? "allow",
           }
+          if (!compiledLast.has(workspaceId) && compiledLast.size >= MAX_WORKSPACES)
+            compiledLast.delete(compiledLast.keys().next().value!)
+          compiledLast.set(workspaceId, state.set.compilations)
           yield* reportInvalid(workspaceId, state.set)
           if ((generations.get(workspaceId) ?? 0) === generation && epoch === startedIn) {
             if (sets.size >= MAX_WORKSPACES) sets.delete(sets.keys().next().value!)
@@ -107,11 +128,40 @@ export class PolicySets extends Context.Service<
         return hit && Date.now() - hit.at < MAX_AGE_MS ? hit.state : undefined
       }
 
+      /**
+       * The load for this workspace's current generation: the one under way, which this call waits for, or a new
+       * one that calls missing meanwhile join (a refresh of a large set is then compiled once, not once per call).
+       * A load that did not complete (its caller was interrupted) leaves its waiters to load on their own.
+       */
+      const shared = (workspaceId: string): Effect.Effect<WorkspaceGuardState> => {
+        const generation = generations.get(workspaceId) ?? 0
+        const running = loading.get(workspaceId)
+        if (running && running.generation === generation && running.epoch === epoch)
+          return Effect.flatMap(
+            Effect.promise(() => running.done),
+            (state) => (state ? Effect.succeed(state) : load(workspaceId)),
+          )
+        let settle!: (state: WorkspaceGuardState | undefined) => void
+        const entry = { generation, epoch, done: new Promise<WorkspaceGuardState | undefined>((r) => (settle = r)) }
+        if (loading.size >= MAX_WORKSPACES) loading.clear()
+        loading.set(workspaceId, entry)
+        return load(workspaceId).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              if (loading.get(workspaceId) === entry) loading.delete(workspaceId)
+              settle(Exit.isSuccess(exit) ? exit.value : undefined)
+            }),
+          ),
+        )
+      }
+
       return PolicySets.of({
-        get: (workspaceId) => {
-          const state = peek(workspaceId)
-          return state ? Effect.succeed(state) : load(workspaceId)
-        },
+        get: (workspaceId) =>
+          Effect.suspend(() => {
+            const state = peek(workspaceId)
+            return state ? Effect.succeed(state) : shared(workspaceId)
+          }),
+        compilations: (workspaceId) => compiledLast.get(workspaceId) ?? new Map(),
         peek,
         forget: (workspaceId) => Effect.sync(() => forget(workspaceId)),
       })

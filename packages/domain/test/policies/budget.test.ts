@@ -31,6 +31,35 @@ describe("the evaluation budget", () => {
     expect(codesOf(run(set, { action: "act" }))).toEqual(["POLICY_DENIED"])
   })
 
+  it("estimates a set of many exact actions and many general globs without trying every pair", () => {
+    // 10,000 exact actions × 10,000 general globs: each pair was tested, ~8 s of blocked event loop at a save's
+    // budget check and at the first guard call after each load (50,000 × 50,000: minutes).
+    const many = (name: string, pattern: (i: number, j: number) => string) =>
+      doc(
+        Array.from({ length: 200 }, (_, i) => ({
+          id: `${name}${i}`,
+          effect: "deny",
+          actions: Array.from({ length: 50 }, (_, j) => pattern(i, j)),
+        })),
+      )
+    const set = compilePolicies([
+      { id: "pol_a", version: 1, document: many("e", (i, j) => `tool.${i}.${j}`) },
+      { id: "pol_b", version: 1, document: many("g", (i, j) => `*${i}.${j}.x*`) },
+    ])
+    const started = performance.now()
+    const worst = set.worstCost()
+    expect(performance.now() - started).toBeLessThan(1_000)
+    // An upper bound: every general rule, and the exact action's own rule.
+    expect(worst.cost).toBe(201)
+    expect(
+      budgetIssues([{ id: "pol_a", version: 1, document: many("e", (i, j) => `tool.${i}.${j}`) }], {
+        id: "pol_b",
+        version: 1,
+        document: many("g", (i, j) => `*${i}.${j}.x*`),
+      }),
+    ).toEqual([])
+  })
+
   it("refuses a set of 1,000 such rules at save, naming the rules", () => {
     const saved = doc(
       Array.from({ length: 1_000 }, (_, i) => ({ id: `r${i}`, effect: "deny", actions: ["*"], when: { cel: NESTED } })),

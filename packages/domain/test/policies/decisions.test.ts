@@ -340,6 +340,47 @@ const cases: ReadonlyArray<Case> = [
     approval: { policyId: "pol_1", ruleId: "require_approval-rule", timeoutSeconds: 120 },
   },
   {
+    name: "a later approval rule's approvers bind the approval a broader earlier rule asks for",
+    policies: [
+      policy([rule("require_approval")]),
+      policy([rule("require_approval", undefined, { approval: { timeoutSeconds: 600, approvers: ["key_cfo"] } })]),
+    ],
+    decision: "require_approval",
+    codes: ["APPROVAL_REQUIRED", "APPROVAL_REQUIRED"],
+    approval: { policyId: "pol_1", ruleId: "require_approval-rule", timeoutSeconds: 600, approvers: ["key_cfo"] },
+  },
+  {
+    name: "approval rules that name approvers: only those every rule names may decide",
+    policies: [
+      policy([rule("require_approval", undefined, { approval: { approvers: ["key_a", "key_b"] } })]),
+      policy([rule("require_approval", undefined, { approval: { approvers: ["key_c", "key_b"] } })]),
+    ],
+    decision: "require_approval",
+    codes: ["APPROVAL_REQUIRED", "APPROVAL_REQUIRED"],
+    approval: { policyId: "pol_1", ruleId: "require_approval-rule", timeoutSeconds: 3600, approvers: ["key_b"] },
+  },
+  {
+    name: "approval rules whose approvers share nobody cannot be satisfied: denied (fail closed)",
+    policies: [
+      policy([rule("require_approval", undefined, { approval: { approvers: ["key_a"] } })]),
+      policy([rule("require_approval", undefined, { approval: { approvers: ["key_b"] } })]),
+    ],
+    decision: "deny",
+    codes: ["CONDITION_ERROR"],
+    matched: ["pol_1/require_approval-rule/enforce", "pol_2/require_approval-rule/enforce"],
+    message: /name no approver in common/,
+  },
+  {
+    name: "a monitored approval rule's approvers do not bind",
+    policies: [
+      policy([rule("require_approval")]),
+      policy([rule("require_approval", undefined, { approval: { approvers: ["key_b"] } })], { mode: "monitor" }),
+    ],
+    decision: "require_approval",
+    codes: ["APPROVAL_REQUIRED", "POLICY_MONITORED"],
+    approval: { policyId: "pol_1", ruleId: "require_approval-rule", timeoutSeconds: 3600 },
+  },
+  {
     name: "an allow rule allows",
     policies: [policy([rule("allow")])],
     guardDefault: "deny",

@@ -178,6 +178,7 @@ const reference = (docs: Array<any>, req: RefRequest, guardDefault: "allow" | "d
   const allow: Array<string> = []
   const notes: Array<string> = []
   let approval: unknown
+  const asking: Array<{ pid: string; tag: string; rule: any }> = []
   docs.forEach((doc, i) => {
     const pid = `pol_${i + 1}`
     if (doc.enabled === false) return
@@ -205,15 +206,30 @@ const reference = (docs: Array<any>, req: RefRequest, guardDefault: "allow" | "d
       else if (r.effect === "allow") allow.push(`${code} ${tag}`)
       else {
         approve.push(`${code} ${tag}`)
-        approval ??= {
-          policyId: pid,
-          ruleId: r.id,
-          timeoutSeconds: r.approval?.timeoutSeconds ?? 3600,
-          ...(r.approval?.approvers ? { approvers: r.approval.approvers } : {}),
-        }
+        asking.push({ pid, tag, rule: r })
       }
     }
   })
+  // Every matched approval rule binds the approval: the first names it, the shortest time-out applies, and only a
+  // credential every rule naming approvers names may decide; rules naming nobody in common deny (fail closed).
+  if (deny.length === 0 && asking.length > 0) {
+    let approvers: Array<string> | undefined
+    for (const { tag, rule } of asking) {
+      const named: Array<string> | undefined = rule.approval?.approvers
+      if (named === undefined) continue
+      approvers = approvers === undefined ? [...named] : approvers.filter((x) => named.includes(x))
+      if (approvers.length === 0) {
+        deny.push(`CONDITION_ERROR ${tag}`)
+        break
+      }
+    }
+    approval = {
+      policyId: asking[0]!.pid,
+      ruleId: asking[0]!.rule.id,
+      timeoutSeconds: Math.min(...asking.map((a) => a.rule.approval?.timeoutSeconds ?? 3600)),
+      ...(approvers ? { approvers } : {}),
+    }
+  }
   const [decision, deciding] =
     deny.length > 0
       ? ["deny", deny]

@@ -154,6 +154,34 @@ const sizeOf = (v: unknown): number => {
 
 const firstLine = (e: unknown) => (e instanceof Error ? e.message : String(e)).split("\n")[0]!.trim()
 
+/** The longest run-time error a reason repeats. */
+const RUN_ERROR_MAX = 200
+/** The library's run-time errors whose message ends with the value it could not use (`Invalid duration string: <value>`). */
+const VALUE_CARRYING = new Set([
+  "invalid_duration",
+  "no_such_key",
+  "bool_conversion_error",
+  "invalid_regular_expression",
+])
+
+/**
+ * A run-time error as a reason says it, without the request's data: the value the library names after its first
+ * `: ` is left out unless the expression itself holds it (a key the policy names, `No such key: amount`), and the
+ * whole is cut at {@link RUN_ERROR_MAX}. A reason is recorded in `policy.evaluated` (and `policy.denied`,
+ * `policy.violated`, which webhooks and connectors forward), which never hold the context: `duration(context.s)`
+ * copied up to 32 KiB of it there three times.
+ */
+const runError = (e: unknown, source: string): string => {
+  const { code, summary } = (typeof e === "object" && e !== null ? e : {}) as { code?: unknown; summary?: unknown }
+  let text = typeof summary === "string" ? summary.split("\n")[0]!.trim() : firstLine(e)
+  if (typeof code === "string" && VALUE_CARRYING.has(code)) {
+    const colon = text.indexOf(": ")
+    if (colon >= 0 && !source.includes(text.slice(colon + 2)))
+      text = `${text.slice(0, colon)}: (a value of the request, not shown)`
+  }
+  return text.length > RUN_ERROR_MAX ? `${text.slice(0, RUN_ERROR_MAX)}…` : text
+}
+
 /** Every node under `root` (macro expansions included), each once. */
 const nodesOf = (root: CelNode): Array<CelNode> => {
   const NodeClass = (root as object).constructor
@@ -410,7 +438,7 @@ const compileFresh = (source: string): CompiledCel | string => {
     meter.deep = undefined
     // An exceeded budget wins even when `||`, `&&` or a comprehension absorbed the error.
     if (meter.cost > meter.limit) return `CEL cost limit of ${meter.limit} exceeded`
-    if (error !== undefined) return `CEL error: ${firstLine(error)}`
+    if (error !== undefined) return `CEL error: ${runError(error, source)}`
     if (v === true || v === false) return v
     if (v instanceof Promise) {
       v.catch(() => undefined)

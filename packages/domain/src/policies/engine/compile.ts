@@ -3,7 +3,7 @@ import { type CompiledCondition, compileCondition, conditionCost, EVALUATION_BUD
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
 import { LIMITS, type Mode, type PolicyDocument, type RuleEffect, type RuleEnforcement } from "./language.ts"
-import { type PolicyIssue, validatePolicyDocument } from "./validate.ts"
+import { type PolicyIssue, type PolicyValidation, validatePolicyDocument } from "./validate.ts"
 
 /** A stored policy as the engine takes it. */
 export interface PolicyInput {
@@ -43,6 +43,23 @@ export interface CompiledRule {
   readonly enforce: RuleEnforcement | undefined
 }
 
+/**
+ * What compiling one stored policy version gave: its validation and each rule's compiled condition. A set keeps
+ * them ({@link CompiledPolicySet.compilations}) so that compiling the workspace again (a change to another policy,
+ * the 30 s refresh, a save's budget check) reuses them instead of parsing and checking every CEL expression again:
+ * the process-wide CEL cache holds 4,096 expressions, fewer than one workspace may have, and a workspace of
+ * thousands of distinct expressions recompiled them all, seconds of blocked event loop, at every load.
+ */
+export interface PolicyCompilation {
+  /** The document as compiled, encoded: a row edited in place at the same version is compiled again. */
+  readonly json: string
+  readonly validation: PolicyValidation
+  /** By rule index; undefined for a rule without `when` (and for an invalid document). */
+  readonly conditions: ReadonlyArray<CompiledCondition | undefined>
+}
+
+const compilationKey = (input: PolicyInput) => `${input.id}\u0000${input.version}`
+
 /** The action a policy set costs most on, and the rules that call reaches. */
 export interface WorstCase {
   readonly cost: number
@@ -57,6 +74,12 @@ const costOfRules = (rules: ReadonlyArray<CompiledRule>) => {
   return total
 }
 
+/**
+ * Exact actions × general globs past which `worstCost` stops trying each exact action against each glob and counts
+ * every general rule for it instead (about 50 ms of glob tests at most).
+ */
+const PRECISE_PAIRS = 200_000
+
 /** How many distinct actions keep their candidate rules cached; past it the cache starts over. */
 export const ACTION_CACHE_SIZE = 10_000
 const CACHEABLE_ACTION_LENGTH = 512
@@ -68,6 +91,8 @@ const CACHEABLE_ACTION_LENGTH = 512
 export class CompiledPolicySet {
   readonly policies: ReadonlyArray<CompiledPolicy>
   readonly rules: ReadonlyArray<CompiledRule>
+  /** Each policy version's compilation, by `id \u0000 version`: what the next compilation of the workspace reuses. */
+  readonly compilations: ReadonlyMap<string, PolicyCompilation>
   readonly #exact = new Map<string, Array<CompiledRule>>()
   /** `P.*`, keyed by `P.`. */
   readonly #segment = new Map<string, Array<CompiledRule>>()
@@ -84,8 +109,10 @@ export class CompiledPolicySet {
   constructor(
     policies: ReadonlyArray<CompiledPolicy>,
     rules: ReadonlyArray<{ rule: CompiledRule; actions: ReadonlyArray<string> }>,
+    compilations: ReadonlyMap<string, PolicyCompilation> = new Map(),
   ) {
     this.policies = policies
+    this.compilations = compilations
     this.rules = rules.map((r) => r.rule)
     const push = (map: Map<string, Array<CompiledRule>>, key: string, rule: CompiledRule) => {
       const list = map.get(key)
@@ -162,23 +189,29 @@ export class CompiledPolicySet {
       const cost = costOfRules(rules)
       if (cost > worst.cost) worst = { cost, action, rules }
     }
-    for (const action of this.#exact.keys()) consider(action, this.#lookup(action))
-    const general = this.#general.map((g) => g.rule)
-    const family = (probe: string, shown: string) => {
-      const found = [...this.#lookup(probe).filter((r) => !general.includes(r)), ...general]
-      consider(
-        shown,
-        [...new Set(found)].sort((a, b) => a.ordinal - b.ordinal),
-      )
+    const general = new Set(this.#general.map((g) => g.rule))
+    const generalCost = costOfRules([...general])
+    /** The rules `probe` reaches without the general globs, and every general rule: an upper bound. */
+    const upTo = (probe: string, shown: string) => {
+      const own = this.#lookup(probe, false).filter((r) => !general.has(r))
+      const cost = costOfRules(own) + generalCost
+      if (cost > worst.cost)
+        worst = { cost, action: shown, rules: [...own, ...general].sort((a, b) => a.ordinal - b.ordinal) }
     }
-    family("\u0000", "*")
-    for (const prefix of new Set([...this.#segment.keys(), ...this.#deep.keys()]))
-      family(`${prefix}\u0000`, `${prefix}*`)
+    // Each exact action is tried against each general glob while the pairs stay few; past that, as if every general
+    // glob matched it (the family probes' bound): 50,000 exact actions × 50,000 globs took minutes, at a save's
+    // budget check and at the first guard call after each load.
+    const precise = this.#exact.size * this.#general.length <= PRECISE_PAIRS
+    for (const action of this.#exact.keys())
+      if (precise) consider(action, this.#lookup(action))
+      else upTo(action, action)
+    upTo("\u0000", "*")
+    for (const prefix of new Set([...this.#segment.keys(), ...this.#deep.keys()])) upTo(`${prefix}\u0000`, `${prefix}*`)
     this.#worst = worst
     return worst
   }
 
-  #lookup(action: string): ReadonlyArray<CompiledRule> {
+  #lookup(action: string, withGeneral = true): ReadonlyArray<CompiledRule> {
     const found: Array<CompiledRule> = []
     const add = (list: ReadonlyArray<CompiledRule> | undefined) => {
       if (list) for (const r of list) found.push(r)
@@ -194,7 +227,7 @@ export class CompiledPolicySet {
         }
       }
     }
-    for (const { glob, rule } of this.#general) if (glob.test(action)) found.push(rule)
+    if (withGeneral) for (const { glob, rule } of this.#general) if (glob.test(action)) found.push(rule)
     if (found.length < 2) return found
     found.sort((a, b) => a.ordinal - b.ordinal)
     // A rule with several matching patterns is found once per pattern.
@@ -305,14 +338,24 @@ const invalidStandIn = (input: PolicyInput, issue: PolicyIssue | undefined, ordi
  * validated again (a stored document that no longer validates becomes a fail-closed deny,
  * see {@link invalidStandIn}), conditions become trees for one interpreter, CEL is parsed and checked, and rules are
  * indexed by action. Disabled policies are left out. Order matters only for reporting: it is
- * the order of `matched`, of reasons, and which approval rule's settings apply first.
+ * the order of `matched`, of reasons, and which approval rule names the approval (see `combineApprovals`).
  */
-export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledPolicySet => {
+export const compilePolicies = (
+  policies: ReadonlyArray<PolicyInput>,
+  reuse?: ReadonlyMap<string, PolicyCompilation>,
+): CompiledPolicySet => {
   const compiled: Array<CompiledPolicy> = []
   const rules: Array<{ rule: CompiledRule; actions: ReadonlyArray<string> }> = []
+  const compilations = new Map<string, PolicyCompilation>()
   for (const input of policies) {
-    const validation = validatePolicyDocument(input.document)
+    const key = compilationKey(input)
+    const json = JSON.stringify(input.document) ?? ""
+    const known = compilations.get(key) ?? reuse?.get(key)
+    const hit = known?.json === json ? known : undefined
+    const validation = hit?.validation ?? validatePolicyDocument(input.document)
+    const conditions: Array<CompiledCondition | undefined> = []
     if (!validation.ok) {
+      compilations.set(key, hit ?? { json, validation, conditions })
       const raw = input.document as { enabled?: unknown } | null
       if (typeof raw === "object" && raw !== null && raw.enabled === false) continue
       const standIn = invalidStandIn(input, validation.issues[0], rules.length)
@@ -321,7 +364,10 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
       continue
     }
     const doc = validation.document
-    if (!doc.enabled) continue
+    if (!doc.enabled) {
+      compilations.set(key, hit ?? { json, validation, conditions })
+      continue
+    }
     const policy: CompiledPolicy = {
       id: input.id,
       version: input.version,
@@ -332,9 +378,10 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
       targeted: doc.target !== undefined,
     }
     compiled.push(policy)
-    for (const r of doc.rules) {
+    doc.rules.forEach((r, i) => {
       const rateKey = `${input.id}\u0000${r.id}`
-      const condition = r.when === undefined ? undefined : compileCondition(r.when, rateKey)
+      const condition = hit ? hit.conditions[i] : r.when === undefined ? undefined : compileCondition(r.when, rateKey)
+      conditions.push(condition)
       const rule: CompiledRule = {
         ordinal: rules.length,
         policy,
@@ -374,9 +421,10 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
           r.effect === "deny" && doc.mode === "enforce" && r.enforce ? Object.freeze({ ...r.enforce }) : undefined,
       }
       rules.push({ rule, actions: r.actions })
-    }
+    })
+    compilations.set(key, hit ?? { json, validation, conditions })
   }
-  return new CompiledPolicySet(compiled, rules)
+  return new CompiledPolicySet(compiled, rules, compilations)
 }
 
 /**
@@ -386,8 +434,12 @@ export const compilePolicies = (policies: ReadonlyArray<PolicyInput>): CompiledP
  * when they are part of the excess: a set already over (saved before this check) does not stop
  * unrelated saves; its calls are still held to the budget at run time.
  */
-export const budgetIssues = (others: ReadonlyArray<PolicyInput>, saved: PolicyInput): ReadonlyArray<PolicyIssue> => {
-  const worst = compilePolicies([...others.filter((p) => p.id !== saved.id), saved]).worstCost()
+export const budgetIssues = (
+  others: ReadonlyArray<PolicyInput>,
+  saved: PolicyInput,
+  reuse?: ReadonlyMap<string, PolicyCompilation>,
+): ReadonlyArray<PolicyIssue> => {
+  const worst = compilePolicies([...others.filter((p) => p.id !== saved.id), saved], reuse).worstCost()
   if (worst.cost <= EVALUATION_BUDGET) return []
   const index = new Map(saved.document.rules.map((r, i) => [r.id, i]))
   return worst.rules

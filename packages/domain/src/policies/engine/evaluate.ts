@@ -1,7 +1,7 @@
 import { isJsonObject } from "../../shared/schemas.ts"
 import type { CompiledPolicy, CompiledPolicySet, CompiledRule } from "./compile.ts"
 import { type AgentFacts, ERROR, EVALUATION_BUDGET, type EvalState, evalCondition, FALSE } from "./conditions.ts"
-import type { Decision, DecisionKind, DecisionReason, MatchedRule } from "./Decision.ts"
+import type { ApprovalRequirement, Decision, DecisionKind, DecisionReason, MatchedRule } from "./Decision.ts"
 import type { RateCounter } from "./RateCounter.ts"
 
 /** What is being asked: may this agent do this action, with these details? */
@@ -83,6 +83,54 @@ const overBudget = (rule: CompiledRule, matched: ReadonlyArray<MatchedRule> | un
 })
 
 /**
+ * The approval that satisfies every enforced require_approval rule that matched, not only the first: the first
+ * rule names it (policy, rule), the shortest time-out applies, and when rules name `approvers`, only a credential
+ * every such rule names may decide (the intersection). Otherwise a broader rule matched first (an older policy
+ * asking anyone's approval for `payments.*`) let anyone with `approvals:manage` pass a later rule that names who may
+ * approve (`payments.transfer`, the CFO's key). Rules whose named approvers share nobody cannot be satisfied by one
+ * approval: a `conflict`, denied (fail closed) with `CONDITION_ERROR` naming both rules.
+ */
+const combineApprovals = (
+  rules: ReadonlyArray<CompiledRule>,
+): ApprovalRequirement | { readonly conflict: DecisionReason } => {
+  const first = rules[0]!.approval!
+  if (rules.length === 1) return first
+  let timeoutSeconds = first.timeoutSeconds
+  let approvers: ReadonlyArray<string> | undefined
+  let namedBy: CompiledRule | undefined
+  for (const rule of rules) {
+    const a = rule.approval!
+    if (a.timeoutSeconds < timeoutSeconds) timeoutSeconds = a.timeoutSeconds
+    if (a.approvers === undefined) continue
+    if (approvers === undefined) {
+      approvers = a.approvers
+      namedBy = rule
+      continue
+    }
+    const named = new Set(a.approvers)
+    approvers = approvers.filter((x) => named.has(x))
+    if (approvers.length === 0)
+      return {
+        conflict: {
+          code: "CONDITION_ERROR",
+          message:
+            `rule "${rule.id}" of policy "${rule.policy.name}" and rule "${namedBy!.id}" of policy ` +
+            `"${namedBy!.policy.name}" both require approval but name no approver in common: no approval can ` +
+            "satisfy both; denied (fail closed)",
+          policyId: rule.policy.id,
+          ruleId: rule.id,
+        },
+      }
+  }
+  return {
+    policyId: first.policyId,
+    ruleId: first.ruleId,
+    timeoutSeconds,
+    ...(approvers === undefined ? {} : { approvers }),
+  }
+}
+
+/**
  * Decides a guard request (decision D6). A suspended or deregistered agent is denied before
  * any rule. Otherwise every rule whose actions match and whose policy targets the agent is
  * evaluated (so each rate condition it reaches counts the call once), and enforced matches
@@ -116,7 +164,7 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
   // Enforced matches by effect; a rule that matched by failing closed brings its error reason instead.
   let denies: Array<DecisionReason> | undefined
   let approvals: Array<DecisionReason> | undefined
-  let firstApproval: CompiledRule | undefined
+  let approvalRules: Array<CompiledRule> | undefined
   let allows: Array<DecisionReason> | undefined
   let notes: Array<DecisionReason> | undefined
 
@@ -156,8 +204,11 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     } else if (rule.effect === "require_approval") {
       if (approvals === undefined) {
         approvals = [reason]
-        firstApproval = rule
-      } else approvals.push(reason)
+        approvalRules = [rule]
+      } else {
+        approvals.push(reason)
+        approvalRules!.push(rule)
+      }
     } else if (allows === undefined) allows = [reason]
     else allows.push(reason)
   }
@@ -165,6 +216,12 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
   lastSteps = state.steps
   let decision: DecisionKind
   let deciding: ReadonlyArray<DecisionReason>
+  let approval: ApprovalRequirement | undefined
+  if (denies === undefined && approvalRules !== undefined) {
+    const combined = combineApprovals(approvalRules)
+    if ("conflict" in combined) denies = [combined.conflict]
+    else approval = combined
+  }
   if (denies !== undefined) {
     decision = "deny"
     deciding = denies
@@ -191,6 +248,6 @@ export const evaluate = (set: CompiledPolicySet, request: GuardRequest, env: Eva
     matched: ReadonlyArray<MatchedRule>
     approval?: Decision["approval"]
   } = { decision, allowed: decision === "allow", reasons, matched: matched ?? NOTHING }
-  if (decision === "require_approval" && firstApproval?.approval) result.approval = firstApproval.approval
+  if (decision === "require_approval" && approval !== undefined) result.approval = approval
   return result
 }

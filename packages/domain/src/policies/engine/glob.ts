@@ -143,12 +143,25 @@ export const compileGlob = (source: string): Glob => {
   }
   const run = automaton(tokenize(source))
   const minLength = prefix.length + suffix.length
+  // The longest literal between two stars: a subject that lacks it cannot match. The automaton costs tens of
+  // nanoseconds a character, and the action index tries every such pattern on each action it has not seen: 50,000
+  // patterns like `*3.7.12*` took a second per new 200-character action, which any guard caller chooses.
+  let inner = ""
+  for (const piece of source.slice(first, last + 1).split("*")) if (piece.length > inner.length) inner = piece
   return {
     source,
     kind: "general",
     prefix,
     suffix,
-    // The literal ends rule most subjects out before the automaton runs.
-    test: (s) => s.length >= minLength && s.startsWith(prefix) && s.endsWith(suffix) && run(s),
+    // The literal ends and the longest inner literal rule most subjects out before the automaton runs.
+    test:
+      inner === ""
+        ? (s) => s.length >= minLength && s.startsWith(prefix) && s.endsWith(suffix) && run(s)
+        : (s) =>
+            s.length >= minLength + inner.length &&
+            s.startsWith(prefix) &&
+            s.endsWith(suffix) &&
+            s.includes(inner) &&
+            run(s),
   }
 }

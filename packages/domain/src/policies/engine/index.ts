@@ -8,6 +8,7 @@ export {
   budgetIssues,
   CompiledPolicySet,
   compilePolicies,
+  type PolicyCompilation,
   type PolicyInput,
   type WorstCase,
 } from "./compile.ts"
