@@ -875,12 +875,17 @@ describe("certifications", () => {
       404,
       "CERTIFICATION_NOT_FOUND",
     )
-    expectError(
-      await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, { key: s.key, body: { reason: "" } }),
-      422,
-      "VALIDATION_ERROR",
-      "reason",
-    )
+    // Empty, or only spaces and invisible characters: a reason nobody can read.
+    for (const blank of ["", "   ", "\u200b\u00a0\t"])
+      expectError(
+        await t.call("POST", `/api/v1/compliance/certifications/${cert.id}/revoke`, {
+          key: s.key,
+          body: { reason: blank },
+        }),
+        422,
+        "VALIDATION_ERROR",
+        "reason",
+      )
     expect(await t.chainLength(s.workspaceId)).toBe(before)
 
     const revoked = ok(

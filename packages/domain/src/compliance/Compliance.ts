@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { Cursor, DateTime, Id, Limit, Timestamp } from "../shared/schemas.ts"
+import { Cursor, DateTime, Id, isReadable, Limit, Timestamp } from "../shared/schemas.ts"
 
 export const FrameworkName = Schema.Literals(["eu-ai-act", "gdpr", "soc2"]).annotate({
   description: "the framework whose control catalogue the report applies",
@@ -163,8 +163,9 @@ export const IssueCertification = Schema.Struct({
 export type IssueCertification = typeof IssueCertification.Type
 
 export const RevokeCertification = Schema.Struct({
-  reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(500)).annotate({
-    description: "why, in the operator's words (1–500 characters); recorded in `certification.revoked`",
+  reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(500), isReadable).annotate({
+    description:
+      "why, in the operator's words (1–500 characters, not only whitespace or invisible characters); recorded in `certification.revoked`",
     examples: ["the audit found the approval records incomplete"],
   }),
 }).annotate({ identifier: "RevokeCertification" })
