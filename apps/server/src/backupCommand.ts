@@ -1,10 +1,10 @@
 import { existsSync } from "node:fs"
 import { isAbsolute, join, resolve } from "node:path"
-import { BackupError, backupTo, restoreFrom, runningClusterUrl } from "@agentgov/db"
+import { BackupError, backupTo, EmbeddedPostgresError, restoreFrom, runningClusterUrl } from "@agentgov/db"
 import { loadConfig } from "./config.ts"
 import { configAndLock } from "./dataDirLock.ts"
-import { refuse, refuseStart } from "./startupError.ts"
-import { embeddedClusterDir, startEmbedded } from "./store.ts"
+import { refuse, refuseStart, StartupError } from "./startupError.ts"
+import { embeddedClusterDir, startEmbedded, storeName } from "./store.ts"
 
 /**
  * `npm run cli -- backup <file>` and `restore <file>` (issue 34). With DATABASE_URL, that database.
@@ -30,9 +30,16 @@ export const runBackupCommand = async (
     if (!peek.databaseUrl && command === "backup" && running(peek.dataDir)) return { config: peek, release: () => {} }
     if (!peek.databaseUrl && command === "restore" && running(peek.dataDir))
       refuse(`a server is running on ${peek.dataDir}: stop it, or restore into a new AGENTGOV_DATA_DIR`)
+    // A backup of a directory that holds no cluster would create one there (a mistyped AGENTGOV_DATA_DIR): refused
+    // before anything is written.
+    const cluster = embeddedClusterDir(peek.dataDir)
+    if (!peek.databaseUrl && command === "backup" && !existsSync(join(cluster, "PG_VERSION")))
+      refuse(`${peek.dataDir} holds no store (no ${cluster}): check AGENTGOV_DATA_DIR`)
     return configAndLock()
   })()
   let stop: (() => Promise<void>) | undefined
+  // Said once the cluster this command started is stopped and the lock released (refuse() exits the process).
+  let refusal: string | undefined
   try {
     let url = config.databaseUrl ?? running(config.dataDir)
     if (url === undefined) {
@@ -53,12 +60,17 @@ export const runBackupCommand = async (
             `schema at ${summary.migrations.at(-1) ?? "none"}${command === "restore" ? " (the server applies later migrations at its start)" : ""}${keyHint}\n`,
     )
   } catch (e) {
-    if (e instanceof BackupError) refuse(e.message)
-    throw e
+    // A store that cannot be reached or refuses the connection is the operator's to fix, as at the server's start.
+    const failure = connectionFailure(e)
+    if (e instanceof BackupError) refusal = e.message
+    else if (failure !== undefined) refusal = `${storeName(config)} does not answer: ${failure}`
+    else if (isStartupFailure(e)) refusal = (e as Error).message
+    else throw e
   } finally {
     await stop?.()
     release()
   }
+  if (refusal !== undefined) refuse(refusal)
 }
 
 /** The configuration alone (refused as at start when invalid), without locking the data directory. */
@@ -69,3 +81,20 @@ const configAndLockless = () => {
     return refuseStart(e)
   }
 }
+
+/**
+ * Why the store could not be reached, when that is the failure: the connection refused, timed out, closed or its
+ * host unknown, or PostgreSQL refusing the login or the database (classes 08, 28, 3D). Undefined for anything else.
+ */
+const connectionFailure = (e: unknown): string | undefined => {
+  if (!(e instanceof Error)) return undefined
+  const { code, syscall } = e as { code?: unknown; syscall?: unknown }
+  if (syscall === "connect" || syscall === "getaddrinfo") return e.message
+  if (typeof code !== "string") return undefined
+  if (/^(CONNECT_TIMEOUT|CONNECTION_)/.test(code)) return e.message
+  if (e.name === "PostgresError" && /^(08|28|3D)/.test(code)) return e.message
+  return undefined
+}
+
+/** A failure the operator fixes that the embedded cluster's start reports (as refuseStart says it at the server's). */
+const isStartupFailure = (e: unknown): boolean => e instanceof EmbeddedPostgresError || e instanceof StartupError

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import { isIP } from "node:net"
 import { resolve } from "node:path"
 import {
   DEFAULT_RATE_LIMITS,
@@ -198,6 +199,13 @@ export const urlHostOf = (host: string): string =>
         ? `[${host}]`
         : host
 
+/** An address to listen on: an IP address, or a host name (labels of letters, digits and hyphens). */
+const listenHost = (name: string, value: string, problems: Array<string>): void => {
+  const label = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+  if (isIP(value) === 0 && !(value.length <= 253 && new RegExp(`^${label}(\\.${label})*\\.?$`).test(value)))
+    problems.push(`${name}=${JSON.stringify(value)}: expected an IP address or a host name`)
+}
+
 /**
  * Reads and validates the environment once, at start; every problem is
  * reported together. The only place that reads `process.env`.
@@ -313,9 +321,13 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
   if (!(webhookTimeScale >= 0.00001 && webhookTimeScale <= 1))
     problems.push("AGENTGOV_WEBHOOK_TIME_SCALE: expected a number from 0.00001 to 1 (tests only)")
   const metricsToken = env.AGENTGOV_METRICS_TOKEN === "" ? undefined : env.AGENTGOV_METRICS_TOKEN
-  if (metricsToken !== undefined && (metricsToken.length < MIN_METRICS_TOKEN_LENGTH || /\s/.test(metricsToken)))
+  // Printable ASCII only: a header carries bytes, and a token of other characters arrives as other ones (never matching).
+  if (
+    metricsToken !== undefined &&
+    (metricsToken.length < MIN_METRICS_TOKEN_LENGTH || !/^[\x21-\x7e]+$/.test(metricsToken))
+  )
     problems.push(
-      `AGENTGOV_METRICS_TOKEN: expected at least ${MIN_METRICS_TOKEN_LENGTH} characters without spaces (e.g. openssl rand -hex 24)`,
+      `AGENTGOV_METRICS_TOKEN: expected at least ${MIN_METRICS_TOKEN_LENGTH} printable ASCII characters without spaces (e.g. openssl rand -hex 24)`,
     )
   const metricsPort =
     env.AGENTGOV_METRICS_PORT === undefined || env.AGENTGOV_METRICS_PORT === ""
@@ -325,15 +337,36 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     env.AGENTGOV_METRICS_HOST && env.AGENTGOV_METRICS_HOST !== "" ? env.AGENTGOV_METRICS_HOST : "127.0.0.1"
   if (env.AGENTGOV_METRICS_HOST && metricsPort === undefined)
     problems.push("AGENTGOV_METRICS_HOST: applies only with AGENTGOV_METRICS_PORT")
+  else if (env.AGENTGOV_METRICS_HOST) listenHost("AGENTGOV_METRICS_HOST", metricsHost, problems)
   const tracing = tracingWanted(env)
   // An endpoint the exporter cannot use would switch tracing on and export nothing, silently.
   if (tracing)
     for (const name of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
       url(name, ["http:", "https:"])
   const host = env.HOST && env.HOST !== "" ? env.HOST : "127.0.0.1"
+  if (env.HOST) listenHost("HOST", host, problems)
+  // The same port on the same address (or on every address) cannot be bound twice; on two addresses it can.
+  const everywhere = (h: string) => h === "0.0.0.0" || h === "::"
+  if (
+    metricsPort !== undefined &&
+    metricsPort !== 0 &&
+    metricsPort === port &&
+    (metricsHost === host || everywhere(metricsHost) || everywhere(host))
+  )
+    problems.push(
+      `AGENTGOV_METRICS_PORT=${JSON.stringify(env.AGENTGOV_METRICS_PORT)}: the API's PORT on the same address; choose another, or unset it to serve /metrics on the API's port`,
+    )
+  const givenPublicUrl = url("AGENTGOV_PUBLIC_URL", ["http:", "https:"])
+  if (givenPublicUrl !== undefined) {
+    // The tokens' issuer and the base of every link (sign-in, invitations, OAuth callbacks): paths are appended to it.
+    const u = new URL(givenPublicUrl)
+    if (u.search !== "" || u.hash !== "" || givenPublicUrl.includes("?") || givenPublicUrl.includes("#"))
+      problems.push("AGENTGOV_PUBLIC_URL: expected no query (?) or fragment (#): links are built by appending paths")
+    if (u.username !== "" || u.password !== "")
+      problems.push("AGENTGOV_PUBLIC_URL: expected no user or password in it: it is shown in links and tokens")
+  }
   const publicUrl =
-    url("AGENTGOV_PUBLIC_URL", ["http:", "https:"]) ??
-    `http://${host === "0.0.0.0" || host === "::" ? "localhost" : urlHostOf(host)}:${port}`
+    givenPublicUrl ?? `http://${host === "0.0.0.0" || host === "::" ? "localhost" : urlHostOf(host)}:${port}`
 
   const config: ServerConfig = {
     port,

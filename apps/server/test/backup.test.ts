@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process"
-import { copyFileSync, existsSync, rmSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { runningClusterUrl } from "@agentgov/db"
@@ -141,11 +142,54 @@ describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
     const fresh = join(dir, "fresh")
     const bad = await cli(fresh, "restore", junk)
     expect(bad.code).toBe(2)
+    // Refused after the cluster it started was stopped and its lock released (third pass: the lock stayed).
+    expect(existsSync(join(fresh, "agentgov.pid"))).toBe(false)
+    expect(runningClusterUrl(join(fresh, "pg"))).toBeUndefined()
     const server = await spawnServer({ AGENTGOV_DATA_DIR: fresh })
     const busy = await cli(fresh, "restore", file)
     expect(busy.code).toBe(2)
     expect(busy.stderr).toMatch(/running/)
     server.proc.kill("SIGTERM")
     await server.exited
+  })
+})
+
+describe("the backup commands' refusals (third pass)", () => {
+  it.skipIf(process.platform !== "linux")(
+    "a backup of a data directory that holds no store creates none there (a mistyped AGENTGOV_DATA_DIR)",
+    async () => {
+      const base = reachableTempDir("agentgov-typo-")
+      try {
+        const typo = join(base, "dtaa")
+        const r = await runCliToExit({ AGENTGOV_DATA_DIR: typo }, ["backup", join(base, "b.gz")])
+        expect(r.code, r.stderr).toBe(2)
+        expect(r.stderr.trim()).toBe(
+          `agentgov: ${typo} holds no store (no ${join(typo, "pg")}): check AGENTGOV_DATA_DIR`,
+        )
+        expect(existsSync(typo)).toBe(false)
+        // A directory that exists but holds no cluster: refused alike, and left as it was (no lock file).
+        mkdirSync(typo)
+        const again = await runCliToExit({ AGENTGOV_DATA_DIR: typo }, ["backup", join(base, "b.gz")])
+        expect(again.code, again.stderr).toBe(2)
+        expect(readdirSync(typo)).toEqual([])
+      } finally {
+        rmSync(base, { recursive: true, force: true })
+      }
+    },
+  )
+
+  it("say in one line that a DATABASE_URL does not answer, without its password, rather than a stack trace", async () => {
+    const out = join(tmpdir(), `agentgov-unreachable-${process.pid}.gz`)
+    const env = { DATABASE_URL: "postgres://postgres:hunter2secret@127.0.0.1:1/agentgov" }
+    const backup = await runCliToExit(env, ["backup", out])
+    expect(backup.code, backup.stderr).toBe(2)
+    expect(backup.stderr.trim()).toBe(
+      "agentgov: the PostgreSQL at 127.0.0.1:1/agentgov (DATABASE_URL) does not answer: connect ECONNREFUSED 127.0.0.1:1",
+    )
+    expect(existsSync(`${out}.partial`)).toBe(false)
+    const restore = await runCliToExit(env, ["restore", fileURLToPath(import.meta.url)])
+    expect(restore.code, restore.stderr).toBe(2)
+    expect(restore.stderr.trim()).toMatch(/^agentgov: .*ECONNREFUSED 127\.0\.0\.1:1$/)
+    for (const r of [backup, restore]) expect(r.stderr).not.toContain("hunter2secret")
   })
 })

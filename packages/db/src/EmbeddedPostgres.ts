@@ -8,6 +8,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -153,6 +154,28 @@ const commandLine = (pid: number): string | undefined => {
   }
 }
 
+/**
+ * Whether the process `pid` may be a postmaster on `dir`: its command line names the directory (as given, or the
+ * same directory by another path, such as through a link), or cannot be read.
+ */
+const servesDirectory = (pid: number, dir: string): boolean => {
+  const cmd = commandLine(pid)
+  if (cmd === undefined || cmd.includes(dir)) return true
+  let args: Array<string>
+  try {
+    args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+  } catch {
+    return false
+  }
+  const at = args.indexOf("-D")
+  if (at < 0 || args[at + 1] === undefined) return false
+  try {
+    return realpathSync(args[at + 1]!) === realpathSync(dir)
+  } catch {
+    return false
+  }
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 const waitGone = async (pid: number, ms: number) => {
@@ -178,9 +201,8 @@ export const stopLeftoverPostmaster = async (dir: string): Promise<void> => {
     return
   }
   if (pid > 0 && processAlive(pid)) {
-    const cmd = commandLine(pid)
     // One process owns the data directory (the caller's lock), so a postmaster on it is a leftover of ours.
-    if (cmd === undefined || cmd.includes(dir)) {
+    if (servesDirectory(pid, dir)) {
       process.kill(pid, "SIGINT")
       if (!(await waitGone(pid, STOP_TIMEOUT_MS))) {
         process.kill(pid, "SIGQUIT")
@@ -247,6 +269,33 @@ const initialise = (bin: Binaries, dir: string, user: RunAs | undefined, ephemer
 const WATCHDOG =
   'exec 3<&0; "$@" </dev/null 3<&- & pid=$!; (read _ <&3; kill -INT "$pid" 2>/dev/null) & exec 3<&-; wait "$pid"'
 
+/**
+ * A cluster made by another major version of PostgreSQL (an older release of this service, or a directory copied
+ * from elsewhere) does not start on these binaries: refused with what to do, rather than with PostgreSQL's log.
+ */
+const checkMajorVersion = (bin: Binaries, dir: string) => {
+  let made: string
+  try {
+    made = readFileSync(join(dir, "PG_VERSION"), "utf8").trim()
+  } catch {
+    return
+  }
+  let embedded: string | undefined
+  try {
+    embedded = /\(PostgreSQL\) (\d+)/.exec(
+      execFileSync(bin.postgres, ["--version"], { encoding: "utf8", stdio: "pipe" }),
+    )?.[1]
+  } catch {
+    return
+  }
+  if (embedded === undefined || made === embedded) return
+  throw new EmbeddedPostgresError(
+    `${dir} holds a PostgreSQL ${made} cluster; this release embeds PostgreSQL ${embedded}: back up its store with ` +
+      `the release that made it (npm run cli -- backup <file>) and restore that into a new AGENTGOV_DATA_DIR with ` +
+      `this one (npm run cli -- restore <file>)`,
+  )
+}
+
 /** Starts the cluster in `dir`, creating it first when needed; resolves once it accepts connections. */
 export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> => {
   if (process.platform === "win32")
@@ -257,6 +306,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
   const user = runAs(dir)
   if (user) checkReachable(dir, user)
   await stopLeftoverPostmaster(dir)
+  checkMajorVersion(bin, dir)
   if (!existsSync(join(dir, "PG_VERSION"))) {
     if (existsSync(dir) && readdirSync(dir).length > 0)
       throw new EmbeddedPostgresError(`${dir} is neither empty nor a PostgreSQL cluster`)
@@ -340,7 +390,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
 
 /**
  * The URL of the cluster in `dir` when a PostgreSQL is running on it and ready (its `postmaster.pid`
- * names a live process), else undefined: how the operator CLI reaches the store of a running server
+ * names a live process whose command line names `dir`), else undefined: how the operator CLI reaches the store of a running server
  * (a backup while it serves) without starting a second PostgreSQL on the same directory.
  */
 export const runningClusterUrl = (dir: string): string | undefined => {
@@ -352,6 +402,9 @@ export const runningClusterUrl = (dir: string): string | undefined => {
   }
   const pid = Number(lines[0])
   if (!(pid > 0) || !processAlive(pid) || lines[7]?.trim() !== "ready") return undefined
+  // A file left by a crash whose pid is now another process's (a container's pids repeat) names no cluster: the
+  // postmaster's command line names its directory, as stopLeftoverPostmaster checks.
+  if (!servesDirectory(pid, dir)) return undefined
   const port = lines[3]!.trim()
   const socketDir = lines[4]?.trim() ?? ""
   if (socketDir !== "") return `postgresql://postgres@localhost:${port}/postgres?host=${encodeURIComponent(socketDir)}`

@@ -1,4 +1,15 @@
-import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs"
+import {
+  closeSync,
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  renameSync,
+  rmSync,
+} from "node:fs"
+import { dirname } from "node:path"
 import { Readable, Transform, type Writable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import { createGunzip, createGzip } from "node:zlib"
@@ -77,10 +88,76 @@ const storeSchema = async (tx: postgres.TransactionSql): Promise<string> => {
   return row.schema
 }
 
-/** Writes a backup of the database at `url` to `file` (written beside it, then renamed into place). */
+/** Why a backup could not be written, in an operator's words. */
+const unwritable = (e: unknown): string => {
+  const code = (e as { code?: unknown }).code
+  if (code === "ENOSPC" || code === "EDQUOT") return "the disk is full"
+  if (code === "ENOENT" || code === "ENOTDIR") return "no such directory"
+  if (code === "EACCES" || code === "EPERM") return "permission denied"
+  if (code === "EROFS") return "the file system is read-only"
+  if (code === "EISDIR") return "it is a directory"
+  return e instanceof Error ? e.message : String(e)
+}
+
+/** A failure of the file's own writing (not of the connection: a refused or missing socket has a code and a syscall too). */
+const FILE_CALLS = new Set(["open", "write", "writev", "fsync", "fdatasync", "close", "link", "rename", "unlink"])
+const isFileError = (e: unknown): boolean =>
+  typeof (e as { code?: unknown }).code === "string" && FILE_CALLS.has(String((e as { syscall?: unknown }).syscall))
+
+/** Makes a rename or link in `dir` durable (best effort: some file systems refuse to fsync a directory). */
+const syncDirectory = (dir: string) => {
+  try {
+    const fd = openSync(dir, "r")
+    try {
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
+  } catch {
+    // not supported here
+  }
+}
+
+/**
+ * Puts the finished `partial` at `file` unless something is there already (a backup never overwrites, even a file
+ * that appeared while it wrote): a hard link fails when the name is taken, where a rename would replace it.
+ */
+const publish = (partial: string, file: string) => {
+  try {
+    linkSync(partial, file)
+    rmSync(partial, { force: true })
+  } catch (e) {
+    const code = (e as { code?: unknown }).code
+    if (code === "EEXIST") throw new BackupError(`${file} exists: choose a new file (a backup never overwrites)`)
+    // A file system without hard links: the rename, after a last look.
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "EMLINK") throw e
+    if (existsSync(file)) throw new BackupError(`${file} exists: choose a new file (a backup never overwrites)`)
+    renameSync(partial, file)
+  }
+  syncDirectory(dirname(file))
+}
+
+/**
+ * Writes a backup of the database at `url` to `file`: into `<file>.partial`, created here (a `.partial` already
+ * there, such as a planted link or a second backup writing it, is refused and left alone), flushed to disk, then
+ * linked into place. A failure to write (no such directory, a full disk) is a BackupError and leaves no `.partial`.
+ */
 export const backupTo = async (url: string, file: string): Promise<BackupSummary> => {
-  const sql = connect(url)
   const partial = `${file}.partial`
+  let fd: number
+  try {
+    // O_EXCL: never through a link, never over a file; first, so a path that cannot be written touches no database.
+    fd = openSync(partial, "wx", 0o600)
+  } catch (e) {
+    if ((e as { code?: unknown }).code === "EEXIST")
+      throw new BackupError(
+        `${partial} exists: another backup is writing it, or one was cut short; remove it, or choose another file`,
+      )
+    throw new BackupError(`cannot write ${file}: ${unwritable(e)}`)
+  }
+  let open = true
+  let gzipped: ReturnType<typeof createGzip> | undefined
+  const sql = connect(url)
   let rows = 0
   let tables = 0
   let migrations: ReadonlyArray<string> = []
@@ -107,9 +184,17 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
         sequences: sequences.map((s) => ({ name: s.name, value: s.value, called: s.called })),
       }
       const gzip = createGzip()
-      const out = pipeline(gzip, createWriteStream(partial, { mode: 0o600 }))
-      const write = (chunk: string | Buffer) =>
-        gzip.write(chunk) ? Promise.resolve() : new Promise<void>((r) => gzip.once("drain", () => r()))
+      gzipped = gzip
+      // The stream owns the descriptor from here: it flushes it to disk and closes it (or closes it on a failure).
+      const out = pipeline(gzip, createWriteStream("", { fd, flush: true }))
+      open = false
+      // A write that fails (a full disk) ends the pipeline: the writes waiting for a drain that never comes fail with it.
+      const failed = new Promise<never>((_, reject) => out.catch(reject))
+      failed.catch(() => {})
+      const write = (chunk: string | Buffer): Promise<void> =>
+        gzip.write(chunk)
+          ? Promise.resolve()
+          : Promise.race([new Promise<void>((r) => gzip.once("drain", () => r())), failed])
       await write(`${JSON.stringify(header)}\n`)
       for (const t of columns) {
         await write(`${JSON.stringify({ table: t.table, columns: t.columns })}\n`)
@@ -128,10 +213,15 @@ export const backupTo = async (url: string, file: string): Promise<BackupSummary
       gzip.end()
       await out
     })
-    renameSync(partial, file)
+    // On disk (the stream's flush) before it is named: a backup reported made survives a power cut.
+    publish(partial, file)
     return { tables, rows, migrations }
   } catch (e) {
+    // A failure of the store mid-way: the stream is ended too, which closes its descriptor.
+    gzipped?.destroy()
+    if (open) closeSync(fd)
     rmSync(partial, { force: true })
+    if (isFileError(e)) throw new BackupError(`cannot write ${file}: ${unwritable(e)}`)
     throw e
   } finally {
     await sql.end()

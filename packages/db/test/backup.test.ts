@@ -1,5 +1,6 @@
+import { spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync, gzipSync } from "node:zlib"
@@ -298,5 +299,89 @@ describe("a store in a schema of its own", { timeout: 60_000 }, () => {
     expect(String(await refusal(other, out))).toMatch(
       new RegExp(`not empty \\(${stored} tables in schema agentgov_other\\)`),
     )
+  })
+})
+
+/**
+ * Where `backupTo` writes (the third pass): the file it is asked for, through a `.partial` beside it that it creates
+ * itself (never one that is there already: a planted link, or a second backup writing it at once), and a failure to
+ * write (no such directory, a full disk) is a BackupError in one line that leaves no `.partial` behind.
+ */
+describe("backupTo's file", { timeout: 60_000 }, () => {
+  it("refuses a file in a directory that does not exist, in one line, leaving nothing", async () => {
+    const out = join(dir, "no-such-dir", "b.gz")
+    const e = await backupTo(source.url, out).then(
+      () => undefined,
+      (x: unknown) => x,
+    )
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/cannot write .*no-such-dir.*: no such directory/)
+    expect(existsSync(`${out}.partial`)).toBe(false)
+  })
+
+  it("says a store it cannot reach is unreachable, not that the file cannot be written", async () => {
+    const out = join(dir, "unreachable.gz")
+    const e = await backupTo("postgres://postgres@127.0.0.1:1/postgres", out).then(
+      () => undefined,
+      (x: unknown) => x,
+    )
+    expect(String((e as Error).message)).not.toMatch(/cannot write/)
+    expect((e as { code?: string }).code).toBe("ECONNREFUSED")
+    expect(existsSync(`${out}.partial`)).toBe(false)
+  })
+
+  it("does not write through a link planted at its .partial, nor over a file there", async () => {
+    const victim = join(dir, "victim.txt")
+    writeFileSync(victim, "precious")
+    const out = join(dir, "planted.gz")
+    symlinkSync(victim, `${out}.partial`)
+    const e = await backupTo(source.url, out).then(
+      () => undefined,
+      (x: unknown) => x,
+    )
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/planted\.gz\.partial exists/)
+    expect(readFileSync(victim, "utf8")).toBe("precious")
+    expect(existsSync(out)).toBe(false)
+    // The leftover is the operator's to look at: it is not removed.
+    expect(lstatSync(`${out}.partial`).isSymbolicLink()).toBe(true)
+  })
+
+  it("never replaces a file that appeared at its name while it wrote", async () => {
+    const out = join(dir, "raced.gz")
+    const made = backupTo(source.url, out)
+    writeFileSync(out, "someone else's")
+    const e = await made.then(
+      () => undefined,
+      (x: unknown) => x,
+    )
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/raced\.gz exists/)
+    expect(readFileSync(out, "utf8")).toBe("someone else's")
+    expect(existsSync(`${out}.partial`)).toBe(false)
+  })
+
+  // A full disk: a tmpfs of one page (root only, where mounting is allowed).
+  const tiny = join(dir, "tiny")
+  const mounted = (() => {
+    if (process.platform !== "linux" || process.getuid?.() !== 0) return false
+    mkdirSync(tiny, { recursive: true })
+    return spawnSync("mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", tiny]).status === 0
+  })()
+  afterAll(() => {
+    if (mounted) spawnSync("umount", [tiny])
+  })
+  it.skipIf(!mounted)("refuses a full disk in one line, leaving no .partial", async () => {
+    // One byte takes the tmpfs's only page: the backup's first write finds the disk full.
+    writeFileSync(join(tiny, "filler"), "x")
+    const out = join(tiny, "full.gz")
+    const e = await backupTo(source.url, out).then(
+      () => undefined,
+      (x: unknown) => x,
+    )
+    expect(e).toBeInstanceOf(BackupError)
+    expect(String((e as Error).message)).toMatch(/cannot write .*full\.gz: the disk is full/)
+    expect(existsSync(`${out}.partial`)).toBe(false)
+    expect(existsSync(out)).toBe(false)
   })
 })
