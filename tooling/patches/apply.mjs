@@ -102,5 +102,6 @@ if (existsSync(dir)) {
     if (patchFile(join(dir, base, "connection.js"), postgres.connection)) applied++
     if (patchFile(join(dir, base, "index.js"), postgres.index)) applied++
   }
-  if (applied > 0) console.log(`patches: postgres ${version}: closed connections no longer crash the process (${applied} files)`)
+  if (applied > 0)
+    console.log(`patches: postgres ${version}: closed connections no longer crash the process (${applied} files)`)
 }
