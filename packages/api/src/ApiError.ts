@@ -253,6 +253,20 @@ export const toApiError = (e: DomainError): ApiError => (mapping[e._tag] as (e: 
 
 export const internalError = () => new ApiError(500, "INTERNAL_ERROR", "internal error")
 
+/**
+ * The database could not be reached (down, restarting, the connection lost): retried by the client after a moment.
+ * Whether a write that was under way when the connection went was stored is not known: retried with the same
+ * Idempotency-Key (as the SDK sends), it is stored once.
+ */
+export const storeUnavailable = () =>
+  new ApiError(
+    503,
+    "STORE_UNAVAILABLE",
+    "the database cannot be reached now; try again in a moment (a write with the same Idempotency-Key)",
+    undefined,
+    { "retry-after": "1" },
+  )
+
 /** `rules[2].when.all[0].op` from ["rules", 2, "when", "all", 0, "op"]. */
 export const formatPath = (path: ReadonlyArray<PropertyKey | { key: PropertyKey }>): string => {
   let out = ""

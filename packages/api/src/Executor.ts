@@ -16,11 +16,12 @@ import {
   type Scope,
   SdkTokens,
   Sessions,
+  storeUnreachable,
 } from "@agentgov/domain"
 import { Cause, Effect, Exit, type ManagedRuntime, type Schema, SchemaIssue, type StandardSchema } from "effect"
 import * as SchemaParser from "effect/SchemaParser"
 import * as SqlClient from "effect/sql/SqlClient"
-import { ApiError, type DomainError, formatPath, internalError, toApiError } from "./ApiError.ts"
+import { ApiError, type DomainError, formatPath, internalError, storeUnavailable, toApiError } from "./ApiError.ts"
 import { type FastHandler, type Operation, type OperationContext, PUBLIC_ACTOR } from "./Operation.ts"
 
 export type Runtime = ManagedRuntime.ManagedRuntime<DomainServices | SqlClient.SqlClient, never>
@@ -125,9 +126,9 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     const failure = exit.cause.reasons.find(Cause.isFailReason)
     if (failure)
       return { ok: false, error: failure.error instanceof ApiError ? failure.error : toApiError(failure.error) }
-    // A defect: log the cause here, answer a generic 500.
+    // A defect: log the cause here, answer a generic 500; the store out of reach, a 503 the client retries.
     log.error("operation failed", { ...context, cause: Cause.pretty(exit.cause) })
-    return { ok: false, error: internalError() }
+    return { ok: false, error: storeUnreachable(Cause.squash(exit.cause)) ? storeUnavailable() : internalError() }
   }
 
   let hot:

@@ -17,7 +17,8 @@ const COMMON_ERRORS: Record<string, string> = {
   "422": "Body failed its schema (VALIDATION_ERROR, `details.field` names the field)",
   "429": "Rate limit exceeded (RATE_LIMITED, `Retry-After`)",
   "500": "Internal error (INTERNAL_ERROR)",
-  "503": "The server is starting and routes nothing yet (NOT_READY, `Retry-After`)",
+  "503":
+    "The server is starting and routes nothing yet (NOT_READY, `Retry-After`), or its database cannot be reached now (STORE_UNAVAILABLE, `Retry-After`)",
 }
 
 const errorEnvelope: Json = {

@@ -61,6 +61,11 @@ export const openPostgres = (options: PostgresOptions) =>
       return postgres(target.url, {
         ...(target.host ? { host: target.host } : {}),
         max: options.max ?? 10,
+        // Reconnect attempts at most a second apart (postgres.js backs off up to 20 s after repeated failures): once
+        // PostgreSQL is back from a restart or an outage the pool serves within a second, and a request made during
+        // the outage waits for one attempt, not for the backoff. A connection that gets no answer fails after 10 s.
+        backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
+        connect_timeout: 10,
         onnotice: () => {},
         types: {
           bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },

@@ -13,4 +13,4 @@ export {
 } from "./EmbeddedPostgres.ts"
 export { loadMigrations, type Migration, MigrationRefused, migrate } from "./migrate.ts"
 export * as PostgresClient from "./PostgresClient.ts"
-export { toSqlError, uniqueViolation } from "./sqlErrors.ts"
+export { storeUnreachable, toSqlError, uniqueViolation } from "./sqlErrors.ts"

@@ -27,13 +27,32 @@ export const toSqlError = (cause: unknown, operation = "query"): SqlError => {
   return new SqlError({ reason: classify(code, err?.constraint ?? err?.constraint_name, props) })
 }
 
+/**
+ * A connection that could not be made or was lost, as postgres.js and Node name it (they carry no SQLSTATE), beside
+ * PostgreSQL's own classes 08 (connection exception) and 57P (the server shutting down, restarting or not yet up).
+ */
+const CONNECTION_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "CONNECT_TIMEOUT",
+  "CONNECTION_CLOSED",
+  "CONNECTION_DESTROYED",
+  "CONNECTION_ENDED",
+])
+
 const classify = (
   code: string | undefined,
   constraint: unknown,
   props: { cause: unknown; message: string; operation: string },
 ): SqlErrorReason => {
   if (code === undefined) return new UnknownError(props)
-  if (code.startsWith("08")) return new ConnectionError(props)
+  if (code.startsWith("08") || code.startsWith("57P") || CONNECTION_CODES.has(code)) return new ConnectionError(props)
   if (code.startsWith("28")) return new AuthenticationError(props)
   if (code === "42501") return new AuthorizationError(props)
   if (code.startsWith("42")) return new SqlSyntaxError(props)
@@ -54,3 +73,7 @@ const classify = (
 /** The constraint name of a unique violation, or undefined for any other error. */
 export const uniqueViolation = (error: SqlError): string | undefined =>
   error.reason._tag === "UniqueViolation" ? error.reason.constraint : undefined
+
+/** Whether a failure is the store being out of reach (down, restarting, the connection lost): `ConnectionError`. */
+export const storeUnreachable = (error: unknown): boolean =>
+  error instanceof SqlError && error.reason._tag === "ConnectionError"

@@ -44,6 +44,8 @@ import { WebhookService } from "./webhooks/WebhookService.ts"
 import { WorkspaceRepo } from "./workspaces/WorkspaceRepo.ts"
 import { WorkspaceService } from "./workspaces/WorkspaceService.ts"
 
+/** The store out of reach (down, restarting, the connection lost): the API answers 503 STORE_UNAVAILABLE. */
+export { storeUnreachable } from "@agentgov/db"
 export { BADGE_TYP, canonicalize, chainHash, GENESIS_HASH } from "@agentgov/verifier"
 export * from "./agents/Agent.ts"
 export * from "./agents/AgentErrors.ts"

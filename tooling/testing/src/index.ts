@@ -1,2 +1,3 @@
+export { cuttableProxy } from "./proxy.ts"
 export { clusterUrl, pgConnect, reachableTempDir, withDatabase } from "./templates.ts"
 export { type EmptyDatabase, makeEmptyDatabase, makeTestStore, type TestStore } from "./testStore.ts"
