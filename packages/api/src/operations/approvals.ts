@@ -63,8 +63,8 @@ export const approvalOperations = [
     tag,
     summary: "Approve or deny",
     description:
-      "Decides a pending approval once; a decided or expired one is 409 `APPROVAL_NOT_PENDING`. When the approval names `approvers`, only those credentials may decide. Agent keys never decide. Emits `approval.decided`.",
-    errors: ["APPROVAL_NOT_FOUND", "APPROVAL_NOT_PENDING"],
+      "Decides a pending approval once; a decided or expired one is 409 `APPROVAL_NOT_PENDING`. When the approval names `approvers`, only those credentials may decide. Agent keys never decide. A pending approval of a deregistered agent is 409 `AGENT_DEREGISTERED` (it reads as pending until it expires). Emits `approval.decided`.",
+    errors: ["APPROVAL_NOT_FOUND", "APPROVAL_NOT_PENDING", "AGENT_DEREGISTERED"],
     input: idAnd(DecideApproval),
     output: Approval,
     handler: ({ id, ...input }, actor) => ApprovalService.use((s) => s.decide(actor, id, input)),

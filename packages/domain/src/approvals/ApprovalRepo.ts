@@ -114,8 +114,10 @@ export class ApprovalRepo extends Context.Service<
     ) => Effect.Effect<Approval | undefined>
     /** How many approvals of the agent await a decision at `now`, counted up to `max`. */
     readonly countPending: (workspaceId: string, agentId: string, now: string, max: number) => Effect.Effect<number>
-    /** Workspaces that have pending approvals past their expiry at `now`. */
-    readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
+    /** Workspaces that have pending approvals past their expiry at `now`, and whether each is deleted. */
+    readonly workspacesWithExpired: (
+      now: string,
+    ) => Effect.Effect<ReadonlyArray<{ readonly workspaceId: string; readonly deleted: boolean }>>
     /** Records the expiry of a workspace's pending approvals past `now` (up to a batch); returns them. */
     readonly expire: (workspaceId: string, now: string) => Effect.Effect<ReadonlyArray<Approval>>
   }
@@ -205,9 +207,11 @@ export class ApprovalRepo extends Context.Service<
             Effect.orDie,
           ),
         workspacesWithExpired: (now) =>
-          sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM approvals
-              WHERE status = 'pending' AND expires_at <= ${now}::timestamptz`.pipe(
-            Effect.map((rows) => rows.map((r) => r.workspace_id)),
+          sql<{ workspace_id: string; deleted: boolean }>`SELECT d.workspace_id, w.deleted_at IS NOT NULL AS deleted
+              FROM (SELECT DISTINCT workspace_id FROM approvals
+                WHERE status = 'pending' AND expires_at <= ${now}::timestamptz) d
+              JOIN workspaces w ON w.id = d.workspace_id`.pipe(
+            Effect.map((rows) => rows.map((r) => ({ workspaceId: r.workspace_id, deleted: r.deleted }))),
             Effect.orDie,
           ),
         // SKIP LOCKED: an approval being decided right now is left to its decision (which then finds it

@@ -164,7 +164,7 @@ export class ApprovalService extends Context.Service<
       input: DecideApproval,
     ) => Effect.Effect<
       Approval,
-      ApprovalNotFound | ApprovalNotPending | ApproverNotListed | InvalidInput | PermissionDenied
+      ApprovalNotFound | ApprovalNotPending | ApproverNotListed | AgentDeregistered | InvalidInput | PermissionDenied
     >
     /** Records the expiry of undecided approvals past `expiresAt` (`approval.decided`, denied); returns how many. */
     readonly expireDue: Effect.Effect<number>
@@ -249,7 +249,10 @@ export class ApprovalService extends Context.Service<
         yield* checkTimeout(timeoutSeconds)
         return yield* tx(
           Effect.gen(function* () {
-            const agent = yield* agents.find(actor.workspaceId, input.agentId)
+            // The agent's row lock (the order a deregistration and an enforcement take: the agent, then the chain
+            // head): a request racing a deregistration (or the workspace's deletion) waits for it and is refused,
+            // rather than recording `approval.requested` after `agent.deregistered`.
+            const agent = yield* agents.findForUpdate(actor.workspaceId, input.agentId)
             if (!agent) return yield* new AgentNotFound({ agentId: input.agentId })
             if (agent.status === "deregistered") return yield* new AgentDeregistered({ agentId: input.agentId })
             return yield* insert(actor, {
@@ -392,6 +395,14 @@ export class ApprovalService extends Context.Service<
             )
               return yield* new ApproverNotListed({ approvalId: id })
             const now = yield* nowMs
+            // A deregistered agent can no longer act: its approval is not decided (as none can be requested for
+            // it), so that no `approval.decided` says an agent that is gone may go ahead. It reads as pending until
+            // it expires. (A plain read: locking the agent here could deadlock with a guard call holding the
+            // approval; a deregistration committing meanwhile leaves only a decision nobody can use.)
+            if (present(current, now).status === "pending") {
+              const agent = yield* agents.find(actor.workspaceId, current.agentId)
+              if (agent?.status === "deregistered") return yield* new AgentDeregistered({ agentId: current.agentId })
+            }
             const decided = yield* repo.decide(actor.workspaceId, id, {
               status: input.decision,
               decidedBy: actor.credential.id,
@@ -428,11 +439,14 @@ export class ApprovalService extends Context.Service<
       const expireDue = Effect.gen(function* () {
         const now = isoOf(yield* nowMs)
         let count = 0
-        for (const workspaceId of yield* repo.workspacesWithExpired(now)) {
+        for (const { workspaceId, deleted } of yield* repo.workspacesWithExpired(now)) {
           count += yield* tx(
             Effect.gen(function* () {
               const expired = yield* repo.expire(workspaceId, now)
               if (expired.length === 0) return 0
+              // A deleted workspace's trail ends with `workspace.deleted` (and its webhooks would be sent anything
+              // appended after it): its approvals are recorded as expired, as they read, with no event.
+              if (deleted) return expired.length
               yield* audit.append(
                 yield* systemIn(workspaceId),
                 expired.map((a) => ({

@@ -128,8 +128,10 @@ export class EnforcementRepo extends Context.Service<
       ruleId: string,
       since: string,
     ) => Effect.Effect<number>
-    /** Workspaces holding enforcements in force whose expiry has passed at `now`. */
-    readonly workspacesWithExpired: (now: string) => Effect.Effect<ReadonlyArray<string>>
+    /** Workspaces holding enforcements in force whose expiry has passed at `now`, and whether each is deleted. */
+    readonly workspacesWithExpired: (
+      now: string,
+    ) => Effect.Effect<ReadonlyArray<{ readonly workspaceId: string; readonly deleted: boolean }>>
     /**
      * Locks a workspace's enforcements in force whose expiry has passed (up to a batch), skipping rows
      * another transaction holds, and marks them `expired` as of their expiry; returns them as they were.
@@ -230,9 +232,10 @@ export class EnforcementRepo extends Context.Service<
             Effect.orDie,
           ),
         workspacesWithExpired: (now) =>
-          sql<{ workspace_id: string }>`SELECT DISTINCT workspace_id FROM enforcements
-              WHERE ${lapsedBy(sql, now)}`.pipe(
-            Effect.map((rows) => rows.map((r) => r.workspace_id)),
+          sql<{ workspace_id: string; deleted: boolean }>`SELECT d.workspace_id, w.deleted_at IS NOT NULL AS deleted
+              FROM (SELECT DISTINCT workspace_id FROM enforcements WHERE ${lapsedBy(sql, now)}) d
+              JOIN workspaces w ON w.id = d.workspace_id`.pipe(
+            Effect.map((rows) => rows.map((r) => ({ workspaceId: r.workspace_id, deleted: r.deleted }))),
             Effect.orDie,
           ),
         expire: (workspaceId, now, agentId) =>

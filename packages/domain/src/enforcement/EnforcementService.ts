@@ -626,11 +626,14 @@ export class EnforcementService extends Context.Service<
         const nowMsValue = yield* nowMs
         const now = isoOf(nowMsValue)
         let count = 0
-        for (const workspaceId of yield* repo.workspacesWithExpired(now)) {
+        for (const { workspaceId, deleted } of yield* repo.workspacesWithExpired(now)) {
           count += yield* tx(
             Effect.gen(function* () {
               const expired = yield* repo.expire(workspaceId, now)
               if (expired.length === 0) return 0
+              // A deleted workspace's trail ends with `workspace.deleted` and its agents are deregistered (nobody to
+              // reinstate): the lapses are recorded as they read, with no event after it.
+              if (deleted) return expired.length
               const liftedIds = expired.map((e) => e.id)
               // Per agent, when its last expired suspension or revocation lapsed (what AgentRepo.find shows).
               const lapsedAt = new Map<string, number>()

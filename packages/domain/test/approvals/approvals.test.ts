@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
@@ -330,5 +330,94 @@ describe("asking again through the guard (second pass: approvers were flooded)",
     // Once they expire (or are decided), the agent may ask again.
     requested(await ask(T + 60_000, actor, agentId, { context: { i: "one more" } }))
     expect(await requestedEvents(actor.workspaceId)).toBe(MAX_PENDING_APPROVALS_PER_AGENT + 2)
+  })
+})
+
+describe("a deleted workspace", () => {
+  it("gets no approval.decided from the sweep after workspace.deleted: its trail ends there", async () => {
+    const { actor, agentId } = await setup()
+    const { apiKey } = await run(
+      WorkspaceService.use((s) =>
+        s.create(null, { name: `approvals-admin-${++counter}`, environment: "test" }, undefined, { adminKey: true }),
+      ),
+    )
+    const admin = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const T2 = T + 10 * 86_400_000
+    const a = await run(
+      at(
+        T2,
+        ApprovalService.use((s) => s.create(actor, { agentId, action: "x", timeoutSeconds: 60 })),
+      ),
+    )
+    await run(
+      at(
+        T2 + 1000,
+        WorkspaceService.use((s) => s.remove(admin, actor.workspaceId)),
+      ),
+    )
+    await run(
+      at(
+        T2 + 61_000,
+        ApprovalService.use((s) => s.expireDue),
+      ),
+    )
+    const types = (
+      await run(
+        SqlClient.SqlClient.use(
+          (sql) => sql<{ type: string }>`SELECT type FROM events WHERE workspace_id = ${actor.workspaceId}
+            ORDER BY sequence`,
+        ),
+      )
+    ).map((e) => e.type)
+    expect(types.at(-1)).toBe("workspace.deleted")
+    expect((await approvalEvents(actor.workspaceId, a.id)).map((e) => e.type)).toEqual(["approval.requested"])
+    // Recorded as it reads (expired), so that later sweeps no longer find it.
+    const stored = await run(
+      SqlClient.SqlClient.use((sql) => sql<{ status: string }>`SELECT status FROM approvals WHERE id = ${a.id}`),
+    )
+    expect(stored.map((r) => r.status)).toEqual(["expired"])
+  })
+})
+
+describe("an agent deregistered mid-approval", () => {
+  it("its pending approval cannot be decided (409 AGENT_DEREGISTERED, as a new one cannot be requested)", async () => {
+    const { actor, agentId } = await setup()
+    const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
+    const decidedBefore = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "y" })))
+    await run(ApprovalService.use((s) => s.decide(actor, decidedBefore.id, { decision: "denied" })))
+    await run(AgentService.use((s) => s.deregister(actor, agentId)))
+    for (const decision of ["approved", "denied"] as const) {
+      const error = await failure(ApprovalService.use((s) => s.decide(actor, a.id, { decision })))
+      expect(error).toMatchObject({ _tag: "AgentDeregistered", agentId })
+    }
+    expect((await run(ApprovalService.use((s) => s.get(actor, a.id)))).status).toBe("pending")
+    expect((await approvalEvents(actor.workspaceId, a.id)).map((e) => e.type)).toEqual(["approval.requested"])
+    // One decided before says so, as before.
+    const again = await failure(ApprovalService.use((s) => s.decide(actor, decidedBefore.id, { decision: "approved" })))
+    expect(again).toMatchObject({ _tag: "ApprovalNotPending", status: "denied" })
+  })
+})
+
+describe("an approval requested while its agent is being deregistered", () => {
+  it("waits for the deregistration and is refused (no approval.requested after agent.deregistered)", async () => {
+    const { actor, agentId } = await setup()
+    // A deregistration holding the agent's row, committing 600 ms later.
+    const deregistering = run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`UPDATE agents SET status = 'deregistered', deregistered_at = now()
+              WHERE workspace_id = ${actor.workspaceId} AND id = ${agentId}`
+            yield* sql`SELECT pg_sleep(0.6)`
+          }),
+        ),
+      ),
+    )
+    await new Promise((r) => setTimeout(r, 200))
+    const error = await failure(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" }))).finally(
+      () => deregistering,
+    )
+    expect(error).toMatchObject({ _tag: "AgentDeregistered", agentId })
+    expect((await run(ApprovalService.use((s) => s.list(actor, { status: ["all"] })))).data).toEqual([])
   })
 })

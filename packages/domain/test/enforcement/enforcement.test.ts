@@ -365,3 +365,35 @@ describe("autoEnforce", () => {
     expect(await auto({})).toMatchObject({ _tag: "AgentDeregistered" })
   })
 })
+
+describe("a deleted workspace", () => {
+  it("gets no enforcement.resolved from the sweep after workspace.deleted: its trail ends there", async () => {
+    const { actor, agentId } = await setup()
+    const { apiKey } = await run(
+      WorkspaceService.use((s) =>
+        s.create(null, { name: `enforcement-admin-${++counter}`, environment: "live" }, undefined, { adminKey: true }),
+      ),
+    )
+    const admin = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const T2 = T + 10 * 86_400_000
+    await issue(actor, { agentId, type: "suspension", durationSeconds: 60 }, T2)
+    await issue(actor, { agentId, type: "throttle", limitPerMinute: 5, durationSeconds: 60 }, T2)
+    await run(
+      at(
+        T2 + 1000,
+        WorkspaceService.use((s) => s.remove(admin, actor.workspaceId)),
+      ),
+    )
+    await sweep(T2 + 61_000)
+    const types = (await eventsOf(actor.workspaceId)).map((e) => e.type)
+    expect(types.at(-1)).toBe("workspace.deleted")
+    expect(types).not.toContain("enforcement.resolved")
+    // Recorded as they read (expired), so that later sweeps no longer find them.
+    const stored = await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ status: string }>`SELECT status FROM enforcements WHERE workspace_id = ${actor.workspaceId}`,
+      ),
+    )
+    expect(stored.map((r) => r.status)).toEqual(["expired", "expired"])
+  })
+})
