@@ -282,6 +282,7 @@ export class DeliveryQueue extends Context.Service<
           headers,
           body,
           timeoutMs: schedule.timeoutMs,
+          workspaceId: d.workspaceId,
         })
         // A deleted workspace's event (`workspace.deleted` itself) gets its first attempt, and nothing after it.
         if (d.workspaceDeleted)

@@ -24,6 +24,11 @@ export interface DeliveryRequest {
   readonly headers: Readonly<Record<string, string>>
   readonly body: string
   readonly timeoutMs: number
+  /**
+   * The workspace whose webhook it is: DNS turns are shared among workspaces by it (`limitLookups`). Required, so
+   * that no sender can leave its lookups uncounted.
+   */
+  readonly workspaceId: string
 }
 
 /** What one attempt came to. */
@@ -177,7 +182,10 @@ export class WebhookClient extends Context.Service<
         try {
           const syntax = checkUrlSyntax(request.url)
           if ("issue" in syntax) return finish({ success: false, error: `refused: ${syntax.issue}` })
-          const target = await Promise.race([resolveTarget(settings.targets, syntax.url, settings.resolver), timedOut])
+          const target = await Promise.race([
+            resolveTarget(settings.targets, syntax.url, settings.resolver, request.workspaceId),
+            timedOut,
+          ])
           if (!target.ok)
             return finish({ success: false, error: target.unresolved ? target.issue : `refused: ${target.issue}` })
           return byStatus(

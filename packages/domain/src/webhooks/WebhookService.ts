@@ -136,12 +136,12 @@ export class WebhookService extends Context.Service<
         Effect.map(repo.stats(ws.map((w) => w.id)), (stats) => ws.map((w) => present(w, stats.get(w.id)!)))
 
       /** The URL's syntax, then its host's addresses against the target policy (unresolvable hosts pass). */
-      const checkTarget = (raw: string) =>
+      const checkTarget = (raw: string, workspaceId: string) =>
         Effect.gen(function* () {
           const syntax = checkUrlSyntax(raw)
           if ("issue" in syntax) return yield* new InvalidInput({ field: "url", message: syntax.issue })
           const judged = yield* Effect.promise(() =>
-            resolveTarget(settings.targets, syntax.url, settings.resolver),
+            resolveTarget(settings.targets, syntax.url, settings.resolver, workspaceId),
           ).pipe(Effect.timeoutOption(REGISTRATION_DNS_MS))
           if (judged._tag === "Some" && !judged.value.ok && judged.value.unresolved !== true)
             return yield* new InvalidInput({ field: "url", message: judged.value.issue })
@@ -177,7 +177,7 @@ export class WebhookService extends Context.Service<
       ) {
         yield* requireStorable(input)
         const { events, compiled } = yield* filtersOf(input.events)
-        const url = yield* checkTarget(input.url)
+        const url = yield* checkTarget(input.url, actor.workspaceId)
         const secret = input.secret ?? generateSecret()
         const now = yield* nowIso
         const id = newId("whk")
@@ -254,7 +254,7 @@ export class WebhookService extends Context.Service<
       const update = Effect.fn("WebhookService.update")(function* (actor: Actor, id: string, patch: UpdateWebhook) {
         yield* requireStorable(patch)
         const filters = patch.events === undefined ? undefined : yield* filtersOf(patch.events)
-        const url = patch.url === undefined ? undefined : yield* checkTarget(patch.url)
+        const url = patch.url === undefined ? undefined : yield* checkTarget(patch.url, actor.workspaceId)
         const updated = yield* tx(
           Effect.gen(function* () {
             yield* repo.lockHead(actor.workspaceId)
@@ -383,6 +383,7 @@ export class WebhookService extends Context.Service<
             headers,
             body,
             timeoutMs: scaledSchedule(w.retryPolicy, settings.timeScale).timeoutMs,
+            workspaceId: actor.workspaceId,
           }),
         )
         const result: TestResult = {

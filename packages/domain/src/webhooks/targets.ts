@@ -26,8 +26,11 @@ export interface ResolvedAddress {
   readonly family: 4 | 6
 }
 
-/** Resolves a host name to every address it has (the DNS of `lookup`, or a test's own). */
-export type Resolver = (host: string) => Promise<ReadonlyArray<ResolvedAddress>>
+/**
+ * Resolves a host name to every address it has (the DNS of `lookup`, or a test's own). `group` is who asks (the
+ * workspace whose webhook it is): `limitLookups` shares its turns among groups.
+ */
+export type Resolver = (host: string, group?: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
 /** getaddrinfo calls for webhooks at once: libuv's pool has 4 threads, shared with files, crypto and zlib. */
 export const MAX_CONCURRENT_LOOKUPS = 2
@@ -35,49 +38,84 @@ export const MAX_CONCURRENT_LOOKUPS = 2
 export const LOOKUP_WAIT_MS = 10_000
 
 /**
- * `resolve` with at most `max` calls in flight, the rest waiting their turn (in order, for at most `maxWaitMs`, then
- * failing with `ETIMEOUT` without having run), and concurrent lookups of one host sharing one call. `dns.lookup` is
+ * `resolve` with at most `max` calls in flight, the rest waiting their turn (for at most `maxWaitMs`, then failing
+ * with `ETIMEOUT` without having run), and one group's concurrent lookups of one host sharing one call. `dns.lookup` is
  * getaddrinfo on libuv's thread pool, and a lookup that waits for a slow authoritative server holds its thread until
  * the resolver gives up: webhooks pointing at such names (any workspace can register them) could hold every thread of
  * the pool, stalling the server's file, crypto and zlib work, not only deliveries. The wait's bound keeps the line
  * from growing without end when slow names keep coming faster than they fail.
+ *
+ * One group (a workspace) holds at most `perGroup` of the turns (`max - 1`): the others are always left at least one,
+ * and a waiting lookup whose group is at its share lets the later ones of other groups pass. Otherwise one workspace's
+ * webhooks at slow names held every turn, and every other workspace's lookups waited behind them until they failed,
+ * so their attempts failed and their webhooks were disabled. Lookups without a group are not counted against any.
  */
-export const limitLookups = (resolve: Resolver, max: number, maxWaitMs = LOOKUP_WAIT_MS): Resolver => {
+export const limitLookups = (
+  resolve: Resolver,
+  max: number,
+  maxWaitMs = LOOKUP_WAIT_MS,
+  perGroup = Math.max(1, max - 1),
+): Resolver => {
   let running = 0
-  const waiting: Array<() => void> = []
+  const held = new Map<string, number>()
+  const waiting: Array<{ readonly group: string | undefined; readonly go: () => void }> = []
   const inFlight = new Map<string, Promise<ReadonlyArray<ResolvedAddress>>>()
-  const slot = () =>
+  const mayRun = (group: string | undefined) => group === undefined || (held.get(group) ?? 0) < perGroup
+  const hold = (group: string | undefined) => {
+    running += 1
+    if (group !== undefined) held.set(group, (held.get(group) ?? 0) + 1)
+  }
+  const release = (group: string | undefined) => {
+    running -= 1
+    if (group !== undefined) {
+      const left = (held.get(group) ?? 1) - 1
+      if (left > 0) held.set(group, left)
+      else held.delete(group)
+    }
+    // The freed turn goes to the first in line whose group is under its share.
+    while (running < max) {
+      const next = waiting.findIndex((w) => mayRun(w.group))
+      if (next < 0) break
+      const [w] = waiting.splice(next, 1)
+      hold(w!.group)
+      w!.go()
+    }
+  }
+  const slot = (group: string | undefined) =>
     new Promise<void>((go, fail) => {
-      if (running < max) {
-        running += 1
+      if (running < max && mayRun(group)) {
+        hold(group)
         return go()
       }
-      const take = () => {
-        clearTimeout(timer)
-        go()
+      const entry = {
+        group,
+        go: () => {
+          clearTimeout(timer)
+          go()
+        },
       }
       const timer = setTimeout(() => {
-        waiting.splice(waiting.indexOf(take), 1)
+        const at = waiting.indexOf(entry)
+        if (at >= 0) waiting.splice(at, 1)
         fail(Object.assign(new Error(`DNS lookup waited ${maxWaitMs} ms for its turn`), { code: "ETIMEOUT" }))
       }, maxWaitMs)
-      waiting.push(take)
+      waiting.push(entry)
     })
-  const turn = async <T>(work: () => Promise<T>): Promise<T> => {
-    await slot()
+  const turn = async <T>(group: string | undefined, work: () => Promise<T>): Promise<T> => {
+    await slot(group)
     try {
       return await work()
     } finally {
-      // The slot passes to the next in line, or is freed.
-      const next = waiting.shift()
-      if (next) next()
-      else running -= 1
+      release(group)
     }
   }
-  return (host) => {
-    const key = host.toLowerCase()
+  return (host, group) => {
+    // Shared within a group only: a lookup of a host another workspace's webhooks also name could otherwise wait in
+    // the line of a group that is at its share (a workspace could hold back another's lookups by naming its hosts).
+    const key = `${group ?? ""}\u0000${host.toLowerCase()}`
     let shared = inFlight.get(key)
     if (shared === undefined) {
-      shared = turn(() => resolve(host)).finally(() => inFlight.delete(key))
+      shared = turn(group, () => resolve(host)).finally(() => inFlight.delete(key))
       inFlight.set(key, shared)
     }
     return shared
@@ -227,12 +265,14 @@ export const judgeAddresses = (
  * Resolves a URL's host and judges every address. `pinned` are the addresses
  * to connect to: the caller connects to one of them and nowhere else, so a DNS
  * answer that changes between the check and the connection (rebinding) cannot
- * lead the request elsewhere. `unresolved` means DNS gave no answer.
+ * lead the request elsewhere. `unresolved` means DNS gave no answer. `group` (the workspace) is passed to the
+ * resolver, which shares its turns among groups.
  */
 export const resolveTarget = async (
   policy: TargetPolicy,
   url: URL,
   resolver: Resolver,
+  group?: string,
 ): Promise<
   | { readonly ok: true; readonly pinned: ReadonlyArray<ResolvedAddress> }
   | { readonly ok: false; readonly issue: string; readonly unresolved?: true }
@@ -243,7 +283,7 @@ export const resolveTarget = async (
   if (literal !== 0) addresses = [{ address: host, family: literal as 4 | 6 }]
   else {
     try {
-      addresses = await resolver(host)
+      addresses = await resolver(host, group)
     } catch (e) {
       return {
         ok: false,

@@ -20,8 +20,10 @@ const server = createServer((req, res) => {
 
 let dnsAnswers: Array<Array<string>> = []
 let lookups = 0
-const resolver: Resolver = async () => {
+let lookupGroups: Array<string | undefined> = []
+const resolver: Resolver = async (_host, group) => {
   lookups++
+  lookupGroups.push(group)
   const next = dnsAnswers.shift() ?? []
   if (next.length === 0) throw Object.assign(new Error("not found"), { code: "ENOTFOUND" })
   return next.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }))
@@ -42,12 +44,13 @@ const runtime = (allowlist: ReadonlyArray<string>) =>
 /** The operator's allowlist names loopback, as a developer's would. */
 const loose = runtime(["127.0.0.1"])
 const strict = runtime([])
-const send = async (rt: typeof loose, url: string, timeoutMs = 5_000) =>
+const send = async (rt: typeof loose, url: string, timeoutMs = 5_000, workspaceId = "ws_client_test") =>
   (await rt.runPromise(WebhookClient.useSync((c) => c))).send({
     url,
     headers: { "x-svc-webhook-id": "dlv_t" },
     body: '{"ok":1}',
     timeoutMs,
+    workspaceId,
   })
 
 beforeAll(async () => {
@@ -76,6 +79,14 @@ describe("WebhookClient", () => {
     expect(req.headers["user-agent"]).toMatch(/^agentgov-webhooks\//)
     expect(req.headers["x-svc-webhook-id"]).toBe("dlv_t")
     expect(req.body).toBe('{"ok":1}')
+  })
+
+  it("looks the host up on behalf of the delivery's workspace (the resolver shares its turns among workspaces)", async () => {
+    dnsAnswers = [["127.0.0.1"]]
+    lookupGroups = []
+    const outcome = await send(loose, `http://hooks.test:${port}/grouped`, 5_000, "ws_grouped")
+    expect(outcome).toMatchObject({ success: true, statusCode: 200 })
+    expect(lookupGroups).toEqual(["ws_grouped"])
   })
 
   it("refuses a host that resolves to a forbidden address and sends nothing", async () => {

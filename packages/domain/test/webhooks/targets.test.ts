@@ -164,6 +164,40 @@ describe("limitLookups (the system resolver's bound on getaddrinfo)", () => {
     await again
   })
 
+  it("one workspace's slow names hold at most one of the two turns: another workspace's lookup runs at once", async () => {
+    const dns = controlled()
+    const resolver = limitLookups(dns.resolve, 2, 50)
+    // The attacker's webhooks at names of a slow authoritative server, many more than there are turns.
+    const held = Array.from({ length: 5 }, (_, i) => resolver(`slow-${i}.attacker.example`, "ws_attacker"))
+    // The attacker also names the victim's host: its lookup waits in the attacker's line, not shared with the victim's.
+    const named = resolver("hooks.victim.example", "ws_attacker")
+    const settled = Promise.allSettled([...held, named])
+    await settle()
+    expect(dns.calls).toEqual(["slow-0.attacker.example"])
+    const victim = resolver("hooks.victim.example", "ws_victim")
+    await settle()
+    expect(dns.calls).toEqual(["slow-0.attacker.example", "hooks.victim.example"])
+    dns.answer("hooks.victim.example")
+    expect((await victim)[0]!.address).toBe("93.184.216.34")
+    // The attacker's own line moves one at a time, in order; what waits past the bound fails without running.
+    dns.answer("slow-0.attacker.example")
+    await settle()
+    expect(dns.calls.at(-1)).toBe("slow-1.attacker.example")
+    expect(dns.most()).toBe(2)
+    await expect(named).rejects.toMatchObject({ code: "ETIMEOUT" })
+    dns.answer("slow-1.attacker.example")
+    const results = await settled
+    expect(results.map((r) => r.status)).toEqual([
+      "fulfilled",
+      "fulfilled",
+      "rejected",
+      "rejected",
+      "rejected",
+      "rejected",
+    ])
+    expect(dns.calls).toHaveLength(3)
+  })
+
   it("fails a lookup that waited too long for its turn, without running it, so the line cannot grow without end", async () => {
     const dns = controlled()
     const resolver = limitLookups(dns.resolve, 1, 20)
