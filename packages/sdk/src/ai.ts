@@ -8,7 +8,8 @@
 import { isPlainObject } from "./core/json.ts"
 import { ActionDenied } from "./errors.ts"
 import type { AgentRuntime, GovernedOptions } from "./runtime/AgentRuntime.ts"
-import type { JsonObject } from "./types.ts"
+import { assertEventType } from "./runtime/EventQueue.ts"
+import type { JsonObjectInput } from "./types.ts"
 
 /** The part of an AI SDK tool the adapter touches: its `execute` (tools without one are left alone). */
 interface ToolLike {
@@ -38,7 +39,7 @@ export interface GovernToolsOptions {
   /** The guard's action for a call. Default: the tool's name (its key in the tool set). */
   readonly action?: (toolName: string, input: unknown) => string
   /** The guard's context for a call. Default: the tool's input when it is an object, else `{input}`. */
-  readonly context?: (toolName: string, input: unknown) => JsonObject
+  readonly context?: (toolName: string, input: unknown) => JsonObjectInput
   /**
    * What the model gets when a call is not allowed. Default: the {@link ActionDenied} is thrown,
    * which the AI SDK reports to the model as a tool error. Return a value to hand the model a
@@ -57,6 +58,11 @@ export interface GovernToolsOptions {
 
 const AsyncGeneratorFunction = Object.getPrototypeOf(async function* () {}).constructor
 
+const isAsyncIterable = (v: unknown): v is AsyncIterable<unknown> =>
+  typeof v === "object" &&
+  v !== null &&
+  typeof (v as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === "function"
+
 /**
  * Wraps every tool's `execute` so that each call the model makes is governed: guarded by the
  * agent runtime (the tool name is the action, the input the context), held for an approval when
@@ -64,6 +70,8 @@ const AsyncGeneratorFunction = Object.getPrototypeOf(async function* () {}).cons
  * and tracked as `tool.called` when it ran. Returns a tool set of the same type; the originals
  * are not modified. Streaming tools (`async function*` executes) are guarded before their first
  * output and tracked after their last (one stopped early by its consumer is tracked as an `error`).
+ * A plain `execute` returning an async iterable is read to its end: the AI SDK gets its last output
+ * (not the preliminary ones; write it as `async function*` for those).
  *
  * @example
  * ```ts
@@ -91,6 +99,10 @@ export function governTools<T extends { readonly [name: string]: ToolLike }>(
   runtime: AgentRuntime,
   options: GovernToolsOptions = {},
 ): T {
+  // Refused here rather than by the tracking after a tool ran (see governed()).
+  if (options.eventType !== undefined && options.eventType !== false) {
+    assertEventType(options.eventType, "governTools(): eventType")
+  }
   const governed: Record<string, ToolLike> = {}
   for (const [name, tool] of Object.entries(tools)) {
     const execute = tool.execute
@@ -137,7 +149,16 @@ export function governTools<T extends { readonly [name: string]: ToolLike }>(
     } else {
       const run = runtime.governed(
         name,
-        (input: unknown, call: ToolCallOptions | undefined) => execute.call(tool, input, call),
+        async (input: unknown, call: ToolCallOptions | undefined) => {
+          const result = await execute.call(tool, input, call)
+          // A plain execute may return an async iterable (a streaming tool the AI SDK iterates). This
+          // wrapper answers a promise (it must guard first), so the AI SDK would take the iterable
+          // itself as the output: read it here, and answer its last output, tracked after it.
+          if (!isAsyncIterable(result)) return result
+          let last: unknown
+          for await (const output of result) last = output
+          return last
+        },
         governedOptions,
       )
       wrapped = (input, call) => run(input, call).catch((error) => denied(error, input))

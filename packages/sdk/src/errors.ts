@@ -25,8 +25,8 @@ export interface ErrorDetails {
  * - `INVALID_RESPONSE`: the answer was not the JSON envelope the API always sends (a proxy's
  *   error page, a truncated body).
  * - `APPROVAL_WAIT_TIMEOUT`: `waitForApproval` gave up after its `timeoutMs`.
- * - `INVALID_REQUEST`: the request could not be built (its body did not encode as JSON), so
- *   nothing was sent; reported for an event batch whose `data` was changed after `track()`.
+ * - `INVALID_REQUEST`: the request could not be made for a reason of the caller's (e.g. a custom
+ *   `fetch` that throws something other than a network error); reported for an event batch so refused.
  *
  * @example
  * ```ts

@@ -16,6 +16,23 @@
  */
 export type JsonObject = { readonly [key: string]: unknown }
 
+/**
+ * What the agent runtime takes where it sends a JSON object (a guard `context`, an event's `data`):
+ * any object type, your own `interface`s included (TypeScript lets no interface meet the index
+ * signature of {@link JsonObject}). It must still encode as a JSON object: `track()` throws a
+ * `TypeError` for one that does not, and the service refuses a guard context that is not one (422).
+ *
+ * @example
+ * ```ts
+ * import type { JsonObjectInput } from "@agentgov/sdk"
+ *
+ * interface Mail { to: string; body: string }
+ * const mail: Mail = { to: "cfo@example.com", body: "Q3" }
+ * const context: JsonObjectInput = mail
+ * ```
+ */
+export type JsonObjectInput = object
+
 // ---------------------------------------------------------------------------------------------
 // Pagination
 

@@ -162,6 +162,44 @@ describe("governTools (Vercel AI SDK)", () => {
     await runtime.shutdown()
   })
 
+  it("governs a tool whose plain execute returns an async iterable: its last output, tracked after it", async () => {
+    const { bot, prefix, runtime } = await setup()
+    async function* progress(steps: number) {
+      for (let i = 1; i <= steps; i++) yield { done: i }
+      if (steps > 3) throw new Error("too many steps")
+    }
+    const governed = governTools(
+      {
+        [`${prefix}_progress`]: tool({
+          description: "Report progress",
+          inputSchema: z.object({ steps: z.number() }),
+          execute: ({ steps }: { steps: number }) => progress(steps),
+        }),
+      },
+      runtime,
+    )
+    const result = await generateText({
+      model: scriptedModel([{ toolName: `${prefix}_progress`, input: { steps: 3 } }]),
+      tools: governed,
+      stopWhen: stepCountIs(3),
+      prompt: "go",
+    })
+    // Not the generator object (serialised as {}): the AI SDK got the iterable's last output.
+    expect(result.steps[0]!.toolResults[0]!.output).toEqual({ done: 3 })
+    const failing = governed[`${prefix}_progress`]!.execute!(
+      { steps: 4 },
+      { toolCallId: "c2", messages: [], context: {} },
+    )
+    await expect(Promise.resolve(failing)).rejects.toThrow("too many steps")
+    await runtime.flush()
+    const tracked = await admin.events.list({ type: "tool.called", agentId: bot.id }).toArray()
+    expect(tracked.map((e) => [e.data.tool, e.data.outcome]).reverse()).toEqual([
+      [`${prefix}_progress`, "ok"],
+      [`${prefix}_progress`, "error"],
+    ])
+    await runtime.shutdown()
+  })
+
   it("tracks a streaming tool its consumer stopped early: it ran, so the trail says so", async () => {
     const { bot, prefix, runtime } = await setup()
     const governed = governTools({ [`${prefix}_progress`]: progressTool() }, runtime)

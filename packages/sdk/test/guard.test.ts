@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { governTools } from "../src/ai.ts"
 import { ActionDenied, type AgentGov, AgentGovError, type AgentRuntime } from "../src/index.ts"
 import { clientFor, closedPort, startProxy, startTestServer, type TestServer, unique } from "./helpers.ts"
 
@@ -305,6 +306,26 @@ describe("approvals", () => {
     await proxy.close()
   })
 
+  it("waits with a timeoutMs beyond a timer's range (Infinity, 40 days) instead of giving up at once", async () => {
+    const { agent, runtime } = await newAgent()
+    const action = actionName("long")
+    await policy([{ id: "ask", effect: "require_approval", actions: [action] }])
+    const asked = await runtime.guard(action)
+    for (const timeoutMs of [Number.POSITIVE_INFINITY, 40 * 86_400_000]) {
+      const waited = runtime.waitForApproval(asked.approvalId!, { timeoutMs }).then(
+        (a) => a.status,
+        (error: unknown) => error,
+      )
+      // Still waiting well after a timer of 1 ms (what Node makes of a delay past 2^31 − 1) would have fired.
+      const early = await Promise.race([waited, new Promise((r) => setTimeout(() => r("waiting"), 300))])
+      expect(early).toBe("waiting")
+      if (timeoutMs === Number.POSITIVE_INFINITY) continue
+      await operator(agent.id, "approved")
+      expect(await waited).toBe("approved")
+    }
+    await runtime.shutdown()
+  })
+
   it("gives up after timeoutMs with APPROVAL_WAIT_TIMEOUT, and stops on abort", async () => {
     const { runtime } = await newAgent()
     const action = actionName("slow")
@@ -332,6 +353,23 @@ describe("governed", () => {
       },
       { action },
     )
+
+  it("refuses an eventType track() would refuse when wrapping, not after the function ran", async () => {
+    // A TypeError after the work was done would hide its result, and a caller retrying would do it twice.
+    const { runtime } = await newAgent()
+    const ran: Array<string> = []
+    for (const eventType of ["ToolCalled", "approval.tool_called", "x"]) {
+      expect(() => runtime.governed("tool", async () => ran.push(eventType), { eventType })).toThrow(TypeError)
+    }
+    expect(() => governTools({ t: { execute: async () => ran.push("ai") } }, runtime, { eventType: "Bad" })).toThrow(
+      TypeError,
+    )
+    expect(ran).toEqual([])
+    // false and valid custom types are still taken.
+    runtime.governed("tool", async () => 1, { eventType: false })
+    runtime.governed("tool", async () => 1, { eventType: "billing.tool_called" })
+    await runtime.shutdown()
+  })
 
   it("runs an allowed call and tracks it; throws ActionDenied without running a denied one", async () => {
     const { agent, runtime } = await newAgent()

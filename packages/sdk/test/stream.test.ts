@@ -93,6 +93,28 @@ describe("events.stream()", () => {
     await proxy.close()
   })
 
+  it("backs off reconnecting to a service that answers Retry-After: 0, or 200 and an empty body, every time", async () => {
+    const cases = [
+      // Without backoff: hundreds of connections in 2 s.
+      { fault: { status: 503, headers: { "retry-after": "0" } }, ms: 2_000, most: 12 },
+      // Without backoff growing (reset on every connect): some 15 in 4 s; growing, some 5.
+      { fault: { status: 200, body: "" }, ms: 4_000, most: 10 },
+    ]
+    for (const { fault, ms, most } of cases) {
+      const proxy = await startProxy(t.url, (r) => (r.path.startsWith("/api/v1/events/stream") ? fault : "pass"))
+      const controller = new AbortController()
+      const iterating = collect(
+        clientFor(proxy.url, t.key).events.stream({ types: [type], signal: controller.signal }),
+        1,
+      )
+      await new Promise((r) => setTimeout(r, ms))
+      controller.abort()
+      await iterating
+      expect(proxy.requests.length).toBeLessThan(most)
+      await proxy.close()
+    }
+  })
+
   it("ends with the service's 401 when the stream's key is revoked, not with a garbled event", async () => {
     const created = await client.apiKeys.create({ name: "stream-revoked", type: "workspace", scopes: ["events:read"] })
     const via = clientFor(t.url, created.apiKey)

@@ -179,8 +179,8 @@ describe("failures", () => {
   })
 
   it("keeps retrying one batch with its key beyond the transport's retries", async () => {
-    // Five failures in a row outlast one request's 3 attempts; the queue tries again with the same key.
-    let failures = 5
+    // Four failures in a row outlast one request's 3 attempts; the queue tries again with the same key.
+    let failures = 4
     const proxy = await startProxy(t.url, (r) =>
       r.path === "/api/v1/events/ingest" && failures-- > 0
         ? { afterForward: 503, headers: { "retry-after": "0" } }
@@ -192,9 +192,9 @@ describe("failures", () => {
     track(agent, type, 10)
     await agent.flush()
     const calls = ingests(proxy.requests)
-    expect(calls).toHaveLength(6)
+    expect(calls).toHaveLength(5)
     expect(new Set(calls.map((r) => r.idempotencyKey)).size).toBe(1)
-    expect(errors).toEqual(Array(5).fill("SERVICE_UNAVAILABLE"))
+    expect(errors).toEqual(Array(4).fill("SERVICE_UNAVAILABLE"))
     await expectExactlyOnceInOrder(type, 10)
     await agent.shutdown()
     await proxy.close()
@@ -240,29 +240,58 @@ describe("failures", () => {
     await agent.shutdown()
   })
 
-  it("drops a batch that no longer encodes when sent (data changed after track()), and sends the next", async () => {
+  it("records data as it was at track(): later changes (a new value, a BigInt, a cycle) neither alter nor drop it", async () => {
     const dropped: Array<DroppedEvents> = []
-    const errors: Array<string> = []
-    const agent = clientFor(t.url, t.key).agent({
-      maxBatchSize: 1,
-      flushIntervalMs: 60_000,
-      onDrop: (d) => dropped.push(d),
-      onError: (e) => errors.push(e.code),
-    })
+    const agent = clientFor(t.url, t.key).agent({ flushIntervalMs: 60_000, onDrop: (d) => dropped.push(d) })
     const type = freshType()
-    const data: Record<string, unknown> = { i: 0 }
+    const data: Record<string, unknown> = { i: 0, step: 1 }
     agent.track({ type, data })
-    data.rowId = 1n // valid at track(), a BigInt by the time it is sent
-    agent.track({ type, data: { i: 1 } })
-    // Not a network error retried forever: one attempt, dropped as rejected, and the queue goes on.
+    data.step = 2 // the caller reuses its object: the first event keeps step 1
+    agent.track({ type, data: { ...data, i: 1 } })
+    data.rowId = 1n // no longer encodes: must not cost the event, nor the others of its batch
+    data.self = data
+    agent.track({ type, data: { i: 2, step: 3 } })
     await agent.flush()
-    expect(dropped).toHaveLength(1)
-    expect(dropped[0]).toMatchObject({ reason: "rejected", events: [{ type, data: { i: 0 } }] })
-    expect(dropped[0]!.error).toMatchObject({ status: 0, code: "INVALID_REQUEST" })
-    expect(errors).toEqual(["INVALID_REQUEST"])
-    expect(agent.stats).toMatchObject({ sent: 1, dropped: 1, failedAttempts: 1 })
-    expect((await stored(type)).map((e) => e.data.i)).toEqual([1])
+    expect(dropped).toEqual([])
+    expect((await stored(type)).map((e) => [e.data.i, e.data.step])).toEqual([
+      [0, 1],
+      [1, 2],
+      [2, 3],
+    ])
+    expect(agent.stats).toMatchObject({ sent: 3, dropped: 0, failedAttempts: 0 })
     await agent.shutdown()
+  })
+
+  it("waits out a Retry-After beyond a timer's range instead of retrying at once", async () => {
+    const proxy = await startProxy(t.url, (r) =>
+      r.path === "/api/v1/events/ingest" ? { status: 503, headers: { "retry-after": "99999999" } } : "pass",
+    )
+    const agent = clientFor(proxy.url, t.key).agent({ flushIntervalMs: 60_000, onDrop: () => {} })
+    track(agent, freshType(), 1)
+    void agent.flush()
+    await new Promise((r) => setTimeout(r, 1_000))
+    expect(ingests(proxy.requests)).toHaveLength(1)
+    await agent.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  })
+
+  it("does not hammer a service answering Retry-After: 0 (or a date already past): it backs off", async () => {
+    let failing = true
+    const proxy = await startProxy(t.url, (r) =>
+      r.path === "/api/v1/events/ingest" && failing ? { status: 429, headers: { "retry-after": "0" } } : "pass",
+    )
+    const agent = clientFor(proxy.url, t.key).agent({ flushIntervalMs: 60_000, onDrop: () => {} })
+    const type = freshType()
+    track(agent, type, 1)
+    const flushed = agent.flush()
+    await new Promise((r) => setTimeout(r, 1_500))
+    // Backoff (0.5 s doubling, full jitter) allows a handful of attempts in 1.5 s; no backoff allows hundreds.
+    expect(ingests(proxy.requests).length).toBeLessThan(12)
+    failing = false
+    await flushed
+    await expectExactlyOnceInOrder(type, 1)
+    await agent.shutdown()
+    await proxy.close()
   })
 
   it("drops only the event a 403 names (another agent's id under an agent key), and sends the rest", async () => {
@@ -317,6 +346,39 @@ describe("shutdown and bounds", () => {
 
     expect(agent.track({ type, data: { i: 150 } })).toBe(false)
     expect(dropped).toEqual([{ reason: "closed", events: [expect.objectContaining({ type })] }])
+    await proxy.close()
+  })
+
+  it("shutdown({ timeoutMs: Infinity }) (or past a timer's range) waits for every event instead of dropping them", async () => {
+    for (const timeoutMs of [Number.POSITIVE_INFINITY, 3_000_000_000]) {
+      const dropped: Array<DroppedEvents> = []
+      const agent = clientFor(t.url, t.key).agent({ flushIntervalMs: 60_000, onDrop: (d) => dropped.push(d) })
+      const type = freshType()
+      track(agent, type, 5)
+      expect(await agent.shutdown({ timeoutMs })).toMatchObject({ sent: 5, dropped: 0 })
+      expect(dropped).toEqual([])
+      await expectExactlyOnceInOrder(type, 5)
+    }
+  })
+
+  it("a runtime started right after another's shutdown aborted a token exchange gets a token of its own", async () => {
+    // The first exchange hangs; the first runtime gives up on it at shutdown (nothing else uses the client).
+    let exchanges = 0
+    const proxy = await startProxy(t.url, (r) => (r.path === "/api/v1/tokens" && exchanges++ === 0 ? "hang" : "pass"))
+    const client = clientFor(proxy.url, t.key)
+    const first = client.agent({ flushIntervalMs: 60_000, onDrop: () => {} })
+    track(first, freshType(), 1)
+    void first.flush()
+    await expect.poll(() => exchanges, { timeout: 5_000 }).toBe(1)
+    await first.shutdown({ timeoutMs: 50 })
+    const dropped: Array<DroppedEvents> = []
+    const second = client.agent({ flushIntervalMs: 60_000, onDrop: (d) => dropped.push(d) })
+    const type = freshType()
+    track(second, type, 3)
+    await second.flush()
+    expect(dropped).toEqual([])
+    await expectExactlyOnceInOrder(type, 3)
+    await second.shutdown()
     await proxy.close()
   })
 

@@ -1,5 +1,5 @@
 import { AgentGovError, type ErrorDetails } from "../errors.ts"
-import { backoffMs, isRetryable, parseRetryAfter, sleep } from "./retry.ts"
+import { backoffMs, isRetryable, parseRetryAfter, sleep, timerMs } from "./retry.ts"
 import { TokenManager } from "./TokenManager.ts"
 
 /**
@@ -216,7 +216,7 @@ export class HttpClient {
     // The usual case, a token held: no timer for a wait that does not happen.
     const ready = this.tokens.usable()
     if (ready !== undefined) return ready
-    const deadline = AbortSignal.timeout(timeoutMs)
+    const deadline = AbortSignal.timeout(timerMs(timeoutMs))
     try {
       return await this.tokens.get(signal ? AbortSignal.any([signal, deadline]) : deadline, timeoutMs)
     } catch (cause) {
@@ -327,7 +327,7 @@ export class HttpClient {
       const timer = setTimeout(() => {
         timedOut = true
         controller.abort()
-      }, config.timeoutMs)
+      }, timerMs(config.timeoutMs))
       let response: Response
       try {
         response = await config.fetch(url, { method: "GET", headers: all, signal: controller.signal })
@@ -367,7 +367,7 @@ export class HttpClient {
     const timer = setTimeout(() => {
       timedOut = true
       controller.abort()
-    }, timeoutMs)
+    }, timerMs(timeoutMs))
     try {
       let response: Response
       let text: string

@@ -83,6 +83,9 @@ export class TokenManager {
   /** Aborts the exchange in flight, if any: its waiters reject, and the next call exchanges anew. */
   cancel(): void {
     this.controller?.abort()
+    this.controller = undefined
+    // At once, not when the aborted exchange settles: a call made meanwhile must not join it.
+    this.inflight = undefined
   }
 
   /** The held token when it is safe to send now (starting a due background refresh), else undefined. */
@@ -146,7 +149,7 @@ export class TokenManager {
         return held
       })
       .finally(() => {
-        this.inflight = undefined
+        if (this.inflight === run) this.inflight = undefined
         if (this.controller === controller) this.controller = undefined
       })
     this.inflight = run

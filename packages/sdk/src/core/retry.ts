@@ -53,7 +53,17 @@ export const parseRetryAfter = (value: string | null, now: () => number = Date.n
   return Math.max(0, Math.ceil((at - now()) / 1000))
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason once it aborts. */
+/**
+ * The longest delay a timer takes (2^31 − 1 ms, some 24.8 days). Node and browsers fire a longer
+ * one (`Infinity`, a `Retry-After` of 10^8 s) after 1 ms instead, so every delay the SDK sets is
+ * clamped to it: a wait "for ever" stays one.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** `ms` as a timer's delay: at most {@link MAX_TIMER_MS}. */
+export const timerMs = (ms: number): number => Math.min(ms, MAX_TIMER_MS)
+
+/** Resolves after `ms` (at most {@link MAX_TIMER_MS}), or rejects with the signal's reason once it aborts. */
 export const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason)
@@ -64,6 +74,6 @@ export const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
     const timer = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort)
       resolve()
-    }, ms)
+    }, timerMs(ms))
     signal?.addEventListener("abort", onAbort, { once: true })
   })

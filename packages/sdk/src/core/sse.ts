@@ -160,11 +160,15 @@ export async function* streamEvents(
         if (outer?.aborted) return
         if (!reconnect || !isTransient(error)) throw error
         failures++
-        const wait = error.retryAfter !== undefined ? error.retryAfter * 1000 : undefined
+        // A Retry-After of 0 (or a date already past, a skewed clock) is no wait: back off instead, or a
+        // service answering it every time is reconnected to as fast as it answers.
+        const wait = error.retryAfter !== undefined && error.retryAfter > 0 ? error.retryAfter * 1000 : undefined
         await sleep(wait ?? backoffMs(failures, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS), outer).catch(() => {})
         continue
       }
-      failures = 0
+      // Not reset on connecting: a stream answered and ended at once, again and again (a proxy's empty
+      // 200), backs off as a refused one does. An event, or a connection that lasted, resets it.
+      const connectedAt = performance.now()
       try {
         for await (const message of readMessages(response, connection, idleTimeoutMs)) {
           let parsed: { type?: unknown; payload?: unknown; error?: { code?: unknown; message?: unknown } }
@@ -197,6 +201,7 @@ export async function* streamEvents(
           }
           if (message.id !== undefined) lastEventId = message.id
           tokenEnds = 0
+          failures = 0
           yield {
             id: message.id ?? "",
             type: String(parsed.type),
@@ -219,6 +224,7 @@ export async function* streamEvents(
         continue
       }
       // The service closed the stream (a restart, a slow-reader cut-off): resume where we were.
+      if (performance.now() - connectedAt >= RECONNECT_MAX_MS) failures = 0
       failures++
       await sleep(backoffMs(failures, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS), outer).catch(() => {})
     } finally {

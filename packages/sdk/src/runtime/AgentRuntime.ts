@@ -1,12 +1,12 @@
 import type { HttpClient } from "../core/HttpClient.ts"
 import { isPlainObject } from "../core/json.ts"
-import { isTransient, sleep } from "../core/retry.ts"
+import { isTransient, sleep, timerMs } from "../core/retry.ts"
 import { streamEvents } from "../core/sse.ts"
 import { ActionDenied, AgentGovError } from "../errors.ts"
 import { seg } from "../resources/Resource.ts"
-import type { Approval, AuditEvent, GuardResult, JsonObject } from "../types.ts"
+import type { Approval, AuditEvent, GuardResult, JsonObject, JsonObjectInput } from "../types.ts"
 import type { FallbackDecision, GuardDecision } from "./decision.ts"
-import { type DroppedEvents, EventQueue, type EventQueueStats, type TrackEvent } from "./EventQueue.ts"
+import { assertEventType, type DroppedEvents, EventQueue, type EventQueueStats, type TrackEvent } from "./EventQueue.ts"
 
 /**
  * What an `onUnavailable` function is told.
@@ -132,7 +132,7 @@ export interface GovernedOptions<A extends ReadonlyArray<unknown>> {
    * The guard's `context`. Default: the single argument when it is a plain object, `{}` for no
    * arguments, else `{args: [...]}`. Keep it JSON and under 32 KiB.
    */
-  readonly context?: (...args: A) => JsonObject
+  readonly context?: (...args: A) => JsonObjectInput
   /** On `require_approval`, wait for the decision (then guard again with the approval). Default true; false throws {@link ActionDenied}. */
   readonly waitForApproval?: boolean
   /** Longest wait for an approval; past it {@link ActionDenied} is thrown. Default: until it is decided or expires. */
@@ -309,7 +309,7 @@ export class AgentRuntime {
    * }
    * ```
    */
-  async guard(action: string, context: JsonObject = {}, options: GuardOptions = {}): Promise<GuardDecision> {
+  async guard(action: string, context: JsonObjectInput = {}, options: GuardOptions = {}): Promise<GuardDecision> {
     const body: Record<string, unknown> = { action, context }
     if (this.agentId !== undefined) body.agentId = this.agentId
     if (options.approvalId !== undefined) body.approvalId = options.approvalId
@@ -327,7 +327,7 @@ export class AgentRuntime {
       return result.data
     } catch (error) {
       if (!isUnavailable(error)) throw error
-      return this.fallback(action, context, error)
+      return this.fallback(action, context as JsonObject, error)
     }
   }
 
@@ -429,7 +429,7 @@ export class AgentRuntime {
                   message: `approval ${approvalId} was not decided within ${options.timeoutMs} ms`,
                 }),
               ),
-            options.timeoutMs,
+            timerMs(options.timeoutMs),
           )
     const get = async () =>
       (await this.http.request<Approval>({ method: "GET", path, auth: "token" }, { signal: stop })).data
@@ -512,6 +512,9 @@ export class AgentRuntime {
     fn: (...args: A) => R,
     options: GovernedOptions<A> = {},
   ): (...args: A) => Promise<Awaited<R>> {
+    // Here, not in the tracking after `fn` ran: a TypeError then would hide its result, and a caller
+    // retrying on the error would do the work twice.
+    if (options.eventType !== false) assertEventType(options.eventType ?? DEFAULT_EVENT_TYPE, "governed(): eventType")
     return async (...args: A): Promise<Awaited<R>> => {
       const authorized = await this.authorize(toolName, args, options)
       const started = performance.now()
@@ -549,7 +552,7 @@ export class AgentRuntime {
     toolName: string,
     args: A,
     options: GovernedOptions<A> = {},
-  ): Promise<{ action: string; context: JsonObject; decision: GuardDecision; approvalId: string | undefined }> {
+  ): Promise<{ action: string; context: JsonObjectInput; decision: GuardDecision; approvalId: string | undefined }> {
     const action = typeof options.action === "function" ? options.action(...args) : (options.action ?? toolName)
     const context = options.context ? options.context(...args) : defaultContext(args)
     const signal = options.signal?.(...args)

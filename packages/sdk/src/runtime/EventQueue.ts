@@ -1,7 +1,7 @@
 import { newIdempotencyKey } from "../core/HttpClient.ts"
-import { backoffMs, isTransient, sleep } from "../core/retry.ts"
+import { backoffMs, isTransient, sleep, timerMs } from "../core/retry.ts"
 import { AgentGovError } from "../errors.ts"
-import type { IngestEvent, JsonObject } from "../types.ts"
+import type { IngestEvent, JsonObject, JsonObjectInput } from "../types.ts"
 import { reservedNamespaceOf } from "./systemNamespaces.ts"
 
 /**
@@ -23,9 +23,10 @@ export interface TrackEvent {
   readonly type: string
   /**
    * A JSON object, at most 32 KiB encoded (UTF-8). Default `{}`. `track()` throws a `TypeError`
-   * for data that does not encode (a `BigInt`, a cycle) or encodes larger.
+   * for data that does not encode (a `BigInt`, a cycle) or encodes larger. Any object type
+   * (your `interface`s too); a copy of it as it encodes at `track()` is what is sent.
    */
-  readonly data?: JsonObject
+  readonly data?: JsonObjectInput
   /** Default: the runtime's `agentId` (or the agent of an agent key). */
   readonly agentId?: string
   readonly occurredAt?: string | Date
@@ -40,7 +41,8 @@ export interface TrackEvent {
  * - `rejected`: the service refused them for good (a 422 or 403 naming one event, `events[i]`,
  *   drops that event and the rest of its batch is sent; a 413 for a single event too large for
  *   the service's body limit drops that event; 401 and other refusals drop the batch), or the
- *   batch could not be encoded (`INVALID_REQUEST`: its `data` was changed after `track()`);
+ *   batch could not be sent for a reason other than the service's (`INVALID_REQUEST`, e.g. a
+ *   custom `fetch` that throws something else than a network error);
  * - `shutdown`: `shutdown()` ran out of time; events of a batch that was in flight may or may
  *   not have been stored.
  *
@@ -119,7 +121,8 @@ export type SendBatch = (
 
 interface Pending {
   readonly type: string
-  readonly data: JsonObject
+  /** `data` as it encoded at `track()`: what is sent, whatever the caller does with its object later. */
+  readonly json: string
   readonly agentId: string | undefined
   /** Epoch ms when stamped by track(), else the caller's ISO string. */
   readonly at: number | string
@@ -128,6 +131,24 @@ interface Pending {
 }
 
 const EVENT_TYPE = /^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*){1,7}$/
+
+/**
+ * Throws the `TypeError` `track()` throws for `type`: not `lowercase.dotted`, or in one of the
+ * system's namespaces. `caller` names the call in the message.
+ */
+export function assertEventType(type: unknown, caller: string): asserts type is string {
+  if (typeof type !== "string" || !EVENT_TYPE.test(type)) {
+    throw new TypeError(
+      `${caller}: type must be lowercase.dotted (2–8 segments of [a-z][a-z0-9_]*), got ${JSON.stringify(type)}`,
+    )
+  }
+  const namespace = reservedNamespaceOf(type)
+  if (namespace !== undefined) {
+    throw new TypeError(
+      `${caller}: "${type}" is in the system's "${namespace}.*" namespace, which only the service writes in; name custom events under another first segment`,
+    )
+  }
+}
 
 /** The service's limit on one event's `data`, encoded (`MAX_EVENT_DATA_BYTES`). */
 export const MAX_EVENT_DATA_BYTES = 32 * 1024
@@ -154,7 +175,7 @@ const sizeOf = (part: ReadonlyArray<Pending>) => part.reduce((sum, p) => sum + p
 
 const toIngest = (p: Pending): IngestEvent => ({
   type: p.type,
-  data: p.data,
+  data: JSON.parse(p.json) as JsonObject,
   ...(p.agentId !== undefined ? { agentId: p.agentId } : {}),
   occurredAt: typeof p.at === "number" ? new Date(p.at).toISOString() : p.at,
 })
@@ -222,17 +243,7 @@ export class EventQueue {
   /** Queues an event; false when it was dropped (queue full, or shut down). Never blocks. */
   track(event: TrackEvent): boolean {
     const type = event?.type
-    if (typeof type !== "string" || !EVENT_TYPE.test(type)) {
-      throw new TypeError(
-        `track(): type must be lowercase.dotted (2–8 segments of [a-z][a-z0-9_]*), got ${JSON.stringify(type)}`,
-      )
-    }
-    const namespace = reservedNamespaceOf(type)
-    if (namespace !== undefined) {
-      throw new TypeError(
-        `track(): "${type}" is in the system's "${namespace}.*" namespace, which only the service writes in; name custom events under another first segment`,
-      )
-    }
+    assertEventType(type, "track()")
     const data = event.data ?? {}
     if (typeof data !== "object" || data === null || Array.isArray(data)) {
       throw new TypeError("track(): data must be a JSON object")
@@ -266,7 +277,10 @@ export class EventQueue {
       dataBytes +
       (agentId === undefined ? 0 : utf8Length(JSON.stringify(agentId))) +
       (typeof at === "number" ? 24 : utf8Length(JSON.stringify(at)))
-    const pending: Pending = { type, data, agentId, at, bytes }
+    // Its encoding as it is now: the event records what happened at track(), whatever the caller does with its
+    // object later (reuses it, adds a BigInt or a cycle: that would cost the whole batch), and getters,
+    // Proxies and toJSON run once, here. Decoded again only when its batch is sent, off the caller's path.
+    const pending: Pending = { type, json, agentId, at, bytes }
     if (this.closed) {
       this.drop([pending], "closed")
       return false
@@ -310,7 +324,7 @@ export class EventQueue {
     const timedOut = await Promise.race([
       done.then(() => false),
       new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), timeoutMs)
+        timer = setTimeout(() => resolve(true), timerMs(timeoutMs))
       }),
     ])
     clearTimeout(timer)
@@ -342,7 +356,7 @@ export class EventQueue {
       this.timer = undefined
       this.flushTarget = Math.max(this.flushTarget, this.enqueued)
       this.kick()
-    }, this.options.flushIntervalMs)
+    }, timerMs(this.options.flushIntervalMs))
   }
 
   private stopTimer() {
@@ -441,8 +455,8 @@ export class EventQueue {
           this.done(events.length)
           return false
         }
-        // Only the transport's errors say something about the service. Anything else (the body did
-        // not encode: its data was changed after track()) would fail the same way on every retry.
+        // Only the transport's errors say something about the service. Anything else (a custom fetch
+        // throwing a programming error) would fail the same way on every retry.
         const error =
           cause instanceof AgentGovError
             ? cause
@@ -456,8 +470,10 @@ export class EventQueue {
         this.report(error)
         if (cause instanceof AgentGovError && isTransient(cause)) {
           failures++
+          // Retry-After: 0 (or an HTTP date already past, by a skewed clock) is no wait at all: backoff
+          // instead, or the queue would retry as fast as the service answers, without end.
           const wait =
-            error.retryAfter !== undefined
+            error.retryAfter !== undefined && error.retryAfter > 0
               ? error.retryAfter * 1000
               : backoffMs(failures, this.options.retryInitialDelayMs, this.options.retryMaxDelayMs)
           // Same key: if the failed attempt was stored after all, the retry replays it.
