@@ -116,6 +116,8 @@ export const IMAGE_RECORD_THRESHOLD = 1 - IMAGE_RADIUS / 64
 /** Items a text scan verifies at most, the ones sharing most fingerprints first. */
 const MAX_TEXT_CANDIDATES = 50
 const MINHASH_NEAR_DUPLICATE = 0.5
+/** Stored text (base64 characters) a text scan loads at most in one statement; an item larger goes alone. */
+const TEXT_BATCH_CHARS = 8 * 1024 * 1024
 
 /**
  * The inverted-index lookup of a text scan (`$1` workspace, `$2` the candidate's fingerprint hashes, `$3` one
@@ -208,6 +210,12 @@ const ITEM_COLUMNS = `id, workspace_id, kind, title, media_type, metadata, sha25
   dhash, mirror_phash, mirror_dhash, watermarked, watermark_psnr, c2pa, agent_id, created_at`
 
 const EMAIL = /^[^\s@<>(),;:"[\]]+@[^\s@<>(),;:"[\]]+\.[^\s@<>(),;:"[\]]+$/
+/**
+ * Control and format characters (C0, DEL, C1, U+202E and the other bidi controls, zero-width characters): no
+ * address holds one, nodemailer drops some from the To header while sending them in RCPT TO, and a reader sees
+ * the address reordered or hiding a part.
+ */
+const ADDRESS_INVISIBLE = /[\p{Cc}\p{Cf}]/u
 
 /**
  * Content protection (decision D15): registers texts and images with their fingerprints (and, for images,
@@ -547,18 +555,52 @@ export class ContentService extends Context.Service<
           for (const [contentId, item] of byItem) seeds.set(contentId, seedPairs(positions, item))
           const ranked = [...seeds.entries()].sort((a, b) => b[1].length - a[1].length).slice(0, MAX_TEXT_CANDIDATES)
           if (ranked.length === 0) return []
-          // The candidates' texts, in one statement.
-          const rows = yield* sql
-            .unsafe<{ id: string; asset: string; minhash: ReadonlyArray<number> }>(
-              "SELECT id, asset, minhash FROM content_items WHERE workspace_id = $1 AND id = ANY($2::text[])",
+          // The candidates' texts, loaded a few at a time (at most TEXT_BATCH_CHARS of stored asset a statement, the
+          // best ranked first) and each verified in its own turn of the event loop: 50 texts of 2,000,000 characters
+          // are 100,000,000 characters to tokenise (seconds), held at once and in one go before (review "content3").
+          const sizes = yield* sql
+            .unsafe<{ id: string; size: number }>(
+              "SELECT id, octet_length(asset) AS size FROM content_items WHERE workspace_id = $1 AND id = ANY($2::text[])",
               [actor.workspaceId, ranked.map(([id]) => id)],
             )
             .pipe(Effect.orDie)
-          const byId = new Map(rows.map((r) => [r.id, r]))
+          const sizeOf = new Map(sizes.map((r) => [r.id, Number(r.size)]))
+          const batches: Array<Array<string>> = []
+          const batchOf = new Map<string, number>()
+          let batchChars = Number.POSITIVE_INFINITY
+          for (const [id] of ranked) {
+            const size = sizeOf.get(id)
+            if (size === undefined) continue
+            if (batchChars + size > TEXT_BATCH_CHARS) {
+              batches.push([])
+              batchChars = 0
+            }
+            batches.at(-1)!.push(id)
+            batchOf.set(id, batches.length - 1)
+            batchChars += size
+          }
+          const byId = new Map<string, { id: string; asset: string; minhash: ReadonlyArray<number> }>()
+          let loaded = -1
           const out: Array<ContentMatch> = []
           for (const [contentId, pairs] of ranked) {
+            const batch = batchOf.get(contentId)
+            if (batch === undefined) continue
+            if (batch > loaded) {
+              byId.clear()
+              loaded = batch
+              const rows = yield* sql
+                .unsafe<{ id: string; asset: string; minhash: ReadonlyArray<number> }>(
+                  "SELECT id, asset, minhash FROM content_items WHERE workspace_id = $1 AND id = ANY($2::text[])",
+                  [actor.workspaceId, batches[batch]!],
+                )
+                .pipe(Effect.orDie)
+              for (const r of rows) byId.set(r.id, r)
+            }
             const row = byId.get(contentId)
             if (!row) continue
+            byId.delete(contentId)
+            // A turn of the event loop before each item: other requests are answered between them.
+            yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
             const registeredText = Buffer.from(row.asset, "base64").toString("utf8")
             const registered = tokenize(registeredText)
             const spans = copiedSpans(tokens, registered, pairs)
@@ -739,6 +781,11 @@ export class ContentService extends Context.Service<
         input: CreateTakedown,
       ) {
         const item = yield* requireItem(actor, contentId)
+        if (ADDRESS_INVISIBLE.test(input.recipient))
+          return yield* new InvalidInput({
+            field: "recipient",
+            message: "contains a control or format character (invisible, or reordering the address)",
+          })
         if (!EMAIL.test(input.recipient))
           return yield* new InvalidInput({ field: "recipient", message: "is not an e-mail address" })
         const target = yield* httpUrl("targetUrl", input.targetUrl)

@@ -33,7 +33,10 @@ const ensureWasm = () => {
   g.FileReaderSync ??= class {
     readAsArrayBuffer(blob: Blob): ArrayBuffer {
       if (!(blob instanceof BytesBlob)) throw new TypeError("only in-memory assets are read synchronously")
-      return blob.held.slice().buffer
+      // The blob's bytes alone, copied: `held` may be a view (a Buffer decoded into Node's shared pool, a
+      // subarray), whose `.buffer` is the whole of what it views into, and Buffer's `slice` copies nothing.
+      const { buffer, byteOffset, byteLength } = blob.held
+      return buffer.slice(byteOffset, byteOffset + byteLength) as ArrayBuffer
     }
   }
   const require = createRequire(import.meta.url)
@@ -218,6 +221,18 @@ export interface ManifestReading {
   readonly actions?: ReadonlyArray<string>
 }
 
+/**
+ * c2pa-rs's settings for reading a candidate: the anchors, and no fetching. By default it follows an XMP
+ * `dcterms:provenance` URL to a remote manifest (with the global `fetch`), so a scanned image made the server
+ * request any address it named, loopback and metadata services included (review "content3"); a manifest only named
+ * by URL now reads invalid (`RemoteManifestUrl`). OCSP fetching is off too (c2pa-rs's default, kept explicit).
+ */
+const readerSettings = (anchorsPem: string | undefined): string =>
+  JSON.stringify({
+    verify: { remote_manifest_fetch: false, ocsp_fetch: false },
+    ...(anchorsPem === undefined ? {} : { trust: { trust_anchors: anchorsPem } }),
+  })
+
 /** Reads and validates the asset's C2PA manifest with c2pa-rs; anchors: PEM certificates to trust. */
 export const readManifest = async (
   asset: Uint8Array,
@@ -227,11 +242,7 @@ export const readManifest = async (
   ensureWasm()
   let reader: WasmReader
   try {
-    reader = await WasmReader.fromBytes(
-      mediaType,
-      asset,
-      anchorsPem === undefined ? null : JSON.stringify({ trust: { trust_anchors: anchorsPem } }),
-    )
+    reader = await WasmReader.fromBytes(mediaType, asset, readerSettings(anchorsPem))
   } catch (e) {
     const message = String(e)
     if (message.includes("JumbfNotFound") || message.includes("UnsupportedType")) return { present: false }
