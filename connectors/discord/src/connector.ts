@@ -40,8 +40,15 @@ export const defuseMentions = (text: string): string =>
  */
 export const breakMaskedLinks = (text: string): string => text.replace(/\]\(/g, "]\u200b(")
 
-/** Event text made inert (no ping, no masked link), then cut to `max`. */
-const clip = (text: string, max: number) => truncate(breakMaskedLinks(defuseMentions(text)), max)
+/**
+ * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
+ * event text they reverse what a reader sees ("\u202e0001$" reads "$1000"). Dropped; right-to-left
+ * text needs none of them to show as written.
+ */
+export const dropBidiControls = (text: string): string => text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "")
+
+/** Event text made inert (no ping, no masked link, no reversed text), then cut to `max`. */
+const clip = (text: string, max: number) => truncate(breakMaskedLinks(defuseMentions(dropBidiControls(text))), max)
 
 /** One embed for one formatted event, within every per-field limit and the 6,000-character total. */
 export const renderEmbed = (m: FormattedEvent): Record<string, unknown> => {

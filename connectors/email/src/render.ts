@@ -31,9 +31,11 @@ export const escapeHtml = (s: string): string =>
 
 /**
  * An event's text on one line of the text part: its own line breaks would forge the digest's lines (a
- * second "Open agentgov:" footer with another link).
+ * second "Open agentgov:" footer with another link). Unicode's bidirectional embedding, override and
+ * isolate controls (U+202A–U+202E, U+2066–U+2069) are dropped: they reverse what a reader sees.
  */
-const oneLine = (s: string) => s.replace(/[\r\n\v\f\u0085\u2028\u2029]+/g, " ")
+const oneLine = (s: string) =>
+  s.replace(/[\u202a-\u202e\u2066-\u2069]/g, "").replace(/[\r\n\v\f\u0085\u2028\u2029]+/g, " ")
 
 /** Only http(s) links reach an href. */
 const safeUrl = (url: string | null | undefined): string | undefined => {
@@ -134,7 +136,7 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
   const only = total === 1 ? samples[0] : undefined
   const subject = truncate(
     only
-      ? `[agentgov] ${only.title}`
+      ? `[agentgov] ${oneLine(only.title)}`
       : `[agentgov] ${plural(total, "event")}: ${types
           .slice(0, 3)
           .map((t) => `${t.count} ${t.type}`)

@@ -110,4 +110,42 @@ describe("renderDigest", () => {
       store.close()
     }
   })
+
+  it("drops bidirectional controls from every text of an event, the subject included", () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentgov-render-"))
+    dirs.push(dir)
+    const store = new DigestStore(dir)
+    try {
+      const reversed = "\u202e0001$ \u2066x\u2069 \u202a\u202b\u202c\u202d\u2067\u2068"
+      store.add(
+        {
+          eventId: "evt_bidi",
+          type: "client.refund",
+          agentKey: "agt_1",
+          agentLabel: `bot ${reversed}`,
+          severity: "info",
+          title: `Refund ${reversed}`,
+          summary: `amount ${reversed}`,
+          link: null,
+          occurredAt: 1_764_000_000_000,
+          fields: JSON.stringify([{ label: `Amount ${reversed}`, value: reversed }]),
+          recipients: "ops@example.com",
+        },
+        1,
+      )
+      let message: ReturnType<typeof renderDigest> | undefined
+      store.assign(
+        () => "<m@test>",
+        2,
+        (id) => (message = renderDigest(store, id, { frequency: "immediate", dashboardUrl: undefined, now: 2 })),
+      )
+      const bidi = /[\u202a-\u202e\u2066-\u2069]/
+      expect(message!.subject).toContain("Refund 0001$")
+      expect(message!.subject).not.toMatch(bidi)
+      expect(message!.text).not.toMatch(bidi)
+      expect(message!.html).not.toMatch(bidi)
+    } finally {
+      store.close()
+    }
+  })
 })

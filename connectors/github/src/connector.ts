@@ -64,9 +64,11 @@ const typeLabel = (type: string): { name: string; color: string; description: st
  * Event text that notifies no one and references nothing: GitHub links `@name`, `@org/team`, `#n` and
  * `owner/repo#n` in the rendered text (a Markdown escape does not stop it), notifying the team and
  * adding a cross-reference to the issue's timeline; a zero-width space after `@` and `#` breaks them.
- * Titles too: an issue's title is rendered with its references.
+ * Titles too: an issue's title is rendered with its references. Unicode's bidirectional embedding, override and
+ * isolate controls (U+202A–U+202E, U+2066–U+2069) are dropped: they reverse what a reader sees.
  */
-export const quiet = (text: string): string => text.replace(/[@#]/g, "$&\u200b")
+export const quiet = (text: string): string =>
+  text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "").replace(/[@#]/g, "$&\u200b")
 
 /**
  * Event text as inert Markdown: no HTML (so no forged marker, no markup), no @mention or #reference

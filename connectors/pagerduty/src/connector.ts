@@ -30,6 +30,12 @@ const tierRank = (tier: unknown) => TIERS.indexOf(tier as (typeof TIERS)[number]
 
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined)
 
+/**
+ * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
+ * event text they reverse what a responder sees ("\u202e0001$" reads "$1000"). Dropped.
+ */
+const dropBidiControls = (text: string): string => text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "")
+
 /** The incident an event belongs to: one per enforcement, one per agent's tier, else one per event. */
 export const dedupKey = (event: AnyWebhookEvent): string => {
   const d = (event.data ?? {}) as Record<string, unknown>
@@ -67,7 +73,7 @@ export const customDetails = (m: FormattedEvent, event: AnyWebhookEvent): Record
   const details: Record<string, string> = {}
   let bytes = 0
   const add = (key: string, value: string) => {
-    const v = truncate(value, DETAIL_VALUE_MAX)
+    const v = truncate(dropBidiControls(value), DETAIL_VALUE_MAX)
     const size = Buffer.byteLength(JSON.stringify(key)) + Buffer.byteLength(JSON.stringify(v)) + 2
     if (bytes + size > DETAILS_BUDGET_BYTES) return false
     details[key] = v
@@ -78,8 +84,9 @@ export const customDetails = (m: FormattedEvent, event: AnyWebhookEvent): Record
   add("Event id", event.id)
   if (m.summary !== "") add("Summary", m.summary)
   for (const f of m.fields) {
-    let key = f.label
-    for (let n = 2; key in details; n++) key = `${f.label} (${n})`
+    const label = dropBidiControls(f.label)
+    let key = label
+    for (let n = 2; key in details; n++) key = `${label} (${n})`
     if (!add(key, f.value)) {
       details.Truncated = "more details in agentgov"
       break
@@ -108,8 +115,8 @@ export const buildEvent = (
   return {
     ...base,
     payload: {
-      summary: truncate(m.title, EVENTS_V2_LIMITS.summary),
-      source: truncate(str(d.agentName) ?? str(d.agentId) ?? "agentgov", 255),
+      summary: truncate(dropBidiControls(m.title), EVENTS_V2_LIMITS.summary),
+      source: truncate(dropBidiControls(str(d.agentName) ?? str(d.agentId) ?? "") || "agentgov", 255),
       severity: m.severity satisfies PagerDutySeverity,
       timestamp: m.timestamp,
       component: "agentgov",

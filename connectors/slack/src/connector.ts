@@ -32,12 +32,23 @@ const LIMITS = {
 const TRANSIENT = new Set(["internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"])
 
 /**
+ * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
+ * event text they reverse what a reader sees ("\u202e0001$" reads "$1000"). Dropped; right-to-left
+ * text needs none of them to show as written.
+ */
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g
+
+/** Line breaks of every kind, which in the notification text would let an event write lines of its own. */
+const LINE_BREAKS = /[\r\n\v\f\u0085\u2028\u2029]+/g
+
+/**
  * Escapes text for Slack's mrkdwn: `&`, `<` and `>` (so `<!channel>`, `<@U…>` and links in event
- * text are shown, never acted on), and breaks `@channel`, `@here` and `@everyone` with a zero-width
- * space so that no client turns them into a ping.
+ * text are shown, never acted on), breaks `@channel`, `@here` and `@everyone` with a zero-width
+ * space so that no client turns them into a ping, and drops bidirectional controls.
  */
 export const escapeSlack = (text: string): string =>
   text
+    .replace(BIDI_CONTROLS, "")
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
@@ -45,12 +56,20 @@ export const escapeSlack = (text: string): string =>
 
 /** Plain text (header, button): Slack does not parse mentions there, but a bare @channel still reads as one. */
 const plainText = (text: string, max: number) =>
-  truncate(text.replace(/@(channel|here|everyone)\b/gi, "@\u200b$1"), max)
+  truncate(text.replace(BIDI_CONTROLS, "").replace(/@(channel|here|everyone)\b/gi, "@\u200b$1"), max)
 
-/** The `text` fallback (notifications, screen readers, clients without Block Kit). */
+/**
+ * The `text` fallback (notifications, screen readers, clients without Block Kit): three lines at most,
+ * the title, the summary on one line (an event's own line breaks would forge a link line), the link.
+ */
 export const fallbackText = (m: FormattedEvent): string => {
   const style = SEVERITY_STYLE[m.severity]
-  const lines = [`${style.emoji} ${m.title}`, m.summary, m.link ? `${m.link.label}: ${m.link.url}` : ""]
+  const oneLine = (text: string) => text.replace(LINE_BREAKS, " ")
+  const lines = [
+    `${style.emoji} ${oneLine(m.title)}`,
+    oneLine(m.summary).trim(),
+    m.link ? `${m.link.label}: ${m.link.url}` : "",
+  ]
   return truncate(escapeSlack(lines.filter((l) => l !== "").join("\n")), LIMITS.fallback)
 }
 
@@ -72,7 +91,11 @@ export const renderBlocks = (m: FormattedEvent, extra?: string): Array<Record<st
     blocks.push({ type: "section", text: { type: "mrkdwn", text: truncate(extra, LIMITS.sectionText) } })
   const fields = m.fields.slice(0, LIMITS.fields).map((f) => ({
     type: "mrkdwn",
-    text: truncate(`*${escapeSlack(f.label)}*\n${escapeSlack(f.value)}`, LIMITS.fieldText),
+    // a client event's key can be "" or "__": an empty bold reads as two asterisks
+    text: truncate(
+      `*${escapeSlack(f.label.replace(BIDI_CONTROLS, "").trim() === "" ? "(no name)" : f.label)}*\n${escapeSlack(f.value)}`,
+      LIMITS.fieldText,
+    ),
   }))
   if (fields.length > 0) blocks.push({ type: "section", fields })
   blocks.push({
@@ -139,6 +162,9 @@ export const classify = (error: unknown): DeliveryResult => {
         ? retry(`HTTP ${e.statusCode}`)
         : dead(`HTTP ${e.statusCode}`)
     default:
+      // a 429 whose Retry-After is missing or unreadable: the client gives up on it at once, as a plain error
+      if (/^Retry header did not contain a valid timeout/.test(e.message ?? ""))
+        return retry("ratelimited (no usable Retry-After)", { pauseAll: true })
       // network failures, time-outs
       return retry(e.message ?? String(error))
   }
@@ -222,6 +248,8 @@ export const slack = defineConnector({
         state.set(key, JSON.stringify({ channel: posted.channel, ts: posted.ts } satisfies Thread))
         if (event.type === "approval.requested") state.set(`${key}:message`, JSON.stringify(m))
       }
+      // the request's copy served its one update: kept, every approval's would stay in the store for ever
+      if (key !== undefined && event.type === "approval.decided") state.delete(`${key}:message`)
       return ok()
     } catch (error) {
       return classify(error)

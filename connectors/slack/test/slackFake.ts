@@ -57,6 +57,21 @@ export const visibleText = (m: { text: string; attachments: Array<any> }): strin
   return out.join("\n")
 }
 
+/** The strings Slack parses for mentions and links: the message's `text` and every mrkdwn text object. */
+export const mrkdwnText = (m: { text: string; attachments: Array<any> }): string => {
+  const out: Array<string> = [m.text]
+  const take = (t: any) => {
+    if (t?.type === "mrkdwn" && typeof t.text === "string") out.push(t.text)
+  }
+  for (const a of m.attachments)
+    for (const b of a.blocks ?? []) {
+      take(b.text)
+      for (const f of b.fields ?? []) take(f)
+      for (const e of b.elements ?? []) take(e.type === "mrkdwn" ? e : e.text)
+    }
+  return out.join("\n")
+}
+
 const blocksProblem = (attachments: Array<any>): string | undefined => {
   for (const a of attachments) {
     const blocks = a.blocks ?? []
@@ -96,7 +111,8 @@ export const startSlackFake = async (): Promise<SlackFake> => {
     const problem = blocksProblem(attachments)
     if (problem) return error(problem)
     const noteMentions = () => {
-      const all = visibleText({ text, attachments })
+      // Slack parses mentions in `text` and in mrkdwn objects only: a plain_text one (a header, a button) is shown as is
+      const all = mrkdwnText({ text, attachments })
       for (const m of all.matchAll(PING)) pings.push(m[0])
       if (body.link_names === true || body.link_names === "true" || body.link_names === "1")
         for (const m of all.matchAll(/@(channel|here|everyone)\b/g)) pings.push(m[0])

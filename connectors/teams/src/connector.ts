@@ -17,11 +17,29 @@ const MAX_SUMMARY = 4000
 const MAX_TITLE = 500
 
 /**
+ * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
+ * event text they reverse what a reader sees ("\u202e0001$" reads "$1000"). Dropped; right-to-left
+ * text needs none of them to show as written.
+ */
+const dropBidiControls = (text: string): string => text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "")
+
+/**
  * Adaptive Cards render TextBlock text as a Markdown subset, and not every host honours backslash
  * escapes: break only what could mislead a reader (a `[label](url)` link whose label hides where it
  * goes, and `**` emphasis), with a zero-width space, and leave the text otherwise as written.
  */
-export const escapeMarkdown = (text: string): string => text.replace(/\]\(/g, "]\u200b(").replace(/\*\*/g, "*\u200b*")
+export const escapeMarkdown = (text: string): string =>
+  dropBidiControls(text).replace(/\]\(/g, "]\u200b(").replace(/\*\*/g, "*\u200b*")
+
+/** The card's plain fallback (notifications, hosts that cannot render it): one line, no bidirectional control. */
+const fallbackOf = (m: FormattedEvent) =>
+  truncate(
+    dropBidiControls(`${m.title}${m.summary === "" ? "" : ` · ${m.summary}`}`).replace(
+      /[\r\n\v\f\u0085\u2028\u2029]+/g,
+      " ",
+    ),
+    1000,
+  )
 
 /** The card for one event; `budget` cuts summary and facts so the request stays under the limit. */
 export const renderCard = (m: FormattedEvent, budget = { summary: MAX_SUMMARY, fact: MAX_FACT }) => {
@@ -66,7 +84,7 @@ export const renderCard = (m: FormattedEvent, budget = { summary: MAX_SUMMARY, f
     $schema: "http://adaptivecards.io/schemas/adaptive-card.json",
     type: "AdaptiveCard",
     version: "1.5",
-    fallbackText: truncate(`${m.title}${m.summary === "" ? "" : ` · ${m.summary}`}`, 1000),
+    fallbackText: fallbackOf(m),
     body,
     ...(m.link ? { actions: [{ type: "Action.OpenUrl", title: truncate(m.link.label, 100), url: m.link.url }] } : {}),
   }
