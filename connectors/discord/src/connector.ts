@@ -1,4 +1,10 @@
-import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
+import {
+  dropBidiControls,
+  type FormattedEvent,
+  formatEvent,
+  SEVERITY_STYLE,
+  truncate,
+} from "@agentgov/connector-sdk/format"
 import {
   createVendorFetch,
   type DeliveryResult,
@@ -39,13 +45,6 @@ export const defuseMentions = (text: string): string =>
  * reads as written, the URL in plain sight.
  */
 export const breakMaskedLinks = (text: string): string => text.replace(/\]\(/g, "]\u200b(")
-
-/**
- * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
- * event text they reverse what a reader sees ("\u202e0001$" reads "$1000"). Dropped; right-to-left
- * text needs none of them to show as written.
- */
-export const dropBidiControls = (text: string): string => text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "")
 
 /** Event text made inert (no ping, no masked link, no reversed text), then cut to `max`. */
 const clip = (text: string, max: number) => truncate(breakMaskedLinks(defuseMentions(dropBidiControls(text))), max)

@@ -1,5 +1,5 @@
 import type { Severity } from "@agentgov/connector-sdk"
-import { SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
+import { dropBidiControls, SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
 import type { DigestStore, GroupCount } from "./DigestStore.ts"
 import type { Frequency } from "./schedule.ts"
 
@@ -34,8 +34,7 @@ export const escapeHtml = (s: string): string =>
  * second "Open agentgov:" footer with another link). Unicode's bidirectional embedding, override and
  * isolate controls (U+202A–U+202E, U+2066–U+2069) are dropped: they reverse what a reader sees.
  */
-const oneLine = (s: string) =>
-  s.replace(/[\u202a-\u202e\u2066-\u2069]/g, "").replace(/[\r\n\v\f\u0085\u2028\u2029]+/g, " ")
+const oneLine = (s: string) => dropBidiControls(s).replace(/[\r\n\v\f\u0085\u2028\u2029]+/g, " ")
 
 /** Only http(s) links reach an href. */
 const safeUrl = (url: string | null | undefined): string | undefined => {

@@ -1,5 +1,12 @@
 import { type AnyWebhookEvent, parseRetryAfter } from "@agentgov/connector-sdk"
-import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
+import {
+  dropBidiControls,
+  type FormattedEvent,
+  formatEvent,
+  SEVERITY_STYLE,
+  truncate,
+  when,
+} from "@agentgov/connector-sdk/format"
 import {
   type DeliveryResult,
   dead,
@@ -67,8 +74,7 @@ const typeLabel = (type: string): { name: string; color: string; description: st
  * Titles too: an issue's title is rendered with its references. Unicode's bidirectional embedding, override and
  * isolate controls (U+202A–U+202E, U+2066–U+2069) are dropped: they reverse what a reader sees.
  */
-export const quiet = (text: string): string =>
-  text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "").replace(/[@#]/g, "$&\u200b")
+export const quiet = (text: string): string => dropBidiControls(text).replace(/[@#]/g, "$&\u200b")
 
 /**
  * Event text as inert Markdown: no HTML (so no forged marker, no markup), no @mention or #reference

@@ -1,5 +1,5 @@
 import { type AnyWebhookEvent, parseRetryAfter } from "@agentgov/connector-sdk"
-import { type FormattedEvent, formatEvent, truncate } from "@agentgov/connector-sdk/format"
+import { dropBidiControls, type FormattedEvent, formatEvent, truncate } from "@agentgov/connector-sdk/format"
 import { type DeliveryResult, dead, defineConnector, ok, retry, type StateStore } from "@agentgov/connector-sdk/runtime"
 
 /**
@@ -29,12 +29,6 @@ const TIERS = ["untrusted", "probation", "bronze", "silver", "gold", "platinum"]
 const tierRank = (tier: unknown) => TIERS.indexOf(tier as (typeof TIERS)[number])
 
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined)
-
-/**
- * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
- * event text they reverse what a responder sees ("\u202e0001$" reads "$1000"). Dropped.
- */
-const dropBidiControls = (text: string): string => text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "")
 
 /** The incident an event belongs to: one per enforcement, one per agent's tier, else one per event. */
 export const dedupKey = (event: AnyWebhookEvent): string => {

@@ -1,4 +1,10 @@
-import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
+import {
+  BIDI_CONTROLS,
+  type FormattedEvent,
+  formatEvent,
+  SEVERITY_STYLE,
+  truncate,
+} from "@agentgov/connector-sdk/format"
 import {
   createVendorFetch,
   type DeliveryResult,
@@ -30,13 +36,6 @@ const LIMITS = {
 
 /** Platform errors worth another try; every other `ok: false` is a refusal (invalid_auth, channel_not_found, …). */
 const TRANSIENT = new Set(["internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"])
-
-/**
- * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
- * event text they reverse what a reader sees ("\u202e0001$" reads "$1000"). Dropped; right-to-left
- * text needs none of them to show as written.
- */
-const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g
 
 /** Line breaks of every kind, which in the notification text would let an event write lines of its own. */
 const LINE_BREAKS = /[\r\n\v\f\u0085\u2028\u2029]+/g

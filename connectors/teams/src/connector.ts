@@ -1,5 +1,11 @@
 import { parseRetryAfter } from "@agentgov/connector-sdk"
-import { type FormattedEvent, formatEvent, SEVERITY_STYLE, truncate } from "@agentgov/connector-sdk/format"
+import {
+  dropBidiControls,
+  type FormattedEvent,
+  formatEvent,
+  SEVERITY_STYLE,
+  truncate,
+} from "@agentgov/connector-sdk/format"
 import { createVendorFetch, dead, defineConnector, ok, retry } from "@agentgov/connector-sdk/runtime"
 
 /**
@@ -15,13 +21,6 @@ const MAX_FACT = 1000
 const MAX_SUMMARY = 4000
 /** A title (the event's, or a fact's: a client event's key) beyond this is cut, whatever the budget. */
 const MAX_TITLE = 500
-
-/**
- * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
- * event text they reverse what a reader sees ("\u202e0001$" reads "$1000"). Dropped; right-to-left
- * text needs none of them to show as written.
- */
-const dropBidiControls = (text: string): string => text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "")
 
 /**
  * Adaptive Cards render TextBlock text as a Markdown subset, and not every host honours backslash

@@ -47,3 +47,22 @@ export const truncate = (text: string, max: number): string => {
   if (code >= 0xd800 && code <= 0xdbff) cut--
   return `${text.slice(0, cut)}…`
 }
+
+/**
+ * Unicode's bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in event text
+ * they reverse what a reader sees (`"\u202e0001$"` reads "$1000"). Right-to-left text needs none of them to show as
+ * written. Global: for `replace`.
+ */
+export const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g
+
+/**
+ * Event text with the bidirectional controls dropped, for any vendor's message.
+ *
+ * @example
+ * ```ts
+ * import { dropBidiControls } from "@agentgov/connector-sdk/format"
+ *
+ * dropBidiControls("\u202e0001$") // "0001$"
+ * ```
+ */
+export const dropBidiControls = (text: string): string => text.replace(BIDI_CONTROLS, "")
