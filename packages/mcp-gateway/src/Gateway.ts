@@ -12,7 +12,7 @@ import { GATEWAY_ERRORS, GatewayError, gatewayError, passOn } from "./errors.ts"
 import { deniedOutright } from "./hiddenTools.ts"
 import type { Sanitizer } from "./sanitizer.ts"
 import { definitionHash, type Finding, scanDefinition } from "./scanner.ts"
-import type { Upstream } from "./Upstream.ts"
+import { notSent, type Upstream } from "./Upstream.ts"
 
 export interface GatewayOptions {
   /** The server's name in action names: `mcp.<server>.<tool>`. */
@@ -38,6 +38,8 @@ interface KnownDefinition {
 
 /** Events kept while the agent cannot be learnt; beyond, the oldest is dropped (and logged). */
 const MAX_UNSENT = 1_000
+/** Definitions remembered as flagged already: two full listings' worth. */
+export const MAX_FLAGGED = 20_000
 /** How often events kept for that reason try again without a call to prompt them. */
 const RETRY_UNSENT_MS = 5_000
 
@@ -65,7 +67,11 @@ export class Gateway {
   private stale = true
   /** The listing in progress: calls that need one share it. */
   private listing: Promise<Array<Tool>> | undefined
-  /** `tool\0hash` flagged already by this process: one event per definition seen, not per listing. */
+  /**
+   * `tool\0hash` flagged already by this process: one event per definition seen, not per listing. At most
+   * MAX_FLAGGED, the oldest forgotten first (a server that changes its definitions at every listing would otherwise
+   * grow it without end; a forgotten one seen again is flagged again).
+   */
   private readonly flagged = new Set<string>()
   private readonly servers = new Set<Server>()
   private agentIdPromise: Promise<string> | undefined
@@ -91,7 +97,7 @@ export class Gateway {
       try {
         return { tools: await this.listTools() }
       } catch (error) {
-        throw error instanceof McpError ? this.passOnClean(error, "tools/list") : error
+        throw error instanceof GatewayError ? error : this.listingFailed(error)
       }
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
@@ -99,6 +105,9 @@ export class Gateway {
     )
     this.servers.add(server)
     server.onclose = () => this.servers.delete(server)
+    // A message the SDK cannot read (not JSON, a batch on stdio, an id of the wrong type) is answered with nothing:
+    // say so on stderr, where the person wiring a client looks, instead of letting the client wait in silence.
+    server.onerror = (error) => this.options.log?.(`a client's message was not handled: ${error.message.slice(0, 300)}`)
     return server
   }
 
@@ -216,6 +225,11 @@ export class Gateway {
       else spellings.set(fold, new Set([tool.name]))
     }
     const tools: Array<Tool> = []
+    // Every new tool of the listing pinned at once, each name's first definition as its first hash.
+    const pins = store.firstSeenAll(
+      server,
+      listed.map((tool) => [tool.name, definitionHash(tool)] as const),
+    )
     for (const [name, definitions] of byName) {
       const { _meta: _unscanned, ...tool } = definitions[0]!
       tools.push(tool)
@@ -226,7 +240,7 @@ export class Gateway {
         const own = definitionHash(definition)
         for (const finding of scanDefinition(definition))
           if (!findings.some((f) => f.kind === finding.kind && f.detail === finding.detail)) findings.push(finding)
-        const pinned = store.firstSeen(server, name, own)
+        const pinned = pins.get(name)!
         if (pinned !== own && !findings.some((f) => f.kind === "definition_changed")) {
           findings.push({ kind: "definition_changed", detail: "the definition differs from the one first seen" })
           first = pinned
@@ -250,6 +264,7 @@ export class Gateway {
       const key = `${name}\u0000${hash}\u0000${definitions.length}\u0000${others.length}`
       if (findings.length > 0 && !this.flagged.has(key)) {
         this.flagged.add(key)
+        if (this.flagged.size > MAX_FLAGGED) this.flagged.delete(this.flagged.values().next().value!)
         this.options.log?.(`tool "${name}" flagged: ${findings.map((f) => f.kind).join(", ")}`)
         void this.record("mcp.definition.flagged", {
           server,
@@ -387,6 +402,81 @@ export class Gateway {
     })
   }
 
+  /**
+   * The client cancelled the call before it was sent (while the guard or an approval was awaited): nothing is
+   * sent and no `mcp.tool.denied` is recorded, since the gateway refused nothing (its reasons are a closed list
+   * and none is "cancelled"); the guard's own `policy.evaluated`, and the approval, show how far it went.
+   */
+  private cancelled(tool: string, approvalId: string | undefined): never {
+    this.options.log?.(
+      `the client cancelled its call to "${tool.slice(0, 128)}" before it was sent${approvalId ? ` (it waited for approval ${approvalId})` : ""}`,
+    )
+    throw gatewayError(
+      GATEWAY_ERRORS.approvalNotGranted,
+      `the call to "${tool.slice(0, 128)}" was cancelled before it was sent`,
+      {
+        reason: "cancelled",
+        ...(approvalId ? { approvalId } : {}),
+      },
+    )
+  }
+
+  /**
+   * A forwarded call's failure as the client is given it: the server's own error sanitised like a result, or the
+   * gateway's (the server died or did not answer in time), with what the sanitiser removed.
+   */
+  private cleanFailure(
+    error: unknown,
+    tool: string,
+  ): { error: GatewayError; redactions: Array<{ kind: string; rule: string; count: number }> } {
+    const passed =
+      error instanceof GatewayError
+        ? error
+        : error instanceof McpError
+          ? passOn(error)
+          : gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${(error as Error).message}`)
+    const clean = this.options.sanitizer.sanitize({ message: passed.message, data: passed.data })
+    const redactions = clean.redactions.map((r) => ({ ...r }))
+    if (redactions.length > 0)
+      this.options.log?.(
+        `redacted from the error of "${tool}": ${redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`,
+      )
+    return { error: new GatewayError(passed.code, clean.value.message, clean.value.data), redactions }
+  }
+
+  /**
+   * Records a call that reached the server, after the answer is on its way (the next turn of the event loop):
+   * measuring the result's size and queueing the events are not the caller's wait. Queued is not acknowledged:
+   * see the README's "Events".
+   */
+  private recordCalled(
+    tool: string,
+    guardEventId: string | null,
+    approvalId: string | undefined,
+    started: number,
+    redactions: Array<{ kind: string; rule: string; count: number }>,
+    outcome: { isError: boolean; contentItems: number; resultBytes: () => number },
+  ): void {
+    const { server } = this.options
+    const action = this.action(tool)
+    const durationMs = Math.round(performance.now() - started)
+    setImmediate(() => {
+      if (redactions.length > 0) void this.record("mcp.result.redacted", { server, tool, action, redactions })
+      void this.record("mcp.tool.called", {
+        server,
+        tool,
+        action,
+        guardEventId,
+        ...(approvalId ? { approvalId } : {}),
+        durationMs,
+        isError: outcome.isError,
+        contentItems: outcome.contentItems,
+        resultBytes: outcome.resultBytes(),
+        redactions,
+      })
+    })
+  }
+
   async callTool(
     tool: string,
     args: Record<string, unknown> | undefined,
@@ -405,19 +495,21 @@ export class Gateway {
         findings: [...new Set(definition.findings.map((f) => f.kind))],
       },
     }
-    let decision: GuardDecision
-    try {
-      decision = await agent.guard(action, context, signal ? { signal } : {})
-    } catch (error) {
-      // A refusal of the request itself (a bad key, a context too large): no decision, so no call.
-      throw gatewayError(
-        GATEWAY_ERRORS.denied,
-        `agentgov refused to decide on "${tool}": ${(error as Error).message}`,
-        {
-          reason: "guard_error",
-        },
-      )
-    }
+    // A refusal of the request itself (a bad key, a context too large, a consumed approval): no decision, so no call.
+    const guard = (approvalId?: string) =>
+      agent
+        .guard(action, context, { ...(approvalId ? { approvalId } : {}), ...(signal ? { signal } : {}) })
+        .catch((error: unknown) => {
+          throw gatewayError(
+            GATEWAY_ERRORS.denied,
+            `agentgov refused to decide on "${tool}": ${(error as Error).message}`,
+            {
+              reason: "guard_error",
+              ...(approvalId ? { approvalId } : {}),
+            },
+          )
+        })
+    let decision = await guard()
     let approvalId: string | undefined
     if (decision.decision === "require_approval") {
       approvalId = decision.approvalId!
@@ -429,6 +521,7 @@ export class Gateway {
         })
         status = approval.status
       } catch (error) {
+        if (signal?.aborted) return this.cancelled(tool, approvalId)
         if ((error as { code?: unknown }).code === "APPROVAL_WAIT_TIMEOUT")
           return this.refuse(tool, "approval_timeout", decision, approvalId)
         // No answer about the approval is no approval: refused, as when the service cannot be reached.
@@ -441,9 +534,11 @@ export class Gateway {
       }
       if (status !== "approved") return this.refuse(tool, "approval_denied", decision, approvalId)
       // The approval lets exactly this call through (D7): the guard says so, and records it.
-      decision = await agent.guard(action, context, { approvalId, ...(signal ? { signal } : {}) })
+      decision = await guard(approvalId)
     }
     if (!decision.allowed) {
+      // A guard cut short by the client's cancellation is the SDK's fallback, not the service being down.
+      if (signal?.aborted) return this.cancelled(tool, approvalId)
       const unavailable = decision.reasons.some((r) => r.code === "SERVICE_UNAVAILABLE")
       return this.refuse(tool, unavailable ? "service_unavailable" : "policy_denied", decision, approvalId)
     }
@@ -453,35 +548,28 @@ export class Gateway {
     try {
       result = await this.options.upstream.callTool(tool, args, signal)
     } catch (error) {
-      if (error instanceof GatewayError) throw error
-      if (error instanceof McpError) throw this.passOnClean(error, tool)
-      const failed = this.options.sanitizer.sanitize((error as Error).message)
-      throw gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${failed.value}`)
+      if (notSent(error)) throw error
+      // The call reached the server, which may have acted on it: the trail records it as a failed call (no
+      // content), with what the sanitiser removed from the error the client is given.
+      const failed = this.cleanFailure(error, tool)
+      const text = { code: failed.error.code, message: failed.error.message, data: failed.error.data }
+      this.recordCalled(tool, decision.eventId ?? null, approvalId, started, failed.redactions, {
+        isError: true,
+        contentItems: 0,
+        resultBytes: () => Buffer.byteLength(JSON.stringify(text)),
+      })
+      throw failed.error
     }
-    const durationMs = Math.round(performance.now() - started)
     // The whole result: content, structured content, `_meta` and whatever else the server put in it.
     const clean = this.options.sanitizer.sanitize(result)
     const out: CallToolResult = { ...clean.value, content: clean.value.content ?? [] }
     const redactions = clean.redactions.map((r) => ({ ...r }))
     if (redactions.length > 0)
       this.options.log?.(`redacted from "${tool}": ${redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`)
-    // Recorded after the answer is on its way (the next turn of the event loop): measuring the result's size
-    // and queueing the events are not the caller's wait. Queued is not acknowledged: see the README's "Events".
-    const guardEventId = decision.eventId ?? null
-    setImmediate(() => {
-      if (redactions.length > 0) void this.record("mcp.result.redacted", { server, tool, action, redactions })
-      void this.record("mcp.tool.called", {
-        server,
-        tool,
-        action,
-        guardEventId,
-        ...(approvalId ? { approvalId } : {}),
-        durationMs,
-        isError: result.isError === true,
-        contentItems: Array.isArray(result.content) ? result.content.length : 0,
-        resultBytes: Buffer.byteLength(JSON.stringify(out)),
-        redactions,
-      })
+    this.recordCalled(tool, decision.eventId ?? null, approvalId, started, redactions, {
+      isError: result.isError === true,
+      contentItems: Array.isArray(result.content) ? result.content.length : 0,
+      resultBytes: () => Buffer.byteLength(JSON.stringify(out)),
     })
     return out
   }

@@ -1,11 +1,22 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
-import { type CallToolResult, type Tool, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import {
+  type CallToolResult,
+  ErrorCode,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js"
 import { GATEWAY_ERRORS, gatewayError } from "./errors.ts"
 
 /** The most pages and tools one listing may take: past them the server is misbehaving, not large. */
 export const MAX_TOOL_PAGES = 100
 export const MAX_TOOLS = 10_000
+
+/** Errors of calls refused before anything was sent to the server (it is down). */
+const unsent = new WeakSet<object>()
+
+/** Whether a call failed before it was sent: the server never saw it. */
+export const notSent = (error: unknown): boolean => typeof error === "object" && error !== null && unsent.has(error)
 
 export interface UpstreamOptions {
   /** A new transport for each (re)start: a stdio child process or a Streamable HTTP client. */
@@ -19,6 +30,8 @@ export interface UpstreamOptions {
   readonly stableAfterMs?: number
   /** Per tools/call (MCP request timeout). */
   readonly callTimeoutMs?: number
+  /** A whole tools/list, every page (default 60 s): calls that need a listing wait for it. */
+  readonly listTimeoutMs?: number
   readonly log?: (message: string) => void
   /** Told when the server's tool list may have changed (a restart, or its own notification). */
   readonly onToolsChanged?: () => void
@@ -114,11 +127,13 @@ export class Upstream {
 
   private current(): Client {
     if (this.client) return this.client
-    throw gatewayError(
+    const error = gatewayError(
       GATEWAY_ERRORS.upstreamUnavailable,
       `${this.downReason}; the gateway is restarting it, try again shortly`,
       { reason: "upstream_unavailable" },
     )
+    unsent.add(error)
+    throw error
   }
 
   /**
@@ -129,9 +144,27 @@ export class Upstream {
     const client = this.current()
     const tools: Array<Tool> = []
     const cursors = new Set<string>()
+    const limit = this.options.listTimeoutMs ?? 60_000
+    const deadline = Date.now() + limit
+    const unbounded = (why: string) =>
+      gatewayError(
+        GATEWAY_ERRORS.upstreamUnavailable,
+        `the MCP server "${this.options.name}" listed tools without end (${why}); the gateway lists none of them`,
+        { reason: "upstream_tool_list_unbounded" },
+      )
     let cursor: string | undefined
     do {
-      const page = await this.wrap(client.listTools(cursor === undefined ? {} : { cursor }))
+      // One deadline for the whole listing, not one per page: a server answering each page just in time would
+      // otherwise hold every call that waits for the listing for 100 pages' time-outs.
+      const left = deadline - Date.now()
+      if (left <= 0) throw unbounded(`not done within ${limit / 1000} s`)
+      const page = await this.wrap(client.listTools(cursor === undefined ? {} : { cursor }, { timeout: left })).catch(
+        (error: unknown) => {
+          if ((error as { code?: unknown }).code === ErrorCode.RequestTimeout && Date.now() >= deadline - 5)
+            throw unbounded(`not done within ${limit / 1000} s`)
+          throw error
+        },
+      )
       tools.push(...page.tools)
       cursor = page.nextCursor
       // Too many tools is refused on the last page too: one page of a million tools is no listing either.
@@ -141,12 +174,7 @@ export class Upstream {
           : (cursor && cursors.size + 1 >= MAX_TOOL_PAGES) || tools.length > MAX_TOOLS
             ? `over ${MAX_TOOL_PAGES} pages or ${MAX_TOOLS} tools`
             : undefined
-      if (why !== undefined)
-        throw gatewayError(
-          GATEWAY_ERRORS.upstreamUnavailable,
-          `the MCP server "${this.options.name}" listed tools without end (${why}); the gateway lists none of them`,
-          { reason: "upstream_tool_list_unbounded" },
-        )
+      if (why !== undefined) throw unbounded(why)
       if (cursor) cursors.add(cursor)
     } while (cursor)
     return tools
@@ -158,6 +186,12 @@ export class Upstream {
     signal?: AbortSignal,
   ): Promise<CallToolResult> {
     const client = this.current()
+    if (signal?.aborted) {
+      // The client cancelled before the call went out: nothing is sent.
+      const error = signal.reason instanceof Error ? signal.reason : new Error("the call was cancelled")
+      unsent.add(error)
+      throw error
+    }
     return (await this.wrap(
       client.callTool({ name, arguments: args }, undefined, {
         timeout: this.options.callTimeoutMs ?? 60_000,

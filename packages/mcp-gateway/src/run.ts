@@ -6,6 +6,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { boundedFetch } from "./boundedFetch.ts"
 import { type GatewayConfig, isLoopbackHost } from "./config.ts"
 import { DefinitionStore } from "./DefinitionStore.ts"
 import { Gateway } from "./Gateway.ts"
@@ -20,6 +21,13 @@ export interface RunningGateway {
   /** Stops serving, stops the upstream server, and sends the events still queued. */
   readonly close: () => Promise<void>
 }
+
+/**
+ * The client transport to a Streamable HTTP server: its answers are bounded per message (10 MiB, as a stdio
+ * server's lines are by the SDK), so a server cannot make the gateway read without end.
+ */
+export const upstreamHttpTransport = (url: string) =>
+  new StreamableHTTPClientTransport(new URL(url), { fetch: boundedFetch() })
 
 /** The wrapped server's environment: the user's, without the gateway's own credentials. */
 const upstreamEnv = (): Record<string, string> =>
@@ -90,7 +98,7 @@ export const startGateway = async (
             env: upstreamEnv(),
             stderr: "inherit",
           })
-        : new StreamableHTTPClientTransport(new URL(config.upstreamUrl!)),
+        : upstreamHttpTransport(config.upstreamUrl!),
     log,
     onToolsChanged: () => gateway?.toolsChanged(),
   })
