@@ -36,6 +36,7 @@ const CODES: Record<number, TrpcCode> = {
   415: "UNSUPPORTED_MEDIA_TYPE",
   422: "UNPROCESSABLE_CONTENT",
   429: "TOO_MANY_REQUESTS",
+  503: "SERVICE_UNAVAILABLE",
 }
 
 const fail = (error: ApiError): never => {

@@ -20,10 +20,21 @@ import {
  * violation without knowing which driver is underneath.
  */
 export const toSqlError = (cause: unknown, operation = "query"): SqlError => {
-  const err = cause as { code?: unknown; constraint?: unknown; constraint_name?: unknown; message?: unknown }
+  const err = cause as {
+    code?: unknown
+    constraint?: unknown
+    constraint_name?: unknown
+    message?: unknown
+    severity?: unknown
+  }
   const code = typeof err?.code === "string" ? err.code : undefined
   const message = typeof err?.message === "string" ? err.message : "database error"
   const props = { cause, message, operation }
+  // FATAL (or PANIC) ends the session whatever the SQLSTATE: a database not accepting connections (55000 at
+  // start-up), a session terminated. The store is out of reach for this request, not wrong about it; refused
+  // credentials (class 28) stay what they are.
+  if ((err?.severity === "FATAL" || err?.severity === "PANIC") && !code?.startsWith("28"))
+    return new SqlError({ reason: new ConnectionError(props) })
   return new SqlError({ reason: classify(code, err?.constraint ?? err?.constraint_name, props) })
 }
 
