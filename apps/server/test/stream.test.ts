@@ -429,13 +429,14 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL LI
     const admin = postgres(t.store.url!, { max: 1, onnotice: () => {} })
     try {
       await streamRevokedElsewhere(async (id) => {
-        // As in tokens.test.ts: the connections cut and the key revoked in one transaction, with no notice.
-        await admin.begin(async (tx) => {
-          const cut = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-            WHERE datname = current_database() AND application_name = 'agentgov-listen'`
-          expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
-          await tx`UPDATE api_keys SET status = 'revoked', revoked_at = now() WHERE id = ${id}`
-        })
+        // The key revoked behind the service's back (no notice: the service sends it, not a trigger), committed,
+        // then the listening connections cut: their drop must make every instance read its credentials again. Cut
+        // first, inside the revoking transaction, the instances could read the key again before it committed (the
+        // drop's read and the one after subscribing again both racing the commit), a flake under CI's load.
+        await admin`UPDATE api_keys SET status = 'revoked', revoked_at = now() WHERE id = ${id}`
+        const cut = await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'agentgov-listen'`
+        expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
       })
     } finally {
       await admin.end()

@@ -366,15 +366,14 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)",
     const admin = postgres(t.store.url!, { max: 1, onnotice: () => {} })
     try {
       await revokedElsewhere("revoked in a gap", async (keyId) => {
-        // The listening connections cut, as a database restart, a failover or a proxy's idle time-out
-        // does, and the key revoked in the same transaction with no notice at all: whether a notice would
-        // have reached the new connection is a race, so the test leaves none to race.
-        await admin.begin(async (tx) => {
-          const cut = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-            WHERE datname = current_database() AND application_name = 'agentgov-listen'`
-          expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
-          await tx`UPDATE api_keys SET status = 'revoked', revoked_at = now() WHERE id = ${keyId}`
-        })
+        // The key revoked with no notice at all (the service sends it, not a trigger), committed, then the
+        // listening connections cut, as a database restart, a failover or a proxy's idle time-out does: their
+        // drop must make every instance forget what it cached. Cut first, inside the revoking transaction, an
+        // instance could read and cache the key again before the revocation committed, a flake under CI's load.
+        await admin`UPDATE api_keys SET status = 'revoked', revoked_at = now() WHERE id = ${keyId}`
+        const cut = await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'agentgov-listen'`
+        expect(cut.length, "both instances listen on a connection of their own").toBeGreaterThanOrEqual(2)
       })
     } finally {
       await admin.end()
