@@ -156,7 +156,18 @@ describe("the guard's slow lane", () => {
       call(a, `A${i}`, { action: "costly.call", context: { l: [2, 3 + i] } }),
     )
     calls.push(call(b, "B-cheap", { action: "cheap.call", context: { n: 1 } }))
-    calls.push(call(b, "B-costly", { action: "costly.call", context: { l: [1] } }))
+    // B's costly call is a simulation, which takes the same lane: an evaluation also waits for its event's commit
+    // (B's writer, its own transaction), which under load came after A's 40 commits (the embedded run of .ci/run at
+    // 03d433f: B last of 42). The lane's order, not a commit's latency, is what this case checks; B's cheap call
+    // above is an evaluation, answered inline.
+    calls.push(
+      env
+        .run(b.guard.simulate(b.actor, { agentId: b.agentId, action: "costly.call", context: { l: [1] } }))
+        .then((r) => {
+          finished.push("B-costly")
+          return r as unknown as GuardResult
+        }),
+    )
     const results = await Promise.all(calls)
     expect(results.at(-1)!.decision).toBe("deny")
     expect(results.slice(0, many).every((r) => r.decision === "allow")).toBe(true)
