@@ -1,5 +1,5 @@
 import type { Severity } from "@agentgov/connector-sdk"
-import { dropBidiControls, SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
+import { dropBidiControls, oneLine, SEVERITY_STYLE, truncate, when } from "@agentgov/connector-sdk/format"
 import type { DigestStore, GroupCount } from "./DigestStore.ts"
 import type { Frequency } from "./schedule.ts"
 
@@ -34,7 +34,7 @@ export const escapeHtml = (s: string): string =>
  * second "Open agentgov:" footer with another link). Unicode's bidirectional embedding, override and
  * isolate controls (U+202A–U+202E, U+2066–U+2069) are dropped: they reverse what a reader sees.
  */
-const oneLine = (s: string) => dropBidiControls(s).replace(/[\r\n\v\f\u0085\u2028\u2029]+/g, " ")
+const singleLine = (s: string) => oneLine(dropBidiControls(s))
 
 /** Only http(s) links reach an href. */
 const safeUrl = (url: string | null | undefined): string | undefined => {
@@ -123,8 +123,8 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
     LIMITS.eventsPerAgent,
     types.flatMap((t) => t.agents.slice(0, LIMITS.agentsPerType)),
   )
-  const name = (s: string) => truncate(oneLine(s), LIMITS.name)
-  const para = (s: string) => truncate(oneLine(s), LIMITS.text)
+  const name = (s: string) => truncate(singleLine(s), LIMITS.name)
+  const para = (s: string) => truncate(singleLine(s), LIMITS.text)
   const sampleOf = new Map<string, typeof samples>()
   for (const s of samples) {
     const key = `${s.type}\u0000${s.agentKey}`
@@ -135,7 +135,7 @@ export const renderDigest = (store: DigestStore, digestId: number, o: RenderOpti
   const only = total === 1 ? samples[0] : undefined
   const subject = truncate(
     only
-      ? `[agentgov] ${oneLine(only.title)}`
+      ? `[agentgov] ${singleLine(only.title)}`
       : `[agentgov] ${plural(total, "event")}: ${types
           .slice(0, 3)
           .map((t) => `${t.count} ${t.type}`)

@@ -2,6 +2,7 @@ import {
   BIDI_CONTROLS,
   type FormattedEvent,
   formatEvent,
+  oneLine,
   SEVERITY_STYLE,
   truncate,
 } from "@agentgov/connector-sdk/format"
@@ -37,9 +38,6 @@ const LIMITS = {
 /** Platform errors worth another try; every other `ok: false` is a refusal (invalid_auth, channel_not_found, …). */
 const TRANSIENT = new Set(["internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"])
 
-/** Line breaks of every kind, which in the notification text would let an event write lines of its own. */
-const LINE_BREAKS = /[\r\n\v\f\u0085\u2028\u2029]+/g
-
 /**
  * Escapes text for Slack's mrkdwn: `&`, `<` and `>` (so `<!channel>`, `<@U…>` and links in event
  * text are shown, never acted on), breaks `@channel`, `@here` and `@everyone` with a zero-width
@@ -63,7 +61,6 @@ const plainText = (text: string, max: number) =>
  */
 export const fallbackText = (m: FormattedEvent): string => {
   const style = SEVERITY_STYLE[m.severity]
-  const oneLine = (text: string) => text.replace(LINE_BREAKS, " ")
   const lines = [
     `${style.emoji} ${oneLine(m.title)}`,
     oneLine(m.summary).trim(),

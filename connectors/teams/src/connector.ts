@@ -3,6 +3,7 @@ import {
   dropBidiControls,
   type FormattedEvent,
   formatEvent,
+  oneLine,
   SEVERITY_STYLE,
   truncate,
 } from "@agentgov/connector-sdk/format"
@@ -32,13 +33,7 @@ export const escapeMarkdown = (text: string): string =>
 
 /** The card's plain fallback (notifications, hosts that cannot render it): one line, no bidirectional control. */
 const fallbackOf = (m: FormattedEvent) =>
-  truncate(
-    dropBidiControls(`${m.title}${m.summary === "" ? "" : ` · ${m.summary}`}`).replace(
-      /[\r\n\v\f\u0085\u2028\u2029]+/g,
-      " ",
-    ),
-    1000,
-  )
+  truncate(oneLine(dropBidiControls(`${m.title}${m.summary === "" ? "" : ` · ${m.summary}`}`)), 1000)
 
 /** The card for one event; `budget` cuts summary and facts so the request stays under the limit. */
 export const renderCard = (m: FormattedEvent, budget = { summary: MAX_SUMMARY, fact: MAX_FACT }) => {

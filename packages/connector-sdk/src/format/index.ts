@@ -13,4 +13,4 @@ export {
   plain,
   when,
 } from "./formatEvent.ts"
-export { BIDI_CONTROLS, dropBidiControls, SEVERITY_STYLE, truncate } from "./style.ts"
+export { BIDI_CONTROLS, dropBidiControls, LINE_BREAKS, oneLine, SEVERITY_STYLE, truncate } from "./style.ts"

@@ -66,3 +66,19 @@ export const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g
  * ```
  */
 export const dropBidiControls = (text: string): string => text.replace(BIDI_CONTROLS, "")
+
+/** Line breaks of every kind (CR, LF, VT, FF, NEL, LS, PS), runs of them. Global: for `replace`. */
+export const LINE_BREAKS = /[\r\n\v\f\u0085\u2028\u2029]+/g
+
+/**
+ * Event text on one line, each run of line breaks a space: in a notification, a digest's text part or a card's
+ * fallback, an event's own line breaks would forge lines of the message (a second link line).
+ *
+ * @example
+ * ```ts
+ * import { oneLine } from "@agentgov/connector-sdk/format"
+ *
+ * oneLine("denied\nOpen the event: https://evil.example") // "denied Open the event: https://evil.example"
+ * ```
+ */
+export const oneLine = (text: string): string => text.replace(LINE_BREAKS, " ")
