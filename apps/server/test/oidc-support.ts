@@ -4,13 +4,7 @@ import { exportJWK, generateKeyPair } from "jose"
 import Provider from "oidc-provider"
 
 /** A port free on loopback now, for a server whose public URL must be known before it starts. */
-export const freePort = async (): Promise<number> => {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()))
-  const { port } = s.address() as AddressInfo
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
-}
+export { freePort } from "@agentgov/testing"
 
 const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
   const server = createServer(handler)

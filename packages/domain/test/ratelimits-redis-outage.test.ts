@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { connect, createServer } from "node:net"
+import { connect } from "node:net"
+import { freePort } from "@agentgov/testing"
 import { ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { Counters } from "../src/index.ts"
@@ -9,16 +10,6 @@ import { Counters } from "../src/index.ts"
  * counters' Redis stops answering or goes away, a request counts in-process (per instance, as documented) instead of
  * waiting for Redis. Runs where the suite runs against Redis (REDIS_URL set: the machine has `redis-server`).
  */
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-
 const accepts = (port: number) =>
   new Promise<boolean>((resolve) => {
     const socket = connect({ host: "127.0.0.1", port })
