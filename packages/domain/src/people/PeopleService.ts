@@ -69,16 +69,21 @@ const ambiguousAddress = () =>
   })
 
 /**
- * Whether a member of role `inviter` may invite to role `invited` (`invite`'s rule for a credential holding exactly
- * that role's scopes): `members:write`, every scope of the invited role, and the owner scope for `owner`.
+ * The first scope granting or taking away `role` needs that `held` lacks: the owner scope for `owner`, then every
+ * scope of the role (no escalation through invitations or role changes); undefined when `held` has them all.
  */
-const roleMayInvite = (inviter: Role, invited: Role): boolean => {
-  const held = ROLE_SCOPES[inviter]
-  if (!held.has("members:write")) return false
-  if (invited === "owner" && !held.has(OWNER_SCOPE)) return false
-  for (const scope of ROLE_SCOPES[invited]) if (!held.has(scope)) return false
-  return true
+const missingForRole = (held: ReadonlySet<string>, role: Role): string | undefined => {
+  if (role === "owner" && !held.has(OWNER_SCOPE)) return OWNER_SCOPE
+  for (const scope of ROLE_SCOPES[role]) if (!held.has(scope)) return scope
+  return undefined
 }
+
+/**
+ * Whether a member of role `inviter` may invite to role `invited` (`invite`'s rule for a credential holding exactly
+ * that role's scopes): `members:write`, and what `requireRole` asks for the invited role.
+ */
+const roleMayInvite = (inviter: Role, invited: Role): boolean =>
+  ROLE_SCOPES[inviter].has("members:write") && missingForRole(ROLE_SCOPES[inviter], invited) === undefined
 
 const lastOwner = () =>
   new StateConflict({
@@ -199,16 +204,15 @@ export class PeopleService extends Context.Service<
        * none through key creation.
        */
       const requireRole = (actor: Actor, role: Role) => {
-        if (role === "owner" && !actor.scopes.has(OWNER_SCOPE)) return Effect.fail(ownerOnly())
-        for (const scope of ROLE_SCOPES[role])
-          if (!actor.scopes.has(scope))
-            return Effect.fail(
-              new PermissionDenied({
-                message: `the role "${role}" holds the scope ${scope}, which this credential lacks`,
-                scope,
-              }),
-            )
-        return Effect.void
+        const missing = missingForRole(actor.scopes, role)
+        if (missing === undefined) return Effect.void
+        if (missing === OWNER_SCOPE && role === "owner") return Effect.fail(ownerOnly())
+        return Effect.fail(
+          new PermissionDenied({
+            message: `the role "${role}" holds the scope ${missing}, which this credential lacks`,
+            scope: missing,
+          }),
+        )
       }
 
       /**
