@@ -208,7 +208,11 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
                 ? `port ${config.port} on ${config.host} is in use by another process: stop it, or set PORT (0 picks a free one)`
                 : `cannot listen on ${config.host}:${config.port} (${e.code}): set HOST or PORT`,
             )
-          : e,
+          : e.syscall === "getaddrinfo"
+            ? new StartupError(
+                `HOST ${config.host} does not resolve (${e.code}): set HOST to an address of this machine, or a name it resolves`,
+              )
+            : e,
       ),
     )
     server.listen(config.port, config.host, () => resolve())

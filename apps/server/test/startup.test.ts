@@ -51,6 +51,18 @@ describe("a start that cannot go on", { timeout: 120_000 }, () => {
     }
   })
 
+  it("a HOST that does not resolve: one line naming it, exit 2, and nothing bootstrapped", async () => {
+    const env = { DATABASE_URL: store.url, AGENTGOV_DATA_DIR: join(dir, "host"), HOST: "no-such-host.invalid" }
+    const line = refusal(await runToExit(env))
+    expect(line).toContain("HOST no-such-host.invalid does not resolve (ENOTFOUND)")
+    const sql = pgConnect(store.url)
+    try {
+      expect(await sql`SELECT id FROM workspaces`).toHaveLength(0)
+    } finally {
+      await sql.end()
+    }
+  })
+
   it("an unreachable DATABASE_URL: one line naming its host (no password), exit 2", async () => {
     const line = refusal(
       await runToExit({ DATABASE_URL: "postgres://postgres:s3cret@127.0.0.1:1/x", AGENTGOV_DATA_DIR: join(dir, "db") }),
