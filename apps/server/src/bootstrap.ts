@@ -1,3 +1,4 @@
+import { waitForLocks } from "@agentgov/db"
 import { PeopleService, Sessions, WorkspaceService } from "@agentgov/domain"
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -32,6 +33,7 @@ export const bootstrap = (options: { readonly publicUrl: string; readonly provid
     // Instances starting together on one empty database: only the first creates.
     return yield* sql.withTransaction(
       Effect.gen(function* () {
+        yield* waitForLocks
         yield* sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK})`
         if (!(yield* workspaces.isEmpty)) return undefined
         const { workspace, apiKey } = yield* workspaces.create(

@@ -254,15 +254,16 @@ export const toApiError = (e: DomainError): ApiError => (mapping[e._tag] as (e: 
 export const internalError = () => new ApiError(500, "INTERNAL_ERROR", "internal error")
 
 /**
- * The database could not be reached (down, restarting, the connection lost): retried by the client after a moment.
- * Whether a write that was under way when the connection went was stored is not known: retried with the same
- * Idempotency-Key (as the SDK sends), it is stored once.
+ * The database could not be reached (down, restarting, the connection lost), or a lock the request needed was held
+ * elsewhere for longer than the store's lock time-out: retried by the client after a moment. Whether a write that was
+ * under way when the connection went was stored is not known: retried with the same Idempotency-Key (as the SDK
+ * sends), it is stored once.
  */
 export const storeUnavailable = () =>
   new ApiError(
     503,
     "STORE_UNAVAILABLE",
-    "the database cannot be reached now; try again in a moment (a write with the same Idempotency-Key)",
+    "the database cannot serve this now; try again in a moment (a write with the same Idempotency-Key)",
     undefined,
     { "retry-after": "1" },
   )

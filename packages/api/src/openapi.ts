@@ -18,7 +18,7 @@ const COMMON_ERRORS: Record<string, string> = {
   "429": "Rate limit exceeded (RATE_LIMITED, `Retry-After`)",
   "500": "Internal error (INTERNAL_ERROR)",
   "503":
-    "The server is starting and routes nothing yet (NOT_READY, `Retry-After`), or its database cannot be reached now (STORE_UNAVAILABLE, `Retry-After`)",
+    "The server is starting and routes nothing yet (NOT_READY, `Retry-After`), or its database cannot serve now: out of reach, or a lock held elsewhere for too long (STORE_UNAVAILABLE, `Retry-After`)",
 }
 
 const errorEnvelope: Json = {

@@ -20,10 +20,22 @@ export interface PostgresOptions {
    * until the kernel noticed the dead peer, hours later.
    */
   readonly idleInTransactionTimeoutMs?: number | undefined
+  /**
+   * How long a statement waits for a lock (a row lock, an advisory lock) before it fails with SQLSTATE 55P03, which
+   * the API answers 503 STORE_UNAVAILABLE with Retry-After (its `lock_timeout`); default 5,000 ms. A session outside
+   * the service holding a lock (an operator's `psql` left inside a transaction on a chain head) would otherwise hold
+   * every request that needs it, and through the pool every other request too, for as long as it stayed. The service's
+   * own locks are held for milliseconds; its background waits that may be long (migrations, first start, checkpoints)
+   * set their own `lock_timeout` to none (`waitForLocks`).
+   */
+  readonly lockTimeoutMs?: number | undefined
 }
 
 /** PostgresOptions' default `idleInTransactionTimeoutMs`: no transaction of this service waits that long. */
 export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
+
+/** PostgresOptions' default `lockTimeoutMs`. */
+export const LOCK_TIMEOUT_MS = 5_000
 
 type Sql = postgres.Sql | postgres.ReservedSql
 
@@ -73,6 +85,7 @@ export const openPostgres = (options: PostgresOptions) =>
         connection: {
           application_name: "agentgov",
           idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_TIMEOUT_MS,
+          lock_timeout: options.lockTimeoutMs ?? LOCK_TIMEOUT_MS,
         },
       })
     }),

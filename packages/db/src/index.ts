@@ -11,6 +11,7 @@ export {
   startEmbeddedPostgres,
   stopLeftoverPostmaster,
 } from "./EmbeddedPostgres.ts"
+export { waitForLocks } from "./locks.ts"
 export { loadMigrations, type Migration, MigrationRefused, migrate } from "./migrate.ts"
 export * as PostgresClient from "./PostgresClient.ts"
 export { storeUnreachable, toSqlError, uniqueViolation } from "./sqlErrors.ts"

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import { waitForLocks } from "./locks.ts"
 
 const migrationsDir = join(import.meta.dirname, "..", "migrations")
 
@@ -34,6 +35,8 @@ export const migrate = Effect.fn("db.migrate")(function* () {
   const sql = yield* SqlClient.SqlClient
   return yield* sql.withTransaction(
     Effect.gen(function* () {
+      // Another instance's migrations may take long: wait for them, whatever the pool's lock_timeout.
+      yield* waitForLocks
       yield* sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
       yield* sql.unsafe(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",

@@ -85,6 +85,10 @@ const classify = (
 export const uniqueViolation = (error: SqlError): string | undefined =>
   error.reason._tag === "UniqueViolation" ? error.reason.constraint : undefined
 
-/** Whether a failure is the store being out of reach (down, restarting, the connection lost): `ConnectionError`. */
+/**
+ * Whether a failure is the store unable to serve now: out of reach (down, restarting, the connection lost:
+ * `ConnectionError`), or a lock it waited for longer than its `lock_timeout` (`LockTimeoutError`: another session
+ * holds it). Either way the request changed nothing and may be retried.
+ */
 export const storeUnreachable = (error: unknown): boolean =>
-  error instanceof SqlError && error.reason._tag === "ConnectionError"
+  error instanceof SqlError && (error.reason._tag === "ConnectionError" || error.reason._tag === "LockTimeoutError")

@@ -9,6 +9,7 @@ import {
   PostgresClient,
   storeUnreachable,
   uniqueViolation,
+  waitForLocks,
 } from "@agentgov/db"
 import { cuttableProxy, makeEmptyDatabase, makeTestStore, pgConnect, type TestStore } from "@agentgov/testing"
 import { Cause, Effect, ManagedRuntime } from "effect"
@@ -743,19 +744,19 @@ describe("a transaction whose client went quiet", () => {
           ),
         )
         await new Promise((r) => setTimeout(r, 100))
-        // Another session gets the lock once PostgreSQL has ended the quiet one, well before it would have committed.
+        // Another session gets the lock, once PostgreSQL has ended the quiet one.
         const other = await pgConnect(db.url)
         try {
-          const started = Date.now()
           await other`SELECT pg_advisory_lock(4242)`
-          const waited = Date.now() - started
           await other`SELECT pg_advisory_unlock(4242)`
-          expect(waited).toBeLessThan(1_300)
         } finally {
           await other.end()
         }
         const exit = await stalled
         expect(exit._tag).toBe("Failure")
+        // Ended by PostgreSQL (the session closed under it): had it not been, the transaction would have committed.
+        const error = exit._tag === "Failure" ? (Cause.squash(exit.cause) as SqlError) : undefined
+        expect(error?.reason._tag).toBe("ConnectionError")
         // The pool replaces the ended connection: the next query works.
         const after = await runtime.runPromise(
           Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ one: number }>`SELECT 1 AS one`),
@@ -819,6 +820,85 @@ describe("a transaction whose session PostgreSQL ended", () => {
       }
     } finally {
       await admin.end()
+      await db.cleanup()
+    }
+  })
+})
+
+describe("a lock held elsewhere", () => {
+  const holding = async (url: string, f: () => Promise<void>) => {
+    const other = await pgConnect(url)
+    try {
+      await other`SELECT pg_advisory_lock(4343)`
+      await f()
+    } finally {
+      await other.end()
+    }
+  }
+
+  it("is waited for up to the pool's lock time-out, then fails as the store unable to serve (LockTimeoutError)", async () => {
+    const db = await makeEmptyDatabase()
+    const runtime = ManagedRuntime.make(PostgresClient.layer({ url: db.url, max: 1, lockTimeoutMs: 200 }))
+    try {
+      const defaults = ManagedRuntime.make(PostgresClient.layer({ url: db.url, max: 1 }))
+      const shown = await defaults.runPromise(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ t: string }>`SELECT current_setting('lock_timeout') AS t`),
+      )
+      await defaults.dispose()
+      expect(shown[0]!.t).toBe("5s")
+      await holding(db.url, async () => {
+        const exit = await runtime.runPromiseExit(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(sql`SELECT pg_advisory_xact_lock(4343)`)),
+        )
+        expect(exit._tag).toBe("Failure")
+        const error = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
+        expect((error as SqlError).reason._tag).toBe("LockTimeoutError")
+        expect(storeUnreachable(error)).toBe(true)
+      })
+    } finally {
+      await runtime.dispose()
+      await db.cleanup()
+    }
+  })
+
+  it("is waited for as long as it takes after waitForLocks (migrations, checkpoints), in that transaction only", async () => {
+    const db = await makeEmptyDatabase()
+    const runtime = ManagedRuntime.make(PostgresClient.layer({ url: db.url, max: 1, lockTimeoutMs: 200 }))
+    try {
+      const other = await pgConnect(db.url)
+      await other`SELECT pg_advisory_lock(4343)`
+      // Released only once the waiting transaction is seen waiting, for longer than the pool's time-out.
+      const release = (async () => {
+        for (;;) {
+          const [row] = await other<Array<{ waiting: number }>>`SELECT count(*)::int AS waiting FROM pg_locks
+            WHERE locktype = 'advisory' AND objid = 4343 AND NOT granted`
+          if (row!.waiting > 0) break
+          await new Promise((r) => setTimeout(r, 20))
+        }
+        await new Promise((r) => setTimeout(r, 600))
+        await other`SELECT pg_advisory_unlock(4343)`
+      })()
+      const got = await runtime.runPromise(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql.withTransaction(
+            Effect.gen(function* () {
+              yield* waitForLocks
+              yield* sql`SELECT pg_advisory_xact_lock(4343)`
+              return (yield* sql<{ t: string }>`SELECT current_setting('lock_timeout') AS t`)[0]!.t
+            }),
+          ),
+        ),
+      )
+      await release
+      await other.end()
+      expect(got).toBe("0")
+      // The pool's time-out is back for the connection's next transaction.
+      const after = await runtime.runPromise(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ t: string }>`SELECT current_setting('lock_timeout') AS t`),
+      )
+      expect(after[0]!.t).toBe("200ms")
+    } finally {
+      await runtime.dispose()
       await db.cleanup()
     }
   })

@@ -1,3 +1,4 @@
+import { waitForLocks } from "@agentgov/db"
 import {
   BUNDLE_FORMAT,
   type Bundle,
@@ -320,6 +321,7 @@ export class Checkpoints extends Context.Service<
         inTransaction(
           Effect.gen(function* () {
             const workspaceId = actor.workspaceId
+            yield* waitForLocks
             yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
             const last = yield* newest(workspaceId)
             const head = (yield* events.head(workspaceId)) ?? { sequence: 0, hash: GENESIS_HASH }
