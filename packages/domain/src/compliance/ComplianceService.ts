@@ -378,6 +378,15 @@ export class ComplianceService extends Context.Service<
 
       const generateNext = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
+        // A report whose last attempt's claim ran out without an outcome: the process generating it stopped (it may
+        // be what stops it: a report that crashes every process claiming it would otherwise be claimed for ever, and
+        // take each instance down in turn). Its last attempt counts as failed.
+        yield* sql`UPDATE compliance_reports SET status = 'failed', claimed_until = NULL, completed_at = ${isoOf(now)}::timestamptz,
+              error = ${`generation did not finish in ${MAX_ATTEMPTS} attempts (the process generating it stopped); request a new report`}
+            WHERE status = 'generating' AND attempts >= ${MAX_ATTEMPTS} AND claimed_until < ${isoOf(now)}::timestamptz`.pipe(
+          Effect.orDie,
+          Effect.withTracerEnabled(false),
+        )
         // The worker's poll and wake-ups: not traced (an idle server would export a trace each time).
         // Workspaces take turns: the next report is the oldest of the workspace served longest ago (the latest
         // report it had completed or claimed; never served first), so one workspace's backlog (requests are 202 at
@@ -390,7 +399,8 @@ export class ComplianceService extends Context.Service<
             UPDATE compliance_reports
             SET claimed_until = ${isoOf(now + CLAIM_MS)}::timestamptz, attempts = attempts + 1
             WHERE id = (SELECT c.id FROM compliance_reports c JOIN served s ON s.workspace_id = c.workspace_id
-                        WHERE c.status = 'generating' AND (c.claimed_until IS NULL OR c.claimed_until < ${isoOf(now)}::timestamptz)
+                        WHERE c.status = 'generating' AND c.attempts < ${MAX_ATTEMPTS}
+                          AND (c.claimed_until IS NULL OR c.claimed_until < ${isoOf(now)}::timestamptz)
                         ORDER BY s.at ASC NULLS FIRST, c.created_at LIMIT 1 FOR UPDATE OF c SKIP LOCKED)
             RETURNING *`.pipe(Effect.orDie, Effect.withTracerEnabled(false))
         if (!row) return undefined
