@@ -33,7 +33,7 @@ export const bootstrap = (options: { readonly publicUrl: string; readonly provid
     // Instances starting together on one empty database: only the first creates.
     return yield* sql.withTransaction(
       Effect.gen(function* () {
-        yield* waitForLocks
+        yield* waitForLocks(sql)
         yield* sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK})`
         if (!(yield* workspaces.isEmpty)) return undefined
         const { workspace, apiKey } = yield* workspaces.create(

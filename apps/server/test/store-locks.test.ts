@@ -33,9 +33,9 @@ describe("a lock held outside the service", () => {
           body: (await res.json()) as { data?: any; error?: { code: string } },
         }
       }
-      const [{ workspace_id: workspaceId, sequence: before }] = await psql<
-        Array<{ workspace_id: string; sequence: number }>
-      >`SELECT workspace_id, sequence::int FROM chain_heads`
+      const [head] = await psql<Array<{ workspace_id: string; sequence: number }>>`
+        SELECT workspace_id, sequence::int FROM chain_heads`
+      const { workspace_id: workspaceId, sequence: before } = head!
       const held = Promise.withResolvers<void>()
       const locked = Promise.withResolvers<void>()
       const holder = psql.begin(async (tx) => {
@@ -66,11 +66,11 @@ describe("a lock held outside the service", () => {
       expect(after.status, JSON.stringify(after.body)).toBe(201)
       const names = (await call("GET", "/agents?limit=100")).body.data.map((a: { name: string }) => a.name)
       expect(names).toEqual(["after-release"])
-      const [{ sequence }] = await psql<Array<{ sequence: number }>>`SELECT sequence::int FROM chain_heads`
+      const [moved] = await psql<Array<{ sequence: number }>>`SELECT sequence::int FROM chain_heads`
       expect(await psql`SELECT type FROM events WHERE workspace_id = ${workspaceId} AND sequence > ${before}`).toEqual([
         { type: "agent.registered" },
       ])
-      expect(sequence).toBe(before + 1)
+      expect(moved!.sequence).toBe(before + 1)
       const verified = await call("POST", "/events/verify")
       expect(verified.body.data.valid).toBe(true)
     } finally {

@@ -1,12 +1,9 @@
 import { Effect } from "effect"
-import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 
 /**
  * Lifts the pool's `lock_timeout` (PostgresOptions.lockTimeoutMs) for the rest of the current transaction: for a
  * background wait that may rightly be long, on a lock another instance of the service holds for seconds (a migration
  * under way, a first start, a checkpoint hashing a long chain). A request's wait stays bounded.
  */
-export const waitForLocks = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  yield* sql`SET LOCAL lock_timeout = 0`
-})
+export const waitForLocks = (sql: SqlClient.SqlClient) => sql`SET LOCAL lock_timeout = 0`.pipe(Effect.asVoid)

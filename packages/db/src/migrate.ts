@@ -36,7 +36,7 @@ export const migrate = Effect.fn("db.migrate")(function* () {
   return yield* sql.withTransaction(
     Effect.gen(function* () {
       // Another instance's migrations may take long: wait for them, whatever the pool's lock_timeout.
-      yield* waitForLocks
+      yield* waitForLocks(sql)
       yield* sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
       yield* sql.unsafe(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",

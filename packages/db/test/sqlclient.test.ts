@@ -882,7 +882,7 @@ describe("a lock held elsewhere", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) =>
           sql.withTransaction(
             Effect.gen(function* () {
-              yield* waitForLocks
+              yield* waitForLocks(sql)
               yield* sql`SELECT pg_advisory_xact_lock(4343)`
               return (yield* sql<{ t: string }>`SELECT current_setting('lock_timeout') AS t`)[0]!.t
             }),

@@ -321,7 +321,7 @@ export class Checkpoints extends Context.Service<
         inTransaction(
           Effect.gen(function* () {
             const workspaceId = actor.workspaceId
-            yield* waitForLocks
+            yield* waitForLocks(sql)
             yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
             const last = yield* newest(workspaceId)
             const head = (yield* events.head(workspaceId)) ?? { sequence: 0, hash: GENESIS_HASH }

@@ -168,7 +168,7 @@ export class MerkleStore extends Context.Service<
           ? Effect.void
           : transactional(sql)(
               Effect.gen(function* () {
-                yield* waitForLocks
+                yield* waitForLocks(sql)
                 yield* sql`SELECT pg_advisory_xact_lock(${CHECKPOINT_LOCK}, hashtext(${workspaceId}))`
                 yield* sql`INSERT INTO merkle_nodes (workspace_id, level, idx, hash)
                     VALUES ${sql.csv(nodes.map((n) => sql`(${workspaceId}, ${n.level}, ${n.idx}, ${n.hash})`))}
