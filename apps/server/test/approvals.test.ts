@@ -738,6 +738,66 @@ describe("asking again through the guard (second pass: approvers were flooded)",
   })
 })
 
+describe("an agent's deregistration (fourth pass: its pending approvals stayed listed and could not be cleared)", () => {
+  it("expires its pending approvals in the DELETE, each with approval.decided: nothing pending, none decidable", async () => {
+    const agent = (await t.call("POST", "/api/v1/agents", { body: { name: unique("leaving") } })).body.data.id
+    const action = `${unique("ship")}.release`
+    const policy = await t.call("POST", "/api/v1/policies", {
+      body: { name: unique("ask"), rules: [{ id: "human", effect: "require_approval", actions: [action] }] },
+    })
+    expect(policy.status, JSON.stringify(policy.body)).toBe(201)
+    const guarded = await t.call("POST", "/v1/guard", { body: { agentId: agent, action, context: { v: 1 } } })
+    expect(guarded.body.data).toMatchObject({ decision: "require_approval" })
+    const viaGuard = guarded.body.data.approvalId as string
+    const explicit = (await request({ agentId: agent })).id as string
+    const listed = async (status: string) =>
+      (await t.call("GET", `/api/v1/approvals?agentId=${agent}&status=${status}`)).body.data.map((a: any) => a.id)
+    expect(await listed("pending")).toEqual([explicit, viaGuard])
+
+    const before = await t.chainLength()
+    const gone = await t.call("DELETE", `/api/v1/agents/${agent}`)
+    expect(gone.status).toBe(200)
+    const at = gone.body.data.deregisteredAt as string
+
+    expect(await listed("pending")).toEqual([])
+    expect(await listed("expired")).toEqual([explicit, viaGuard])
+    for (const id of [explicit, viaGuard]) {
+      const read = await t.call("GET", `/api/v1/approvals/${id}`)
+      expect(read.body.data).toMatchObject({
+        status: "expired",
+        decidedAt: at,
+        expiresAt: at,
+        decidedBy: null,
+        decisionReason: "the agent was deregistered",
+      })
+      for (const decision of ["approved", "denied"]) {
+        const res = await decide(id, { decision })
+        expectError(res, 409, "APPROVAL_NOT_PENDING")
+      }
+    }
+    // The deregistration's events, each decoding with its catalog schema; nothing more from the refused decisions.
+    const events = await eventsAfter(before)
+    expect(events.map((e) => e.type)).toEqual([
+      "agent.deregistered",
+      "approval.decided",
+      "approval.decided",
+      ...events.slice(3).map(() => "api_key.revoked"),
+    ])
+    expect(events.slice(1, 3).map((e) => e.data)).toEqual(
+      [viaGuard, explicit].map((approvalId) => ({
+        approvalId,
+        agentId: agent,
+        action: expect.any(String),
+        decision: "denied",
+        expired: true,
+        reason: "the agent was deregistered",
+      })),
+    )
+    expect(new Set(events.map((e) => e.actor_type))).toEqual(new Set(["api_key"]))
+    expect(events.every((e) => e.agent_id === agent)).toBe(true)
+  })
+})
+
 describe("security", () => {
   const endpoints = () =>
     [

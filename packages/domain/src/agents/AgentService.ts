@@ -3,6 +3,8 @@ import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
+import { ApprovalRepo } from "../approvals/ApprovalRepo.ts"
+import { approvalExpiredEvent } from "../approvals/ApprovalService.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
@@ -47,7 +49,7 @@ const onUnique =
 
 /**
  * Agents: registered, updated, versioned and deregistered (soft: the record
- * and its history stay, its keys are revoked). An agent-bound credential sees
+ * and its history stay, its keys are revoked, its pending approvals expire). An agent-bound credential sees
  * and acts for its own agent only; any other agent is 403 for it.
  */
 export class AgentService extends Context.Service<
@@ -86,6 +88,7 @@ export class AgentService extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const repo = yield* AgentRepo
       const keys = yield* ApiKeyService
+      const approvals = yield* ApprovalRepo
       const audit = yield* AuditLog
       const tx = transactional(sql)
 
@@ -214,8 +217,14 @@ export class AgentService extends Context.Service<
             const now = yield* nowIso
             const updated: Agent = { ...current, status: "deregistered", updatedAt: now, deregisteredAt: now }
             yield* repo.update(updated).pipe(Effect.catchTag("SqlError", Effect.die))
+            // Its pending approvals can no longer be acted on: they expire now, recorded as the sweep records an
+            // expiry. Before the audit append: a decision holding one of them goes on to the chain head, which
+            // this transaction must not hold while it waits for that row. (No writer holding a pending approval
+            // waits for an agent row: deciding and the sweep take the approval, then the chain head.)
+            const expired = yield* approvals.expireForAgent(actor.workspaceId, id, now)
             yield* audit.append(actor, [
               { type: "agent.deregistered", agentId: id, data: { agentId: id, agentName: current.name } },
+              ...expired.map(approvalExpiredEvent),
             ])
             yield* keys.revokeForAgent(actor, id, "agent_deregistered")
             return updated

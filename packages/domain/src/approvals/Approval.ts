@@ -15,6 +15,11 @@ export const MAX_APPROVAL_TIMEOUT_SECONDS = 30 * 86_400
  * `APPROVAL_QUEUE_FULL`): an agent varying its context could otherwise fill the approvers' queue.
  */
 export const MAX_PENDING_APPROVALS_PER_AGENT = 100
+/**
+ * `decisionReason` of an approval that was pending when its agent was deregistered: it expired then (D7's "expire
+ * as denied"; no approval of an agent that can no longer act awaits anyone), and `approval.decided` says why.
+ */
+export const AGENT_DEREGISTERED_REASON = "the agent was deregistered"
 /** `context` of an explicit request, encoded. */
 export const MAX_APPROVAL_CONTEXT_BYTES = 32 * 1024
 

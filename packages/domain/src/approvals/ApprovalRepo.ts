@@ -2,7 +2,7 @@ import { jsonb } from "@agentgov/db"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
-import type { Approval, ApprovalStatus } from "./Approval.ts"
+import { AGENT_DEREGISTERED_REASON, type Approval, type ApprovalStatus } from "./Approval.ts"
 
 interface Row {
   readonly id: string
@@ -55,6 +55,10 @@ export interface ApprovalFilter {
   readonly limit: number
   readonly now: string
 }
+
+/** Approvals in the order their expiries are recorded: by `expiresAt`, then by id. */
+const inExpiryOrder = (rows: ReadonlyArray<Row>): ReadonlyArray<Approval> =>
+  rows.map(toApproval).sort((x, y) => x.expiresAt.localeCompare(y.expiresAt) || x.id.localeCompare(y.id))
 
 /** How many approvals one sweep transaction expires per workspace; the rest wait for the next sweep. */
 const EXPIRE_BATCH = 1000
@@ -120,6 +124,17 @@ export class ApprovalRepo extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<{ readonly workspaceId: string; readonly deleted: boolean }>>
     /** Records the expiry of a workspace's pending approvals past `now` (up to a batch); returns them. */
     readonly expire: (workspaceId: string, now: string) => Effect.Effect<ReadonlyArray<Approval>>
+    /**
+     * Expires every pending approval of the agent at `at` (its deregistration): `expiresAt` and `decidedAt` become
+     * `at`, `decisionReason` {@link AGENT_DEREGISTERED_REASON}; one already past its expiry is recorded as the sweep
+     * would (`decidedAt` = `expiresAt`, no reason). Returns them, as `expire` does. A row being decided meanwhile is
+     * waited for and left to its decision (the `status = 'pending'` condition is checked again after the wait).
+     */
+    readonly expireForAgent: (
+      workspaceId: string,
+      agentId: string,
+      at: string,
+    ) => Effect.Effect<ReadonlyArray<Approval>>
   }
 >()("@agentgov/domain/approvals/ApprovalRepo") {
   static readonly layer = Layer.effect(
@@ -224,12 +239,13 @@ export class ApprovalRepo extends Context.Service<
               )
               UPDATE approvals a SET status = 'expired', decided_at = a.expires_at
               FROM due WHERE a.id = due.id AND a.status = 'pending'
-              RETURNING a.*`.pipe(
-            Effect.map((rows) =>
-              rows.map(toApproval).sort((x, y) => x.expiresAt.localeCompare(y.expiresAt) || x.id.localeCompare(y.id)),
-            ),
-            Effect.orDie,
-          ),
+              RETURNING a.*`.pipe(Effect.map(inExpiryOrder), Effect.orDie),
+        expireForAgent: (workspaceId, agentId, at) =>
+          sql<Row>`UPDATE approvals SET status = 'expired',
+                decided_at = LEAST(expires_at, ${at}::timestamptz), expires_at = LEAST(expires_at, ${at}::timestamptz),
+                decision_reason = CASE WHEN expires_at > ${at}::timestamptz THEN ${AGENT_DEREGISTERED_REASON} END
+              WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'pending'
+              RETURNING *`.pipe(Effect.map(inExpiryOrder), Effect.orDie),
       })
     }),
   )

@@ -4,6 +4,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentDeregistered, AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
+import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
@@ -125,6 +126,23 @@ const requestedEvent = (a: Approval) => ({
     ...(a.ruleId !== null ? { ruleId: a.ruleId } : {}),
     ...(a.reason !== null ? { reason: a.reason } : {}),
     ...(a.approvers.length > 0 ? { approvers: a.approvers } : {}),
+  },
+})
+
+/**
+ * `approval.decided` of an approval recorded as expired (as denied, by nobody): by the sweep, or at its agent's
+ * deregistration, whose reason it then carries.
+ */
+export const approvalExpiredEvent = (a: Approval): NewEvent => ({
+  type: "approval.decided",
+  agentId: a.agentId,
+  data: {
+    approvalId: a.id,
+    agentId: a.agentId,
+    action: a.action,
+    decision: "denied",
+    expired: true,
+    ...(a.decisionReason !== null ? { reason: a.decisionReason } : {}),
   },
 })
 
@@ -395,10 +413,13 @@ export class ApprovalService extends Context.Service<
             )
               return yield* new ApproverNotListed({ approvalId: id })
             const now = yield* nowMs
-            // A deregistered agent can no longer act: its approval is not decided (as none can be requested for
-            // it), so that no `approval.decided` says an agent that is gone may go ahead. It reads as pending until
-            // it expires. (A plain read: locking the agent here could deadlock with a guard call holding the
-            // approval; a deregistration committing meanwhile leaves only a decision nobody can use.)
+            // Deregistering an agent expires its pending approvals in its transaction, so a decision racing it is
+            // refused by the row's own state: `repo.decide` is conditional on `pending`, and either it runs first
+            // (the deregistration waits for this transaction and finds it decided: `approval.decided` precedes
+            // `agent.deregistered` in the trail) or after (it finds the approval expired: 409 APPROVAL_NOT_PENDING).
+            // No agent lock is taken here. A pending approval of a deregistered agent is one left from before
+            // deregistrations expired them: it is not decided either (no `approval.decided` says an agent that is
+            // gone may go ahead) and reads pending until it expires.
             if (present(current, now).status === "pending") {
               const agent = yield* agents.find(actor.workspaceId, current.agentId)
               if (agent?.status === "deregistered") return yield* new AgentDeregistered({ agentId: current.agentId })
@@ -447,14 +468,7 @@ export class ApprovalService extends Context.Service<
               // A deleted workspace's trail ends with `workspace.deleted` (and its webhooks would be sent anything
               // appended after it): its approvals are recorded as expired, as they read, with no event.
               if (deleted) return expired.length
-              yield* audit.append(
-                yield* systemIn(workspaceId),
-                expired.map((a) => ({
-                  type: "approval.decided",
-                  agentId: a.agentId,
-                  data: { approvalId: a.id, agentId: a.agentId, action: a.action, decision: "denied", expired: true },
-                })),
-              )
+              yield* audit.append(yield* systemIn(workspaceId), expired.map(approvalExpiredEvent))
               return expired.length
             }),
           )

@@ -379,22 +379,237 @@ describe("a deleted workspace", () => {
   })
 })
 
+/** The approval as stored, and the types of the workspace's events in order. */
+const stored = (id: string) =>
+  run(
+    SqlClient.SqlClient.use((sql) =>
+      sql<{ status: string }>`SELECT status FROM approvals WHERE id = ${id}`.pipe(Effect.map((r) => r[0])),
+    ),
+  )
+const eventTypes = async (workspaceId: string) =>
+  (
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ type: string; data: any }>`SELECT type, data FROM events WHERE workspace_id = ${workspaceId}
+          ORDER BY sequence`,
+      ),
+    )
+  ).map((e) => `${e.type}${e.data.approvalId ? ` ${e.data.approvalId}` : ""}`)
+
 describe("an agent deregistered mid-approval", () => {
-  it("its pending approval cannot be decided (409 AGENT_DEREGISTERED, as a new one cannot be requested)", async () => {
+  it("expires its pending approvals in the deregistration, each with approval.decided; nothing is left pending", async () => {
+    const { actor, agentId } = await setup()
+    const T2 = T + 20 * 86_400_000
+    const explicit = await run(
+      at(
+        T2,
+        ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })),
+      ),
+    )
+    const viaGuard = requested(
+      await run(
+        at(
+          T2,
+          ApprovalService.use((s) =>
+            s.requestForGuard({
+              workspaceId: actor.workspaceId,
+              agentId,
+              action: "pay",
+              context: { to: "acme" },
+              policyId: "pol_1",
+              ruleId: "r1",
+              approvers: [actor.credential.id],
+            }),
+          ),
+        ),
+      ),
+    )
+    // Past its expiry, not yet swept: recorded as the sweep would (decidedAt = expiresAt, no reason).
+    const lapsed = await run(
+      at(
+        T2,
+        ApprovalService.use((s) => s.create(actor, { agentId, action: "z", timeoutSeconds: 1 })),
+      ),
+    )
+    const decidedBefore = await run(
+      at(
+        T2,
+        ApprovalService.use((s) => s.create(actor, { agentId, action: "y" })),
+      ),
+    )
+    await run(
+      at(
+        T2,
+        ApprovalService.use((s) => s.decide(actor, decidedBefore.id, { decision: "denied" })),
+      ),
+    )
+    // Another agent's approval is its own.
+    const second = await run(AgentService.use((s) => s.register(actor, { name: "second" })))
+    const elsewhere = await run(
+      at(
+        T2,
+        ApprovalService.use((s) => s.create(actor, { agentId: second.id, action: "x" })),
+      ),
+    )
+    const deregisteredAt = new Date(T2 + 5000).toISOString()
+    const agent = await run(
+      at(
+        T2 + 5000,
+        AgentService.use((s) => s.deregister(actor, agentId)),
+      ),
+    )
+    expect(agent.deregisteredAt).toBe(deregisteredAt)
+
+    const get = (id: string) =>
+      run(
+        at(
+          T2 + 6000,
+          ApprovalService.use((s) => s.get(actor, id)),
+        ),
+      )
+    for (const a of [explicit, viaGuard]) {
+      expect(await get(a.id)).toEqual({
+        ...a,
+        status: "expired",
+        decidedAt: deregisteredAt,
+        expiresAt: deregisteredAt,
+        decisionReason: "the agent was deregistered",
+      })
+      expect(await stored(a.id)).toEqual({ status: "expired" })
+    }
+    expect(await get(lapsed.id)).toEqual({ ...lapsed, status: "expired", decidedAt: lapsed.expiresAt })
+    expect(await stored(lapsed.id)).toEqual({ status: "expired" })
+    expect((await get(decidedBefore.id)).status).toBe("denied")
+    expect((await get(elsewhere.id)).status).toBe("pending")
+    const pending = await run(
+      at(
+        T2 + 6000,
+        ApprovalService.use((s) => s.list(actor, { agentId, status: ["pending"] })),
+      ),
+    )
+    expect(pending.data).toEqual([])
+
+    // One event each, after agent.deregistered and in the same append, as the deregistering actor.
+    const types = await eventTypes(actor.workspaceId)
+    const from = types.indexOf("agent.deregistered")
+    expect(types.slice(from, from + 4)).toEqual([
+      "agent.deregistered",
+      `approval.decided ${lapsed.id}`,
+      `approval.decided ${explicit.id}`,
+      `approval.decided ${viaGuard.id}`,
+    ])
+    const data = async (id: string) => (await approvalEvents(actor.workspaceId, id)).map((e) => [e.actor_type, e.data])
+    const base = (a: Approval) => ({ approvalId: a.id, agentId, action: a.action, decision: "denied", expired: true })
+    expect(await data(explicit.id)).toEqual([
+      ["api_key", expect.objectContaining({ status: "pending" })],
+      ["api_key", { ...base(explicit), reason: "the agent was deregistered" }],
+    ])
+    // Requested by the system (a guard call without an actor), expired by whoever deregistered the agent.
+    expect((await data(viaGuard.id)).map(([actor]) => actor)).toEqual(["system", "api_key"])
+    expect((await data(viaGuard.id)).at(-1)).toEqual([
+      "api_key",
+      { ...base(viaGuard), reason: "the agent was deregistered" },
+    ])
+    expect((await data(lapsed.id)).at(-1)).toEqual(["api_key", base(lapsed)])
+
+    // Nothing is left for the sweep, and none can be decided (409 APPROVAL_NOT_PENDING, as it reads).
+    expect(
+      await run(
+        at(
+          T2 + 30 * 86_400_000,
+          ApprovalService.use((s) => s.expireDue),
+        ),
+      ),
+    ).toBe(1)
+    expect((await approvalEvents(actor.workspaceId, elsewhere.id)).map((e) => e.type)).toEqual([
+      "approval.requested",
+      "approval.decided",
+    ])
+    for (const decision of ["approved", "denied"] as const) {
+      const error = await failure(
+        at(
+          T2 + 6000,
+          ApprovalService.use((s) => s.decide(actor, explicit.id, { decision })),
+        ),
+      )
+      expect(error).toMatchObject({ _tag: "ApprovalNotPending", status: "expired" })
+    }
+    const again = await failure(ApprovalService.use((s) => s.decide(actor, decidedBefore.id, { decision: "approved" })))
+    expect(again).toMatchObject({ _tag: "ApprovalNotPending", status: "denied" })
+    // Deregistering again changes nothing.
+    const count = (await eventTypes(actor.workspaceId)).length
+    await run(
+      at(
+        T2 + 7000,
+        AgentService.use((s) => s.deregister(actor, agentId)),
+      ),
+    )
+    expect((await eventTypes(actor.workspaceId)).length).toBe(count)
+  })
+
+  it("a pending approval left by an earlier deregistration is still not decided (409 AGENT_DEREGISTERED)", async () => {
     const { actor, agentId } = await setup()
     const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
-    const decidedBefore = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "y" })))
-    await run(ApprovalService.use((s) => s.decide(actor, decidedBefore.id, { decision: "denied" })))
     await run(AgentService.use((s) => s.deregister(actor, agentId)))
+    // As a deregistration before this pass left it.
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql`UPDATE approvals SET status = 'pending', decided_at = NULL, decision_reason = NULL,
+          expires_at = now() + interval '1 hour' WHERE id = ${a.id}`,
+      ),
+    )
     for (const decision of ["approved", "denied"] as const) {
       const error = await failure(ApprovalService.use((s) => s.decide(actor, a.id, { decision })))
       expect(error).toMatchObject({ _tag: "AgentDeregistered", agentId })
     }
     expect((await run(ApprovalService.use((s) => s.get(actor, a.id)))).status).toBe("pending")
-    expect((await approvalEvents(actor.workspaceId, a.id)).map((e) => e.type)).toEqual(["approval.requested"])
-    // One decided before says so, as before.
-    const again = await failure(ApprovalService.use((s) => s.decide(actor, decidedBefore.id, { decision: "approved" })))
-    expect(again).toMatchObject({ _tag: "ApprovalNotPending", status: "denied" })
+  })
+})
+
+describe("a decision racing its agent's deregistration", () => {
+  /** Runs `effect` in a transaction that holds its locks 600 ms more before committing. */
+  const holding = <A, E>(effect: Effect.Effect<A, E, R>) =>
+    run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const result = yield* effect
+            yield* sql`SELECT pg_sleep(0.6)`
+            return result
+          }),
+        ),
+      ),
+    )
+
+  it("decided first: the deregistration waits for it and leaves it decided (approval.decided before agent.deregistered)", async () => {
+    const { actor, agentId } = await setup()
+    const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
+    const deciding = holding(ApprovalService.use((s) => s.decide(actor, a.id, { decision: "approved" })))
+    await new Promise((r) => setTimeout(r, 200))
+    await run(AgentService.use((s) => s.deregister(actor, agentId)))
+    expect((await deciding).status).toBe("approved")
+    expect((await run(ApprovalService.use((s) => s.get(actor, a.id)))).status).toBe("approved")
+    const types = await eventTypes(actor.workspaceId)
+    expect(types.slice(-2)).toEqual([`approval.decided ${a.id}`, "agent.deregistered"])
+    expect(types.filter((t) => t === `approval.decided ${a.id}`)).toHaveLength(1)
+  })
+
+  it("deregistered first: the decision waits for it and is refused by the approval's state (409 APPROVAL_NOT_PENDING)", async () => {
+    const { actor, agentId } = await setup()
+    const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
+    // Its agent read before the deregistration commits (active): only the row's state refuses the decision.
+    const deregistering = holding(AgentService.use((s) => s.deregister(actor, agentId)))
+    await new Promise((r) => setTimeout(r, 200))
+    const error = await failure(ApprovalService.use((s) => s.decide(actor, a.id, { decision: "approved" }))).finally(
+      () => deregistering,
+    )
+    expect(error).toMatchObject({ _tag: "ApprovalNotPending", approvalId: a.id, status: "expired" })
+    const types = await eventTypes(actor.workspaceId)
+    expect(types.slice(-2)).toEqual(["agent.deregistered", `approval.decided ${a.id}`])
+    expect((await approvalEvents(actor.workspaceId, a.id)).at(-1)?.data).toMatchObject({
+      decision: "denied",
+      expired: true,
+    })
   })
 })
 
