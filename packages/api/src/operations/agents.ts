@@ -82,7 +82,7 @@ export const agentOperations = [
     tag,
     summary: "Deregister an agent",
     description:
-      "Soft: the agent's record and history stay; its status becomes `deregistered` and its API keys are revoked.",
+      "Soft: the agent's record and history stay; its status becomes `deregistered`, its API keys are revoked, and its pending approvals expire (`approval.decided`, `expired: true`, with the reason).",
     errors: ["AGENT_NOT_FOUND"],
     input: Schema.Struct(idField),
     output: Agent,

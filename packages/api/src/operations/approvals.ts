@@ -63,7 +63,7 @@ export const approvalOperations = [
     tag,
     summary: "Approve or deny",
     description:
-      "Decides a pending approval once; a decided or expired one is 409 `APPROVAL_NOT_PENDING`. When the approval names `approvers`, only those credentials may decide. Agent keys never decide. A pending approval of a deregistered agent is 409 `AGENT_DEREGISTERED` (it reads as pending until it expires). Emits `approval.decided`.",
+      "Decides a pending approval once; a decided or expired one is 409 `APPROVAL_NOT_PENDING`. When the approval names `approvers`, only those credentials may decide. Agent keys never decide. Deregistering an agent expires its pending approvals; one left pending by a deregistration before that rule is 409 `AGENT_DEREGISTERED`. Emits `approval.decided`.",
     errors: ["APPROVAL_NOT_FOUND", "APPROVAL_NOT_PENDING", "AGENT_DEREGISTERED"],
     input: idAnd(DecideApproval),
     output: Approval,
