@@ -872,7 +872,8 @@ export class ContentService extends Context.Service<
 
       /**
        * Texts fingerprinted under an older normalisation (`fingerprint_fold` < FOLD_VERSION: migration 0028
-       * labels 1 those holding a letter the two fold differently) are fingerprinted again from their stored text,
+       * labels 1 those holding a letter versions 1 and 2 fold differently, 0030 leaves at 2 those holding a letter
+       * version 3 cuts as a word of its own) are fingerprinted again from their stored text,
        * each in a transaction that takes its row first: instances starting together do each text once. Their
        * rows are replaced with the current window's; words and MinHash with the current fold's.
        */

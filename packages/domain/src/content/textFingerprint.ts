@@ -7,8 +7,10 @@
  * diacritics dropped (NFD without combining marks), common Armenian, Cyrillic and Greek lookalikes and the Latin
  * small capitals mapped to the Latin letter they imitate (a capital through its small letter), case folded. Format characters (`\p{Cf}`: zero-width space, joiners, soft
  * hyphen, BOM, bidi marks) and the invisible Hangul fillers are dropped. Words are runs of letters and digits; everything else is a
- * separator, so whitespace and punctuation differences fold away. Each word keeps the offsets of the
- * original text it came from, so matches are reported as spans of the texts as sent.
+ * separator, so whitespace and punctuation differences fold away. In the scripts written without spaces between
+ * words (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar: SPACELESS) each letter is a word of its own, so a
+ * shingle there is 5 characters (fold version 3). Each word keeps the offsets of the original text it came from,
+ * so matches are reported as spans of the texts as sent.
  */
 
 /** Lookalikes of Latin letters from other scripts (the confusables most used to dodge filters). */
@@ -140,11 +142,27 @@ const CONFUSABLES: Readonly<Record<string, string>> = {
 /**
  * The version of the normalisation registered texts were fingerprinted with (`content_items.fingerprint_fold`):
  * 1 until 2026-11-29, 2 since the Armenian lookalikes, the Latin small capitals and a few more Cyrillic and Greek
- * letters were added to CONFUSABLES and capitals began to fold through their small letter. Texts stored under an
- * older version are fingerprinted again when the service starts (ContentService), as their rows would not be
- * found by a copy folded the new way.
+ * letters were added to CONFUSABLES and capitals began to fold through their small letter, 3 since the letters of
+ * the SPACELESS scripts are words of their own (the same day, fourth pass: a paragraph of Chinese or Japanese was
+ * a handful of "words" cut at its punctuation, and a copy differing anywhere in a clause lost that clause). Texts
+ * stored under an older version are fingerprinted again when the service starts (ContentService), as their rows
+ * would not be found by a copy folded the new way.
  */
-export const FOLD_VERSION = 2
+export const FOLD_VERSION = 3
+
+/**
+ * Letters (after folding) of the scripts written without spaces between words, each cut as a word of its own:
+ * Han (with 々, 〆, 〇 and the other letters whose script extensions include it), Hiragana, Katakana (ー among
+ * them; half-width forms fold to these by NFKC), Thai, Lao, Khmer, Myanmar. A word of these scripts is not
+ * found by where spaces are; a dictionary segmenter (`Intl.Segmenter`) would find it, but its cuts follow the
+ * ICU data of the Node that runs it, and a stored fingerprint must be cut the same way by every later version,
+ * so the unit is the character: deterministic, a shingle of 5 characters, and a reported run of 12
+ * (MIN_SPAN_WORDS) a clause (CNKI's common plagiarism rule counts 13 characters). Korean is written with spaces
+ * and keeps its words.
+ */
+const SPACELESS = /[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Thai}\p{scx=Lao}\p{scx=Khmer}\p{scx=Myanmar}]/u
+/** Thai (U+0E00) is the first of them: anything below is cut by spaces. */
+const isSpaceless = (c: string): boolean => c.charCodeAt(0) >= 0x0e00 && SPACELESS.test(c)
 
 /**
  * Characters dropped: format characters (`\p{Cf}`), and the Hangul fillers, letters (`\p{Lo}`) that render as
@@ -201,7 +219,7 @@ const NON_ASCII = /[\u0080-\uffff]/
 
 /**
  * The normalised words of `text`, each with its original offsets. Text in ASCII alone (no format character,
- * mark or lookalike there; folding only lowers capitals) is cut by character code, words sliced from the text,
+ * mark, lookalike or SPACELESS letter there; folding only lowers capitals) is cut by character code, words sliced from the text,
  * which gives the same words as the character-by-character walk (the test compares them) in a fraction of its
  * time.
  */
@@ -243,6 +261,15 @@ export const tokenizeWalk = (text: string): Array<Token> => {
     }
     for (const c of folded) {
       if (isWordChar(c)) {
+        if (isSpaceless(c)) {
+          // A word of its own, ending the one before (SPACELESS); every letter a character folds to (㍿ is
+          // 株式会社) has that character's offsets.
+          if (start >= 0) tokens.push({ word, start, end })
+          tokens.push({ word: c, start: i, end: i + ch.length })
+          word = ""
+          start = -1
+          continue
+        }
         if (start < 0) start = i
         word += c
         end = i + ch.length
