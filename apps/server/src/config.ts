@@ -304,6 +304,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       enterprise: int("AGENTGOV_STREAM_LIMIT_ENTERPRISE", s.plans.enterprise, 1, 1e6),
     },
     key: int("AGENTGOV_STREAM_LIMIT_KEY", s.key, 1, 1e6),
+    process: int("AGENTGOV_STREAM_LIMIT_PROCESS", s.process, 1, 1e6),
   }
   const list = (name: string) =>
     (env[name] ?? "")

@@ -243,13 +243,15 @@ describe("a stream's credential is held to the rule of every request (D4, D5)", 
 describe("limits", () => {
   let limited: TestServer
   beforeAll(async () => {
-    limited = await startTestServer({ streamLimits: { plans: { free: 3, pro: 3, enterprise: 3 }, key: 2 } })
+    limited = await startTestServer({
+      streamLimits: { plans: { free: 3, pro: 3, enterprise: 3 }, key: 2, process: 1_000 },
+    })
   })
   afterAll(async () => limited?.close())
 
   const keyOf = async () => limited.createKey({ type: "workspace", scopes: ["events:read"] })
-  const refused = async (key: string) => {
-    const res = await fetch(`${limited.url}/api/v1/events/stream`, { headers: { authorization: `Bearer ${key}` } })
+  const refused = async (key: string, server = limited) => {
+    const res = await fetch(`${server.url}/api/v1/events/stream`, { headers: { authorization: `Bearer ${key}` } })
     if (res.status !== 429) await res.body?.cancel()
     expect(res.status).toBe(429)
     const body = (await res.json()) as any
@@ -259,10 +261,10 @@ describe("limits", () => {
   }
 
   /** Opens a stream, waiting while it is refused: the server learns of a client's close asynchronously. */
-  const openWhenFree = async (key: string) => {
+  const openWhenFree = async (key: string, server = limited) => {
     const deadline = Date.now() + 10_000
     for (;;) {
-      const s = await openStream(`${limited.url}/api/v1/events/stream`, key)
+      const s = await openStream(`${server.url}/api/v1/events/stream`, key)
       if (s.status !== 429 || Date.now() > deadline) return s
       await s.close()
       await new Promise((r) => setTimeout(r, 100))
@@ -336,14 +338,52 @@ describe("limits", () => {
     await withWorkspaceFull(async () => {})
   })
 
-  it("are configured per plan and per key, and a limit below 1 is refused at start", () => {
+  it("refuses any workspace's stream beyond the process's limit, and frees a slot on close", async () => {
+    // Workspaces and keys far below their own limits: only the process's is reached.
+    const small = await startTestServer({
+      streamLimits: { plans: { free: 50, pro: 50, enterprise: 50 }, key: 50, process: 2 },
+    })
+    const held: Array<Awaited<ReturnType<typeof openStream>>> = []
+    try {
+      const created = await small.call("POST", "/api/v1/workspaces", { body: { name: unique("streams") } })
+      expect(created.status).toBe(201)
+      const elsewhere = created.body.data.apiKey.apiKey as string
+      held.push(await openStream(`${small.url}/api/v1/events/stream`, small.key))
+      held.push(await openStream(`${small.url}/api/v1/events/stream`, elsewhere))
+      expect(held.map((s) => s.status)).toEqual([200, 200])
+      expect(await refused(small.key, small)).toMatch(/this server .* 2 open event streams/)
+      expect(await refused(elsewhere, small)).toMatch(/this server/)
+      // The open ones are not touched by the refusal.
+      const ingested = await small.call("POST", "/api/v1/events/ingest", {
+        body: { events: [{ type: "process.capped", data: {} }] },
+      })
+      expect(ingested.status).toBe(201)
+      await held[0]!.waitFor(() => held[0]!.events().length >= 1)
+      await held[1]!.close()
+      const again = await openWhenFree(small.key, small)
+      held.push(again)
+      expect(again.status).toBe(200)
+    } finally {
+      for (const s of held) await s.close()
+      await small.close()
+    }
+  })
+
+  it("are configured per plan, per key and per process, and a limit below 1 is refused at start", () => {
     const env = {
       AGENTGOV_STREAM_LIMIT_FREE: "5",
       AGENTGOV_STREAM_LIMIT_ENTERPRISE: "700",
       AGENTGOV_STREAM_LIMIT_KEY: "2",
+      AGENTGOV_STREAM_LIMIT_PROCESS: "900",
     }
-    expect(loadConfig(env).streamLimits).toEqual({ plans: { free: 5, pro: 200, enterprise: 700 }, key: 2 })
+    expect(loadConfig(env).streamLimits).toEqual({
+      plans: { free: 5, pro: 200, enterprise: 700 },
+      key: 2,
+      process: 900,
+    })
+    expect(loadConfig({}).streamLimits.process).toBe(5_000)
     expect(() => loadConfig({ AGENTGOV_STREAM_LIMIT_KEY: "0" })).toThrow(ConfigError)
+    expect(() => loadConfig({ AGENTGOV_STREAM_LIMIT_PROCESS: "0" })).toThrow(ConfigError)
   })
 })
 

@@ -1,4 +1,5 @@
 import { mintKey, SCOPES } from "@agentgov/domain"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type ApiResponse,
@@ -411,6 +412,92 @@ describe("DELETE /workspaces/:id", () => {
 
   it("answers 404 WORKSPACE_NOT_FOUND for an unknown id", async () => {
     expectError(await t.call("DELETE", "/api/v1/workspaces/ws_00000000000000000000000000"), 404, "WORKSPACE_NOT_FOUND")
+  })
+
+  it("closes the chain: writes that waited for the deletion's chain head append nothing after workspace.deleted", async () => {
+    const { workspace, key } = await createWorkspace()
+    const id = workspace.id
+    // This process now knows the chain's head: the next ingest takes the one-statement path.
+    const warm = await t.call("POST", "/api/v1/events/ingest", {
+      key,
+      body: { events: [{ type: "custom.warm", data: {} }] },
+    })
+    expect(warm.status, JSON.stringify(warm.body)).toBe(201)
+    const agent = await t.call("POST", "/api/v1/agents", { key, body: { name: "raced-the-deletion" } })
+    expect(agent.status, JSON.stringify(agent.body)).toBe(201)
+    // The guard's caches warm (the agent, the workspace's rules): its next decision goes straight to the append.
+    const decided = await t.call("POST", "/v1/guard", { key, body: { agentId: agent.body.data.id, action: "files.read" } })
+    expect(decided.status, JSON.stringify(decided.body)).toBe(200)
+    // Held open in the middle of the deletion: the workspace row stays locked by this transaction, so the deletion
+    // stops at its last step (marking the workspace deleted), after it appended workspace.deleted, holding the head.
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let held!: () => void
+    const holding = new Promise<void>((resolve) => (held = resolve))
+    const hold = t.query((sql) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SELECT 1 FROM workspaces WHERE id = ${id} FOR NO KEY UPDATE`
+          held()
+          yield* Effect.promise(() => released)
+          return []
+        }),
+      ),
+    )
+    const waitingOn = async (statement: string) =>
+      (
+        await t.query<{ n: number }>(
+          (sql) => sql`SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE ${`%${statement}%`}`,
+        )
+      )[0]!.n
+    const until = async (what: string, check: () => Promise<boolean>) => {
+      for (let i = 0; i < 1_000; i++) {
+        if (await check()) return
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      throw new Error(`never: ${what}`)
+    }
+    try {
+      await holding
+      const deletion = t.call("DELETE", `/api/v1/workspaces/${id}`)
+      await until("the deletion waits", async () => (await waitingOn("UPDATE workspaces SET deleted_at")) === 1)
+      // A second deletion waits for the first's keys; the ingest (with a key to claim) for its chain head, and a
+      // guard call's decision behind it, in the workspace's group commit.
+      const again = t.call("DELETE", `/api/v1/workspaces/${id}`)
+      const ingest = t.call("POST", "/api/v1/events/ingest", {
+        key,
+        headers: { "idempotency-key": "raced-the-deletion" },
+        body: { events: [{ type: "custom.late", data: { n: 1 } }] },
+      })
+      await until("the ingest waits", async () => (await waitingOn("UPDATE chain_heads")) === 1)
+      // The second deletion waits on a lock the first holds (its agents' or keys' rows): three waiting in all.
+      await until("the second deletion waits", async () => (await waitingOn("")) === 3)
+      const guard = t.call("POST", "/v1/guard", { key, body: { agentId: agent.body.data.id, action: "files.read" } })
+      // Time for the guard call to reach the group commit's queue (its caches are warm): answered before the
+      // deletion commits, it would be a 200 with its decision recorded, which the chain below would show.
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      release()
+      await hold
+      expect((await deletion).status).toBe(200)
+      // Neither wrote anything, and each is answered as the deleted workspace's credentials are.
+      expectError(await ingest, 401, "UNAUTHORIZED")
+      expectError(await guard, 401, "UNAUTHORIZED")
+      expectError(await again, 404, "WORKSPACE_NOT_FOUND")
+    } finally {
+      release()
+      await hold
+    }
+    const chain = await events(id)
+    expect(chain.at(-1)!.type).toBe("workspace.deleted")
+    expect(chain.filter((e) => e.type === "workspace.deleted")).toHaveLength(1)
+    expect(chain.some((e) => e.type === "custom.late")).toBe(false)
+    // The warming call's decision only.
+    expect(chain.filter((e) => e.type === "policy.evaluated")).toHaveLength(1)
+    const claimed = await t.query(
+      (sql) => sql`SELECT 1 FROM idempotency_keys WHERE workspace_id = ${id} AND key = 'raced-the-deletion'`,
+    )
+    expect(claimed).toHaveLength(0)
   })
 })
 

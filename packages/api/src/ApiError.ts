@@ -268,6 +268,10 @@ export const storeUnavailable = () =>
     { "retry-after": "1" },
   )
 
+/** A write that raced its workspace's deletion: it wrote nothing, and the workspace's credentials are 401 from then on. */
+export const workspaceDeleted = () =>
+  new ApiError(401, "UNAUTHORIZED", "the credential's workspace was deleted; nothing was recorded")
+
 /** `rules[2].when.all[0].op` from ["rules", 2, "when", "all", 0, "op"]. */
 export const formatPath = (path: ReadonlyArray<PropertyKey | { key: PropertyKey }>): string => {
   let out = ""

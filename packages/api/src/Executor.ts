@@ -3,6 +3,7 @@ import {
   ACCESS_TOKEN_PREFIX,
   type Actor,
   Authenticator,
+  ChainClosed,
   canonicalize,
   csrfMatches,
   type DomainServices,
@@ -21,7 +22,15 @@ import {
 import { Cause, Effect, Exit, type ManagedRuntime, type Schema, SchemaIssue, type StandardSchema } from "effect"
 import * as SchemaParser from "effect/SchemaParser"
 import * as SqlClient from "effect/sql/SqlClient"
-import { ApiError, type DomainError, formatPath, internalError, storeUnavailable, toApiError } from "./ApiError.ts"
+import {
+  ApiError,
+  type DomainError,
+  formatPath,
+  internalError,
+  storeUnavailable,
+  toApiError,
+  workspaceDeleted,
+} from "./ApiError.ts"
 import { type FastHandler, type Operation, type OperationContext, PUBLIC_ACTOR } from "./Operation.ts"
 
 export type Runtime = ManagedRuntime.ManagedRuntime<DomainServices | SqlClient.SqlClient, never>
@@ -126,9 +135,13 @@ export const makeExecutor = (runtime: Runtime, log: Logger, options: ExecutorOpt
     const failure = exit.cause.reasons.find(Cause.isFailReason)
     if (failure)
       return { ok: false, error: failure.error instanceof ApiError ? failure.error : toApiError(failure.error) }
+    const defect = Cause.squash(exit.cause)
+    // A write that raced its workspace's deletion wrote nothing (AuditLog closed the chain under it): answered as
+    // the deleted workspace's credentials are from then on, whichever operation it was.
+    if (defect instanceof ChainClosed) return { ok: false, error: workspaceDeleted() }
     // A defect: log the cause here, answer a generic 500; the store out of reach, a 503 the client retries.
     log.error("operation failed", { ...context, cause: Cause.pretty(exit.cause) })
-    return { ok: false, error: storeUnreachable(Cause.squash(exit.cause)) ? storeUnavailable() : internalError() }
+    return { ok: false, error: storeUnreachable(defect) ? storeUnavailable() : internalError() }
   }
 
   let hot:

@@ -25,7 +25,10 @@ export interface EventStreamOptions {
   readonly stallMs?: number
 }
 
-/** Retry-After on a refused stream: a hint, as a slot frees only when one of the credential's streams closes. */
+/**
+ * Retry-After on a refused stream: a hint, as a slot frees only when one of the credential's streams closes (or, for
+ * the process's limit, anyone's).
+ */
 const STREAM_RETRY_AFTER_S = 10
 
 /** What a stream says before it ends because its credential stopped. */
@@ -46,7 +49,7 @@ const endMessages: Record<CredentialEnd, string> = {
  * The credential is held to the rule of every request for as long as the
  * stream lasts (CredentialWatch): once it is revoked or expires, the stream
  * sends `event: error` with the 401 envelope and ends. Open streams are
- * limited per key and per workspace (StreamSlots): beyond, 429 RATE_LIMITED.
+ * limited per key, per workspace and per process (StreamSlots): beyond, 429 RATE_LIMITED.
  */
 /**
  * Whether the client hung up while the handler awaited (the feed, the Last-Event-ID, the slot): a stream set up for
@@ -143,16 +146,14 @@ export const makeEventStreamHandler = (runtime: Runtime, executor: Executor, opt
     const slot = await runtime.runPromise(slots.acquire(actor))
     if (slot.ok && hungUp(req)) return slot.release()
     if (!slot.ok) {
-      const owner = slot.per === "workspace" ? `this workspace (plan ${slot.plan})` : "this API key"
+      const message =
+        slot.per === "process"
+          ? `this server already serves ${slot.limit} open event streams, its limit; retry after ${STREAM_RETRY_AFTER_S} s`
+          : `${slot.per === "workspace" ? `this workspace (plan ${slot.plan})` : "this API key"} already has ` +
+            `${slot.limit} open event streams, its limit; close one first`
       return sendError(
         res,
-        new ApiError(
-          429,
-          "RATE_LIMITED",
-          `${owner} already has ${slot.limit} open event streams, its limit; close one first`,
-          undefined,
-          { "retry-after": String(STREAM_RETRY_AFTER_S) },
-        ),
+        new ApiError(429, "RATE_LIMITED", message, undefined, { "retry-after": String(STREAM_RETRY_AFTER_S) }),
         requestId,
       )
     }

@@ -6,6 +6,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import { ChainClosed } from "./EventErrors.ts"
 import { callerTraceparent } from "./traceContext.ts"
 
 /** The LISTEN/NOTIFY channel that announces committed appends as `<workspaceId>:<last sequence>`. */
@@ -70,10 +71,18 @@ const actorOf = (actor: Actor) =>
  * and moves the head only if it claimed every one; if it did not, or the head moved,
  * `agentgov_abort_append()` aborts the whole statement, claims included.
  *
+ * A deleted workspace's chain is closed: `workspace.deleted` is its last event. The head moves only while the
+ * workspace is not deleted, checked in the statement (`gone`, one index probe, not a round trip of its own).
+ * A statement that waited on the head's lock while the deletion committed sees the head moved by
+ * `workspace.deleted` and writes nothing; one that starts after it sees `deleted_at` in its snapshot. `gone` is
+ * 1 when that is why nothing was written.
+ *
  * Plain text with numbered parameters (`appendParams`), prepared once per connection: the Effect path and
  * the group commit's direct path send the same statement.
  */
-const APPEND_STATEMENT = `WITH claimed AS (
+const APPEND_STATEMENT = `WITH gone AS (
+    SELECT 1 FROM workspaces WHERE id = $1 AND deleted_at IS NOT NULL
+  ), claimed AS (
     INSERT INTO idempotency_keys (workspace_id, key, operation, request_hash, status_code, response_body, created_at)
     SELECT $1, c.k, c.op, c.rh, c.st, c.b, $2::timestamptz
     FROM json_to_recordset($3::text::json) AS c(k text, op text, rh text, st int4, b text)
@@ -84,6 +93,7 @@ const APPEND_STATEMENT = `WITH claimed AS (
     UPDATE chain_heads SET sequence = $4, hash = $5
     WHERE workspace_id = $1 AND sequence = $6 AND hash = $7
       AND (SELECT count(*) FROM claimed) = $8::int4
+      AND NOT EXISTS (SELECT 1 FROM gone)
     RETURNING webhooks
   ), appended AS (
     INSERT INTO events (workspace_id, sequence, id, type, agent_id, actor_type, actor_id, data, ts, occurred_at, prev_hash, hash)
@@ -105,6 +115,7 @@ const APPEND_STATEMENT = `WITH claimed AS (
   )
   SELECT CASE WHEN $8::int4 > 0 AND NOT EXISTS (SELECT 1 FROM head) THEN agentgov_abort_append()
       ELSE (SELECT count(*) FROM head)::int END AS ok,
+    (SELECT count(*) FROM gone)::int AS gone,
     (SELECT count(*) FROM (SELECT pg_notify('${EVENTS_CHANNEL}', $10) FROM head) n) AS events,
     (SELECT count(*) FROM (SELECT pg_notify('${WEBHOOKS_CHANNEL}', $1) FROM queued LIMIT 1) n) AS deliveries`
 
@@ -187,7 +198,9 @@ export const prepareAppend = (
  * The write side of the audit trail. `append` must run inside the caller's
  * transaction: it takes the workspace's chain-head row lock, so appends to one
  * workspace are serialised and the chain stays linear, and the events commit
- * or roll back together with the change they record.
+ * or roll back together with the change they record. A deleted workspace's
+ * chain takes nothing more: `append` and `appendGroups` die with `ChainClosed`
+ * (the caller's transaction rolls back), `appendAtNow` writes nothing.
  */
 export class AuditLog extends Context.Service<
   AuditLog,
@@ -235,13 +248,15 @@ export class AuditLog extends Context.Service<
         expected: ChainHead,
         keys: ReadonlyArray<CompletedKey> = [],
       ) =>
-        sql.unsafe<{ ok: number }>(APPEND_STATEMENT, appendParams(workspaceId, prepared, expected, keys)).pipe(
-          Effect.map((rows) => rows[0]?.ok === 1),
-          Effect.catchIf(
-            (e) => (e.reason.cause as { code?: unknown } | undefined)?.code === APPEND_ABORTED,
-            () => Effect.succeed(false),
-          ),
-        )
+        sql
+          .unsafe<{ ok: number; gone: number }>(APPEND_STATEMENT, appendParams(workspaceId, prepared, expected, keys))
+          .pipe(
+            Effect.map((rows) => (rows[0]?.ok === 1 ? "written" : rows[0]?.gone === 1 ? "closed" : "refused")),
+            Effect.catchIf(
+              (e) => (e.reason.cause as { code?: unknown } | undefined)?.code === APPEND_ABORTED,
+              () => Effect.succeed("refused" as const),
+            ),
+          )
 
       const appendAtNow = async (
         workspaceId: string,
@@ -269,9 +284,10 @@ export class AuditLog extends Context.Service<
         const head = heads[0]
         if (head === undefined) return yield* Effect.die(new Error(`no chain head for workspace ${workspaceId}`))
         const prepared = prepareAppend(workspaceId, groups, head, yield* Clock.currentTimeMillis)
-        // Under the lock the head cannot have moved.
-        if (!(yield* write(workspaceId, prepared, head)))
-          return yield* Effect.die(new Error("the chain head moved under its lock"))
+        // Under the lock the head cannot have moved; the workspace can have been deleted while this waited for it.
+        const written = yield* write(workspaceId, prepared, head)
+        if (written === "closed") return yield* Effect.die(new ChainClosed({ workspaceId }))
+        if (written === "refused") return yield* Effect.die(new Error("the chain head moved under its lock"))
         return prepared.stored
       }, Effect.orDie)
 

@@ -3,15 +3,20 @@ import type { Actor } from "../auth/Actor.ts"
 import type { Plan } from "../workspaces/Workspace.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 
-/** Concurrent event streams: per workspace by its plan, and per API key (with its SDK tokens) on any plan. */
+/**
+ * Concurrent event streams: per workspace by its plan, per API key (with its SDK tokens) on any plan, and in the
+ * whole process, whichever workspaces hold them (each open stream may buffer up to 1 MiB for a slow client).
+ */
 export interface StreamLimitConfig {
   readonly plans: Readonly<Record<Plan, number>>
   readonly key: number
+  readonly process: number
 }
 
 export const DEFAULT_STREAM_LIMITS: StreamLimitConfig = {
   plans: { free: 20, pro: 200, enterprise: 2_000 },
   key: 20,
+  process: 5_000,
 }
 
 /** The operator's stream limits; unset, the defaults hold. */
@@ -20,15 +25,18 @@ export const StreamLimitSettings = Context.Reference<StreamLimitConfig>(
   { defaultValue: () => DEFAULT_STREAM_LIMITS },
 )
 
+/** The count of every stream of the process (no workspace or key id has this form). */
+const PROCESS = "process"
+
 export type StreamSlot =
   | { readonly ok: true; readonly release: () => void }
-  | { readonly ok: false; readonly limit: number; readonly per: "workspace" | "key"; readonly plan: Plan }
+  | { readonly ok: false; readonly limit: number; readonly per: "workspace" | "key" | "process"; readonly plan: Plan }
 
 /**
  * Open event streams counted in this process, against the limits of the
- * credential's key and workspace. A slot is held until released (the stream
- * closed); counts live in memory, so each instance applies the limits to the
- * streams it serves and a dead process holds none.
+ * credential's key and workspace, and the process's own. A slot is held until
+ * released (the stream closed); counts live in memory, so each instance applies
+ * the limits to the streams it serves and a dead process holds none.
  */
 export class StreamSlots extends Context.Service<
   StreamSlots,
@@ -55,8 +63,10 @@ export class StreamSlots extends Context.Service<
           const key = `key:${actor.credential.id}`
           if (countOf(ws) >= config.plans[plan]) return { ok: false, limit: config.plans[plan], per: "workspace", plan }
           if (countOf(key) >= config.key) return { ok: false, limit: config.key, per: "key", plan }
+          if (countOf(PROCESS) >= config.process) return { ok: false, limit: config.process, per: "process", plan }
           add(ws, 1)
           add(key, 1)
+          add(PROCESS, 1)
           let released = false
           return {
             ok: true,
@@ -65,6 +75,7 @@ export class StreamSlots extends Context.Service<
               released = true
               add(ws, -1)
               add(key, -1)
+              add(PROCESS, -1)
             },
           }
         })

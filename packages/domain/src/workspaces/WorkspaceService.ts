@@ -5,6 +5,7 @@ import type { ApiKeyWithSecret } from "../apikeys/ApiKey.ts"
 import { ApiKeyRepo } from "../apikeys/ApiKeyRepo.ts"
 import { ApiKeyService } from "../apikeys/ApiKeyService.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
+import { whenChainClosed } from "../audit/EventErrors.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { PolicySets } from "../policies/PolicySets.ts"
 import { type InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
@@ -147,13 +148,14 @@ export class WorkspaceService extends Context.Service<
             ])
             return next
           }),
-        )
+        ).pipe(whenChainClosed(() => new WorkspaceNotFound({ workspaceId: id })))
         // This instance's next guard call sees a new guardDefault at once, not when the notification is back.
         if (patch.guardDefault !== undefined) yield* guardState.forget(id)
         return updated
       })
 
       const remove = Effect.fn("WorkspaceService.remove")(function* (actor: Actor, id: string) {
+        // Deleted by another request while this one waited for its chain (ChainClosed): gone, as to the next request.
         return yield* tx(
           Effect.gen(function* () {
             const current = yield* visible(actor, id)
@@ -182,7 +184,7 @@ export class WorkspaceService extends Context.Service<
             yield* repo.markDeleted(id, at)
             return current
           }),
-        )
+        ).pipe(whenChainClosed(() => new WorkspaceNotFound({ workspaceId: id })))
       })
 
       return WorkspaceService.of({
