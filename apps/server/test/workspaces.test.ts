@@ -426,7 +426,10 @@ describe("DELETE /workspaces/:id", () => {
     const agent = await t.call("POST", "/api/v1/agents", { key, body: { name: "raced-the-deletion" } })
     expect(agent.status, JSON.stringify(agent.body)).toBe(201)
     // The guard's caches warm (the agent, the workspace's rules): its next decision goes straight to the append.
-    const decided = await t.call("POST", "/v1/guard", { key, body: { agentId: agent.body.data.id, action: "files.read" } })
+    const decided = await t.call("POST", "/v1/guard", {
+      key,
+      body: { agentId: agent.body.data.id, action: "files.read" },
+    })
     expect(decided.status, JSON.stringify(decided.body)).toBe(200)
     // Held open in the middle of the deletion: the workspace row stays locked by this transaction, so the deletion
     // stops at its last step (marking the workspace deleted), after it appended workspace.deleted, holding the head.
