@@ -22,8 +22,9 @@ export interface ErrorDetails {
  *
  * - `NETWORK_ERROR`: the request could not be sent or the connection broke (`status` 0).
  * - `TIMEOUT`: no answer within `timeoutMs` (`status` 0).
- * - `INVALID_RESPONSE`: the answer was not the JSON envelope the API always sends (a proxy's
- *   error page, a truncated body).
+ * - `INVALID_RESPONSE`: a 2xx that was not the JSON envelope the API always sends (a proxy's
+ *   error page, a truncated body), or a guard, token or ingest answer without the fields the SDK
+ *   acts on (`status` is the answer's). Retried as a 5xx is; the guard then falls back to `onUnavailable`.
  * - `APPROVAL_WAIT_TIMEOUT`: `waitForApproval` gave up after its `timeoutMs`.
  * - `INVALID_REQUEST`: the request could not be made for a reason of the caller's (e.g. a custom
  *   `fetch` that throws something other than a network error); reported for an event batch so refused.

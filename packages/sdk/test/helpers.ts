@@ -26,14 +26,15 @@ export interface ProxiedRequest {
  * - `pass`: forward it and relay the answer;
  * - `{status, headers?}`: answer this without forwarding (the server never sees it);
  * - `{afterForward: status}`: forward it (the server does the work), then answer this status
- *   instead of the server's answer (with `headers`) — the client sees a failure for work that was done;
+ *   instead of the server's answer (with `headers`, and `body` instead of an error envelope) — the
+ *   client sees a failure for work that was done;
  * - `hang`: never answer (until the proxy closes).
  */
 export type Fault =
   | "pass"
   | "hang"
   | { readonly status: number; readonly headers?: Readonly<Record<string, string>>; readonly body?: string }
-  | { readonly afterForward: number; readonly headers?: Readonly<Record<string, string>> }
+  | { readonly afterForward: number; readonly headers?: Readonly<Record<string, string>>; readonly body?: string }
 
 export interface FaultProxy {
   readonly url: string
@@ -98,7 +99,7 @@ export const startProxy = async (
           up.on("end", () => {
             record.status = fault.afterForward
             res.writeHead(fault.afterForward, { "content-type": "application/json", ...fault.headers })
-            res.end(envelope(fault.afterForward))
+            res.end(fault.body ?? envelope(fault.afterForward))
           })
           return
         }

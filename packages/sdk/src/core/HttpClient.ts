@@ -1,4 +1,6 @@
 import { AgentGovError, type ErrorDetails } from "../errors.ts"
+import { type AnswerCheck, checkSdkToken } from "./answers.ts"
+import { isObject } from "./json.ts"
 import { backoffMs, isRetryable, parseRetryAfter, sleep, timerMs } from "./retry.ts"
 import { TokenManager } from "./TokenManager.ts"
 
@@ -81,6 +83,11 @@ export interface RequestSpec {
   readonly replaySafe?: boolean
   /** POST: generate an Idempotency-Key when the caller gave none. Default true. */
   readonly autoIdempotencyKey?: boolean
+  /**
+   * The shape of `data` the caller relies on: an answer without it is an `INVALID_RESPONSE`, retried
+   * and reported as an envelope that does not parse is.
+   */
+  readonly check?: AnswerCheck
 }
 
 export interface HttpClientConfig {
@@ -134,8 +141,6 @@ const encodeQuery = (query: Readonly<Record<string, unknown>> | undefined): stri
   const text = params.toString()
   return text === "" ? "" : `?${text}`
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /** The AgentGovError of an answer that is not 2xx, from its envelope when it has one. */
 const errorFromResponse = (status: number, headers: Headers, text: string): AgentGovError => {
@@ -197,7 +202,7 @@ export class HttpClient {
       this.request<{ token: string; expiresAt: string }>(
         // Minting a token changes nothing, so it is safe to repeat without a key; a key would
         // only make the service keep the token (a credential) in its replay store.
-        { method: "POST", path: "/tokens", replaySafe: true, autoIdempotencyKey: false },
+        { method: "POST", path: "/tokens", replaySafe: true, autoIdempotencyKey: false, check: checkSdkToken },
         // One attempt within the time-out of the call that needs the token: that call retries it by
         // its own rules, so the exchange never goes on (30 s and retries) after its callers gave up.
         { signal, maxRetries: 0, timeoutMs: Math.min(timeoutMs ?? config.timeoutMs, config.timeoutMs) },
@@ -267,7 +272,7 @@ export class HttpClient {
       } else {
         headers.authorization = `Bearer ${config.apiKey}`
       }
-      const outcome = await this.attempt(url, { method, headers, body }, timeoutMs, signal)
+      const outcome = await this.attempt(url, { method, headers, body }, timeoutMs, signal, spec.check)
       if (outcome.ok) return outcome.result as ApiResult<T>
       const error = outcome.error
       if (error.status === 401 && token !== undefined && !refreshed) {
@@ -359,6 +364,7 @@ export class HttpClient {
     init: { method: string; headers: Record<string, string>; body: string | undefined },
     timeoutMs: number,
     signal: AbortSignal | undefined,
+    check: AnswerCheck | undefined,
   ): Promise<{ ok: true; result: ApiResult<unknown> } | { ok: false; error: AgentGovError }> {
     const controller = new AbortController()
     const onAbort = () => controller.abort(signal!.reason)
@@ -398,6 +404,18 @@ export class HttpClient {
             status: response.status,
             code: "INVALID_RESPONSE",
             message: `expected the API's JSON envelope, got: ${text.slice(0, 200)}`,
+            requestId,
+          }),
+        }
+      }
+      const problem = check?.(parsed.data)
+      if (problem !== undefined) {
+        return {
+          ok: false,
+          error: new AgentGovError({
+            status: response.status,
+            code: "INVALID_RESPONSE",
+            message: `${problem}: ${text.slice(0, 200)}`,
             requestId,
           }),
         }

@@ -12,11 +12,14 @@ const IN_PROGRESS_CODES: ReadonlySet<string> = new Set([
  *
  * `replaySafe`: the request can be repeated without doing its work twice (GET, DELETE, a POST
  * carrying an Idempotency-Key). A 429 is retried for every request: the service refused it
- * before doing anything. Other 4xx never are: the same request would fail the same way.
+ * before doing anything. Other 4xx never are: the same request would fail the same way. A 2xx
+ * that is not the answer the API sends (`INVALID_RESPONSE`: a proxy's page, a truncated body) is
+ * retried as a 5xx is: whether the work was done is unknown, as after a lost answer.
  */
 export const isRetryable = (error: AgentGovError, replaySafe: boolean): boolean => {
   if (error.status === 429) return true
   if (!replaySafe) return false
+  if (error.code === "INVALID_RESPONSE") return true
   if (error.status === 0) return error.code === "NETWORK_ERROR" || error.code === "TIMEOUT"
   if (error.status === 408) return true
   if (error.status === 409) return IN_PROGRESS_CODES.has(error.code)
@@ -25,13 +28,16 @@ export const isRetryable = (error: AgentGovError, replaySafe: boolean): boolean 
 
 /**
  * Whether a failure is the service's condition rather than the request's fault: no answer,
- * a time-out, 408, 429 or a 5xx. Used where the SDK keeps trying in the background (event
- * batches) and to decide when the guard falls back to `onUnavailable`.
+ * a time-out, 408, 429, a 5xx, or an answer that is not the API's (`INVALID_RESPONSE`: a proxy's
+ * page, a truncated body). Used where the SDK keeps trying in the background (event batches).
  */
 export const isTransient = (error: unknown): error is AgentGovError =>
   error instanceof AgentGovError &&
-  (error.status === 0 || error.status === 408 || error.status === 429 || error.status >= 500) &&
-  error.code !== "INVALID_RESPONSE"
+  (error.status === 0 ||
+    error.status === 408 ||
+    error.status === 429 ||
+    error.status >= 500 ||
+    error.code === "INVALID_RESPONSE")
 
 /**
  * "Full jitter" backoff (AWS architecture blog): a uniformly random wait between 0 and

@@ -1,3 +1,4 @@
+import { checkIngestResult } from "../core/answers.ts"
 import type { RequestOptions } from "../core/HttpClient.ts"
 import type { PageIterator } from "../core/pagination.ts"
 import { type EventStreamParams, streamEvents } from "../core/sse.ts"
@@ -39,7 +40,10 @@ export class Events extends Resource {
    * retries safe; pass `idempotencyKey` to make yours safe too.
    */
   ingest(events: ReadonlyArray<IngestEvent>, options?: RequestOptions): Promise<IngestResult> {
-    return this.one({ method: "POST", path: "/events/ingest", body: { events } }, options)
+    return this.one(
+      { method: "POST", path: "/events/ingest", body: { events }, check: checkIngestResult(events.length) },
+      options,
+    )
   }
 
   /** Newest first by sequence. */

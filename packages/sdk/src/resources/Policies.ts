@@ -1,3 +1,4 @@
+import { checkGuardResult } from "../core/answers.ts"
 import type { RequestOptions } from "../core/HttpClient.ts"
 import type { PageIterator } from "../core/pagination.ts"
 import type {
@@ -75,7 +76,7 @@ export class Policies extends Resource {
 
   /** `POST /policies/evaluate`: the guard, with this client's API key. Records the decision like the guard. */
   evaluate(params: GuardRequest, options?: RequestOptions): Promise<GuardResult> {
-    return this.one({ method: "POST", path: "/policies/evaluate", body: params }, options)
+    return this.one({ method: "POST", path: "/policies/evaluate", body: params, check: checkGuardResult }, options)
   }
 
   /**
@@ -108,6 +109,6 @@ export class Policies extends Resource {
  */
 export class Guard extends Resource {
   evaluate(params: GuardRequest, options?: RequestOptions): Promise<GuardResult> {
-    return this.one({ method: "POST", prefix: "/v1", path: "/guard", body: params }, options)
+    return this.one({ method: "POST", prefix: "/v1", path: "/guard", body: params, check: checkGuardResult }, options)
   }
 }

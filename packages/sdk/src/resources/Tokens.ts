@@ -1,3 +1,4 @@
+import { checkSdkToken } from "../core/answers.ts"
 import type { RequestOptions } from "../core/HttpClient.ts"
 import { decodeClaims } from "../core/TokenManager.ts"
 import type { SdkToken } from "../types.ts"
@@ -19,7 +20,7 @@ import { Resource } from "./Resource.ts"
 export class Tokens extends Resource {
   async create(options?: RequestOptions): Promise<SdkToken> {
     const issued = await this.one<{ token: string; expiresAt: string }>(
-      { method: "POST", path: "/tokens", replaySafe: true, autoIdempotencyKey: false },
+      { method: "POST", path: "/tokens", replaySafe: true, autoIdempotencyKey: false, check: checkSdkToken },
       options,
     )
     const { iat, exp } = decodeClaims(issued.token)

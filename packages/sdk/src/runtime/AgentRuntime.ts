@@ -1,3 +1,4 @@
+import { checkGuardResult, checkIngestResult } from "../core/answers.ts"
 import type { HttpClient } from "../core/HttpClient.ts"
 import { isPlainObject } from "../core/json.ts"
 import { isTransient, sleep, timerMs } from "../core/retry.ts"
@@ -46,8 +47,8 @@ export interface AgentRuntimeOptions {
    */
   readonly agentId?: string
   /**
-   * What `guard()` answers when the service cannot be reached (no answer, a time-out, or a 5xx
-   * after retries): `"deny"` (default: fail closed) or `"allow"`, or a function choosing per
+   * What `guard()` answers when the service cannot be reached (no answer, a time-out, a 5xx, or
+   * an answer that is not the API's, `INVALID_RESPONSE`, after retries): `"deny"` (default: fail closed) or `"allow"`, or a function choosing per
    * action. The answer is a {@link FallbackDecision}, and a `guard.fallback` event is tracked so
    * the audit trail shows that a decision was made without the service. Refusals (401, 403,
    * 404, 422, 429) are never turned into decisions: they reject.
@@ -172,10 +173,14 @@ const SAFETY_POLL_MS = 15_000
 const defaultContext = (args: ReadonlyArray<unknown>): JsonObject =>
   args.length === 0 ? {} : args.length === 1 && isPlainObject(args[0]) ? args[0] : { args }
 
-/** The service could not decide: no answer, or a 5xx. Anything else is the request's problem. */
+/**
+ * The service could not decide: no answer, a 5xx, or an answer that is not the API's
+ * (`INVALID_RESPONSE`: a proxy's page, a truncated body, a guard answer without its decision).
+ * Anything else is the request's problem.
+ */
 const isUnavailable = (error: unknown): error is AgentGovError =>
   error instanceof AgentGovError &&
-  (error.status === 0 || error.status >= 500) &&
+  (error.status === 0 || error.status >= 500 || error.code === "INVALID_RESPONSE") &&
   error.code !== "APPROVAL_WAIT_TIMEOUT"
 
 const errorSummary = (error: unknown) =>
@@ -272,7 +277,14 @@ export class AgentRuntime {
     this.queue = new EventQueue(
       async (events, idempotencyKey, signal) => {
         await http.request(
-          { method: "POST", path: "/events/ingest", body: { events }, auth: "token" },
+          // Stored only when the answer acknowledges every event: anything else is retried under the same key.
+          {
+            method: "POST",
+            path: "/events/ingest",
+            body: { events },
+            auth: "token",
+            check: checkIngestResult(events.length),
+          },
           // One attempt: the queue owns the retries (same key, its backoff, Retry-After), so that
           // every failed attempt reaches onError and stats.failedAttempts.
           { idempotencyKey, signal, maxRetries: 0 },
@@ -315,7 +327,7 @@ export class AgentRuntime {
     if (options.approvalId !== undefined) body.approvalId = options.approvalId
     try {
       const result = await this.http.request<GuardResult>(
-        { method: "POST", prefix: "/v1", path: "/guard", body, auth: "token" },
+        { method: "POST", prefix: "/v1", path: "/guard", body, auth: "token", check: checkGuardResult },
         {
           timeoutMs: this.guardTimeoutMs,
           maxRetries: this.guardMaxRetries,

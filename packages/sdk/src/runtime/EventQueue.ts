@@ -204,7 +204,8 @@ const refusedIndex = (error: AgentGovError, size: number): number | undefined =>
  *   single event too large alone is dropped.
  * - Batches go one at a time, in order, each with one Idempotency-Key kept across all its
  *   retries: a batch the service stored but whose answer was lost is replayed, not stored twice.
- * - Transient failures (no answer, 408, 429, 5xx: the transport's `AgentGovError`s) are retried
+ * - Transient failures (no answer, 408, 429, 5xx, and `INVALID_RESPONSE`: an answer that does not
+ *   acknowledge every event of the batch; the transport's `AgentGovError`s) are retried
  *   until they succeed, with backoff (`Retry-After` honoured); the queue holds at most
  *   `maxQueueSize` events and `maxQueueBytes` of them encoded meanwhile, and drops the newest
  *   beyond that (`onDrop`). Refusals, and

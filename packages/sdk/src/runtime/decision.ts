@@ -3,7 +3,7 @@ import type { GuardReason, GuardResult } from "../types.ts"
 
 /**
  * The decision `guard()` returns when the service could not be reached (no answer, a time-out,
- * a 5xx after retries): made by the SDK from `onUnavailable`, recorded nowhere by the service.
+ * a 5xx, or an answer that is not the API's, after retries): made by the SDK from `onUnavailable`, recorded nowhere by the service.
  * Recognise it by `eventId === null` or `reasons[0].code === "SERVICE_UNAVAILABLE"`.
  *
  * @example
