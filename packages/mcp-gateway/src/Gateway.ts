@@ -485,10 +485,17 @@ export class Gateway {
     const { agent, server } = this.options
     const action = this.action(tool)
     const definition = await this.definitionOf(tool)
+    // The service records the guard's context and shows it to approvers: credentials in the arguments are
+    // redacted as in a result (the server itself is sent the arguments as they are).
+    const shown = this.options.sanitizer.redactArguments(args ?? {})
+    if (shown.redactions.length > 0)
+      this.options.log?.(
+        `redacted from the arguments of "${tool}" sent to agentgov: ${shown.redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`,
+      )
     const context = {
       server,
       tool,
-      arguments: (args ?? {}) as never,
+      arguments: shown.value as never,
       definition: {
         known: true,
         flagged: definition.findings.length > 0,

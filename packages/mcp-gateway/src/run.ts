@@ -10,6 +10,7 @@ import { boundedFetch } from "./boundedFetch.ts"
 import { type GatewayConfig, isLoopbackHost } from "./config.ts"
 import { DefinitionStore } from "./DefinitionStore.ts"
 import { Gateway } from "./Gateway.ts"
+import { readJsonRpcBody } from "./jsonRpcBody.ts"
 import { keepAliveFetch } from "./keepAliveFetch.ts"
 import { Sanitizer } from "./sanitizer.ts"
 import { Upstream } from "./Upstream.ts"
@@ -66,9 +67,9 @@ const rebound = (req: IncomingMessage): boolean => {
   return origin !== undefined && !LOOPBACK_NAMES.has(hostnameOf(origin, true) ?? "")
 }
 
-const reply = (res: ServerResponse, status: number, message: string) => {
+const reply = (res: ServerResponse, status: number, message: string, code = -32000) => {
   res.writeHead(status, { "content-type": "application/json" })
-  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
+  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }))
 }
 
 /**
@@ -145,6 +146,18 @@ export const startGateway = async (
       }
       // Stateless: each request gets its own MCP server and transport; the gateway behind them is shared.
       if (req.method !== "POST") return reply(res, 405, "this gateway is stateless: POST only")
+      // Read here, not by the transport, to refuse a batch whose requests share an id before any of it runs.
+      let body: Awaited<ReturnType<typeof readJsonRpcBody>>
+      try {
+        body = await readJsonRpcBody(req)
+      } catch (error) {
+        log(`HTTP request failed: ${(error as Error).message}`)
+        return res.destroy()
+      }
+      if (body !== undefined && "refused" in body) {
+        log(`refused an HTTP request: ${body.refused.message.slice(0, 200)}`)
+        return reply(res, body.refused.status, body.refused.message, body.refused.code)
+      }
       const server = g.createServer()
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
       res.on("close", () => {
@@ -153,7 +166,7 @@ export const startGateway = async (
       })
       try {
         await server.connect(transport)
-        await transport.handleRequest(req, res)
+        await transport.handleRequest(req, res, body?.parsed)
       } catch (error) {
         log(`HTTP request failed: ${(error as Error).message}`)
         if (!res.headersSent) reply(res, 500, "internal error")

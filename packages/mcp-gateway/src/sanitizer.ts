@@ -106,6 +106,20 @@ export class Sanitizer {
    * items of a top-level `content` array are read as MCP content blocks, whose binaries pass as they are.
    */
   sanitize<T>(value: T): { readonly value: T; readonly redactions: ReadonlyArray<Redaction> } {
+    return this.clean(value, true)
+  }
+
+  /**
+   * A copy of a tool call's arguments with the credentials in them redacted, as in a result (patterns and
+   * secret-named keys), for what the gateway sends the service about a call: the guard's context, which the
+   * service records and shows approvers. Every string is read (no content blocks, no binary passes), and URLs
+   * stay as they are whatever the allowlist, so that policies can still read the hosts a call names.
+   */
+  redactArguments<T>(value: T): { readonly value: T; readonly redactions: ReadonlyArray<Redaction> } {
+    return this.clean(value, false)
+  }
+
+  private clean<T>(value: T, result: boolean): { readonly value: T; readonly redactions: ReadonlyArray<Redaction> } {
     const counts = new Map<string, { kind: Redaction["kind"]; rule: string; count: number }>()
     const count = (kind: Redaction["kind"], rule: string) => {
       const key = `${kind}\u0000${rule}`
@@ -123,7 +137,7 @@ export class Sanitizer {
           return `${keep}[REDACTED:${name}]`
         })
       const allowed = this.allowedHosts
-      if (allowed !== undefined)
+      if (allowed !== undefined && result)
         out = out.replace(URL_PATTERN, (url) => {
           let host: string
           try {
@@ -185,6 +199,6 @@ export class Sanitizer {
         ]),
       )
     }
-    return { value: walkResult(value) as T, redactions: [...counts.values()] }
+    return { value: (result ? walkResult(value) : walk(value, 0)) as T, redactions: [...counts.values()] }
   }
 }

@@ -1,0 +1,110 @@
+import type { AgentGov } from "@agentgov/sdk"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Sanitizer } from "../src/sanitizer.ts"
+import {
+  clientFor,
+  connect,
+  eventsOf,
+  startTestServer,
+  stopChildren,
+  type TestServer,
+  textOf,
+  unique,
+} from "./helpers.ts"
+
+/**
+ * Credentials in a call's arguments do not reach the service: the guard's context (which the service records in
+ * `policy.evaluated` and shows approvers in the approval it creates) carries them redacted, as a result would be,
+ * while the tool server is sent the arguments as they are.
+ */
+
+let t: TestServer
+let admin: AgentGov
+
+beforeAll(async () => {
+  t = await startTestServer()
+  admin = clientFor(t.url, t.key)
+})
+afterAll(async () => {
+  await stopChildren()
+  await t.close()
+})
+
+const STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+const PASSWORD = "correct-horse-battery"
+const GITHUB = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+
+describe("a call's arguments", () => {
+  it("reach the approval and the trail redacted, and the tool server as they are", async () => {
+    const agent = await admin.agents.create({ name: unique("mcp-args") })
+    const key = await admin.apiKeys.create({
+      name: "gateway",
+      type: "agent",
+      agentId: agent.id,
+      scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"],
+    })
+    const server = unique("srv").replace(/[^a-z0-9]/g, "_")
+    await admin.policies.create({
+      name: unique("mcp-policy"),
+      target: { agentIds: [agent.id] },
+      rules: [{ id: "big", effect: "require_approval", actions: [`mcp.${server}.wire_money`] }],
+    })
+    const args = {
+      amount: 5000,
+      api_key: STRIPE,
+      credentials: { password: PASSWORD },
+      note: `pay with ${GITHUB}`,
+      callback: "https://hooks.example.com/paid",
+    }
+    const c = await connect("stdio", {
+      url: t.url,
+      apiKey: key.apiKey,
+      server,
+      flags: ["--allowed-hosts", "docs.example.com"],
+    })
+    try {
+      const call = c.client.callTool({ name: "wire_money", arguments: args })
+      let pending: Awaited<ReturnType<typeof admin.approvals.get>> | undefined
+      while (pending === undefined) {
+        ;[pending] = await admin.approvals.list({ agentId: agent.id, status: "pending" } as never).toArray(1)
+        if (pending === undefined) await new Promise((r) => setTimeout(r, 50))
+      }
+      const shown = JSON.stringify(pending.context)
+      for (const secret of [STRIPE, PASSWORD, GITHUB]) expect(shown).not.toContain(secret)
+      expect(pending.context).toMatchObject({
+        arguments: {
+          amount: 5000,
+          api_key: "[REDACTED:secret_assignment]",
+          credentials: { password: "[REDACTED:secret_assignment]" },
+          note: "pay with [REDACTED:github_token]",
+          // Policies may read a call's hosts: the result allowlist does not apply to arguments.
+          callback: "https://hooks.example.com/paid",
+        },
+      })
+      await admin.approvals.decide(pending.id, { decision: "approved", reason: "operator" })
+      // The approval lets the call through: the second guard's context, redacted the same way, matches it.
+      expect(textOf(await call)).toBe("wire_money done")
+      expect(c.calls()).toEqual([`wire_money ${JSON.stringify(args)}`])
+      const evaluated = await eventsOf(admin, agent.id, "policy.evaluated", 2)
+      for (const secret of [STRIPE, PASSWORD, GITHUB]) expect(JSON.stringify(evaluated)).not.toContain(secret)
+      expect(c.stderr()).toContain('redacted from the arguments of "wire_money" sent to agentgov')
+    } finally {
+      await c.close()
+    }
+  }, 30_000)
+
+  it("are redacted by the result's rules, without its URL allowlist or content blocks", () => {
+    const sanitizer = new Sanitizer({ allowedHosts: ["docs.example.com"] })
+    const { value, redactions } = sanitizer.redactArguments({
+      content: [{ type: "image", data: "password=hunter2hunter2" }],
+      url: "https://evil.example.net/x",
+      DB_PASSWORD: "hunter2hunter2",
+    })
+    expect(value).toEqual({
+      content: [{ type: "image", data: "[REDACTED:secret_assignment]" }],
+      url: "https://evil.example.net/x",
+      DB_PASSWORD: "[REDACTED:secret_assignment]",
+    })
+    expect(redactions).toEqual([{ kind: "credential", rule: "secret_assignment", count: 2 }])
+  })
+})
