@@ -26,6 +26,8 @@ import {
   DomainLayer,
   EnforcementService,
   Idempotency,
+  OAuthService,
+  Sessions,
   SigningKeys,
 } from "@agentgov/domain"
 import { createHTTPHandler } from "@trpc/server/adapters/standalone"
@@ -521,6 +523,9 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
         const n =
           (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
         yield* Idempotency.use((i) => i.purgeExpired)
+        // Rows that can never act again: sessions ended a day ago, consents whose code was never exchanged.
+        yield* Sessions.use((s) => s.purgeEnded)
+        yield* OAuthService.use((s) => s.purgeAbandonedGrants)
         yield* SigningKeys.use((k) => k.retire)
         return n
       }),

@@ -54,7 +54,8 @@ export const oauthOperations = [
     scope: "apikeys:read",
     tag,
     summary: "List the apps authorised in the workspace",
-    description: "A person sees the grants they gave; a credential with `apikeys:write`, every grant of the workspace.",
+    description:
+      "A person sees the grants they gave; a credential with `apikeys:write`, every grant of the workspace. A grant is listed while it can act: its code was exchanged, or is still unused and unexpired (a consent whose app never came back for the code is not, and is deleted an hour after its code expired).",
     paginated: true,
     input: Schema.Struct(pageFields),
     output: PageOf(OAuthGrant),

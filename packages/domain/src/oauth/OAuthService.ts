@@ -29,6 +29,13 @@ export const REFRESH_TOKEN_TTL_S = 30 * 86_400
 const CODE_TTL_MS = 60_000
 /** How long a grant's expired tokens are kept (so that a late use is told "expired"), then deleted at its next refresh. */
 const EXPIRED_TOKENS_KEPT_MS = 86_400_000
+/**
+ * How long a grant whose code was never exchanged is kept after its code expired (or was spent on a refused
+ * exchange): a late exchange is told the code expired, as any; then the sweep deletes the grant and its code.
+ */
+const ABANDONED_GRANTS_KEPT_MS = 3_600_000
+/** Abandoned grants one sweep deletes at most; the rest wait for the next. */
+const GRANT_PURGE_LIMIT = 5_000
 /** Access tokens whose authentication is kept in memory, at most (the oldest goes first). */
 const ACCESS_CACHE_LIMIT = 100_000
 
@@ -182,6 +189,11 @@ export class OAuthService extends Context.Service<
     readonly cached: (bearer: string, nowMs: number) => Actor | undefined
     /** When a usable access token expires (epoch ms), or undefined when it can no longer act. */
     readonly accessTokenUntil: (bearer: string) => Effect.Effect<number | undefined>
+    /**
+     * Deletes the grants whose code was never exchanged, once it expired (or was spent on a refused exchange)
+     * over an hour ago, with their codes, at most a few thousand a call; returns how many. Run by the sweep.
+     */
+    readonly purgeAbandonedGrants: Effect.Effect<number>
   }
 >()("@agentgov/domain/oauth/OAuthService") {
   static readonly layer = Layer.effect(
@@ -405,12 +417,24 @@ export class OAuthService extends Context.Service<
       const grantSelect = sql`SELECT g.id, g.client_id, c.name AS client_name, g.user_id, g.workspace_id, g.scopes, g.created_at
           FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id`
 
+      /**
+       * SQL: grant `g` is in use at `at`: its code was exchanged (it has tokens), or it is still unused and
+       * unexpired. Else the consent was abandoned (the app never came back for the code, or its exchange was
+       * refused): the grant can never act, is not listed, and the sweep deletes it.
+       */
+      const grantInUse = (at: number) =>
+        sql`(EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id)
+            OR EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = g.id AND k.used_at IS NULL
+              AND k.expires_at > ${isoOf(at)}::timestamptz))`
+
       /** A person sees their own grants; a credential with apikeys:write, every grant of the workspace. */
       const listGrants = Effect.fn("OAuthService.listGrants")(function* (actor: Actor, page: PageRequest) {
         const { limit, before } = yield* pageWindow(page, idCursor("grt"))
         const everyone = actor.scopes.has("apikeys:write")
+        const now = yield* Clock.currentTimeMillis
         const rows =
           yield* sql<GrantRow>`${grantSelect} WHERE g.workspace_id = ${actor.workspaceId} AND g.revoked_at IS NULL
+            AND ${grantInUse(now)}
             ${everyone ? sql`` : sql`AND g.user_id = ${actor.userId ?? ""}`}
             ${before ? sql`AND g.id < ${before}` : sql``} ORDER BY g.id DESC LIMIT ${limit + 1}`.pipe(orDie)
         return toPage(rows.map(toGrant), limit)
@@ -820,7 +844,24 @@ export class OAuthService extends Context.Service<
           Effect.catchTag("Unauthenticated", () => Effect.succeed(undefined)),
         )
 
+      // A grant deleted here, made over an hour ago, could never act: no code of it can be exchanged any more
+      // (expired over an hour ago, or spent on a refused exchange), and it has no token. SKIP LOCKED: a revocation under way, or another instance's sweep, is not waited for.
+      const purgeAbandonedGrants = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        sql<{ n: number }>`WITH doomed AS (
+              SELECT g.id FROM oauth_grants g
+              WHERE g.created_at < ${isoOf(now - ABANDONED_GRANTS_KEPT_MS)}::timestamptz
+                AND NOT ${grantInUse(now - ABANDONED_GRANTS_KEPT_MS)}
+              LIMIT ${GRANT_PURGE_LIMIT} FOR UPDATE OF g SKIP LOCKED),
+            codes AS (DELETE FROM oauth_codes WHERE grant_id IN (SELECT id FROM doomed)),
+            gone AS (DELETE FROM oauth_grants WHERE id IN (SELECT id FROM doomed) RETURNING id)
+            SELECT count(*)::int AS n FROM gone`.pipe(
+          Effect.map((r) => r[0]?.n ?? 0),
+          orDie,
+        ),
+      ).pipe(Effect.withSpan("OAuthService.purgeAbandonedGrants"))
+
       return OAuthService.of({
+        purgeAbandonedGrants,
         accessTokenUntil,
         cached,
         createClient,

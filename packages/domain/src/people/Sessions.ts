@@ -60,6 +60,15 @@ export interface SignInFlow {
 const TOUCH_INTERVAL_MS = 60_000
 
 /**
+ * How long a session's row is kept after it ended (idle, past its end, or signed out): for that long `standing`
+ * still tells a re-check "expired" from "signed_out"; then the sweep deletes it.
+ */
+export const ENDED_SESSIONS_KEPT_MS = 86_400_000
+
+/** Ended sessions one sweep deletes at most; the rest wait for the next. */
+const SESSION_PURGE_LIMIT = 5_000
+
+/**
  * The CSRF token of a session: derived from its secret, so it needs no storage, and it is worthless without
  * the cookie. The dashboard reads it from `GET /auth/session` (the cookie itself is HttpOnly) and sends it
  * as `X-CSRF-Token` with every cookie-authenticated request that changes something.
@@ -110,6 +119,11 @@ export class Sessions extends Context.Service<
      * the link shows (a link-preview bot that fetches it spends nothing).
      */
     readonly peekSignInLink: (token: string) => Effect.Effect<{ readonly email: string } | undefined>
+    /**
+     * Deletes the sessions that ended over {@link ENDED_SESSIONS_KEPT_MS} ago (idle, past their end, or signed
+     * out), at most a few thousand a call; returns how many. Run by the sweep.
+     */
+    readonly purgeEnded: Effect.Effect<number>
   }
 >()("@agentgov/domain/people/Sessions") {
   static readonly layer = Layer.effect(
@@ -291,7 +305,22 @@ export class Sessions extends Context.Service<
             )
           : Effect.succeed(undefined)
 
+      // An ended session never moves again (only a live one is touched), so what is deleted stays ended. SKIP
+      // LOCKED: a sweep on another instance, or a sign-out under way, is never waited for.
+      const purgeEnded = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const before = isoOf(now - ENDED_SESSIONS_KEPT_MS)
+        return sql<{ n: number }>`WITH gone AS (DELETE FROM sessions WHERE id IN (
+              SELECT id FROM sessions
+              WHERE least(expires_at, idle_expires_at, coalesce(revoked_at, 'infinity'::timestamptz)) < ${before}::timestamptz
+              LIMIT ${SESSION_PURGE_LIMIT} FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*)::int AS n FROM gone`.pipe(
+          Effect.map((r) => r[0]?.n ?? 0),
+          orDie,
+        )
+      }).pipe(Effect.withSpan("Sessions.purgeEnded"))
+
       return Sessions.of({
+        purgeEnded,
         start,
         resolve,
         standing,
