@@ -207,7 +207,7 @@ export const discord = defineConnector({
     apiUrl: {
       env: "DISCORD_API_URL",
       description: "Discord's API base URL (a proxy's, or a test fake's)",
-      kind: "url",
+      kind: "https",
       default: "https://discord.com/api",
     },
   },

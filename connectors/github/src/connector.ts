@@ -316,7 +316,7 @@ export const github = defineConnector({
     apiUrl: {
       env: "GITHUB_API_URL",
       description: "the REST API's base URL (GitHub Enterprise Server: https://<host>/api/v3)",
-      kind: "url",
+      kind: "https",
       default: "https://api.github.com",
     },
   },

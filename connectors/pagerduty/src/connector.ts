@@ -149,7 +149,7 @@ export const pagerduty = defineConnector({
     eventsUrl: {
       env: "PAGERDUTY_EVENTS_URL",
       description: "the Events API v2 endpoint (EU accounts: https://events.eu.pagerduty.com/v2/enqueue)",
-      kind: "url",
+      kind: "https",
       default: "https://events.pagerduty.com/v2/enqueue",
     },
   },
@@ -184,8 +184,11 @@ export const pagerduty = defineConnector({
     const result = classify(res.status, await res.text().catch(() => ""), res.headers.get("retry-after"))
     if (result.outcome !== "ok") return result
     if (event.type === "trust.tier.downgraded" && state.get(`tier:${key}`) === undefined) {
-      // the tier before the first drop: the incident resolves when the agent is back there
-      state.set(`tier:${key}`, String((event.data as { previousTier?: string }).previousTier ?? "untrusted"))
+      // the tier before the first drop: the incident resolves when the agent is back there, however long that
+      // takes (kept until then: without it the upgrade is skipped and the incident never resolves)
+      state.set(`tier:${key}`, String((event.data as { previousTier?: string }).previousTier ?? "untrusted"), {
+        ttlMs: Number.POSITIVE_INFINITY,
+      })
     }
     if (action === "resolve") state.delete(`tier:${key}`)
     if (event.type === "enforcement.resolved") state.set(resolvedKey(key), new Date().toISOString())

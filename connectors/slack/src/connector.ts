@@ -1,3 +1,4 @@
+import type { AnyWebhookEvent } from "@agentgov/connector-sdk"
 import {
   BIDI_CONTROLS,
   type FormattedEvent,
@@ -13,6 +14,7 @@ import {
   defineConnector,
   ok,
   retry,
+  type StateSetOptions,
 } from "@agentgov/connector-sdk/runtime"
 import { ErrorCode, LogLevel, WebClient } from "@slack/web-api"
 
@@ -137,6 +139,16 @@ interface Thread {
 
 const threadKey = (subject: NonNullable<FormattedEvent["subject"]>) => `slack:thread:${subject.kind}:${subject.id}`
 
+/**
+ * How long a new thread is kept in the state: an approval's, the store's default (it is decided or expires
+ * within 30 days); an enforcement's, until it is resolved (it may stay in force, and be appealed, for as long as
+ * anyone likes), then the default.
+ */
+const threadKept = (event: AnyWebhookEvent): StateSetOptions | undefined =>
+  event.type.startsWith("enforcement.") && event.type !== "enforcement.resolved"
+    ? { ttlMs: Number.POSITIVE_INFINITY }
+    : undefined
+
 /** What a Slack client failure means for the queue. */
 export const classify = (error: unknown): DeliveryResult => {
   const e = error as {
@@ -186,7 +198,7 @@ export const slack = defineConnector({
     apiUrl: {
       env: "SLACK_API_URL",
       description: "Slack's Web API base URL (a proxy's, or a test fake's)",
-      kind: "url",
+      kind: "https",
       default: "https://slack.com/api/",
     },
   },
@@ -241,9 +253,11 @@ export const slack = defineConnector({
         typeof posted.ts === "string" &&
         typeof posted.channel === "string"
       ) {
-        state.set(key, JSON.stringify({ channel: posted.channel, ts: posted.ts } satisfies Thread))
+        state.set(key, JSON.stringify({ channel: posted.channel, ts: posted.ts } satisfies Thread), threadKept(event))
         if (event.type === "approval.requested") state.set(`${key}:message`, JSON.stringify(m))
-      }
+      } else if (key !== undefined && stored !== undefined && event.type === "enforcement.resolved")
+        // the enforcement's thread was kept while it was in force; now for the default time, for a late replay
+        state.set(key, stored)
       // the request's copy served its one update: kept, every approval's would stay in the store for ever
       if (key !== undefined && event.type === "approval.decided") state.delete(`${key}:message`)
       return ok()

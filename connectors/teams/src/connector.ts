@@ -108,7 +108,7 @@ export const teams = defineConnector({
     webhookUrl: {
       env: "TEAMS_WEBHOOK_URL",
       description: "the Workflows webhook URL ('Post to a channel when a webhook request is received')",
-      kind: "url",
+      kind: "https",
       required: true,
       secret: true,
     },

@@ -405,6 +405,56 @@ describe("configuration", () => {
     expect(problems).toContain('"loud" for "badge.*" is not a severity')
   })
 
+  it("refuses http to anything but a loopback host for an https setting, naming the setting", () => {
+    const vendor = defineConnector({
+      name: "vendor",
+      description: "a connector for tests",
+      defaultEvents: ["*"],
+      settings: {
+        api: {
+          env: "VENDOR_API_URL",
+          description: "the vendor's API",
+          kind: "https",
+          default: "https://api.vendor.example",
+        },
+        hook: { env: "VENDOR_HOOK_URL", description: "the vendor's webhook", kind: "https", secret: true },
+      },
+      deliver: () => ok(),
+    })
+    const problemsOf = (env: Record<string, string>) => {
+      try {
+        loadConfig(vendor, { AGENTGOV_WEBHOOK_SECRET: SECRET, ...env })
+        return []
+      } catch (e) {
+        return (e as ConfigError).problems
+      }
+    }
+    const https = "must be an https URL (http only to localhost, 127.0.0.0/8 or [::1])"
+    expect(problemsOf({ VENDOR_API_URL: "http://api.vendor.example/" })).toEqual([
+      `VENDOR_API_URL ${https} (got "http://api.vendor.example/"): the vendor's API`,
+    ])
+    // a secret setting's value is never echoed
+    expect(problemsOf({ VENDOR_HOOK_URL: "http://hooks.vendor.example/s3cret-sig" })).toEqual([
+      `VENDOR_HOOK_URL ${https}: the vendor's webhook`,
+    ])
+    // a name that only starts like a loopback one, and a private address, are no loopback hosts
+    for (const bad of ["http://127.0.0.1.vendor.example/", "http://localhost.vendor.example/", "http://10.0.0.1/"])
+      expect(problemsOf({ VENDOR_API_URL: bad }), bad).toHaveLength(1)
+    expect(problemsOf({ VENDOR_API_URL: "ftp://api.vendor.example/" })).toEqual([
+      `VENDOR_API_URL must be an http(s) URL (got "ftp://api.vendor.example/"): the vendor's API`,
+    ])
+    // https anywhere, and http to the tests' fakes and a local proxy
+    for (const good of [
+      "https://api.vendor.example",
+      "http://127.0.0.1:4010/api/",
+      "http://127.8.9.10/",
+      "http://[::1]:4010/",
+      "http://localhost:4010/",
+      "http://LOCALHOST/",
+    ])
+      expect(problemsOf({ VENDOR_API_URL: good, VENDOR_HOOK_URL: good }), good).toEqual([])
+  })
+
   it("never echoes a secret in a problem", () => {
     try {
       loadConfig(definition, { AGENTGOV_WEBHOOK_SECRET: "short-secret", SCRIPTED_TARGET: "https://x.example" })

@@ -90,18 +90,39 @@ export const retry = (reason: string, options: { readonly afterMs?: number; read
 export const dead = (reason: string): DeliveryResult => ({ outcome: "dead", reason })
 
 /**
+ * How long a state entry is kept after its last `set` unless the set says otherwise: 90 days. Longer than any
+ * event's useful life: an approval is decided or expires within 30 days at most (its longest time-out), and the
+ * events about it arrive within that, or later by the service's retries and a dead letter's `replay`.
+ */
+export const DEFAULT_STATE_TTL_MS = 90 * 86_400_000
+
+/** How long {@link StateStore.set} keeps an entry. */
+export interface StateSetOptions {
+  /**
+   * Milliseconds from this `set` (default {@link DEFAULT_STATE_TTL_MS}); `Infinity` keeps it until it is
+   * deleted, for an entry whose need has no end in time that the connector does not see (an incident open for
+   * as long as an agent stays downgraded). Each `set` of the key starts its time again.
+   */
+  readonly ttlMs?: number
+}
+
+/**
  * Small durable state for a connector (a Slack thread's `ts` by approval id): kept in the data
- * directory with the queue.
+ * directory with the queue. Each entry expires (`ttlMs`, by default {@link DEFAULT_STATE_TTL_MS} after its
+ * last `set`): once expired, `get` no longer returns it, and the runtime deletes it within the hour, so the
+ * store stops growing with the events it has seen.
  *
  * @example
  * ```ts
  * const ts = ctx.state.get(`thread:${approvalId}`)
  * ctx.state.set(`thread:${approvalId}`, posted.ts)
+ * ctx.state.set(`incident:${agentId}`, key, { ttlMs: Number.POSITIVE_INFINITY }) // until deleted
  * ```
  */
 export interface StateStore {
   get(key: string): string | undefined
-  set(key: string, value: string): void
+  /** @throws {RangeError} when `ttlMs` is not a positive number */
+  set(key: string, value: string, options?: StateSetOptions): void
   delete(key: string): void
 }
 
@@ -577,8 +598,13 @@ export const startConnector = async <S extends SettingsSchema, C>(
   let timer: NodeJS.Timeout | undefined
   let idleWaiters: Array<() => void> = []
   const state: StateStore = {
-    get: (key) => store.getState(key),
-    set: (key, value) => store.setState(key, value, Date.now()),
+    get: (key) => store.getState(key, Date.now()),
+    set: (key, value, options) => {
+      const ttlMs = options?.ttlMs ?? DEFAULT_STATE_TTL_MS
+      if (!(ttlMs > 0)) throw new RangeError(`state ttlMs must be a positive number of ms or Infinity, got ${ttlMs}`)
+      const now = Date.now()
+      store.setState(key, value, now, ttlMs === Number.POSITIVE_INFINITY ? null : now + ttlMs)
+    },
     delete: (key) => store.deleteState(key),
   }
 
@@ -912,8 +938,20 @@ export const startConnector = async <S extends SettingsSchema, C>(
   const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address
   const url = `http://${urlHost}:${address.port}`
 
-  store.pruneSeen(Date.now() - SEEN_TTL_MS)
-  const pruner = setInterval(() => store.isOpen && store.pruneSeen(Date.now() - SEEN_TTL_MS), 3600_000)
+  // Hourly: the event ids past de-duplication's window, and the expired state entries (a bounded number a pass).
+  const prune = () => {
+    if (!store.isOpen) return
+    const now = Date.now()
+    try {
+      store.pruneSeen(now - SEEN_TTL_MS)
+      store.pruneState(now)
+    } catch (error) {
+      // the store busy past its time-out (a `replay` writing): the next pass does it
+      log.warn("pruning the store failed", { error: (error as Error).message })
+    }
+  }
+  prune()
+  const pruner = setInterval(prune, 3600_000)
   pruner.unref()
   const counts = store.counts()
   log.info("listening", {

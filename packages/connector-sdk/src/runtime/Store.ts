@@ -95,9 +95,18 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 CREATE TABLE IF NOT EXISTS state (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL,
-  updated_at INTEGER NOT NULL
+  updated_at INTEGER NOT NULL,
+  expires_at INTEGER
 ) WITHOUT ROWID;
 `
+
+/** The index the prune of expired state entries reads (after the column exists in a store made before it). */
+const STATE_EXPIRY = `
+CREATE INDEX IF NOT EXISTS state_expires ON state (expires_at) WHERE expires_at IS NOT NULL;
+`
+
+/** Expired state entries deleted per transaction by {@link Store.pruneState}: each holds the write lock briefly. */
+const STATE_PRUNE_BATCH = 1_000
 
 type Row = Record<string, SQLInputValue>
 
@@ -142,6 +151,17 @@ export class Store {
     this.#db = new DatabaseSync(this.path, { timeout: 5000 })
     this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
     this.#db.exec(SCHEMA)
+    // A store from before state entries expired: its entries keep no expiry (NULL), as they were written (what
+    // they are needed for is the connector's to say); every entry written from now on has one.
+    const columns = this.#db.prepare("PRAGMA table_info(state)").all() as Array<Row>
+    if (!columns.some((c) => c.name === "expires_at"))
+      try {
+        this.#db.exec("ALTER TABLE state ADD COLUMN expires_at INTEGER")
+      } catch (error) {
+        // another process opening the store (a `replay` beside the connector) added it first
+        if (!/duplicate column/i.test((error as Error).message)) throw error
+      }
+    this.#db.exec(STATE_EXPIRY)
   }
 
   close(): void {
@@ -316,15 +336,39 @@ export class Store {
     return { queued: Number(q.n), deadLetters: Number(d.n) }
   }
 
-  getState(key: string): string | undefined {
-    const row = this.#prepare("SELECT value FROM state WHERE key = ?").get(key) as Row | undefined
+  /** The value of `key` unless it expired by `now` (whether or not {@link pruneState} deleted it yet). */
+  getState(key: string, now: number): string | undefined {
+    const row = this.#prepare("SELECT value FROM state WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)").get(
+      key,
+      now,
+    ) as Row | undefined
     return row === undefined ? undefined : String(row.value)
   }
 
-  setState(key: string, value: string, now: number): void {
+  /** Sets `key` until `expiresAt` (epoch ms; null: until deleted), replacing its value and expiry. */
+  setState(key: string, value: string, now: number, expiresAt: number | null): void {
     this.#prepare(
-      "INSERT INTO state (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-    ).run(key, value, now)
+      `INSERT INTO state (key, value, updated_at, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE
+         SET value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
+    ).run(key, value, now, expiresAt)
+  }
+
+  /**
+   * Deletes state entries expired by `now`, at most `limit` of them, in transactions of
+   * {@link STATE_PRUNE_BATCH}; returns how many. The rest wait for the next call.
+   */
+  pruneState(now: number, limit = 10 * STATE_PRUNE_BATCH): number {
+    let deleted = 0
+    while (deleted < limit) {
+      const n = Number(
+        this.#prepare(
+          "DELETE FROM state WHERE key IN (SELECT key FROM state WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
+        ).run(now, Math.min(STATE_PRUNE_BATCH, limit - deleted)).changes,
+      )
+      deleted += n
+      if (n < STATE_PRUNE_BATCH) break
+    }
+    return deleted
   }
 
   deleteState(key: string): void {

@@ -20,6 +20,7 @@ export {
   type BatchContext,
   ConfigError,
   type ConnectorDefinition,
+  DEFAULT_STATE_TTL_MS,
   type DeliveryContext,
   type DeliveryResult,
   dead,
@@ -33,6 +34,7 @@ export {
   retry,
   runConnectorCli,
   type StartOptions,
+  type StateSetOptions,
   type StateStore,
   startConnector,
 } from "./Runtime.ts"

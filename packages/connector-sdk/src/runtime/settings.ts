@@ -20,8 +20,12 @@ export interface SettingSpec {
   readonly required?: boolean
   /** Never logged or echoed back in an error. */
   readonly secret?: boolean
-  /** `url`: an absolute http(s) URL; `integer`: ≥ `min` (default 0); `boolean`: true/false. Default `string`. */
-  readonly kind?: "string" | "url" | "integer" | "boolean"
+  /**
+   * `url`: an absolute http(s) URL; `https`: an absolute https URL, or http to a loopback host only (for a URL that
+   * carries a credential or is sent one: a vendor's endpoint); `integer`: ≥ `min` (default 0); `boolean`:
+   * true/false. Default `string`.
+   */
+  readonly kind?: "string" | "url" | "https" | "integer" | "boolean"
   readonly default?: string
   readonly min?: number
   /** A further check: the problem, or undefined when the value is fine. */
@@ -85,6 +89,27 @@ export const httpUrlProblem = (value: string): string | undefined => {
   return undefined
 }
 
+/** Whether `hostname` (as `URL` gives it) is a loopback host: `localhost`, 127.0.0.0/8 or `[::1]`. */
+const isLoopbackHost = (hostname: string): boolean => {
+  const host = hostname.toLowerCase()
+  // `URL` writes an IPv4 host in dotted decimal whatever its spelling (`127.1`, `0x7f.1`), and an IPv6 one compressed
+  return host === "localhost" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+}
+
+/**
+ * {@link httpUrlProblem}, and https unless the host is a loopback one (a test's fake, a sidecar proxy): what a URL that
+ * carries a credential (a webhook URL's signature) or is sent one (a bot token, an API key) must be, so that it never
+ * crosses a network in the clear.
+ */
+export const httpsUrlProblem = (value: string): string | undefined => {
+  const problem = httpUrlProblem(value)
+  if (problem !== undefined) return problem
+  const url = new URL(value)
+  if (url.protocol === "http:" && !isLoopbackHost(url.hostname))
+    return "must be an https URL (http only to localhost, 127.0.0.0/8 or [::1])"
+  return undefined
+}
+
 /**
  * Reads `schema` from `env`, collecting every problem. Values are trimmed; an empty variable counts
  * as unset.
@@ -123,8 +148,9 @@ export const readSettings = <S extends SettingsSchema>(
         out[key] = b
         continue
       }
-      case "url": {
-        const problem = httpUrlProblem(value)
+      case "url":
+      case "https": {
+        const problem = (spec.kind === "https" ? httpsUrlProblem : httpUrlProblem)(value)
         if (problem !== undefined) {
           problems.push(`${spec.env} ${problem}${shown}: ${spec.description}`)
           continue
