@@ -1,6 +1,8 @@
 import { existsSync } from "node:fs"
 import { isAbsolute, join, resolve } from "node:path"
 import { BackupError, backupTo, EmbeddedPostgresError, restoreFrom, runningClusterUrl } from "@agentgov/db"
+import { firstChainProblem } from "@agentgov/domain"
+import type postgres from "postgres"
 import { loadConfig } from "./config.ts"
 import { configAndLock } from "./dataDirLock.ts"
 import { refuse, refuseStart, StartupError } from "./startupError.ts"
@@ -16,6 +18,8 @@ export const runBackupCommand = async (
   command: "backup" | "restore",
   args: ReadonlyArray<string>,
   json: boolean,
+  /** A restore loads a file whose chains do not hold (to examine it), rather than refusing it. */
+  unverified = false,
 ): Promise<void> => {
   if (args.length !== 1) refuse(`${command} takes one file: npm run cli -- ${command} <file>`)
   // npm runs scripts from the package directory: a relative path is the caller's (INIT_CWD).
@@ -47,7 +51,10 @@ export const runBackupCommand = async (
       stop = cluster.stop
       url = cluster.url
     }
-    const summary = command === "backup" ? await backupTo(url, file) : await restoreFrom(url, file)
+    const summary =
+      command === "backup"
+        ? await backupTo(url, file)
+        : await restoreFrom(url, file, { check: unverified ? undefined : chainsHold(file) })
     const keyHint =
       command === "restore" && !config.masterKey && !existsSync(join(config.dataDir, "master.key"))
         ? `\nBefore starting the server, put the original master key in place: copy master.key from the old data\n` +
@@ -71,6 +78,19 @@ export const runBackupCommand = async (
     release()
   }
   if (refusal !== undefined) refuse(refusal)
+}
+
+/**
+ * A restore's check that every chain of the file holds (its events as hashed and linked, each head at its last):
+ * a file edited behind its chains is refused, and nothing is restored.
+ */
+const chainsHold = (file: string) => async (tx: postgres.TransactionSql) => {
+  const problem = await firstChainProblem((text, params) => tx.unsafe(text, params as Array<never>))
+  if (problem !== undefined)
+    throw new BackupError(
+      `${file} holds a chain that does not verify (${problem}): it was changed after it was made, or damaged; ` +
+        "nothing was restored (--unverified restores it all the same, to examine it)",
+    )
 }
 
 /** The configuration alone (refused as at start when invalid), without locking the data directory. */

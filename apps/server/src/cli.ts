@@ -40,7 +40,8 @@ const HELP = `agentgov operator CLI (uses DATABASE_URL, or the embedded store in
   npm run cli -- signing-key rotate [--activate-in <seconds>]   (default 600)
   npm run cli -- migrate
   npm run cli -- backup <file>    a consistent snapshot, also while the server runs
-  npm run cli -- restore <file>   into an empty store (a new AGENTGOV_DATA_DIR, or an empty DATABASE_URL)
+  npm run cli -- restore <file>   into an empty store (a new AGENTGOV_DATA_DIR, or an empty DATABASE_URL); a file
+                                  whose chains do not verify is refused (--unverified restores it, to examine it)
 
 A new workspace's key holds every scope but workspaces:admin. Add --json for machine-readable output.
 Keys are printed once and stored only as a hash.
@@ -85,6 +86,7 @@ const parsed = (() => {
         "expires-at": { type: "string" },
         "activate-in": { type: "string" },
         json: { type: "boolean" },
+        unverified: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     })
@@ -108,8 +110,9 @@ if (values.help || command === "" || command === "help") {
 }
 if (positionals[0] === "backup" || positionals[0] === "restore") {
   for (const option of Object.keys(values))
-    if (option !== "json") fail(`--${option} does not apply to ${positionals[0]}`)
-  await runBackupCommand(positionals[0], positionals.slice(1), values.json === true)
+    if (option !== "json" && !(option === "unverified" && positionals[0] === "restore"))
+      fail(`--${option} does not apply to ${positionals[0]}`)
+  await runBackupCommand(positionals[0], positionals.slice(1), values.json === true, values.unverified === true)
   process.exit(0)
 }
 const takes = COMMANDS[command] ?? fail(`unknown command "${command}" (npm run cli -- --help)`)

@@ -1,8 +1,9 @@
 import { spawnSync } from "node:child_process"
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { gunzipSync, gzipSync } from "node:zlib"
 import { runningClusterUrl } from "@agentgov/db"
 import { pgConnect, reachableTempDir } from "@agentgov/testing"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
@@ -22,6 +23,8 @@ const dir = enabled ? reachableTempDir("agentgov-backup-") : ""
 const original = join(dir, "original")
 const restored = join(dir, "restored")
 const file = join(dir, "agentgov.backup.gz")
+/** The original store's key (the first test's): the restored stores are the same store. */
+let originalKey = ""
 
 afterEach(stopChildren)
 afterAll(() => {
@@ -67,6 +70,7 @@ describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
   it("backs up while serving and writing; the restore verifies, keeps its checkpoints and exports a verifiable trail", async () => {
     const first = await spawnServer({ AGENTGOV_DATA_DIR: original })
     const key = await first.waitForKey()
+    originalKey = key
     const agent = await call(first, key, "POST", "/api/v1/agents", { name: "backed-up" })
     expect(agent.status).toBe(201)
     for (let i = 0; i < 5; i++)
@@ -134,6 +138,51 @@ describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
     expect(offline.status, offline.stderr + offline.stdout).toBe(0)
     expect(offline.stdout).toMatch(/OK/)
     expect(existsSync(`${file}.partial`)).toBe(false)
+  })
+
+  it("refuses a file edited behind its chains, restoring nothing; --unverified restores it all the same", async () => {
+    // One event's data changed in the file (its hash and the chain after it left as they were), as an edit of a
+    // backup by hand would, and the file still well-formed.
+    const lines = gunzipSync(readFileSync(file)).toString("utf8").split("\n")
+    const section = lines.findIndex((l) => l.startsWith('{"table":"events"'))
+    expect(section).toBeGreaterThan(0)
+    const data = (JSON.parse(lines[section]!).columns as Array<string>).indexOf("data")
+    let edited = -1
+    for (let i = section + 1; lines[i] !== "\\." && edited < 0; i++) {
+      const fields = lines[i]!.split("\t")
+      if (!fields[data]!.includes('"n":0')) continue
+      fields[data] = fields[data]!.replace('"n":0', '"n":1000')
+      lines[i] = fields.join("\t")
+      edited = i
+    }
+    expect(edited).toBeGreaterThan(section)
+    const tampered = join(dir, "tampered.gz")
+    writeFileSync(tampered, gzipSync(lines.join("\n")))
+
+    const target = join(dir, "tampered-target")
+    const refused = await cli(target, "restore", tampered)
+    expect(refused.code, refused.stderr).toBe(2)
+    expect(refused.stderr).toMatch(
+      /holds a chain that does not verify \(workspace ws_\w+, event \d+: hash does not match/,
+    )
+    expect(refused.stderr).toMatch(/nothing was restored/)
+    // Nothing was: the same directory takes the untouched file.
+    await cliOk(target, "restore", file)
+
+    const examined = join(dir, "examined")
+    await cliOk(examined, "restore", tampered, "--unverified")
+    copyFileSync(join(original, "master.key"), join(examined, "master.key"))
+    const server = await spawnServer({ AGENTGOV_DATA_DIR: examined })
+    try {
+      const verified = await call(server, originalKey, "POST", "/api/v1/events/verify", {})
+      expect(verified.status, JSON.stringify(verified.body)).toBe(200)
+      expect(verified.body.data.valid).toBe(false)
+    } finally {
+      server.proc.kill("SIGTERM")
+      await server.exited
+    }
+    // Other commands do not take the flag.
+    expect((await cli(examined, "backup", join(dir, "x.gz"), "--unverified")).code).toBe(2)
   })
 
   it("refuses a file that is not a backup, and a restore while a server runs on the directory", async () => {

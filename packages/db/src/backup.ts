@@ -387,7 +387,15 @@ const copied = (tx: postgres.TransactionSql, sink: Writable, written: Promise<vo
  * Restores `file` into the store's schema at `url` (storeSchema), which must hold no table: the backup's
  * migrations, its rows and its sequences, in one transaction.
  */
-export const restoreFrom = async (url: string, file: string): Promise<BackupSummary> => {
+export interface RestoreOptions {
+  /**
+   * Run inside the restore's transaction once every table is loaded (its search path the restored schema): throwing
+   * (a BackupError, to be said as it is) rolls the whole restore back.
+   */
+  readonly check?: ((tx: postgres.TransactionSql) => Promise<void>) | undefined
+}
+
+export const restoreFrom = async (url: string, file: string, options: RestoreOptions = {}): Promise<BackupSummary> => {
   const sql = connect(url)
   try {
     const shipped = loadMigrations()
@@ -485,6 +493,7 @@ export const restoreFrom = async (url: string, file: string): Promise<BackupSumm
           `${file} is incomplete: it holds ${filled.size} of the ${expected.size} tables of its schema ` +
             `(missing ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", …" : ""}); nothing was restored`,
         )
+      await options.check?.(tx)
     })
     return { tables, rows, migrations }
   } catch (e) {

@@ -1,4 +1,12 @@
-export { BACKUP_FORMAT, BackupError, type BackupHeader, type BackupSummary, backupTo, restoreFrom } from "./backup.ts"
+export {
+  BACKUP_FORMAT,
+  BackupError,
+  type BackupHeader,
+  type BackupSummary,
+  backupTo,
+  type RestoreOptions,
+  restoreFrom,
+} from "./backup.ts"
 export { jsonb, pgCompiler } from "./compiler.ts"
 export { connectionOptions } from "./connectionUrl.ts"
 export { Database, type DatabaseShape } from "./Database.ts"

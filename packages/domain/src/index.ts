@@ -90,6 +90,7 @@ export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"
 export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
+export { firstChainProblem, type RawQuery } from "./audit/EventRepo.ts"
 export { EventService } from "./audit/EventService.ts"
 export {
   EVENT_ALIASES,

@@ -1,4 +1,4 @@
-import { chainHash, chainHashOfCanonical, eventLeaf, eventLeafBytes } from "@agentgov/verifier"
+import { chainHash, chainHashOfCanonical, eventLeaf, eventLeafBytes, GENESIS_HASH } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { AuditEvent } from "./AuditEvent.ts"
@@ -53,6 +53,53 @@ export const chainLinkProblem = (r: ChainRow, expected: number, prevHash: string
   if (chainHashOfCanonical(prevHash, type, data, r.ts!) === r.hash) return undefined
   if (chainHash(prevHash, type, JSON.parse(data), r.ts!) === r.hash) return undefined
   return "hash does not match the event's type, data and timestamp"
+}
+
+/** One statement with positional parameters, outside the Effect runtime (a restore's transaction). */
+export type RawQuery = (text: string, params: ReadonlyArray<unknown>) => Promise<ReadonlyArray<Record<string, unknown>>>
+
+/** Rows a chain check reads at a time. */
+const CHECK_PAGE = 10_000
+
+/**
+ * The first broken link of any chain in the store, named as a verification names it (workspace, sequence, why), or
+ * undefined when every chain holds from its first event to its head: each event's hash over its type, data and
+ * timestamp, each `prevHash` the event before's, no sequence missing, and the head at the last event. What it does
+ * not cover is what only the Merkle leaves do (an event's id, agent, actor or occurredAt): a verification after the
+ * restore checks those against the signed checkpoints. A backup's restore runs it before committing (a file edited
+ * behind its chain would otherwise restore and be caught only later).
+ */
+export const firstChainProblem = async (query: RawQuery): Promise<string | undefined> => {
+  const heads = await query(
+    `SELECT h.workspace_id, h.sequence::text AS sequence, h.hash,
+        (SELECT coalesce(max(e.sequence), 0)::text FROM events e WHERE e.workspace_id = h.workspace_id) AS last
+      FROM chain_heads h ORDER BY h.workspace_id`,
+    [],
+  )
+  for (const head of heads) {
+    const workspaceId = head.workspace_id as string
+    const at = Number(head.sequence)
+    const upto = Math.max(at, Number(head.last))
+    let expected = 1
+    let prevHash = GENESIS_HASH
+    for (let after = 0; after < upto; after += CHECK_PAGE) {
+      for (const row of await query(chainBatchSql("checked"), [workspaceId, after, after + CHECK_PAGE])) {
+        const r = { ...row, sequence: Number(row.sequence) } as unknown as ChainRow
+        const problem = chainLinkProblem(r, expected, prevHash)
+        if (problem !== undefined) return `workspace ${workspaceId}, event ${expected}: ${problem}`
+        prevHash = r.hash
+        expected += 1
+      }
+    }
+    if (expected - 1 !== at || prevHash !== head.hash)
+      return `workspace ${workspaceId}: its chain head (event ${at}) is not its last event (${expected - 1})`
+  }
+  const [stray] = await query(
+    `SELECT e.workspace_id FROM events e
+      WHERE NOT EXISTS (SELECT 1 FROM chain_heads h WHERE h.workspace_id = e.workspace_id) LIMIT 1`,
+    [],
+  )
+  return stray === undefined ? undefined : `workspace ${stray.workspace_id as string}: events without a chain head`
 }
 
 /** What an event's Merkle leaf covers (`eventLeaf`), `occurred_at` as text in the form the API returns. */
