@@ -35,6 +35,7 @@ import type {
   ReportNotFound,
   SignInRefused,
   StateConflict,
+  TakedownLimitReached,
   Unauthenticated,
   UserNotFound,
   WebhookNotFound,
@@ -81,6 +82,7 @@ export type DomainError =
   | BadgeNotFound
   | ChainInconsistent
   | ContentNotFound
+  | TakedownLimitReached
   | CheckpointNotFound
   | EnforcementAlreadyAppealed
   | EnforcementClosed
@@ -159,6 +161,15 @@ const mapping: Mapping = {
       `the audit chain no longer matches signed checkpoint ${e.treeSize} (from sequence ${e.firstBadSequence}): ${e.reason}. Nothing is signed or proven over it; the conflict is recorded (POST /events/verify reports it)`,
     ),
   ContentNotFound: (e) => new ApiError(404, "CONTENT_NOT_FOUND", `content ${e.contentId} not found`),
+  TakedownLimitReached: (e) =>
+    new ApiError(
+      429,
+      "RATE_LIMITED",
+      `this workspace has submitted ${e.limit} takedown notices in the last 24 hours, its limit; retry after ` +
+        `${e.retryAfterSeconds} s (nothing was recorded or sent)`,
+      undefined,
+      { "retry-after": String(e.retryAfterSeconds) },
+    ),
   ReportNotFound: (e) => new ApiError(404, "REPORT_NOT_FOUND", `compliance report ${e.reportId} not found`),
   CertificationNotFound: (e) =>
     new ApiError(404, "CERTIFICATION_NOT_FOUND", `certification ${e.certificationId} not found`),

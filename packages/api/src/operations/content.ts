@@ -136,9 +136,9 @@ export const contentOperations = [
     tag,
     summary: "Submit a takedown notice",
     description:
-      "Composes a notice with the evidence (the item, its hash, the match with its spans or hash distance, the watermark read) and sends it by SMTP to `recipient` when the server has `SMTP_URL`, else records it `pending`. The takedown is recorded (and the event emitted) before the notice is sent; a server that refuses the notice, or does not take it within 20 s, leaves it `failed` with the reason in `error`. Emits `content.takedown.submitted`.",
+      "Composes a notice with the evidence (the item, its hash, the match with its spans or hash distance, the watermark read) and sends it by SMTP to `recipient` when the server has `SMTP_URL`, else records it `pending`. The takedown is recorded (and the event emitted) before the notice is sent; a server that refuses the notice, or does not take it within 20 s, leaves it `failed` with the reason in `error`. A workspace submits at most 100 notices in any 24 hours: beyond, 429 `RATE_LIMITED` with `Retry-After`, and nothing is recorded or sent. Emits `content.takedown.submitted`.",
     successStatus: 201,
-    errors: ["CONTENT_NOT_FOUND"],
+    errors: ["CONTENT_NOT_FOUND", "RATE_LIMITED"],
     input: idAnd(CreateTakedown),
     output: Takedown,
     handler: ({ id, ...input }, actor) => ContentService.use((s) => s.createTakedown(actor, id, input)),

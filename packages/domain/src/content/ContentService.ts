@@ -26,7 +26,7 @@ import {
   type ScanResult,
   type Takedown,
 } from "./Content.ts"
-import { ContentNotFound } from "./ContentErrors.ts"
+import { ContentNotFound, TakedownLimitReached } from "./ContentErrors.ts"
 import { ContentSettings } from "./ContentSettings.ts"
 import { type ManifestReading, readManifest, signManifest } from "./c2pa.ts"
 import {
@@ -115,6 +115,9 @@ export const TEXT_RECORD_THRESHOLD = 0.05
 export const IMAGE_RECORD_THRESHOLD = 1 - IMAGE_RADIUS / 64
 /** Items a text scan verifies at most, the ones sharing most fingerprints first. */
 const MAX_TEXT_CANDIDATES = 50
+/** Takedown notices a workspace may submit in any 24 hours (TakedownLimitReached beyond). */
+export const TAKEDOWNS_PER_DAY = 100
+const DAY_MS = 86_400_000
 const MINHASH_NEAR_DUPLICATE = 0.5
 /** Stored text (base64 characters) a text scan loads at most in one statement; an item larger goes alone. */
 const TEXT_BATCH_CHARS = 8 * 1024 * 1024
@@ -244,7 +247,7 @@ export class ContentService extends Context.Service<
       actor: Actor,
       contentId: string,
       input: CreateTakedown,
-    ) => Effect.Effect<Takedown, InvalidInput | ContentNotFound>
+    ) => Effect.Effect<Takedown, InvalidInput | ContentNotFound | TakedownLimitReached>
     readonly listTakedowns: (
       actor: Actor,
       contentId: string,
@@ -813,6 +816,16 @@ export class ContentService extends Context.Service<
         // sent for a takedown that was not stored. The delivery's outcome is then written over it.
         const recorded = yield* tx(
           Effect.gen(function* () {
+            // Counted under the workspace's own lock, so that concurrent requests cannot pass the limit together.
+            yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`takedowns:${actor.workspaceId}`}, 0))`
+            const [sent] = yield* sql<{ n: number; oldest: number | null }>`SELECT count(*)::int AS n,
+                (extract(epoch FROM min(created_at)) * 1000)::float8 AS oldest FROM content_takedowns
+              WHERE workspace_id = ${actor.workspaceId} AND created_at > ${isoOf(now - DAY_MS)}::timestamptz`
+            if (sent!.n >= TAKEDOWNS_PER_DAY)
+              return yield* new TakedownLimitReached({
+                limit: TAKEDOWNS_PER_DAY,
+                retryAfterSeconds: Math.max(1, Math.ceil((Number(sent!.oldest) + DAY_MS - now) / 1000)),
+              })
             const [row] = yield* sql<TakedownRow>`INSERT INTO content_takedowns (id, workspace_id, content_id, match_id,
                 target_url, recipient, note, notice, status, message_id, error, created_at, sent_at)
               VALUES (${id}, ${actor.workspaceId}, ${contentId}, ${input.matchId ?? null}, ${target.href},
@@ -832,7 +845,7 @@ export class ContentService extends Context.Service<
             ])
             return row!
           }),
-        ).pipe(Effect.orDie)
+        )
         const smtpUrl = settings.smtpUrl
         if (smtpUrl === undefined) return toTakedown(recorded)
         // The sending and its record are not interrupted: a notice that went out is recorded `sent`. sendNotice is

@@ -1,7 +1,13 @@
 export { C2paSigner, type C2paSigning } from "./C2paSigner.ts"
 export * from "./Content.ts"
 export * from "./ContentErrors.ts"
-export { ContentService, IMAGE_RECORD_THRESHOLD, TEXT_LOOKUP_SQL, TEXT_RECORD_THRESHOLD } from "./ContentService.ts"
+export {
+  ContentService,
+  IMAGE_RECORD_THRESHOLD,
+  TAKEDOWNS_PER_DAY,
+  TEXT_LOOKUP_SQL,
+  TEXT_RECORD_THRESHOLD,
+} from "./ContentService.ts"
 export { ContentSettings, type ContentSettingsShape } from "./ContentSettings.ts"
 export { issueCredential, type ManifestReading, readManifest, SOFT_BINDING_ALG, signManifest } from "./c2pa.ts"
 export {

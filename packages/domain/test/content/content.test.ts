@@ -19,6 +19,7 @@ import {
   MasterKey,
   readManifest,
   signManifest,
+  TAKEDOWNS_PER_DAY,
   TEXT_LOOKUP_SQL,
   WorkspaceService,
 } from "../../src/index.ts"
@@ -665,6 +666,51 @@ describe("takedowns", () => {
       ),
     )
     expect(ok.recipient).toBe("légal@exämple.de")
+  })
+
+  it("takes at most TAKEDOWNS_PER_DAY notices from a workspace in any 24 hours, then 429 with when to retry", async () => {
+    // Each notice is an e-mail the service sends, as itself, to an address the caller names: a leaked key must not
+    // make it a mailer. The workspace's earlier notices are recorded rows (sent within the day, and one before it).
+    const { apiKey } = await run(WorkspaceService.use((s) => s.create(null, { name: "mailer", environment: "live" })))
+    const mailer = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const item = await run(content((s) => s.register(mailer, { kind: "text", title: "limited", text: ARTICLE })))
+    const now = Date.now()
+    const insert = (n: number, agoMs: number) =>
+      run(
+        SqlClient.SqlClient.use(
+          (sql) => sql`INSERT INTO content_takedowns (id, workspace_id, content_id, target_url, recipient, notice,
+              status, created_at)
+            SELECT 'tkd_limit_' || ${agoMs} || '_' || i, ${mailer.workspaceId}, ${item.id}, 'https://z.example/c',
+              'abuse@z.example', 'n', 'sent', ${new Date(now - agoMs).toISOString()}::timestamptz
+            FROM generate_series(1, ${n}) i`,
+        ),
+      )
+    await insert(1, 25 * 3_600_000)
+    await insert(TAKEDOWNS_PER_DAY - 1, 3_600_000)
+    const submit = () =>
+      content((s) => s.createTakedown(mailer, item.id, { targetUrl: "https://z.example/c", recipient: "a@z.example" }))
+    await run(submit())
+    const refused = await fail(submit())
+    expect(refused).toMatchObject({ _tag: "TakedownLimitReached", limit: TAKEDOWNS_PER_DAY })
+    // The oldest notice of the window leaves it in 23 hours.
+    expect((refused as { retryAfterSeconds: number }).retryAfterSeconds).toBeGreaterThan(22 * 3600)
+    expect((refused as { retryAfterSeconds: number }).retryAfterSeconds).toBeLessThanOrEqual(23 * 3600)
+    const stored = await run(
+      SqlClient.SqlClient.use(
+        (sql) =>
+          sql<{
+            n: number
+          }>`SELECT count(*)::int AS n FROM content_takedowns WHERE workspace_id = ${mailer.workspaceId}`,
+      ),
+    )
+    expect(stored[0]!.n).toBe(TAKEDOWNS_PER_DAY + 1)
+    // Another workspace is not held by this one's notices.
+    const elsewhere = await run(content((s) => s.register(other, { kind: "text", title: "free", text: ARTICLE })))
+    await run(
+      content((s) =>
+        s.createTakedown(other, elsewhere.id, { targetUrl: "https://z.example/c", recipient: "a@z.example" }),
+      ),
+    )
   })
 
   it("quotes the item's title in the notice so that a line break in it writes no line of its own", async () => {
