@@ -66,12 +66,14 @@ export interface GuardApprovalRequest {
  * - `requested`: a new pending approval (`approval.requested`);
  * - `pending`: one for the same agent, action, context and approvers still awaits a decision: that one, no new one;
  * - `denied`: an approver denied the same request less than its time-out ago: the answer is deny until `until`;
- * - `queue_full`: the agent has {@link MAX_PENDING_APPROVALS_PER_AGENT} approvals awaiting a decision already.
+ * - `queue_full`: the agent has {@link MAX_PENDING_APPROVALS_PER_AGENT} approvals awaiting a decision already;
+ * - `deregistered`: the agent was deregistered since the guard read it: no approval is opened for it.
  */
 export type GuardApprovalAsk =
   | { readonly kind: "requested" | "pending"; readonly approval: Approval }
   | { readonly kind: "denied"; readonly approval: Approval; readonly until: string }
   | { readonly kind: "queue_full"; readonly pending: number }
+  | { readonly kind: "deregistered" }
 
 /** A guard call that carries an `approvalId`. */
 export interface GuardApprovalUse {
@@ -301,6 +303,15 @@ export class ApprovalService extends Context.Service<
             yield* sql`SELECT pg_advisory_xact_lock(${GUARD_REQUEST_LOCK}, hashtext(${`${request.workspaceId}/${request.agentId}`}))`.pipe(
               Effect.orDie,
             )
+            // The agent's row, waited for while a deregistration holds it and then read as committed (FOR KEY SHARE,
+            // the lock the approval's foreign key takes anyway): the guard decided on its cached agent, and an
+            // approval opened after the deregistration expired the agent's pending ones would be left pending.
+            // After the advisory lock, as nothing holding an agent's row waits for that lock.
+            const [agent] = yield* sql<{ status: string }>`SELECT status FROM agents
+                WHERE workspace_id = ${request.workspaceId} AND id = ${request.agentId} FOR KEY SHARE`.pipe(
+              Effect.orDie,
+            )
+            if (agent?.status === "deregistered") return { kind: "deregistered" } as const
             const approvers = [...new Set(request.approvers ?? [])]
             const now = yield* nowMs
             const standing = yield* repo.standing(

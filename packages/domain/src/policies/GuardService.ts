@@ -573,6 +573,11 @@ export class GuardService extends Context.Service<
                 ...verdict.reasons,
               ]
               return
+            case "deregistered":
+              // Deregistered since this call read the agent: answered as a call after it is.
+              verdict.decision = "deny"
+              verdict.reasons = [{ code: "AGENT_DEREGISTERED", message: `agent ${agentId} is deregistered` }]
+              return
             case "queue_full":
               verdict.decision = "deny"
               verdict.reasons = [

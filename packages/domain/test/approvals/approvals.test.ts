@@ -636,3 +636,60 @@ describe("an approval requested while its agent is being deregistered", () => {
     expect((await run(ApprovalService.use((s) => s.list(actor, { status: ["all"] })))).data).toEqual([])
   })
 })
+
+describe("a guard call's approval racing its agent's deregistration", () => {
+  /** What the guard asks for when its rules require an approval (it decided on the agent as it had cached it). */
+  const askAsGuard = (actor: Actor, agentId: string) =>
+    run(
+      ApprovalService.use((s) =>
+        s.requestForGuard({
+          workspaceId: actor.workspaceId,
+          agentId,
+          action: "wire.money",
+          context: { amount: 900 },
+          policyId: "pol_1",
+          ruleId: "human",
+          timeoutSeconds: 60,
+          actor,
+        }),
+      ),
+    )
+  const requested = async (workspaceId: string) =>
+    (
+      await run(
+        SqlClient.SqlClient.use(
+          (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM events
+            WHERE workspace_id = ${workspaceId} AND type = 'approval.requested'`,
+        ),
+      )
+    )[0]!.n
+
+  it("opens none for an agent deregistered since: the guard is answered `deregistered`", async () => {
+    const { actor, agentId } = await setup()
+    await run(AgentService.use((s) => s.deregister(actor, agentId)))
+    expect(await askAsGuard(actor, agentId)).toEqual({ kind: "deregistered" })
+    expect((await run(ApprovalService.use((s) => s.list(actor, { status: ["all"] })))).data).toEqual([])
+    expect(await requested(actor.workspaceId)).toBe(0)
+  })
+
+  it("waits for a deregistration under way and opens none after it", async () => {
+    const { actor, agentId } = await setup()
+    // A deregistration holding the agent's row, committing 600 ms later.
+    const deregistering = run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT 1 FROM agents WHERE workspace_id = ${actor.workspaceId} AND id = ${agentId} FOR UPDATE`
+            yield* sql`UPDATE agents SET status = 'deregistered', deregistered_at = now()
+              WHERE workspace_id = ${actor.workspaceId} AND id = ${agentId}`
+            yield* sql`SELECT pg_sleep(0.6)`
+          }),
+        ),
+      ),
+    )
+    await new Promise((r) => setTimeout(r, 200))
+    const asked = await askAsGuard(actor, agentId).finally(() => deregistering)
+    expect(asked).toEqual({ kind: "deregistered" })
+    expect(await requested(actor.workspaceId)).toBe(0)
+  })
+})
