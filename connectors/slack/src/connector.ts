@@ -149,6 +149,21 @@ const threadKept = (event: AnyWebhookEvent): StateSetOptions | undefined =>
     ? { ttlMs: Number.POSITIVE_INFINITY }
     : undefined
 
+/** The error code of a Slack `ok: false` answer, if the failure is one. */
+const platformError = (error: unknown): string | undefined =>
+  (error as { code?: string }).code === ErrorCode.PlatformError
+    ? (error as { data?: { error?: string } }).data?.error
+    : undefined
+
+/**
+ * A reply's answers when its thread's first message was deleted in Slack. chat.postMessage documents none (Slack
+ * is seen to post the reply in the channel instead, handled apart); clients report `thread_not_found`.
+ */
+const ROOT_GONE = new Set(["thread_not_found", "message_not_found"])
+
+/** Under an event posted in the channel because its thread's first message was deleted. */
+const FOLLOWS_DELETED = "_Follows up a message of this thread that was deleted in Slack; later updates reply here._"
+
 /** What a Slack client failure means for the queue. */
 export const classify = (error: unknown): DeliveryResult => {
   const e = error as {
@@ -223,7 +238,18 @@ export const slack = defineConnector({
     const key = m.subject && threadKey(m.subject)
     const stored = key === undefined ? undefined : state.get(key)
     const thread = stored === undefined ? undefined : (JSON.parse(stored) as Thread)
+    const post = (body: ReturnType<typeof renderMessage>, channel: string, threadTs?: string) =>
+      client.chat.postMessage({
+        channel,
+        ...body,
+        ...(threadTs !== undefined ? { thread_ts: threadTs } : {}),
+        unfurl_links: false,
+        unfurl_media: false,
+        link_names: false,
+      })
     try {
+      // the thread's first message was deleted in Slack: this event goes to the channel, saying so
+      let rootGone = false
       if (thread && event.type === "approval.decided") {
         // the request's message shows the outcome; its thread carries the decision as a reply
         const requested = state.get(`${key}:message`)
@@ -233,26 +259,45 @@ export const slack = defineConnector({
           try {
             await client.chat.update({ channel: thread.channel, ts: thread.ts, ...renderMessage(original, outcome) })
           } catch (error) {
-            // a deleted original must not stop the reply
-            if ((error as { data?: { error?: string } }).data?.error !== "message_not_found") throw error
-            log.warn("the approval's message is gone; replying only", { eventId: event.id })
+            if (platformError(error) !== "message_not_found") throw error
+            rootGone = true
           }
         }
       }
-      const posted = await client.chat.postMessage({
-        channel: thread?.channel ?? settings.channel,
-        ...renderMessage(m),
-        ...(thread ? { thread_ts: thread.ts } : {}),
-        unfurl_links: false,
-        unfurl_media: false,
-        link_names: false,
-      })
+      let posted: Awaited<ReturnType<typeof post>> | undefined
+      if (thread && !rootGone)
+        try {
+          posted = await post(renderMessage(m), thread.channel, thread.ts)
+          // Slack documents no error for a reply to a deleted message, and posts it in the channel instead
+          if (posted.message !== undefined && posted.message.thread_ts === undefined && typeof posted.ts === "string") {
+            rootGone = true
+            await client.chat
+              .update({
+                channel: posted.channel ?? thread.channel,
+                ts: posted.ts,
+                ...renderMessage(m, FOLLOWS_DELETED),
+              })
+              // the event is delivered either way: a retry would post it twice
+              .catch((error) => log.warn("could not mark a follow-up of a deleted message", { error: String(error) }))
+          }
+        } catch (error) {
+          if (!ROOT_GONE.has(platformError(error) ?? "")) throw error
+          rootGone = true
+        }
+      if (posted === undefined)
+        posted = await post(
+          renderMessage(m, rootGone ? FOLLOWS_DELETED : undefined),
+          thread?.channel ?? settings.channel,
+        )
+      if (rootGone)
+        log.warn("the thread's first message was deleted in Slack; this event starts a new one", { eventId: event.id })
       if (
         key !== undefined &&
-        thread === undefined &&
+        (thread === undefined || rootGone) &&
         typeof posted.ts === "string" &&
         typeof posted.channel === "string"
       ) {
+        // the first message of the thread, or the one in place of a deleted first message
         state.set(key, JSON.stringify({ channel: posted.channel, ts: posted.ts } satisfies Thread), threadKept(event))
         if (event.type === "approval.requested") state.set(`${key}:message`, JSON.stringify(m))
       } else if (key !== undefined && stored !== undefined && event.type === "enforcement.resolved")

@@ -12,7 +12,7 @@ describe("the Slack fake", () => {
       method: "POST",
       headers: { authorization: `Bearer ${SLACK_TOKEN}`, "content-type": "application/json" },
       body: JSON.stringify({ channel: SLACK_CHANNEL, ...body }),
-    }).then((r) => r.json())
+    }).then((r) => r.json() as Promise<any>)
 
   it("notes a mention where Slack parses one (text, mrkdwn), not in plain_text, which Slack shows as is", async () => {
     const header = { type: "header", text: { type: "plain_text", text: "agent <!here> registered" } }
@@ -23,5 +23,29 @@ describe("the Slack fake", () => {
     const context = { type: "context", elements: [{ type: "mrkdwn", text: "<@U0123ABC>" }] }
     expect(await post({ text: "<!here>", attachments: [{ blocks: [section, context] }] })).toMatchObject({ ok: true })
     expect(fake.pings.sort()).toEqual(["<!everyone>", "<!here>", "<@U0123ABC>"])
+  })
+
+  it("answers for a deleted message as Slack does: message_not_found to chat.update and chat.delete", async () => {
+    const call = (method: string, body: Record<string, unknown>) =>
+      fetch(`${fake.url}${method}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${SLACK_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ channel: SLACK_CHANNEL, ...body }),
+      }).then((r) => r.json())
+    const root = await post({ text: "root" })
+    const reply = await post({ text: "reply", thread_ts: root.ts })
+    expect(reply.message.thread_ts).toBe(root.ts)
+    expect(await call("chat.delete", { ts: root.ts })).toMatchObject({ ok: true })
+    expect(await call("chat.update", { ts: root.ts, text: "x" })).toEqual({ ok: false, error: "message_not_found" })
+    expect(await call("chat.delete", { ts: root.ts })).toEqual({ ok: false, error: "message_not_found" })
+    // no documented error for a reply to it: posted in the channel, its answer's message without thread_ts
+    const orphan = await post({ text: "late reply", thread_ts: root.ts })
+    expect(orphan).toMatchObject({ ok: true })
+    expect(orphan.message.thread_ts).toBeUndefined()
+    expect(fake.messages.find((m) => m.ts === orphan.ts)!.threadTs).toBeUndefined()
+    // or, as clients also report, thread_not_found
+    const other = await post({ text: "root 2" })
+    fake.deleteMessage(other.ts, "thread_not_found")
+    expect(await post({ text: "reply", thread_ts: other.ts })).toEqual({ ok: false, error: "thread_not_found" })
   })
 })

@@ -1,12 +1,18 @@
 import { type FakeAnswer, type FakeRequest, startScriptedFake, type VendorFake } from "@agentgov/connector-testing"
 
 /**
- * A fake of Slack's Web API (chat.postMessage, chat.update) on loopback, holding to what Slack
+ * A fake of Slack's Web API (chat.postMessage, chat.update, chat.delete) on loopback, holding to what Slack
  * documents: errors are HTTP 200 with `{ok: false, error}` (`not_authed`, `invalid_auth`,
  * `channel_not_found`, `message_not_found`, `msg_too_long`, `invalid_blocks`), rate limits are
  * HTTP 429 with `Retry-After` in seconds, and Block Kit's limits are checked (50 blocks, header
  * 150, section 3,000, 10 fields of 2,000, button 75, url 3,000). It also notes every place a real
  * client would have pinged (`<!channel>`, `<!here>`, `<!everyone>`, `<@U…>`).
+ *
+ * A deleted message (chat.delete, or `deleteMessage` as someone in the channel would): chat.update and
+ * chat.delete of its ts answer `message_not_found` ("No message exists with the requested timestamp", their
+ * documented error). chat.postMessage documents no error for a `thread_ts` whose message is gone; Slack is seen
+ * to post such a reply at the channel's top level, its answer's `message` without `thread_ts` ("unthread", the
+ * default), and clients report `thread_not_found` too ("thread_not_found"): `deleteMessage` takes either.
  */
 
 export const SLACK_TOKEN = "xoxb-1-test-token"
@@ -18,6 +24,8 @@ export interface SlackMessage {
   readonly threadTs: string | undefined
   text: string
   attachments: Array<any>
+  /** Deleted in Slack: how a later reply to it is answered (see above). */
+  deleted?: "unthread" | "thread_not_found"
   readonly updates: Array<{ text: string; attachments: Array<any> }>
 }
 
@@ -26,6 +34,8 @@ export interface SlackFake extends VendorFake {
   /** Strings that would have notified people. */
   readonly pings: Array<string>
   readonly requests: ReadonlyArray<FakeRequest>
+  /** Deletes a message as someone in the channel would; `replies` says how a later reply to it is answered. */
+  deleteMessage(ts: string, replies?: "unthread" | "thread_not_found"): void
 }
 
 const ok = (body: Record<string, unknown>): FakeAnswer => ({ status: 200, body: { ok: true, ...body } })
@@ -119,15 +129,26 @@ export const startSlackFake = async (): Promise<SlackFake> => {
     }
     if (method === "chat.postMessage") {
       if (body.channel !== SLACK_CHANNEL) return error("channel_not_found")
-      if (body.thread_ts !== undefined && !messages.some((m) => m.ts === body.thread_ts))
-        return error("thread_not_found")
+      let threadTs: string | undefined = body.thread_ts
+      if (threadTs !== undefined) {
+        const parent = messages.find((m) => m.ts === threadTs)
+        if (parent === undefined || parent.deleted === "thread_not_found") return error("thread_not_found")
+        if (parent.deleted === "unthread") threadTs = undefined
+      }
       noteMentions()
       const ts = `1764000000.${String(++seq).padStart(6, "0")}`
-      messages.push({ channel: body.channel, ts, threadTs: body.thread_ts, text, attachments, updates: [] })
-      return ok({ channel: body.channel, ts, message: { text } })
+      messages.push({ channel: body.channel, ts, threadTs, text, attachments, updates: [] })
+      return ok({ channel: body.channel, ts, message: { text, ts, ...(threadTs ? { thread_ts: threadTs } : {}) } })
+    }
+    const found = () => messages.find((x) => x.ts === body.ts && x.channel === body.channel && !x.deleted)
+    if (method === "chat.delete") {
+      const m = found()
+      if (!m) return error("message_not_found")
+      m.deleted = "unthread"
+      return ok({ channel: m.channel, ts: m.ts })
     }
     if (method === "chat.update") {
-      const m = messages.find((x) => x.ts === body.ts && x.channel === body.channel)
+      const m = found()
       if (!m) return error("message_not_found")
       noteMentions()
       m.updates.push({ text, attachments })
@@ -150,6 +171,11 @@ export const startSlackFake = async (): Promise<SlackFake> => {
     messages,
     pings,
     requests: http.requests,
+    deleteMessage: (ts, replies = "unthread") => {
+      const m = messages.find((x) => x.ts === ts)
+      if (m === undefined) throw new Error(`no message ${ts}`)
+      m.deleted = replies
+    },
     accepted: () => messages.map((m) => visibleText(m)),
     attempts,
     failNext,

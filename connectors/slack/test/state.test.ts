@@ -2,7 +2,7 @@ import { sampleEvent } from "@agentgov/connector-sdk/testing"
 import { LogLevel, WebClient } from "@slack/web-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { slack } from "../src/connector.ts"
-import { SLACK_CHANNEL, SLACK_TOKEN, type SlackFake, startSlackFake } from "./slackFake.ts"
+import { SLACK_CHANNEL, SLACK_TOKEN, type SlackFake, startSlackFake, visibleText } from "./slackFake.ts"
 
 describe("slack: what the app keeps of an approval", () => {
   let fake: SlackFake
@@ -81,4 +81,105 @@ describe("slack: what the app keeps of an approval", () => {
     })
     expect(state.get("slack:thread:approval:apr_2")?.ttlMs).toBeUndefined()
   })
+})
+
+describe("slack: a follow-up whose thread's first message was deleted in Slack", () => {
+  let fake: SlackFake
+  beforeAll(async () => {
+    fake = await startSlackFake()
+  })
+  afterAll(() => fake.close())
+
+  const context = () => {
+    const state = new Map<string, { value: string; ttlMs: number | undefined }>()
+    const warnings: Array<string> = []
+    const log = { info: () => {}, warn: (m: string) => warnings.push(m), error: () => {}, debug: () => {} }
+    const client = new WebClient(SLACK_TOKEN, { slackApiUrl: fake.url, logLevel: LogLevel.ERROR })
+    const ctx = {
+      client,
+      settings: { token: SLACK_TOKEN, channel: SLACK_CHANNEL, apiUrl: fake.url },
+      severity: "warning",
+      dashboardUrl: "https://agentgov.example",
+      state: {
+        get: (k: string) => state.get(k)?.value,
+        set: (k: string, v: string, o?: { ttlMs?: number }) => state.set(k, { value: v, ttlMs: o?.ttlMs }),
+        delete: (k: string) => state.delete(k),
+      },
+      log,
+      attempt: 1,
+      signal: new AbortController().signal,
+      deliveryId: "d1",
+    } as unknown as Parameters<typeof slack.deliver>[1]
+    return { state, warnings, ctx, rootOf: (key: string) => JSON.parse(state.get(key)!.value).ts as string }
+  }
+  const byTs = (ts: string) => fake.messages.find((m) => m.ts === ts)!
+
+  // Slack documents no chat.postMessage error for a reply to a deleted message and is seen to post it at the top
+  // level; clients report `thread_not_found` too. chat.update of it answers `message_not_found` (documented).
+  for (const replies of ["unthread", "thread_not_found"] as const)
+    describe(`(a reply to it: ${replies})`, () => {
+      it("posts an approval's decision as a new message that says so, the thread's new first message", async () => {
+        const { state, ctx, rootOf } = context()
+        const data = { approvalId: `apr_del_${replies}`, agentId: "agt_1", action: "deploy.production" }
+        const key = `slack:thread:approval:${data.approvalId}`
+        expect(await slack.deliver(sampleEvent("approval.requested", { data }), ctx)).toMatchObject({ outcome: "ok" })
+        const first = rootOf(key)
+        fake.deleteMessage(first, replies)
+        const decided = sampleEvent("approval.decided", { data: { ...data, decision: "approved", decidedBy: "usr_1" } })
+        expect(await slack.deliver(decided, ctx)).toMatchObject({ outcome: "ok" })
+        const root = byTs(rootOf(key))
+        expect(root.ts).not.toBe(first)
+        expect(root.threadTs).toBeUndefined()
+        expect(root.deleted).toBeUndefined()
+        expect(visibleText(root)).toContain("Approved: deploy.production")
+        expect(visibleText(root)).toContain("deleted in Slack")
+        // one message for the decision, nothing left of the request's copy
+        const decisions = fake.messages.filter((m) => visibleText(m).includes("approval.decided"))
+        expect(decisions.filter((m) => visibleText(m).includes(data.approvalId))).toEqual([root])
+        expect(state.has(`${key}:message`)).toBe(false)
+        expect(state.get(key)!.ttlMs).toBeUndefined()
+        // the next event of the approval replies under the new first message
+        expect(await slack.deliver(decided, ctx)).toMatchObject({ outcome: "ok" })
+        expect(fake.messages.at(-1)!.threadTs).toBe(root.ts)
+      })
+
+      it("posts an enforcement's follow-ups, then its resolution, under a new first message", async () => {
+        const { state, ctx, rootOf } = context()
+        const data = { enforcementId: `enf_del_${replies}`, agentId: "agt_1", type: "suspension" as const, reason: "r" }
+        const key = `slack:thread:enforcement:${data.enforcementId}`
+        expect(await slack.deliver(sampleEvent("enforcement.created", { data }), ctx)).toMatchObject({ outcome: "ok" })
+        const first = rootOf(key)
+        fake.deleteMessage(first, replies)
+        // still in force: the new first message is kept until the resolution, as the first was
+        expect(await slack.deliver(sampleEvent("enforcement.appealed", { data }), ctx)).toMatchObject({ outcome: "ok" })
+        const root = byTs(rootOf(key))
+        expect(root.ts).not.toBe(first)
+        expect(root.threadTs).toBeUndefined()
+        expect(visibleText(root)).toContain("enforcement.appealed")
+        expect(visibleText(root)).toContain("deleted in Slack")
+        expect(state.get(key)!.ttlMs).toBe(Number.POSITIVE_INFINITY)
+        const resolved = sampleEvent("enforcement.resolved", { data: { ...data, resolution: "upheld" } })
+        expect(await slack.deliver(resolved, ctx)).toMatchObject({ outcome: "ok" })
+        expect(fake.messages.at(-1)!.threadTs).toBe(root.ts)
+        expect(state.get(key)).toEqual({
+          value: JSON.stringify({ channel: SLACK_CHANNEL, ts: root.ts }),
+          ttlMs: undefined,
+        })
+
+        // and when the new first message goes too, the resolution itself takes its place
+        const other = { ...data, enforcementId: `enf_del2_${replies}` }
+        const key2 = `slack:thread:enforcement:${other.enforcementId}`
+        expect(await slack.deliver(sampleEvent("enforcement.created", { data: other }), ctx)).toMatchObject({
+          outcome: "ok",
+        })
+        fake.deleteMessage(rootOf(key2), replies)
+        const resolved2 = sampleEvent("enforcement.resolved", { data: { ...other, resolution: "overturned" } })
+        expect(await slack.deliver(resolved2, ctx)).toMatchObject({ outcome: "ok" })
+        const root2 = byTs(rootOf(key2))
+        expect(root2.threadTs).toBeUndefined()
+        expect(visibleText(root2)).toContain("enforcement.resolved")
+        expect(visibleText(root2)).toContain("deleted in Slack")
+        expect(state.get(key2)!.ttlMs).toBeUndefined()
+      })
+    })
 })
