@@ -142,6 +142,59 @@ describe("policies CRUD", () => {
     expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
   })
 
+  it("counts the scan of the action patterns a new action is tried against, and refuses a set over the budget", async () => {
+    // 40 distinct 16-star patterns an action of a's passes the literal checks of: each new action ran the automaton
+    // over its every character with every state active, tens of milliseconds per call, while the rules cost 1.
+    const pattern = (n: number) => {
+      let p = "*"
+      for (let d = 0; d < 15; d++) p += `${"a".repeat(1 + (Math.floor(n / 3 ** d) % 3))}*`
+      return p
+    }
+    const before = (await eventsOf("policy.created")).length
+    const res = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("scan"),
+        rules: [{ id: "r", effect: "deny", actions: Array.from({ length: 40 }, (_, j) => pattern(j)) }],
+      },
+    })
+    expectError(res, 422, "VALIDATION_ERROR", "rules[0].actions[0]")
+    expect(res.body.error.message).toMatch(
+      /over the budget of 150000 per evaluation, of which \d+ for trying an action/,
+    )
+    expect((await eventsOf("policy.created")).length).toBe(before)
+    // A few such patterns fit.
+    const p = await createPolicy({ rules: [{ id: "r", effect: "deny", actions: [pattern(0), pattern(1)] }] })
+    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
+  })
+
+  it("checks concurrent saves one at a time against the budget: those that fit are saved, the rest refused", async () => {
+    // Each rule alone fits (49,156 units); any four on one action are over the 150,000 budget. Saved at once, each
+    // was checked against the set without the others, and all seven were stored.
+    const action = `race.${unique("budget")}`
+    const rules = [{ id: "r", effect: "deny", actions: [action], when: { cel: "context.l.all(x, true)" } }]
+    const responses = await Promise.all(
+      Array.from({ length: 7 }, () => t.call("POST", "/api/v1/policies", { body: { name: unique("race"), rules } })),
+    )
+    const saved = responses.filter((r) => r.status === 201)
+    expect(saved.length).toBe(3)
+    for (const res of responses.filter((r) => r.status !== 201)) {
+      expectError(res, 422, "VALIDATION_ERROR", "rules[0].when")
+      expect(res.body.error.message).toMatch(/over the budget of 150000/)
+    }
+    const stored = await t.query<{ id: string }>(
+      (sql) => sql`SELECT id FROM policies WHERE workspace_id = ${t.workspaceId} AND deleted_at IS NULL
+          AND document->'rules'->0->'actions'->>0 = ${action}`,
+    )
+    expect(stored.map((r) => r.id).sort()).toEqual(saved.map((r) => r.body.data.id).sort())
+    // The stored set fits: a call on the action is evaluated, not stopped by the budget.
+    const agent = await register()
+    const d = await guard({ action, agentId: agent.id, context: { l: [1, 2, 3] } })
+    expect(d.status, JSON.stringify(d.body)).toBe(200)
+    expect(d.body.data.decision).toBe("deny")
+    expect(d.body.data.matched.length).toBe(3)
+    for (const res of saved) expect((await t.call("DELETE", `/api/v1/policies/${res.body.data.id}`)).status).toBe(200)
+  })
+
   it("refuses a second policy of the same name, and a PATCH that breaks the document", async () => {
     const p = await createPolicy({ rules: [{ id: "r", effect: "allow", actions: ["a"] }] })
     expectError(

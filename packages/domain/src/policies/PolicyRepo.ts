@@ -45,6 +45,12 @@ export class PolicyRepo extends Context.Service<
       policyId: string,
       opts: { readonly before?: number | undefined; readonly limit: number },
     ) => Effect.Effect<ReadonlyArray<PolicyVersion>>
+    /**
+     * Serialises the workspace's policy saves until the transaction ends (an advisory lock on the workspace): a save
+     * checks the set it reads against the budget, so two saves must not each read the set without the other. Taken
+     * first in the save's transaction, before any policy row's lock.
+     */
+    readonly lockSet: (workspaceId: string) => Effect.Effect<void>
     /** Every live policy of a workspace, oldest first: the order the guard evaluates them in. */
     readonly all: (workspaceId: string) => Effect.Effect<ReadonlyArray<Policy & { readonly document: PolicyDocument }>>
   }
@@ -105,6 +111,11 @@ export class PolicyRepo extends Context.Service<
               ${before ? sql`AND id < ${before}` : sql``}
               ORDER BY id DESC LIMIT ${limit}`.pipe(
             Effect.map((rows) => rows.map(toPolicy)),
+            Effect.orDie,
+          ),
+        lockSet: (workspaceId) =>
+          sql`SELECT pg_advisory_xact_lock(hashtextextended(${`policies:${workspaceId}`}, 0))`.pipe(
+            Effect.asVoid,
             Effect.orDie,
           ),
         all: (workspaceId) =>

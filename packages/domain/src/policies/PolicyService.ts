@@ -179,10 +179,12 @@ export class PolicyService extends Context.Service<
           createdAt: now,
           updatedAt: now,
         }
-        yield* affordable(actor.workspaceId, policy.id, policy.version, document)
         return yield* change(
           actor.workspaceId,
           Effect.gen(function* () {
+            // Checked and saved under the workspace's lock: saves at once cannot each fit without the other.
+            yield* repo.lockSet(actor.workspaceId)
+            yield* affordable(actor.workspaceId, policy.id, policy.version, document)
             yield* repo.insert(policy, document).pipe(nameTaken(policy.name))
             yield* audit.append(actor, [{ type: "policy.created", data: summary(policy) }])
             return policy
@@ -218,6 +220,8 @@ export class PolicyService extends Context.Service<
         return yield* change(
           actor.workspaceId,
           Effect.gen(function* () {
+            // The workspace's lock first, then the row's (the lock order of every policy save).
+            yield* repo.lockSet(actor.workspaceId)
             const current = yield* found(actor, id, true)
             // Checked under the row's lock: two editors of one version cannot both save over it.
             if (expectedVersion !== undefined && current.version !== expectedVersion)

@@ -2,8 +2,10 @@ import { describe, expect, it } from "vitest"
 import {
   budgetIssues,
   CEL_MAX_COST,
+  compileGlob,
   compilePolicies,
   EVALUATION_BUDGET,
+  GUARD_ACTION_MAX_LENGTH,
   type PolicyDocument,
   validatePolicyDocument,
 } from "../../src/policies/engine/index.ts"
@@ -49,15 +51,65 @@ describe("the evaluation budget", () => {
     const started = performance.now()
     const worst = set.worstCost()
     expect(performance.now() - started).toBeLessThan(1_000)
-    // An upper bound: every general rule, and the exact action's own rule.
-    expect(worst.cost).toBe(201)
+    // An upper bound: every general rule, and the exact action's own rule; and the scan of the 10,000 globs.
+    expect(worst.scan).toBe(set.scanCost)
+    expect(worst.cost).toBe(201 + set.scanCost)
+    // That scan alone is over the budget: the globs' policy is refused, naming its first patterns.
+    const issues = budgetIssues([{ id: "pol_a", version: 1, document: many("e", (i, j) => `tool.${i}.${j}`) }], {
+      id: "pol_b",
+      version: 1,
+      document: many("g", (i, j) => `*${i}.${j}.x*`),
+    })
+    expect(issues.slice(0, 2).map((i) => i.field)).toEqual(["rules[0].actions[0]", "rules[0].actions[1]"])
+  })
+
+  it("counts the scan of the patterns the index tries one by one, which a new action pays (issue 24)", () => {
+    // Distinct 16-star patterns that an action of 200 a's passes the literal checks of: each runs the automaton over
+    // every character with every state active. The rules cost 1 each: before the scan was counted, 5,000 of them
+    // (265 ms per new action, measured) passed the check.
+    const pattern = (n: number) => {
+      let p = "*"
+      for (let d = 0; d < 15; d++) p += `${"a".repeat(1 + (Math.floor(n / 3 ** d) % 3))}*`
+      return p
+    }
+    const patterns = (n: number) =>
+      doc([{ id: "r", effect: "deny", actions: Array.from({ length: n }, (_, j) => pattern(j)) }])
+    const perPattern = compileGlob(pattern(0)).cost(GUARD_ACTION_MAX_LENGTH)
+    // As many as fit with their rule (1 unit).
+    let fit = 0
+    for (let total = 1; total + compileGlob(pattern(fit)).cost(GUARD_ACTION_MAX_LENGTH) <= EVALUATION_BUDGET; fit++)
+      total += compileGlob(pattern(fit)).cost(GUARD_ACTION_MAX_LENGTH)
+    expect(fit).toBeGreaterThan(1)
+    expect(budgetIssues([], { id: "pol_s", version: 1, document: patterns(fit) })).toEqual([])
+    const issues = budgetIssues([], { id: "pol_s", version: 1, document: patterns(fit + 1) })
+    // The patterns first (the scan is most of the cost), then the rule.
+    expect(issues.map((i) => i.field)).toEqual([
+      ...Array.from({ length: fit + 1 }, (_, j) => `rules[0].actions[${j}]`),
+      "rules[0]",
+    ])
+    expect(issues[0]!.issue).toMatch(/over the budget of 150000 per evaluation, of which \d+ for trying an action/)
+    // The scan counts across the workspace: the same patterns split over two policies are over as well.
+    const half = Math.ceil((fit + 1) / 2)
+    const first = doc([{ id: "a", effect: "deny", actions: Array.from({ length: half }, (_, j) => pattern(j)) }])
+    const second = doc([
+      { id: "b", effect: "deny", actions: Array.from({ length: fit + 1 - half }, (_, j) => pattern(half + j)) },
+    ])
     expect(
-      budgetIssues([{ id: "pol_a", version: 1, document: many("e", (i, j) => `tool.${i}.${j}`) }], {
-        id: "pol_b",
-        version: 1,
-        document: many("g", (i, j) => `*${i}.${j}.x*`),
-      }),
-    ).toEqual([])
+      budgetIssues([{ id: "pol_1", version: 1, document: first }], { id: "pol_2", version: 1, document: second })
+        .length,
+    ).toBeGreaterThan(0)
+    // A pattern named by many rules is tried once; patterns of one star, and `P.*` / `P.**`, cost their literal checks.
+    const same = doc(Array.from({ length: 1_000 }, (_, i) => ({ id: `r${i}`, effect: "deny", actions: [pattern(0)] })))
+    expect(compilePolicies([{ id: "pol_s", version: 1, document: same }]).scanCost).toBe(perPattern)
+    expect(compileGlob("*.delete").cost(200)).toBe(14)
+    expect(compileGlob("db.**.drop").cost(200)).toBe(14)
+    expect(compileGlob("tool.*").cost(200)).toBe(14)
+    expect(compileGlob("*a*a*").cost(200)).toBeGreaterThan(compileGlob("*ab*").cost(200))
+    // The set a new action reaches is still found: every pattern matches it.
+    const set = compilePolicies([{ id: "pol_s", version: 1, document: patterns(fit) }])
+    expect(set.candidates("a".repeat(200)).map((r) => r.id)).toEqual(["r"])
+    expect(set.costOf("a".repeat(199))).toBe(1 + set.scanCost)
+    expect(set.costOf("a".repeat(199))).toBe(1)
   })
 
   it("refuses a set of 1,000 such rules at save, naming the rules", () => {

@@ -60,9 +60,17 @@ export interface PolicyCompilation {
 
 const compilationKey = (input: PolicyInput) => `${input.id}\u0000${input.version}`
 
+/**
+ * The longest action a guard call may name (`ActionName`, 200 characters): what a scan of the action index's
+ * patterns is costed at.
+ */
+export const GUARD_ACTION_MAX_LENGTH = 200
+
 /** The action a policy set costs most on, and the rules that call reaches. */
 export interface WorstCase {
   readonly cost: number
+  /** Of which: trying an action not seen before against every pattern the index cannot look up ({@link CompiledPolicySet.scanCost}). */
+  readonly scan: number
   /** An action that reaches these rules, or a pattern for a family of them (`tool.*`). */
   readonly action: string
   readonly rules: ReadonlyArray<CompiledRule>
@@ -99,7 +107,10 @@ export class CompiledPolicySet {
   /** `P.**`, keyed by `P.`. */
   readonly #deep = new Map<string, Array<CompiledRule>>()
   readonly #everything: Array<CompiledRule> = []
-  readonly #general: Array<{ readonly glob: Glob; readonly rule: CompiledRule }> = []
+  /** Patterns the index cannot look up, each distinct pattern once with the rules naming it: tried one by one. */
+  readonly #general: Array<{ readonly glob: Glob; readonly rules: Array<CompiledRule> }> = []
+  /** What trying an action against every one of {@link #general} can cost at most. */
+  readonly scanCost: number
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
   readonly #costs = new Map<string, number>()
   /** Rules with an automatic enforcement, by `policyId \u0000 ruleId`. */
@@ -119,6 +130,7 @@ export class CompiledPolicySet {
       if (list) list.push(rule)
       else map.set(key, [rule])
     }
+    const general = new Map<string, { readonly glob: Glob; readonly rules: Array<CompiledRule> }>()
     for (const { rule, actions } of rules) {
       if (rule.enforce) this.#enforcing.set(`${rule.policy.id}\u0000${rule.id}`, rule.enforce)
       for (const pattern of actions) {
@@ -136,11 +148,20 @@ export class CompiledPolicySet {
           case "deep":
             push(this.#deep, glob.prefix, rule)
             break
-          case "general":
-            this.#general.push({ glob, rule })
+          case "general": {
+            const known = general.get(pattern)
+            if (known) known.rules.push(rule)
+            else general.set(pattern, { glob, rules: [rule] })
+          }
         }
       }
     }
+    let scan = 0
+    for (const entry of general.values()) {
+      this.#general.push(entry)
+      scan += entry.glob.cost(GUARD_ACTION_MAX_LENGTH)
+    }
+    this.scanCost = scan
   }
 
   /** The automatic enforcement of a rule (deny rules of enforce-mode policies only), if it has one. */
@@ -162,17 +183,19 @@ export class CompiledPolicySet {
 
   /**
    * What one evaluation of `action` can cost at most: the static costs of the rules it reaches
-   * (targets aside). Memoized like {@link candidates}.
+   * (targets aside), and the scan of the patterns ({@link scanCost}) while its candidates are not cached.
+   * Memoized like {@link candidates}.
    */
   costOf(action: string): number {
+    const scan = this.scanCost === 0 || this.#cache.has(action) ? 0 : this.scanCost
     const known = this.#costs.get(action)
-    if (known !== undefined) return known
+    if (known !== undefined) return known + scan
     const cost = costOfRules(this.candidates(action))
     if (action.length <= CACHEABLE_ACTION_LENGTH) {
       if (this.#costs.size >= ACTION_CACHE_SIZE) this.#costs.clear()
       this.#costs.set(action, cost)
     }
-    return cost
+    return cost + scan
   }
 
   /**
@@ -180,23 +203,25 @@ export class CompiledPolicySet {
    * rules it reaches (targets aside: an upper bound). Actions are probed by family: each exact
    * action; for each `P.*` and `P.**` prefix an action just under it that no exact rule names
    * (which reaches every `**` rule above it too); and one with no dot. Other globs may match
-   * anything, so a family probe counts all of them. Computed once per set.
+   * anything, so a family probe counts all of them. Every probe also pays the scan of those globs
+   * ({@link scanCost}): an action no call named before is tried against each of them. Computed once per set.
    */
   worstCost(): WorstCase {
     if (this.#worst !== undefined) return this.#worst
-    let worst: WorstCase = { cost: 0, action: "*", rules: [] }
+    const scan = this.scanCost
+    let worst: WorstCase = { cost: scan, scan, action: "*", rules: [] }
     const consider = (action: string, rules: ReadonlyArray<CompiledRule>) => {
-      const cost = costOfRules(rules)
-      if (cost > worst.cost) worst = { cost, action, rules }
+      const cost = costOfRules(rules) + scan
+      if (cost > worst.cost) worst = { cost, scan, action, rules }
     }
-    const general = new Set(this.#general.map((g) => g.rule))
+    const general = new Set(this.#general.flatMap((g) => g.rules))
     const generalCost = costOfRules([...general])
     /** The rules `probe` reaches without the general globs, and every general rule: an upper bound. */
     const upTo = (probe: string, shown: string) => {
       const own = this.#lookup(probe, false).filter((r) => !general.has(r))
-      const cost = costOfRules(own) + generalCost
+      const cost = costOfRules(own) + generalCost + scan
       if (cost > worst.cost)
-        worst = { cost, action: shown, rules: [...own, ...general].sort((a, b) => a.ordinal - b.ordinal) }
+        worst = { cost, scan, action: shown, rules: [...own, ...general].sort((a, b) => a.ordinal - b.ordinal) }
     }
     // Each exact action is tried against each general glob while the pairs stay few; past that, as if every general
     // glob matched it (the family probes' bound): 50,000 exact actions × 50,000 globs took minutes, at a save's
@@ -227,7 +252,7 @@ export class CompiledPolicySet {
         }
       }
     }
-    if (withGeneral) for (const { glob, rule } of this.#general) if (glob.test(action)) found.push(rule)
+    if (withGeneral) for (const { glob, rules } of this.#general) if (glob.test(action)) add(rules)
     if (found.length < 2) return found
     found.sort((a, b) => a.ordinal - b.ordinal)
     // A rule with several matching patterns is found once per pattern.
@@ -430,9 +455,10 @@ export const compilePolicies = (
 /**
  * Why saving `saved` among a workspace's `others` would put one evaluation over
  * {@link EVALUATION_BUDGET}: an issue for each of its rules that the costliest action reaches
- * (`rules[3].when`), none when the set fits. Only the saved policy's rules are named, and only
- * when they are part of the excess: a set already over (saved before this check) does not stop
- * unrelated saves; its calls are still held to the budget at run time.
+ * (`rules[3].when`), and for each of its patterns the index tries one by one when that scan is part
+ * of the cost (`rules[3].actions[1]`); none when the set fits. Only the saved policy's rules and
+ * patterns are named, and only when they are part of the excess: a set already over (saved before
+ * this check) does not stop unrelated saves; its calls are still held to the budget at run time.
  */
 export const budgetIssues = (
   others: ReadonlyArray<PolicyInput>,
@@ -441,18 +467,39 @@ export const budgetIssues = (
 ): ReadonlyArray<PolicyIssue> => {
   const worst = compilePolicies([...others.filter((p) => p.id !== saved.id), saved], reuse).worstCost()
   if (worst.cost <= EVALUATION_BUDGET) return []
+  const over =
+    `the workspace's policies could cost up to ${worst.cost} units on one call of action "${worst.action}", ` +
+    `over the budget of ${EVALUATION_BUDGET} per evaluation`
   const index = new Map(saved.document.rules.map((r, i) => [r.id, i]))
-  return worst.rules
+  const rules: Array<PolicyIssue> = worst.rules
     .filter((r) => r.policy.id === saved.id)
     .map((r) => {
       const i = index.get(r.id)!
       return {
         field: saved.document.rules[i]?.when === undefined ? `rules[${i}]` : `rules[${i}].when`,
-        issue:
-          `the workspace's policies could cost up to ${worst.cost} units on one call of action "${worst.action}", ` +
-          `over the budget of ${EVALUATION_BUDGET} per evaluation; this rule costs up to ${r.cost} ` +
-          "(a comprehension is counted at the largest list a request can hold)",
+        issue: `${over}; this rule costs up to ${r.cost} (a comprehension is counted at the largest list a request can hold)`,
       }
     })
-    .slice(0, LIMITS.issues)
+  const patterns: Array<PolicyIssue> = []
+  if (worst.scan > 0 && saved.document.enabled) {
+    const seen = new Set<string>()
+    saved.document.rules.forEach((rule, i) => {
+      rule.actions.forEach((pattern, j) => {
+        if (seen.has(pattern)) return
+        seen.add(pattern)
+        const glob = compileGlob(pattern)
+        if (glob.kind !== "general") return
+        patterns.push({
+          field: `rules[${i}].actions[${j}]`,
+          issue:
+            `${over}, of which ${worst.scan} for trying an action not seen before against each pattern with a ` +
+            `wildcard other than a trailing \`.*\` or \`.**\`; this pattern costs up to ` +
+            `${glob.cost(GUARD_ACTION_MAX_LENGTH)} (for an action of ${GUARD_ACTION_MAX_LENGTH} characters)`,
+        })
+      })
+    })
+  }
+  // The larger part of the cost first.
+  const issues = worst.scan > worst.cost - worst.scan ? [...patterns, ...rules] : [...rules, ...patterns]
+  return issues.slice(0, LIMITS.issues)
 }

@@ -30,6 +30,48 @@ export interface Glob {
   /** Literal text after the last star ("" for exact and all). */
   readonly suffix: string
   readonly test: (subject: string) => boolean
+  /**
+   * What one `test` of a subject of this length can cost at most, in the evaluation budget's units (about 10 ns
+   * each): 1, plus 1 for every 16 characters its literal checks may compare, plus, for a pattern of two stars or more
+   * whose literal checks a subject may pass, one per character and state the automaton may hold active at once.
+   */
+  readonly cost: (subjectLength: number) => number
+}
+
+/** Literal checks: a comparison or a scan of the subject, 1 unit per 16 characters (the engine's string rate). */
+const literalCost = (subjectLength: number) => 1 + Math.ceil(subjectLength / 16)
+
+/**
+ * How many of the automaton's states can be active at once, at most: one in the literal text before the first star;
+ * then, for each star, the star itself and, in the literal run after it, the positions `j` such that the run's first
+ * `j` characters end the subject read so far. Two such positions are borders of one another, so they lie on one
+ * chain of the run's borders (its KMP failure links): at most the longest such chain. `*a*a*a` holds every state;
+ * `*.delete` two.
+ */
+const activeStatesBound = (tokens: Int32Array): number => {
+  let bound = 1
+  let i = 0
+  while (i < tokens.length && tokens[i]! >= 0) i++
+  while (i < tokens.length) {
+    i++ // the star
+    let end = i
+    while (end < tokens.length && tokens[end]! >= 0) end++
+    const run = tokens.subarray(i, end)
+    // depth[j]: the length of the border chain of the run's first j characters (j itself included).
+    const fail = new Int32Array(run.length + 1)
+    const depth = new Int32Array(run.length + 1)
+    let longest = 0
+    for (let j = 1; j <= run.length; j++) {
+      let k = j === 1 ? 0 : fail[j - 1]!
+      while (k > 0 && run[k] !== run[j - 1]) k = fail[k]!
+      fail[j] = j > 1 && run[k] === run[j - 1] ? k + 1 : 0
+      depth[j] = 1 + depth[fail[j]!]!
+      if (depth[j]! > longest) longest = depth[j]!
+    }
+    bound += 1 + longest
+    i = end
+  }
+  return bound
 }
 
 /** Why a pattern is refused, or undefined when it is a valid glob. */
@@ -120,9 +162,11 @@ const automaton = (tokens: Int32Array) => {
 
 /** Compiles a valid pattern (see {@link globProblem}); the result is safe to call on any string. */
 export const compileGlob = (source: string): Glob => {
-  if (source === "*" || source === "**") return { source, kind: "all", prefix: "", suffix: "", test: () => true }
+  if (source === "*" || source === "**")
+    return { source, kind: "all", prefix: "", suffix: "", test: () => true, cost: () => 1 }
   const first = source.indexOf("*")
-  if (first === -1) return { source, kind: "exact", prefix: source, suffix: "", test: (s) => s === source }
+  if (first === -1)
+    return { source, kind: "exact", prefix: source, suffix: "", test: (s) => s === source, cost: literalCost }
   const last = source.lastIndexOf("*")
   const prefix = source.slice(0, first)
   const suffix = source.slice(last + 1)
@@ -139,9 +183,32 @@ export const compileGlob = (source: string): Glob => {
       test: deep
         ? (s) => s.length >= n && s.startsWith(prefix)
         : (s) => s.length >= n && s.startsWith(prefix) && s.indexOf(".", n) === -1,
+      cost: literalCost,
     }
   }
-  const run = automaton(tokenize(source))
+  const tokens = tokenize(source)
+  let stars = 0
+  for (const t of tokens) if (t < 0) stars++
+  if (stars === 1) {
+    // `P*S` or `P**S`: the literal ends decide, and a `*` only that the text between them has no dot. No automaton.
+    const deep = rest.startsWith("**")
+    const n = prefix.length
+    return {
+      source,
+      kind: "general",
+      prefix,
+      suffix,
+      test: (s) => {
+        if (s.length < n + suffix.length || !s.startsWith(prefix) || !s.endsWith(suffix)) return false
+        if (deep) return true
+        const dot = s.indexOf(".", n)
+        return dot === -1 || dot >= s.length - suffix.length
+      },
+      cost: literalCost,
+    }
+  }
+  const run = automaton(tokens)
+  const active = activeStatesBound(tokens)
   const minLength = prefix.length + suffix.length
   // The longest literal between two stars: a subject that lacks it cannot match. The automaton costs tens of
   // nanoseconds a character, and the action index tries every such pattern on each action it has not seen: 50,000
@@ -163,5 +230,6 @@ export const compileGlob = (source: string): Glob => {
             s.endsWith(suffix) &&
             s.includes(inner) &&
             run(s),
+    cost: (subjectLength) => literalCost(subjectLength) + subjectLength * active,
   }
 }

@@ -8,6 +8,7 @@ export {
   budgetIssues,
   CompiledPolicySet,
   compilePolicies,
+  GUARD_ACTION_MAX_LENGTH,
   type PolicyCompilation,
   type PolicyInput,
   type WorstCase,
