@@ -2,7 +2,7 @@ import type { Runtime } from "@agentgov/api"
 import { type AttemptResult, DeliveryQueue, parseAllowlist, systemResolver, WebhookSettings } from "@agentgov/domain"
 import { SpanKind } from "@opentelemetry/api"
 import { Layer } from "effect"
-import { STOP_GRACE_MS } from "./background.ts"
+import { STOP_GRACE_MS, settledWithin } from "./background.ts"
 import type { ServerConfig } from "./config.ts"
 import type { Instruments } from "./instrument.ts"
 import type { Logger } from "./logger.ts"
@@ -41,7 +41,18 @@ const FLUSH_MS = 5
  * 2,700 with a quarter).
  */
 const WORKSPACE_SHARE = 0.875
-/** Finished deliveries (and their attempts) are kept this long after their event, then purged hourly. */
+/**
+ * The share one webhook may hold (192 of 256): a receiver that never answers holds its own share for its time-outs,
+ * and its workspace's other webhooks keep the rest of the workspace's (32 places) for prompt deliveries. Not the
+ * workspace's whole share: before, one dead receiver beside healthy ones took all 224 places, and 177 of 400 deliveries
+ * to the healthy webhooks waited about 29 s behind its time-outs. Not much less: a single webhook's throughput to a
+ * fast receiver is bounded by it (see WORKSPACE_SHARE).
+ */
+const WEBHOOK_SHARE = 0.75
+/**
+ * Finished deliveries (and their attempts) are kept this long after their event, then purged: once as the worker
+ * starts (a server restarted more often than hourly would otherwise never purge) and hourly after that.
+ */
 export const WEBHOOK_HISTORY_DAYS = 30
 const PURGE_EVERY_MS = 3_600_000
 
@@ -81,7 +92,10 @@ export const startWebhookWorker = async (
   /** Attempts in flight here by workspace: a workspace takes at most `perWorkspace` of them (fair claims). */
   const busy = new Map<string, number>()
   const perWorkspace = Math.max(1, Math.ceil(concurrency * WORKSPACE_SHARE))
-  /** The last pass left due deliveries for want of their workspaces' shares: attempts ending free some. */
+  /** Attempts in flight here by webhook: a webhook takes at most `perWebhook` of them. */
+  const busyWebhooks = new Map<string, number>()
+  const perWebhook = Math.max(1, Math.min(perWorkspace, Math.ceil(concurrency * WEBHOOK_SHARE)))
+  /** The last pass left due deliveries for want of their workspaces' or webhooks' shares: attempts ending free some. */
   let heldByShares = false
   /** Attempts ended since then. */
   let freed = 0
@@ -142,7 +156,9 @@ export const startWebhookWorker = async (
   const dispatch = (claimed: Parameters<typeof queue.attempt>[0]) => {
     inFlight++
     const workspace = claimed.workspaceId
+    const hook = claimed.webhookId
     busy.set(workspace, (busy.get(workspace) ?? 0) + 1)
+    busyWebhooks.set(hook, (busyWebhooks.get(hook) ?? 0) + 1)
     attempt(claimed)
       .then((result) => {
         metrics?.webhookAttempt(result.next.kind)
@@ -158,6 +174,9 @@ export const startWebhookWorker = async (
         const left = (busy.get(workspace) ?? 1) - 1
         if (left > 0) busy.set(workspace, left)
         else busy.delete(workspace)
+        const hookLeft = (busyWebhooks.get(hook) ?? 1) - 1
+        if (hookLeft > 0) busyWebhooks.set(hook, hookLeft)
+        else busyWebhooks.delete(hook)
         if (inFlight === 0) idle?.()
         // A saturated worker claims again once a batch's worth of room is free, not per finished attempt; one whose
         // due deliveries wait for their workspaces' shares, once a quarter of a share is free.
@@ -186,7 +205,9 @@ export const startWebhookWorker = async (
             saturated = true
             break
           }
-          const claimed = await runtime.runPromise(untraced(queue.claim(room, { busy, perWorkspace })))
+          const claimed = await runtime.runPromise(
+            untraced(queue.claim(room, { busy, perWorkspace, busyWebhooks, perWebhook })),
+          )
           for (const d of claimed) dispatch(d)
           if (claimed.length < room) break
         }
@@ -218,13 +239,24 @@ export const startWebhookWorker = async (
     }
     if (total > 0) log.info("purged old webhook deliveries", { count: total })
   }
-  const purger = setInterval(() => {
-    purge().catch((cause) => !stopping && log.error("purging webhook deliveries failed", { cause: String(cause) }))
-  }, PURGE_EVERY_MS)
+  /** The purge in progress, which a stop waits for (within its grace) before the runtime is disposed. */
+  let purging: Promise<void> | undefined
+  const purgeNow = () => {
+    if (stopping || purging) return
+    purging = purge()
+      .catch((cause) => {
+        if (!stopping) log.error("purging webhook deliveries failed", { cause: String(cause) })
+      })
+      .finally(() => {
+        purging = undefined
+      })
+  }
+  const purger = setInterval(purgeNow, PURGE_EVERY_MS)
   purger.unref()
 
   const unlisten = await queue.wakeups(() => void pump())
   void pump()
+  purgeNow()
 
   return {
     stop: async () => {
@@ -232,11 +264,13 @@ export const startWebhookWorker = async (
       clearTimeout(wakeTimer)
       clearInterval(purger)
       await unlisten().catch(() => {})
+      const purged = purging ? settledWithin([purging], STOP_GRACE_MS) : undefined
       if (inFlight > 0)
         await new Promise<void>((resolve) => {
           idle = resolve
           setTimeout(resolve, STOP_GRACE_MS).unref()
         })
+      await purged
       clearTimeout(flushTimer)
       await flush()
       stopped = true

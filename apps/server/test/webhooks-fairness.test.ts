@@ -6,7 +6,8 @@ import { type Receiver, startReceiver } from "./webhooks-support.ts"
  * One workspace's backlog to an endpoint that never answers does not hold another workspace's webhooks: a worker
  * gives a workspace at most 224 of its 256 attempts in flight, and takes each workspace's due deliveries
  * in turn. Before, 300 deliveries to a hanging endpoint took all 256 places for the whole 10 s time-out,
- * and the other workspace's delivery waited behind two rounds of them.
+ * and the other workspace's delivery waited behind two rounds of them. Within a workspace, one webhook holds at most
+ * 192 of them: a receiver that never answers does not hold the workspace's other webhooks either.
  */
 
 let t: TestServer
@@ -26,12 +27,12 @@ const workspace = async () => {
   expect(made.status, JSON.stringify(made.body)).toBe(201)
   return made.body.data.apiKey.apiKey as string
 }
-const webhook = async (key: string, tag: string) => {
-  const res = await t.call("POST", "/api/v1/webhooks", { key, body: { url: `${r.url}?w=${tag}`, events: ["*"] } })
+const webhook = async (key: string, tag: string, server: TestServer = t) => {
+  const res = await server.call("POST", "/api/v1/webhooks", { key, body: { url: `${r.url}?w=${tag}`, events: ["*"] } })
   expect(res.status, JSON.stringify(res.body)).toBe(201)
 }
-const ingest = async (key: string, n: number) => {
-  const res = await t.call("POST", "/api/v1/events/ingest", {
+const ingest = async (key: string, n: number, server: TestServer = t) => {
+  const res = await server.call("POST", "/api/v1/events/ingest", {
     key,
     body: { events: Array.from({ length: n }, (_, i) => ({ type: "load.tick", data: { i } })) },
   })
@@ -42,10 +43,12 @@ describe("webhook deliveries across workspaces", () => {
   it("a workspace's hanging endpoint takes at most its share of the worker; another's delivery goes at once", async () => {
     const noisy = await workspace()
     const quiet = await workspace()
-    await webhook(noisy, "slow")
+    // Two hanging endpoints: one alone would stop at its webhook's share (192), short of the workspace's.
+    await webhook(noisy, "slow-a")
+    await webhook(noisy, "slow-b")
     await webhook(quiet, "fast")
     for (let i = 0; i < 3; i++) await ingest(noisy, 100)
-    const slow = () => r.received.filter((x) => x.url.includes("w=slow")).length
+    const slow = () => r.received.filter((x) => x.url.includes("w=slow-a") || x.url.includes("w=slow-b")).length
     // The noisy workspace's attempts open and hang there, as many as the worker gives it: its share.
     await r.waitFor(() => slow() >= 224, 20_000, "the noisy workspace's attempts")
     let held = -1
@@ -58,6 +61,46 @@ describe("webhook deliveries across workspaces", () => {
     await r.waitFor((all) => all.some((x) => x.url.includes("w=fast")), 20_000, "the quiet workspace's delivery")
     // It went while the noisy attempts still hung: none had timed out, been retried or been replaced.
     expect(slow()).toBe(held)
+  })
+})
+
+describe("webhook deliveries within a workspace", () => {
+  it("a webhook whose receiver never answers holds at most its share; the workspace's others are all delivered meanwhile", async () => {
+    // A server of its own: the other suite's hanging attempts would hold this worker's places.
+    const own = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
+    try {
+      await webhook(own.key, "slow-dead", own)
+      await webhook(own.key, "fast-healthy", own)
+      for (let i = 0; i < 3; i++) await ingest(own.key, 100, own)
+      const dead = () => r.received.filter((x) => x.url.includes("w=slow-dead"))
+      const healthy = () => r.received.filter((x) => x.url.includes("w=fast-healthy"))
+      // The moment the last of the healthy webhook's 300 deliveries arrives, what the dead receiver had been sent.
+      let deadThen: ReadonlyArray<number> = []
+      await r.waitFor(
+        () => {
+          if (healthy().length < 300) return false
+          deadThen = dead().map((x) => x.body.metadata.attempt)
+          return true
+        },
+        20_000,
+        "the healthy webhook's deliveries",
+      )
+      expect(new Set(healthy().map((x) => x.body.id)).size).toBe(300)
+      // None of the dead receiver's attempts had timed out (each would have been replaced by another, or retried).
+      expect(deadThen.length).toBeLessThanOrEqual(192)
+      expect(deadThen.every((n) => n === 1)).toBe(true)
+      // The dead receiver holds exactly its webhook's share, and no more.
+      await r.waitFor(() => dead().length >= 192, 20_000, "the dead receiver's attempts")
+      let held = -1
+      while (dead().length !== held) {
+        held = dead().length
+        await new Promise((resolve) => setTimeout(resolve, 300))
+      }
+      expect(held).toBe(192)
+      expect(dead().every((x) => x.body.metadata.attempt === 1)).toBe(true)
+    } finally {
+      await own.close()
+    }
   })
 })
 

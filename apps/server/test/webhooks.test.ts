@@ -2,6 +2,8 @@ import { AuditLog, connectionFailed, DeliveryQueue, SCOPES, SYSTEM_EVENTS, syste
 import { Effect, Schema } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeLogger } from "../src/logger.ts"
+import { startWebhookWorker } from "../src/webhookWorker.ts"
 import {
   type CredentialFixtures,
   credentialFixtures,
@@ -395,6 +397,57 @@ describe("deliveries of events", () => {
       r.answer = () => 200
     }
   })
+  it("GET /webhooks/:id/deliveries pages through the whole history with the list cursor: nothing lost or repeated", async () => {
+    const w = await create({ url: urlFor("paged"), events: ["paged.x"] })
+    const n = 130
+    // Ingest takes 100 events at most per call.
+    await ingest(Array.from({ length: 100 }, (_, i) => ({ type: "paged.x", data: { i } })))
+    await ingest(Array.from({ length: n - 100 }, (_, i) => ({ type: "paged.x", data: { i: 100 + i } })))
+    await r.waitFor(() => at("paged").length >= n, 20_000, "the deliveries")
+    const deadline = Date.now() + 10_000
+    while ((await t.call("GET", `/api/v1/webhooks/${w.id}`)).body.data.stats.total < n && Date.now() < deadline)
+      await new Promise((res) => setTimeout(res, 20))
+    const path = `/api/v1/webhooks/${w.id}/deliveries`
+    const pages: Array<Array<any>> = []
+    let cursor: string | undefined
+    for (;;) {
+      const res = await t.call("GET", `${path}?limit=50${cursor ? `&cursor=${cursor}` : ""}`)
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      expect(res.body.ok).toBe(true)
+      pages.push(res.body.data)
+      if (!res.body.meta.hasMore) {
+        expect(res.body.meta.cursor).toBeNull()
+        break
+      }
+      cursor = res.body.meta.cursor
+      expect(pages.length).toBeLessThan(10)
+    }
+    expect(pages.map((p) => p.length)).toEqual([50, 50, 30])
+    const all = pages.flat()
+    expect(new Set(all.map((d) => `${d.id}/${d.attempt}`)).size).toBe(n)
+    expect(new Set(all.map((d) => d.eventId))).toEqual(new Set(at("paged").map((x) => x.body.id)))
+    for (let i = 1; i < all.length; i++) expect(all[i - 1].attemptedAt >= all[i].attemptedAt).toBe(true)
+    // The first page is what includeDeliveries shows; past the 100 newest, the cursor goes on.
+    const recent = await t.call("GET", `/api/v1/webhooks/${w.id}?includeDeliveries=true&limit=50`)
+    expect(recent.body.data.deliveries).toEqual(pages[0])
+    const newest = await t.call("GET", `${path}?limit=100`)
+    expect(newest.body.data).toHaveLength(100)
+    expect(newest.body.meta.hasMore).toBe(true)
+    const rest = await t.call("GET", `${path}?limit=100&cursor=${newest.body.meta.cursor}`)
+    expect(rest.body.data).toEqual(all.slice(100))
+    expect(rest.body.meta).toEqual({ cursor: null, hasMore: false })
+    // The default page is 25.
+    expect((await t.call("GET", path)).body.data).toEqual(all.slice(0, 25))
+    // Bad cursors (garbage, another list's) and limits are refused; another workspace's webhook is not found.
+    expectError(await t.call("GET", `${path}?cursor=nonsense`), 400, "BAD_REQUEST", "cursor")
+    const listCursor = (await t.call("GET", "/api/v1/webhooks?limit=1")).body.meta.cursor
+    expect(typeof listCursor).toBe("string")
+    expectError(await t.call("GET", `${path}?cursor=${listCursor}`), 400, "BAD_REQUEST", "cursor")
+    expectError(await t.call("GET", `${path}?limit=101`), 400, "BAD_REQUEST", "limit")
+    expectError(await t.call("GET", `${path}?limit=0`), 400, "BAD_REQUEST", "limit")
+    expectError(await t.call("GET", "/api/v1/webhooks/whk_nope/deliveries"), 404, "WEBHOOK_NOT_FOUND")
+    expectError(await t.call("GET", path, { key: other.key }), 404, "WEBHOOK_NOT_FOUND")
+  })
 })
 
 describe("POST /webhooks/:id/test", () => {
@@ -630,6 +683,50 @@ describe("history retention", () => {
       expect(after.deliveries.map((d: any) => d.status)).toEqual(["failed"])
     } finally {
       r.answer = () => 200
+    }
+  })
+})
+
+describe("history retention at start", () => {
+  it("a worker purges history older than 30 days as it starts, not an hour later", async () => {
+    const w = await create({ url: urlFor("purge-start"), events: ["purge.start"] })
+    await ingest([
+      { type: "purge.start", data: { n: 1 } },
+      { type: "purge.start", data: { n: 2 } },
+    ])
+    await r.waitFor(() => at("purge-start").length === 2)
+    const statuses = async () =>
+      (
+        await t.query<{ status: string }>(
+          (sql) => sql`SELECT status FROM webhook_deliveries WHERE webhook_id = ${w.id} ORDER BY event_sequence`,
+        )
+      ).map((x) => x.status)
+    const deadline = Date.now() + 10_000
+    while ((await statuses()).some((x) => x !== "success") && Date.now() < deadline)
+      await new Promise((res) => setTimeout(res, 20))
+    // The first delivery's event is 31 days old: past the history's 30 days.
+    await t.query(
+      (sql) => sql`UPDATE webhook_deliveries SET created_at = now() - interval '31 days'
+        WHERE webhook_id = ${w.id} AND event_sequence = (SELECT min(event_sequence) FROM webhook_deliveries
+          WHERE webhook_id = ${w.id})`,
+    )
+    const lines: Array<string> = []
+    // A worker starting (as a restarted server's does) on the same store.
+    const worker = await startWebhookWorker(
+      t.server.runtime,
+      makeLogger("info", (l) => lines.push(l)),
+    )
+    try {
+      const start = Date.now()
+      while ((await statuses()).length === 2 && Date.now() - start < 10_000)
+        await new Promise((res) => setTimeout(res, 20))
+      expect(await statuses()).toEqual(["success"])
+      const deliveries = (await t.call("GET", `/api/v1/webhooks/${w.id}/deliveries`)).body.data
+      expect(deliveries.map((d: any) => d.eventId)).toEqual([at("purge-start")[1]!.body.id])
+      await new Promise((res) => setTimeout(res, 50))
+      expect(lines.some((l) => l.includes("purged old webhook deliveries") && l.includes('"count":1'))).toBe(true)
+    } finally {
+      await worker.stop()
     }
   })
 })

@@ -64,6 +64,7 @@ const METHODS: Readonly<Record<string, string>> = {
   "webhooks.create": "webhooks.create",
   "webhooks.list": "webhooks.list",
   "webhooks.get": "webhooks.get",
+  "webhooks.deliveries": "webhooks.deliveries",
   "webhooks.update": "webhooks.update",
   "webhooks.delete": "webhooks.delete",
   "webhooks.rotate": "webhooks.rotate",

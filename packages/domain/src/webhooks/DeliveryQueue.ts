@@ -44,6 +44,15 @@ export interface ClaimedDelivery {
   readonly workspaceDeleted: boolean
 }
 
+/** A worker's attempts in flight, by workspace and by webhook, and the most either may hold (fair claims). */
+export interface ClaimFairness {
+  readonly busy: ReadonlyMap<string, number>
+  readonly perWorkspace: number
+  readonly busyWebhooks?: ReadonlyMap<string, number> | undefined
+  /** Unset: a webhook may hold its workspace's whole share. */
+  readonly perWebhook?: number | undefined
+}
+
 /** What follows an attempt. */
 export type NextStep =
   | { readonly kind: "delivered" }
@@ -109,12 +118,11 @@ export class DeliveryQueue extends Context.Service<
     /**
      * Up to `limit` due deliveries, each workspace's earliest in turn (its first due one, then every workspace's
      * second, …), and none of a workspace that already has `perWorkspace` attempts in flight here (`busy`, this
-     * worker's count by workspace), so one workspace's backlog cannot take all of a worker's attempts.
+     * worker's count by workspace), so one workspace's backlog cannot take all of a worker's attempts; nor of a
+     * webhook that already has `perWebhook` (`busyWebhooks`, by webhook), so one webhook's receiver that never
+     * answers cannot take all of its workspace's share from the workspace's other webhooks.
      */
-    readonly claim: (
-      limit: number,
-      fairness?: { readonly busy: ReadonlyMap<string, number>; readonly perWorkspace: number },
-    ) => Effect.Effect<ReadonlyArray<ClaimedDelivery>>
+    readonly claim: (limit: number, fairness?: ClaimFairness) => Effect.Effect<ReadonlyArray<ClaimedDelivery>>
     /** Signs and sends one attempt; never fails (a failure is an outcome). */
     readonly attempt: (delivery: ClaimedDelivery) => Promise<AttemptResult>
     /** Records results in one transaction; disables webhooks whose results say so, each with its `webhook.disabled`. */
@@ -161,36 +169,55 @@ export class DeliveryQueue extends Context.Service<
             FROM ws WHERE ws.workspace_id IS NOT NULL
           )`)
 
-      const claim = Effect.fn("DeliveryQueue.claim")(function* (
-        limit: number,
-        fairness?: { readonly busy: ReadonlyMap<string, number>; readonly perWorkspace: number },
-      ) {
+      const claim = Effect.fn("DeliveryQueue.claim")(function* (limit: number, fairness?: ClaimFairness) {
         const token = `${instance}.${++claims}`
         const share = fairness?.perWorkspace ?? limit
+        const hookShare = fairness?.perWebhook ?? share
         const busyIds = [...(fairness?.busy.keys() ?? [])]
         const busyCounts = busyIds.map((id) => fairness!.busy.get(id)!)
-        // Each workspace's earliest due rows up to its share, locked (rows another worker holds are skipped; a row it
-        // claimed meanwhile fails the due check again), then ranked across workspaces: the first of each, then the
-        // second of each, … Rows locked past `limit` are let go at the statement's end.
+        const hookIds = [...(fairness?.busyWebhooks?.keys() ?? [])]
+        const hookCounts = hookIds.map((id) => fairness!.busyWebhooks!.get(id)!)
+        // Each workspace's room (its share less its attempts in flight here), then each of its webhooks' earliest due
+        // rows up to the room the webhook's own share leaves (read, not locked), ranked across workspaces: the first
+        // of each, then the second of each, … within the workspace's share. Only the rows taken are locked, in rank
+        // order: rows another worker holds are skipped (the next candidates take their places), and a row it claimed
+        // meanwhile fails the due check again.
         const rows = yield* sql<ClaimRow>`WITH RECURSIVE ${pendingWorkspaces}, busy AS (
             SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
-          ), locked AS (
-            SELECT ws.workspace_id, coalesce(b.n, 0) AS n, c.id, c.next_attempt_at, c.event_sequence FROM ws
-            LEFT JOIN busy b ON b.workspace_id = ws.workspace_id
+          ), busy_hooks AS (
+            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[]) AS b(webhook_id, n)
+          ), room AS (
+            SELECT ws.workspace_id, coalesce(b.n, 0) AS n, least(greatest(${share} - coalesce(b.n, 0), 0), ${limit}) AS free
+            FROM ws LEFT JOIN busy b ON b.workspace_id = ws.workspace_id
+            WHERE ws.workspace_id IS NOT NULL
+          ), candidates AS (
+            SELECT room.workspace_id, room.n, c.id, c.next_attempt_at, c.event_sequence FROM room
+            CROSS JOIN LATERAL (
+              SELECT h.id, least(room.free, greatest(${hookShare} - coalesce(bh.n, 0), 0)) AS free
+              FROM webhooks h LEFT JOIN busy_hooks bh ON bh.webhook_id = h.id
+              WHERE h.workspace_id = room.workspace_id
+            ) hook
             CROSS JOIN LATERAL (
               SELECT d.id, d.next_attempt_at, d.event_sequence FROM webhook_deliveries d
-              WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending' AND d.next_attempt_at <= now()
-              ORDER BY d.next_attempt_at, d.event_sequence LIMIT greatest(${share} - coalesce(b.n, 0), 0)
-              FOR UPDATE SKIP LOCKED
+              WHERE d.webhook_id = hook.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+              ORDER BY d.next_attempt_at, d.event_sequence LIMIT hook.free
             ) c
-            WHERE ws.workspace_id IS NOT NULL
+            WHERE room.free > 0
+          ), ranked AS (
+            SELECT id, next_attempt_at,
+              n + row_number() OVER (PARTITION BY workspace_id ORDER BY next_attempt_at, event_sequence) AS rank
+            FROM candidates
           ), due AS (
-            SELECT id, rank, next_attempt_at FROM (
-              SELECT id, next_attempt_at,
-                n + row_number() OVER (PARTITION BY workspace_id ORDER BY next_attempt_at, event_sequence) AS rank
-              FROM locked
-            ) r
-            ORDER BY rank, next_attempt_at LIMIT ${limit}
+            -- One primary-key lookup and lock per row, taken in rank order as the limit pulls them: a join let the
+            -- planner scan every due row once per candidate (320 ms for 3,000 candidates), and locked them all.
+            SELECT l.id, r.rank, r.next_attempt_at
+            FROM (SELECT * FROM ranked WHERE rank <= ${share} ORDER BY rank, next_attempt_at) r
+            CROSS JOIN LATERAL (
+              SELECT d.id FROM webhook_deliveries d
+              WHERE d.id = r.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+              FOR UPDATE SKIP LOCKED
+            ) l
+            ORDER BY r.rank, r.next_attempt_at LIMIT ${limit}
           ), claimed AS (
             UPDATE webhook_deliveries d SET lease_token = ${token},
               next_attempt_at = now() + ${lease} * interval '1 millisecond'

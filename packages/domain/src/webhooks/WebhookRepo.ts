@@ -68,6 +68,8 @@ const toStored = (r: WebhookRow): StoredWebhook => ({
 })
 
 interface AttemptRow {
+  /** attempted_at in microseconds since the epoch, exactly as stored: the attempt's place in the history. */
+  readonly at_us: string
   readonly delivery_id: string
   readonly attempt: number
   readonly event_id: string
@@ -92,6 +94,21 @@ const toDelivery = (r: AttemptRow): WebhookDelivery => ({
   attemptedAt: r.attempted_at.toISOString(),
   ...(r.error === null ? {} : { error: r.error }),
 })
+
+/** A place in a webhook's attempts, newest first (attempted_at, then delivery id, then attempt number, descending). */
+export interface AttemptPosition {
+  /** attempted_at in microseconds since the epoch. */
+  readonly atMicros: string
+  readonly deliveryId: string
+  readonly attempt: number
+}
+
+/** An attempt with its place in the history (what a page's cursor continues after). */
+export interface PlacedAttempt {
+  readonly id: string
+  readonly delivery: WebhookDelivery
+  readonly position: AttemptPosition
+}
 
 /** A delivery as redelivery sees it. */
 export interface DeliveryState {
@@ -139,7 +156,11 @@ export class WebhookRepo extends Context.Service<
     /** Paused deliveries of a re-enabled webhook are due again; wakes the workers. */
     readonly resumeDeliveries: (workspaceId: string, webhookId: string) => Effect.Effect<number>
     readonly stats: (webhookIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, WebhookStats>>
-    readonly recentAttempts: (webhookId: string, limit: number) => Effect.Effect<ReadonlyArray<WebhookDelivery>>
+    /** The webhook's attempts, newest first, after `before` when given (keyset pagination), at most `limit`. */
+    readonly attempts: (
+      webhookId: string,
+      window: { readonly before?: AttemptPosition | undefined; readonly limit: number },
+    ) => Effect.Effect<ReadonlyArray<PlacedAttempt>>
     readonly deliveries: (webhookId: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<DeliveryState>>
     /**
      * Queues failed deliveries again (a new round of the schedule, attempt
@@ -246,12 +267,27 @@ export class WebhookRepo extends Context.Service<
                 }),
                 Effect.orDie,
               ),
-        recentAttempts: (webhookId, limit) =>
-          sql<AttemptRow>`SELECT delivery_id, attempt, event_id, event_type, status, status_code, response_time_ms,
-                error, attempted_at, next_retry_at
+        attempts: (webhookId, { before, limit }) =>
+          sql<AttemptRow>`SELECT (extract(epoch FROM attempted_at) * 1000000)::bigint::text AS at_us, delivery_id,
+                attempt, event_id, event_type, status, status_code, response_time_ms, error, attempted_at, next_retry_at
               FROM webhook_attempts WHERE webhook_id = ${webhookId}
+              ${
+                before
+                  ? sql`AND (attempted_at, delivery_id, attempt) <
+                      (timestamptz 'epoch' + ${before.atMicros}::bigint * interval '1 microsecond',
+                       ${before.deliveryId}, ${before.attempt})`
+                  : sql``
+              }
               ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ${limit}`.pipe(
-            Effect.map((rows) => rows.map(toDelivery)),
+            Effect.map((rows) =>
+              rows.map(
+                (r): PlacedAttempt => ({
+                  id: r.delivery_id,
+                  delivery: toDelivery(r),
+                  position: { atMicros: r.at_us, deliveryId: r.delivery_id, attempt: r.attempt },
+                }),
+              ),
+            ),
             Effect.orDie,
           ),
         deliveries: (webhookId, ids) =>

@@ -14,8 +14,8 @@ import { MasterKey } from "../keys/SigningKeys.ts"
 import { seal, unseal } from "../keys/sealed.ts"
 import { InvalidInput, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
-import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
-import type { InvalidCursor } from "../shared/paginationErrors.ts"
+import { DEFAULT_LIMIT, idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
+import { InvalidCursor } from "../shared/paginationErrors.ts"
 import { requireStorable } from "../shared/storable.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
@@ -35,11 +35,12 @@ import {
   UPDATABLE_WEBHOOK_FIELDS,
   type UpdateWebhook,
   type Webhook,
+  type WebhookDelivery,
   type WebhookWithSecret,
 } from "./Webhook.ts"
 import { WebhookClient } from "./WebhookClient.ts"
 import { WebhookNotFound } from "./WebhookErrors.ts"
-import { type StoredWebhook, WebhookRepo } from "./WebhookRepo.ts"
+import { type AttemptPosition, type StoredWebhook, WebhookRepo } from "./WebhookRepo.ts"
 import { WebhookSettings } from "./WebhookSettings.ts"
 
 /** Webhooks one workspace may have: every event is matched against each enabled one in its append. */
@@ -55,6 +56,18 @@ export interface WebhookListFilter extends PageRequest {
 export interface WebhookGetOptions {
   readonly includeDeliveries?: boolean | undefined
   readonly limit?: number | undefined
+}
+
+/**
+ * The cursor of a webhook's delivery history: the last attempt shown, by its place (attempted_at to the microsecond,
+ * delivery id, attempt number), so that pages continue exactly after it while new attempts arrive.
+ */
+const encodeAttemptCursor = (p: AttemptPosition) =>
+  Buffer.from(`v1:${p.atMicros}:${p.deliveryId}:${p.attempt}`).toString("base64url")
+
+const decodeAttemptCursor = (cursor: string): AttemptPosition | InvalidCursor => {
+  const m = /^v1:(-?\d{1,18}):(dlv_[0-9a-z]+):(\d{1,9})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"))
+  return m ? { atMicros: m[1]!, deliveryId: m[2]!, attempt: Number(m[3]) } : new InvalidCursor({})
 }
 
 const generateSecret = () => `whsec_${randomBytes(24).toString("base64url")}`
@@ -81,6 +94,12 @@ export class WebhookService extends Context.Service<
     ) => Effect.Effect<WebhookWithSecret | Replayed, InvalidInput | StateConflict | IdempotencyKeyReused>
     readonly list: (actor: Actor, filter: WebhookListFilter) => Effect.Effect<Page<Webhook>, InvalidCursor>
     readonly get: (actor: Actor, id: string, options?: WebhookGetOptions) => Effect.Effect<Webhook, WebhookNotFound>
+    /** The webhook's delivery attempts, newest first, a page at a time. */
+    readonly deliveries: (
+      actor: Actor,
+      id: string,
+      page: PageRequest,
+    ) => Effect.Effect<Page<WebhookDelivery>, WebhookNotFound | InvalidCursor>
     readonly update: (
       actor: Actor,
       id: string,
@@ -248,7 +267,20 @@ export class WebhookService extends Context.Service<
         const w = yield* load(actor, id)
         const [webhook] = yield* withStats([w])
         if (!options.includeDeliveries) return webhook!
-        return { ...webhook!, deliveries: yield* repo.recentAttempts(w.id, options.limit ?? 25) }
+        const recent = yield* repo.attempts(w.id, { limit: options.limit ?? DEFAULT_LIMIT })
+        return { ...webhook!, deliveries: recent.map((a) => a.delivery) }
+      })
+
+      const deliveries = Effect.fn("WebhookService.deliveries")(function* (
+        actor: Actor,
+        id: string,
+        page: PageRequest,
+      ) {
+        const { limit, before } = yield* pageWindow(page, decodeAttemptCursor)
+        const w = yield* load(actor, id)
+        const rows = yield* repo.attempts(w.id, { before, limit: limit + 1 })
+        const { data, meta } = toPage(rows, limit, (last) => encodeAttemptCursor(last.position))
+        return { data: data.map((a) => a.delivery), meta }
       })
 
       const update = Effect.fn("WebhookService.update")(function* (actor: Actor, id: string, patch: UpdateWebhook) {
@@ -464,7 +496,7 @@ export class WebhookService extends Context.Service<
         )
       })
 
-      return WebhookService.of({ create, list, get, update, remove, rotate, test, redeliver })
+      return WebhookService.of({ create, list, get, deliveries, update, remove, rotate, test, redeliver })
     }),
   )
 }

@@ -1,8 +1,10 @@
 import type { RequestOptions } from "../core/HttpClient.ts"
 import type { PageIterator } from "../core/pagination.ts"
 import type {
+  ListParams,
   Webhook,
   WebhookCreateParams,
+  WebhookDelivery,
   WebhookGetParams,
   WebhookListParams,
   WebhookRedeliverParams,
@@ -42,6 +44,11 @@ export class Webhooks extends Resource {
   /** With `includeDeliveries: true`, also the most recent attempts. */
   get(id: string, params: WebhookGetParams = {}, options?: RequestOptions): Promise<Webhook> {
     return this.one({ method: "GET", path: `/webhooks/${seg(id)}`, query: { ...params } }, options)
+  }
+
+  /** Its delivery attempts, newest first, through the whole recorded history (pages of `limit`, cursor-paginated). */
+  deliveries(id: string, params: ListParams = {}, options?: RequestOptions): PageIterator<WebhookDelivery> {
+    return this.paginate(`/webhooks/${seg(id)}/deliveries`, { ...params }, options)
   }
 
   /** `enabled: true` re-enables a disabled webhook. */
