@@ -150,9 +150,20 @@ const noopFetch = (): FetchLike => {
   const now = Math.floor(Date.now() / 1000)
   const token = `${b64({ alg: "EdDSA" })}.${b64({ iat: now, exp: now + 900 })}.sig`
   const tokenBody = JSON.stringify({ ok: true, data: { token, expiresAt: new Date((now + 900) * 1000).toISOString() } })
-  const ingestBody = JSON.stringify({ ok: true, data: { events: [] } })
-  return async (input) =>
-    new Response(String(input).endsWith("/tokens") ? tokenBody : ingestBody, {
+  // One entry per event sent, as the service's IngestResult: the SDK counts a batch stored only then.
+  const ingestBody = (body: unknown) => {
+    const sent = (JSON.parse(String(body)) as { events: Array<unknown> }).events.length
+    const timestamp = new Date().toISOString()
+    const events = Array.from({ length: sent }, (_, i) => ({
+      id: `evt_${i}`,
+      sequence: i + 1,
+      hash: "0".repeat(64),
+      timestamp,
+    }))
+    return JSON.stringify({ ok: true, data: { events } })
+  }
+  return async (input, init) =>
+    new Response(String(input).endsWith("/tokens") ? tokenBody : ingestBody(init?.body), {
       status: 201,
       headers: { "content-type": "application/json" },
     })
