@@ -34,6 +34,17 @@ const setup = async () => {
   return { actor, agentId: agent.id }
 }
 
+/** How many `approval.requested` events the workspace's trail holds. */
+const requestedEvents = async (workspaceId: string) =>
+  (
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM events
+          WHERE workspace_id = ${workspaceId} AND type = 'approval.requested'`,
+      ),
+    )
+  )[0]!.n
+
 const approvalEvents = async (workspaceId: string, approvalId: string) =>
   (
     await run(
@@ -269,15 +280,6 @@ describe("asking again through the guard (second pass: approvers were flooded)",
         ),
       ),
     )
-  const requestedEvents = async (workspaceId: string) =>
-    (
-      await run(
-        SqlClient.SqlClient.use(
-          (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM events
-            WHERE workspace_id = ${workspaceId} AND type = 'approval.requested'`,
-        ),
-      )
-    )[0]!.n
 
   it("a pending request is answered with itself; a denied one is denied for one time-out after the denial", async () => {
     const { actor, agentId } = await setup()
@@ -654,22 +656,13 @@ describe("a guard call's approval racing its agent's deregistration", () => {
         }),
       ),
     )
-  const requested = async (workspaceId: string) =>
-    (
-      await run(
-        SqlClient.SqlClient.use(
-          (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM events
-            WHERE workspace_id = ${workspaceId} AND type = 'approval.requested'`,
-        ),
-      )
-    )[0]!.n
 
   it("opens none for an agent deregistered since: the guard is answered `deregistered`", async () => {
     const { actor, agentId } = await setup()
     await run(AgentService.use((s) => s.deregister(actor, agentId)))
     expect(await askAsGuard(actor, agentId)).toEqual({ kind: "deregistered" })
     expect((await run(ApprovalService.use((s) => s.list(actor, { status: ["all"] })))).data).toEqual([])
-    expect(await requested(actor.workspaceId)).toBe(0)
+    expect(await requestedEvents(actor.workspaceId)).toBe(0)
   })
 
   it("waits for a deregistration under way and opens none after it", async () => {
@@ -690,6 +683,6 @@ describe("a guard call's approval racing its agent's deregistration", () => {
     await new Promise((r) => setTimeout(r, 200))
     const asked = await askAsGuard(actor, agentId).finally(() => deregistering)
     expect(asked).toEqual({ kind: "deregistered" })
-    expect(await requested(actor.workspaceId)).toBe(0)
+    expect(await requestedEvents(actor.workspaceId)).toBe(0)
   })
 })
