@@ -523,9 +523,12 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
         const n =
           (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
         yield* Idempotency.use((i) => i.purgeExpired)
-        // Rows that can never act again: sessions ended a day ago, consents whose code was never exchanged.
+        // Rows that can never act again: sessions ended a day ago, used or expired sign-in links, consents whose
+        // code was never exchanged, OAuth tokens expired (or of a grant revoked) a day ago.
         yield* Sessions.use((s) => s.purgeEnded)
+        yield* Sessions.use((s) => s.purgeSignInLinks)
         yield* OAuthService.use((s) => s.purgeAbandonedGrants)
+        yield* OAuthService.use((s) => s.purgeExpiredTokens)
         yield* SigningKeys.use((k) => k.retire)
         return n
       }),

@@ -23,6 +23,7 @@ import type {
   IdempotencyKeyReused,
   InvalidCursor,
   InvalidInput,
+  InvitationLimitReached,
   InvitationNotFound,
   InvitationTokenUnknown,
   MemberNotFound,
@@ -95,6 +96,7 @@ export type DomainError =
   | IdempotencyKeyReused
   | InvalidCursor
   | InvalidInput
+  | InvitationLimitReached
   | InvitationNotFound
   | InvitationTokenUnknown
   | MemberNotFound
@@ -166,6 +168,15 @@ const mapping: Mapping = {
       429,
       "RATE_LIMITED",
       `this workspace has submitted ${e.limit} takedown notices in the last 24 hours, its limit; retry after ` +
+        `${e.retryAfterSeconds} s (nothing was recorded or sent)`,
+      undefined,
+      { "retry-after": String(e.retryAfterSeconds) },
+    ),
+  InvitationLimitReached: (e) =>
+    new ApiError(
+      429,
+      "RATE_LIMITED",
+      `this workspace has sent ${e.limit} invitations in the last 24 hours, its limit; retry after ` +
         `${e.retryAfterSeconds} s (nothing was recorded or sent)`,
       undefined,
       { "retry-after": String(e.retryAfterSeconds) },

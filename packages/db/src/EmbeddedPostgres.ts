@@ -141,32 +141,25 @@ export const processAlive = (pid: number): boolean => {
   }
 }
 
-/** The command line of a live process, or undefined when it cannot be read. */
-const commandLine = (pid: number): string | undefined => {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ")
-  } catch {
-    try {
-      return execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", stdio: "pipe" })
-    } catch {
-      return undefined
-    }
-  }
-}
-
 /**
  * Whether the process `pid` may be a postmaster on `dir`: its command line names the directory (as given, or the
- * same directory by another path, such as through a link), or cannot be read.
+ * same directory by another path, such as through a link), or cannot be read. `/proc/<pid>/cmdline` is read once
+ * (it was read twice: once joined, once split); without /proc (macOS), `ps` tells the line, not its arguments.
  */
 const servesDirectory = (pid: number, dir: string): boolean => {
-  const cmd = commandLine(pid)
-  if (cmd === undefined || cmd.includes(dir)) return true
   let args: Array<string>
   try {
     args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
   } catch {
-    return false
+    try {
+      return execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", stdio: "pipe" }).includes(
+        dir,
+      )
+    } catch {
+      return true
+    }
   }
+  if (args.join(" ").includes(dir)) return true
   const at = args.indexOf("-D")
   if (at < 0 || args[at + 1] === undefined) return false
   try {
@@ -270,6 +263,47 @@ const WATCHDOG =
   'exec 3<&0; "$@" </dev/null 3<&- & pid=$!; (read _ <&3; kill -INT "$pid" 2>/dev/null) & exec 3<&-; wait "$pid"'
 
 /**
+ * The major version of the PostgreSQL binary `postgres`, or undefined when it cannot be told. Asking it
+ * (`postgres --version`) took 0.2-0.3 s of each start on a loaded machine, so the answer is kept in `cacheFile`
+ * with what identifies the binary (path, size, modification and change times, inode): a binary replaced or
+ * changed in any of those (an upgrade of the package, a reinstall) is asked again. Exported for tests.
+ */
+export const embeddedMajorVersion = (postgres: string, cacheFile: string): string | undefined => {
+  let binary: string
+  try {
+    const s = statSync(postgres)
+    binary = JSON.stringify([postgres, s.size, s.mtimeMs, s.ctimeMs, s.ino])
+  } catch {
+    return undefined
+  }
+  try {
+    const cached = JSON.parse(readFileSync(cacheFile, "utf8")) as { binary?: unknown; major?: unknown }
+    if (cached.binary === binary && typeof cached.major === "string" && /^\d+$/.test(cached.major)) return cached.major
+  } catch {
+    // none yet, or unreadable: asked below
+  }
+  let major: string | undefined
+  try {
+    major = /\(PostgreSQL\) (\d+)/.exec(execFileSync(postgres, ["--version"], { encoding: "utf8", stdio: "pipe" }))?.[1]
+  } catch {
+    return undefined
+  }
+  if (major === undefined) return undefined
+  // Written aside and renamed into place: a reader never sees half of it. Only an optimisation: failing is fine.
+  const aside = `${cacheFile}.${process.pid}`
+  try {
+    writeFileSync(aside, JSON.stringify({ binary, major }), { mode: 0o600 })
+    renameSync(aside, cacheFile)
+  } catch {
+    rmSync(aside, { force: true })
+  }
+  return major
+}
+
+/** Where the embedded binary's major version is kept: beside the cluster, as its log (a fact of the binary). */
+const versionCacheOf = (dir: string) => `${dir}.postgres-version`
+
+/**
  * A cluster made by another major version of PostgreSQL (an older release of this service, or a directory copied
  * from elsewhere) does not start on these binaries: refused with what to do, rather than with PostgreSQL's log.
  */
@@ -280,14 +314,7 @@ const checkMajorVersion = (bin: Binaries, dir: string) => {
   } catch {
     return
   }
-  let embedded: string | undefined
-  try {
-    embedded = /\(PostgreSQL\) (\d+)/.exec(
-      execFileSync(bin.postgres, ["--version"], { encoding: "utf8", stdio: "pipe" }),
-    )?.[1]
-  } catch {
-    return
-  }
+  const embedded = embeddedMajorVersion(bin.postgres, versionCacheOf(dir))
   if (embedded === undefined || made === embedded) return
   throw new EmbeddedPostgresError(
     `${dir} holds a PostgreSQL ${made} cluster; this release embeds PostgreSQL ${embedded}: back up its store with ` +

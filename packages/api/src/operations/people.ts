@@ -1,6 +1,7 @@
 import {
   CreatedInvitation,
   CreateInvitation,
+  INVITATIONS_PER_DAY,
   Invitation,
   Me,
   Member,
@@ -87,9 +88,10 @@ export const peopleOperations = [
     tag,
     summary: "Invite a person by e-mail",
     description:
-      'Sends the invitation link over SMTP when the operator configured it (`delivery: email`); otherwise returns it once in `link` for you to pass on. Inviting an owner needs an owner. Refused (403, `details.field: "credential"`) when the person behind the credential was removed, or demoted below the role, meanwhile.',
+      'Sends the invitation link over SMTP when the operator configured it (`delivery: email`); otherwise returns it once in `link` for you to pass on. Inviting an owner needs an owner. Refused (403, `details.field: "credential"`) when the person behind the credential was removed, or demoted below the role, meanwhile. ' +
+      `A workspace sends at most ${INVITATIONS_PER_DAY} invitations in any 24 hours (withdrawn ones count): beyond, 429 \`RATE_LIMITED\` with \`Retry-After\`, and nothing is recorded or sent.`,
     successStatus: 201,
-    errors: ["WORKSPACE_NOT_FOUND", "ALREADY_MEMBER"],
+    errors: ["WORKSPACE_NOT_FOUND", "ALREADY_MEMBER", "RATE_LIMITED"],
     input: Schema.Struct({ ...idField, ...CreateInvitation.fields }).annotate({ [BODY_SCHEMA]: CreateInvitation }),
     output: CreatedInvitation,
     redactForReplay: (created: CreatedInvitation) => {
@@ -118,6 +120,8 @@ export const peopleOperations = [
     scope: "members:write",
     tag,
     summary: "Withdraw a pending invitation",
+    description:
+      "Withdrawing an invitation to the `owner` role needs an owner (`workspaces:write`), as sending it did: refused with 403 `FORBIDDEN` otherwise, and the invitation stays pending.",
     errors: ["WORKSPACE_NOT_FOUND", "INVITATION_NOT_FOUND", "INVITATION_CLOSED"],
     input: Schema.Struct({ ...idField, ...invitationIdField }),
     output: Invitation,

@@ -27,8 +27,13 @@ const CODE_PREFIX = "svc_oauth_code_"
 export const ACCESS_TOKEN_TTL_S = 3600
 export const REFRESH_TOKEN_TTL_S = 30 * 86_400
 const CODE_TTL_MS = 60_000
-/** How long a grant's expired tokens are kept (so that a late use is told "expired"), then deleted at its next refresh. */
-const EXPIRED_TOKENS_KEPT_MS = 86_400_000
+/**
+ * How long a grant's expired tokens are kept (so that a late use is told "expired"), then deleted at its next refresh
+ * or by the sweep; the tokens of a revoked grant, and its code, as long after the revocation.
+ */
+export const EXPIRED_TOKENS_KEPT_MS = 86_400_000
+/** Tokens one sweep deletes at most; the rest wait for the next. */
+const TOKEN_PURGE_LIMIT = 5_000
 /**
  * How long a grant whose code was never exchanged is kept after its code expired (or was spent on a refused
  * exchange): a late exchange is told the code expired, as any; then the sweep deletes the grant and its code.
@@ -194,6 +199,13 @@ export class OAuthService extends Context.Service<
      * over an hour ago, with their codes, at most a few thousand a call; returns how many. Run by the sweep.
      */
     readonly purgeAbandonedGrants: Effect.Effect<number>
+    /**
+     * Deletes the tokens that expired over {@link EXPIRED_TOKENS_KEPT_MS} ago, and those of grants revoked as long
+     * ago with their codes, but the newest token of each grant (the mark that its code was exchanged: the grant
+     * is kept, as the trail's OAuth actors are its person's); at most a few thousand a call; returns how many
+     * rows it deleted. Run by the sweep.
+     */
+    readonly purgeExpiredTokens: Effect.Effect<number>
   }
 >()("@agentgov/domain/oauth/OAuthService") {
   static readonly layer = Layer.effect(
@@ -860,8 +872,33 @@ export class OAuthService extends Context.Service<
         ),
       ).pipe(Effect.withSpan("OAuthService.purgeAbandonedGrants"))
 
+      // The tokens of apps that stopped refreshing (or whose grant was revoked) were deleted only at a refresh of
+      // the same grant, which never came: they stayed for ever. Nothing deleted here can act or be told apart from
+      // an unknown token: an expired token is refused before its use is looked at (so reuse detection loses
+      // nothing), and a revoked grant's are refused whatever they are. The newest token of each grant stays: a grant
+      // with no token is an abandoned consent (purgeAbandonedGrants), while one that acted is kept, since
+      // TrustRecompute resolves the trail's `oauth` actors to their person through it. SKIP LOCKED: a refresh under
+      // way, or another instance's sweep, is not waited for.
+      const purgeExpiredTokens = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const before = isoOf(now - EXPIRED_TOKENS_KEPT_MS)
+        return sql<{ n: number }>`WITH doomed AS (
+              SELECT t.token_hash FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+              WHERE (t.expires_at < ${before}::timestamptz OR g.revoked_at < ${before}::timestamptz)
+                AND EXISTS (SELECT 1 FROM oauth_tokens n WHERE n.grant_id = t.grant_id
+                  AND (n.created_at, n.token_hash) > (t.created_at, t.token_hash))
+              LIMIT ${TOKEN_PURGE_LIMIT} FOR UPDATE OF t SKIP LOCKED),
+            tokens AS (DELETE FROM oauth_tokens WHERE token_hash IN (SELECT token_hash FROM doomed) RETURNING 1),
+            codes AS (DELETE FROM oauth_codes k USING oauth_grants g
+              WHERE g.id = k.grant_id AND g.revoked_at < ${before}::timestamptz RETURNING 1)
+            SELECT ((SELECT count(*) FROM tokens) + (SELECT count(*) FROM codes))::int AS n`.pipe(
+          Effect.map((r) => r[0]?.n ?? 0),
+          orDie,
+        )
+      }).pipe(Effect.withSpan("OAuthService.purgeExpiredTokens"))
+
       return OAuthService.of({
         purgeAbandonedGrants,
+        purgeExpiredTokens,
         accessTokenUntil,
         cached,
         createClient,

@@ -22,3 +22,12 @@ export class InvitationTokenUnknown extends Schema.TaggedError<InvitationTokenUn
   "InvitationTokenUnknown",
   {},
 ) {}
+
+/**
+ * A workspace's invitations of the last 24 hours are at their limit: each is an e-mail the service sends, as itself,
+ * to an address the caller names, so a leaked key must not make it a mailer for spam.
+ */
+export class InvitationLimitReached extends Schema.TaggedError<InvitationLimitReached>()("InvitationLimitReached", {
+  limit: Schema.Number,
+  retryAfterSeconds: Schema.Number,
+}) {}

@@ -14,6 +14,7 @@ import { transactional } from "../shared/transaction.ts"
 import { WorkspaceNotFound } from "../workspaces/WorkspaceErrors.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import {
+  InvitationLimitReached,
   InvitationNotFound,
   InvitationTokenUnknown,
   MemberNotFound,
@@ -31,6 +32,13 @@ export const INVITATION_PREFIX = "svc_inv_"
 const IDENTITY_LOCK = 72_410_016
 /** The first-run owner: an address nobody can prove, so no provider identity is ever linked to it. */
 export const BOOTSTRAP_OWNER_EMAIL = "owner@localhost"
+
+/**
+ * Invitations a workspace may send in any 24 hours (InvitationLimitReached beyond): each is an e-mail the service
+ * sends as itself to an address the caller names, capped as takedown notices are (TAKEDOWNS_PER_DAY).
+ */
+export const INVITATIONS_PER_DAY = 100
+const DAY_MS = 86_400_000
 
 const notAUser = () =>
   new PermissionDenied({
@@ -122,7 +130,7 @@ export class PeopleService extends Context.Service<
       actor: Actor,
       workspaceId: string,
       input: CreateInvitation,
-    ) => Effect.Effect<CreatedInvitation, WorkspaceNotFound | PermissionDenied | StateConflict>
+    ) => Effect.Effect<CreatedInvitation, WorkspaceNotFound | PermissionDenied | StateConflict | InvitationLimitReached>
     readonly listInvitations: (
       actor: Actor,
       workspaceId: string,
@@ -132,7 +140,7 @@ export class PeopleService extends Context.Service<
       actor: Actor,
       workspaceId: string,
       invitationId: string,
-    ) => Effect.Effect<Invitation, WorkspaceNotFound | InvitationNotFound | StateConflict>
+    ) => Effect.Effect<Invitation, WorkspaceNotFound | InvitationNotFound | PermissionDenied | StateConflict>
     readonly acceptInvitation: (
       actor: Actor,
       token: string,
@@ -397,6 +405,21 @@ export class PeopleService extends Context.Service<
                 code: "ALREADY_MEMBER",
                 message: `${input.email} is already a member of this workspace`,
               })
+            // Counted under the workspace's own lock, so that concurrent requests cannot pass the limit together.
+            // Every invitation of the window counts, withdrawn ones too (else invite-and-withdraw would not be held).
+            yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`invitations:${workspaceId}`}, 0))`.pipe(
+              Effect.orDie,
+            )
+            const [sent] = yield* sql<{ n: number; oldest: number | null }>`SELECT count(*)::int AS n,
+                (extract(epoch FROM min(created_at)) * 1000)::float8 AS oldest FROM invitations
+              WHERE workspace_id = ${workspaceId} AND created_at > ${isoOf(now - DAY_MS)}::timestamptz`.pipe(
+              Effect.orDie,
+            )
+            if (sent!.n >= INVITATIONS_PER_DAY)
+              return yield* new InvitationLimitReached({
+                limit: INVITATIONS_PER_DAY,
+                retryAfterSeconds: Math.max(1, Math.ceil((Number(sent!.oldest) + DAY_MS - now) / 1000)),
+              })
             yield* repo.insertInvitation(invitation, hash)
             yield* audit.append(inWorkspace(actor, workspaceId), [
               {
@@ -447,6 +470,13 @@ export class PeopleService extends Context.Service<
             const nowMs = yield* Clock.currentTimeMillis
             const invitation = yield* repo.findInvitation(workspaceId, invitationId, nowMs)
             if (!invitation) return yield* new InvitationNotFound({ invitationId })
+            // Whether a person becomes an owner is an owner's to decide, in both directions (D16): an admin withdrew
+            // the invitation an owner sent to a co-owner. Checked before anything changes.
+            if (invitation.role === "owner" && !actor.scopes.has(OWNER_SCOPE))
+              return yield* new PermissionDenied({
+                message: `withdrawing an invitation to the owner role needs ${OWNER_SCOPE} (an owner)`,
+                scope: OWNER_SCOPE,
+              })
             const at = isoOf(nowMs)
             if (!(yield* repo.closeInvitation(invitationId, "revoked", null, at)))
               return yield* new StateConflict({

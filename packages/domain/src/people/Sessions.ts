@@ -124,6 +124,11 @@ export class Sessions extends Context.Service<
      * out), at most a few thousand a call; returns how many. Run by the sweep.
      */
     readonly purgeEnded: Effect.Effect<number>
+    /**
+     * Deletes the sign-in links that were used, or expired (replaced by a newer one, or past their end), at most a
+     * few thousand a call; returns how many. Run by the sweep.
+     */
+    readonly purgeSignInLinks: Effect.Effect<number>
   }
 >()("@agentgov/domain/people/Sessions") {
   static readonly layer = Layer.effect(
@@ -319,8 +324,23 @@ export class Sessions extends Context.Service<
         )
       }).pipe(Effect.withSpan("Sessions.purgeEnded"))
 
+      // A used or expired link is refused exactly as an unknown one (consume and peek read neither), so it goes at
+      // once; each sign-in link (the CLI's `signin-link`, issue after issue) was kept for ever. SKIP LOCKED: a
+      // consumption under way is not waited for.
+      const purgeSignInLinks = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        sql<{ n: number }>`WITH gone AS (DELETE FROM signin_links WHERE token_hash IN (
+              SELECT token_hash FROM signin_links
+              WHERE used_at IS NOT NULL OR expires_at <= ${isoOf(now)}::timestamptz
+              LIMIT ${SESSION_PURGE_LIMIT} FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*)::int AS n FROM gone`.pipe(
+          Effect.map((r) => r[0]?.n ?? 0),
+          orDie,
+        ),
+      ).pipe(Effect.withSpan("Sessions.purgeSignInLinks"))
+
       return Sessions.of({
         purgeEnded,
+        purgeSignInLinks,
         start,
         resolve,
         standing,

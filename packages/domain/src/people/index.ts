@@ -1,6 +1,6 @@
 export * from "./PeopleErrors.ts"
 export { type MembershipGrant, PeopleRepo } from "./PeopleRepo.ts"
-export { INVITATION_PREFIX, PeopleService } from "./PeopleService.ts"
+export { INVITATION_PREFIX, INVITATIONS_PER_DAY, PeopleService } from "./PeopleService.ts"
 export { DEFAULT_INVITATION_TTL_MS, PeopleSettings, type PeopleSettingsShape } from "./PeopleSettings.ts"
 export * from "./Person.ts"
 export { OWNER_SCOPE, ROLE_SCOPES, ROLES, Role } from "./roles.ts"

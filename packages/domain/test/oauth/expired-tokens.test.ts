@@ -1,0 +1,170 @@
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Actor, OAuthService, PeopleService, WorkspaceService } from "../../src/index.ts"
+import { EXPIRED_TOKENS_KEPT_MS, REFRESH_TOKEN_TTL_S } from "../../src/oauth/OAuthService.ts"
+import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+
+// The tokens of an app that stopped refreshing were deleted only at the grant's next refresh, which never came: the
+// sweep deletes the tokens that expired over a day ago, and those of grants revoked a day ago (with their codes), but
+// the newest token of each grant, the mark that it acted (its grant is kept: TrustRecompute resolves the trail's
+// `oauth` actors through it). Live tokens, used refresh tokens not yet expired (reuse detection) and tokens that
+// expired within the day stay.
+
+let t: DomainTestRuntime
+beforeAll(async () => {
+  t = await makeDomainRuntime()
+}, 60_000)
+afterAll(() => t?.dispose())
+
+const CALLBACK = "https://app.example/callback"
+const HOUR = 3_600_000
+
+describe("OAuthService.purgeExpiredTokens", () => {
+  it("deletes expired and revoked grants' tokens a day later, keeping each grant's newest and every live one", async () => {
+    const { workspace } = await t.run(WorkspaceService.use((s) => s.create(null, { name: "tokens", plan: "free" })))
+    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
+    const actor = (await t.run(
+      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
+    )) as Actor
+    const oauth = <A, E>(f: (s: OAuthService["Service"]) => Effect.Effect<A, E>) => OAuthService.use(f)
+    const created = await t.run(
+      oauth((s) => s.createClient(actor, { name: "App", redirectUris: [CALLBACK], scopes: ["agents:read"] })),
+    )
+    const auth = { clientId: created.client.id, clientSecret: created.clientSecret }
+    /** A consent at `ms` whose code the app exchanges a second later: the grant's id and its tokens. */
+    const granted = async (ms: number) => {
+      const { code } = await t.run(
+        at(
+          ms,
+          oauth((s) =>
+            s.approve(
+              {
+                responseType: "code",
+                clientId: created.client.id,
+                redirectUri: CALLBACK,
+                scope: "agents:read",
+                state: "st",
+                codeChallenge: undefined,
+                codeChallengeMethod: undefined,
+              },
+              owner.id,
+              false,
+            ),
+          ),
+        ),
+      )
+      const tokens = await t.run(
+        at(
+          ms + 1_000,
+          oauth((s) => s.exchangeCode(auth, { code, redirectUri: CALLBACK })),
+        ),
+      )
+      const [grant] = await t.run(
+        SqlClient.SqlClient.use(
+          (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${created.client.id}
+              ORDER BY id DESC LIMIT 1`,
+        ).pipe(Effect.orDie),
+      )
+      return { id: grant!.id, tokens }
+    }
+    const refresh = (ms: number, refreshToken: string) =>
+      t.run(
+        at(
+          ms,
+          oauth((s) => s.refresh(auth, { refreshToken })),
+        ),
+      )
+    const rows = (grantId: string) =>
+      t
+        .run(
+          SqlClient.SqlClient.use((sql) =>
+            Effect.all({
+              tokens: sql<{ n: number }>`SELECT count(*)::int AS n FROM oauth_tokens WHERE grant_id = ${grantId}`,
+              codes: sql<{ n: number }>`SELECT count(*)::int AS n FROM oauth_codes WHERE grant_id = ${grantId}`,
+              grants: sql<{ n: number }>`SELECT count(*)::int AS n FROM oauth_grants WHERE id = ${grantId}`,
+            }),
+          ).pipe(Effect.orDie),
+        )
+        .then((r) => ({ tokens: r.tokens[0]!.n, codes: r.codes[0]!.n, grants: r.grants[0]!.n }))
+    const purge = (ms: number) =>
+      t.run(
+        at(
+          ms,
+          oauth((s) => s.purgeExpiredTokens),
+        ),
+      )
+
+    const t0 = Date.now()
+    // the sweep's time: a day after the last refresh token of `stopped` expired
+    const sweepAt = t0 + 2 * HOUR + REFRESH_TOKEN_TTL_S * 1000 + EXPIRED_TOKENS_KEPT_MS + HOUR
+    // refreshed once, two hours in, then never again: four tokens, every one expired over a day before the sweep
+    const stopped = await granted(t0)
+    await refresh(t0 + 2 * HOUR, stopped.tokens.refresh_token)
+    // revoked three hours in: its two tokens and its code
+    const revoked = await granted(t0 + 10_000)
+    await t.run(
+      at(
+        t0 + 3 * HOUR,
+        oauth((s) => s.revokeGrant(actor, revoked.id)),
+      ),
+    )
+    // in use: refreshed five minutes before the sweep, so its first refresh token is used but unexpired
+    const live = await granted(sweepAt - HOUR)
+    const rotated = await refresh(sweepAt - 5 * 60_000, live.tokens.refresh_token)
+    // its access token expired within the day: kept, so that a late use is told it expired
+    const recent = await granted(sweepAt - EXPIRED_TOKENS_KEPT_MS + HOUR)
+
+    expect(await rows(stopped.id)).toEqual({ tokens: 4, codes: 1, grants: 1 })
+    expect(await rows(revoked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
+    // stopped: 3 tokens; revoked: 1 token and its code
+    expect(await purge(sweepAt)).toBe(5)
+    expect(await rows(stopped.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
+    expect(await rows(revoked.id)).toEqual({ tokens: 1, codes: 0, grants: 1 })
+    expect(await rows(live.id)).toEqual({ tokens: 4, codes: 1, grants: 1 })
+    expect(await rows(recent.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
+    expect(await purge(sweepAt)).toBe(0)
+    // the grants that acted are not taken for abandoned consents
+    expect(
+      await t.run(
+        at(
+          sweepAt,
+          oauth((s) => s.purgeAbandonedGrants),
+        ),
+      ),
+    ).toBe(0)
+    expect(await rows(stopped.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
+
+    // a deleted refresh token is refused as an expired one was
+    const late = await t.failure(
+      at(
+        sweepAt,
+        oauth((s) => s.refresh(auth, { refreshToken: stopped.tokens.refresh_token })),
+      ),
+    )
+    expect(late).toMatchObject({ _tag: "OAuthRefused", error: "invalid_grant" })
+    // the live grant's tokens act, and the reuse of its rotated refresh token is still caught
+    expect(
+      (
+        await t.run(
+          at(
+            sweepAt,
+            oauth((s) => s.authenticate(rotated.access_token)),
+          ),
+        )
+      ).workspaceId,
+    ).toBe(workspace.id)
+    await t.failure(
+      at(
+        sweepAt,
+        oauth((s) => s.refresh(auth, { refreshToken: live.tokens.refresh_token })),
+      ),
+    )
+    const [liveGrant] = await t.run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ revoked_reason: string | null }>`SELECT revoked_reason FROM oauth_grants WHERE id = ${live.id}`,
+      ).pipe(Effect.orDie),
+    )
+    expect(liveGrant!.revoked_reason).toBe("refresh_token_reused")
+  })
+})
