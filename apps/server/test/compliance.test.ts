@@ -691,6 +691,33 @@ describe("certifications", () => {
     expect(listed.map((c) => c.id)).toEqual([cert.id])
   })
 
+  it("a compliant report of a short period after the agent's registration does not certify: 422 (fifth pass)", async () => {
+    const s = await seedCompliant()
+    const agent = ok(await t.call("GET", `/api/v1/agents/${s.agentId}`, { key: s.key }))
+    // The period an operator picks to flatter the agent: from just after its registration, everything seeded inside.
+    const r = await report({ ...s, from: new Date(Date.parse(agent.createdAt) + 1).toISOString() }, "gdpr")
+    expect(r.summary.result).toBe("compliant")
+    const before = await t.chainLength(s.workspaceId)
+    const res = await t.call("POST", "/api/v1/compliance/certifications", {
+      key: s.key,
+      body: { agentId: s.agentId, reportId: r.id },
+    })
+    expectError(res, 422, "VALIDATION_ERROR", "reportId")
+    expect(res.body.error.message).toContain("at least the 90 days before its end")
+    expect(res.body.error.message).toContain(`request a report from ${agent.createdAt} or earlier`)
+    expect(await t.chainLength(s.workspaceId)).toBe(before)
+    expect(ok<any[]>(await t.call("GET", `/api/v1/compliance/certifications/${s.agentId}`, { key: s.key }))).toEqual([])
+    // The agent's whole life (the period starts before its registration) certifies it.
+    const whole = await report(s, "gdpr")
+    ok(
+      await t.call("POST", "/api/v1/compliance/certifications", {
+        key: s.key,
+        body: { agentId: s.agentId, reportId: whole.id },
+      }),
+      201,
+    )
+  })
+
   it("a badge presented as text with its certifications nested deep is refused, not a 500 (third pass)", async () => {
     const res = await t.call("GET", `/api/v1/badge/${compliant.agentId}?format=json`, { key: null })
     expect(res.status, JSON.stringify(res.body)).toBe(200)

@@ -167,6 +167,48 @@ describe("policies CRUD", () => {
     expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
   })
 
+  it("costs a glob condition at what its automaton can take on the request's strings: a costly one is 422 (fifth pass)", async () => {
+    // A 16-star pattern over a context string of 8,192 a's runs its automaton with 33 states at every character:
+    // milliseconds per call, where the condition was charged 1 at save and 1,024 units at run time.
+    const action = `globs.${unique("cost")}`
+    const star16 = "*a".repeat(16)
+    const before = (await eventsOf("policy.created")).length
+    const costly = await t.call("POST", "/api/v1/policies", {
+      body: {
+        name: unique("globs"),
+        rules: [
+          { id: "g", effect: "deny", actions: [action], when: { field: "context.path", op: "glob", value: star16 } },
+        ],
+      },
+    })
+    expectError(costly, 422, "VALIDATION_ERROR", "rules[0].when")
+    expect(costly.body.error.message).toMatch(/over the budget of 150000 per evaluation/)
+    expect(costly.body.error.message).toMatch(/a `glob` condition whose pattern has two wildcards or more/)
+    expect((await eventsOf("policy.created")).length).toBe(before)
+    // Ordinary glob conditions fit: one wildcard on the request's strings, a couple of two, many on the action.
+    const glob = (id: string, field: string, value: string) => ({
+      id,
+      effect: "deny",
+      actions: [action],
+      when: { field, op: "glob", value },
+    })
+    const p = await createPolicy({
+      rules: [
+        glob("env", "context.path", "*.env"),
+        glob("etc", "context.path", "/etc/**"),
+        glob("secret", "context.path", "*secret*"),
+        glob("key", "context.path", "*id_rsa*"),
+        glob("act", "action", star16),
+      ],
+    })
+    const agent = await register()
+    const d = await guard({ action, agentId: agent.id, context: { path: "/home/me/ssh/id_rsa" } })
+    expect(d.status, JSON.stringify(d.body)).toBe(200)
+    expect(d.body.data.decision).toBe("deny")
+    expect(d.body.data.matched.map((m: { ruleId: string }) => m.ruleId)).toEqual(["key"])
+    expect((await t.call("DELETE", `/api/v1/policies/${p.id}`)).status).toBe(200)
+  })
+
   it("checks concurrent saves one at a time against the budget: those that fit are saved, the rest refused", async () => {
     // Each rule alone fits (49,156 units); any four on one action are over the 150,000 budget. Saved at once, each
     // was checked against the set without the others, and all seven were stored.

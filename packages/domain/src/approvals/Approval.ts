@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { GUARD_ACTION_MAX_LENGTH } from "../policies/engine/language.ts"
 import { Cursor, Description, Id, isReadable, jsonObject, Limit, Timestamp, UNSEEN } from "../shared/schemas.ts"
 
 export const ApprovalStatus = Schema.Literals(["pending", "approved", "denied", "expired"])
@@ -29,7 +30,10 @@ export const ApprovalTimeout = Schema.Int.check(
   description: `seconds until an undecided approval expires as denied, ${MIN_APPROVAL_TIMEOUT_SECONDS}..${MAX_APPROVAL_TIMEOUT_SECONDS}, default ${DEFAULT_APPROVAL_TIMEOUT_SECONDS}`,
 })
 
-export const ActionName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+export const ActionName = Schema.String.check(
+  Schema.isMinLength(1),
+  Schema.isMaxLength(GUARD_ACTION_MAX_LENGTH),
+).annotate({
   description: "the action name, as the agent sends it to the guard",
 })
 

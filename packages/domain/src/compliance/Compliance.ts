@@ -158,7 +158,10 @@ export type Certification = typeof Certification.Type
 
 export const IssueCertification = Schema.Struct({
   agentId: Schema.String,
-  reportId: Schema.String.annotate({ description: "a ready report of this agent (`rpt_…`)" }),
+  reportId: Schema.String.annotate({
+    description:
+      "a ready report of this agent (`rpt_…`) whose period ended at most 24 hours ago and covers at least the 90 days before its end, or the agent's whole life since its registration (else 422 `VALIDATION_ERROR` on `reportId`)",
+  }),
 }).annotate({ identifier: "IssueCertification" })
 export type IssueCertification = typeof IssueCertification.Type
 
@@ -175,3 +178,49 @@ export type RevokeCertification = typeof RevokeCertification.Type
 export const CERTIFICATION_VALIDITY_MS = 365 * 86_400_000
 /** The longest period one report covers. */
 export const MAX_REPORT_PERIOD_MS = 366 * 86_400_000
+/** A certification's report covers at least this long before its end, or the agent's whole life when shorter. */
+export const CERTIFICATION_MIN_PERIOD_MS = 90 * 86_400_000
+/** A certification's report ends at most this long before the certification is issued. */
+export const CERTIFICATION_MAX_REPORT_AGE_MS = 86_400_000
+
+/** A duration in words, rounded down to its largest unit: "89 days", "5 minutes", "2 seconds". */
+const span = (ms: number): string => {
+  const [n, unit] =
+    ms >= 86_400_000
+      ? [Math.floor(ms / 86_400_000), "day"]
+      : ms >= 3_600_000
+        ? [Math.floor(ms / 3_600_000), "hour"]
+        : ms >= 60_000
+          ? [Math.floor(ms / 60_000), "minute"]
+          : [Math.floor(ms / 1000), "second"]
+  return `${n} ${unit}${n === 1 ? "" : "s"}`
+}
+
+/**
+ * Why a report's period cannot back a certification issued at `now` for an agent registered at `registeredAt`, or
+ * undefined when it can (fifth pass). The period must end at most {@link CERTIFICATION_MAX_REPORT_AGE_MS} before
+ * the issue, and start no later than {@link CERTIFICATION_MIN_PERIOD_MS} before its end or the agent's registration,
+ * whichever is later: at most the last day of the agent's life before the issue escapes the report, and of the rest
+ * the report covers 90 days or all of it. A short period with no incidents picked to flatter the agent cannot
+ * certify it.
+ */
+export const certificationPeriodProblem = (
+  period: { readonly from: number; readonly to: number },
+  registeredAt: number,
+  now: number,
+): string | undefined => {
+  const at = (ms: number) => new Date(ms).toISOString()
+  if (now - period.to > CERTIFICATION_MAX_REPORT_AGE_MS)
+    return (
+      `is a report of a period that ended at ${at(period.to)}, ${span(now - period.to)} ago: a certification needs ` +
+      "a report whose period ends at most 24 hours before it is issued; request a report up to now"
+    )
+  const latestStart = Math.max(period.to - CERTIFICATION_MIN_PERIOD_MS, registeredAt)
+  if (period.from > latestStart)
+    return (
+      `is a report of ${span(period.to - period.from)} (${at(period.from)} to ${at(period.to)}): a certification ` +
+      "needs a report of at least the 90 days before its end or, for an agent registered since, of its whole life " +
+      `since its registration (${at(registeredAt)}); request a report from ${at(latestStart)} or earlier`
+    )
+  return undefined
+}

@@ -30,6 +30,7 @@ import {
   type Certification,
   type ComplianceReport,
   type CreateReport,
+  certificationPeriodProblem,
   type IssueCertification,
   MAX_REPORT_PERIOD_MS,
   type ReportListQuery,
@@ -476,6 +477,13 @@ export class ComplianceService extends Context.Service<
                 }): a report certifies once; request a new report to certify the agent again`,
                 unmetControls: [],
               })
+            // The report's period must cover the agent's recent life (fifth pass): a few quiet minutes do not certify.
+            const short = certificationPeriodProblem(
+              { from: report.period_from.getTime(), to: report.period_to.getTime() },
+              Date.parse(agent.createdAt),
+              now,
+            )
+            if (short) return yield* new InvalidInput({ field: "reportId", message: short })
             const body = {
               id: newId("crt", now),
               workspaceId: actor.workspaceId,

@@ -128,7 +128,7 @@ describe("certification expiry on a fixed clock", () => {
           sql,
         ) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to, status,
             requested_by, summary, document, created_at, completed_at)
-          VALUES ('rpt_fixed', ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-05-01T00:00:00Z', '2031-06-01T00:00:00Z',
+          VALUES ('rpt_fixed', ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-03-01T00:00:00Z', '2031-06-01T00:00:00Z',
             'ready', 'test', ${JSON.stringify({ result: "compliant", met: controls.length, partial: 0, notMet: 0, notApplicable: 0 })}::jsonb, ${JSON.stringify({ controls })}, '2031-06-01T00:00:00Z', '2031-06-01T00:00:00Z')`,
       ),
     )
@@ -189,7 +189,7 @@ describe("a report backs one certification (third pass)", () => {
       SqlClient.SqlClient.use(
         (sql) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to,
             status, requested_by, summary, document, created_at, completed_at)
-          VALUES (${reportId}, ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-05-01T00:00:00Z', '2031-06-01T00:00:00Z',
+          VALUES (${reportId}, ${actor.workspaceId}, 'gdpr', ${agent.id}, '2031-03-01T00:00:00Z', '2031-06-01T00:00:00Z',
             'ready', 'test', ${JSON.stringify({ result: "compliant", met: controls.length, partial: 0, notMet: 0, notApplicable: 0 })}::jsonb,
             ${JSON.stringify({ controls })}, '2031-06-01T00:00:00Z', '2031-06-01T00:00:00Z')`,
       ),
@@ -241,5 +241,86 @@ describe("a report backs one certification (third pass)", () => {
     const results = await Promise.allSettled(Array.from({ length: 5 }, () => s.issued(T)))
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1)
     expect(await s.count()).toBe(1)
+  })
+})
+
+describe("a certification's report covers the agent's recent life (fifth pass)", () => {
+  const DAY = 86_400_000
+  /** A workspace whose agent (registered at `registeredAt`) has a ready, compliant GDPR report of `from`–`to`. */
+  const seed = async (name: string, from: string, to: string, registeredAt: string) => {
+    const { apiKey } = await run(WorkspaceService.use((s) => s.create(null, { name, environment: "live" })))
+    const actor = await run(Authenticator.use((a) => a.authenticate(apiKey.apiKey)))
+    const agent = await run(AgentService.use((s) => s.register(actor, { name: "certified" })))
+    const controls = CATALOGUES.gdpr.controls.map((c) => ({ id: c.id, required: c.required, status: "met" }))
+    const reportId = `rpt_period_${name}`
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql`INSERT INTO compliance_reports (id, workspace_id, framework, agent_id, period_from, period_to,
+            status, requested_by, summary, document, created_at, completed_at)
+          VALUES (${reportId}, ${actor.workspaceId}, 'gdpr', ${agent.id}, ${from}::timestamptz, ${to}::timestamptz,
+            'ready', 'test', ${JSON.stringify({ result: "compliant", met: controls.length, partial: 0, notMet: 0, notApplicable: 0 })}::jsonb,
+            ${JSON.stringify({ controls })}, ${to}::timestamptz, ${to}::timestamptz)`,
+      ),
+    )
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) =>
+          sql`UPDATE agents SET trust_score = 700, created_at = ${registeredAt}::timestamptz WHERE id = ${agent.id}`,
+      ),
+    )
+    const issue = (ms: number) =>
+      at(
+        ms,
+        ComplianceService.use((s) => s.issueCertification(actor, { agentId: agent.id, reportId })),
+      )
+    const count = async () =>
+      (
+        await run(
+          SqlClient.SqlClient.use(
+            (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM certifications WHERE report_id = ${reportId}`,
+          ),
+        )
+      )[0]!.n
+    return { issue, count }
+  }
+
+  it("a few quiet minutes of an agent registered long before do not certify it: 422 on reportId, nothing written", async () => {
+    const s = await seed("minutes", "2031-05-31T23:55:00Z", "2031-06-01T00:00:00Z", "2030-01-01T00:00:00Z")
+    const refused = await env.failure(s.issue(T))
+    expect(refused).toMatchObject({ _tag: "InvalidInput", field: "reportId" })
+    expect((refused as { message: string }).message).toContain("5 minutes")
+    expect((refused as { message: string }).message).toContain("request a report from 2031-03-03T00:00:00.000Z")
+    expect(await s.count()).toBe(0)
+  })
+
+  it("nor 89 days; 90 days do", async () => {
+    const short = await seed(
+      "89d",
+      new Date(Date.parse("2031-06-01T00:00:00Z") - 89 * DAY).toISOString(),
+      "2031-06-01T00:00:00Z",
+      "2030-01-01T00:00:00Z",
+    )
+    expect(await env.failure(short.issue(T))).toMatchObject({ _tag: "InvalidInput", field: "reportId" })
+    const enough = await seed("90d", "2031-03-03T00:00:00Z", "2031-06-01T00:00:00Z", "2030-01-01T00:00:00Z")
+    expect((await run(enough.issue(T))).reportId).toBe("rpt_period_90d")
+  })
+
+  it("an agent younger than 90 days: a report of its whole life certifies; one that starts after its registration does not", async () => {
+    const whole = await seed("young", "2031-05-20T00:00:00Z", "2031-06-01T00:00:00Z", "2031-05-20T00:00:00Z")
+    expect((await run(whole.issue(T))).status).toBe("active")
+    const later = await seed("young-later", "2031-05-25T00:00:00Z", "2031-06-01T00:00:00Z", "2031-05-20T00:00:00Z")
+    const refused = await env.failure(later.issue(T))
+    expect(refused).toMatchObject({ _tag: "InvalidInput", field: "reportId" })
+    expect((refused as { message: string }).message).toContain("2031-05-20T00:00:00.000Z")
+  })
+
+  it("a report that ended more than 24 hours before does not certify: 422 asking for a report up to now", async () => {
+    const s = await seed("stale", "2031-03-01T00:00:00Z", "2031-06-01T00:00:00Z", "2030-01-01T00:00:00Z")
+    const to = Date.parse("2031-06-01T00:00:00Z")
+    const refused = await env.failure(s.issue(to + DAY + 1))
+    expect(refused).toMatchObject({ _tag: "InvalidInput", field: "reportId" })
+    expect((refused as { message: string }).message).toContain("request a report up to now")
+    expect(await s.count()).toBe(0)
+    expect((await run(s.issue(to + DAY))).status).toBe("active")
   })
 })

@@ -1,10 +1,14 @@
+import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
+import { ActionName } from "../../src/approvals/Approval.ts"
 import {
   budgetIssues,
   CEL_MAX_COST,
   compileGlob,
   compilePolicies,
   EVALUATION_BUDGET,
+  evaluationCostSpent,
+  GLOB_SUBJECT_MAX,
   GUARD_ACTION_MAX_LENGTH,
   type PolicyDocument,
   validatePolicyDocument,
@@ -182,5 +186,69 @@ describe("the evaluation budget", () => {
     expect(d.decision).toBe("deny")
     expect(d.reasons[0]!.message).toMatch(/evaluation budget exceeded/)
     expect(CEL_MAX_COST).toBeLessThan(EVALUATION_BUDGET)
+  })
+})
+
+describe("a glob condition is charged what its automaton costs (fifth pass)", () => {
+  /** 16 stars: every state of the automaton active on a run of a's (33 states at once). */
+  const STAR16 = `${"*a".repeat(16)}`
+  const globRule = (id: string, field: string, value: string, effect = "deny") => ({
+    id,
+    effect,
+    actions: ["*"],
+    when: { field, op: "glob", value },
+  })
+
+  it("a glob condition on the request's strings is costed at the longest one it applies to, at save", () => {
+    // One 16-star pattern over a string of 8,192 a's runs the automaton over every character with 33 states: 2–8 ms
+    // measured, where it was charged 1 at save and 1,024 at run time.
+    const perString = GLOB_SUBJECT_MAX * compileGlob(STAR16).states
+    expect(perString).toBeGreaterThan(EVALUATION_BUDGET)
+    const one = budgetIssues([], { id: "pol_g", version: 1, document: doc([globRule("g", "context.path", STAR16)]) })
+    expect(one.map((i) => i.field)).toEqual(["rules[0].when"])
+    expect(one[0]!.issue).toMatch(/a `glob` condition whose pattern has two wildcards or more/)
+    // Two-wildcard patterns (4 states each): a few fit on the request's strings, and a set of many is refused.
+    const some = (n: number) =>
+      doc(Array.from({ length: n }, (_, i) => globRule(`s${i}`, "context.path", `*secret${i}*`)))
+    expect(budgetIssues([], { id: "pol_s", version: 1, document: some(4) })).toEqual([])
+    expect(budgetIssues([], { id: "pol_s", version: 1, document: some(10) }).length).toBe(10)
+  })
+
+  it("ordinary glob conditions still pass: one wildcard anywhere, many wildcards on the action or the agent", () => {
+    const ordinary = doc([
+      // One wildcard (no automaton): the literal checks, one pass, as before.
+      ...Array.from({ length: 500 }, (_, i) =>
+        globRule(`one${i}`, "context.path", i % 2 ? `*.env${i}` : `/etc/${i}/**`),
+      ),
+      // The action and the agent's facts are at most 200 characters: 16 stars there cost 1 + 200 × 33.
+      ...Array.from({ length: 15 }, (_, i) => globRule(`act${i}`, "action", `${STAR16}${i}`)),
+      globRule("name", "agent.name", "*bot*prod*"),
+    ])
+    expect(budgetIssues([], { id: "pol_o", version: 1, document: ordinary })).toEqual([])
+    expect(compilePolicies([{ id: "pol_o", version: 1, document: ordinary }]).worstCost().cost).toBeLessThan(
+      EVALUATION_BUDGET,
+    )
+  })
+
+  it("at run time the automaton is paid before it runs, and past the budget it does not run: the call is denied", () => {
+    // A set saved before this check: one allow rule whose glob matches a string of 8,192 a's.
+    const set = compile([{ name: "p", rules: [globRule("g", "context.s", STAR16, "allow")] }])
+    const short = run(set, { action: "act", context: { s: "a".repeat(200) } }, { guardDefault: "deny" })
+    expect(short.decision).toBe("allow")
+    expect(evaluationCostSpent()).toBeGreaterThanOrEqual(200 * compileGlob(STAR16).states)
+    const long = run(set, { action: "act", context: { s: "a".repeat(GLOB_SUBJECT_MAX) } }, { guardDefault: "allow" })
+    expect(long.decision).toBe("deny")
+    expect(codesOf(long)).toEqual(["CONDITION_ERROR"])
+    expect(long.reasons[0]!.message).toMatch(/evaluation budget exceeded/)
+    // A subject the literal checks refuse never pays for the automaton.
+    const refused = run(set, { action: "act", context: { s: "b".repeat(GLOB_SUBJECT_MAX) } }, { guardDefault: "allow" })
+    expect(refused.decision).toBe("allow")
+    expect(evaluationCostSpent()).toBeLessThan(1_000)
+  })
+
+  it("the longest action is one definition: approvals' ActionName takes what the engine costs (fifth pass)", () => {
+    const decode = Schema.decodeUnknownExit(ActionName)
+    expect(decode("a".repeat(GUARD_ACTION_MAX_LENGTH))._tag).toBe("Success")
+    expect(decode("a".repeat(GUARD_ACTION_MAX_LENGTH + 1))._tag).toBe("Failure")
   })
 })

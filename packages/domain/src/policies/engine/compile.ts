@@ -2,7 +2,14 @@ import { isJsonObject } from "../../shared/schemas.ts"
 import { type CompiledCondition, compileCondition, conditionCost, EVALUATION_BUDGET } from "./conditions.ts"
 import type { ApprovalRequirement, DecisionReason, MatchedRule } from "./Decision.ts"
 import { compileGlob, type Glob } from "./glob.ts"
-import { LIMITS, type Mode, type PolicyDocument, type RuleEffect, type RuleEnforcement } from "./language.ts"
+import {
+  GUARD_ACTION_MAX_LENGTH,
+  LIMITS,
+  type Mode,
+  type PolicyDocument,
+  type RuleEffect,
+  type RuleEnforcement,
+} from "./language.ts"
 import { type PolicyIssue, type PolicyValidation, validatePolicyDocument } from "./validate.ts"
 
 /** A stored policy as the engine takes it. */
@@ -59,12 +66,6 @@ export interface PolicyCompilation {
 }
 
 const compilationKey = (input: PolicyInput) => `${input.id}\u0000${input.version}`
-
-/**
- * The longest action a guard call may name (`ActionName`, 200 characters): what a scan of the action index's
- * patterns is costed at.
- */
-export const GUARD_ACTION_MAX_LENGTH = 200
 
 /** The action a policy set costs most on, and the rules that call reaches. */
 export interface WorstCase {
@@ -477,7 +478,9 @@ export const budgetIssues = (
       const i = index.get(r.id)!
       return {
         field: saved.document.rules[i]?.when === undefined ? `rules[${i}]` : `rules[${i}].when`,
-        issue: `${over}; this rule costs up to ${r.cost} (a comprehension is counted at the largest list a request can hold)`,
+        issue:
+          `${over}; this rule costs up to ${r.cost} (a comprehension is counted at the largest list a request can ` +
+          "hold, a `glob` condition whose pattern has two wildcards or more at the longest string it applies to)",
       }
     })
   const patterns: Array<PolicyIssue> = []

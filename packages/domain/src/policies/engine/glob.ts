@@ -31,6 +31,17 @@ export interface Glob {
   readonly suffix: string
   readonly test: (subject: string) => boolean
   /**
+   * The automaton's part of `test`, for a pattern of two stars or more (`states` > 0): `screen` is its literal checks
+   * (prefix, suffix, the longest inner literal; a subject they refuse does not match), `automaton` the run that
+   * decides the rest. `test(s)` is `screen(s) && automaton(s)`. A caller that meters its work (a `glob` condition)
+   * pays `subject.length × states` before running the automaton. For other patterns `screen` is `test`, `automaton`
+   * is undefined and `states` 0.
+   */
+  readonly screen: (subject: string) => boolean
+  readonly automaton: ((subject: string) => boolean) | undefined
+  /** The most states the automaton holds active at once (see `cost`); 0 when the pattern has no automaton. */
+  readonly states: number
+  /**
    * What one `test` of a subject of this length can cost at most, in the evaluation budget's units (about 10 ns
    * each): 1, plus 1 for every 16 characters its literal checks may compare, plus, for a pattern of two stars or more
    * whose literal checks a subject may pass, one per character and state the automaton may hold active at once.
@@ -160,13 +171,28 @@ const automaton = (tokens: Int32Array) => {
   }
 }
 
+/** A pattern decided by its literal checks alone: no automaton. */
+const literalGlob = (g: Omit<Glob, "screen" | "automaton" | "states">): Glob => ({
+  ...g,
+  screen: g.test,
+  automaton: undefined,
+  states: 0,
+})
+
 /** Compiles a valid pattern (see {@link globProblem}); the result is safe to call on any string. */
 export const compileGlob = (source: string): Glob => {
   if (source === "*" || source === "**")
-    return { source, kind: "all", prefix: "", suffix: "", test: () => true, cost: () => 1 }
+    return literalGlob({ source, kind: "all", prefix: "", suffix: "", test: () => true, cost: () => 1 })
   const first = source.indexOf("*")
   if (first === -1)
-    return { source, kind: "exact", prefix: source, suffix: "", test: (s) => s === source, cost: literalCost }
+    return literalGlob({
+      source,
+      kind: "exact",
+      prefix: source,
+      suffix: "",
+      test: (s) => s === source,
+      cost: literalCost,
+    })
   const last = source.lastIndexOf("*")
   const prefix = source.slice(0, first)
   const suffix = source.slice(last + 1)
@@ -175,7 +201,7 @@ export const compileGlob = (source: string): Glob => {
   if (lastDotBeforeStar && suffix === "" && (rest === "*" || rest === "**")) {
     const deep = rest === "**"
     const n = prefix.length
-    return {
+    return literalGlob({
       source,
       kind: deep ? "deep" : "segment",
       prefix,
@@ -184,7 +210,7 @@ export const compileGlob = (source: string): Glob => {
         ? (s) => s.length >= n && s.startsWith(prefix)
         : (s) => s.length >= n && s.startsWith(prefix) && s.indexOf(".", n) === -1,
       cost: literalCost,
-    }
+    })
   }
   const tokens = tokenize(source)
   let stars = 0
@@ -193,7 +219,7 @@ export const compileGlob = (source: string): Glob => {
     // `P*S` or `P**S`: the literal ends decide, and a `*` only that the text between them has no dot. No automaton.
     const deep = rest.startsWith("**")
     const n = prefix.length
-    return {
+    return literalGlob({
       source,
       kind: "general",
       prefix,
@@ -205,7 +231,7 @@ export const compileGlob = (source: string): Glob => {
         return dot === -1 || dot >= s.length - suffix.length
       },
       cost: literalCost,
-    }
+    })
   }
   const run = automaton(tokens)
   const active = activeStatesBound(tokens)
@@ -215,21 +241,21 @@ export const compileGlob = (source: string): Glob => {
   // patterns like `*3.7.12*` took a second per new 200-character action, which any guard caller chooses.
   let inner = ""
   for (const piece of source.slice(first, last + 1).split("*")) if (piece.length > inner.length) inner = piece
+  // The literal ends and the longest inner literal rule most subjects out before the automaton runs.
+  const screen =
+    inner === ""
+      ? (s: string) => s.length >= minLength && s.startsWith(prefix) && s.endsWith(suffix)
+      : (s: string) =>
+          s.length >= minLength + inner.length && s.startsWith(prefix) && s.endsWith(suffix) && s.includes(inner)
   return {
     source,
     kind: "general",
     prefix,
     suffix,
-    // The literal ends and the longest inner literal rule most subjects out before the automaton runs.
-    test:
-      inner === ""
-        ? (s) => s.length >= minLength && s.startsWith(prefix) && s.endsWith(suffix) && run(s)
-        : (s) =>
-            s.length >= minLength + inner.length &&
-            s.startsWith(prefix) &&
-            s.endsWith(suffix) &&
-            s.includes(inner) &&
-            run(s),
+    test: (s) => screen(s) && run(s),
+    screen,
+    automaton: run,
+    states: active,
     cost: (subjectLength) => literalCost(subjectLength) + subjectLength * active,
   }
 }

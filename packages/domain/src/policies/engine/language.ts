@@ -65,6 +65,13 @@ export const AGENT_FIELDS = {
 } as const
 export type AgentField = keyof typeof AGENT_FIELDS
 
+/**
+ * The longest action a guard call may name, and an approval request: the one definition of it (approvals'
+ * `ActionName` reads it). What a scan of the action index's patterns, and a `glob` condition on the action, are
+ * costed at.
+ */
+export const GUARD_ACTION_MAX_LENGTH = 200
+
 export const LIMITS = {
   nameLength: 200,
   descriptionLength: 2_000,
