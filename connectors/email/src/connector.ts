@@ -6,6 +6,7 @@ import nodemailer, { type Transporter } from "nodemailer"
 import { DigestStore, type FailedDigest, type StoredDigest } from "./DigestStore.ts"
 import { renderDigest } from "./render.ts"
 import { type DigestAt, FREQUENCIES, type Frequency, nextDue, parseDigestAt } from "./schedule.ts"
+import { smtpTransport, smtpUrlProblem } from "./smtp.ts"
 
 /**
  * The e-mail connector: events are stored in `<data dir>/email.db` as they arrive and sent as a
@@ -290,10 +291,10 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
       smtpUrl: {
         env: "SMTP_URL",
         description:
-          "smtps://user:password@host:465, or smtp://user:password@host:587 (STARTTLS when offered; ?requireTLS=true insists; tls.* options as query parameters)",
+          "smtps://user:password@host:465 (TLS from the start), or smtp://user:password@host:587 (STARTTLS, required but to a loopback host unless ?requireTLS=false; tls.* options as query parameters)",
         required: true,
         secret: true,
-        check: (v) => (/^smtps?:\/\//.test(v) ? undefined : "must start with smtp:// or smtps://"),
+        check: smtpUrlProblem,
       },
       from: {
         env: "EMAIL_FROM",
@@ -339,16 +340,13 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
     },
     setup: (settings, { log, dataDir, dashboardUrl }) => {
       const now = options.now ?? Date.now
+      const smtp = smtpTransport(settings.smtpUrl)
+      if (smtp.tls === "starttls-if-offered" && !smtp.loopback)
+        log.warn("SMTP_URL says requireTLS=false: mail, and the login, go in the clear to a server without STARTTLS")
       // started here, not at the first event: a digest marked before a crash is sent at once
       const mailer = new Mailer(
         new DigestStore(dataDir),
-        nodemailer.createTransport({
-          url: settings.smtpUrl,
-          // a server that stops answering fails the attempt within a minute (the URL may say otherwise)
-          connectionTimeout: 30_000,
-          greetingTimeout: 30_000,
-          socketTimeout: 60_000,
-        }),
+        nodemailer.createTransport(smtp.options as Parameters<typeof nodemailer.createTransport>[0]),
         {
           frequency: settings.frequency as Frequency,
           at: parseDigestAt(settings.digestAt) as DigestAt,

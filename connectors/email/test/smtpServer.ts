@@ -13,6 +13,19 @@ export interface Mail {
   readonly parsed: ParsedMail
   readonly raw: string
   readonly envelope: { readonly from: string; readonly to: ReadonlyArray<string> }
+  /** Whether the message came over TLS (implicit, or after STARTTLS). */
+  readonly secure: boolean
+  /** Whether the client logged in. */
+  readonly authenticated: boolean
+}
+
+export interface SmtpServerOptions {
+  /** The address to listen on and to name in `url` (default 127.0.0.1). */
+  readonly host?: string
+  /** Offer STARTTLS (smtp-server's own test certificate); default not. */
+  readonly starttls?: boolean
+  /** TLS from the first byte, as on port 465 (`url` is then smtps://); default not. */
+  readonly implicitTls?: boolean
 }
 
 export interface SmtpServer {
@@ -28,7 +41,8 @@ export interface SmtpServer {
   readonly close: () => Promise<void>
 }
 
-export const startSmtpServer = async (): Promise<SmtpServer> => {
+export const startSmtpServer = async (options: SmtpServerOptions = {}): Promise<SmtpServer> => {
+  const host = options.host ?? "127.0.0.1"
   const mailbox: Array<Mail> = []
   const held: Array<{ messageId: string; raw: string }> = []
   let holding = false
@@ -42,7 +56,8 @@ export const startSmtpServer = async (): Promise<SmtpServer> => {
         return callback(Object.assign(new Error("5.7.8 Authentication credentials invalid"), { responseCode: 535 }))
       callback(null, { user: auth.username })
     },
-    disabledCommands: ["STARTTLS"],
+    disabledCommands: options.starttls === true ? [] : ["STARTTLS"],
+    secure: options.implicitTls === true,
     logger: false,
     size: 10 * 1024 * 1024,
     closeTimeout: 200,
@@ -63,16 +78,18 @@ export const startSmtpServer = async (): Promise<SmtpServer> => {
               from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
               to: session.envelope.rcptTo.map((r) => r.address),
             },
+            secure: session.secure === true,
+            authenticated: session.user !== undefined,
           })
           callback()
         }, callback)
       })
     },
   })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  await new Promise<void>((resolve) => server.listen(0, host, () => resolve()))
   const port = (server.server.address() as AddressInfo).port
   return {
-    url: `smtp://127.0.0.1:${port}`,
+    url: `${options.implicitTls === true ? "smtps" : "smtp"}://${host.includes(":") ? `[${host}]` : host}:${port}`,
     mailbox,
     held,
     hold: (on) => {

@@ -58,17 +58,20 @@ const plainText = (text: string, max: number) =>
   truncate(text.replace(BIDI_CONTROLS, "").replace(/@(channel|here|everyone)\b/gi, "@\u200b$1"), max)
 
 /**
- * The `text` fallback (notifications, screen readers, clients without Block Kit): three lines at most,
- * the title, the summary on one line (an event's own line breaks would forge a link line), the link.
+ * The `text` fallback (notifications, screen readers, clients without Block Kit): the title, then the app's own
+ * line under the event if there is one (`extra`, already mrkdwn: an approval's outcome, the note that a message
+ * follows up a deleted one), the summary on one line (an event's own line breaks would forge a link line), the link.
+ * Four lines at most; the event's text is escaped, `extra` is the app's and kept as written (on one line).
  */
-export const fallbackText = (m: FormattedEvent): string => {
+export const fallbackText = (m: FormattedEvent, extra?: string): string => {
   const style = SEVERITY_STYLE[m.severity]
   const lines = [
-    `${style.emoji} ${oneLine(m.title)}`,
-    oneLine(m.summary).trim(),
-    m.link ? `${m.link.label}: ${m.link.url}` : "",
+    escapeSlack(`${style.emoji} ${oneLine(m.title)}`),
+    extra === undefined ? "" : oneLine(extra).trim(),
+    escapeSlack(oneLine(m.summary).trim()),
+    m.link ? escapeSlack(`${m.link.label}: ${m.link.url}`) : "",
   ]
-  return truncate(escapeSlack(lines.filter((l) => l !== "").join("\n")), LIMITS.fallback)
+  return truncate(lines.filter((l) => l !== "").join("\n"), LIMITS.fallback)
 }
 
 /** Block Kit blocks for one formatted event; `decided` adds the decision under an approval. */
@@ -124,17 +127,26 @@ export const renderBlocks = (m: FormattedEvent, extra?: string): Array<Record<st
   return blocks
 }
 
-/** The message body: fallback text, and the blocks inside an attachment whose colour is the severity's. */
+/**
+ * The message body: fallback text, and the blocks inside an attachment whose colour is the severity's; `extra` (the
+ * app's own mrkdwn line) is in both, so that a notification or a screen reader says it too.
+ */
 export const renderMessage = (m: FormattedEvent, extra?: string) => ({
-  text: fallbackText(m),
+  text: fallbackText(m, extra),
   attachments: [
-    { color: SEVERITY_STYLE[m.severity].colour, fallback: fallbackText(m), blocks: renderBlocks(m, extra) },
+    {
+      color: SEVERITY_STYLE[m.severity].colour,
+      fallback: fallbackText(m, extra),
+      blocks: renderBlocks(m, extra),
+    },
   ],
 })
 
 interface Thread {
   readonly channel: string
   readonly ts: string
+  /** An approval's card posted again because its first one could not be updated (see {@link REPOSTED}). */
+  readonly reposted?: true
 }
 
 const threadKey = (subject: NonNullable<FormattedEvent["subject"]>) => `slack:thread:${subject.kind}:${subject.id}`
@@ -163,6 +175,18 @@ const ROOT_GONE = new Set(["thread_not_found", "message_not_found"])
 
 /** Under an event posted in the channel because its thread's first message was deleted. */
 const FOLLOWS_DELETED = "_Follows up a message of this thread that was deleted in Slack; later updates reply here._"
+
+/**
+ * chat.update's answer when the app may no longer edit the message: documented as "Authenticated user does not have
+ * permission to update this message". A first message deleted while its thread had replies is Slack's "This message
+ * was deleted." placeholder, Slackbot's, its thread still there; a message another bot posted (the app reinstalled
+ * as another bot) answers the same.
+ */
+const CANT_UPDATE = "cant_update_message"
+
+/** Under an approval's card posted again, with its outcome, because the first could not be updated. */
+const REPOSTED =
+  "_Posted again with the decision: the first message of this approval was deleted in Slack or can no longer be edited; later updates reply here._"
 
 /** What a Slack client failure means for the queue. */
 export const classify = (error: unknown): DeliveryResult => {
@@ -237,7 +261,7 @@ export const slack = defineConnector({
     const m = formatEvent(event, { severity, dashboardUrl })
     const key = m.subject && threadKey(m.subject)
     const stored = key === undefined ? undefined : state.get(key)
-    const thread = stored === undefined ? undefined : (JSON.parse(stored) as Thread)
+    let thread = stored === undefined ? undefined : (JSON.parse(stored) as Thread)
     const post = (body: ReturnType<typeof renderMessage>, channel: string, threadTs?: string) =>
       client.chat.postMessage({
         channel,
@@ -256,11 +280,23 @@ export const slack = defineConnector({
         if (requested !== undefined) {
           const original = JSON.parse(requested) as FormattedEvent
           const outcome = `${SEVERITY_STYLE[m.severity].emoji} *${escapeSlack(m.title)}*`
+          const card = (reposted: boolean) => renderMessage(original, reposted ? `${outcome} ${REPOSTED}` : outcome)
           try {
-            await client.chat.update({ channel: thread.channel, ts: thread.ts, ...renderMessage(original, outcome) })
+            await client.chat.update({ channel: thread.channel, ts: thread.ts, ...card(thread.reposted === true) })
           } catch (error) {
-            if (platformError(error) !== "message_not_found") throw error
-            rootGone = true
+            const code = platformError(error)
+            if (code === "message_not_found") rootGone = true
+            else if (code === CANT_UPDATE) {
+              // the card cannot show the outcome (deleted with replies: Slack's placeholder): a new card that does,
+              // kept as the thread's first message before the decision replies under it, so a retry updates it
+              const again = await post(card(true), thread.channel)
+              if (typeof again.ts !== "string" || typeof again.channel !== "string") throw error
+              thread = { channel: again.channel, ts: again.ts, reposted: true }
+              state.set(key!, JSON.stringify(thread satisfies Thread), threadKept(event))
+              log.warn("the approval's first message can no longer be updated in Slack; posted it again", {
+                eventId: event.id,
+              })
+            } else throw error
           }
         }
       }

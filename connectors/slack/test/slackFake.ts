@@ -13,6 +13,13 @@ import { type FakeAnswer, type FakeRequest, startScriptedFake, type VendorFake }
  * documented error). chat.postMessage documents no error for a `thread_ts` whose message is gone; Slack is seen
  * to post such a reply at the channel's top level, its answer's `message` without `thread_ts` ("unthread", the
  * default), and clients report `thread_not_found` too ("thread_not_found"): `deleteMessage` takes either.
+ *
+ * A deleted message that has replies is not gone: Slack keeps the thread and shows "This message was deleted." in
+ * its place, a message of subtype `tombstone` owned by Slackbot (`USLACKBOT`), same `ts` and `thread_ts`, seen in
+ * `conversations.replies` and in the `message_changed`/`message_deleted` events. Replies to it are threaded as
+ * before (chat.postMessage with its `thread_ts` works); chat.update of it answers `cant_update_message` and
+ * chat.delete `cant_delete_message` (documented: "Authenticated user does not have permission to update/delete
+ * this message": it is Slackbot's now).
  */
 
 export const SLACK_TOKEN = "xoxb-1-test-token"
@@ -24,8 +31,10 @@ export interface SlackMessage {
   readonly threadTs: string | undefined
   text: string
   attachments: Array<any>
-  /** Deleted in Slack: how a later reply to it is answered (see above). */
-  deleted?: "unthread" | "thread_not_found"
+  /** Deleted in Slack: how a later reply to it is answered, or Slack's placeholder when it had replies (see above). */
+  deleted?: "unthread" | "thread_not_found" | "tombstone"
+  /** Who posted it: the bot, or Slackbot once it is a `tombstone`. */
+  user: string
   readonly updates: Array<{ text: string; attachments: Array<any> }>
 }
 
@@ -34,7 +43,10 @@ export interface SlackFake extends VendorFake {
   /** Strings that would have notified people. */
   readonly pings: Array<string>
   readonly requests: ReadonlyArray<FakeRequest>
-  /** Deletes a message as someone in the channel would; `replies` says how a later reply to it is answered. */
+  /**
+   * Deletes a message as someone in the channel would; `replies` says how a later reply to it is answered. A message
+   * with replies becomes Slack's "This message was deleted." placeholder instead, whatever `replies` says.
+   */
   deleteMessage(ts: string, replies?: "unthread" | "thread_not_found"): void
 }
 
@@ -103,12 +115,29 @@ const blocksProblem = (attachments: Array<any>): string | undefined => {
   return undefined
 }
 
+/** The bot's user id in the fake's workspace. */
+export const SLACK_BOT_USER = "U0AGENTBOT"
+/** Slack's placeholder for a deleted message whose thread had replies. */
+export const TOMBSTONE_TEXT = "This message was deleted."
+
 const PING = /<!(channel|here|everyone)(\|[^>]*)?>|<@[UW][A-Z0-9]+>|<!subteam\^/g
 
 export const startSlackFake = async (): Promise<SlackFake> => {
   const messages: Array<SlackMessage> = []
   const pings: Array<string> = []
   let seq = 0
+  /** Deletes `m`: Slack's placeholder, Slackbot's, when replies hang under it; gone otherwise. */
+  const remove = (m: SlackMessage, replies: "unthread" | "thread_not_found") => {
+    const hasReplies = messages.some((r) => r !== m && r.threadTs === m.ts && r.deleted === undefined)
+    if (!hasReplies) {
+      m.deleted = replies
+      return
+    }
+    m.deleted = "tombstone"
+    m.user = "USLACKBOT"
+    m.text = TOMBSTONE_TEXT
+    m.attachments = []
+  }
   const answer = (r: FakeRequest): FakeAnswer => {
     const auth = r.headers.authorization
     if (auth === undefined) return error("not_authed")
@@ -137,19 +166,22 @@ export const startSlackFake = async (): Promise<SlackFake> => {
       }
       noteMentions()
       const ts = `1764000000.${String(++seq).padStart(6, "0")}`
-      messages.push({ channel: body.channel, ts, threadTs, text, attachments, updates: [] })
+      messages.push({ channel: body.channel, ts, threadTs, text, attachments, user: SLACK_BOT_USER, updates: [] })
       return ok({ channel: body.channel, ts, message: { text, ts, ...(threadTs ? { thread_ts: threadTs } : {}) } })
     }
-    const found = () => messages.find((x) => x.ts === body.ts && x.channel === body.channel && !x.deleted)
+    const found = () =>
+      messages.find((x) => x.ts === body.ts && x.channel === body.channel && (!x.deleted || x.deleted === "tombstone"))
     if (method === "chat.delete") {
       const m = found()
       if (!m) return error("message_not_found")
-      m.deleted = "unthread"
+      if (m.user !== SLACK_BOT_USER) return error("cant_delete_message")
+      remove(m, "unthread")
       return ok({ channel: m.channel, ts: m.ts })
     }
     if (method === "chat.update") {
       const m = found()
       if (!m) return error("message_not_found")
+      if (m.user !== SLACK_BOT_USER) return error("cant_update_message")
       noteMentions()
       m.updates.push({ text, attachments })
       m.text = text
@@ -174,7 +206,7 @@ export const startSlackFake = async (): Promise<SlackFake> => {
     deleteMessage: (ts, replies = "unthread") => {
       const m = messages.find((x) => x.ts === ts)
       if (m === undefined) throw new Error(`no message ${ts}`)
-      m.deleted = replies
+      remove(m, replies)
     },
     accepted: () => messages.map((m) => visibleText(m)),
     attempts,

@@ -455,6 +455,57 @@ describe("configuration", () => {
       expect(problemsOf({ VENDOR_API_URL: good, VENDOR_HOOK_URL: good }), good).toEqual([])
   })
 
+  it("refuses AGENTGOV_URL and CONNECTOR_PUBLIC_URL on http but to a loopback host, for every command", () => {
+    const problemsOf = (env: Record<string, string>, command?: "install" | "start") => {
+      try {
+        loadConfig(
+          definition,
+          { AGENTGOV_WEBHOOK_SECRET: SECRET, SCRIPTED_TARGET: "https://x.example", AGENTGOV_API_KEY: "k", ...env },
+          command,
+        )
+        return []
+      } catch (e) {
+        return (e as ConfigError).problems
+      }
+    }
+    const https = "must be an https URL (http only to localhost, 127.0.0.0/8 or [::1])"
+    const hint = "http:// to a host other than loopback needs AGENTGOV_CONNECTOR_ALLOW_HTTP=true"
+    for (const command of ["install", "start"] as const)
+      expect(
+        problemsOf(
+          { AGENTGOV_URL: "http://agentgov.internal:3000", CONNECTOR_PUBLIC_URL: "http://10.0.0.7:8080" },
+          command,
+        ),
+        command,
+      ).toEqual([
+        `AGENTGOV_URL ${https} (got "http://agentgov.internal:3000"): the service's base URL, e.g. https://agentgov.example.com (${hint})`,
+        `CONNECTOR_PUBLIC_URL ${https} (got "http://10.0.0.7:8080"): this connector's public base URL, which the service can reach (${hint})`,
+      ])
+    // The operator's opt-out, for a private network: http to any host, for both, at every command.
+    for (const command of ["install", "start"] as const)
+      expect(
+        problemsOf(
+          {
+            AGENTGOV_URL: "http://agentgov.internal:3000",
+            CONNECTOR_PUBLIC_URL: "http://10.0.0.7:8080",
+            AGENTGOV_CONNECTOR_ALLOW_HTTP: "true",
+          },
+          command,
+        ),
+        command,
+      ).toEqual([])
+    expect(problemsOf({ AGENTGOV_CONNECTOR_ALLOW_HTTP: "maybe" })).toEqual([
+      'AGENTGOV_CONNECTOR_ALLOW_HTTP must be true or false (got "maybe")',
+    ])
+    for (const good of [
+      "https://agentgov.example.com",
+      "http://127.0.0.1:3000",
+      "http://localhost:3000",
+      "http://[::1]:3000",
+    ])
+      expect(problemsOf({ AGENTGOV_URL: good, CONNECTOR_PUBLIC_URL: good }, "install"), good).toEqual([])
+  })
+
   it("never echoes a secret in a problem", () => {
     try {
       loadConfig(definition, { AGENTGOV_WEBHOOK_SECRET: "short-secret", SCRIPTED_TARGET: "https://x.example" })

@@ -11,7 +11,14 @@ import { type ApiTarget, InstallError, installWebhook, readInstalled, uninstallW
 import { isLogLevel, jsonLogger, type Logger, type LogLevel } from "./log.ts"
 import { loudEnough, type Routing, readRouting, routes, severityOf } from "./routing.ts"
 import { type AcceptedJob, Store, type StoredJob } from "./Store.ts"
-import { type Env, httpUrlProblem, readSettings, type SettingsOf, type SettingsSchema } from "./settings.ts"
+import {
+  type Env,
+  httpsUrlProblem,
+  httpUrlProblem,
+  readSettings,
+  type SettingsOf,
+  type SettingsSchema,
+} from "./settings.ts"
 
 // -----------------------------------------------------------------------------------------------
 // What a connector app writes
@@ -307,6 +314,8 @@ interface CommonConfig {
   readonly agentgovUrl: string | undefined
   readonly apiKey: string | undefined
   readonly publicUrl: string | undefined
+  /** AGENTGOV_CONNECTOR_ALLOW_HTTP: the two URLs above may be http:// to any host. */
+  readonly allowHttp: boolean
   readonly dashboardUrl: string | undefined
   readonly routing: Routing
   readonly concurrency: number
@@ -319,6 +328,8 @@ interface CommonConfig {
   readonly logLevel: LogLevel
 }
 
+const ALLOW_HTTP_HINT = "http:// to a host other than loopback needs AGENTGOV_CONNECTOR_ALLOW_HTTP=true"
+
 const COMMON = {
   port: { env: "PORT", description: "the port to listen on", kind: "integer", default: "3000", min: 0 },
   host: { env: "HOST", description: "the interface to bind (default every interface)" },
@@ -329,16 +340,25 @@ const COMMON = {
     description: "the secret being rotated out, also accepted",
     secret: true,
   },
+  // https but to loopback, as a vendor's URL: the first is sent the API key, the second the service's signed events.
+  // AGENTGOV_CONNECTOR_ALLOW_HTTP=true takes http to any host, for a private network the operator trusts.
   agentgovUrl: {
     env: "AGENTGOV_URL",
-    description: "the service's base URL, e.g. https://agentgov.example.com",
-    kind: "url",
+    description: `the service's base URL, e.g. https://agentgov.example.com (${ALLOW_HTTP_HINT})`,
+    kind: "https",
   },
   apiKey: { env: "AGENTGOV_API_KEY", description: "an API key with webhooks:write", secret: true },
   publicUrl: {
     env: "CONNECTOR_PUBLIC_URL",
-    description: "this connector's public base URL, which the service can reach",
-    kind: "url",
+    description: `this connector's public base URL, which the service can reach (${ALLOW_HTTP_HINT})`,
+    kind: "https",
+  },
+  allowHttp: {
+    env: "AGENTGOV_CONNECTOR_ALLOW_HTTP",
+    description:
+      "true: AGENTGOV_URL and CONNECTOR_PUBLIC_URL may be http:// to any host (a private network you trust; the API key and the signed events then cross it in the clear)",
+    kind: "boolean",
+    default: "false",
   },
   dashboardUrl: { env: "AGENTGOV_DASHBOARD_URL", description: "the dashboard's base URL, for links", kind: "url" },
   concurrency: {
@@ -403,9 +423,21 @@ const readCommon = (
   command: Command,
   problems: Array<string>,
 ): CommonConfig => {
-  const s = readSettings(COMMON, env, problems)
+  // The operator's opt-out of https for the service's and the connector's own URLs (a private network): read first, as
+  // it decides how those two are read.
+  const allowHttp = readSettings({ allowHttp: COMMON.allowHttp }, env, []).allowHttp
+  const schema = allowHttp
+    ? {
+        ...COMMON,
+        agentgovUrl: { ...COMMON.agentgovUrl, kind: "url" },
+        publicUrl: { ...COMMON.publicUrl, kind: "url" },
+      }
+    : COMMON
+  const s = readSettings(schema as typeof COMMON, env, problems)
   for (const key of REQUIRED_FOR[command] ?? []) {
-    if (s[key] === undefined) problems.push(`${COMMON[key].env} is required for ${command}: ${COMMON[key].description}`)
+    // a value that is there but bad was named already, as such
+    if (s[key] === undefined && (env[COMMON[key].env]?.trim() ?? "") === "")
+      problems.push(`${COMMON[key].env} is required for ${command}: ${COMMON[key].description}`)
   }
   if (!isLogLevel(s.logLevel)) problems.push(`LOG_LEVEL must be debug, info, warn or error (got "${s.logLevel}")`)
   const dataDir = resolve(s.dataDir ?? `.agentgov-connector-${definition.name}`)
@@ -439,6 +471,7 @@ const readCommon = (
     agentgovUrl: base(s.agentgovUrl),
     apiKey: s.apiKey,
     publicUrl: base(s.publicUrl),
+    allowHttp: s.allowHttp,
     dashboardUrl: base(s.dashboardUrl),
     routing,
     concurrency: s.concurrency,
@@ -963,6 +996,17 @@ export const startConnector = async <S extends SettingsSchema, C>(
     deadLetters: counts.deadLetters + ownDeadLetters(),
     paused: common.paused,
   })
+  const inClear = [
+    ["AGENTGOV_URL", common.agentgovUrl],
+    ["CONNECTOR_PUBLIC_URL", common.publicUrl],
+  ].filter(([, u]) => u !== undefined && httpsUrlProblem(u) !== undefined)
+  if (inClear.length > 0)
+    log.warn(
+      "http:// to a host other than loopback (AGENTGOV_CONNECTOR_ALLOW_HTTP=true): keys and events cross that network in the clear",
+      {
+        settings: inClear.map(([name]) => name),
+      },
+    )
   if (!common.paused) schedule(0)
 
   let closed: Promise<{ drained: boolean }> | undefined
@@ -1085,7 +1129,7 @@ export const runConnectorCli = async (
     case "uninstall": {
       const target: ApiTarget = { baseUrl: common.agentgovUrl!, apiKey: common.apiKey! }
       const url = `${common.publicUrl}/webhooks`
-      const problem = httpUrlProblem(url)
+      const problem = (common.allowHttp ? httpUrlProblem : httpsUrlProblem)(url)
       if (problem !== undefined) return fail(2, `CONNECTOR_PUBLIC_URL ${problem}`)
       try {
         const result =

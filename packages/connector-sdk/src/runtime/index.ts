@@ -40,7 +40,7 @@ export {
 } from "./Runtime.ts"
 export type { Routing } from "./routing.ts"
 export type { StoredDeadLetter, StoredEvent, StoredJob } from "./Store.ts"
-export type { Env, SettingSpec, SettingsOf, SettingsSchema } from "./settings.ts"
+export { type Env, isLoopbackHost, type SettingSpec, type SettingsOf, type SettingsSchema } from "./settings.ts"
 export {
   createVendorFetch,
   type VendorFetch,

@@ -89,11 +89,22 @@ export const httpUrlProblem = (value: string): string | undefined => {
   return undefined
 }
 
-/** Whether `hostname` (as `URL` gives it) is a loopback host: `localhost`, 127.0.0.0/8 or `[::1]`. */
-const isLoopbackHost = (hostname: string): boolean => {
+/**
+ * Whether `hostname` (as `URL` gives it) is a loopback host: `localhost`, 127.0.0.0/8 or `[::1]` (also `::1`, as
+ * Node's legacy `url.parse` gives it). Anything else, an unusual spelling of one of these included, is not.
+ *
+ * @example
+ * ```ts
+ * import { isLoopbackHost } from "@agentgov/connector-sdk/runtime"
+ *
+ * isLoopbackHost(new URL("http://127.0.0.1:3000").hostname) // true
+ * isLoopbackHost("mail.example.com") // false
+ * ```
+ */
+export const isLoopbackHost = (hostname: string): boolean => {
   const host = hostname.toLowerCase()
   // `URL` writes an IPv4 host in dotted decimal whatever its spelling (`127.1`, `0x7f.1`), and an IPv6 one compressed
-  return host === "localhost" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+  return host === "localhost" || host === "[::1]" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
 }
 
 /**
