@@ -70,6 +70,11 @@ export interface ServerConfig {
   readonly smtpUrl?: string | undefined
   /** AGENTGOV_TAKEDOWN_FROM: the From address of takedown notices. */
   readonly takedownFrom?: string | undefined
+  /**
+   * AGENTGOV_CONTENT_MATCH_RETENTION_DAYS: days a recorded content match no takedown cites is kept (1,095 when
+   * unset; ContentService.MATCH_RETENTION_DAYS); the housekeeping sweep purges it after.
+   */
+  readonly contentMatchRetentionDays?: number | undefined
   /** AGENTGOV_C2PA_CERT / AGENTGOV_C2PA_KEY: the operator's C2PA chain and key (PEM text, or a path to it). */
   readonly c2paCertPem?: string | undefined
   readonly c2paKeyPem?: string | undefined
@@ -397,6 +402,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     smtpUrl: url("SMTP_URL", ["smtp:", "smtps:"]),
     takedownFrom:
       env.AGENTGOV_TAKEDOWN_FROM && env.AGENTGOV_TAKEDOWN_FROM !== "" ? env.AGENTGOV_TAKEDOWN_FROM : undefined,
+    contentMatchRetentionDays: int("AGENTGOV_CONTENT_MATCH_RETENTION_DAYS", 1_095, 1, 36_500),
     ...c2pa(),
     oidcProviders: parseOidcProviders(env.AGENTGOV_OIDC_PROVIDERS, problems),
     smtpFrom: env.SMTP_FROM && env.SMTP_FROM !== "" ? env.SMTP_FROM : undefined,

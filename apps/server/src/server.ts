@@ -22,6 +22,7 @@ import {
   ApiKeyService,
   ApprovalService,
   C2paSigner,
+  ContentService,
   ContentSettings,
   DomainLayer,
   EnforcementService,
@@ -242,6 +243,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
             from: config.takedownFrom ?? "agentgov <takedowns@localhost>",
             c2paCertPem: config.c2paCertPem,
             c2paKeyPem: config.c2paKeyPem,
+            matchRetentionDays: config.contentMatchRetentionDays,
           }),
         ),
       ),
@@ -530,6 +532,8 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
         yield* OAuthService.use((s) => s.purgeAbandonedGrants)
         yield* OAuthService.use((s) => s.purgeExpiredTokens)
         yield* SigningKeys.use((k) => k.retire)
+        // Content matches past their retention that no takedown cites (AGENTGOV_CONTENT_MATCH_RETENTION_DAYS).
+        yield* ContentService.use((s) => s.purgeMatches)
         return n
       }),
     ),

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { jsonb } from "@agentgov/db"
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Exit, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
@@ -53,7 +53,10 @@ import {
   minHashSimilarity,
   SHINGLE_WORDS,
   seedPairs,
+  shingleHashes,
+  type Token,
   tokenize,
+  tokenizeLegacy,
   WINDOW,
 } from "./textFingerprint.ts"
 import { detectWatermark, embedWatermark, MIN_WATERMARK_SIDE } from "./watermark.ts"
@@ -137,6 +140,49 @@ export const TEXT_LOOKUP_SQL = `SELECT f.content_id, f.hash, f.pos
   JOIN content_text_fingerprints f
     ON (f.hash # (hashtext(f.workspace_id)::bigint << 32)) = (c.h # (hashtext($1)::bigint << 32))
   WHERE f.workspace_id = $1 AND ($3::text IS NULL OR f.content_id = $3)`
+
+/**
+ * TEXT_LOOKUP_SQL while texts fingerprinted under an older fold remain (the refold worker has not finished): `$4`
+ * holds the candidate's hashes cut as those texts were (`tokenizeLegacy`), and each row found is kept only when
+ * found by the hashes of its item's fold, which the row says (`legacy`). One statement: a text's rows and its fold
+ * are read in one snapshot, and the worker changes both in one transaction.
+ */
+export const TEXT_LOOKUP_REFOLDING_SQL = `SELECT f.content_id, f.hash, f.pos, c.legacy
+  FROM (SELECT DISTINCT h, false AS legacy FROM unnest($2::bigint[]) AS h
+    UNION SELECT DISTINCT h, true FROM unnest($4::bigint[]) AS h) AS c
+  JOIN content_text_fingerprints f
+    ON (f.hash # (hashtext(f.workspace_id)::bigint << 32)) = (c.h # (hashtext($1)::bigint << 32))
+  JOIN content_items i ON i.id = f.content_id
+  WHERE f.workspace_id = $1 AND ($3::text IS NULL OR f.content_id = $3)
+    AND (coalesce(i.fingerprint_fold, ${FOLD_VERSION}) < ${FOLD_VERSION}) = c.legacy`
+
+/** Texts the refold worker fingerprints again in one transaction (their rows locked, SKIP LOCKED by the others). */
+export const REFOLD_BATCH = 16
+/** How long the refold worker waits while another instance holds the last texts, or after a failure (ms). */
+const REFOLD_PAUSE_MS = 1_000
+const pause = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/**
+ * Days a recorded match no takedown cites is kept (ContentSettings.matchRetentionDays overrides): three years, the
+ * time within which a civil claim for a copyright infringement must be brought in the United States (17 U.S.C.
+ * § 507(b)), so the evidence of a copy found is there for as long as it can be acted on. A match a takedown cites
+ * is kept as long as the takedown, whose notice quotes it; the audit trail keeps every `content.match.detected`.
+ */
+export const MATCH_RETENTION_DAYS = 1_095
+/** Matches one purge deletes at most (the sweep runs every 30 s by default). */
+const MATCH_PURGE_LIMIT = 10_000
+
+/** The smallest id `newId(prefix, ms)` can mint: ids are time-sortable (ids.ts), so `id <` it is "minted before ms". */
+const firstIdAt = (prefix: string, ms: number) => {
+  const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+  let time = ""
+  let t = ms
+  for (let i = 0; i < 10; i++) {
+    time = crockford[t % 32] + time
+    t = Math.floor(t / 32)
+  }
+  return `${prefix}_${time}`
+}
 
 /** Image work (sharp, c2pa-rs) in one of the process's few slots: see IMAGE_SLOTS. */
 const imaging = <A>(work: () => Promise<A>) => Effect.promise(() => withImageSlot(work))
@@ -253,6 +299,16 @@ export class ContentService extends Context.Service<
       contentId: string,
       page: PageRequest,
     ) => Effect.Effect<Page<Takedown>, ContentNotFound | InvalidCursor>
+    /**
+     * Fingerprints again, in batches, every text still at an older fold, until none is left (on any instance);
+     * answers how many this call did. The layer runs it in the background from its start (`refoldWorker`).
+     */
+    readonly refold: Effect.Effect<number>
+    /**
+     * Deletes the matches older than the retention (ContentSettings.matchRetentionDays) that no takedown cites, at
+     * most MATCH_PURGE_LIMIT a call; answers how many. Run by the server's housekeeping sweep.
+     */
+    readonly purgeMatches: Effect.Effect<number>
   }
 >()("@agentgov/domain/content/ContentService") {
   static readonly layer = Layer.effect(
@@ -505,58 +561,91 @@ export class ContentService extends Context.Service<
         return { mediaType: row.media_type, data: Buffer.from(row.asset, "base64") }
       })
 
+      /**
+       * A cut of the candidate and what is derived from it lazily: the current fold's, and while texts of an older
+       * one remain (`refolding`) the old cut (tokenizeLegacy), with which those texts are looked up and verified.
+       */
+      interface CandidateView {
+        readonly cut: (text: string) => Array<Token>
+        readonly tokens: ReadonlyArray<Token>
+        readonly shingles: ReadonlyArray<number>
+        readonly positions: Map<number, Array<number>>
+        distinct?: number
+        minhash?: ReadonlyArray<number>
+      }
+      const viewOf = (text: string, cut: (text: string) => Array<Token>): CandidateView => {
+        // Winnowed with the scan's wider window: every run long enough to be reported still shares one.
+        const { tokens, shingles, fingerprints } = candidateFingerprints(text, cut)
+        const positions = new Map<number, Array<number>>()
+        for (const f of fingerprints) {
+          const at = positions.get(f.hash)
+          if (at) at.push(f.pos)
+          else positions.set(f.hash, [f.pos])
+        }
+        return { cut, tokens, shingles, positions }
+      }
+
       const scanText = (actor: Actor, text: string, only: string | undefined) =>
         Effect.gen(function* () {
-          // Winnowed with the scan's wider window: every run long enough to be reported still shares one.
-          const { tokens, shingles, fingerprints } = candidateFingerprints(text)
-          if (fingerprints.length === 0) return []
-          const positions = new Map<number, Array<number>>()
-          for (const f of fingerprints) {
-            const at = positions.get(f.hash)
-            if (at) at.push(f.pos)
-            else positions.set(f.hash, [f.pos])
-          }
+          const current = viewOf(text, tokenize)
+          // Texts not yet fingerprinted again keep their old rows: looked up with the candidate cut as they were.
+          const legacy = refolding ? viewOf(text, tokenizeLegacy) : undefined
+          if (current.positions.size === 0 && (legacy?.positions.size ?? 0) === 0) return []
           // One statement for every fingerprint: an index probe each, inside the server.
-          const hits = yield* sql
-            .unsafe<{ content_id: string; hash: string | number; pos: number }>(TEXT_LOOKUP_SQL, [
-              actor.workspaceId,
-              [...positions.keys()],
-              only ?? null,
-            ])
-            .pipe(Effect.orDie)
+          const hits =
+            legacy === undefined
+              ? yield* sql
+                  .unsafe<{ content_id: string; hash: string | number; pos: number; legacy?: boolean }>(
+                    TEXT_LOOKUP_SQL,
+                    [actor.workspaceId, [...current.positions.keys()], only ?? null],
+                  )
+                  .pipe(Effect.orDie)
+              : yield* sql
+                  .unsafe<{ content_id: string; hash: string | number; pos: number; legacy?: boolean }>(
+                    TEXT_LOOKUP_REFOLDING_SQL,
+                    [actor.workspaceId, [...current.positions.keys()], only ?? null, [...legacy.positions.keys()]],
+                  )
+                  .pipe(Effect.orDie)
           // The MinHash estimate of an item's Jaccard similarity, computed only for an item long enough to be a
           // near-duplicate: Jaccard is at most |B| / |A| for the item's shingles B and the candidate's A, and where
           // that is under 1/4 an estimate of 0.5 or more could only be noise (a 64-slot signature of a true 0.25
           // reads 0.5 about once in 100,000).
-          let distinct: number | undefined
-          let minhash: ReadonlyArray<number> | undefined
-          const jaccardWith = (registeredWords: number, signature: ReadonlyArray<number>) => {
+          const jaccardWith = (
+            view: CandidateView,
+            registeredWords: number,
+            signature: () => ReadonlyArray<number>,
+          ) => {
             // The candidate's shingle count bounds its distinct ones: counted only when that bound cannot decide.
             const itemShingles = Math.max(1, registeredWords - SHINGLE_WORDS + 1) * 4
-            if (itemShingles < shingles.length) {
-              distinct ??= distinctCount(shingles)
-              if (itemShingles < distinct) return 0
+            if (itemShingles < view.shingles.length) {
+              view.distinct ??= distinctCount(view.shingles)
+              if (itemShingles < view.distinct) return 0
             }
-            minhash ??= minHashOf(shingles)
-            return minHashSimilarity(minhash, signature)
+            view.minhash ??= minHashOf(view.shingles)
+            return minHashSimilarity(view.minhash, signature())
           }
           // Each item's positions of each shared hash, paired with the candidate's (seedPairs: at most
           // MAX_POSITIONS_PER_HASH of each side, so a text repeating one phrase is not N² seeds).
-          const byItem = new Map<string, Map<number, Array<number>>>()
+          const byItem = new Map<string, { legacy: boolean; hashes: Map<number, Array<number>> }>()
           for (const h of hits) {
             let item = byItem.get(h.content_id)
             if (!item) {
-              item = new Map()
+              item = { legacy: h.legacy === true, hashes: new Map() }
               byItem.set(h.content_id, item)
             }
             const hash = Number(h.hash)
-            const at = item.get(hash)
+            const at = item.hashes.get(hash)
             if (at) at.push(h.pos)
-            else item.set(hash, [h.pos])
+            else item.hashes.set(hash, [h.pos])
           }
-          const seeds = new Map<string, Array<readonly [number, number]>>()
-          for (const [contentId, item] of byItem) seeds.set(contentId, seedPairs(positions, item))
-          const ranked = [...seeds.entries()].sort((a, b) => b[1].length - a[1].length).slice(0, MAX_TEXT_CANDIDATES)
+          const seeds = new Map<string, { view: CandidateView; pairs: Array<readonly [number, number]> }>()
+          for (const [contentId, item] of byItem) {
+            const view = item.legacy && legacy !== undefined ? legacy : current
+            seeds.set(contentId, { view, pairs: seedPairs(view.positions, item.hashes) })
+          }
+          const ranked = [...seeds.entries()]
+            .sort((a, b) => b[1].pairs.length - a[1].pairs.length)
+            .slice(0, MAX_TEXT_CANDIDATES)
           if (ranked.length === 0) return []
           // The candidates' texts, loaded a few at a time (at most TEXT_BATCH_CHARS of stored asset a statement, the
           // best ranked first) and each verified in its own turn of the event loop: 50 texts of 2,000,000 characters
@@ -585,7 +674,7 @@ export class ContentService extends Context.Service<
           const byId = new Map<string, { id: string; asset: string; minhash: ReadonlyArray<number> }>()
           let loaded = -1
           const out: Array<ContentMatch> = []
-          for (const [contentId, pairs] of ranked) {
+          for (const [contentId, { view, pairs }] of ranked) {
             const batch = batchOf.get(contentId)
             if (batch === undefined) continue
             if (batch > loaded) {
@@ -605,13 +694,19 @@ export class ContentService extends Context.Service<
             // A turn of the event loop before each item: other requests are answered between them.
             yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
             const registeredText = Buffer.from(row.asset, "base64").toString("utf8")
-            const registered = tokenize(registeredText)
+            // Cut as its rows were (the old way for a text not yet fingerprinted again), as the candidate was.
+            const registered = view.cut(registeredText)
+            const tokens = view.tokens
             const spans = copiedSpans(tokens, registered, pairs)
             const found = coverage(
               spans.map((s) => s.registered),
               registered.length,
             )
-            const jaccard = jaccardWith(registered.length, row.minhash)
+            // The MinHash of the old cut is computed here rather than read: the worker may have replaced the
+            // stored one since the lookup.
+            const jaccard = jaccardWith(view, registered.length, () =>
+              view === current ? row.minhash : minHashOf(shingleHashes(registered.map((t) => t.word))),
+            )
             if (spans.length === 0 && jaccard < MINHASH_NEAR_DUPLICATE) continue
             // MinHash speaks only for whole-document near-duplicates; below that the spans are the evidence.
             const nearDuplicate = jaccard >= MINHASH_NEAR_DUPLICATE && jaccard > found
@@ -826,6 +921,14 @@ export class ContentService extends Context.Service<
                 limit: TAKEDOWNS_PER_DAY,
                 retryAfterSeconds: Math.max(1, Math.ceil((Number(sent!.oldest) + DAY_MS - now) / 1000)),
               })
+            // The match cited is held (a purge skips it, or is waited for) until the takedown citing it commits:
+            // one purged since it was read above is a 422, not a foreign-key failure.
+            if (input.matchId !== undefined) {
+              const held = yield* sql`SELECT 1 FROM content_matches
+                  WHERE workspace_id = ${actor.workspaceId} AND id = ${input.matchId} FOR KEY SHARE`
+              if (held.length === 0)
+                return yield* new InvalidInput({ field: "matchId", message: "is not a match of this item" })
+            }
             const [row] = yield* sql<TakedownRow>`INSERT INTO content_takedowns (id, workspace_id, content_id, match_id,
                 target_url, recipient, note, notice, status, message_id, error, created_at, sent_at)
               VALUES (${id}, ${actor.workspaceId}, ${contentId}, ${input.matchId ?? null}, ${target.href},
@@ -886,29 +989,83 @@ export class ContentService extends Context.Service<
       /**
        * Texts fingerprinted under an older normalisation (`fingerprint_fold` < FOLD_VERSION: migration 0028
        * labels 1 those holding a letter versions 1 and 2 fold differently, 0030 leaves at 2 those holding a letter
-       * version 3 cuts as a word of its own) are fingerprinted again from their stored text,
-       * each in a transaction that takes its row first: instances starting together do each text once. Their
-       * rows are replaced with the current window's; words and MinHash with the current fold's.
+       * version 3 cuts as a word of its own) are fingerprinted again from their stored text, off the start path:
+       * REFOLD_BATCH at a time, each batch in a transaction that takes its rows `FOR UPDATE SKIP LOCKED`, so
+       * instances share the work and none does a text twice. Their rows are replaced with the current window's;
+       * words and MinHash with the current fold's. Until a text's turn, scans look it up by its old rows
+       * (TEXT_LOOKUP_REFOLDING_SQL), for as long as `refolding` is true: from the start until the worker finds
+       * none left on any instance (registrations are stored at FOLD_VERSION, so none appears after).
        */
+      let refolding = true
+      const PENDING = sql.literal(`kind = 'text' AND fingerprint_fold < ${FOLD_VERSION}`)
+      const refoldBatch = tx(
+        Effect.gen(function* () {
+          // Through the partial index of migration 0033 (its predicate, written out).
+          const rows = yield* sql<{ id: string; workspace_id: string; asset: string }>`SELECT id, workspace_id, asset
+              FROM content_items WHERE ${PENDING}
+              ORDER BY fingerprint_fold, id LIMIT ${REFOLD_BATCH} FOR UPDATE SKIP LOCKED`
+          for (const row of rows) {
+            // A turn of the event loop before each text: requests are answered between them.
+            yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+            const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
+            yield* sql`DELETE FROM content_text_fingerprints WHERE content_id = ${row.id}`
+            yield* insertFingerprints(row.workspace_id, row.id, fp.fingerprints)
+            yield* sql`UPDATE content_items SET words = ${fp.tokens.length}, fingerprint_window = ${WINDOW},
+                fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
+              WHERE id = ${row.id}`
+          }
+          return rows.length
+        }),
+      )
       const refold = Effect.gen(function* () {
-        const stale = yield* sql<{ id: string }>`SELECT id FROM content_items
-            WHERE kind = 'text' AND fingerprint_fold < ${FOLD_VERSION} ORDER BY id`
-        for (const { id } of stale)
-          yield* tx(
-            Effect.gen(function* () {
-              const [row] = yield* sql<{ workspace_id: string; asset: string }>`SELECT workspace_id, asset
-                  FROM content_items WHERE id = ${id} AND fingerprint_fold < ${FOLD_VERSION} FOR UPDATE`
-              if (!row) return
-              const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
-              yield* sql`DELETE FROM content_text_fingerprints WHERE content_id = ${id}`
-              yield* insertFingerprints(row.workspace_id, id, fp.fingerprints)
-              yield* sql`UPDATE content_items SET words = ${fp.tokens.length}, fingerprint_window = ${WINDOW},
-                  fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
-                WHERE id = ${id}`
-            }),
-          )
+        let done = 0
+        for (;;) {
+          const n = yield* refoldBatch
+          done += n
+          if (n > 0) continue
+          // None free: done, unless another instance holds the last ones (not committed yet).
+          const [left] = yield* sql<{ pending: boolean }>`SELECT EXISTS (SELECT 1 FROM content_items
+              WHERE ${PENDING}) AS pending`
+          if (!left?.pending) {
+            refolding = false
+            return done
+          }
+          yield* pause(REFOLD_PAUSE_MS)
+        }
       }).pipe(Effect.orDie)
-      yield* refold
+      const settings = yield* ContentSettings
+      if (settings.refoldWorker !== false)
+        yield* Effect.forkScoped(
+          Effect.gen(function* () {
+            // A failure (the store unavailable) is retried after a pause: the texts left keep their old rows.
+            for (;;) {
+              const exit = yield* Effect.exit(refold)
+              if (Exit.isSuccess(exit)) return
+              yield* Effect.logWarning("fingerprinting texts of an older fold again failed; retrying", exit.cause)
+              yield* pause(REFOLD_PAUSE_MS * 5)
+            }
+          }),
+        )
+
+      /**
+       * Matches past the retention that no takedown cites (content_takedowns_by_match, migration 0033), through the
+       * primary key (ids sort by the time they were minted). FOR UPDATE SKIP LOCKED: a match a takedown being
+       * created holds (FOR KEY SHARE) is skipped, and a purge on another instance is not waited for. The foreign
+       * key of content_takedowns.match_id still refuses to delete a cited match whatever the order.
+       */
+      const retentionMs = (settings.matchRetentionDays ?? MATCH_RETENTION_DAYS) * DAY_MS
+      const purgeMatches = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const before = now - retentionMs
+        return sql<{ n: number }>`WITH gone AS (DELETE FROM content_matches WHERE id IN (
+              SELECT m.id FROM content_matches m
+              WHERE m.id < ${firstIdAt("mch", before)} AND m.created_at < ${isoOf(before)}::timestamptz
+                AND NOT EXISTS (SELECT 1 FROM content_takedowns t WHERE t.match_id = m.id)
+              ORDER BY m.id LIMIT ${MATCH_PURGE_LIMIT} FOR UPDATE SKIP LOCKED) RETURNING 1)
+            SELECT count(*)::int AS n FROM gone`.pipe(
+          Effect.map((r) => r[0]?.n ?? 0),
+          Effect.orDie,
+        )
+      }).pipe(Effect.withSpan("ContentService.purgeMatches"))
 
       return ContentService.of({
         register,
@@ -919,6 +1076,8 @@ export class ContentService extends Context.Service<
         detectWatermark: detect,
         createTakedown,
         listTakedowns,
+        refold,
+        purgeMatches,
       })
     }),
   )

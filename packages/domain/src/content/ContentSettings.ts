@@ -14,6 +14,17 @@ export interface ContentSettingsShape {
   readonly c2paCertPem?: string | undefined
   /** AGENTGOV_C2PA_KEY: its private key (PEM). Without both, the service issues its own. */
   readonly c2paKeyPem?: string | undefined
+  /**
+   * `false`: the service does not start its refold worker (texts of an older fold are then fingerprinted again only
+   * by `ContentService.refold`, or by another instance's worker). For tests; unset, it starts.
+   */
+  readonly refoldWorker?: boolean | undefined
+  /**
+   * AGENTGOV_CONTENT_MATCH_RETENTION_DAYS: a recorded match no takedown cites is purged this many days after it was
+   * found (unset: MATCH_RETENTION_DAYS of ContentService, 1,095, three years). A match a takedown cites is kept
+   * with the takedown.
+   */
+  readonly matchRetentionDays?: number | undefined
 }
 
 /** The operator's content settings (SMTP_URL, AGENTGOV_TAKEDOWN_FROM). Unset: notices stay pending. */

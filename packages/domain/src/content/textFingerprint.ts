@@ -145,8 +145,9 @@ const CONFUSABLES: Readonly<Record<string, string>> = {
  * letters were added to CONFUSABLES and capitals began to fold through their small letter, 3 since the letters of
  * the SPACELESS scripts are words of their own (the same day, fourth pass: a paragraph of Chinese or Japanese was
  * a handful of "words" cut at its punctuation, and a copy differing anywhere in a clause lost that clause). Texts
- * stored under an older version are fingerprinted again when the service starts (ContentService), as their rows
- * would not be found by a copy folded the new way.
+ * stored under an older version are fingerprinted again by a background worker the service starts (ContentService),
+ * as their rows would not be found by a copy folded the new way; until then a scan looks them up cut the old way
+ * (`tokenizeLegacy`).
  */
 export const FOLD_VERSION = 3
 
@@ -245,8 +246,11 @@ export const tokenize = (text: string): Array<Token> => {
   return tokens
 }
 
-/** `tokenize` character by character, for any text. */
-export const tokenizeWalk = (text: string): Array<Token> => {
+/**
+ * `tokenize` character by character, for any text. `spaceless: false` cuts the SPACELESS letters as fold version 2
+ * did (inside the words around them, at spaces and punctuation only): see `tokenizeLegacy`.
+ */
+export const tokenizeWalk = (text: string, spaceless = true): Array<Token> => {
   const tokens: Array<Token> = []
   let word = ""
   let start = -1
@@ -261,7 +265,7 @@ export const tokenizeWalk = (text: string): Array<Token> => {
     }
     for (const c of folded) {
       if (isWordChar(c)) {
-        if (isSpaceless(c)) {
+        if (spaceless && isSpaceless(c)) {
           // A word of its own, ending the one before (SPACELESS); every letter a character folds to (㍿ is
           // 株式会社) has that character's offsets.
           if (start >= 0) tokens.push({ word, start, end })
@@ -284,6 +288,15 @@ export const tokenizeWalk = (text: string): Array<Token> => {
   if (start >= 0) tokens.push({ word, start, end })
   return tokens
 }
+
+/**
+ * A text's words as fold version 2 cut them (every version's fold of a code point but the SPACELESS cut, which
+ * version 3 added; the test compares it with a frozen copy of version 2): what the rows and MinHash of a text still
+ * at an older `fingerprint_fold` were computed from, until the refold worker (ContentService) fingerprints it again.
+ * A scan meanwhile looks such a text up, and verifies it, with the candidate cut the same way.
+ */
+export const tokenizeLegacy = (text: string): Array<Token> =>
+  NON_ASCII.test(text) ? tokenizeWalk(text, false) : tokenize(text)
 
 /** The normalised text: its words joined by single spaces. */
 export const normalizeText = (text: string): string =>
@@ -443,9 +456,12 @@ export interface TextFingerprints {
   readonly minhash: ReadonlyArray<number>
 }
 
-/** A scanned candidate's words, shingle hashes and the fingerprints it looks up (winnowed with SCAN_WINDOW). */
-export const candidateFingerprints = (text: string) => {
-  const tokens = tokenize(text)
+/**
+ * A scanned candidate's words, shingle hashes and the fingerprints it looks up (winnowed with SCAN_WINDOW); cut by
+ * `tokenizeLegacy` to look up the texts not yet fingerprinted again.
+ */
+export const candidateFingerprints = (text: string, cut: (text: string) => Array<Token> = tokenize) => {
+  const tokens = cut(text)
   const shingles = shingleHashes(tokens.map((t) => t.word))
   return { tokens, shingles, fingerprints: winnow(shingles, SCAN_WINDOW) }
 }

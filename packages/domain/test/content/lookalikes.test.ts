@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import type { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
@@ -8,7 +8,7 @@ import {
   normalizeText,
   shingleHashes,
 } from "../../src/content/textFingerprint.ts"
-import { type Actor, Authenticator, C2paSigner, ContentService, WorkspaceService } from "../../src/index.ts"
+import { type Actor, Authenticator, ContentService, WorkspaceService } from "../../src/index.ts"
 import { newId } from "../../src/shared/ids.ts"
 import { type DomainTestRuntime, makeDomainRuntime, type R } from "../runtime.ts"
 import { ARTICLE as PROSE } from "./corpus.ts"
@@ -185,7 +185,7 @@ describe("lookalike families", () => {
 })
 
 describe("texts stored under the previous normalisation", () => {
-  it("are fingerprinted again when the service starts, and a copy folded the new way then finds them", async () => {
+  it("are fingerprinted again by the refold worker, and a copy folded the new way then finds them", async () => {
     const actor = await make("upgrade")
     const sql = (f: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, unknown, never>) =>
       run(SqlClient.SqlClient.use(f) as Effect.Effect<unknown, never, R>)
@@ -211,12 +211,8 @@ describe("texts stored under the previous normalisation", () => {
     // The plain text is a copy of it: its rows, of version 1, are not found.
     expect((await run(content((s) => s.scan(actor, { text: ARTICLE })))).matches).toEqual([])
 
-    // An instance starts: its content service fingerprints the text again.
-    await run(
-      Effect.scoped(
-        Layer.build(Layer.fresh(ContentService.layer).pipe(Layer.provide(Layer.fresh(C2paSigner.layer)))),
-      ).pipe(Effect.map((ctx) => Context.get(ctx, ContentService))) as unknown as Effect.Effect<unknown, never, R>,
-    )
+    // The refold worker's job (run by every instance in the background since the fifth pass, refold.test.ts).
+    await run(content((s) => s.refold))
     const [row] = (await sql(
       (s) => s`SELECT fingerprint_fold, fingerprint_window, words FROM content_items WHERE id = ${id}`,
     )) as Array<{ fingerprint_fold: number; fingerprint_window: number; words: number }>
