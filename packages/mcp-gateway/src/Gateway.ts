@@ -1,3 +1,4 @@
+import { createHash, createHmac, randomBytes } from "node:crypto"
 import type { AgentGov, AgentRuntime, GuardDecision, Policy } from "@agentgov/sdk"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import {
@@ -28,6 +29,11 @@ export interface GatewayOptions {
   readonly approvalTimeoutMs?: number
   /** Hide tools the policies deny outright from `tools/list` (default true). */
   readonly hideDenied?: boolean
+  /**
+   * The HMAC key of `argumentsDigest` (see {@link argumentsDigest}); the CLI derives it from the agent key, so that
+   * it outlives a restart. Absent: a random key of this process.
+   */
+  readonly digestKey?: Uint8Array
   readonly log?: (message: string) => void
 }
 
@@ -40,10 +46,40 @@ interface KnownDefinition {
 const MAX_UNSENT = 1_000
 /** Definitions remembered as flagged already: two full listings' worth. */
 export const MAX_FLAGGED = 20_000
+/** Approvals of calls given up on, remembered for the same call asked again; beyond, the oldest is forgotten. */
+export const MAX_AWAITED = 1_000
 /** How often events kept for that reason try again without a call to prompt them. */
 const RETRY_UNSENT_MS = 5_000
 
 type DeniedReason = "policy_denied" | "approval_denied" | "approval_timeout" | "service_unavailable"
+
+/** JSON with every object's keys sorted (JCS's order for the plain JSON a tool call's arguments are). */
+const canonicalJson = (v: unknown): string =>
+  v === null || typeof v !== "object"
+    ? (JSON.stringify(v) ?? "null")
+    : Array.isArray(v)
+      ? `[${v.map(canonicalJson).join(",")}]`
+      : `{${Object.keys(v)
+          .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+          .sort()
+          .map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`)
+          .join(",")}}`
+
+/**
+ * The key of {@link argumentsDigest} a gateway holding this agent key uses: every gateway of the key, and a restarted
+ * one, digests a call alike (so a call asked again finds its pending approval); nobody without the key can.
+ */
+export const digestKeyOf = (apiKey: string): Uint8Array =>
+  createHmac("sha256", "agentgov-mcp-gateway arguments digest").update(apiKey).digest()
+
+/**
+ * Hex HMAC-SHA-256 of a call's arguments as the server is sent them (keys sorted). The guard's context carries it
+ * when the arguments it shows were redacted, so that the approval (bound to the context) is bound to the values
+ * nobody sees: a call that differs only in a redacted secret asks for its own approval. Keyed, so that the trail
+ * and the approvers, who see the digest, cannot test guesses of a short secret against it.
+ */
+export const argumentsDigest = (key: Uint8Array, args: Record<string, unknown>): string =>
+  createHmac("sha256", key).update(canonicalJson(args)).digest("hex")
 
 /** Base64url JSON of a JWT's payload. */
 const tokenClaims = (token: string): Record<string, unknown> => {
@@ -56,9 +92,9 @@ const tokenClaims = (token: string): Record<string, unknown> => {
 
 /**
  * The governed proxy: what one MCP server's tools look like through agentgov. Every `tools/call` is a guard
- * call on `mcp.<server>.<tool>` with `{server, tool, arguments, definition}` as context, and nothing reaches
- * the server without an `allow` (after an approval when one is required). Results pass the sanitiser. Every
- * outcome is reported as an event under the agent's key.
+ * call on `mcp.<server>.<tool>` with `{server, tool, arguments, argumentsDigest?, definition}` as context, and
+ * nothing reaches the server without an `allow` (after an approval when one is required). Results pass the
+ * sanitiser. Every outcome is reported as an event under the agent's key.
  */
 export class Gateway {
   /** The tools of the server's latest listing, by the exact name it listed (MCP's names are case-sensitive). */
@@ -79,12 +115,22 @@ export class Gateway {
   private readonly unsent: Array<{ type: string; data: Record<string, unknown> }> = []
   private retry: NodeJS.Timeout | undefined
   private readonly approvalTimeoutMs: number
+  private readonly digestKey: Uint8Array
+  /**
+   * The approval of each call that stopped waiting for it undecided (the gateway's time-out, the client's
+   * cancellation, the service out of reach), by action and context: the same call asked again carries it to the
+   * guard, so that an approval granted after the gateway gave up lets that call through once, and one still
+   * pending is waited for again. (Without it, an approval granted late was used by nothing: asked again, the
+   * guard opens a new one.) At most MAX_AWAITED, the oldest forgotten first.
+   */
+  private readonly awaited = new Map<string, string>()
 
   private readonly options: GatewayOptions
 
   constructor(options: GatewayOptions) {
     this.options = options
     this.approvalTimeoutMs = options.approvalTimeoutMs ?? 50_000
+    this.digestKey = options.digestKey ?? randomBytes(32)
   }
 
   /** A new MCP server speaking for this gateway: one per downstream connection (stdio) or HTTP request. */
@@ -357,7 +403,7 @@ export class Gateway {
         : reason === "policy_denied"
           ? `"${tool}" was denied by policy`
           : reason === "approval_timeout"
-            ? `"${tool}" needs an approval that was not decided within ${Math.round(this.approvalTimeoutMs / 1000)} s`
+            ? `"${tool}" needs an approval that was not decided within ${Math.round(this.approvalTimeoutMs / 1000)} s (${approvalId ?? "it"} is still pending: the same call with the same arguments, made again, goes ahead once it is approved)`
             : `"${tool}" needs an approval that was not granted`
     throw gatewayError(code, `${lead}: ${why}`, { reason, reasons, ...(approvalId ? { approvalId } : {}) })
   }
@@ -400,6 +446,12 @@ export class Gateway {
     return gatewayError(GATEWAY_ERRORS.upstreamUnavailable, `the MCP server failed: ${failed.value}`, {
       reason: "upstream_unavailable",
     })
+  }
+
+  private remember(callKey: string, approvalId: string): void {
+    this.awaited.delete(callKey)
+    this.awaited.set(callKey, approvalId)
+    if (this.awaited.size > MAX_AWAITED) this.awaited.delete(this.awaited.keys().next().value!)
   }
 
   /**
@@ -492,10 +544,13 @@ export class Gateway {
       this.options.log?.(
         `redacted from the arguments of "${tool}" sent to agentgov: ${shown.redactions.map((r) => `${r.rule} ×${r.count}`).join(", ")}`,
       )
+    // Redacted arguments alone would let two calls that differ only in a secret share one approval: the digest of
+    // the arguments as sent tells them apart (and is only there when something was redacted).
     const context = {
       server,
       tool,
       arguments: shown.value as never,
+      ...(shown.redactions.length > 0 ? { argumentsDigest: argumentsDigest(this.digestKey, args ?? {}) } : {}),
       definition: {
         known: true,
         flagged: definition.findings.length > 0,
@@ -516,8 +571,17 @@ export class Gateway {
             },
           )
         })
-    let decision = await guard()
-    let approvalId: string | undefined
+    // The approval this very call was given before, if the gateway stopped waiting for it: the guard uses it when
+    // it was approved since, answers it again while pending, and opens a new one when it can no longer be used.
+    // (By hash: a context may be tens of kilobytes, and up to MAX_AWAITED are kept.)
+    const callKey = createHash("sha256")
+      .update(`${action}\u0000${canonicalJson(context)}`)
+      .digest("base64")
+    const earlier = this.awaited.get(callKey)
+    this.awaited.delete(callKey)
+    let decision = await guard(earlier)
+    // The approval the guard used (allowed on the earlier one) or opened.
+    let approvalId: string | undefined = decision.approvalId
     if (decision.decision === "require_approval") {
       approvalId = decision.approvalId!
       let status: string
@@ -528,6 +592,8 @@ export class Gateway {
         })
         status = approval.status
       } catch (error) {
+        // Undecided as far as the gateway knows: kept for this call's next attempt.
+        this.remember(callKey, approvalId)
         if (signal?.aborted) return this.cancelled(tool, approvalId)
         if ((error as { code?: unknown }).code === "APPROVAL_WAIT_TIMEOUT")
           return this.refuse(tool, "approval_timeout", decision, approvalId)

@@ -9,7 +9,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { boundedFetch } from "./boundedFetch.ts"
 import { type GatewayConfig, isLoopbackHost } from "./config.ts"
 import { DefinitionStore } from "./DefinitionStore.ts"
-import { Gateway } from "./Gateway.ts"
+import { digestKeyOf, Gateway } from "./Gateway.ts"
 import { readJsonRpcBody } from "./jsonRpcBody.ts"
 import { keepAliveFetch } from "./keepAliveFetch.ts"
 import { Sanitizer } from "./sanitizer.ts"
@@ -112,6 +112,7 @@ export const startGateway = async (
     store: new DefinitionStore(config.storePath),
     approvalTimeoutMs: config.approvalTimeoutMs,
     hideDenied: config.hideDenied,
+    digestKey: digestKeyOf(config.apiKey),
     log,
   })
   await upstream.start()

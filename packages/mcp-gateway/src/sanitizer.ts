@@ -45,7 +45,10 @@ export const CREDENTIAL_PATTERNS: Readonly<Record<string, RegExp>> = {
   ),
 }
 
-/** A key of structured content whose string value is a secret: `{"password": "…"}`, `{"DB_PASSWORD": "…"}`. */
+/**
+ * A key of structured content whose string value is a secret: `{"password": "…"}`, `{"DB_PASSWORD": "…"}`. Its
+ * value is redacted whatever its length (only the empty string is left): a short password or PIN is still one.
+ */
 const SECRET_KEY = new RegExp(`^[A-Za-z0-9_.-]{0,64}?${SECRET_NAME}[A-Za-z0-9_.-]{0,64}$`, "i")
 
 const PEM_BEGIN = /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----/g
@@ -181,7 +184,7 @@ export class Sanitizer {
           k,
           k === binary
             ? x
-            : typeof x === "string" && x.length >= 8 && SECRET_KEY.test(k)
+            : typeof x === "string" && x !== "" && SECRET_KEY.test(k)
               ? secretValue()
               : block && k === "resource" && o.type === "resource"
                 ? walk(x, depth + 1, true)

@@ -93,6 +93,63 @@ describe("a call's arguments", () => {
     }
   }, 30_000)
 
+  it("that differ only in a redacted secret need an approval each (the approval binds a digest of the values)", async () => {
+    const agent = await admin.agents.create({ name: unique("mcp-args-digest") })
+    const key = await admin.apiKeys.create({
+      name: "gateway",
+      type: "agent",
+      agentId: agent.id,
+      scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"],
+    })
+    const server = unique("srv").replace(/[^a-z0-9]/g, "_")
+    await admin.policies.create({
+      name: unique("mcp-policy"),
+      target: { agentIds: [agent.id] },
+      rules: [{ id: "big", effect: "require_approval", actions: [`mcp.${server}.wire_money`] }],
+    })
+    const pendingOnes = async (n: number) => {
+      for (;;) {
+        const pending = await admin.approvals.list({ agentId: agent.id, status: "pending" } as never).toArray(10)
+        if (pending.length >= n) return pending
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    const c = await connect("stdio", { url: t.url, apiKey: key.apiKey, server })
+    try {
+      const first = { amount: 5, password: "1111" }
+      const second = { password: "2222", amount: 5 }
+      const call = c.client.callTool({ name: "wire_money", arguments: first })
+      const [approved] = await pendingOnes(1)
+      // The same values in another key order are the same call: it waits for the same approval.
+      const again = c.client.callTool({ name: "wire_money", arguments: { password: "1111", amount: 5 } })
+      // Another password: a second approval, although both show the approver the same redacted arguments.
+      const other = c.client.callTool({ name: "wire_money", arguments: second })
+      await eventsOf(admin, agent.id, "policy.evaluated", 3)
+      const pending = await admin.approvals.list({ agentId: agent.id, status: "pending" } as never).toArray(10)
+      expect(pending).toHaveLength(2)
+      const [denied] = pending.filter((p) => p.id !== approved!.id)
+      for (const p of pending) {
+        expect(p.context.arguments).toEqual({ amount: 5, password: "[REDACTED:secret_assignment]" })
+        expect(p.context.argumentsDigest).toMatch(/^[0-9a-f]{64}$/)
+        expect(JSON.stringify(p.context)).not.toMatch(/1111|2222/)
+      }
+      expect(denied!.context.argumentsDigest).not.toBe(approved!.context.argumentsDigest)
+      await admin.approvals.decide(approved!.id, { decision: "approved" })
+      await admin.approvals.decide(denied!.id, { decision: "denied" })
+      const outcomes = await Promise.allSettled([call, again, other])
+      // One call per approval: the first of the two waiting for it runs, the other is asked again (and times out or
+      // is refused); the call with the other password was denied and never reached the server.
+      expect(c.calls()).toHaveLength(1)
+      expect([`wire_money ${JSON.stringify(first)}`, `wire_money {"password":"1111","amount":5}`]).toContain(
+        c.calls()[0],
+      )
+      expect(outcomes[2]).toMatchObject({ status: "rejected" })
+      expect(String((outcomes[2] as PromiseRejectedResult).reason)).toContain("not granted")
+    } finally {
+      await c.close()
+    }
+  }, 60_000)
+
   it("are redacted by the result's rules, without its URL allowlist or content blocks", () => {
     const sanitizer = new Sanitizer({ allowedHosts: ["docs.example.com"] })
     const { value, redactions } = sanitizer.redactArguments({
@@ -106,5 +163,28 @@ describe("a call's arguments", () => {
       DB_PASSWORD: "[REDACTED:secret_assignment]",
     })
     expect(redactions).toEqual([{ kind: "credential", rule: "secret_assignment", count: 2 }])
+  })
+
+  it("redact a secret-named key's value whatever its length (a 4-digit password is still one)", () => {
+    const { value, redactions } = new Sanitizer().redactArguments({
+      password: "1234",
+      pin: { api_key: "k", client_secret: "abcdefg" },
+      DB_PASSWORD: "x",
+      passwordless: "",
+      note: "short",
+    })
+    expect(value).toEqual({
+      password: "[REDACTED:secret_assignment]",
+      pin: { api_key: "[REDACTED:secret_assignment]", client_secret: "[REDACTED:secret_assignment]" },
+      DB_PASSWORD: "[REDACTED:secret_assignment]",
+      // Nothing to hide in an empty value.
+      passwordless: "",
+      note: "short",
+    })
+    expect(redactions).toEqual([{ kind: "credential", rule: "secret_assignment", count: 4 }])
+    // In a result too.
+    expect(new Sanitizer().sanitize({ structuredContent: { password: "hunter2" } }).value).toEqual({
+      structuredContent: { password: "[REDACTED:secret_assignment]" },
+    })
   })
 })

@@ -183,6 +183,40 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
     }
   })
 
+  it("require_approval: an approval granted after the gateway gave up lets the same call through when asked again", async () => {
+    const a = await newAgent()
+    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const c = await connect(mode, { url: t.url, ...a, flags: ["--approval-timeout", "1"] })
+    try {
+      const error = await mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 7 } }))
+      expect(error.data).toMatchObject({ reason: "approval_timeout" })
+      const approvalId = (error.data as { approvalId: string }).approvalId
+      expect(error.message).toContain(`${approvalId} is still pending`)
+      // The approver decides late, while nothing waits.
+      await admin.approvals.decide(approvalId, { decision: "approved" })
+      // Another call is not this one: it needs its own approval.
+      const other = await mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 8 } }))
+      expect((other.data as { approvalId: string }).approvalId).not.toBe(approvalId)
+      // The same call again goes ahead on that approval, once, with no new request.
+      expect(textOf(await c.client.callTool({ name: "wire_money", arguments: { amount: 7 } }))).toBe("wire_money done")
+      expect(c.calls()).toEqual(['wire_money {"amount":7}'])
+      expect((await admin.approvals.get(approvalId)).usedAt).not.toBeNull()
+      const [called] = await eventsOf(admin, a.agentId, "mcp.tool.called")
+      expect(called!.data).toMatchObject({ tool: "wire_money", approvalId })
+      const all = await admin.approvals.list({ agentId: a.agentId, status: "all" } as never).toArray(10)
+      expect(all.map((x) => x.id).sort()).toEqual(
+        [approvalId, (other.data as { approvalId: string }).approvalId].sort(),
+      )
+      // Used up: asked a third time, the call needs a new approval.
+      const third = await mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 7 } }))
+      expect(third.data).toMatchObject({ reason: "approval_timeout" })
+      expect((third.data as { approvalId: string }).approvalId).not.toBe(approvalId)
+      expect(c.calls()).toHaveLength(1)
+    } finally {
+      await c.close()
+    }
+  })
+
   it("redacts credentials and URLs to hosts not allowlisted from results, and records the finding", async () => {
     const a = await newAgent()
     const c = await connect(mode, { url: t.url, ...a, flags: ["--allowed-hosts", "docs.example.com"] })

@@ -123,6 +123,44 @@ describe("an answer that is not the API's", () => {
     await proxy.close()
   })
 
+  it("makes waitForApproval retry an approval answer that is not this approval's, never taking it for a decision", async () => {
+    const bot = await admin.agents.create({ name: unique("garbled-approval") })
+    const asked = await admin.approvals.create({ agentId: bot.id, action: "x.approve" })
+    const path = `/api/v1/approvals/${asked.id}`
+    // A cache answering another approval's decision, then an envelope without one: before, the wait returned the
+    // first (a decision) at once.
+    const another = { ...asked, id: "apr_another", status: "denied" }
+    const faults = [
+      { status: 200, body: JSON.stringify({ ok: true, data: another }) },
+      { status: 200, body: JSON.stringify({ ok: true, data: { id: asked.id } }) },
+    ]
+    let reads = 0
+    const proxy = await startProxy(t.url, (r) => (r.path === path ? (faults[reads++] ?? "pass") : "pass"))
+    const runtime = clientFor(proxy.url, t.key).agent({ agentId: bot.id, approvalPollIntervalMs: 50, onDrop: () => {} })
+    const waiting = runtime.waitForApproval(asked.id)
+    await expect.poll(() => reads, { timeout: 10_000 }).toBeGreaterThanOrEqual(3)
+    await admin.approvals.decide(asked.id, { decision: "approved" })
+    expect(await waiting).toMatchObject({ id: asked.id, status: "approved" })
+    await runtime.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  })
+
+  it("makes waitForApproval reject with INVALID_RESPONSE when no answer is the approval's, after its retries", async () => {
+    const bot = await admin.agents.create({ name: unique("garbled-approval-all") })
+    const asked = await admin.approvals.create({ agentId: bot.id, action: "x.approve" })
+    const path = `/api/v1/approvals/${asked.id}`
+    const garbled = { status: 200, body: JSON.stringify({ ok: true, data: { id: asked.id, status: "approved" } }) }
+    const proxy = await startProxy(t.url, (r) => (r.path === path ? garbled : "pass"))
+    const runtime = clientFor(proxy.url, t.key, { maxRetries: 1 }).agent({ agentId: bot.id, onDrop: () => {} })
+    const failed = await runtime.waitForApproval(asked.id).catch((e: unknown) => e)
+    expect(failed).toBeInstanceOf(AgentGovError)
+    expect(failed).toMatchObject({ code: "INVALID_RESPONSE" })
+    expect((failed as AgentGovError).message).toContain("no expiresAt")
+    expect(proxy.requests.filter((r) => r.path === path)).toHaveLength(2)
+    await runtime.shutdown({ timeoutMs: 10 })
+    await proxy.close()
+  })
+
   it("keeps an event batch until the service acknowledges it, under one key, stored once", async () => {
     const bot = await admin.agents.create({ name: unique("garbled-batch") })
     let ingests = 0

@@ -135,6 +135,13 @@ export class ApprovalRepo extends Context.Service<
       agentId: string,
       at: string,
     ) => Effect.Effect<ReadonlyArray<Approval>>
+    /**
+     * Deregistered agents that still have pending approvals, and whether each one's workspace is deleted: left by
+     * deregistrations made before they expired their agent's pending approvals (2026-11-29, fourth pass).
+     */
+    readonly deregisteredWithPending: Effect.Effect<
+      ReadonlyArray<{ readonly workspaceId: string; readonly agentId: string; readonly deleted: boolean }>
+    >
   }
 >()("@agentgov/domain/approvals/ApprovalRepo") {
   static readonly layer = Layer.effect(
@@ -246,6 +253,18 @@ export class ApprovalRepo extends Context.Service<
                 decision_reason = CASE WHEN expires_at > ${at}::timestamptz THEN ${AGENT_DEREGISTERED_REASON} END
               WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'pending'
               RETURNING *`.pipe(Effect.map(inExpiryOrder), Effect.orDie),
+        deregisteredWithPending: sql<{ workspace_id: string; agent_id: string; deleted: boolean }>`SELECT
+                d.workspace_id, d.agent_id, w.deleted_at IS NOT NULL AS deleted
+              FROM (SELECT DISTINCT a.workspace_id, a.agent_id FROM approvals a
+                JOIN agents g ON g.workspace_id = a.workspace_id AND g.id = a.agent_id
+                WHERE a.status = 'pending' AND g.status = 'deregistered') d
+              JOIN workspaces w ON w.id = d.workspace_id
+              ORDER BY d.workspace_id, d.agent_id`.pipe(
+          Effect.map((rows) =>
+            rows.map((r) => ({ workspaceId: r.workspace_id, agentId: r.agent_id, deleted: r.deleted })),
+          ),
+          Effect.orDie,
+        ),
       })
     }),
   )

@@ -186,7 +186,10 @@ export class ApprovalService extends Context.Service<
       Approval,
       ApprovalNotFound | ApprovalNotPending | ApproverNotListed | AgentDeregistered | InvalidInput | PermissionDenied
     >
-    /** Records the expiry of undecided approvals past `expiresAt` (`approval.decided`, denied); returns how many. */
+    /**
+     * Records the expiry of undecided approvals past `expiresAt` (`approval.decided`, denied), and expires the pending
+     * approvals of agents deregistered before deregistrations expired them; returns how many.
+     */
     readonly expireDue: Effect.Effect<number>
   }
 >()("@agentgov/domain/approvals/ApprovalService") {
@@ -479,6 +482,23 @@ export class ApprovalService extends Context.Service<
               // A deleted workspace's trail ends with `workspace.deleted` (and its webhooks would be sent anything
               // appended after it): its approvals are recorded as expired, as they read, with no event.
               if (deleted) return expired.length
+              yield* audit.append(yield* systemIn(workspaceId), expired.map(approvalExpiredEvent))
+              return expired.length
+            }),
+          )
+        }
+        // Pending approvals of agents deregistered before a deregistration expired them (fourth pass): expired now,
+        // as the deregistration does (`expireForAgent`, reason "the agent was deregistered"), recorded as the system.
+        // `now`, not the deregistration's instant: they read pending (and were listed to approvers) until now. Each
+        // agent under its guard-request lock, so that sweeps on two instances take its rows one after the other.
+        for (const { workspaceId, agentId, deleted } of yield* repo.deregisteredWithPending) {
+          count += yield* tx(
+            Effect.gen(function* () {
+              yield* sql`SELECT pg_advisory_xact_lock(${GUARD_REQUEST_LOCK}, hashtext(${`${workspaceId}/${agentId}`}))`.pipe(
+                Effect.orDie,
+              )
+              const expired = yield* repo.expireForAgent(workspaceId, agentId, now)
+              if (expired.length === 0 || deleted) return expired.length
               yield* audit.append(yield* systemIn(workspaceId), expired.map(approvalExpiredEvent))
               return expired.length
             }),

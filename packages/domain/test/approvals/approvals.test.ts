@@ -9,6 +9,7 @@ import {
   ApprovalService,
   Authenticator,
   approvalBindingHash,
+  EventService,
   MAX_PENDING_APPROVALS_PER_AGENT,
   WorkspaceService,
 } from "../../src/index.ts"
@@ -565,6 +566,70 @@ describe("an agent deregistered mid-approval", () => {
       expect(error).toMatchObject({ _tag: "AgentDeregistered", agentId })
     }
     expect((await run(ApprovalService.use((s) => s.get(actor, a.id)))).status).toBe("pending")
+  })
+
+  it("the expiry sweep expires the pending approvals an earlier deregistration left, as a deregistration does", async () => {
+    const { actor, agentId } = await setup()
+    const left = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
+    const other = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "y" })))
+    const live = await run(AgentService.use((s) => s.register(actor, { name: "still-here" })))
+    const alive = await run(ApprovalService.use((s) => s.create(actor, { agentId: live.id, action: "x" })))
+    // As a deregistration before the fourth pass left them: the agent deregistered, its approvals pending with no
+    // approval.decided (its other steps, the event and the keys' revocation, do not matter here).
+    await run(
+      SqlClient.SqlClient.use(
+        (sql) => sql`UPDATE agents SET status = 'deregistered', deregistered_at = now(), updated_at = now()
+          WHERE id = ${agentId}`,
+      ),
+    )
+    const before = (await eventTypes(actor.workspaceId)).length
+    const sweptAt = Date.now() + 1000
+    expect(
+      await run(
+        at(
+          sweptAt,
+          ApprovalService.use((s) => s.expireDue),
+        ),
+      ),
+    ).toBeGreaterThanOrEqual(2)
+    for (const a of [left, other]) {
+      const now = await run(ApprovalService.use((s) => s.get(actor, a.id)))
+      expect(now).toMatchObject({
+        status: "expired",
+        decidedBy: null,
+        decidedAt: new Date(sweptAt).toISOString(),
+        expiresAt: new Date(sweptAt).toISOString(),
+        decisionReason: "the agent was deregistered",
+      })
+      expect(await stored(a.id)).toEqual({ status: "expired" })
+      const events = await approvalEvents(actor.workspaceId, a.id)
+      expect(events.map((e) => [e.type, e.actor_type])).toEqual([
+        ["approval.requested", "api_key"],
+        ["approval.decided", "system"],
+      ])
+      expect(events.at(-1)!.data).toEqual({
+        approvalId: a.id,
+        agentId,
+        action: a.action,
+        decision: "denied",
+        expired: true,
+        reason: "the agent was deregistered",
+      })
+    }
+    expect((await eventTypes(actor.workspaceId)).length).toBe(before + 2)
+    // A live agent's approval is left to its time-out; deciding the expired ones is 409 APPROVAL_NOT_PENDING.
+    expect((await run(ApprovalService.use((s) => s.get(actor, alive.id)))).status).toBe("pending")
+    const error = await failure(ApprovalService.use((s) => s.decide(actor, left.id, { decision: "approved" })))
+    expect(error).toMatchObject({ _tag: "ApprovalNotPending", status: "expired" })
+    // Once: the next sweep has nothing of theirs to record.
+    await run(
+      at(
+        sweptAt + 1000,
+        ApprovalService.use((s) => s.expireDue),
+      ),
+    )
+    expect((await eventTypes(actor.workspaceId)).length).toBe(before + 2)
+    expect((await run(EventService.use((s) => s.verify(actor, "api")))).valid).toBe(true)
   })
 })
 

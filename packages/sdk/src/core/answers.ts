@@ -49,3 +49,25 @@ export const checkSdkToken: AnswerCheck = (data) => {
   }
   return undefined
 }
+
+const APPROVAL_STATUSES: ReadonlySet<unknown> = new Set(["pending", "approved", "denied", "expired"])
+
+/**
+ * An approval's answer (`GET /approvals/:id`) that `waitForApproval()` and `governed()` act on: this approval
+ * (a cache answering another route would hand over another one's decision), one of the four statuses, and a date
+ * in `expiresAt` (the wait checks again at that instant). Anything else is not a decision, not even a denial.
+ */
+export const checkApproval =
+  (approvalId: string): AnswerCheck =>
+  (data) => {
+    if (!isObject(data)) return "the approval answer is not an object"
+    if (data.id !== approvalId)
+      return `the approval answer is not approval ${approvalId} (got ${JSON.stringify(data.id)})`
+    if (!APPROVAL_STATUSES.has(data.status)) {
+      return `the approval answer has no status (got ${JSON.stringify(data.status)})`
+    }
+    if (typeof data.expiresAt !== "string" || Number.isNaN(Date.parse(data.expiresAt))) {
+      return "the approval answer has no expiresAt"
+    }
+    return undefined
+  }

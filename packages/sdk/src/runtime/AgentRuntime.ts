@@ -1,4 +1,4 @@
-import { checkGuardResult, checkIngestResult } from "../core/answers.ts"
+import { checkApproval, checkGuardResult, checkIngestResult } from "../core/answers.ts"
 import type { HttpClient } from "../core/HttpClient.ts"
 import { isPlainObject } from "../core/json.ts"
 import { isTransient, sleep, timerMs } from "../core/retry.ts"
@@ -443,8 +443,14 @@ export class AgentRuntime {
               ),
             timerMs(options.timeoutMs),
           )
+    // An answer that is not this approval's is retried like a 5xx and is never read as a decision.
     const get = async () =>
-      (await this.http.request<Approval>({ method: "GET", path, auth: "token" }, { signal: stop })).data
+      (
+        await this.http.request<Approval>(
+          { method: "GET", path, auth: "token", check: checkApproval(approvalId) },
+          { signal: stop },
+        )
+      ).data
     try {
       const anchor = await this.latestEventId(stop)
       const first = await get()
@@ -577,7 +583,12 @@ export class AgentRuntime {
       } catch (error) {
         if (!(error instanceof AgentGovError && error.code === "APPROVAL_WAIT_TIMEOUT")) throw error
         const pending = await this.http
-          .request<Approval>({ method: "GET", path: `/approvals/${seg(decision.approvalId)}`, auth: "token" })
+          .request<Approval>({
+            method: "GET",
+            path: `/approvals/${seg(decision.approvalId)}`,
+            auth: "token",
+            check: checkApproval(decision.approvalId),
+          })
           .then((r) => r.data)
           .catch(() => undefined)
         throw new ActionDenied(action, decision, pending)
