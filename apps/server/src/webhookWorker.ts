@@ -33,6 +33,8 @@ export interface WebhookWorker {
 /** Results are recorded together: at most this many per transaction, and none waits longer than FLUSH_MS. */
 const FLUSH_SIZE = 200
 const FLUSH_MS = 5
+/** A worker whose due deliveries wait for shares claims again this long after an attempt ends (fewer than a quarter). */
+const FREED_MS = 10
 /**
  * The share of a worker's attempts in flight one workspace may hold (224 of 256): a backlog to endpoints that never
  * answer (each attempt holding its place for the whole time-out) always leaves places to the other workspaces, and
@@ -99,6 +101,8 @@ export const startWebhookWorker = async (
   let heldByShares = false
   /** Attempts ended since then. */
   let freed = 0
+  /** The claim that follows attempts ending while shares held deliveries (FREED_MS after the first of them). */
+  let freedTimer: NodeJS.Timeout | undefined
   let pumping = false
   let again = false
   let saturated = false
@@ -179,10 +183,21 @@ export const startWebhookWorker = async (
         else busyWebhooks.delete(hook)
         if (inFlight === 0) idle?.()
         // A saturated worker claims again once a batch's worth of room is free, not per finished attempt; one whose
-        // due deliveries wait for their workspaces' shares, once a quarter of a share is free.
+        // due deliveries wait for their workspaces' or webhooks' shares, once a quarter of a share is free, and else
+        // shortly after (the attempts ending meanwhile together): the room may be a small share's (a workspace's
+        // other webhooks beside one that never answers have 32 places).
         if (stopping) return
         if (saturated && concurrency - inFlight >= Math.min(batch, Math.ceil(concurrency / 4))) void pump()
-        else if (heldByShares && ++freed >= Math.max(1, Math.min(batch, Math.floor(perWorkspace / 4)))) void pump()
+        else if (heldByShares) {
+          if (++freed >= Math.max(1, Math.min(batch, Math.floor(perWorkspace / 4)))) void pump()
+          else if (freedTimer === undefined) {
+            freedTimer = setTimeout(() => {
+              freedTimer = undefined
+              void pump()
+            }, FREED_MS)
+            freedTimer.unref()
+          }
+        }
       })
   }
 
@@ -195,29 +210,40 @@ export const startWebhookWorker = async (
     pumping = true
     heldByShares = false
     freed = 0
+    clearTimeout(freedTimer)
+    freedTimer = undefined
+    const fairness = { busy, perWorkspace, busyWebhooks, perWebhook }
     try {
-      do {
-        again = false
-        saturated = false
-        while (!stopping) {
-          const room = Math.min(batch, concurrency - inFlight)
-          if (room <= 0) {
-            saturated = true
-            break
+      for (;;) {
+        do {
+          again = false
+          saturated = false
+          while (!stopping) {
+            const room = Math.min(batch, concurrency - inFlight)
+            if (room <= 0) {
+              saturated = true
+              break
+            }
+            const claimed = await runtime.runPromise(untraced(queue.claim(room, fairness)))
+            for (const d of claimed) dispatch(d)
+            if (claimed.length < room) break
           }
-          const claimed = await runtime.runPromise(
-            untraced(queue.claim(room, { busy, perWorkspace, busyWebhooks, perWebhook })),
-          )
-          for (const d of claimed) dispatch(d)
-          if (claimed.length < room) break
-        }
-      } while (again && !stopping)
-      if (!stopping && !saturated) {
-        const due = await runtime.runPromise(untraced(queue.untilNextDue))
-        // Due now but not claimable: their workspaces are at their shares here (claimed again as attempts end), or
-        // another worker holds those rows for a moment. Look again shortly either way.
-        heldByShares = due !== undefined && due <= 0 && inFlight > 0
-        wakeIn(due === undefined ? pollMs : Math.min(pollMs, Math.max(due, 10)))
+        } while (again && !stopping)
+        if (stopping || saturated) break
+        // Attempts that end while the queue is read count towards the next claim (their room may be what was missing).
+        heldByShares = inFlight > 0
+        const next = await runtime.runPromise(untraced(queue.untilNextDue(fairness)))
+        // A notification (or enough ended attempts) came while the queue was read: claim again at once.
+        if (again && !stopping) continue
+        // Due now but not claimable: their workspaces or webhooks are at their shares here, and attempts ending
+        // claim again (see dispatch). Until then the worker sleeps until the next delivery a claim could take is due
+        // (another worker may hold a due one for a moment: shortly), a notification, or the poll. It used to look
+        // again every 10 ms while a receiver that never answered held its webhook's share (about 12% of a core here and
+        // as much in the embedded store for a dead receiver and 5 events/s; see decisions.md, fifth pass).
+        heldByShares = next.due !== undefined && next.due <= 0 && inFlight > 0
+        if (!heldByShares) freed = 0
+        wakeIn(next.claimable === undefined ? pollMs : Math.min(pollMs, Math.max(next.claimable, 10)))
+        break
       }
     } catch (cause) {
       if (!stopping) {
@@ -234,6 +260,11 @@ export const startWebhookWorker = async (
     let total = 0
     while (!stopping) {
       const n = await runtime.runPromise(untraced(queue.purgeFinished(before)))
+      // Another instance is purging (instances starting together all try): it does the work, this one stops.
+      if (n === undefined) {
+        log.debug("another instance is purging webhook deliveries")
+        break
+      }
       total += n
       if (n === 0) break
     }
@@ -241,20 +272,32 @@ export const startWebhookWorker = async (
   }
   /** The purge in progress, which a stop waits for (within its grace) before the runtime is disposed. */
   let purging: Promise<void> | undefined
+  /** A webhook was deleted while a purge ran: purge again after it, for its history. */
+  let purgeAgain = false
   const purgeNow = () => {
-    if (stopping || purging) return
+    if (stopping) return
+    if (purging) {
+      purgeAgain = true
+      return
+    }
+    purgeAgain = false
     purging = purge()
       .catch((cause) => {
         if (!stopping) log.error("purging webhook deliveries failed", { cause: String(cause) })
       })
       .finally(() => {
         purging = undefined
+        if (purgeAgain) purgeNow()
       })
   }
   const purger = setInterval(purgeNow, PURGE_EVERY_MS)
   purger.unref()
 
-  const unlisten = await queue.wakeups(() => void pump())
+  // A deleted webhook's history is removed by the purge, at once rather than within the hour.
+  const unlisten = await queue.wakeups(
+    () => void pump(),
+    () => purgeNow(),
+  )
   void pump()
   purgeNow()
 
@@ -262,6 +305,7 @@ export const startWebhookWorker = async (
     stop: async () => {
       stopping = true
       clearTimeout(wakeTimer)
+      clearTimeout(freedTimer)
       clearInterval(purger)
       await unlisten().catch(() => {})
       const purged = purging ? settledWithin([purging], STOP_GRACE_MS) : undefined

@@ -106,7 +106,8 @@ export const webhookOperations = [
     scope: "webhooks:write",
     tag,
     summary: "Delete a webhook",
-    description: "Deletes it with its delivery history; nothing more is sent to it. Returns the webhook as it was.",
+    description:
+      "Deletes it with its delivery history: nothing more is sent to it, and the history is gone from every listing at once (its rows are removed in the background). Returns the webhook as it was, with its delivery statistics as they stood.",
     errors: ["WEBHOOK_NOT_FOUND"],
     input: Schema.Struct(idField),
     output: Webhook,

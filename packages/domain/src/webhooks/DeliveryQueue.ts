@@ -10,7 +10,7 @@ import { leaseMs, type Schedule, scaledSchedule } from "./schedules.ts"
 import { envelopeBody, signatureHeaders } from "./signing.ts"
 import type { DisabledReason, RetryPolicy } from "./Webhook.ts"
 import { type AttemptOutcome, WebhookClient } from "./WebhookClient.ts"
-import { WEBHOOKS_CHANNEL } from "./WebhookRepo.ts"
+import { REMOVED_PREFIX, WEBHOOKS_CHANNEL } from "./WebhookRepo.ts"
 import { WebhookSettings } from "./WebhookSettings.ts"
 
 /** A delivery taken by a worker, with what its attempt needs. */
@@ -53,6 +53,12 @@ export interface ClaimFairness {
   readonly perWebhook?: number | undefined
 }
 
+/** When the next pending delivery is due, and the next one a claim could take (milliseconds from now). */
+export interface NextDue {
+  readonly due: number | undefined
+  readonly claimable: number | undefined
+}
+
 /** What follows an attempt. */
 export type NextStep =
   | { readonly kind: "delivered" }
@@ -77,6 +83,12 @@ export const nextStep = (schedule: Schedule, roundAttempt: number, outcome: Atte
   if (roundAttempt >= schedule.attempts) return { kind: "failed", disable: "all_attempts_failed" }
   return { kind: "retry", at: outcome.startedAt + outcome.responseTimeMs + schedule.delaysMs[roundAttempt - 1]! }
 }
+
+/**
+ * The transaction-scoped advisory lock the history purge takes with try-lock semantics: one instance purges at a time,
+ * and instances starting together (each purges as its worker starts) do not all delete the same rows.
+ */
+export const PURGE_LOCK = 72_410_031
 
 /** The error of a retry of a deleted workspace's delivery, recorded unsent. */
 export const WORKSPACE_DELETED_NOT_SENT = "not sent: the workspace was deleted"
@@ -127,15 +139,26 @@ export class DeliveryQueue extends Context.Service<
     readonly attempt: (delivery: ClaimedDelivery) => Promise<AttemptResult>
     /** Records results in one transaction; disables webhooks whose results say so, each with its `webhook.disabled`. */
     readonly record: (results: ReadonlyArray<AttemptResult>) => Effect.Effect<void>
-    /** Milliseconds until the next pending delivery is due (≤ 0: due now); undefined when none is pending. */
-    readonly untilNextDue: Effect.Effect<number | undefined>
     /**
-     * Deletes finished (delivered or failed) deliveries of events older than `before`, with their
-     * attempts, at most `limit` at a time; returns how many. Pending and paused ones stay.
+     * Milliseconds until the next pending delivery is due (`due`, ≤ 0: due now; undefined when none is pending), and
+     * until the next one `claim` with the same `fairness` could take (`claimable`: its workspace and its webhook below
+     * their shares), so that a worker whose due deliveries all wait for shares sleeps until attempts end, a
+     * notification, or a claimable delivery's due time, rather than claiming again and again for nothing.
      */
-    readonly purgeFinished: (before: string, limit?: number) => Effect.Effect<number>
-    /** Calls `onWake` whenever deliveries were queued on any instance; resolves to the unsubscribe function. */
-    readonly wakeups: (onWake: () => void) => Promise<() => Promise<void>>
+    readonly untilNextDue: (fairness?: ClaimFairness) => Effect.Effect<NextDue>
+    /**
+     * Deletes, at most `limit` at a time, the deliveries of deleted webhooks (`webhooks_removed`, forgetting a
+     * deleted webhook once none is left) and then the finished (delivered or failed) deliveries of events older than
+     * `before`, with their attempts; returns how many. Pending and paused ones of existing webhooks stay. One
+     * instance at a time: under a transaction-scoped advisory try-lock, so a purge while another instance's is in
+     * its transaction deletes nothing and answers undefined at once (it neither waits nor repeats that work).
+     */
+    readonly purgeFinished: (before: string, limit?: number) => Effect.Effect<number | undefined>
+    /**
+     * Calls `onWake` whenever deliveries were queued on any instance, and `onRemoved` when a webhook was deleted (its
+     * history waits for the purge); resolves to the unsubscribe function.
+     */
+    readonly wakeups: (onWake: () => void, onRemoved?: () => void) => Promise<() => Promise<void>>
   }
 >()("@agentgov/domain/webhooks/DeliveryQueue") {
   static readonly layer = Layer.effect(
@@ -389,31 +412,77 @@ export class DeliveryQueue extends Context.Service<
         )
       }, Effect.orDie)
 
-      // Each workspace's earliest pending row (the index's first entry under it), the earliest of those.
-      const untilNextDue = sql<{ ms: number | null }>`WITH RECURSIVE ${pendingWorkspaces}
-        SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8 AS ms
-        FROM ws CROSS JOIN LATERAL (
-          SELECT d.next_attempt_at FROM webhook_deliveries d
-          WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending'
-          ORDER BY d.next_attempt_at LIMIT 1
-        ) f
-        WHERE ws.workspace_id IS NOT NULL`.pipe(
-        Effect.map((rows) => rows[0]?.ms ?? undefined),
-        Effect.orDie,
-      )
+      // Each workspace's earliest pending row (the index's first entry under it), the earliest of those; and among the
+      // webhooks below their shares in workspaces below theirs, each one's earliest pending row (the index of 0029).
+      const untilNextDue = (fairness?: ClaimFairness) => {
+        const share = fairness?.perWorkspace ?? 2_147_483_647
+        const hookShare = fairness?.perWebhook ?? share
+        const busyIds = [...(fairness?.busy.keys() ?? [])]
+        const busyCounts = busyIds.map((id) => fairness!.busy.get(id)!)
+        const hookIds = [...(fairness?.busyWebhooks?.keys() ?? [])]
+        const hookCounts = hookIds.map((id) => fairness!.busyWebhooks!.get(id)!)
+        return sql<{ due: number | null; claimable: number | null }>`WITH RECURSIVE ${pendingWorkspaces}, busy AS (
+            SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
+          ), busy_hooks AS (
+            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[]) AS b(webhook_id, n)
+          )
+          SELECT (SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8
+              FROM ws CROSS JOIN LATERAL (
+                SELECT d.next_attempt_at FROM webhook_deliveries d
+                WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending'
+                ORDER BY d.next_attempt_at LIMIT 1
+              ) f
+              WHERE ws.workspace_id IS NOT NULL) AS due,
+            (SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8
+              FROM ws LEFT JOIN busy b ON b.workspace_id = ws.workspace_id
+              JOIN webhooks h ON h.workspace_id = ws.workspace_id
+              LEFT JOIN busy_hooks bh ON bh.webhook_id = h.id
+              CROSS JOIN LATERAL (
+                SELECT d.next_attempt_at FROM webhook_deliveries d
+                WHERE d.webhook_id = h.id AND d.status = 'pending'
+                ORDER BY d.next_attempt_at, d.event_sequence LIMIT 1
+              ) f
+              WHERE ws.workspace_id IS NOT NULL AND coalesce(b.n, 0) < ${share}
+                AND coalesce(bh.n, 0) < ${hookShare}) AS claimable`.pipe(
+          Effect.map(
+            (rows): NextDue => ({
+              due: rows[0]?.due ?? undefined,
+              claimable: rows[0]?.claimable ?? undefined,
+            }),
+          ),
+          Effect.orDie,
+        )
+      }
 
       // Per webhook, so that each scan is a range of the (webhook_id, status, created_at) index.
       const purgeFinished = (before: string, limit = 10_000) =>
-        sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id IN (
-            SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
-              SELECT id FROM webhook_deliveries
-              WHERE webhook_id = w.id AND status IN ('success', 'failed') AND created_at < ${before}::timestamptz
-              LIMIT ${limit}
-            ) d LIMIT ${limit})
-          RETURNING id`.pipe(
-          Effect.map((rows) => rows.length),
-          Effect.orDie,
-        )
+        sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const [lock] = yield* sql<{ got: boolean }>`SELECT pg_try_advisory_xact_lock(${PURGE_LOCK}) AS got`
+              if (lock?.got !== true) return undefined
+              // A deleted webhook's history first (WebhookService.remove leaves it here, out of its transaction).
+              const removed = yield* sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id IN (
+                  SELECT d.id FROM webhooks_removed r CROSS JOIN LATERAL (
+                    SELECT id FROM webhook_deliveries WHERE webhook_id = r.id LIMIT ${limit}
+                  ) d LIMIT ${limit})
+                RETURNING id`
+              if (removed.length < limit)
+                yield* sql`DELETE FROM webhooks_removed r
+                    WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = r.id)`
+              const room = limit - removed.length
+              if (room === 0) return removed.length
+              const old = yield* sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id IN (
+                  SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
+                    SELECT id FROM webhook_deliveries
+                    WHERE webhook_id = w.id AND status IN ('success', 'failed') AND created_at < ${before}::timestamptz
+                    LIMIT ${room}
+                  ) d LIMIT ${room})
+                RETURNING id`
+              return removed.length + old.length
+            }),
+          )
+          .pipe(Effect.orDie)
 
       return DeliveryQueue.of({
         claim,
@@ -422,11 +491,14 @@ export class DeliveryQueue extends Context.Service<
         record,
         untilNextDue,
         // After a gap in the notifications the workers look for due deliveries too.
-        wakeups: (onWake) =>
+        wakeups: (onWake, onRemoved) =>
           db.listen(
             WEBHOOKS_CHANNEL,
-            () => onWake(),
-            () => onWake(),
+            (payload) => (payload.startsWith(REMOVED_PREFIX) ? onRemoved?.() : onWake()),
+            () => {
+              onWake()
+              onRemoved?.()
+            },
           ),
       })
     }),

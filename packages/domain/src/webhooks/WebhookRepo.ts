@@ -4,8 +4,12 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type { CompiledFilters } from "../audit/eventFilters.ts"
 import type { DisabledReason, RetryPolicy, WebhookDelivery, WebhookStats } from "./Webhook.ts"
 
-/** The LISTEN/NOTIFY channel that wakes delivery workers: new deliveries were queued (payload: workspace id). */
+/**
+ * The LISTEN/NOTIFY channel that wakes delivery workers: new deliveries were queued (payload: workspace id), or a
+ * webhook was deleted and its history waits for the purge (payload: REMOVED_PREFIX and the workspace id).
+ */
 export const WEBHOOKS_CHANNEL = "agentgov_webhooks"
+export const REMOVED_PREFIX = "removed:"
 
 /** A webhook as stored: its secrets sealed with the master key. */
 export interface StoredWebhook {
@@ -129,9 +133,9 @@ export interface RequeueWindow {
 /**
  * SQL for webhooks and their delivery history; every statement is scoped by
  * workspace or by a webhook id read through one. Lock order, everywhere: the
- * workspace's chain head, then the webhook row, then its deliveries (appends
- * take the head and then, through the deliveries' foreign key, a key-share
- * lock on the webhook; `FOR NO KEY UPDATE` does not conflict with it).
+ * workspace's chain head, then the webhook row, then its deliveries. (Appends
+ * take the head; since migration 0031 the deliveries have no foreign key to
+ * their webhook, whose deletion leaves its history to the workers' purge.)
  */
 export class WebhookRepo extends Context.Service<
   WebhookRepo,
@@ -146,6 +150,11 @@ export class WebhookRepo extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<StoredWebhook>>
     readonly count: (workspaceId: string) => Effect.Effect<number>
     readonly update: (w: StoredWebhook) => Effect.Effect<void>
+    /**
+     * Deletes the webhook row and leaves its delivery history (deliveries and attempts, as many as there are) to the
+     * workers' purge (`webhooks_removed`, migration 0031; the workers are woken for it at commit): a cascade here
+     * held the workspace's chain head for as long as it took.
+     */
     readonly remove: (workspaceId: string, id: string) => Effect.Effect<void>
     /** Takes the workspace's chain-head lock: appends wait until this transaction ends. */
     readonly lockHead: (workspaceId: string) => Effect.Effect<void>
@@ -221,7 +230,13 @@ export class WebhookRepo extends Context.Service<
                 updated_at = ${w.updatedAt}::timestamptz
               WHERE workspace_id = ${w.workspaceId} AND id = ${w.id}`.pipe(Effect.asVoid, Effect.orDie),
         remove: (workspaceId, id) =>
-          sql`DELETE FROM webhooks WHERE workspace_id = ${workspaceId} AND id = ${id}`.pipe(
+          sql`WITH gone AS (
+                DELETE FROM webhooks WHERE workspace_id = ${workspaceId} AND id = ${id} RETURNING id, workspace_id
+              ), kept AS (
+                INSERT INTO webhooks_removed (id, workspace_id, removed_at)
+                SELECT id, workspace_id, now() FROM gone ON CONFLICT (id) DO NOTHING RETURNING 1
+              )
+              SELECT pg_notify(${WEBHOOKS_CHANNEL}, ${`${REMOVED_PREFIX}${workspaceId}`}) FROM kept`.pipe(
             Effect.asVoid,
             Effect.orDie,
           ),

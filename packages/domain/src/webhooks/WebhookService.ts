@@ -328,15 +328,18 @@ export class WebhookService extends Context.Service<
       const remove = Effect.fn("WebhookService.remove")(function* (actor: Actor, id: string) {
         return yield* tx(
           Effect.gen(function* () {
+            // The history's counts before the head is taken: with a long history, counting it is no work to hold
+            // every append of the workspace for. The history itself is left to the workers' purge (repo.remove).
+            const stats = yield* repo.stats([id])
             yield* repo.lockHead(actor.workspaceId)
             const current = yield* load(actor, id, true)
-            const [webhook] = yield* withStats([current])
+            const webhook = present(current, stats.get(id)!)
             yield* repo.remove(actor.workspaceId, id)
             yield* repo.syncHead(actor.workspaceId)
             yield* audit.append(actor, [
               { type: "webhook.deleted", data: { webhookId: id, origin: originOf(current.url) } },
             ])
-            return webhook!
+            return webhook
           }),
         )
       })
