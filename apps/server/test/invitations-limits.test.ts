@@ -1,7 +1,7 @@
 import { INVITATIONS_PER_DAY } from "@agentgov/domain"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { expectError, startTestServer, type TestServer } from "./helpers.ts"
-import { Browser, freePort, startIdp, type TestIdp } from "./oidc-support.ts"
+import { Browser, freePort, providerOf, startIdp, type TestIdp } from "./oidc-support.ts"
 
 // Invitations over REST, fifth pass (review "people"): only an owner withdraws an invitation to the owner role, as
 // only an owner sends one (D16); and a workspace sends at most INVITATIONS_PER_DAY invitations in any 24 hours, each
@@ -23,16 +23,7 @@ beforeAll(async () => {
   t = await startTestServer({
     port,
     publicUrl: origin,
-    oidcProviders: [
-      {
-        id: "idp",
-        label: "Test IdP",
-        issuer: idp.issuer,
-        clientId: "agentgov",
-        clientSecret: "agentgov-secret",
-        enterprise: false,
-      },
-    ],
+    oidcProviders: [providerOf(idp)],
   })
 }, 60_000)
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeLogger } from "../src/logger.ts"
 import { startServer } from "../src/server.ts"
 import { startTestServer, type TestServer, testConfig } from "./helpers.ts"
-import { Browser, freePort, startIdp, type TestIdp } from "./oidc-support.ts"
+import { Browser, freePort, providerOf, startIdp, type TestIdp } from "./oidc-support.ts"
 
 // The OAuth 2.0 authorization server for third-party apps (issue 32, D16), driven by openid-client as the
 // app, with a person signed in through a real OpenID Connect provider.
@@ -147,16 +147,7 @@ beforeAll(async () => {
   t = await startTestServer({
     port,
     publicUrl: origin,
-    oidcProviders: [
-      {
-        id: "idp",
-        label: "Test IdP",
-        issuer: idp.issuer,
-        clientId: "agentgov",
-        clientSecret: "agentgov-secret",
-        enterprise: false,
-      },
-    ],
+    oidcProviders: [providerOf(idp)],
   })
 }, 60_000)
 

@@ -32,6 +32,19 @@ export interface TestIdp {
 }
 
 /**
+ * The sign-in provider entry (`AGENTGOV_OIDC_PROVIDERS`) for a test IdP of {@link startIdp}: its client `agentgov`
+ * with the default secret, not an enterprise provider.
+ */
+export const providerOf = (idp: Pick<TestIdp, "issuer">, id = "idp", label = "Test IdP") => ({
+  id,
+  label,
+  issuer: idp.issuer,
+  clientId: "agentgov",
+  clientSecret: "agentgov-secret",
+  enterprise: false,
+})
+
+/**
  * A real OpenID Connect provider (`oidc-provider`, a certified implementation) on loopback, with one client
  * (`agentgov`) whose only redirect URI is `redirectUri`. Its login and consent prompts complete at once as
  * the account chosen with `loginAs`; everything else (PKCE, codes, ID tokens, keys) is the provider's own.

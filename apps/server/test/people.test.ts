@@ -2,7 +2,7 @@ import { SCOPES } from "@agentgov/domain"
 import { SMTPServer } from "smtp-server"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { credentialFixtures, expectError, startTestServer, type TestServer } from "./helpers.ts"
-import { Browser, freePort, startIdp, type TestIdp } from "./oidc-support.ts"
+import { Browser, freePort, providerOf, startIdp, type TestIdp } from "./oidc-support.ts"
 
 // Members and invitations over REST (issue 32): invitations e-mailed through a real SMTP server
 // (smtp-server) when SMTP_URL is set, accepted by the invited person signed in through a real provider.
@@ -41,16 +41,7 @@ beforeAll(async () => {
     port,
     publicUrl: origin,
     smtpUrl: `smtp://127.0.0.1:${smtpPort}`,
-    oidcProviders: [
-      {
-        id: "idp",
-        label: "IdP",
-        issuer: idp.issuer,
-        clientId: "agentgov",
-        clientSecret: "agentgov-secret",
-        enterprise: false,
-      },
-    ],
+    oidcProviders: [providerOf(idp, "idp", "IdP")],
   })
 }, 60_000)
 

@@ -4,7 +4,7 @@ import { makeLogger } from "../src/logger.ts"
 import { startServer } from "../src/server.ts"
 import { sessionCookieName, setCookie } from "../src/signin/cookies.ts"
 import { expectError, startTestServer, type TestServer, testConfig } from "./helpers.ts"
-import { Browser, freePort, startIdp, startMixUpIssuer, type TestIdp } from "./oidc-support.ts"
+import { Browser, freePort, providerOf, startIdp, startMixUpIssuer, type TestIdp } from "./oidc-support.ts"
 
 // Dashboard sign-in through real OpenID Connect providers (oidc-provider, three independent issuers and a
 // mix-up issuer), end to end over HTTP with a cookie jar (issue 32, D16).
@@ -430,16 +430,7 @@ describe("sessions", () => {
     const idp = await startIdp({ redirectUris: [`${https}/auth/callback/sso`], accounts })
     const srv = await startTestServer({
       publicUrl: https,
-      oidcProviders: [
-        {
-          id: "sso",
-          label: "SSO",
-          issuer: idp.issuer,
-          clientId: "agentgov",
-          clientSecret: "agentgov-secret",
-          enterprise: false,
-        },
-      ],
+      oidcProviders: [providerOf(idp, "sso", "SSO")],
     })
     try {
       /** Begins a sign-in as `account` and answers the callback the provider sends back, on the test server. */
