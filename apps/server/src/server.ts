@@ -81,9 +81,7 @@ const storeProbe = (runtime: Runtime): StoreProbe => ({
   webhookQueueDepth: async () => {
     const [row] = await runtime.runPromise(
       untracedUse(
-        // A deleted webhook's rows wait for the purge and are never sent: not queued.
-        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries d
-          WHERE d.status = 'pending' AND EXISTS (SELECT 1 FROM webhooks h WHERE h.id = d.webhook_id)`,
+        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`,
       ),
     )
     return row?.n ?? 0
