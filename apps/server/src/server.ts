@@ -81,7 +81,9 @@ const storeProbe = (runtime: Runtime): StoreProbe => ({
   webhookQueueDepth: async () => {
     const [row] = await runtime.runPromise(
       untracedUse(
-        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`,
+        // A deleted webhook's rows wait for the purge and are never sent: not queued.
+        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries d
+          WHERE d.status = 'pending' AND EXISTS (SELECT 1 FROM webhooks h WHERE h.id = d.webhook_id)`,
       ),
     )
     return row?.n ?? 0

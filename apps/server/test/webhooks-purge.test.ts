@@ -1,4 +1,4 @@
-import { DeliveryQueue } from "@agentgov/domain"
+import { DeliveryQueue, PURGE_LOCK } from "@agentgov/domain"
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -123,5 +123,58 @@ describe("deleting a webhook with a history", () => {
       20_000,
       "the deleted webhook's history to be removed",
     )
+  })
+})
+
+describe("a deleted webhook's pending deliveries", () => {
+  it("are not due, nor queued, while they wait for the purge", async () => {
+    // A server of its own: nothing else pending in its store.
+    const token = "m".repeat(48)
+    const own = await startTestServer({
+      webhookAllowlist: ["127.0.0.1"],
+      metrics: { token, port: undefined, host: "127.0.0.1" },
+    })
+    try {
+      const made = await own.call("POST", "/api/v1/webhooks", { body: { url: `${r.url}?w=gone`, events: ["gone.*"] } })
+      expect(made.status, JSON.stringify(made.body)).toBe(201)
+      const id = made.body.data.id as string
+      const rt = own.server.runtime
+      const [next, depth] = await rt.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          // The purge lock held meanwhile: the deleted webhook's rows stay until this ends (as when the purge that
+          // the deletion woke lost the try-lock to another instance's, and the rows wait for the hourly one).
+          return yield* sql.withTransaction(
+            Effect.gen(function* () {
+              yield* sql`SELECT pg_advisory_xact_lock(${PURGE_LOCK})`
+              yield* Effect.promise(() =>
+                own.query(
+                  (q) => q`INSERT INTO webhook_deliveries (id, workspace_id, webhook_id, event_sequence, event_id,
+                      event_type, status, next_attempt_at, created_at, updated_at)
+                    SELECT 'dlv_gone' || g, ${own.workspaceId}, ${id}, g, 'evt_gone' || g, 'gone.tick', 'pending',
+                      now() - interval '1 minute', now(), now()
+                    FROM generate_series(1, 3) g`,
+                ),
+              )
+              const deleted = yield* Effect.promise(() => own.call("DELETE", `/api/v1/webhooks/${id}`))
+              expect(deleted.status, JSON.stringify(deleted.body)).toBe(200)
+              // On connections of their own, as a worker and the metrics read them.
+              const next = yield* Effect.promise(() => rt.runPromise(DeliveryQueue.use((q) => q.untilNextDue())))
+              const depth = yield* Effect.promise(() =>
+                fetch(`${own.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+                  .then((m) => m.text())
+                  .then((text) => /^agentgov_webhook_queue_depth (\S+)$/m.exec(text)?.[1]),
+              )
+              return [next, depth] as const
+            }),
+          )
+        }),
+      )
+      // They counted as due now: a worker with attempts in flight claimed again 10 ms after each one ended.
+      expect(next.due).toBeUndefined()
+      expect(depth).toBe("0")
+    } finally {
+      await own.close()
+    }
   })
 })

@@ -201,6 +201,7 @@ export {
   DeliveryQueue,
   type NextStep,
   nextStep,
+  PURGE_LOCK,
 } from "./webhooks/DeliveryQueue.ts"
 export { sampleEvent } from "./webhooks/samples.ts"
 export { leaseMs, SCHEDULES, type Schedule, scaledSchedule } from "./webhooks/schedules.ts"

@@ -990,7 +990,7 @@ export class ContentService extends Context.Service<
        * Texts fingerprinted under an older normalisation (`fingerprint_fold` < FOLD_VERSION: migration 0028
        * labels 1 those holding a letter versions 1 and 2 fold differently, 0030 leaves at 2 those holding a letter
        * version 3 cuts as a word of its own) are fingerprinted again from their stored text, off the start path:
-       * REFOLD_BATCH at a time, each batch in a transaction that takes its rows `FOR UPDATE SKIP LOCKED`, so
+       * REFOLD_BATCH at a time, each batch in a transaction that takes its rows `FOR NO KEY UPDATE SKIP LOCKED`, so
        * instances share the work and none does a text twice. Their rows are replaced with the current window's;
        * words and MinHash with the current fold's. Until a text's turn, scans look it up by its old rows
        * (TEXT_LOOKUP_REFOLDING_SQL), for as long as `refolding` is true: from the start until the worker finds
@@ -1000,10 +1000,13 @@ export class ContentService extends Context.Service<
       const PENDING = sql.literal(`kind = 'text' AND fingerprint_fold < ${FOLD_VERSION}`)
       const refoldBatch = tx(
         Effect.gen(function* () {
-          // Through the partial index of migration 0033 (its predicate, written out).
+          // Through the partial index of migration 0033 (its predicate, written out). FOR NO KEY UPDATE, not FOR
+          // UPDATE: the batch may hold its rows for seconds (16 texts of up to 2,000,000 characters), and a match or a
+          // takedown recorded meanwhile checks its foreign key with FOR KEY SHARE on the item, which FOR UPDATE blocks
+          // (past the pool's lock time-out: a scan answered 503). The batch changes no key.
           const rows = yield* sql<{ id: string; workspace_id: string; asset: string }>`SELECT id, workspace_id, asset
               FROM content_items WHERE ${PENDING}
-              ORDER BY fingerprint_fold, id LIMIT ${REFOLD_BATCH} FOR UPDATE SKIP LOCKED`
+              ORDER BY fingerprint_fold, id LIMIT ${REFOLD_BATCH} FOR NO KEY UPDATE SKIP LOCKED`
           for (const row of rows) {
             // A turn of the event loop before each text: requests are answered between them.
             yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))

@@ -412,7 +412,8 @@ export class DeliveryQueue extends Context.Service<
         )
       }, Effect.orDie)
 
-      // Each workspace's earliest pending row (the index's first entry under it), the earliest of those; and among the
+      // Each workspace's earliest pending row of a webhook that still exists (the index's first such entry under it;
+      // a deleted webhook's rows wait for the purge and are never claimed), the earliest of those; and among the
       // webhooks below their shares in workspaces below theirs, each one's earliest pending row (the index of 0029).
       const untilNextDue = (fairness?: ClaimFairness) => {
         const share = fairness?.perWorkspace ?? 2_147_483_647
@@ -430,6 +431,7 @@ export class DeliveryQueue extends Context.Service<
               FROM ws CROSS JOIN LATERAL (
                 SELECT d.next_attempt_at FROM webhook_deliveries d
                 WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending'
+                  AND EXISTS (SELECT 1 FROM webhooks h WHERE h.id = d.webhook_id)
                 ORDER BY d.next_attempt_at LIMIT 1
               ) f
               WHERE ws.workspace_id IS NOT NULL) AS due,

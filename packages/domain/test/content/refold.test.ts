@@ -205,3 +205,55 @@ describe("texts of an older fold", () => {
     }
   }, 180_000)
 })
+
+// Last: its refold runs to the end, after which this runtime looks texts up by the current cut alone.
+describe("the refold's row locks", () => {
+  it("are held by the refold so that a match or a takedown recorded meanwhile is not kept waiting", async () => {
+    const actor = await make("fk")
+    const id = await storeV2(actor.workspaceId, ZH)
+    // Another transaction holds the text's fingerprint rows: the refold's batch waits at its DELETE of them, holding
+    // its lock on the item's row for as long (as a batch of long texts does while it fingerprints them).
+    let locked!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    let release!: () => void
+    const released = new Promise<void>((r) => (release = r))
+    const blocker = sql((s) =>
+      s.withTransaction(
+        Effect.gen(function* () {
+          yield* s`SELECT 1 FROM content_text_fingerprints WHERE content_id = ${id} FOR UPDATE`
+          locked()
+          yield* Effect.promise(() => released)
+        }),
+      ),
+    )
+    await isLocked
+    const refolded = run(content((s) => s.refold))
+    await vi.waitFor(
+      async () => {
+        const [w] = await sql(
+          (s) => s<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM content_text_fingerprints%'`,
+        )
+        expect(w!.n).toBe(1)
+      },
+      { timeout: 20_000, interval: 50 },
+    )
+    // What the foreign-key check of a new content_matches or content_takedowns row takes on its item. With the
+    // batch's rows held FOR UPDATE it waited for the whole batch (here: past this lock time-out).
+    const checked = await rt.runPromiseExit(
+      SqlClient.SqlClient.use((s) =>
+        s.withTransaction(
+          Effect.gen(function* () {
+            yield* s`SET LOCAL lock_timeout = '1s'`
+            return yield* s<{ ok: number }>`SELECT 1 AS ok FROM content_items WHERE id = ${id} FOR KEY SHARE`
+          }),
+        ),
+      ) as Effect.Effect<ReadonlyArray<{ ok: number }>, unknown, R>,
+    )
+    release()
+    await blocker
+    expect(await refolded).toBeGreaterThanOrEqual(1)
+    expect(Exit.isSuccess(checked) ? checked.value : checked.cause.toString()).toEqual([{ ok: 1 }])
+    expect(await foldOf([id])).toEqual([FOLD_VERSION])
+  }, 60_000)
+})

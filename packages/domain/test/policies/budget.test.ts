@@ -246,6 +246,17 @@ describe("a glob condition is charged what its automaton costs (fifth pass)", ()
     expect(evaluationCostSpent()).toBeLessThan(1_000)
   })
 
+  it("the bound at save covers what a glob is charged at run time on the longest string: its literal checks too", () => {
+    // Two wildcards (an automaton of 4 states) on a request string; a subject that passes the literal checks, so that
+    // the automaton runs over all of it. At save it was costed 1 + 8,192 × 4, at run time charged 512 more.
+    const rules = [globRule("g", "context.s", "*secret*", "allow")]
+    const worst = compilePolicies([{ id: "pol_w", version: 1, document: doc(rules) }]).worstCost().cost
+    const d = run(compile([{ name: "p", rules }]), { action: "act", context: { s: `secret${"a".repeat(8_186)}` } })
+    expect(d.decision).toBe("allow")
+    expect(evaluationCostSpent()).toBeGreaterThan(GLOB_SUBJECT_MAX * 4)
+    expect(evaluationCostSpent()).toBeLessThanOrEqual(worst)
+  })
+
   it("the longest action is one definition: approvals' ActionName takes what the engine costs (fifth pass)", () => {
     const decode = Schema.decodeUnknownExit(ActionName)
     expect(decode("a".repeat(GUARD_ACTION_MAX_LENGTH))._tag).toBe("Success")

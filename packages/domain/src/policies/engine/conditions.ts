@@ -289,7 +289,10 @@ export const conditionCost = (n: Node): number => {
     case CEL:
       return 1 + (n.cel?.worstCost ?? 0)
     case LEAF:
-      return n.op === O_GLOB ? 1 + globSubjectMax(n) * n.glob!.states : 1
+      // With an automaton, what the run time charges (the literal checks, then length × states) at the longest length.
+      return n.op === O_GLOB && n.glob!.states > 0
+        ? 1 + (globSubjectMax(n) >>> 4) + globSubjectMax(n) * n.glob!.states
+        : 1
     default:
       return 1
   }
