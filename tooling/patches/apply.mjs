@@ -9,6 +9,8 @@ import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const MARK = "agentgov patch: postgres-closed-connection"
+const RESERVE_MARK = "agentgov patch: postgres-stranded-reserve"
+const RECONNECT_MARK = "agentgov patch: postgres-reconnect-state"
 
 /**
  * postgres.js 3.4.9 (porsager/postgres#1208, #1154; unmerged fixes #1168, #1176, #1209). A connection whose server
@@ -21,7 +23,10 @@ const MARK = "agentgov patch: postgres-closed-connection"
  * closed refuses every later query with CONNECTION_CLOSED (those queued behind a busy connection too) and its
  * `release()` does nothing, the pool having taken the connection back when it closed.
  */
-const postgres = {
+const closedConnection = {
+  name: "postgres-closed-connection",
+  mark: MARK,
+  issue: "porsager/postgres#1208",
   connection: [
     [
       `  function nextWrite(fn) {
@@ -76,17 +81,94 @@ const postgres = {
   ],
 }
 
-const patchFile = (file, edits) => {
+/**
+ * postgres.js 3.4.9 (porsager/postgres#1195, open). A `reserve()` waiting for a connection is queued in the pool's
+ * `queries` and, when a closed connection is free, also handed to that connection's connect as its first query. Two
+ * ways it stranded a connection or itself, found when the service's store was cut (ALLOW_CONNECTIONS false, sessions
+ * terminated) and let back: (1) the connect failed (PostgreSQL refused the session), which rejected the reserve but left
+ * it queued; once PostgreSQL answered again, the next connection to open was handed to that settled reserve and lost
+ * to the pool, until every connection was and the pool answered nothing at all; (2) a connection that closed took the
+ * queued reserve out of the queue for its reconnect, and the reconnect, once it succeeded, dropped it: that reserve
+ * never settled. Patched: a reserve that is rejected leaves the queue, and a closing connection reconnects for a
+ * queued reserve without taking it out of the queue, so that the connection, once open, is handed to it as any open
+ * connection is (or its failure rejects it).
+ */
+const strandedReserve = {
+  name: "postgres-stranded-reserve",
+  mark: RESERVE_MARK,
+  issue: "porsager/postgres#1195",
+  queue: [
+    [
+      `    shift: () => {`,
+      `    peek: () => xs[index], // ${RESERVE_MARK}
+    shift: () => {`,
+    ],
+  ],
+  index: [
+    [
+      `        const query = { reserve: resolve, reject }`,
+      `        const query = { reserve: resolve, reject: (e) => (queries.remove(query), reject(e)) } // ${RESERVE_MARK}`,
+    ],
+    [
+      `    queries.length && connect(c, queries.shift())`,
+      `    queries.length && connect(c, queries.peek().reserve ? queries.peek() : queries.shift())`,
+    ],
+  ],
+}
+
+/**
+ * postgres.js 3.4.9 (porsager/postgres#1223, #1130; unmerged fix in #1215). A connection whose session ended while a
+ * query was in flight failed that query but kept it as its current one, with the last error, into its next session.
+ * That session's start then went wrong: PostgreSQL's refusal (a database not accepting connections, one starting up)
+ * was taken for the old query's error rather than the connection's, so the query waiting for the connection (a
+ * `reserve()`) was neither given one nor failed, and the connection reconnected at once, again and again, for as
+ * long as PostgreSQL refused; once PostgreSQL answered, the connection stayed in `connecting` holding a settled query,
+ * lost to the pool, and `end()` waited for that query for ever (the pool's shutdown took its whole time-out).
+ * A statement written after the socket's error and before its close (a transaction's release put the connection back
+ * among the open ones in between, and the next transaction began on it) was never failed either, and its bytes,
+ * waiting for their deferred write, stayed with a write timer cancelled but still marked pending: the next session's
+ * start-up message was queued behind them and never sent, and the connect failed after its whole time-out (10 s).
+ * Patched: a closed connection drops its unsent bytes, fails whatever it still had in flight, whether or not an error
+ * came first, and starts its next session with no query, result or error of the last.
+ */
+const reconnectState = {
+  name: "postgres-reconnect-state",
+  mark: RECONNECT_MARK,
+  issue: "porsager/postgres#1223",
+  connection: [
+    [
+      `    if (initial)
+      return reconnect()
+
+    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))
+`,
+      `    chunk = nextWriteTimer = null // ${RECONNECT_MARK}
+    if (initial) {
+      query && queryError(query, Errors.connection('CONNECTION_CLOSED', options, socket))
+      while (sent.length)
+        queryError(sent.shift(), Errors.connection('CONNECTION_CLOSED', options, socket))
+      query = results = errorResponse = null
+      return reconnect()
+    }
+
+    ;(query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))
+    query = results = errorResponse = null
+`,
+    ],
+  ],
+}
+
+const patchFile = (file, patch, edits) => {
   if (!existsSync(file)) throw new Error(`patches: ${file} is missing`)
   const text = readFileSync(file, "utf8")
-  if (text.includes(MARK)) return false
+  if (text.includes(patch.mark)) return false
   let out = text
   for (const [from, to] of edits) {
     const at = out.indexOf(from)
     if (at === -1 || out.indexOf(from, at + 1) !== -1)
       throw new Error(
-        `patches: ${file} does not hold the code the postgres-closed-connection patch expects (postgres.js upgraded?). ` +
-          "Check whether the new version fixes porsager/postgres#1208, then update or drop tooling/patches/apply.mjs.",
+        `patches: ${file} does not hold the code the ${patch.name} patch expects (postgres.js upgraded?). ` +
+          `Check whether the new version fixes ${patch.issue}, then update or drop tooling/patches/apply.mjs.`,
       )
     out = out.slice(0, at) + to + out.slice(at + from.length)
   }
@@ -97,11 +179,11 @@ const patchFile = (file, edits) => {
 const dir = join(root, "node_modules", "postgres")
 if (existsSync(dir)) {
   const version = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version
-  let applied = 0
-  for (const base of ["src", "cjs/src"]) {
-    if (patchFile(join(dir, base, "connection.js"), postgres.connection)) applied++
-    if (patchFile(join(dir, base, "index.js"), postgres.index)) applied++
+  for (const patch of [closedConnection, strandedReserve, reconnectState]) {
+    let applied = 0
+    for (const base of ["src", "cjs/src"])
+      for (const name of ["connection", "index", "queue"])
+        if (patch[name] && patchFile(join(dir, base, `${name}.js`), patch, patch[name])) applied++
+    if (applied > 0) console.log(`patches: postgres ${version}: ${patch.name} (${applied} files)`)
   }
-  if (applied > 0)
-    console.log(`patches: postgres ${version}: closed connections no longer crash the process (${applied} files)`)
 }

@@ -11,7 +11,14 @@ import {
   uniqueViolation,
   waitForLocks,
 } from "@agentgov/db"
-import { cuttableProxy, makeEmptyDatabase, makeTestStore, pgConnect, type TestStore } from "@agentgov/testing"
+import {
+  cuttableProxy,
+  makeEmptyDatabase,
+  makeTestStore,
+  pgConnect,
+  type TestStore,
+  withDatabase,
+} from "@agentgov/testing"
 import { Cause, Effect, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -822,6 +829,142 @@ describe("a transaction whose session PostgreSQL ended", () => {
       await admin.end()
       await db.cleanup()
     }
+  })
+})
+
+describe("a pool whose store was cut off and let back", () => {
+  // postgres.js 3.4.9 as published lost transactions and connections here (tooling/patches/apply.mjs:
+  // postgres-reconnect-state, postgres-stranded-reserve): a transaction waiting for a connection never settled, or
+  // the pool's connections went one by one to waits already settled, until the pool answered nothing at all. It was
+  // found as a server whose requests hung after its store was cut (apps/server/test/logs.test.ts).
+
+  /** 'settled', or 'pending' if `p` has not settled after `ms`: a guard against a hang, not a measure of speed. */
+  const settles = (p: Promise<unknown>, ms = 15_000) => {
+    let timer: NodeJS.Timeout | undefined
+    return Promise.race([
+      p.then(
+        () => "settled",
+        () => "settled",
+      ),
+      new Promise<string>((r) => {
+        timer = setTimeout(() => r("pending"), ms)
+      }),
+    ]).finally(() => clearTimeout(timer))
+  }
+  const withPool = async (
+    f: (pool: {
+      runtime: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient | Database, never>
+      admin: ReturnType<typeof pgConnect>
+      /** PostgreSQL refuses (false) or takes (true) new sessions of the pool's database; false also ends its sessions. */
+      allow: (allowed: boolean) => Promise<void>
+    }) => Promise<void>,
+  ) => {
+    const db = await makeEmptyDatabase()
+    const name = new URL(db.url).pathname.slice(1)
+    const admin = pgConnect(withDatabase(db.url, "postgres"))
+    // One connection: what waits for it is what the pool reconnects it for.
+    const runtime = ManagedRuntime.make(PostgresClient.layer({ url: db.url, max: 1 }))
+    const allow = async (allowed: boolean) => {
+      await admin.unsafe(`ALTER DATABASE "${name}" WITH ALLOW_CONNECTIONS ${allowed}`)
+      if (!allowed) await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${name}`
+    }
+    try {
+      await f({ runtime, admin, allow })
+    } finally {
+      await admin.unsafe(`ALTER DATABASE "${name}" WITH ALLOW_CONNECTIONS true`)
+      await runtime.dispose()
+      await admin.end()
+      await db.cleanup()
+    }
+  }
+  const transaction = (runtime: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient | Database, never>) =>
+    runtime.runPromiseExit(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(sql<{ one: number }>`SELECT 1 AS one`)),
+    )
+  /** A transaction that holds the pool's connection until `release`, its session's pid known. */
+  const holding = async (
+    runtime: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient | Database, never>,
+    statement = "SELECT 1",
+  ) => {
+    const released = Promise.withResolvers<void>()
+    let pid = 0
+    const exit = runtime.runPromiseExit(
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            pid = (yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+            yield* sql.unsafe(statement)
+            yield* Effect.promise(() => released.promise)
+            yield* sql`SELECT 1`
+          }),
+        ),
+      ),
+    )
+    while (pid === 0) await new Promise((r) => setTimeout(r, 10))
+    return { pid, exit, release: () => released.resolve() }
+  }
+
+  it("gives a transaction waiting for the connection the connection reconnected after its session ended", async () => {
+    await withPool(async ({ runtime, admin }) => {
+      const held = await holding(runtime)
+      const waiting = transaction(runtime)
+      await admin`SELECT pg_terminate_backend(${held.pid})`
+      // Published, the reconnect dropped the waiting transaction: it never ran, nor failed.
+      expect(await settles(waiting)).toBe("settled")
+      expect((await waiting)._tag).toBe("Success")
+      held.release()
+      const exit = await held.exit
+      expect(exit._tag === "Failure" && storeUnreachable(Cause.squash(exit.cause))).toBe(true)
+    })
+  })
+
+  it("fails a transaction waiting for the connection while PostgreSQL refuses sessions, and serves once it takes them", async () => {
+    await withPool(async ({ runtime, admin, allow }) => {
+      // The session ends in the middle of a statement: published, the connection carried that statement into its
+      // next session and took PostgreSQL's refusal for the statement's error, not its own.
+      const held = await holding(runtime, "SELECT pg_sleep(60)")
+      while (
+        (await admin`SELECT 1 FROM pg_stat_activity WHERE pid = ${held.pid} AND query LIKE '%pg_sleep%'`).length === 0
+      )
+        await new Promise((r) => setTimeout(r, 10))
+      const waiting = transaction(runtime)
+      await allow(false)
+      expect(await settles(waiting)).toBe("settled")
+      const exit = await waiting
+      expect(exit._tag === "Failure" && storeUnreachable(Cause.squash(exit.cause))).toBe(true)
+      held.release()
+      expect((await held.exit)._tag).toBe("Failure")
+      await allow(true)
+      const after = transaction(runtime)
+      expect(await settles(after)).toBe("settled")
+      expect((await after)._tag).toBe("Success")
+    })
+  })
+
+  it("serves again after transactions failed while PostgreSQL refused sessions", async () => {
+    await withPool(async ({ runtime, allow }) => {
+      expect((await transaction(runtime))._tag).toBe("Success")
+      await allow(false)
+      for (let i = 0; i < 3; i++) {
+        const failed = transaction(runtime)
+        expect(await settles(failed)).toBe("settled")
+        const exit = await failed
+        expect(exit._tag === "Failure" && storeUnreachable(Cause.squash(exit.cause))).toBe(true)
+      }
+      await allow(true)
+      // Published (with the reconnect's fix alone), a failed transaction's wait stayed queued, and the connection,
+      // once open, went to it: nobody's, the pool's last.
+      for (let i = 0; i < 3; i++) {
+        const after = transaction(runtime)
+        expect(await settles(after)).toBe("settled")
+        expect((await after)._tag).toBe("Success")
+      }
+      const plain = runtime.runPromise(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ one: number }>`SELECT 1 AS one`),
+      )
+      expect(await settles(plain)).toBe("settled")
+      expect(await plain).toEqual([{ one: 1 }])
+    })
   })
 })
 
