@@ -66,7 +66,10 @@ const checkpointsOf = async (dataDir: string) => {
   }
 }
 
-describe.skipIf(!enabled)("backup and restore on the embedded default", () => {
+// Each test runs several processes that each start the embedded cluster, and each process may take up to 90 s on a
+// loaded machine (childServer.ts): past that, it is killed and the test fails naming it, with its output. The suite's
+// 30 s would cut the test off first, without saying which process hung (a CI run timed one out so, 2026-11-29).
+describe.skipIf(!enabled)("backup and restore on the embedded default", { timeout: 240_000 }, () => {
   it("backs up while serving and writing; the restore verifies, keeps its checkpoints and exports a verifiable trail", async () => {
     const first = await spawnServer({ AGENTGOV_DATA_DIR: original })
     const key = await first.waitForKey()
