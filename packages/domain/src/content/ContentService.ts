@@ -7,12 +7,13 @@ import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { NewEvent } from "../audit/AuditEvent.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { dailyCapReached } from "../shared/dailyCap.ts"
 import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
-import { isoOf } from "../shared/time.ts"
+import { DAY_MS, isoOf } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import { C2paSigner } from "./C2paSigner.ts"
 import {
@@ -120,7 +121,6 @@ export const IMAGE_RECORD_THRESHOLD = 1 - IMAGE_RADIUS / 64
 const MAX_TEXT_CANDIDATES = 50
 /** Takedown notices a workspace may submit in any 24 hours (TakedownLimitReached beyond). */
 export const TAKEDOWNS_PER_DAY = 100
-const DAY_MS = 86_400_000
 const MINHASH_NEAR_DUPLICATE = 0.5
 /** Stored text (base64 characters) a text scan loads at most in one statement; an item larger goes alone. */
 const TEXT_BATCH_CHARS = 8 * 1024 * 1024
@@ -911,16 +911,15 @@ export class ContentService extends Context.Service<
         // sent for a takedown that was not stored. The delivery's outcome is then written over it.
         const recorded = yield* tx(
           Effect.gen(function* () {
-            // Counted under the workspace's own lock, so that concurrent requests cannot pass the limit together.
-            yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`takedowns:${actor.workspaceId}`}, 0))`
-            const [sent] = yield* sql<{ n: number; oldest: number | null }>`SELECT count(*)::int AS n,
-                (extract(epoch FROM min(created_at)) * 1000)::float8 AS oldest FROM content_takedowns
-              WHERE workspace_id = ${actor.workspaceId} AND created_at > ${isoOf(now - DAY_MS)}::timestamptz`
-            if (sent!.n >= TAKEDOWNS_PER_DAY)
-              return yield* new TakedownLimitReached({
-                limit: TAKEDOWNS_PER_DAY,
-                retryAfterSeconds: Math.max(1, Math.ceil((Number(sent!.oldest) + DAY_MS - now) / 1000)),
-              })
+            const retryAfterSeconds = yield* dailyCapReached(sql, {
+              table: "content_takedowns",
+              kind: "takedowns",
+              workspaceId: actor.workspaceId,
+              limit: TAKEDOWNS_PER_DAY,
+              now,
+            })
+            if (retryAfterSeconds !== undefined)
+              return yield* new TakedownLimitReached({ limit: TAKEDOWNS_PER_DAY, retryAfterSeconds })
             // The match cited is held (a purge skips it, or is waited for) until the takedown citing it commits:
             // one purged since it was read above is a 422, not a foreign-key failure.
             if (input.matchId !== undefined) {

@@ -5,6 +5,7 @@ import { revokedEvent } from "../apikeys/ApiKeyService.ts"
 import { hashKey, isSecretOf, mintSecret } from "../apikeys/keyFormat.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
+import { dailyCapReached } from "../shared/dailyCap.ts"
 import { PermissionDenied, StateConflict } from "../shared/errors.ts"
 import { newId } from "../shared/ids.ts"
 import { encodeCursor, idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
@@ -38,7 +39,6 @@ export const BOOTSTRAP_OWNER_EMAIL = "owner@localhost"
  * sends as itself to an address the caller names, capped as takedown notices are (TAKEDOWNS_PER_DAY).
  */
 export const INVITATIONS_PER_DAY = 100
-const DAY_MS = 86_400_000
 
 const notAUser = () =>
   new PermissionDenied({
@@ -405,21 +405,15 @@ export class PeopleService extends Context.Service<
                 code: "ALREADY_MEMBER",
                 message: `${input.email} is already a member of this workspace`,
               })
-            // Counted under the workspace's own lock, so that concurrent requests cannot pass the limit together.
-            // Every invitation of the window counts, withdrawn ones too (else invite-and-withdraw would not be held).
-            yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`invitations:${workspaceId}`}, 0))`.pipe(
-              Effect.orDie,
-            )
-            const [sent] = yield* sql<{ n: number; oldest: number | null }>`SELECT count(*)::int AS n,
-                (extract(epoch FROM min(created_at)) * 1000)::float8 AS oldest FROM invitations
-              WHERE workspace_id = ${workspaceId} AND created_at > ${isoOf(now - DAY_MS)}::timestamptz`.pipe(
-              Effect.orDie,
-            )
-            if (sent!.n >= INVITATIONS_PER_DAY)
-              return yield* new InvitationLimitReached({
-                limit: INVITATIONS_PER_DAY,
-                retryAfterSeconds: Math.max(1, Math.ceil((Number(sent!.oldest) + DAY_MS - now) / 1000)),
-              })
+            const retryAfterSeconds = yield* dailyCapReached(sql, {
+              table: "invitations",
+              kind: "invitations",
+              workspaceId,
+              limit: INVITATIONS_PER_DAY,
+              now,
+            }).pipe(Effect.orDie)
+            if (retryAfterSeconds !== undefined)
+              return yield* new InvitationLimitReached({ limit: INVITATIONS_PER_DAY, retryAfterSeconds })
             yield* repo.insertInvitation(invitation, hash)
             yield* audit.append(inWorkspace(actor, workspaceId), [
               {

@@ -1,4 +1,5 @@
 import { systemNamespaceOf } from "../audit/eventCatalog.ts"
+import { DAY_MS } from "../shared/time.ts"
 import { type Tier, tierOf } from "./Tier.ts"
 
 /**
@@ -13,7 +14,6 @@ import { type Tier, tierOf } from "./Tier.ts"
  * so no read ever replays the history.
  */
 
-const DAY_MS = 86_400_000
 /** Old evidence counts half after this long. */
 export const HALF_LIFE_DAYS = 30
 const HALF_LIFE_MS = HALF_LIFE_DAYS * DAY_MS

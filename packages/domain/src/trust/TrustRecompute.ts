@@ -7,7 +7,7 @@ import { SYSTEM_NAMESPACES } from "../audit/eventCatalog.ts"
 import { systemActor } from "../auth/Actor.ts"
 import { SCOPES } from "../auth/scopes.ts"
 import { ComplianceRepo } from "../compliance/ComplianceRepo.ts"
-import { isoOf } from "../shared/time.ts"
+import { DAY_MS, isoOf } from "../shared/time.ts"
 import { type BadgeTier, badgeOf, type Tier, tierOf, tierRank } from "./Tier.ts"
 import {
   applyEvaluations,
@@ -32,8 +32,6 @@ export const ANNOUNCE_DELTA = 10
 const BATCH = 1_000
 /** At most this many events of the trail a pass covers (the guard's decisions among them counted in SQL). */
 const WINDOW = 20_000
-
-const DAY_MS = 86_400_000
 
 /** The first segments of the system's event names, for SQL: the types the worker reads one by one. */
 const namespaces = [...SYSTEM_NAMESPACES]
