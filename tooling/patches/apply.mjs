@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url"
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const MARK = "agentgov patch: postgres-closed-connection"
 const RESERVE_MARK = "agentgov patch: postgres-stranded-reserve"
-const RECONNECT_MARK = "agentgov patch: postgres-reconnect-state"
+const RECONNECT_MARK = "agentgov patch: postgres-reconnect-state (2)"
 
 /**
  * postgres.js 3.4.9 (porsager/postgres#1208, #1154; unmerged fixes #1168, #1176, #1209). A connection whose server
@@ -128,8 +128,12 @@ const strandedReserve = {
  * among the open ones in between, and the next transaction began on it) was never failed either, and its bytes,
  * waiting for their deferred write, stayed with a write timer cancelled but still marked pending: the next session's
  * start-up message was queued behind them and never sent, and the connect failed after its whole time-out (10 s).
+ * And a new connection's first statement, the array types' query (`fetch_types`), was awaited in a promise nobody
+ * handled: a session ended during it rejected that promise unhandled, and the server exits on an unhandled rejection.
  * Patched: a closed connection drops its unsent bytes, fails whatever it still had in flight, whether or not an error
- * came first, and starts its next session with no query, result or error of the last.
+ * came first (directly, not through `error()`, which does nothing while a multi-host connection is connecting), and
+ * starts its next session with no query, result, error or row count of the last; the types query's failure is
+ * handled, the close having already failed or re-queued what the connection was for.
  */
 const reconnectState = {
   name: "postgres-reconnect-state",
@@ -148,12 +152,25 @@ const reconnectState = {
       while (sent.length)
         queryError(sent.shift(), Errors.connection('CONNECTION_CLOSED', options, socket))
       query = results = errorResponse = null
+      rows = 0
       return reconnect()
     }
 
     ;(query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))
+    query && queryError(query, Errors.connection('CONNECTION_CLOSED', options, socket))
+    while (sent.length)
+      queryError(sent.shift(), Errors.connection('CONNECTION_CLOSED', options, socket))
     query = results = errorResponse = null
+    rows = 0
 `,
+    ],
+    [
+      `    \`], [], execute)
+    types.forEach(({ oid, typarray }) => addArrayType(oid, typarray))`,
+      `    \`], [], execute).catch(() => null) // ${RECONNECT_MARK}: its session ended; the close failed the rest
+    if (!types)
+      return
+    types.forEach(({ oid, typarray }) => addArrayType(oid, typarray))`,
     ],
   ],
 }
@@ -162,6 +179,11 @@ const patchFile = (file, patch, edits) => {
   if (!existsSync(file)) throw new Error(`patches: ${file} is missing`)
   const text = readFileSync(file, "utf8")
   if (text.includes(patch.mark)) return false
+  if (text.includes(`agentgov patch: ${patch.name}`))
+    throw new Error(
+      `patches: ${file} holds an earlier version of the ${patch.name} patch: reinstall the package ` +
+        "(rm -rf node_modules/postgres && npm install), and the install patches it afresh.",
+    )
   let out = text
   for (const [from, to] of edits) {
     const at = out.indexOf(from)

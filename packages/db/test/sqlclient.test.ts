@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto"
+import type { AddressInfo } from "node:net"
+import { connect, createServer } from "node:net"
+import { join } from "node:path"
 import {
   Database,
   type DatabaseShape,
@@ -965,6 +968,72 @@ describe("a pool whose store was cut off and let back", () => {
       expect(await settles(plain)).toBe("settled")
       expect(await plain).toEqual([{ one: 1 }])
     })
+  })
+  it("survives a session ended while a new connection reads PostgreSQL's types, and runs what it connected for", async () => {
+    // Published, the types query's failure was a promise nobody handled: the server exits on an unhandled rejection.
+    const db = await makeEmptyDatabase()
+    const target = new URL(db.url)
+    const socketDir = target.searchParams.get("host")
+    let killed = 0
+    // Ends each pool's first session as the driver asks for the array types (its first statement after start-up).
+    let killNext = true
+    const proxy = createServer((client) => {
+      const upstream = socketDir
+        ? connect(join(socketDir, `.s.PGSQL.${target.port || 5432}`))
+        : connect(Number(target.port || 5432), target.hostname)
+      const end = () => {
+        client.destroy()
+        upstream.destroy()
+      }
+      client.on("error", end).on("close", end)
+      upstream.on("error", end).on("close", end)
+      client.on("data", (chunk: Buffer) => {
+        if (killNext && chunk.includes("typarray")) {
+          killNext = false
+          killed++
+          end()
+        } else upstream.write(chunk)
+      })
+      upstream.pipe(client)
+    })
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", () => r()))
+    const via = new URL(db.url)
+    via.hostname = "127.0.0.1"
+    via.port = String((proxy.address() as AddressInfo).port)
+    via.searchParams.delete("host")
+    const unhandled: Array<unknown> = []
+    const onUnhandled = (e: unknown) => unhandled.push(e)
+    process.on("unhandledRejection", onUnhandled)
+    try {
+      for (const kind of ["transaction", "statement"] as const) {
+        killNext = true
+        const runtime = ManagedRuntime.make(PostgresClient.layer({ url: via.toString(), max: 1 }))
+        try {
+          const done =
+            kind === "transaction"
+              ? runtime.runPromiseExit(
+                  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+                    sql.withTransaction(sql<{ one: number }>`SELECT 1 AS one`),
+                  ),
+                )
+              : runtime.runPromiseExit(
+                  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ one: number }>`SELECT 1 AS one`),
+                )
+          expect(await settles(done), kind).toBe("settled")
+          expect((await done)._tag, kind).toBe("Success")
+        } finally {
+          await runtime.dispose()
+        }
+      }
+      expect(killed).toBe(2)
+      // A rejection goes unhandled a turn after it is made: wait for that turn.
+      await new Promise((r) => setTimeout(r, 50))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off("unhandledRejection", onUnhandled)
+      proxy.close()
+      await db.cleanup()
+    }
   })
 })
 
