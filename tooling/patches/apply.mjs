@@ -3,8 +3,8 @@
 // `npm install` / `npm ci`. Plain JavaScript for any Node.js that npm itself runs on. Each patch finds its text
 // exactly or is already applied; anything else (a dependency upgraded to code that no longer matches) fails the
 // install, so that nobody runs unpatched without knowing. See README.md here for what each patch fixes.
-import { existsSync, readFileSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs"
+import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
@@ -198,14 +198,39 @@ const patchFile = (file, patch, edits) => {
   return true
 }
 
-const dir = join(root, "node_modules", "postgres")
-if (existsSync(dir)) {
-  const version = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version
-  for (const patch of [closedConnection, strandedReserve, reconnectState]) {
-    let applied = 0
-    for (const base of ["src", "cjs/src"])
-      for (const name of ["connection", "index", "queue"])
-        if (patch[name] && patchFile(join(dir, base, `${name}.js`), patch, patch[name])) applied++
-    if (applied > 0) console.log(`patches: postgres ${version}: ${patch.name} (${applied} files)`)
+/** The patches, in the order they apply. Each names the files it edits (`connection`, `index`, `queue`). */
+export const PATCHES = [closedConnection, strandedReserve, reconnectState]
+/** The files of a copy of postgres.js each patch edits, relative to the package's directory. */
+export const patchedFiles = (patch) =>
+  ["src", "cjs/src"].flatMap((base) =>
+    ["connection", "index", "queue"].filter((name) => patch[name]).map((name) => [`${base}/${name}.js`, name]),
+  )
+
+/**
+ * Every copy of postgres.js installed in this tree: the root's, and any a workspace holds of its own (npm nests one
+ * when versions conflict). Each is patched: whichever a workspace loads carries the fixes.
+ */
+const installedCopies = () => {
+  const copies = [join(root, "node_modules", "postgres")]
+  for (const group of ["apps", "packages", "connectors", "tooling"]) {
+    if (!existsSync(join(root, group))) continue
+    for (const entry of readdirSync(join(root, group), { withFileTypes: true }))
+      if (entry.isDirectory()) copies.push(join(root, group, entry.name, "node_modules", "postgres"))
   }
+  return copies.filter((dir) => existsSync(join(dir, "package.json")))
 }
+
+// Run as a script (the postinstall), not imported (the test that checks what the service loads). Real paths on both
+// sides: a checkout reached through a symbolic link must not skip the patches.
+const isMain =
+  process.argv[1] !== undefined &&
+  realpathSync(fileURLToPath(import.meta.url)) === realpathSync(resolve(process.argv[1]))
+if (isMain)
+  for (const dir of installedCopies()) {
+    const version = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version
+    for (const patch of PATCHES) {
+      let applied = 0
+      for (const [file, name] of patchedFiles(patch)) if (patchFile(join(dir, file), patch, patch[name])) applied++
+      if (applied > 0) console.log(`patches: postgres ${version} (${dir}): ${patch.name} (${applied} files)`)
+    }
+  }
