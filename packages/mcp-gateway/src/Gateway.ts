@@ -12,7 +12,7 @@ import type { DefinitionStore } from "./DefinitionStore.ts"
 import { GATEWAY_ERRORS, GatewayError, gatewayError, passOn } from "./errors.ts"
 import { deniedOutright } from "./hiddenTools.ts"
 import type { Sanitizer } from "./sanitizer.ts"
-import { definitionHash, type Finding, scanDefinition } from "./scanner.ts"
+import { canonicalJson, definitionHash, type Finding, scanDefinition } from "./scanner.ts"
 import { notSent, type Upstream } from "./Upstream.ts"
 
 export interface GatewayOptions {
@@ -52,18 +52,6 @@ export const MAX_AWAITED = 1_000
 const RETRY_UNSENT_MS = 5_000
 
 type DeniedReason = "policy_denied" | "approval_denied" | "approval_timeout" | "service_unavailable"
-
-/** JSON with every object's keys sorted (JCS's order for the plain JSON a tool call's arguments are). */
-const canonicalJson = (v: unknown): string =>
-  v === null || typeof v !== "object"
-    ? (JSON.stringify(v) ?? "null")
-    : Array.isArray(v)
-      ? `[${v.map(canonicalJson).join(",")}]`
-      : `{${Object.keys(v)
-          .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-          .sort()
-          .map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`)
-          .join(",")}}`
 
 /**
  * The key of {@link argumentsDigest} a gateway holding this agent key uses: every gateway of the key, and a restarted

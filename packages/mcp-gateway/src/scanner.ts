@@ -132,14 +132,17 @@ export const scanDefinition = (definition: ToolDefinition): Array<Finding> => {
   return findings
 }
 
-/** JSON with sorted keys: the same definition hashes the same whatever the server's key order. */
-const canonical = (value: unknown): string => {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`
+/**
+ * JSON with every object's keys sorted (JCS's order for plain JSON), `undefined` members left out: the same definition
+ * hashes the same whatever the server's key order, and so do a call's arguments (Gateway's argumentsDigest).
+ */
+export const canonicalJson = (value: unknown): string => {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   if (value !== null && typeof value === "object")
     return `{${Object.keys(value)
       .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
       .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
       .join(",")}}`
   return JSON.stringify(value) ?? "null"
 }
@@ -148,7 +151,7 @@ const canonical = (value: unknown): string => {
 export const definitionHash = (d: ToolDefinition): string =>
   createHash("sha256")
     .update(
-      canonical({
+      canonicalJson({
         name: d.name,
         title: d.title,
         description: d.description,

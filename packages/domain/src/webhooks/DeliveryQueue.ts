@@ -192,24 +192,34 @@ export class DeliveryQueue extends Context.Service<
             FROM ws WHERE ws.workspace_id IS NOT NULL
           )`)
 
-      const claim = Effect.fn("DeliveryQueue.claim")(function* (limit: number, fairness?: ClaimFairness) {
-        const token = `${instance}.${++claims}`
-        const share = fairness?.perWorkspace ?? limit
-        const hookShare = fairness?.perWebhook ?? share
+      /**
+       * A claim's fairness as its SQL reads it: the workspace's and the webhook's shares (`unlimited` where the worker
+       * gave none; a webhook's is its workspace's unless given), and the `busy` and `busy_hooks` CTEs of the attempts
+       * in flight on this worker, by workspace and by webhook.
+       */
+      const sharesOf = (fairness: ClaimFairness | undefined, unlimited: number) => {
+        const share = fairness?.perWorkspace ?? unlimited
         const busyIds = [...(fairness?.busy.keys() ?? [])]
         const busyCounts = busyIds.map((id) => fairness!.busy.get(id)!)
         const hookIds = [...(fairness?.busyWebhooks?.keys() ?? [])]
         const hookCounts = hookIds.map((id) => fairness!.busyWebhooks!.get(id)!)
+        const busy = sql`busy AS (
+            SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
+          ), busy_hooks AS (
+            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[]) AS b(webhook_id, n)
+          )`
+        return { share, hookShare: fairness?.perWebhook ?? share, busy }
+      }
+
+      const claim = Effect.fn("DeliveryQueue.claim")(function* (limit: number, fairness?: ClaimFairness) {
+        const token = `${instance}.${++claims}`
+        const { share, hookShare, busy } = sharesOf(fairness, limit)
         // Each workspace's room (its share less its attempts in flight here), then each of its webhooks' earliest due
         // rows up to the room the webhook's own share leaves (read, not locked), ranked across workspaces: the first
         // of each, then the second of each, … within the workspace's share. Only the rows taken are locked, in rank
         // order: rows another worker holds are skipped (the next candidates take their places), and a row it claimed
         // meanwhile fails the due check again.
-        const rows = yield* sql<ClaimRow>`WITH RECURSIVE ${pendingWorkspaces}, busy AS (
-            SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
-          ), busy_hooks AS (
-            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[]) AS b(webhook_id, n)
-          ), room AS (
+        const rows = yield* sql<ClaimRow>`WITH RECURSIVE ${pendingWorkspaces}, ${busy}, room AS (
             SELECT ws.workspace_id, coalesce(b.n, 0) AS n, least(greatest(${share} - coalesce(b.n, 0), 0), ${limit}) AS free
             FROM ws LEFT JOIN busy b ON b.workspace_id = ws.workspace_id
             WHERE ws.workspace_id IS NOT NULL
@@ -416,17 +426,8 @@ export class DeliveryQueue extends Context.Service<
       // a deleted webhook's rows wait for the purge and are never claimed), the earliest of those; and among the
       // webhooks below their shares in workspaces below theirs, each one's earliest pending row (the index of 0029).
       const untilNextDue = (fairness?: ClaimFairness) => {
-        const share = fairness?.perWorkspace ?? 2_147_483_647
-        const hookShare = fairness?.perWebhook ?? share
-        const busyIds = [...(fairness?.busy.keys() ?? [])]
-        const busyCounts = busyIds.map((id) => fairness!.busy.get(id)!)
-        const hookIds = [...(fairness?.busyWebhooks?.keys() ?? [])]
-        const hookCounts = hookIds.map((id) => fairness!.busyWebhooks!.get(id)!)
-        return sql<{ due: number | null; claimable: number | null }>`WITH RECURSIVE ${pendingWorkspaces}, busy AS (
-            SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
-          ), busy_hooks AS (
-            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[]) AS b(webhook_id, n)
-          )
+        const { share, hookShare, busy } = sharesOf(fairness, 2_147_483_647)
+        return sql<{ due: number | null; claimable: number | null }>`WITH RECURSIVE ${pendingWorkspaces}, ${busy}
           SELECT (SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8
               FROM ws CROSS JOIN LATERAL (
                 SELECT d.next_attempt_at FROM webhook_deliveries d
