@@ -5,11 +5,12 @@ import {
   clientFor,
   connect,
   eventsOf,
+  newAgent,
+  policyFor,
   startTestServer,
   stopChildren,
   type TestServer,
   textOf,
-  unique,
 } from "./helpers.ts"
 
 /**
@@ -36,19 +37,8 @@ const GITHUB = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 
 describe("a call's arguments", () => {
   it("reach the approval and the trail redacted, and the tool server as they are", async () => {
-    const agent = await admin.agents.create({ name: unique("mcp-args") })
-    const key = await admin.apiKeys.create({
-      name: "gateway",
-      type: "agent",
-      agentId: agent.id,
-      scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"],
-    })
-    const server = unique("srv").replace(/[^a-z0-9]/g, "_")
-    await admin.policies.create({
-      name: unique("mcp-policy"),
-      target: { agentIds: [agent.id] },
-      rules: [{ id: "big", effect: "require_approval", actions: [`mcp.${server}.wire_money`] }],
-    })
+    const { agentId, apiKey, server } = await newAgent(admin, "mcp-args")
+    await policyFor(admin, agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${server}.wire_money`] }])
     const args = {
       amount: 5000,
       api_key: STRIPE,
@@ -58,7 +48,7 @@ describe("a call's arguments", () => {
     }
     const c = await connect("stdio", {
       url: t.url,
-      apiKey: key.apiKey,
+      apiKey,
       server,
       flags: ["--allowed-hosts", "docs.example.com"],
     })
@@ -66,7 +56,7 @@ describe("a call's arguments", () => {
       const call = c.client.callTool({ name: "wire_money", arguments: args })
       let pending: Awaited<ReturnType<typeof admin.approvals.get>> | undefined
       while (pending === undefined) {
-        ;[pending] = await admin.approvals.list({ agentId: agent.id, status: "pending" } as never).toArray(1)
+        ;[pending] = await admin.approvals.list({ agentId, status: "pending" } as never).toArray(1)
         if (pending === undefined) await new Promise((r) => setTimeout(r, 50))
       }
       const shown = JSON.stringify(pending.context)
@@ -85,7 +75,7 @@ describe("a call's arguments", () => {
       // The approval lets the call through: the second guard's context, redacted the same way, matches it.
       expect(textOf(await call)).toBe("wire_money done")
       expect(c.calls()).toEqual([`wire_money ${JSON.stringify(args)}`])
-      const evaluated = await eventsOf(admin, agent.id, "policy.evaluated", 2)
+      const evaluated = await eventsOf(admin, agentId, "policy.evaluated", 2)
       for (const secret of [STRIPE, PASSWORD, GITHUB]) expect(JSON.stringify(evaluated)).not.toContain(secret)
       expect(c.stderr()).toContain('redacted from the arguments of "wire_money" sent to agentgov')
     } finally {
@@ -94,27 +84,16 @@ describe("a call's arguments", () => {
   }, 30_000)
 
   it("that differ only in a redacted secret need an approval each (the approval binds a digest of the values)", async () => {
-    const agent = await admin.agents.create({ name: unique("mcp-args-digest") })
-    const key = await admin.apiKeys.create({
-      name: "gateway",
-      type: "agent",
-      agentId: agent.id,
-      scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"],
-    })
-    const server = unique("srv").replace(/[^a-z0-9]/g, "_")
-    await admin.policies.create({
-      name: unique("mcp-policy"),
-      target: { agentIds: [agent.id] },
-      rules: [{ id: "big", effect: "require_approval", actions: [`mcp.${server}.wire_money`] }],
-    })
+    const { agentId, apiKey, server } = await newAgent(admin, "mcp-args-digest")
+    await policyFor(admin, agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${server}.wire_money`] }])
     const pendingOnes = async (n: number) => {
       for (;;) {
-        const pending = await admin.approvals.list({ agentId: agent.id, status: "pending" } as never).toArray(10)
+        const pending = await admin.approvals.list({ agentId, status: "pending" } as never).toArray(10)
         if (pending.length >= n) return pending
         await new Promise((r) => setTimeout(r, 50))
       }
     }
-    const c = await connect("stdio", { url: t.url, apiKey: key.apiKey, server })
+    const c = await connect("stdio", { url: t.url, apiKey, server })
     try {
       const first = { amount: 5, password: "1111" }
       const second = { password: "2222", amount: 5 }
@@ -124,8 +103,8 @@ describe("a call's arguments", () => {
       const again = c.client.callTool({ name: "wire_money", arguments: { password: "1111", amount: 5 } })
       // Another password: a second approval, although both show the approver the same redacted arguments.
       const other = c.client.callTool({ name: "wire_money", arguments: second })
-      await eventsOf(admin, agent.id, "policy.evaluated", 3)
-      const pending = await admin.approvals.list({ agentId: agent.id, status: "pending" } as never).toArray(10)
+      await eventsOf(admin, agentId, "policy.evaluated", 3)
+      const pending = await admin.approvals.list({ agentId, status: "pending" } as never).toArray(10)
       expect(pending).toHaveLength(2)
       const [denied] = pending.filter((p) => p.id !== approved!.id)
       for (const p of pending) {

@@ -1,6 +1,15 @@
 import type { AgentGov } from "@agentgov/sdk"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { clientFor, connect, startTestServer, stopChildren, type TestServer, textOf, unique } from "./helpers.ts"
+import {
+  clientFor,
+  connect,
+  newAgent,
+  policyFor,
+  startTestServer,
+  stopChildren,
+  type TestServer,
+  textOf,
+} from "./helpers.ts"
 
 /**
  * JSON-RPC batches over the gateway's Streamable HTTP listener. Two requests of one batch with the same id could
@@ -40,20 +49,9 @@ const post = async (url: string, body: unknown, contentType = "application/json"
 
 describe("a batch over HTTP", () => {
   it("with an id used twice is refused whole and runs nothing; distinct ids run each", async () => {
-    const agent = await admin.agents.create({ name: unique("mcp-batch") })
-    const key = await admin.apiKeys.create({
-      name: "gateway",
-      type: "agent",
-      agentId: agent.id,
-      scopes: ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"],
-    })
-    const server = unique("srv").replace(/[^a-z0-9]/g, "_")
-    await admin.policies.create({
-      name: unique("mcp-policy"),
-      target: { agentIds: [agent.id] },
-      rules: [{ id: "ok", effect: "allow", actions: [`mcp.${server}.echo`] }],
-    })
-    const c = await connect("http", { url: t.url, apiKey: key.apiKey, server })
+    const { agentId, apiKey, server } = await newAgent(admin, "mcp-batch")
+    await policyFor(admin, agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${server}.echo`] }])
+    const c = await connect("http", { url: t.url, apiKey, server })
     try {
       for (const batch of [
         [call(1, "first"), call(1, "second")],

@@ -12,11 +12,12 @@ import {
   eventsOf,
   type Mode,
   mcpError,
+  newAgent,
+  policyFor,
   startTestServer,
   stopChildren,
   type TestServer,
   textOf,
-  unique,
 } from "./helpers.ts"
 
 /**
@@ -27,8 +28,6 @@ import {
 let t: TestServer
 let admin: AgentGov
 
-const AGENT_SCOPES = ["guard:evaluate", "events:write", "events:read", "approvals:read", "policies:read", "agents:read"]
-
 beforeAll(async () => {
   t = await startTestServer()
   admin = clientFor(t.url, t.key)
@@ -37,18 +36,6 @@ afterAll(async () => {
   await stopChildren()
   await t.close()
 })
-
-/** A new agent, its key, and a server name of its own (so that actions and policies do not collide). */
-const newAgent = async () => {
-  const agent = await admin.agents.create({ name: unique("mcp") })
-  const key = await admin.apiKeys.create({ name: "gateway", type: "agent", agentId: agent.id, scopes: AGENT_SCOPES })
-  const server = unique("srv").replace(/[^a-z0-9]/g, "_")
-  return { agentId: agent.id, apiKey: key.apiKey, server }
-}
-
-type Rules = Parameters<AgentGov["policies"]["create"]>[0]["rules"]
-const policyFor = (agentId: string, rules: Rules) =>
-  admin.policies.create({ name: unique("mcp-policy"), target: { agentIds: [agentId] }, rules })
 
 /** Decides the agent's first pending approval as soon as it appears, like an operator would. */
 const operator = async (agentId: string, decision: "approved" | "denied") => {
@@ -61,8 +48,8 @@ const operator = async (agentId: string, decision: "approved" | "denied") => {
 
 describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   it("allow: forwards the call and records mcp.tool.called with the guard's event", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
     const c = await connect(mode, { url: t.url, ...a })
     try {
       const result = await c.client.callTool({ name: "echo", arguments: { text: "hello" } })
@@ -87,8 +74,8 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("deny: answers an MCP error, never forwards, records mcp.tool.denied; the tool is hidden from tools/list", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [
       { id: "never", effect: "deny", actions: [`mcp.${a.server}.delete_*`], reason: "no deleting" },
     ])
     const c = await connect(mode, { url: t.url, ...a })
@@ -114,8 +101,8 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("a conditional deny keeps the tool listed and decides each call on its arguments", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [
       {
         id: "secret",
         effect: "deny",
@@ -137,8 +124,10 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("require_approval: waits, and forwards once an operator approves while the call waits", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [
+      { id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] },
+    ])
     const c = await connect(mode, { url: t.url, ...a })
     try {
       const call = c.client.callTool({ name: "wire_money", arguments: { amount: 5000 } })
@@ -153,8 +142,10 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("require_approval: refuses when the operator denies, and records why", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [
+      { id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] },
+    ])
     const c = await connect(mode, { url: t.url, ...a })
     try {
       const call = mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 9000 } }))
@@ -169,8 +160,10 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("require_approval: refuses when nobody decides within the approval timeout", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [
+      { id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] },
+    ])
     const c = await connect(mode, { url: t.url, ...a, flags: ["--approval-timeout", "1"] })
     try {
       const error = await mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 1 } }))
@@ -184,8 +177,10 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("require_approval: an approval granted after the gateway gave up lets the same call through when asked again", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [
+      { id: "big", effect: "require_approval", actions: [`mcp.${a.server}.wire_money`] },
+    ])
     const c = await connect(mode, { url: t.url, ...a, flags: ["--approval-timeout", "1"] })
     try {
       const error = await mcpError(c.client.callTool({ name: "wire_money", arguments: { amount: 7 } }))
@@ -218,7 +213,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("redacts credentials and URLs to hosts not allowlisted from results, and records the finding", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const c = await connect(mode, { url: t.url, ...a, flags: ["--allowed-hosts", "docs.example.com"] })
     try {
       const text = textOf(await c.client.callTool({ name: "read_config", arguments: {} }))
@@ -243,8 +238,8 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("sanitises all of a result (structured content under any key, _meta) and the server's own errors", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
     const c = await connect(mode, { url: t.url, ...a })
     try {
       const result = await c.client.callTool({ name: "read_structured", arguments: {} })
@@ -276,7 +271,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("a tool listed twice is listed once and flagged: a pinned copy beside a changed one does not hide the change", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
     const first = await connect(mode, { url: t.url, ...a, store })
     try {
@@ -284,7 +279,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
     } finally {
       await first.close()
     }
-    await policyFor(a.agentId, [
+    await policyFor(admin, a.agentId, [
       { id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] },
       {
         id: "flagged",
@@ -310,7 +305,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("flags a rug pull and poisoned definitions, and a policy can refuse flagged tools", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
     const first = await connect(mode, { url: t.url, ...a, store })
     try {
@@ -318,7 +313,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
     } finally {
       await first.close()
     }
-    await policyFor(a.agentId, [
+    await policyFor(admin, a.agentId, [
       {
         id: "flagged",
         effect: "deny",
@@ -349,7 +344,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("refuses every call when agentgov cannot be reached (fail closed), and forwards nothing", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const c = await connect(mode, { url: `http://127.0.0.1:${await closedPort()}`, ...a })
     try {
       expect((await c.client.listTools()).tools.map((x) => x.name)).toContain("echo")
@@ -362,7 +357,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
   })
 
   it("50 calls in flight: each decided and recorded once", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const c = await connect(mode, { url: t.url, ...a })
     let closed = false
     try {
@@ -389,7 +384,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
 
 describe("the wrapped server (stdio)", () => {
   it("does not inherit the gateway's agent key", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const c = await connect("stdio", { url: t.url, ...a })
     try {
       expect(textOf(await c.client.callTool({ name: "whoami", arguments: {} }))).toBe("AGENTGOV_API_KEY=unset")
@@ -399,7 +394,7 @@ describe("the wrapped server (stdio)", () => {
   })
 
   it("a crash mid-call is a clear MCP error, and the server is restarted", async () => {
-    const a = await newAgent()
+    const a = await newAgent(admin)
     const c = await connect("stdio", { url: t.url, ...a })
     try {
       const error = await mcpError(c.client.callTool({ name: "crash", arguments: {} }))
@@ -424,8 +419,8 @@ describe("a server whose tool list does not end", () => {
   it.each(["endless", "looping"])(
     "%s pages: tools/list is a clear error, and a call is refused with it, not forwarded",
     async (variant) => {
-      const a = await newAgent()
-      await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
+      const a = await newAgent(admin)
+      await policyFor(admin, a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.*`] }])
       const c = await connect("stdio", { url: t.url, ...a, toolEnv: { TOOL_SERVER_VARIANT: variant } })
       try {
         const error = await mcpError(c.client.listTools())
@@ -481,8 +476,8 @@ describe("the HTTP listener on loopback", () => {
     })
 
   it("refuses a request named for another host or sent from a web page (DNS rebinding), and calls nothing", async () => {
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
     const c = await connect("http", { url: t.url, ...a })
     try {
       const port = new URL(c.url!).port
@@ -506,8 +501,8 @@ describe("the HTTP listener on loopback", () => {
 
   it("with a token, answers one Authorization header with it, and refuses repeated ones whichever comes first", async () => {
     // Node keeps only the first of repeated Authorization lines; a proxy in front may have acted on another.
-    const a = await newAgent()
-    await policyFor(a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
+    const a = await newAgent(admin)
+    await policyFor(admin, a.agentId, [{ id: "ok", effect: "allow", actions: [`mcp.${a.server}.echo`] }])
     const token = "a-long-random-gateway-token"
     const c = await connect("http", { url: t.url, ...a, httpToken: token })
     try {

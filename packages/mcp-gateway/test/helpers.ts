@@ -10,6 +10,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import { expect } from "vitest"
 
+import { unique } from "../../sdk/test/helpers.ts"
+
 export { clientFor, closedPort, startTestServer, type TestServer, unique } from "../../sdk/test/helpers.ts"
 
 /** The CLI's source, not the bin (which prefers a `dist` that may be older than the source under test). */
@@ -203,3 +205,26 @@ export const eventsOf = async (admin: AgentGov, agentId: string, type: string, a
     await new Promise((r) => setTimeout(r, 100))
   }
 }
+
+/** The scopes of a gateway's agent key in these suites. */
+export const AGENT_SCOPES = [
+  "guard:evaluate",
+  "events:write",
+  "events:read",
+  "approvals:read",
+  "policies:read",
+  "agents:read",
+]
+
+/** A new agent, its gateway key, and a server name of its own (so that actions and policies do not collide). */
+export const newAgent = async (admin: AgentGov, name = "mcp") => {
+  const agent = await admin.agents.create({ name: unique(name) })
+  const key = await admin.apiKeys.create({ name: "gateway", type: "agent", agentId: agent.id, scopes: AGENT_SCOPES })
+  const server = unique("srv").replace(/[^a-z0-9]/g, "_")
+  return { agentId: agent.id, apiKey: key.apiKey, server }
+}
+
+export type Rules = Parameters<AgentGov["policies"]["create"]>[0]["rules"]
+/** A policy of these rules for the agent alone. */
+export const policyFor = (admin: AgentGov, agentId: string, rules: Rules) =>
+  admin.policies.create({ name: unique("mcp-policy"), target: { agentIds: [agentId] }, rules })
