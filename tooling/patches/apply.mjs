@@ -212,10 +212,16 @@ export const patchedFiles = (patch) =>
  */
 const installedCopies = () => {
   const copies = [join(root, "node_modules", "postgres")]
-  for (const group of ["apps", "packages", "connectors", "tooling"]) {
-    if (!existsSync(join(root, group))) continue
-    for (const entry of readdirSync(join(root, group), { withFileTypes: true }))
-      if (entry.isDirectory()) copies.push(join(root, group, entry.name, "node_modules", "postgres"))
+  // The workspaces as the root package.json lists them (`group/*`, or one directory).
+  for (const pattern of JSON.parse(readFileSync(join(root, "package.json"), "utf8")).workspaces ?? []) {
+    if (!pattern.endsWith("/*")) {
+      copies.push(join(root, pattern, "node_modules", "postgres"))
+      continue
+    }
+    const group = join(root, pattern.slice(0, -2))
+    if (!existsSync(group)) continue
+    for (const entry of readdirSync(group, { withFileTypes: true }))
+      if (entry.isDirectory()) copies.push(join(group, entry.name, "node_modules", "postgres"))
   }
   return copies.filter((dir) => existsSync(join(dir, "package.json")))
 }
