@@ -197,6 +197,11 @@ export class ApprovalService extends Context.Service<
     ApprovalService,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      /** One agent's guard requests (and the sweep of its approvals), one at a time until the transaction ends. */
+      const lockAgentRequests = (workspaceId: string, agentId: string) =>
+        sql`SELECT pg_advisory_xact_lock(${GUARD_REQUEST_LOCK}, hashtext(${`${workspaceId}/${agentId}`}))`.pipe(
+          Effect.orDie,
+        )
       const repo = yield* ApprovalRepo
       const agents = yield* AgentRepo
       const workspaces = yield* WorkspaceRepo
@@ -303,9 +308,7 @@ export class ApprovalService extends Context.Service<
               return yield* Effect.die(new Error("requestForGuard: the actor belongs to another workspace"))
             // One agent's requests one at a time (across instances), so concurrent calls of one request open one
             // approval and the bound holds; held until the transaction ends.
-            yield* sql`SELECT pg_advisory_xact_lock(${GUARD_REQUEST_LOCK}, hashtext(${`${request.workspaceId}/${request.agentId}`}))`.pipe(
-              Effect.orDie,
-            )
+            yield* lockAgentRequests(request.workspaceId, request.agentId)
             // The agent's row, waited for while a deregistration holds it and then read as committed (FOR KEY SHARE,
             // the lock the approval's foreign key takes anyway): the guard decided on its cached agent, and an
             // approval opened after the deregistration expired the agent's pending ones would be left pending.
@@ -494,9 +497,7 @@ export class ApprovalService extends Context.Service<
         for (const { workspaceId, agentId, deleted } of yield* repo.deregisteredWithPending) {
           count += yield* tx(
             Effect.gen(function* () {
-              yield* sql`SELECT pg_advisory_xact_lock(${GUARD_REQUEST_LOCK}, hashtext(${`${workspaceId}/${agentId}`}))`.pipe(
-                Effect.orDie,
-              )
+              yield* lockAgentRequests(workspaceId, agentId)
               const expired = yield* repo.expireForAgent(workspaceId, agentId, now)
               if (expired.length === 0 || deleted) return expired.length
               yield* audit.append(yield* systemIn(workspaceId), expired.map(approvalExpiredEvent))
