@@ -19,6 +19,7 @@ import {
 } from "../idempotency/Idempotency.ts"
 import { Counters } from "../ratelimits/Counters.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
+import { type Refreshable, refreshAhead } from "../shared/refreshAhead.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import { tierOf } from "../trust/Tier.ts"
@@ -285,29 +286,46 @@ export class GuardService extends Context.Service<
       const tx = transactional(sql)
       // Rate conditions and throttles: in-process, or shared by every instance through Redis (Counters.ts).
       const rate = (yield* Counters).rates
-      // A throttle enforcement (D7) caps the agent's guard calls per minute; looked up at most every THROTTLE_TTL_MS.
-      const throttles = new Map<string, { limit: number | undefined; until: number }>()
-      /** The agent's throttle as last looked up, while that is recent enough. */
-      const heldThrottle = (agentId: string, now: number) => {
-        const hit = throttles.get(agentId)
-        return hit && hit.until > now ? hit : undefined
-      }
-      const throttleOf = (workspaceId: string, agentId: string, now: number) => {
-        const hit = heldThrottle(agentId, now)
-        if (hit) return Effect.succeed(hit.limit)
-        return enforcement.throttleFor(workspaceId, agentId).pipe(
-          Effect.tap((limit) =>
-            Effect.sync(() => {
-              if (throttles.size > 100_000) throttles.clear()
-              throttles.set(agentId, { limit, until: now + THROTTLE_TTL_MS })
-            }),
+      // Reloads ahead of expiry (refreshAhead.ts) run on this layer's services, in the background.
+      const runBackground = Effect.runForkWith(yield* Effect.context<never>())
+      const background = (what: string, reload: Effect.Effect<unknown>) => {
+        runBackground(
+          reload.pipe(
+            Effect.catchCause((cause) =>
+              Effect.logDebug(`the guard's ${what} was not reloaded ahead; tried again`, cause),
+            ),
           ),
         )
       }
 
+      // A throttle enforcement (D7) caps the agent's guard calls per minute; looked up at most every THROTTLE_TTL_MS.
+      const throttles = new Map<string, Refreshable & { readonly limit: number | undefined }>()
+      const loadThrottle = (workspaceId: string, agentId: string) => {
+        const at = Date.now()
+        return enforcement.throttleFor(workspaceId, agentId).pipe(
+          Effect.tap((limit) =>
+            Effect.sync(() => {
+              if (throttles.size > 100_000) throttles.clear()
+              throttles.set(agentId, { limit, at })
+            }),
+          ),
+        )
+      }
+      /** The agent's throttle as last looked up, while that is recent enough (reloaded ahead of that). */
+      const heldThrottle = (workspaceId: string, agentId: string, now: number) => {
+        const hit = throttles.get(agentId)
+        if (!hit || now - hit.at >= THROTTLE_TTL_MS) return undefined
+        refreshAhead(hit, now, THROTTLE_TTL_MS, () => background("throttle", loadThrottle(workspaceId, agentId)))
+        return hit
+      }
+      const throttleOf = (workspaceId: string, agentId: string, now: number) => {
+        const hit = heldThrottle(workspaceId, agentId, now)
+        return hit ? Effect.succeed(hit.limit) : loadThrottle(workspaceId, agentId)
+      }
+
       // Agents as the guard sees them, per instance; any update of an agent row is announced by a trigger
       // (migration 0006) and drops the copy on every instance at commit.
-      const agentCache = new Map<string, { agent: Agent; workspaceId: string; at: number }>()
+      const agentCache = new Map<string, Refreshable & { readonly agent: Agent; readonly workspaceId: string }>()
       const agentGenerations = new Map<string, number>()
       const forgetAgent = (agentId: string) => {
         agentGenerations.set(agentId, (agentGenerations.get(agentId) ?? 0) + 1)
@@ -325,26 +343,31 @@ export class GuardService extends Context.Service<
         Effect.promise(() => db.listen(AGENTS_CHANNEL, forgetAgent, forgetAgents)),
         (stop) => Effect.promise(() => stop()),
       )
-      /** The agent as this instance holds it, while the copy is recent enough. */
-      const heldAgent = (workspaceId: string, agentId: string, now: number) => {
-        const hit = agentCache.get(agentId)
-        return hit && hit.workspaceId === workspaceId && now - hit.at < AGENT_MAX_AGE_MS ? hit.agent : undefined
-      }
-      const agentCached = (workspaceId: string, agentId: string) => {
-        const held = heldAgent(workspaceId, agentId, Date.now())
-        if (held) return Effect.succeed(held)
+      const loadAgent = (workspaceId: string, agentId: string) => {
         const generation = agentGenerations.get(agentId) ?? 0
         const epoch = agentEpoch
+        const at = Date.now()
         return agents.find(workspaceId, agentId).pipe(
           Effect.tap((agent) =>
             Effect.sync(() => {
               // A load that started before a change was announced (or before a gap) must not be kept.
               if (!agent || (agentGenerations.get(agentId) ?? 0) !== generation || agentEpoch !== epoch) return
               if (agentCache.size >= 100_000) agentCache.clear()
-              agentCache.set(agentId, { agent, workspaceId, at: Date.now() })
+              agentCache.set(agentId, { agent, workspaceId, at })
             }),
           ),
         )
+      }
+      /** The agent as this instance holds it, while the copy is recent enough (reloaded ahead of that). */
+      const heldAgent = (workspaceId: string, agentId: string, now: number) => {
+        const hit = agentCache.get(agentId)
+        if (!hit || hit.workspaceId !== workspaceId || now - hit.at >= AGENT_MAX_AGE_MS) return undefined
+        refreshAhead(hit, now, AGENT_MAX_AGE_MS, () => background("agent", loadAgent(workspaceId, agentId)))
+        return hit.agent
+      }
+      const agentCached = (workspaceId: string, agentId: string) => {
+        const held = heldAgent(workspaceId, agentId, Date.now())
+        return held ? Effect.succeed(held) : loadAgent(workspaceId, agentId)
       }
 
       const suspensionInForce = (workspaceId: string, agentId: string) =>
@@ -632,7 +655,7 @@ export class GuardService extends Context.Service<
         const agent = heldAgent(actor.workspaceId, agentId, now)
         if (agent?.status !== "active") return undefined
         const state = sets.peek(actor.workspaceId)
-        const throttle = heldThrottle(agentId, now)
+        const throttle = heldThrottle(actor.workspaceId, agentId, now)
         if (state === undefined || throttle === undefined) return undefined
         // A costly call waits in the slow lane, which the Effect path handles.
         if (costly(actor.workspaceId, state.set, input.action, now)) return undefined

@@ -1,5 +1,6 @@
 import { Database } from "@agentgov/db"
 import { Context, Effect, Exit, Layer } from "effect"
+import { type Refreshable, refreshAhead } from "../shared/refreshAhead.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import { type CompiledPolicySet, compilePolicies, type PolicyCompilation } from "./engine/index.ts"
 import { POLICIES_CHANNEL, PolicyRepo } from "./PolicyRepo.ts"
@@ -46,7 +47,7 @@ export class PolicySets extends Context.Service<
       const repo = yield* PolicyRepo
       const workspaces = yield* WorkspaceRepo
       const db = yield* Database
-      const sets = new Map<string, { state: WorkspaceGuardState; at: number }>()
+      const sets = new Map<string, Refreshable & { readonly state: WorkspaceGuardState }>()
       /**
        * The last compilation of each workspace's policies, kept when its set is dropped: the next load compiles only
        * the policy versions it has not seen (CEL is parsed and checked once per version, not at every load).
@@ -123,9 +124,20 @@ export class PolicySets extends Context.Service<
           return state
         })
 
+      // A set reloaded ahead of its expiry (refreshAhead.ts) is loaded in the background, as a missing one is.
+      const runBackground = Effect.runForkWith(yield* Effect.context<never>())
       const peek = (workspaceId: string) => {
         const hit = sets.get(workspaceId)
-        return hit && Date.now() - hit.at < MAX_AGE_MS ? hit.state : undefined
+        const now = Date.now()
+        if (!hit || now - hit.at >= MAX_AGE_MS) return undefined
+        refreshAhead(hit, now, MAX_AGE_MS, () =>
+          runBackground(
+            shared(workspaceId).pipe(
+              Effect.catchCause((cause) => Effect.logDebug("a policy set was not reloaded ahead; tried again", cause)),
+            ),
+          ),
+        )
+        return hit.state
       }
 
       /**

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto"
 import { Database } from "@agentgov/db"
 import { Effect, Exit } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import {
   type Actor,
   AgentService,
@@ -198,6 +198,40 @@ describe("the guard's fast path", () => {
     const reloaded = (await env.run(guard.evaluate(actor, { agentId, action: "files.delete" }))) as GuardResult
     expect(reloaded.decision).toBe("allow")
     expect(((await now(guard, actor, { agentId, action: "files.delete" })) as GuardResult).decision).toBe("allow")
+  })
+
+  it("keeps answering across its copies' expiry: each is reloaded in the background before it expires", async () => {
+    const { actor, agentId, guard } = await setup()
+    const call = { agentId, action: "files.read" }
+    expect(guard.evaluateNow(actor, call)).toBeDefined()
+    // Only Date is faked: the reloads' statements and the waits below run on real timers.
+    vi.useFakeTimers({ toFake: ["Date"] })
+    try {
+      const start = Date.now()
+      /** At `dueAt` (past 4/5 of a copy's life) a call starts the reload; at `expiredAt` only the reload holds it. */
+      const across = async (dueAt: number, expiredAt: number) => {
+        vi.setSystemTime(start + dueAt)
+        const burst = Array.from({ length: 16 }, () => guard.evaluateNow(actor, call))
+        expect(burst.every((p) => p !== undefined)).toBe(true)
+        await Promise.all(burst.map((p) => answerOf(p!)))
+        vi.setSystemTime(start + expiredAt)
+        // Until the reload lands the fast path declines (counting nothing); with no reload it never would answer.
+        await vi.waitFor(() => expect(guard.evaluateNow(actor, call)).toBeDefined(), { timeout: 10_000, interval: 20 })
+        await answerOf(guard.evaluateNow(actor, call)!)
+      }
+      // The throttle's copy lives 5 s, the agent's and the policies' 30 s (due at 24 s, reloaded at 27 s).
+      for (const [due, expired] of [
+        [4_500, 5_500],
+        [9_000, 10_000],
+        [13_500, 14_500],
+        [18_000, 19_000],
+        [22_500, 23_500],
+      ])
+        await across(due!, expired!)
+      await across(27_000, 31_000)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it("replays a retry under the same Idempotency-Key, refuses the key with another request", async () => {
