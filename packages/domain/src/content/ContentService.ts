@@ -9,7 +9,7 @@ import { AuditLog } from "../audit/AuditLog.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { dailyCapReached } from "../shared/dailyCap.ts"
 import { InvalidInput, PermissionDenied, StateConflict } from "../shared/errors.ts"
-import { newId } from "../shared/ids.ts"
+import { firstIdAt, newId } from "../shared/ids.ts"
 import { idCursor, type Page, type PageRequest, pageWindow, toPage } from "../shared/pagination.ts"
 import type { InvalidCursor } from "../shared/paginationErrors.ts"
 import { METADATA_MAX_BYTES } from "../shared/schemas.ts"
@@ -171,18 +171,6 @@ const pause = (ms: number) => Effect.promise(() => new Promise<void>((resolve) =
 export const MATCH_RETENTION_DAYS = 1_095
 /** Matches one purge deletes at most (the sweep runs every 30 s by default). */
 const MATCH_PURGE_LIMIT = 10_000
-
-/** The smallest id `newId(prefix, ms)` can mint: ids are time-sortable (ids.ts), so `id <` it is "minted before ms". */
-const firstIdAt = (prefix: string, ms: number) => {
-  const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
-  let time = ""
-  let t = ms
-  for (let i = 0; i < 10; i++) {
-    time = crockford[t % 32] + time
-    t = Math.floor(t / 32)
-  }
-  return `${prefix}_${time}`
-}
 
 /** Image work (sharp, c2pa-rs) in one of the process's few slots: see IMAGE_SLOTS. */
 const imaging = <A>(work: () => Promise<A>) => Effect.promise(() => withImageSlot(work))

@@ -72,3 +72,17 @@ export const newId = (prefix: IdPrefix, now: number = Date.now()): string => {
   }
   return `${prefix}_${time}${rand}`
 }
+
+/**
+ * The smallest id `newId(prefix, ms)` can mint: ids sort by the millisecond they were minted at, so `id < firstIdAt`
+ * is "minted before ms", and bounds an index range on a column of ids by time.
+ */
+export const firstIdAt = (prefix: IdPrefix, ms: number): string => {
+  let time = ""
+  let t = ms
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time
+    t = Math.floor(t / 32)
+  }
+  return `${prefix}_${time}`
+}
