@@ -3,7 +3,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { WorkspaceService } from "../src/index.ts"
 import { dailyCapReached } from "../src/shared/dailyCap.ts"
-import { newId } from "../src/shared/ids.ts"
+import { firstIdAt } from "../src/shared/ids.ts"
 import { DAY_MS, isoOf } from "../src/shared/time.ts"
 import { type DomainTestRuntime, makeDomainRuntime } from "./runtime.ts"
 
@@ -29,8 +29,10 @@ describe("the daily cap on invitations and takedown notices", () => {
       now - 23 * HOUR_MS,
       now - HOUR_MS,
     ].sort((a, b) => a - b)
+    // Ids with the time they were minted at written out: `newId` never goes back in time within a process (an id
+    // for a past instant after a newer one takes the newer one's time), which would put every row in the window.
     const rows = at.map((ms, i) => ({
-      id: newId("inv", ms),
+      id: `${firstIdAt("inv", ms)}${String(i).padStart(16, "0")}`,
       email: `p${i}@example.com`,
       token: `hash-${workspace.id}-${i}`,
       created: isoOf(ms),
@@ -51,11 +53,11 @@ describe("the daily cap on invitations and takedown notices", () => {
                 limit,
                 now,
               })
-              // This transaction's reads of the table so far: heap tuples fetched through an index, and rows a scan
-              // returned.
-              const [read] = yield* sql<{ n: number }>`SELECT
-                  (pg_stat_get_xact_tuples_fetched('invitations'::regclass)
-                    + pg_stat_get_xact_tuples_returned('invitations'::regclass))::int AS n`
+              // What this transaction read of the table so far, whatever the plan: rows a sequential scan returned,
+              // and entries its indexes' scans (plain or bitmap) returned.
+              const [read] = yield* sql<{ n: number }>`SELECT (pg_stat_get_xact_tuples_returned('invitations'::regclass)
+                  + (SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index
+                      WHERE indrelid = 'invitations'::regclass))::int AS n`
               return { reached, read: read!.n }
             }),
           )
@@ -78,6 +80,6 @@ describe("the daily cap on invitations and takedown notices", () => {
     const at2 = await count(2)
     expect(at2.reached).toBe(HOUR_MS / 1_000)
     // The 3,001 older rows are not read one by one (they were, through the workspace's index, before the id bound).
-    expect(under.read).toBeLessThan(100)
+    expect(under.read).toBeLessThanOrEqual(10)
   })
 })

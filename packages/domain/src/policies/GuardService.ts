@@ -19,7 +19,7 @@ import {
 } from "../idempotency/Idempotency.ts"
 import { Counters } from "../ratelimits/Counters.ts"
 import { InvalidInput, PermissionDenied } from "../shared/errors.ts"
-import { type Refreshable, refreshAhead } from "../shared/refreshAhead.ts"
+import { backgroundReloads, type Refreshable, refreshAhead } from "../shared/refreshAhead.ts"
 import { nowIso } from "../shared/time.ts"
 import { transactional } from "../shared/transaction.ts"
 import { tierOf } from "../trust/Tier.ts"
@@ -287,16 +287,7 @@ export class GuardService extends Context.Service<
       // Rate conditions and throttles: in-process, or shared by every instance through Redis (Counters.ts).
       const rate = (yield* Counters).rates
       // Reloads ahead of expiry (refreshAhead.ts) run on this layer's services, in the background.
-      const runBackground = Effect.runForkWith(yield* Effect.context<never>())
-      const background = (what: string, reload: Effect.Effect<unknown>) => {
-        runBackground(
-          reload.pipe(
-            Effect.catchCause((cause) =>
-              Effect.logDebug(`the guard's ${what} was not reloaded ahead; tried again`, cause),
-            ),
-          ),
-        )
-      }
+      const background = backgroundReloads(yield* Effect.context<never>())
 
       // A throttle enforcement (D7) caps the agent's guard calls per minute; looked up at most every THROTTLE_TTL_MS.
       const throttles = new Map<string, Refreshable & { readonly limit: number | undefined }>()
@@ -315,7 +306,9 @@ export class GuardService extends Context.Service<
       const heldThrottle = (workspaceId: string, agentId: string, now: number) => {
         const hit = throttles.get(agentId)
         if (!hit || now - hit.at >= THROTTLE_TTL_MS) return undefined
-        refreshAhead(hit, now, THROTTLE_TTL_MS, () => background("throttle", loadThrottle(workspaceId, agentId)))
+        refreshAhead(hit, now, THROTTLE_TTL_MS, () =>
+          background("the guard's throttle", loadThrottle(workspaceId, agentId)),
+        )
         return hit
       }
       const throttleOf = (workspaceId: string, agentId: string, now: number) => {
@@ -362,7 +355,7 @@ export class GuardService extends Context.Service<
       const heldAgent = (workspaceId: string, agentId: string, now: number) => {
         const hit = agentCache.get(agentId)
         if (!hit || hit.workspaceId !== workspaceId || now - hit.at >= AGENT_MAX_AGE_MS) return undefined
-        refreshAhead(hit, now, AGENT_MAX_AGE_MS, () => background("agent", loadAgent(workspaceId, agentId)))
+        refreshAhead(hit, now, AGENT_MAX_AGE_MS, () => background("the guard's agent", loadAgent(workspaceId, agentId)))
         return hit.agent
       }
       const agentCached = (workspaceId: string, agentId: string) => {

@@ -1,6 +1,6 @@
 import { Database } from "@agentgov/db"
 import { Context, Effect, Exit, Layer } from "effect"
-import { type Refreshable, refreshAhead } from "../shared/refreshAhead.ts"
+import { backgroundReloads, type Refreshable, refreshAhead } from "../shared/refreshAhead.ts"
 import { WorkspaceRepo } from "../workspaces/WorkspaceRepo.ts"
 import { type CompiledPolicySet, compilePolicies, type PolicyCompilation } from "./engine/index.ts"
 import { POLICIES_CHANNEL, PolicyRepo } from "./PolicyRepo.ts"
@@ -103,6 +103,8 @@ export class PolicySets extends Context.Service<
         Effect.gen(function* () {
           const generation = generations.get(workspaceId) ?? 0
           const startedIn = epoch
+          // The copy's age counts from before the read, as the guard's other copies do.
+          const at = Date.now()
           const [policies, workspace] = yield* Effect.all([repo.all(workspaceId), workspaces.find(workspaceId)], {
             concurrency: 2,
           })
@@ -119,24 +121,18 @@ export class PolicySets extends Context.Service<
           yield* reportInvalid(workspaceId, state.set)
           if ((generations.get(workspaceId) ?? 0) === generation && epoch === startedIn) {
             if (sets.size >= MAX_WORKSPACES) sets.delete(sets.keys().next().value!)
-            sets.set(workspaceId, { state, at: Date.now() })
+            sets.set(workspaceId, { state, at })
           }
           return state
         })
 
       // A set reloaded ahead of its expiry (refreshAhead.ts) is loaded in the background, as a missing one is.
-      const runBackground = Effect.runForkWith(yield* Effect.context<never>())
+      const background = backgroundReloads(yield* Effect.context<never>())
       const peek = (workspaceId: string) => {
         const hit = sets.get(workspaceId)
         const now = Date.now()
         if (!hit || now - hit.at >= MAX_AGE_MS) return undefined
-        refreshAhead(hit, now, MAX_AGE_MS, () =>
-          runBackground(
-            shared(workspaceId).pipe(
-              Effect.catchCause((cause) => Effect.logDebug("a policy set was not reloaded ahead; tried again", cause)),
-            ),
-          ),
-        )
+        refreshAhead(hit, now, MAX_AGE_MS, () => background("a policy set", shared(workspaceId)))
         return hit.state
       }
 

@@ -27,6 +27,17 @@ export type IdPrefix =
   | "oac"
   | "grt"
 
+/** An id's first ten characters: the millisecond it was minted at, in Crockford base32 (48 bits). */
+const timePart = (ms: number): string => {
+  let time = ""
+  let t = ms
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time
+    t = Math.floor(t / 32)
+  }
+  return time
+}
+
 let lastMs = 0
 let lastRandom: Buffer = Buffer.alloc(10)
 
@@ -52,12 +63,7 @@ export const newId = (prefix: IdPrefix, now: number = Date.now()): string => {
   }
   lastMs = now
   lastRandom = random
-  let time = ""
-  let t = now
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD[t % 32] + time
-    t = Math.floor(t / 32)
-  }
+  const time = timePart(now)
   let rand = ""
   let bits = 0
   let value = 0
@@ -77,12 +83,4 @@ export const newId = (prefix: IdPrefix, now: number = Date.now()): string => {
  * The smallest id `newId(prefix, ms)` can mint: ids sort by the millisecond they were minted at, so `id < firstIdAt`
  * is "minted before ms", and bounds an index range on a column of ids by time.
  */
-export const firstIdAt = (prefix: IdPrefix, ms: number): string => {
-  let time = ""
-  let t = ms
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD[t % 32] + time
-    t = Math.floor(t / 32)
-  }
-  return `${prefix}_${time}`
-}
+export const firstIdAt = (prefix: IdPrefix, ms: number): string => `${prefix}_${timePart(ms)}`

@@ -1,3 +1,5 @@
+import { type Context, Effect } from "effect"
+
 /**
  * A cached copy that is reloaded before it expires. Under steady traffic an entry that simply expired sent every
  * call that found it expired to the slow path at once, each with its own read (the guard's throttle every 5 s,
@@ -29,4 +31,17 @@ export const refreshAhead = (
   entry.retryAt = now + retryMs
   reload()
   return true
+}
+
+/**
+ * Starts reloads in the background on `context`'s services (a layer's own): a reload that fails is logged at debug
+ * level, and the copy it was to replace serves on until it expires (`refreshAhead` tries again after its retry delay).
+ */
+export const backgroundReloads = (context: Context.Context<never>) => {
+  const fork = Effect.runForkWith(context)
+  return (what: string, reload: Effect.Effect<unknown>): void => {
+    fork(
+      reload.pipe(Effect.catchCause((cause) => Effect.logDebug(`${what} was not reloaded ahead; tried again`, cause))),
+    )
+  }
 }
