@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { jsonb } from "@agentgov/db"
-import { Clock, Context, Effect, Exit, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
 import { AgentRepo } from "../agents/AgentRepo.ts"
@@ -160,6 +160,8 @@ export const TEXT_LOOKUP_REFOLDING_SQL = `SELECT f.content_id, f.hash, f.pos, c.
 export const REFOLD_BATCH = 16
 /** How long the refold worker waits while another instance holds the last texts, or after a failure (ms). */
 const REFOLD_PAUSE_MS = 1_000
+/** How long a text that failed to be fingerprinted again waits before the worker tries it once more (ms). */
+const STUCK_RETRY_MS = 600_000
 const pause = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
 
 /**
@@ -985,39 +987,75 @@ export class ContentService extends Context.Service<
        */
       let refolding = true
       const PENDING = sql.literal(`kind = 'text' AND fingerprint_fold < ${FOLD_VERSION}`)
-      const refoldBatch = tx(
-        Effect.gen(function* () {
-          // Through the partial index of migration 0033 (its predicate, written out). FOR NO KEY UPDATE, not FOR
-          // UPDATE: the batch may hold its rows for seconds (16 texts of up to 2,000,000 characters), and a match or a
-          // takedown recorded meanwhile checks its foreign key with FOR KEY SHARE on the item, which FOR UPDATE blocks
-          // (past the pool's lock time-out: a scan answered 503). The batch changes no key.
-          const rows = yield* sql<{ id: string; workspace_id: string; asset: string }>`SELECT id, workspace_id, asset
-              FROM content_items WHERE ${PENDING}
-              ORDER BY fingerprint_fold, id LIMIT ${REFOLD_BATCH} FOR NO KEY UPDATE SKIP LOCKED`
-          for (const row of rows) {
-            // A turn of the event loop before each text: requests are answered between them.
-            yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-            const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
-            yield* sql`DELETE FROM content_text_fingerprints WHERE content_id = ${row.id}`
-            yield* insertFingerprints(row.workspace_id, row.id, fp.fingerprints)
-            yield* sql`UPDATE content_items SET words = ${fp.tokens.length}, fingerprint_window = ${WINDOW},
-                fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
-              WHERE id = ${row.id}`
-          }
-          return rows.length
-        }),
-      )
+      /**
+       * Texts that failed to be fingerprinted again on their own (a batch failed, then each of its texts was taken
+       * alone): left at their old rows, and at their old lookup, rather than stop the worker on them for ever. Per
+       * process, and tried again after STUCK_RETRY_MS (the failure may have been the store's, not the text's).
+       */
+      const stuck = new Set<string>()
+      /** The text a batch is at when it fails: the one to leave aside when the batch held it alone. */
+      let at: string | undefined
+      const refoldBatch = (size: number) =>
+        tx(
+          Effect.gen(function* () {
+            at = undefined
+            // Through the partial index of migration 0033 (its predicate, written out). FOR NO KEY UPDATE, not FOR
+            // UPDATE: the batch may hold its rows for seconds (16 texts of up to 2,000,000 characters), and a match
+            // or a takedown recorded meanwhile checks its foreign key with FOR KEY SHARE on the item, which FOR
+            // UPDATE blocks (past the pool's lock time-out: a scan answered 503). The batch changes no key.
+            const rows = yield* sql<{ id: string; workspace_id: string; asset: string }>`SELECT id, workspace_id, asset
+                FROM content_items WHERE ${PENDING} AND NOT (id = ANY(${[...stuck]}::text[]))
+                ORDER BY fingerprint_fold, id LIMIT ${size} FOR NO KEY UPDATE SKIP LOCKED`
+            for (const row of rows) {
+              at = row.id
+              // A turn of the event loop before each text: requests are answered between them.
+              yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+              const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
+              yield* sql`DELETE FROM content_text_fingerprints WHERE content_id = ${row.id}`
+              yield* insertFingerprints(row.workspace_id, row.id, fp.fingerprints)
+              yield* sql`UPDATE content_items SET words = ${fp.tokens.length}, fingerprint_window = ${WINDOW},
+                  fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
+                WHERE id = ${row.id}`
+            }
+            at = undefined
+            return rows.length
+          }),
+        )
       const refold = Effect.gen(function* () {
         let done = 0
+        // After a failed batch, as many texts as it held are taken one at a time: the one that fails alone is set
+        // aside, and the rest are written.
+        let alone = 0
         for (;;) {
-          const n = yield* refoldBatch
+          const size = alone > 0 ? 1 : REFOLD_BATCH
+          const exit = yield* Effect.exit(refoldBatch(size))
+          if (Exit.isFailure(exit)) {
+            const text = at
+            // Interrupted, or the store failed before a text was read: the caller's to retry.
+            if (text === undefined || Cause.hasInterrupts(exit.cause)) return yield* Effect.failCause(exit.cause)
+            if (size > 1) {
+              alone = size
+              continue
+            }
+            stuck.add(text)
+            alone -= 1
+            yield* Effect.logError("a text could not be fingerprinted again; it keeps its old rows for now", {
+              contentId: text,
+              cause: Cause.pretty(exit.cause),
+            })
+            continue
+          }
+          const n = exit.value
           done += n
+          if (alone > 0) alone -= 1
           if (n > 0) continue
-          // None free: done, unless another instance holds the last ones (not committed yet).
-          const [left] = yield* sql<{ pending: boolean }>`SELECT EXISTS (SELECT 1 FROM content_items
-              WHERE ${PENDING}) AS pending`
-          if (!left?.pending) {
-            refolding = false
+          // None free: done, unless another instance holds the last ones (not committed yet). Texts set aside keep
+          // the old lookup on (they are still looked up by their old rows).
+          const [left] = yield* sql<{ others: boolean; any: boolean }>`SELECT
+              EXISTS (SELECT 1 FROM content_items WHERE ${PENDING} AND NOT (id = ANY(${[...stuck]}::text[]))) AS others,
+              EXISTS (SELECT 1 FROM content_items WHERE ${PENDING}) AS any`
+          if (!left?.others) {
+            if (!left?.any) refolding = false
             return done
           }
           yield* pause(REFOLD_PAUSE_MS)
@@ -1027,10 +1065,16 @@ export class ContentService extends Context.Service<
       if (settings.refoldWorker !== false)
         yield* Effect.forkScoped(
           Effect.gen(function* () {
-            // A failure (the store unavailable) is retried after a pause: the texts left keep their old rows.
+            // A failure (the store unavailable) is retried after a pause: the texts left keep their old rows. Texts
+            // set aside are tried again after STUCK_RETRY_MS.
             for (;;) {
               const exit = yield* Effect.exit(refold)
-              if (Exit.isSuccess(exit)) return
+              if (Exit.isSuccess(exit)) {
+                if (stuck.size === 0) return
+                yield* pause(STUCK_RETRY_MS)
+                stuck.clear()
+                continue
+              }
               yield* Effect.logWarning("fingerprinting texts of an older fold again failed; retrying", exit.cause)
               yield* pause(REFOLD_PAUSE_MS * 5)
             }

@@ -165,6 +165,46 @@ describe("texts of an older fold", () => {
     expect(await run(content((s) => s.refold))).toBe(0)
   })
 
+  it("sets aside a text that cannot be fingerprinted again, and fingerprints the others", async () => {
+    const actor = await make("poison")
+    const texts = Array.from({ length: 5 }, (_, i) => `第${i}段。${ZH}`)
+    const ids: Array<string> = []
+    for (const text of texts) ids.push(await storeV2(actor.workspaceId, text))
+    const poison = ids[2]!
+    const oldRows = await rowsOf(poison)
+    // The store refuses this one text's new rows, as it would a text some constraint or defect trips on.
+    await sql((s) =>
+      s.unsafe(`CREATE FUNCTION refold_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+          IF NEW.content_id = '${poison}' THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW; END $$`),
+    )
+    await sql((s) =>
+      s.unsafe(`CREATE TRIGGER refold_test_refuse BEFORE INSERT ON content_text_fingerprints
+          FOR EACH ROW EXECUTE FUNCTION refold_test_refuse()`),
+    )
+    try {
+      // The batch holding it fails; its texts are then taken one at a time, and it alone is set aside.
+      expect(await run(content((s) => s.refold))).toBeGreaterThanOrEqual(4)
+      const folds = new Map(
+        (
+          await sql(
+            (s) => s<{ id: string; fingerprint_fold: number }>`SELECT id, fingerprint_fold FROM content_items
+              WHERE id = ANY(${ids})`,
+          )
+        ).map((r) => [r.id, r.fingerprint_fold]),
+      )
+      for (const id of ids) expect(folds.get(id), id).toBe(id === poison ? 2 : FOLD_VERSION)
+      // It keeps its old rows (and its old lookup); the others have the current cut's.
+      expect(await rowsOf(poison)).toBe(oldRows)
+      for (const [i, id] of ids.entries())
+        if (id !== poison) expect(await rowsOf(id), id).toBe(fingerprintText(texts[i]!).fingerprints.length)
+      // A second run does not stop on it either.
+      expect(await run(content((s) => s.refold))).toBe(0)
+    } finally {
+      await sql((s) => s.unsafe("DROP TRIGGER refold_test_refuse ON content_text_fingerprints"))
+      await sql((s) => s.unsafe("DROP FUNCTION refold_test_refuse()"))
+    }
+  })
+
   it("are all fingerprinted again by the workers of instances started together, each once", async () => {
     const actor = await make("workers")
     const texts = Array.from({ length: 3 * 16 + 5 }, (_, i) => `第${i}篇。${ZH}`)
