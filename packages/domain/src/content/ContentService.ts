@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import { jsonb } from "@agentgov/db"
+import { jsonb, storeUnreachable } from "@agentgov/db"
 import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { AgentNotFound } from "../agents/AgentErrors.ts"
@@ -162,7 +162,20 @@ export const REFOLD_BATCH = 16
 const REFOLD_PAUSE_MS = 1_000
 /** How long a text that failed to be fingerprinted again waits before the worker tries it once more (ms). */
 const STUCK_RETRY_MS = 600_000
-const pause = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+/** Texts set aside in a row, each failing alone, past which the failure is taken as the store's, not theirs. */
+const STUCK_IN_A_ROW = 3
+/** A wait on a real timer, cleared when interrupted (a worker's 10 minutes must not hold a closing process). */
+const pause = (ms: number) =>
+  Effect.promise(
+    (signal) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms)
+        signal.addEventListener("abort", () => {
+          clearTimeout(timer)
+          resolve()
+        })
+      }),
+  )
 
 /**
  * Days a recorded match no takedown cites is kept (ContentSettings.matchRetentionDays overrides): three years, the
@@ -993,12 +1006,10 @@ export class ContentService extends Context.Service<
        * process, and tried again after STUCK_RETRY_MS (the failure may have been the store's, not the text's).
        */
       const stuck = new Set<string>()
-      /** The text a batch is at when it fails: the one to leave aside when the batch held it alone. */
-      let at: string | undefined
-      const refoldBatch = (size: number) =>
+      /** `cursor.at`: the text the batch is at when it fails (the one to set aside when the batch held it alone). */
+      const refoldBatch = (size: number, cursor: { at: string | undefined }) =>
         tx(
           Effect.gen(function* () {
-            at = undefined
             // Through the partial index of migration 0033 (its predicate, written out). FOR NO KEY UPDATE, not FOR
             // UPDATE: the batch may hold its rows for seconds (16 texts of up to 2,000,000 characters), and a match
             // or a takedown recorded meanwhile checks its foreign key with FOR KEY SHARE on the item, which FOR
@@ -1007,7 +1018,7 @@ export class ContentService extends Context.Service<
                 FROM content_items WHERE ${PENDING} AND NOT (id = ANY(${[...stuck]}::text[]))
                 ORDER BY fingerprint_fold, id LIMIT ${size} FOR NO KEY UPDATE SKIP LOCKED`
             for (const row of rows) {
-              at = row.id
+              cursor.at = row.id
               // A turn of the event loop before each text: requests are answered between them.
               yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
               const fp = fingerprintText(Buffer.from(row.asset, "base64").toString("utf8"))
@@ -1017,7 +1028,7 @@ export class ContentService extends Context.Service<
                   fingerprint_fold = ${FOLD_VERSION}, minhash = ${jsonb(sql, fp.minhash)}
                 WHERE id = ${row.id}`
             }
-            at = undefined
+            cursor.at = undefined
             return rows.length
           }),
         )
@@ -1026,19 +1037,31 @@ export class ContentService extends Context.Service<
         // After a failed batch, as many texts as it held are taken one at a time: the one that fails alone is set
         // aside, and the rest are written.
         let alone = 0
+        let inARow = 0
+        const cursor: { at: string | undefined } = { at: undefined }
         for (;;) {
           const size = alone > 0 ? 1 : REFOLD_BATCH
-          const exit = yield* Effect.exit(refoldBatch(size))
+          cursor.at = undefined
+          const exit = yield* Effect.exit(refoldBatch(size, cursor))
           if (Exit.isFailure(exit)) {
-            const text = at
-            // Interrupted, or the store failed before a text was read: the caller's to retry.
-            if (text === undefined || Cause.hasInterrupts(exit.cause)) return yield* Effect.failCause(exit.cause)
+            const text = cursor.at
+            // Interrupted, the store out of reach or failing before a text was read, or texts failing one after
+            // another (the store refusing writes, not one text): the caller's to retry, after its pause.
+            if (
+              text === undefined ||
+              Cause.hasInterrupts(exit.cause) ||
+              storeUnreachable(Cause.squash(exit.cause)) ||
+              inARow >= STUCK_IN_A_ROW
+            )
+              return yield* Effect.failCause(exit.cause)
+            yield* pause(REFOLD_PAUSE_MS)
             if (size > 1) {
               alone = size
               continue
             }
             stuck.add(text)
             alone -= 1
+            inARow += 1
             yield* Effect.logError("a text could not be fingerprinted again; it keeps its old rows for now", {
               contentId: text,
               cause: Cause.pretty(exit.cause),
@@ -1048,6 +1071,7 @@ export class ContentService extends Context.Service<
           const n = exit.value
           done += n
           if (alone > 0) alone -= 1
+          if (n > 0) inARow = 0
           if (n > 0) continue
           // None free: done, unless another instance holds the last ones (not committed yet). Texts set aside keep
           // the old lookup on (they are still looked up by their old rows).

@@ -183,7 +183,7 @@ describe("texts of an older fold", () => {
     )
     try {
       // The batch holding it fails; its texts are then taken one at a time, and it alone is set aside.
-      expect(await run(content((s) => s.refold))).toBeGreaterThanOrEqual(4)
+      expect(await run(content((s) => s.refold))).toBe(4)
       const folds = new Map(
         (
           await sql(
@@ -193,7 +193,7 @@ describe("texts of an older fold", () => {
         ).map((r) => [r.id, r.fingerprint_fold]),
       )
       for (const id of ids) expect(folds.get(id), id).toBe(id === poison ? 2 : FOLD_VERSION)
-      // It keeps its old rows (and its old lookup); the others have the current cut's.
+      // It keeps its old rows; the others have the current cut's.
       expect(await rowsOf(poison)).toBe(oldRows)
       for (const [i, id] of ids.entries())
         if (id !== poison) expect(await rowsOf(id), id).toBe(fingerprintText(texts[i]!).fingerprints.length)
@@ -203,6 +203,31 @@ describe("texts of an older fold", () => {
       await sql((s) => s.unsafe("DROP TRIGGER refold_test_refuse ON content_text_fingerprints"))
       await sql((s) => s.unsafe("DROP FUNCTION refold_test_refuse()"))
     }
+  })
+
+  it("takes texts failing one after another for the store's failure: it sets no more than three aside", async () => {
+    const actor = await make("refusing")
+    const ids: Array<string> = []
+    for (let i = 0; i < 6; i++) ids.push(await storeV2(actor.workspaceId, `第${i}节。${ZH}`))
+    // The store refuses every text's new rows (as a full disk would): not one text's fault.
+    await sql((s) =>
+      s.unsafe(`CREATE FUNCTION refold_test_refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+          RAISE EXCEPTION 'refused for the test'; END $$`),
+    )
+    await sql((s) =>
+      s.unsafe(`CREATE TRIGGER refold_test_refuse_all BEFORE INSERT ON content_text_fingerprints
+          FOR EACH ROW EXECUTE FUNCTION refold_test_refuse_all()`),
+    )
+    try {
+      // Three set aside, the fourth failure the caller's (the worker pauses and tries again).
+      await expect(run(content((s) => s.refold))).rejects.toThrow()
+    } finally {
+      await sql((s) => s.unsafe("DROP TRIGGER refold_test_refuse_all ON content_text_fingerprints"))
+      await sql((s) => s.unsafe("DROP FUNCTION refold_test_refuse_all()"))
+    }
+    // The store writes again: the three texts set aside wait for their retry, the other three are written now.
+    expect(await run(content((s) => s.refold))).toBe(3)
+    expect((await foldOf(ids)).filter((f) => f === FOLD_VERSION)).toHaveLength(3)
   })
 
   it("are all fingerprinted again by the workers of instances started together, each once", async () => {
