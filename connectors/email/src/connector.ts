@@ -343,6 +343,11 @@ export const createEmailConnector = (options: EmailOptions = {}) =>
       const smtp = smtpTransport(settings.smtpUrl)
       if (smtp.tls === "starttls-if-offered" && !smtp.loopback)
         log.warn("SMTP_URL says requireTLS=false: mail, and the login, go in the clear to a server without STARTTLS")
+      // A relay on this machine has no network path to pose on; any other server's certificate is what TLS rests on.
+      if (!smtp.checksCertificate && !smtp.loopback)
+        log.warn(
+          "SMTP_URL says tls.rejectUnauthorized=false: the server's certificate is not checked, so whoever is on the path can pose as the server and read the mail and the login",
+        )
       // started here, not at the first event: a digest marked before a crash is sent at once
       const mailer = new Mailer(
         new DigestStore(dataDir),

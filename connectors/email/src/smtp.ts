@@ -23,17 +23,27 @@ export const smtpUrlProblem = (value: string): string | undefined => {
 /** The transport's options for SMTP_URL, and how its connection is protected. */
 export const smtpTransport = (
   smtpUrl: string,
-): { readonly options: Record<string, unknown>; readonly tls: SmtpTls; readonly loopback: boolean } => {
+): {
+  readonly options: Record<string, unknown>
+  readonly tls: SmtpTls
+  readonly loopback: boolean
+  /** False when the URL says `tls.rejectUnauthorized=false`: any certificate is taken for the server's. */
+  readonly checksCertificate: boolean
+} => {
   const parsed = parseConnectionUrl(smtpUrl)
   // nodemailer connects to localhost when the URL names no host
   const loopback = isLoopbackHost(parsed.host ?? "localhost")
-  if (parsed.secure === true) return { options: { ...TIMEOUTS, ...parsed }, tls: "implicit", loopback }
+  // Node's TLS skips the check for `false` only (not 0, not "false"), which nodemailer's parser makes of the text
+  const checksCertificate = (parsed.tls as { rejectUnauthorized?: unknown } | undefined)?.rejectUnauthorized !== false
+  if (parsed.secure === true)
+    return { options: { ...TIMEOUTS, ...parsed }, tls: "implicit", loopback, checksCertificate }
   // nodemailer's default for smtp:// is STARTTLS when the server offers it, and plain text (with the login) when not
   const requireTLS = parsed.requireTLS === undefined ? !loopback : Boolean(parsed.requireTLS)
   return {
     options: { ...TIMEOUTS, ...parsed, requireTLS },
     tls: requireTLS ? "starttls" : "starttls-if-offered",
     loopback,
+    checksCertificate,
   }
 }
 

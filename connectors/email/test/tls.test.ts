@@ -52,6 +52,7 @@ describe("email: how SMTP_URL protects the connection, against a real SMTP serve
     return c
   }
   const login = (url: string) => url.replace(/^(smtps?:\/\/)/, "$1agentgov%40example.com:app-password@")
+  const uncheckedCertificate = /tls\.rejectUnauthorized=false: the server's certificate is not checked/
   const failedAttempt = (c: InProcess) => c.logs().find((l) => l.msg === "sending the digest failed; will retry")
 
   it.skipIf(networkAddress === undefined)(
@@ -69,9 +70,12 @@ describe("email: how SMTP_URL protects the connection, against a real SMTP serve
     "smtp:// to a host that is not a loopback one sends over STARTTLS when the server offers it",
     async () => {
       const offering = await server({ host: networkAddress, starttls: true })
-      await sendOne(`${login(offering.url)}?${TEST_CERT}`)
+      const c = await sendOne(`${login(offering.url)}?${TEST_CERT}`)
       await waitFor(() => offering.mailbox.length === 1, "the digest")
       expect(offering.mailbox[0]).toMatchObject({ secure: true, authenticated: true })
+      // This server's certificate is self-signed, so the URL turns the check off: said at start, for a host off this
+      // machine.
+      expect(c.logs().some((l) => l.level === "warn" && uncheckedCertificate.test(String(l.msg)))).toBe(true)
     },
   )
 
@@ -92,9 +96,11 @@ describe("email: how SMTP_URL protects the connection, against a real SMTP serve
     await waitFor(() => plain.mailbox.length === 1, "the digest")
     expect(plain.mailbox[0]!.secure).toBe(false)
     const offering = await server({ starttls: true })
-    await sendOne(`${offering.url}?${TEST_CERT}`)
+    const c = await sendOne(`${offering.url}?${TEST_CERT}`)
     await waitFor(() => offering.mailbox.length === 1, "the digest")
     expect(offering.mailbox[0]!.secure).toBe(true)
+    // no path to pose on: no warning for the certificate a local relay shows
+    expect(c.logs().some((l) => uncheckedCertificate.test(String(l.msg)))).toBe(false)
   })
 
   it("smtps:// is TLS from the first byte (as on 465), and never falls back to a plain conversation", async () => {
@@ -122,6 +128,11 @@ describe("email: how SMTP_URL protects the connection, against a real SMTP serve
     })
     for (const local of ["smtp://127.0.0.1:25", "smtp://localhost:2525", "smtp://[::1]:25", "smtp://127.3.4.5"])
       expect(smtpTransport(local), local).toMatchObject({ tls: "starttls-if-offered", loopback: true })
+    expect(smtpTransport("smtp://u:p@mail.example.com:587").checksCertificate).toBe(true)
+    expect(smtpTransport("smtps://u:p@mail.example.com?tls.rejectUnauthorized=false").checksCertificate).toBe(false)
+    expect(smtpTransport("smtp://u:p@mail.example.com:587?tls.rejectUnauthorized=false").checksCertificate).toBe(false)
+    // Node checks the certificate unless the option is `false` itself
+    expect(smtpTransport("smtp://mail.example.com?tls.rejectUnauthorized=0").checksCertificate).toBe(true)
     // a name that only starts like a loopback one is no loopback host
     expect(smtpTransport("smtp://127.0.0.1.mail.example.com").tls).toBe("starttls")
     expect(smtpTransport("smtp://localhost.mail.example.com").tls).toBe("starttls")
