@@ -302,6 +302,9 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     await page.getByRole("heading", { name: "Set up Slack" }).waitFor()
     const code = page.locator(".code-block code").first()
     expect(await code.textContent()).toContain(`export AGENTGOV_URL=${world.origin}`)
+    // This page came over http: the command says what the connector needs for it, not a start that exits 2.
+    expect(world.origin).toMatch(/^http:/)
+    expect(await code.textContent()).toContain("AGENTGOV_CONNECTOR_ALLOW_HTTP=true")
     expect(await code.textContent()).toContain("npx agentgov-connector-slack install")
     await page.getByRole("tab", { name: "PagerDuty" }).click()
     await page.getByRole("heading", { name: "Set up PagerDuty" }).waitFor()

@@ -147,9 +147,18 @@ export const installCommand = (c: ConnectorDef, serviceUrl: string) => {
     .filter((s) => s.required)
     .map((s) => `${s.env}=${s.example}`)
     .join(" ")
+  // The connector refuses http:// but to a loopback host (its key would cross the network in the clear): say so where
+  // the page itself came over http, rather than hand out a command that exits 2.
+  const plain = serviceUrl.startsWith("http:")
+    ? [
+        `# http:// works only for a connector on this service's own host; from another host use the service's https://`,
+        `# address, or add AGENTGOV_CONNECTOR_ALLOW_HTTP=true on a private network you trust (the key crosses it in the clear)`,
+      ]
+    : []
   return [
     `# on the host that runs the connector (Node.js 22.13 or later)`,
     `export AGENTGOV_URL=${serviceUrl}`,
+    ...plain,
     `export AGENTGOV_API_KEY=svc_…   # an API key with webhooks:write`,
     `export CONNECTOR_PUBLIC_URL=https://${c.name}-connector.example.com   # where this service reaches the connector`,
     `export AGENTGOV_CONNECTOR_DATA_DIR=/var/lib/agentgov-${c.name}   # keep it: the queue and the secret`,
