@@ -181,7 +181,7 @@ export class DeliveryQueue extends Context.Service<
       let claims = 0
 
       /**
-       * The workspaces with pending deliveries, one descent of `webhook_deliveries_pending_by_workspace` each (a
+       * The workspaces with pending deliveries, one descent of `webhook_deliveries_pending` each (a
        * skip scan): what the claim and the next due time walk, so neither reads a workspace's whole backlog.
        */
       const pendingWorkspaces = sql.literal(`ws(workspace_id) AS (
@@ -232,7 +232,8 @@ export class DeliveryQueue extends Context.Service<
             ) hook
             CROSS JOIN LATERAL (
               SELECT d.id, d.next_attempt_at, d.event_sequence FROM webhook_deliveries d
-              WHERE d.webhook_id = hook.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+              WHERE d.workspace_id = room.workspace_id AND d.webhook_id = hook.id AND d.status = 'pending'
+                AND d.next_attempt_at <= now()
               ORDER BY d.next_attempt_at, d.event_sequence LIMIT hook.free
             ) c
             WHERE room.free > 0
@@ -399,7 +400,7 @@ export class DeliveryQueue extends Context.Service<
                       (SELECT count(*) FROM webhooks WHERE workspace_id = ${d.workspaceId} AND enabled)
                     WHERE workspace_id = ${d.workspaceId}`
                 yield* sql`UPDATE webhook_deliveries SET status = 'paused', updated_at = now()
-                    WHERE webhook_id = ${d.webhookId} AND status = 'pending'`
+                    WHERE workspace_id = ${d.workspaceId} AND webhook_id = ${d.webhookId} AND status = 'pending'`
                 yield* audit.append(systemActor(d.workspaceId, d.environment, new Set()), [
                   {
                     type: "webhook.disabled",
@@ -428,18 +429,18 @@ export class DeliveryQueue extends Context.Service<
         )
       }, Effect.orDie)
 
-      // Each workspace's earliest pending row of a webhook that still exists (the index's first such entry under it;
-      // a deleted webhook's rows wait for the purge and are never claimed), the earliest of those; and among the
-      // webhooks below their shares in workspaces below theirs, each one's earliest pending row (the index of 0029).
+      // Each existing webhook's earliest pending row (one descent of the index of 0034 each; a deleted webhook's rows
+      // wait for the purge and are never claimed, and are not walked either), the earliest of those; and the same
+      // among the webhooks below their shares in workspaces below theirs.
       const untilNextDue = (fairness?: ClaimFairness) => {
         const { share, hookShare, busy } = sharesOf(fairness, 2_147_483_647)
         return sql<{ due: number | null; claimable: number | null }>`WITH RECURSIVE ${pendingWorkspaces}, ${busy}
           SELECT (SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8
-              FROM ws CROSS JOIN LATERAL (
+              FROM ws JOIN webhooks h ON h.workspace_id = ws.workspace_id
+              CROSS JOIN LATERAL (
                 SELECT d.next_attempt_at FROM webhook_deliveries d
-                WHERE d.workspace_id = ws.workspace_id AND d.status = 'pending'
-                  AND EXISTS (SELECT 1 FROM webhooks h WHERE h.id = d.webhook_id)
-                ORDER BY d.next_attempt_at LIMIT 1
+                WHERE d.workspace_id = ws.workspace_id AND d.webhook_id = h.id AND d.status = 'pending'
+                ORDER BY d.next_attempt_at, d.event_sequence LIMIT 1
               ) f
               WHERE ws.workspace_id IS NOT NULL) AS due,
             (SELECT (extract(epoch FROM min(f.next_attempt_at) - now()) * 1000)::float8
@@ -448,7 +449,7 @@ export class DeliveryQueue extends Context.Service<
               LEFT JOIN busy_hooks bh ON bh.webhook_id = h.id
               CROSS JOIN LATERAL (
                 SELECT d.next_attempt_at FROM webhook_deliveries d
-                WHERE d.webhook_id = h.id AND d.status = 'pending'
+                WHERE d.workspace_id = ws.workspace_id AND d.webhook_id = h.id AND d.status = 'pending'
                 ORDER BY d.next_attempt_at, d.event_sequence LIMIT 1
               ) f
               WHERE ws.workspace_id IS NOT NULL AND coalesce(b.n, 0) < ${share}

@@ -161,7 +161,7 @@ export class WebhookRepo extends Context.Service<
     /** Recounts the workspace's enabled webhooks into its chain head (under the head lock). */
     readonly syncHead: (workspaceId: string) => Effect.Effect<void>
     /** Pending deliveries of a disabled webhook wait, paused. */
-    readonly pauseDeliveries: (webhookId: string) => Effect.Effect<void>
+    readonly pauseDeliveries: (workspaceId: string, webhookId: string) => Effect.Effect<void>
     /** Paused deliveries of a re-enabled webhook are due again; wakes the workers. */
     readonly resumeDeliveries: (workspaceId: string, webhookId: string) => Effect.Effect<number>
     readonly stats: (webhookIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, WebhookStats>>
@@ -249,9 +249,12 @@ export class WebhookRepo extends Context.Service<
           sql`UPDATE chain_heads SET webhooks =
                 (SELECT count(*) FROM webhooks WHERE workspace_id = ${workspaceId} AND enabled)
               WHERE workspace_id = ${workspaceId}`.pipe(Effect.asVoid, Effect.orDie),
-        pauseDeliveries: (webhookId) =>
+        pauseDeliveries: (workspaceId, webhookId) =>
           sql`UPDATE webhook_deliveries SET status = 'paused', updated_at = now()
-              WHERE webhook_id = ${webhookId} AND status = 'pending'`.pipe(Effect.asVoid, Effect.orDie),
+              WHERE workspace_id = ${workspaceId} AND webhook_id = ${webhookId} AND status = 'pending'`.pipe(
+            Effect.asVoid,
+            Effect.orDie,
+          ),
         resumeDeliveries: (workspaceId, webhookId) =>
           Effect.gen(function* () {
             const rows = yield* sql<{ id: string }>`UPDATE webhook_deliveries SET status = 'pending', updated_at = now()

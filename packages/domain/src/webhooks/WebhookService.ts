@@ -312,7 +312,7 @@ export class WebhookService extends Context.Service<
             if (enabled !== current.enabled) {
               yield* repo.syncHead(actor.workspaceId)
               if (enabled) yield* repo.resumeDeliveries(actor.workspaceId, id)
-              else yield* repo.pauseDeliveries(id)
+              else yield* repo.pauseDeliveries(actor.workspaceId, id)
             }
             const data: Record<string, unknown> = { webhookId: id, changes }
             for (const f of changes)
