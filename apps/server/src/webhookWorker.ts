@@ -52,6 +52,17 @@ const WORKSPACE_SHARE = 0.875
  */
 const WEBHOOK_SHARE = 0.75
 /**
+ * A webhook's share starts at this many places on a worker and grows by one with each attempt its receiver answers
+ * (any status: an answer frees its place), up to WEBHOOK_SHARE's; an attempt that ends unanswered (a time-out, a
+ * refused or reset connection) sets it back here. A receiver that never answers therefore holds 16 places, not 192:
+ * two of them in one workspace used to fill its whole share (192 + 32) and hold its other webhooks for their
+ * time-outs. One that answers is at its full share after about 176 answers (the webhook benchmark's receiver within
+ * its first tenth of a second).
+ */
+const WEBHOOK_START_SHARE = 16
+/** Webhooks whose grown share a worker remembers (forgotten beyond: each starts again from WEBHOOK_START_SHARE). */
+const MAX_GROWN_SHARES = 10_000
+/**
  * Finished deliveries (and their attempts) are kept this long after their event, then purged: once as the worker
  * starts (a server restarted more often than hourly would otherwise never purge) and hourly after that.
  */
@@ -97,6 +108,20 @@ export const startWebhookWorker = async (
   /** Attempts in flight here by webhook: a webhook takes at most `perWebhook` of them. */
   const busyWebhooks = new Map<string, number>()
   const perWebhook = Math.max(1, Math.min(perWorkspace, Math.ceil(concurrency * WEBHOOK_SHARE)))
+  const startShare = Math.min(perWebhook, WEBHOOK_START_SHARE)
+  /** Webhooks whose share grew past `startShare` here, as their receivers answered: each one's share. */
+  const grownShares = new Map<string, number>()
+  /** One attempt's end: an answer grows its webhook's share by one (up to perWebhook), none sets it back. */
+  const adjustShare = (hook: string, answered: boolean) => {
+    if (!answered) {
+      grownShares.delete(hook)
+      return
+    }
+    const share = grownShares.get(hook) ?? startShare
+    if (share >= perWebhook) return
+    if (!grownShares.has(hook) && grownShares.size >= MAX_GROWN_SHARES) grownShares.clear()
+    grownShares.set(hook, share + 1)
+  }
   /** The last pass left due deliveries for want of their workspaces' or webhooks' shares: attempts ending free some. */
   let heldByShares = false
   /** Attempts ended since then. */
@@ -165,6 +190,7 @@ export const startWebhookWorker = async (
     busyWebhooks.set(hook, (busyWebhooks.get(hook) ?? 0) + 1)
     attempt(claimed)
       .then((result) => {
+        adjustShare(hook, result.outcome.statusCode !== undefined)
         metrics?.webhookAttempt(result.next.kind)
         // Past the stop's grace the runtime is gone: the result is not recorded, and the lease brings the attempt
         // back to the queue (as operations.md says), which is no error.
@@ -212,7 +238,7 @@ export const startWebhookWorker = async (
     freed = 0
     clearTimeout(freedTimer)
     freedTimer = undefined
-    const fairness = { busy, perWorkspace, busyWebhooks, perWebhook }
+    const fairness = { busy, perWorkspace, busyWebhooks, perWebhook: startShare, webhookShares: grownShares }
     try {
       for (;;) {
         do {

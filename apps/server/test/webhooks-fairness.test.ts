@@ -3,11 +3,12 @@ import { startTestServer, type TestServer, unique } from "./helpers.ts"
 import { type Receiver, startReceiver } from "./webhooks-support.ts"
 
 /**
- * One workspace's backlog to an endpoint that never answers does not hold another workspace's webhooks: a worker
+ * One workspace's backlog to endpoints that never answer does not hold another workspace's webhooks: a worker
  * gives a workspace at most 224 of its 256 attempts in flight, and takes each workspace's due deliveries
  * in turn. Before, 300 deliveries to a hanging endpoint took all 256 places for the whole 10 s time-out,
- * and the other workspace's delivery waited behind two rounds of them. Within a workspace, one webhook holds at most
- * 192 of them: a receiver that never answers does not hold the workspace's other webhooks either.
+ * and the other workspace's delivery waited behind two rounds of them. Within a workspace, a webhook starts with 16
+ * places and gains one with each answer, up to 192: receivers that never answer do not hold the workspace's other
+ * webhooks either (two of them used to fill its share, 192 + 32).
  */
 
 let t: TestServer
@@ -43,12 +44,12 @@ describe("webhook deliveries across workspaces", () => {
   it("a workspace's hanging endpoint takes at most its share of the worker; another's delivery goes at once", async () => {
     const noisy = await workspace()
     const quiet = await workspace()
-    // Two hanging endpoints: one alone would stop at its webhook's share (192), short of the workspace's.
-    await webhook(noisy, "slow-a")
-    await webhook(noisy, "slow-b")
+    // Fifteen hanging endpoints: each holds the 16 places a webhook starts with (it never answers), and fourteen of
+    // them would fill the workspace's share.
+    for (let i = 0; i < 15; i++) await webhook(noisy, `slow-${i}-`)
     await webhook(quiet, "fast")
     for (let i = 0; i < 3; i++) await ingest(noisy, 100)
-    const slow = () => r.received.filter((x) => x.url.includes("w=slow-a") || x.url.includes("w=slow-b")).length
+    const slow = () => r.received.filter((x) => x.url.includes("w=slow-")).length
     // The noisy workspace's attempts open and hang there, as many as the worker gives it: its share.
     await r.waitFor(() => slow() >= 224, 20_000, "the noisy workspace's attempts")
     let held = -1
@@ -65,11 +66,12 @@ describe("webhook deliveries across workspaces", () => {
 })
 
 describe("webhook deliveries within a workspace", () => {
-  it("a webhook whose receiver never answers holds at most its share; the workspace's others are all delivered meanwhile", async () => {
+  it("webhooks whose receivers never answer hold the places they start with; the workspace's others are all delivered meanwhile", async () => {
     // A server of its own: the other suite's hanging attempts would hold this worker's places.
     const own = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
     try {
-      await webhook(own.key, "slow-dead", own)
+      await webhook(own.key, "slow-dead-1", own)
+      await webhook(own.key, "slow-dead-2", own)
       await webhook(own.key, "fast-healthy", own)
       for (let i = 0; i < 3; i++) await ingest(own.key, 100, own)
       const dead = () => r.received.filter((x) => x.url.includes("w=slow-dead"))
@@ -86,18 +88,53 @@ describe("webhook deliveries within a workspace", () => {
         "the healthy webhook's deliveries",
       )
       expect(new Set(healthy().map((x) => x.body.id)).size).toBe(300)
-      // None of the dead receiver's attempts had timed out (each would have been replaced by another, or retried).
-      expect(deadThen.length).toBeLessThanOrEqual(192)
+      // None of the dead receivers' attempts had timed out (each would have been replaced by another, or retried).
+      expect(deadThen.length).toBeLessThanOrEqual(32)
       expect(deadThen.every((n) => n === 1)).toBe(true)
-      // The dead receiver holds exactly its webhook's share, and no more.
-      await r.waitFor(() => dead().length >= 192, 20_000, "the dead receiver's attempts")
+      // Each dead receiver holds the 16 places a webhook starts with, and no more: it never answered.
+      await r.waitFor(() => dead().length >= 32, 20_000, "the dead receivers' attempts")
       let held = -1
       while (dead().length !== held) {
         held = dead().length
         await new Promise((resolve) => setTimeout(resolve, 300))
       }
-      expect(held).toBe(192)
+      expect(held).toBe(32)
+      for (const tag of ["w=slow-dead-1", "w=slow-dead-2"])
+        expect(dead().filter((x) => x.url.includes(tag))).toHaveLength(16)
       expect(dead().every((x) => x.body.metadata.attempt === 1)).toBe(true)
+    } finally {
+      await own.close()
+    }
+  })
+})
+
+describe("a webhook's places", () => {
+  it("grow past the 16 it starts with as its receiver answers, however slowly, up to its share", {
+    timeout: 90_000,
+  }, async () => {
+    const own = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
+    try {
+      await webhook(own.key, "slow-answering", own)
+      // The events ingested below (the webhook's own webhook.created goes to it too).
+      const answering = () =>
+        r.received.filter((x) => x.url.includes("w=slow-answering") && x.body.type === "load.tick")
+      const before = r.answer
+      r.answer = (x) => (x.url.includes("w=slow-answering") ? { status: 200, afterMs: 300 } : before(x))
+      for (let i = 0; i < 10; i++) await ingest(own.key, 100, own)
+      await r.waitFor(
+        () => answering().length >= 1_000 && answering().every((x) => x.answeredAt !== undefined),
+        60_000,
+        "the 1,000 answers",
+      )
+      r.answer = before
+      // The most attempts that were open at the receiver at once (each open from its arrival to its answer).
+      const spans = answering().map((x) => [x.at, x.answeredAt!] as const)
+      const open = spans.map(([at]) => spans.filter(([from, to]) => from <= at && at < to).length)
+      const peak = Math.max(...open)
+      expect(new Set(answering().map((x) => x.body.id)).size).toBe(1_000)
+      // Held at its first 16 it would never pass 16; each answer gave it another place.
+      expect(peak).toBeGreaterThan(32)
+      expect(peak).toBeLessThanOrEqual(192)
     } finally {
       await own.close()
     }

@@ -16,12 +16,16 @@ export interface Received {
   readonly body: any
   /** Epoch ms of arrival. */
   readonly at: number
+  /** Epoch ms the answer was sent; undefined while the request hangs or waits for it. */
+  answeredAt?: number
 }
 
 /** What the receiver answers: a status, a status with headers (and a body), or nothing at all (it hangs). */
 export type Answer =
   | number
   | { readonly status: number; readonly headers: Record<string, string>; readonly body?: string }
+  /** The status after a pause: a receiver that is slow but answers. */
+  | { readonly status: number; readonly afterMs: number }
   | "hang"
 
 export interface Receiver {
@@ -77,9 +81,19 @@ export const startReceiver = async (host = "127.0.0.1"): Promise<Receiver> => {
       const r: Received = { url: req.url ?? "", headers: req.headers, raw, body, at: Date.now() }
       received.push(r)
       const answer = receiver.answer(r)
+      res.on("finish", () => {
+        r.answeredAt = Date.now()
+        for (const l of [...listeners]) l()
+      })
       if (answer === "hang") hanging.add(res)
       else if (typeof answer === "number") res.writeHead(answer).end("ok")
-      else res.writeHead(answer.status, answer.headers).end(answer.body ?? "ok")
+      else if ("afterMs" in answer) {
+        hanging.add(res)
+        setTimeout(() => {
+          hanging.delete(res)
+          if (!res.destroyed) res.writeHead(answer.status).end("ok")
+        }, answer.afterMs)
+      } else res.writeHead(answer.status, answer.headers).end(answer.body ?? "ok")
       for (const l of [...listeners]) l()
     })
   })

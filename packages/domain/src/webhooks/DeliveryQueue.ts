@@ -49,8 +49,10 @@ export interface ClaimFairness {
   readonly busy: ReadonlyMap<string, number>
   readonly perWorkspace: number
   readonly busyWebhooks?: ReadonlyMap<string, number> | undefined
-  /** Unset: a webhook may hold its workspace's whole share. */
+  /** A webhook's share, unless `webhookShares` gives it its own. Unset: a webhook may hold its workspace's whole share. */
   readonly perWebhook?: number | undefined
+  /** The webhooks whose share is not `perWebhook` (the worker's, grown as their receivers answer), with theirs. */
+  readonly webhookShares?: ReadonlyMap<string, number> | undefined
 }
 
 /** When the next pending delivery is due, and the next one a claim could take (milliseconds from now). */
@@ -201,12 +203,17 @@ export class DeliveryQueue extends Context.Service<
         const share = fairness?.perWorkspace ?? unlimited
         const busyIds = [...(fairness?.busy.keys() ?? [])]
         const busyCounts = busyIds.map((id) => fairness!.busy.get(id)!)
-        const hookIds = [...(fairness?.busyWebhooks?.keys() ?? [])]
-        const hookCounts = hookIds.map((id) => fairness!.busyWebhooks!.get(id)!)
+        // Each webhook with attempts in flight here or a share of its own, once: its count (0 when none) and its own
+        // share (null: perWebhook's).
+        const hookIds = [
+          ...new Set([...(fairness?.busyWebhooks?.keys() ?? []), ...(fairness?.webhookShares?.keys() ?? [])]),
+        ]
+        const hookCounts = hookIds.map((id) => fairness?.busyWebhooks?.get(id) ?? 0)
+        const hookShares = hookIds.map((id) => fairness?.webhookShares?.get(id) ?? null)
         const busy = sql`busy AS (
             SELECT * FROM unnest(${busyIds}::text[], ${busyCounts}::int[]) AS b(workspace_id, n)
           ), busy_hooks AS (
-            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[]) AS b(webhook_id, n)
+            SELECT * FROM unnest(${hookIds}::text[], ${hookCounts}::int[], ${hookShares}::int[]) AS b(webhook_id, n, share)
           )`
         return { share, hookShare: fairness?.perWebhook ?? share, busy }
       }
@@ -226,7 +233,7 @@ export class DeliveryQueue extends Context.Service<
           ), candidates AS (
             SELECT room.workspace_id, room.n, c.id, c.next_attempt_at, c.event_sequence FROM room
             CROSS JOIN LATERAL (
-              SELECT h.id, least(room.free, greatest(${hookShare} - coalesce(bh.n, 0), 0)) AS free
+              SELECT h.id, least(room.free, greatest(coalesce(bh.share, ${hookShare}) - coalesce(bh.n, 0), 0)) AS free
               FROM webhooks h LEFT JOIN busy_hooks bh ON bh.webhook_id = h.id
               WHERE h.workspace_id = room.workspace_id
             ) hook
@@ -453,7 +460,7 @@ export class DeliveryQueue extends Context.Service<
                 ORDER BY d.next_attempt_at, d.event_sequence LIMIT 1
               ) f
               WHERE ws.workspace_id IS NOT NULL AND coalesce(b.n, 0) < ${share}
-                AND coalesce(bh.n, 0) < ${hookShare}) AS claimable`.pipe(
+                AND coalesce(bh.n, 0) < coalesce(bh.share, ${hookShare})) AS claimable`.pipe(
           Effect.map(
             (rows): NextDue => ({
               due: rows[0]?.due ?? undefined,
