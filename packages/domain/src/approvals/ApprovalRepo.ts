@@ -218,13 +218,16 @@ export class ApprovalRepo extends Context.Service<
                 AND ((status = 'pending' AND expires_at > ${now}::timestamptz)
                   OR (status = 'denied' AND decided_at + (expires_at - created_at) > ${now}::timestamptz))
               ORDER BY status = 'pending' DESC, id DESC LIMIT 1`.pipe(Effect.map(one), Effect.orDie),
+        // By the agent (the workspace checked on the agent's row), so that the only index that starts with it, its
+        // pending approvals by expiry (migration 0035), is the path whatever the statistics say: with the workspace
+        // named, a stale estimate could send it through every pending approval of the workspace.
         countPending: (workspaceId, agentId, now, max) =>
           sql<{ n: number }>`SELECT count(*)::int AS n FROM (
                 SELECT 1 FROM approvals
-                WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'pending'
-                  AND expires_at > ${now}::timestamptz
+                WHERE agent_id = ${agentId} AND status = 'pending' AND expires_at > ${now}::timestamptz
                 LIMIT ${max}
-              ) p`.pipe(
+              ) p
+              WHERE EXISTS (SELECT 1 FROM agents WHERE id = ${agentId} AND workspace_id = ${workspaceId})`.pipe(
             Effect.map((rows) => rows[0]?.n ?? 0),
             Effect.orDie,
           ),

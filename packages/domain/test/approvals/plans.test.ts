@@ -1,0 +1,66 @@
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AgentService, ApprovalService, SCOPES, systemActor, WorkspaceService } from "../../src/index.ts"
+import { type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+
+let env: DomainTestRuntime
+beforeAll(async () => {
+  env = await makeDomainRuntime()
+})
+afterAll(async () => env?.dispose())
+
+/** Entries this transaction's scans returned from the approvals table's indexes so far, whatever the plan. */
+const indexEntriesRead = (sql: SqlClient.SqlClient) =>
+  sql<{ n: number }>`SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0)::int AS n FROM pg_index
+      WHERE indrelid = 'approvals'::regclass`.pipe(Effect.map(([r]) => r!.n))
+
+describe("the guard's reads of an agent's approvals, after statistics of a quiet spell", () => {
+  it("read that agent's pending approvals and that binding's, not the workspace's or the agent's history", async () => {
+    const result = await env.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const admin = systemActor("ws_none", "live", new Set(SCOPES))
+        const { workspace } = yield* WorkspaceService.use((s) => s.create(admin, { name: "approval-plans" }))
+        const actor = systemActor(workspace.id, "live", new Set(SCOPES))
+        const agents: Array<string> = []
+        for (let i = 0; i < 30; i++)
+          agents.push((yield* AgentService.use((s) => s.register(actor, { name: `agent-${i}` }))).id)
+        const now = Date.now()
+        const insert = (status: string, perAgent: number, tag: string) =>
+          sql`INSERT INTO approvals (id, workspace_id, agent_id, action, context, binding_hash, status, approvers,
+                decided_at, expires_at, created_at)
+              SELECT 'apr_' || ${tag} || '_' || a.n || '_' || g, ${workspace.id}, a.id, 'deploy', '{}'::jsonb,
+                'binding-' || a.n || '-' || (g % 20), ${status}, '[]'::jsonb,
+                CASE WHEN ${status} = 'pending' THEN NULL ELSE ${new Date(now - 3_600_000).toISOString()}::timestamptz END,
+                ${new Date(now + 3_600_000).toISOString()}::timestamptz, ${new Date(now - 7_200_000).toISOString()}::timestamptz
+              FROM unnest(${agents}::text[]) WITH ORDINALITY AS a(id, n), generate_series(1, ${perAgent}) AS g`
+        // The history every agent has when the statistics are taken, all decided; then 100 pending for each agent.
+        yield* insert("approved", 200, "h")
+        yield* sql`VACUUM ANALYZE approvals`
+        yield* insert("pending", 100, "p")
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const before = yield* indexEntriesRead(sql)
+            // What the guard asks for a call its rules send to approval: this agent already has 100 awaiting one.
+            const ask = yield* ApprovalService.use((a) =>
+              a.requestForGuard({
+                workspaceId: workspace.id,
+                agentId: agents[0]!,
+                action: "deploy",
+                context: { service: "api" },
+                policyId: "pol_plans",
+                ruleId: "r1",
+              }),
+            )
+            return { ask, read: (yield* indexEntriesRead(sql)) - before }
+          }),
+        )
+      }).pipe(Effect.orDie),
+    )
+    expect(result.ask).toEqual({ kind: "queue_full", pending: 100 })
+    // The binding's standing request (none) and the agent's 100 pending approvals: about 100 index entries. Through
+    // the workspace's pending approvals the count read 3,000, and the standing request read the agent's history.
+    expect(result.read).toBeLessThan(300)
+  })
+})
