@@ -471,7 +471,7 @@ export class DeliveryQueue extends Context.Service<
         )
       }
 
-      // Per webhook, so that each scan is a range of the (webhook_id, status, created_at) index.
+      // Per webhook, so that each scan is a range of the (webhook_id, created_at) index.
       const purgeFinished = (before: string, limit = 10_000) =>
         sql
           .withTransaction(
