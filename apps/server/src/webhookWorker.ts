@@ -60,7 +60,12 @@ const WEBHOOK_SHARE = 0.75
  * its first tenth of a second).
  */
 const WEBHOOK_START_SHARE = 16
-/** Webhooks whose grown share a worker remembers (forgotten beyond: each starts again from WEBHOOK_START_SHARE). */
+/**
+ * A grown share is forgotten once its webhook has had nothing in flight here this long (it starts again from
+ * WEBHOOK_START_SHARE): the claim carries every remembered share, so they are the webhooks active of late.
+ */
+const GROWN_SHARE_IDLE_MS = 60_000
+/** At most this many grown shares at once: past it, a webhook not yet grown stays at its start until some are forgotten. */
 const MAX_GROWN_SHARES = 10_000
 /**
  * Finished deliveries (and their attempts) are kept this long after their event, then purged: once as the worker
@@ -111,17 +116,30 @@ export const startWebhookWorker = async (
   const startShare = Math.min(perWebhook, WEBHOOK_START_SHARE)
   /** Webhooks whose share grew past `startShare` here, as their receivers answered: each one's share. */
   const grownShares = new Map<string, number>()
+  /** Since when each webhook with a grown share has had nothing in flight here. */
+  const idleSince = new Map<string, number>()
   /** One attempt's end: an answer grows its webhook's share by one (up to perWebhook), none sets it back. */
   const adjustShare = (hook: string, answered: boolean) => {
     if (!answered) {
       grownShares.delete(hook)
+      idleSince.delete(hook)
       return
     }
     const share = grownShares.get(hook) ?? startShare
     if (share >= perWebhook) return
-    if (!grownShares.has(hook) && grownShares.size >= MAX_GROWN_SHARES) grownShares.clear()
+    if (!grownShares.has(hook) && grownShares.size >= MAX_GROWN_SHARES) return
     grownShares.set(hook, share + 1)
   }
+  const forgetIdleShares = () => {
+    const before = Date.now() - GROWN_SHARE_IDLE_MS
+    for (const [hook, since] of idleSince)
+      if (since <= before) {
+        grownShares.delete(hook)
+        idleSince.delete(hook)
+      }
+  }
+  const shareForgetter = setInterval(forgetIdleShares, GROWN_SHARE_IDLE_MS / 6)
+  shareForgetter.unref()
   /** The last pass left due deliveries for want of their workspaces' or webhooks' shares: attempts ending free some. */
   let heldByShares = false
   /** Attempts ended since then. */
@@ -188,6 +206,7 @@ export const startWebhookWorker = async (
     const hook = claimed.webhookId
     busy.set(workspace, (busy.get(workspace) ?? 0) + 1)
     busyWebhooks.set(hook, (busyWebhooks.get(hook) ?? 0) + 1)
+    idleSince.delete(hook)
     attempt(claimed)
       .then((result) => {
         adjustShare(hook, result.outcome.statusCode !== undefined)
@@ -206,7 +225,10 @@ export const startWebhookWorker = async (
         else busy.delete(workspace)
         const hookLeft = (busyWebhooks.get(hook) ?? 1) - 1
         if (hookLeft > 0) busyWebhooks.set(hook, hookLeft)
-        else busyWebhooks.delete(hook)
+        else {
+          busyWebhooks.delete(hook)
+          if (grownShares.has(hook)) idleSince.set(hook, Date.now())
+        }
         if (inFlight === 0) idle?.()
         // A saturated worker claims again once a batch's worth of room is free, not per finished attempt; one whose
         // due deliveries wait for their workspaces' or webhooks' shares, once a quarter of a share is free, and else
@@ -333,6 +355,7 @@ export const startWebhookWorker = async (
       clearTimeout(wakeTimer)
       clearTimeout(freedTimer)
       clearInterval(purger)
+      clearInterval(shareForgetter)
       await unlisten().catch(() => {})
       const purged = purging ? settledWithin([purging], STOP_GRACE_MS) : undefined
       if (inFlight > 0)

@@ -131,11 +131,48 @@ describe("a webhook's places", () => {
       const spans = answering().map((x) => [x.at, x.answeredAt!] as const)
       const open = spans.map(([at]) => spans.filter(([from, to]) => from <= at && at < to).length)
       const peak = Math.max(...open)
+      // Before its receiver's first answer, the webhook had its first 16 places and no more.
+      const firstAnswer = Math.min(...spans.map(([, to]) => to))
+      expect(spans.filter(([at]) => at < firstAnswer).length).toBeLessThanOrEqual(16)
       expect(new Set(answering().map((x) => x.body.id)).size).toBe(1_000)
       // Held at its first 16 it would never pass 16; each answer gave it another place.
       expect(peak).toBeGreaterThan(32)
       expect(peak).toBeLessThanOrEqual(192)
     } finally {
+      await own.close()
+    }
+  })
+})
+
+describe("a webhook's places, when its receiver stops answering", () => {
+  it("go back to the 16 it started with once an attempt ends unanswered", { timeout: 90_000 }, async () => {
+    const own = await startTestServer({ webhookAllowlist: ["127.0.0.1"] })
+    const before = r.answer
+    try {
+      await webhook(own.key, "flaky", own)
+      const flaky = () => r.received.filter((x) => x.url.includes("w=flaky"))
+      // Its first 150 answered at once (its share grows), then nothing is answered: every attempt hangs to its
+      // 10 s time-out.
+      r.answer = (x) => (x.url.includes("w=flaky") ? (flaky().length <= 150 ? 200 : "hang") : before(x))
+      for (let i = 0; i < 5; i++) await ingest(own.key, 100, own)
+      const settled = async () => {
+        let held = -1
+        while (flaky().length !== held) {
+          held = flaky().length
+          await new Promise((resolve) => setTimeout(resolve, 500))
+        }
+        return held
+      }
+      await r.waitFor(() => flaky().length > 150, 20_000, "the answered attempts")
+      const grown = (await settled()) - 150
+      // The share it had grown to: far past 16, all of it hanging now.
+      expect(grown).toBeGreaterThan(100)
+      // Those attempts time out unanswered; the next ones (retries, and the deliveries still waiting) get 16 places.
+      await r.waitFor(() => flaky().length > 150 + grown, 30_000, "attempts after the time-outs")
+      const after = (await settled()) - 150 - grown
+      expect(after).toBe(16)
+    } finally {
+      r.answer = before
       await own.close()
     }
   })
