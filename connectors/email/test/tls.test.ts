@@ -90,6 +90,20 @@ describe("email: how SMTP_URL protects the connection, against a real SMTP serve
     },
   )
 
+  it.skipIf(networkAddress === undefined)(
+    "ignoreTLS=true or opportunisticTLS=true in the URL does not undo the STARTTLS required there",
+    async () => {
+      // The connector's nodemailer lets requireTLS, which the app sets for this host, take precedence over both (an
+      // older one let ignoreTLS send the login in the clear): checked against a server, for an upgrade that changes it.
+      for (const option of ["ignoreTLS=true", "opportunisticTLS=true"]) {
+        const offering = await server({ host: networkAddress, starttls: true })
+        await sendOne(`${login(offering.url)}?${option}&${TEST_CERT}`)
+        await waitFor(() => offering.mailbox.length === 1, `the digest with ${option}`)
+        expect(offering.mailbox[0], option).toMatchObject({ secure: true, authenticated: true })
+      }
+    },
+  )
+
   it("smtp:// to a loopback host (a local relay) uses STARTTLS only when offered", async () => {
     const plain = await server({})
     await sendOne(plain.url)
