@@ -305,6 +305,7 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     // This page came over http: the command says what the connector needs for it, not a start that exits 2.
     expect(world.origin).toMatch(/^http:/)
     expect(await code.textContent()).toContain("AGENTGOV_CONNECTOR_ALLOW_HTTP=true")
+    expect(await code.textContent()).toContain(`use http://127.0.0.1:${new URL(world.origin).port}`)
     expect(await code.textContent()).toContain("npx agentgov-connector-slack install")
     await page.getByRole("tab", { name: "PagerDuty" }).click()
     await page.getByRole("heading", { name: "Set up PagerDuty" }).waitFor()

@@ -149,12 +149,15 @@ export const installCommand = (c: ConnectorDef, serviceUrl: string) => {
     .join(" ")
   // The connector refuses http:// but to a loopback host (its key would cross the network in the clear): say so where
   // the page itself came over http, rather than hand out a command that exits 2.
-  const plain = serviceUrl.startsWith("http:")
-    ? [
-        `# http:// works only for a connector on this service's own host; from another host use the service's https://`,
-        `# address, or add AGENTGOV_CONNECTOR_ALLOW_HTTP=true on a private network you trust (the key crosses it in the clear)`,
-      ]
-    : []
+  const url = new URL(serviceUrl)
+  const plain =
+    url.protocol === "http:"
+      ? [
+          `# http:// is taken to a loopback address only: on this service's own host use http://127.0.0.1:${url.port || "80"};`,
+          `# from another host use the service's https:// address, or add AGENTGOV_CONNECTOR_ALLOW_HTTP=true on a private`,
+          `# network you trust (the API key crosses it in the clear)`,
+        ]
+      : []
   return [
     `# on the host that runs the connector (Node.js 22.13 or later)`,
     `export AGENTGOV_URL=${serviceUrl}`,
