@@ -5,7 +5,7 @@ import { WorkspaceService } from "../src/index.ts"
 import { dailyCapReached } from "../src/shared/dailyCap.ts"
 import { firstIdAt } from "../src/shared/ids.ts"
 import { DAY_MS, isoOf } from "../src/shared/time.ts"
-import { type DomainTestRuntime, makeDomainRuntime } from "./runtime.ts"
+import { type DomainTestRuntime, makeDomainRuntime, rowsRead } from "./runtime.ts"
 
 let env: DomainTestRuntime
 beforeAll(async () => {
@@ -53,12 +53,7 @@ describe("the daily cap on invitations and takedown notices", () => {
                 limit,
                 now,
               })
-              // What this transaction read of the table so far, whatever the plan: rows a sequential scan returned,
-              // and entries its indexes' scans (plain or bitmap) returned.
-              const [read] = yield* sql<{ n: number }>`SELECT (pg_stat_get_xact_tuples_returned('invitations'::regclass)
-                  + (SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index
-                      WHERE indrelid = 'invitations'::regclass))::int AS n`
-              return { reached, read: read!.n }
+              return { reached, read: yield* rowsRead(sql, "invitations") }
             }),
           )
         }).pipe(Effect.orDie),

@@ -71,3 +71,13 @@ export const at = <A, E>(ms: number, effect: Effect.Effect<A, E, R>) =>
     yield* TestClock.setTime(ms)
     return yield* effect
   }).pipe(Effect.provide(TestClock.layer()))
+
+/**
+ * What the current transaction's scans of `table` returned so far, whatever the plan: rows of sequential scans and
+ * entries of its indexes' scans (plain or bitmap). How the tests tell a read of a few rows from a read of a backlog
+ * without timing anything.
+ */
+export const rowsRead = (sql: SqlClient.SqlClient, table: string) =>
+  sql<{ n: number }>`SELECT (pg_stat_get_xact_tuples_returned(${table}::regclass)
+      + coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index
+          WHERE indrelid = ${table}::regclass), 0))::int AS n`.pipe(Effect.map(([r]) => r!.n))

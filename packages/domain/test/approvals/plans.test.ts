@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AgentService, ApprovalService, SCOPES, systemActor, WorkspaceService } from "../../src/index.ts"
-import { type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+import { type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
 
 let env: DomainTestRuntime
 beforeAll(async () => {
@@ -10,10 +10,7 @@ beforeAll(async () => {
 })
 afterAll(async () => env?.dispose())
 
-/** Entries this transaction's scans returned from the approvals table's indexes so far, whatever the plan. */
-const indexEntriesRead = (sql: SqlClient.SqlClient) =>
-  sql<{ n: number }>`SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0)::int AS n FROM pg_index
-      WHERE indrelid = 'approvals'::regclass`.pipe(Effect.map(([r]) => r!.n))
+const indexEntriesRead = (sql: SqlClient.SqlClient) => rowsRead(sql, "approvals")
 
 describe("the guard's reads of an agent's approvals, after statistics of a quiet spell", () => {
   it("read that agent's pending approvals and that binding's, not the workspace's or the agent's history", async () => {

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AuditLog, DeliveryQueue, SCOPES, systemActor, WebhookService, WorkspaceService } from "../../src/index.ts"
-import { type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+import { type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
 
 let env: DomainTestRuntime
 beforeAll(async () => {
@@ -10,14 +10,7 @@ beforeAll(async () => {
 })
 afterAll(async () => env?.dispose())
 
-/**
- * What this transaction's scans of webhook_deliveries returned so far, whatever the plan: rows of sequential scans
- * and entries of its indexes' scans.
- */
-const indexEntriesRead = (sql: SqlClient.SqlClient) =>
-  sql<{ n: number }>`SELECT (pg_stat_get_xact_tuples_returned('webhook_deliveries'::regclass)
-      + coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index
-          WHERE indrelid = 'webhook_deliveries'::regclass), 0))::int AS n`.pipe(Effect.map(([r]) => r!.n))
+const indexEntriesRead = (sql: SqlClient.SqlClient) => rowsRead(sql, "webhook_deliveries")
 
 /**
  * A queue whose statistics were taken in a quiet spell, every delivery made (as autovacuum takes them then), and then
