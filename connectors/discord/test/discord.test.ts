@@ -119,13 +119,17 @@ describe("discord: mention safety, truncation, and a deleted webhook, from real 
     const batchSecret = "whsec_discord_batch_0123456789abcdef"
     const settings = { ...env(rig.fake), AGENTGOV_WEBHOOK_SECRET: batchSecret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
     try {
-      // paused while 25 events arrive, so that they are all queued when delivery starts
+      // paused while 25 events arrive, so that they are all queued when delivery starts; one at a time, each queued
+      // before the next is sent: the service delivers concurrently, and one ingest's 25 deliveries may arrive in
+      // any order (the queue's order is what this test is about)
       const paused = await runInProcess(discord, { ...settings, AGENTGOV_CONNECTOR_PAUSE: "true" })
       await rig.agentgov.subscribe(`${paused.url}/webhooks`, ["burst.*"], batchSecret)
-      const events = Array.from({ length: 25 }, (_, n) => ({ type: "burst.event", data: { n } }))
-      const res = await rig.agentgov.t.call("POST", "/api/v1/events/ingest", { body: { events } })
-      expect(res.status, JSON.stringify(res.body)).toBe(201)
-      await waitFor(() => paused.running.health().queued === 25, "25 queued events")
+      for (let n = 0; n < 25; n++) {
+        const events = [{ type: "burst.event", data: { n } }]
+        const res = await rig.agentgov.t.call("POST", "/api/v1/events/ingest", { body: { events } })
+        expect(res.status, JSON.stringify(res.body)).toBe(201)
+        await waitFor(() => paused.running.health().queued === n + 1, `${n + 1} queued events`)
+      }
       await paused.running.close()
       const before = rig.fake.messages.length
       const resumed = await runInProcess(discord, settings)
