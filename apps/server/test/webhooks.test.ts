@@ -234,7 +234,12 @@ describe("GET, PATCH, DELETE /webhooks/:id and GET /webhooks", () => {
     expect(del.body.data.id).toBe(w.id)
     expectError(await t.call("GET", `/api/v1/webhooks/${w.id}`), 404, "WEBHOOK_NOT_FOUND")
     expectError(await t.call("DELETE", `/api/v1/webhooks/${w.id}`), 404, "WEBHOOK_NOT_FOUND")
-    expect(await deliveryRows(w.id)).toEqual([])
+    // Its history goes with the workers' purge, which the deletion's notification starts at once (out of the
+    // DELETE's transaction, decisions.md, fifth pass): waited for here, not assumed done within the next two calls.
+    for (let waited = 0; (await deliveryRows(w.id)).length > 0; waited += 50) {
+      if (waited > 10_000) throw new Error("the deleted webhook's history was not purged within 10 s")
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
     await ingest([{ type: "delete.me", data: { n: 2 } }])
     expect(await deliveryRows(w.id)).toEqual([])
   })
