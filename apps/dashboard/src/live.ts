@@ -46,8 +46,6 @@ export const useEventStream = (types: ReadonlyArray<string>, onEvent: (e: LiveEv
           // 401: the session ended; the provider shows the sign-in screen (and this effect ends with the page).
           noteUnauthorized(res.status)
           if (!res.ok || !res.body) throw new Error(`stream answered ${res.status}`)
-          setStatus("live")
-          retry = 500
           const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
           let buffer = ""
           for (;;) {
@@ -63,7 +61,12 @@ export const useEventStream = (types: ReadonlyArray<string>, onEvent: (e: LiveEv
               let data = ""
               let event = "message"
               for (const line of block.split("\n")) {
-                if (line.startsWith("id:")) id = line.slice(3).trim()
+                // The server says `: connected` once its subscription is on: only from then is an event recorded
+                // sure to arrive, so only then is the tail "live" (the response's headers come before).
+                if (line === ": connected") {
+                  setStatus("live")
+                  retry = 500
+                } else if (line.startsWith("id:")) id = line.slice(3).trim()
                 else if (line.startsWith("data:")) data += line.slice(5).trim()
                 else if (line.startsWith("event:")) event = line.slice(6).trim()
               }

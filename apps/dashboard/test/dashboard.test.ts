@@ -212,8 +212,9 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await shot(page, "21-policy-try-it")
 
     await page.goto(`${world.origin}/audit`)
-    await page.getByText("Live", { exact: false }).first().waitFor()
-    await page.locator("text=live").first().waitFor()
+    // The tail's status reads "live" once the stream is subscribed (not the "Live tail" title, there from the start):
+    // a guard call made before would be history, not the tail.
+    await page.locator(".pill").filter({ hasText: /^\s*live\s*$/ }).waitFor()
     // The agent calls the guard with its own key: the denial reaches the open tail.
     const guard = await world.t.call("POST", "/api/v1/guard", {
       key: agentKey,
