@@ -10,7 +10,7 @@ import { leaseMs, type Schedule, scaledSchedule } from "./schedules.ts"
 import { envelopeBody, signatureHeaders } from "./signing.ts"
 import type { DisabledReason, RetryPolicy } from "./Webhook.ts"
 import { type AttemptOutcome, WebhookClient } from "./WebhookClient.ts"
-import { REMOVED_PREFIX, WEBHOOKS_CHANNEL } from "./WebhookRepo.ts"
+import { REMOVED_PREFIX, WEBHOOKS_CHANNEL, WebhookRepo } from "./WebhookRepo.ts"
 import { WebhookSettings } from "./WebhookSettings.ts"
 
 /** A delivery taken by a worker, with what its attempt needs. */
@@ -172,6 +172,7 @@ export class DeliveryQueue extends Context.Service<
       const settings = yield* WebhookSettings
       const client = yield* WebhookClient
       const audit = yield* AuditLog
+      const webhooks = yield* WebhookRepo
       const scale = settings.timeScale
       const schedules = {
         exponential: scaledSchedule("exponential", scale),
@@ -403,11 +404,9 @@ export class DeliveryQueue extends Context.Service<
                       WHERE id = ${d.id} AND lease_token = ${d.leaseToken})
                     RETURNING id`
                 if (disabled.length === 0) continue
-                yield* sql`UPDATE chain_heads SET webhooks =
-                      (SELECT count(*) FROM webhooks WHERE workspace_id = ${d.workspaceId} AND enabled)
-                    WHERE workspace_id = ${d.workspaceId}`
-                yield* sql`UPDATE webhook_deliveries SET status = 'paused', updated_at = now()
-                    WHERE workspace_id = ${d.workspaceId} AND webhook_id = ${d.webhookId} AND status = 'pending'`
+                // As an operator's PATCH that disables it (WebhookService): the head's count, the pending paused.
+                yield* webhooks.syncHead(d.workspaceId)
+                yield* webhooks.pauseDeliveries(d.workspaceId, d.webhookId)
                 yield* audit.append(systemActor(d.workspaceId, d.environment, new Set()), [
                   {
                     type: "webhook.disabled",
