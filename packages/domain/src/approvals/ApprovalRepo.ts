@@ -247,8 +247,10 @@ export class ApprovalRepo extends Context.Service<
                 WHERE workspace_id = ${workspaceId} AND status = 'pending' AND expires_at <= ${now}::timestamptz
                 ORDER BY expires_at, id LIMIT ${EXPIRE_BATCH} FOR UPDATE SKIP LOCKED
               )
+              -- The due ids as one array (an init plan): a primary-key probe each. Joined to the CTE instead, the update
+              -- read every pending approval (a planner trusting statistics that find none) against each due id.
               UPDATE approvals a SET status = 'expired', decided_at = a.expires_at
-              FROM due WHERE a.id = due.id AND a.status = 'pending'
+              WHERE a.id = ANY (ARRAY(SELECT id FROM due)) AND a.status = 'pending'
               RETURNING a.*`.pipe(Effect.map(inExpiryOrder), Effect.orDie),
         expireForAgent: (workspaceId, agentId, at) =>
           sql<Row>`UPDATE approvals SET status = 'expired',

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ApprovalRepo } from "../../src/approvals/ApprovalRepo.ts"
 import { AgentService, ApprovalService, SCOPES, systemActor, WorkspaceService } from "../../src/index.ts"
 import { type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
 
@@ -59,5 +60,47 @@ describe("the guard's reads of an agent's approvals, after statistics of a quiet
     // The binding's standing request (none) and the agent's 100 pending approvals: about 100 index entries. Through
     // the workspace's pending approvals the count read 3,000, and the standing request read the agent's history.
     expect(result.read).toBeLessThan(300)
+  })
+})
+
+describe("the expiry sweep, after statistics of a quiet spell", () => {
+  it("reads a workspace's due approvals, not every pending one", async () => {
+    const result = await env.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const admin = systemActor("ws_none", "live", new Set(SCOPES))
+        const { workspace } = yield* WorkspaceService.use((s) => s.create(admin, { name: "approval-expiry-plans" }))
+        const actor = systemActor(workspace.id, "live", new Set(SCOPES))
+        const agents: Array<string> = []
+        for (let i = 0; i < 30; i++)
+          agents.push((yield* AgentService.use((s) => s.register(actor, { name: `agent-${i}` }))).id)
+        const now = Date.now()
+        const insert = (status: string, perAgent: number, tag: string, expiresInMs: number) =>
+          sql`INSERT INTO approvals (id, workspace_id, agent_id, action, context, binding_hash, status, approvers,
+                decided_at, expires_at, created_at)
+              SELECT 'apr_' || ${tag} || '_' || a.n || '_' || g, ${workspace.id}, a.id, 'deploy', '{}'::jsonb,
+                'binding-' || a.n || '-' || g, ${status}, '[]'::jsonb,
+                CASE WHEN ${status} = 'pending' THEN NULL ELSE ${new Date(now - 3_600_000).toISOString()}::timestamptz END,
+                ${new Date(now + expiresInMs).toISOString()}::timestamptz, ${new Date(now - 7_200_000).toISOString()}::timestamptz
+              FROM unnest(${agents}::text[]) WITH ORDINALITY AS a(id, n), generate_series(1, ${perAgent}) AS g`
+        // Every approval decided when the statistics are taken; then each agent has 100 awaiting a decision for
+        // another week, and 2 whose time ran out a minute ago.
+        yield* insert("approved", 200, "xh", -3_600_000)
+        yield* sql`VACUUM ANALYZE approvals`
+        yield* insert("pending", 100, "xp", 7 * 86_400_000)
+        yield* insert("pending", 2, "xd", -60_000)
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const before = yield* indexEntriesRead(sql)
+            const expired = yield* ApprovalRepo.use((r) => r.expire(workspace.id, new Date(now).toISOString()))
+            return { expired: expired.length, read: (yield* indexEntriesRead(sql)) - before }
+          }),
+        )
+      }).pipe(Effect.orDie),
+    )
+    expect(result.expired).toBe(60)
+    // The 60 due approvals, each found and updated: a few hundred entries at most. When the update joined the due
+    // ids to the table, it read all 3,060 pending approvals (and compared each with every due id): 6,120.
+    expect(result.read).toBeLessThan(500)
   })
 })
