@@ -93,7 +93,22 @@ describe("the expiry sweep, after statistics of a quiet spell", () => {
           Effect.gen(function* () {
             const before = yield* indexEntriesRead(sql)
             const expired = yield* ApprovalRepo.use((r) => r.expire(workspace.id, new Date(now).toISOString()))
-            return { expired: expired.length, read: (yield* indexEntriesRead(sql)) - before }
+            const read = (yield* indexEntriesRead(sql)) - before
+            // An agent deregistered before deregistration expired its approvals (as before the fourth pass): the
+            // sweep looks for such agents every time it runs.
+            yield* sql`UPDATE agents SET status = 'deregistered' WHERE id = ${agents[7]!}`
+            const [approvalsBefore, agentsBefore] = [yield* indexEntriesRead(sql), yield* rowsRead(sql, "agents")]
+            const stranded = yield* ApprovalRepo.use((r) => r.deregisteredWithPending)
+            return {
+              expired: expired.length,
+              read,
+              deregistered: agents[7]!,
+              stranded: stranded.filter((s) => s.workspaceId === workspace.id).map((s) => s.agentId),
+              strandedRead: {
+                approvals: (yield* indexEntriesRead(sql)) - approvalsBefore,
+                agents: (yield* rowsRead(sql, "agents")) - agentsBefore,
+              },
+            }
           }),
         )
       }).pipe(Effect.orDie),
@@ -102,5 +117,11 @@ describe("the expiry sweep, after statistics of a quiet spell", () => {
     // The 60 due approvals, each found and updated: a few hundred entries at most. When the update joined the due
     // ids to the table, it read all 3,060 pending approvals (and compared each with every due id): 6,120.
     expect(result.read).toBeLessThan(500)
+    expect(result.stranded).toEqual([result.deregistered])
+    // The agents read once, and each pending approval at most once (that agent's 100 through its index, or all 3,060
+    // through the pending one when the statistics say there are none): before, the agents were scanned once for
+    // each pending approval (90,000 rows).
+    expect(result.strandedRead.agents).toBeLessThan(1_000)
+    expect(result.strandedRead.approvals).toBeLessThan(3_200)
   })
 })
