@@ -214,7 +214,10 @@ describe.skipIf(!hasChromium)("the dashboard in Chromium", () => {
     await page.goto(`${world.origin}/audit`)
     // The tail's status reads "live" once the stream is subscribed (not the "Live tail" title, there from the start):
     // a guard call made before would be history, not the tail.
-    await page.locator(".pill").filter({ hasText: /^\s*live\s*$/ }).waitFor()
+    await page
+      .locator(".pill")
+      .filter({ hasText: /^\s*live\s*$/ })
+      .waitFor()
     // The agent calls the guard with its own key: the denial reaches the open tail.
     const guard = await world.t.call("POST", "/api/v1/guard", {
       key: agentKey,
