@@ -478,22 +478,27 @@ export class DeliveryQueue extends Context.Service<
               const [lock] = yield* sql<{ got: boolean }>`SELECT pg_try_advisory_xact_lock(${PURGE_LOCK}) AS got`
               if (lock?.got !== true) return undefined
               // A deleted webhook's history first (WebhookService.remove leaves it here, out of its transaction).
-              const removed = yield* sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id IN (
+              // `= ANY (ARRAY(...))`: the ids are gathered first (an init plan), then deleted by primary-key probes.
+              // With `id IN (...)` the planner, its estimate the limit (webhooks_removed is small and rarely analysed),
+              // hashed the ids and read the whole table beside them for each batch.
+              const removed = yield* sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id = ANY (ARRAY(
                   SELECT d.id FROM webhooks_removed r CROSS JOIN LATERAL (
                     SELECT id FROM webhook_deliveries WHERE webhook_id = r.id LIMIT ${limit}
-                  ) d LIMIT ${limit})
+                  ) d LIMIT ${limit}))
                 RETURNING id`
               if (removed.length < limit)
                 yield* sql`DELETE FROM webhooks_removed r
                     WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = r.id)`
               const room = limit - removed.length
               if (room === 0) return removed.length
-              const old = yield* sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id IN (
+              // The same form: statistics taken before the last purge caught up still count the rows it deleted as
+              // old, and `id IN (...)` then read the whole table to delete the few left.
+              const old = yield* sql<{ id: string }>`DELETE FROM webhook_deliveries WHERE id = ANY (ARRAY(
                   SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
                     SELECT id FROM webhook_deliveries
                     WHERE webhook_id = w.id AND status IN ('success', 'failed') AND created_at < ${before}::timestamptz
                     LIMIT ${room}
-                  ) d LIMIT ${room})
+                  ) d LIMIT ${room}))
                 RETURNING id`
               return removed.length + old.length
             }),
