@@ -864,8 +864,10 @@ export class OAuthService extends Context.Service<
               WHERE g.created_at < ${isoOf(now - ABANDONED_GRANTS_KEPT_MS)}::timestamptz
                 AND NOT ${grantInUse(now - ABANDONED_GRANTS_KEPT_MS)}
               LIMIT ${GRANT_PURGE_LIMIT} FOR UPDATE OF g SKIP LOCKED),
-            codes AS (DELETE FROM oauth_codes WHERE grant_id IN (SELECT id FROM doomed)),
-            gone AS (DELETE FROM oauth_grants WHERE id IN (SELECT id FROM doomed) RETURNING id)
+            -- The ids as one array (an init plan): probes of the codes' grant index and the grants' key, where
+            -- "IN (SELECT …)" may hash the ids and read every code beside them.
+            codes AS (DELETE FROM oauth_codes WHERE grant_id = ANY (ARRAY(SELECT id FROM doomed))),
+            gone AS (DELETE FROM oauth_grants WHERE id = ANY (ARRAY(SELECT id FROM doomed)) RETURNING id)
             SELECT count(*)::int AS n FROM gone`.pipe(
           Effect.map((r) => r[0]?.n ?? 0),
           orDie,
