@@ -299,6 +299,7 @@ export type DomainServices =
   | EventService
   | EventFeed
   | Checkpoints
+  | ApprovalRepo
   | ApprovalService
   | PolicyService
   | PolicySets
