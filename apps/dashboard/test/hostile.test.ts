@@ -112,6 +112,7 @@ describe.skipIf(!hasChromium)("hostile text and an ended session in Chromium", (
       if (r.url().includes("/trpc/approvals.list")) lists++
     }
     page.on("response", count)
+    const flood = Date.now()
     // An agent asks for approvals one after another, as fast as its workspace's limit lets it (each its own event).
     for (let i = 0; i < 30; i++) {
       const res = await world.t.call("POST", "/api/v1/approvals", {
@@ -123,8 +124,12 @@ describe.skipIf(!hasChromium)("hostile text and an ended session in Chromium", (
     // The queue still ends up showing the last of them.
     await page.getByText("flood 29", { exact: true }).waitFor({ timeout: 15_000 })
     page.off("response", count)
+    const elapsedMs = Date.now() - flood
     expect(lists).toBeGreaterThanOrEqual(1)
-    expect(lists).toBeLessThanOrEqual(4)
+    // At most one reload per 5 s (the queue's throttle) over however long the flood took on this machine, plus the
+    // first at once, the page's own first load (its answer may come after "Live") and the last: 4 in ~3.5 s, not 30.
+    expect(lists).toBeLessThanOrEqual(3 + Math.ceil(elapsedMs / 5_000))
+    expect(lists).toBeLessThan(30)
   })
 
   it("a person removed from the workspace in view is told they are in no workspace, not shown failing pages", async () => {

@@ -134,8 +134,9 @@ describe("a webhook's places", () => {
       const firstAnswer = Math.min(...spans.map(([, to]) => to))
       expect(spans.filter(([at]) => at < firstAnswer).length).toBeLessThanOrEqual(16)
       expect(new Set(answering().map((x) => x.body.id)).size).toBe(1_000)
-      // Held at its first 16 it would never pass 16; each answer gave it another place.
-      expect(peak).toBeGreaterThan(100)
+      // Held at its first 16 it would never pass 16; each answer gave it another place (192 open at once on a quiet
+      // machine; how many depends on how fast the queue is fed, so the test asks for twice the start).
+      expect(peak).toBeGreaterThan(32)
       expect(peak).toBeLessThanOrEqual(192)
     } finally {
       r.answer = before

@@ -65,8 +65,14 @@ describe("a worker whose due deliveries wait for their webhook's share", () => {
     await ingest(Array.from({ length: 20 }, (_, i) => ({ type: "idle.tick", data: { i } })))
     const dead = () => r.received.filter((x) => x.url.includes("w=dead")).length
     await r.waitFor(() => dead() >= 6, 20_000, "the dead receiver's attempts")
-    // Settled: the claims that filled the share and their follow-ups are done.
-    await sleep(500)
+    // Settled: the claims that filled the share and their follow-ups are done (no read for three 300 ms spells in a
+    // row, however long that took on a loaded machine).
+    const settling = Date.now()
+    for (let last = reads, quiet = 0; quiet < 3 && Date.now() - settling < 15_000; ) {
+      await sleep(300)
+      quiet = reads === last ? quiet + 1 : 0
+      last = reads
+    }
     const before = reads
     await sleep(1_000)
     // 14 deliveries are due and none can be claimed (the dead receiver's attempts hang for 30 s): nothing to read.
