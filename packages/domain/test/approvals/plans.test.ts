@@ -13,26 +13,36 @@ afterAll(async () => env?.dispose())
 
 const indexEntriesRead = (sql: SqlClient.SqlClient) => rowsRead(sql, "approvals")
 
+/**
+ * A workspace of 30 agents, and `insert` of `perAgent` approvals for each of them in SQL (`tag` keeps their ids apart,
+ * `expiresInMs` from now; each agent's 20 bindings in turn).
+ */
+const thirtyAgents = (name: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const admin = systemActor("ws_none", "live", new Set(SCOPES))
+    const { workspace } = yield* WorkspaceService.use((s) => s.create(admin, { name }))
+    const actor = systemActor(workspace.id, "live", new Set(SCOPES))
+    const agents: Array<string> = []
+    for (let i = 0; i < 30; i++)
+      agents.push((yield* AgentService.use((s) => s.register(actor, { name: `agent-${i}` }))).id)
+    const now = Date.now()
+    const insert = (status: string, perAgent: number, tag: string, expiresInMs = 3_600_000) =>
+      sql`INSERT INTO approvals (id, workspace_id, agent_id, action, context, binding_hash, status, approvers,
+            decided_at, expires_at, created_at)
+          SELECT 'apr_' || ${tag} || '_' || a.n || '_' || g, ${workspace.id}, a.id, 'deploy', '{}'::jsonb,
+            'binding-' || a.n || '-' || (g % 20), ${status}, '[]'::jsonb,
+            CASE WHEN ${status} = 'pending' THEN NULL ELSE ${new Date(now - 3_600_000).toISOString()}::timestamptz END,
+            ${new Date(now + expiresInMs).toISOString()}::timestamptz, ${new Date(now - 7_200_000).toISOString()}::timestamptz
+          FROM unnest(${agents}::text[]) WITH ORDINALITY AS a(id, n), generate_series(1, ${perAgent}) AS g`
+    return { sql, workspace, agents, now, insert }
+  })
+
 describe("the guard's reads of an agent's approvals, after statistics of a quiet spell", () => {
   it("read that agent's pending approvals and that binding's, not the workspace's or the agent's history", async () => {
     const result = await env.run(
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const admin = systemActor("ws_none", "live", new Set(SCOPES))
-        const { workspace } = yield* WorkspaceService.use((s) => s.create(admin, { name: "approval-plans" }))
-        const actor = systemActor(workspace.id, "live", new Set(SCOPES))
-        const agents: Array<string> = []
-        for (let i = 0; i < 30; i++)
-          agents.push((yield* AgentService.use((s) => s.register(actor, { name: `agent-${i}` }))).id)
-        const now = Date.now()
-        const insert = (status: string, perAgent: number, tag: string) =>
-          sql`INSERT INTO approvals (id, workspace_id, agent_id, action, context, binding_hash, status, approvers,
-                decided_at, expires_at, created_at)
-              SELECT 'apr_' || ${tag} || '_' || a.n || '_' || g, ${workspace.id}, a.id, 'deploy', '{}'::jsonb,
-                'binding-' || a.n || '-' || (g % 20), ${status}, '[]'::jsonb,
-                CASE WHEN ${status} = 'pending' THEN NULL ELSE ${new Date(now - 3_600_000).toISOString()}::timestamptz END,
-                ${new Date(now + 3_600_000).toISOString()}::timestamptz, ${new Date(now - 7_200_000).toISOString()}::timestamptz
-              FROM unnest(${agents}::text[]) WITH ORDINALITY AS a(id, n), generate_series(1, ${perAgent}) AS g`
+        const { sql, workspace, agents, insert } = yield* thirtyAgents("approval-plans")
         // The history every agent has when the statistics are taken, all decided; then 100 pending for each agent.
         yield* insert("approved", 200, "h")
         yield* sql`VACUUM ANALYZE approvals`
@@ -67,22 +77,7 @@ describe("the expiry sweep, after statistics of a quiet spell", () => {
   it("reads a workspace's due approvals, not every pending one", async () => {
     const result = await env.run(
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const admin = systemActor("ws_none", "live", new Set(SCOPES))
-        const { workspace } = yield* WorkspaceService.use((s) => s.create(admin, { name: "approval-expiry-plans" }))
-        const actor = systemActor(workspace.id, "live", new Set(SCOPES))
-        const agents: Array<string> = []
-        for (let i = 0; i < 30; i++)
-          agents.push((yield* AgentService.use((s) => s.register(actor, { name: `agent-${i}` }))).id)
-        const now = Date.now()
-        const insert = (status: string, perAgent: number, tag: string, expiresInMs: number) =>
-          sql`INSERT INTO approvals (id, workspace_id, agent_id, action, context, binding_hash, status, approvers,
-                decided_at, expires_at, created_at)
-              SELECT 'apr_' || ${tag} || '_' || a.n || '_' || g, ${workspace.id}, a.id, 'deploy', '{}'::jsonb,
-                'binding-' || a.n || '-' || g, ${status}, '[]'::jsonb,
-                CASE WHEN ${status} = 'pending' THEN NULL ELSE ${new Date(now - 3_600_000).toISOString()}::timestamptz END,
-                ${new Date(now + expiresInMs).toISOString()}::timestamptz, ${new Date(now - 7_200_000).toISOString()}::timestamptz
-              FROM unnest(${agents}::text[]) WITH ORDINALITY AS a(id, n), generate_series(1, ${perAgent}) AS g`
+        const { sql, workspace, agents, now, insert } = yield* thirtyAgents("approval-expiry-plans")
         // Every approval decided when the statistics are taken; then each agent has 100 awaiting a decision for
         // another week, and 2 whose time ran out a minute ago.
         yield* insert("approved", 200, "xh", -3_600_000)
