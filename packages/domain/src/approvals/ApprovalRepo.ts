@@ -259,16 +259,16 @@ export class ApprovalRepo extends Context.Service<
                 decision_reason = CASE WHEN expires_at > ${at}::timestamptz THEN ${AGENT_DEREGISTERED_REASON} END
               WHERE workspace_id = ${workspaceId} AND agent_id = ${agentId} AND status = 'pending'
               RETURNING *`.pipe(Effect.map(inExpiryOrder), Effect.orDie),
-        // The deregistered agents' ids as one array (an init plan), then their pending approvals: run every sweep,
-        // the join this was read every pending approval of every workspace and, with statistics of a quiet spell,
-        // scanned the agents once for each of them (90,000 agent rows for 3,000 pending approvals of 30 agents).
+        // The agents with pending approvals as one array (an init plan), each then looked up by its key: every pending
+        // approval read once, and the agents probed, not scanned. The join this was scanned the agents once for each
+        // pending approval under statistics of a quiet spell (90,000 agent rows for 3,000 approvals of 30 agents), and
+        // an array of the deregistered agents instead grows with every agent ever deregistered.
         deregisteredWithPending: sql<{ workspace_id: string; agent_id: string; deleted: boolean }>`SELECT
-                d.workspace_id, d.agent_id, w.deleted_at IS NOT NULL AS deleted
-              FROM (SELECT DISTINCT a.workspace_id, a.agent_id FROM approvals a
-                WHERE a.agent_id = ANY (ARRAY(SELECT id FROM agents WHERE status = 'deregistered'))
-                  AND a.status = 'pending') d
-              JOIN workspaces w ON w.id = d.workspace_id
-              ORDER BY d.workspace_id, d.agent_id`.pipe(
+                g.workspace_id, g.id AS agent_id, w.deleted_at IS NOT NULL AS deleted
+              FROM agents g JOIN workspaces w ON w.id = g.workspace_id
+              WHERE g.id = ANY (ARRAY(SELECT DISTINCT agent_id FROM approvals WHERE status = 'pending'))
+                AND g.status = 'deregistered'
+              ORDER BY g.workspace_id, g.id`.pipe(
           Effect.map((rows) =>
             rows.map((r) => ({ workspaceId: r.workspace_id, agentId: r.agent_id, deleted: r.deleted })),
           ),
