@@ -204,7 +204,7 @@ describe("schedule A (exponential), clock 50× fast", () => {
   it("disabling pauses a pending retry; enabling resumes it", async () => {
     // Extended: the first retry waits 30 s × 0.02 = 600 ms, time enough to disable the webhook first on a quiet
     // machine. On a loaded one the PATCH may land after the retry went: the receiver fails every attempt until the
-    // webhook is enabled again, so the retry then waiting is paused all the same (the next waits 6 s).
+    // webhook is enabled again, so the retry then waiting is paused all the same (the next wait 2.4 s, then 12 s).
     const w = await h.create("pause", { events: ["sched.pause"], retryPolicy: "extended" })
     let resumed = false
     s.answers.set("pause", () => (resumed ? 200 : 500))
@@ -219,7 +219,9 @@ describe("schedule A (exponential), clock 50× fast", () => {
       return r?.status === "paused" && r.attempts >= 1 && r.attempts === h.at("pause").length ? rows : undefined
     })
     const sent = row!.attempts as number
-    await sleep(1_200)
+    // Past the time the retry was due (and at least 1.2 s): paused, it was not sent.
+    const dueIn = (row!.next_attempt_at?.getTime() ?? Date.now()) - Date.now()
+    await sleep(Math.max(1_200, dueIn + 500))
     expect(h.at("pause")).toHaveLength(sent)
     resumed = true
     await s.t.call("PATCH", `/api/v1/webhooks/${w.id}`, { body: { enabled: true } })
