@@ -13,7 +13,7 @@ import {
   type TestServer,
   unique,
 } from "./helpers.ts"
-import { legacySignedWith, type Receiver, signedWith, startReceiver } from "./webhooks-support.ts"
+import { eventually, legacySignedWith, type Receiver, signedWith, startReceiver } from "./webhooks-support.ts"
 
 /**
  * Webhooks through the API (in-process server; the allowlist names loopback, where the receiver is):
@@ -236,10 +236,12 @@ describe("GET, PATCH, DELETE /webhooks/:id and GET /webhooks", () => {
     expectError(await t.call("DELETE", `/api/v1/webhooks/${w.id}`), 404, "WEBHOOK_NOT_FOUND")
     // Its history goes with the workers' purge, which the deletion's notification starts at once (out of the
     // DELETE's transaction, decisions.md, fifth pass): waited for here, not assumed done within the next two calls.
-    for (let waited = 0; (await deliveryRows(w.id)).length > 0; waited += 50) {
-      if (waited > 10_000) throw new Error("the deleted webhook's history was not purged within 10 s")
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
+    await eventually(
+      async () => ((await deliveryRows(w.id)).length === 0 ? true : undefined),
+      10_000,
+      "the deleted webhook's history purged",
+    )
+    expect(await deliveryRows(w.id)).toEqual([])
     await ingest([{ type: "delete.me", data: { n: 2 } }])
     expect(await deliveryRows(w.id)).toEqual([])
   })
@@ -730,8 +732,7 @@ describe("history retention at start", () => {
       expect(deliveries.map((d: any) => d.eventId)).toEqual([at("purge-start")[1]!.body.id])
       // The worker logs the purge after its next round comes back empty: a round trip after the row went.
       const purged = () => lines.some((l) => l.includes("purged old webhook deliveries") && l.includes('"count":1'))
-      const logged = Date.now()
-      while (!purged() && Date.now() - logged < 10_000) await new Promise((res) => setTimeout(res, 20))
+      await eventually(async () => (purged() ? true : undefined), 10_000, "the purge's log line")
       expect(purged()).toBe(true)
     } finally {
       await worker.stop()
