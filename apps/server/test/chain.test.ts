@@ -396,6 +396,29 @@ describe("the audit chain, recomputed independently", () => {
     },
   )
 
+  it.runIf(hasOp("events.ingest"))(
+    "stores each event of one batch with its own data when the data holds U+0001, the append's data separator",
+    async () => {
+      // One request, one statement: the rows' data travel joined by U+0001, which canonical JSON escapes.
+      const sent = [
+        { s: "a\u0001b", n: 1 },
+        { "\u0001": ["\u0001", null, "\u0001\u0001"], "x\u0001": { y: "\ud834\udd1e" } },
+        {},
+        { last: "\u0001" },
+      ]
+      const res = await t.call("POST", "/api/v1/events/ingest", {
+        body: { events: sent.map((data) => ({ type: "jcs.separator", data })) },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      const answered = res.body.data.events as Array<{ sequence: number }>
+      const chain = await readChain(t.workspaceId)
+      expectValid(chain)
+      const stored = answered.map((a) => chain.find((e) => e.sequence === a.sequence)!)
+      expect(stored.map((e) => e.data)).toEqual(sent)
+      expect(stored.map((e) => e.sequence)).toEqual(answered.map((_, i) => answered[0]!.sequence + i))
+    },
+  )
+
   it.runIf(hasOp("events.list"))(
     "recomputes from the API's own output (GET /events), which matches the store",
     async () => {

@@ -782,7 +782,10 @@ describe("group-commit appender", () => {
     const last = before.at(-1)!
     const current = { sequence: last.sequence, hash: last.hash }
     const next = probeBatch(workspace.id, actor, "probe.event", current)
-    expect(await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, next, current))))).toBe(true)
+    expect(await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, next, current))))).toEqual({
+      ...next.head,
+      webhooks: 0,
+    })
     const rows = await expectLinearChain(workspace.id)
     expect(rows.at(-1)!.id).toBe(next.stored[0]![0]!.id)
   })
@@ -848,7 +851,7 @@ describe("group-commit appender", () => {
     const keys = [completed("k-b"), completed("k-a")]
     expect(
       await run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, prepared, head, keys)))),
-    ).toBe(true)
+    ).toEqual({ ...prepared.head, webhooks: 0 })
     expect((await expectLinearChain(workspace.id)).at(-1)!.id).toBe(prepared.stored[0]![0]!.id)
     expect(await keysOf(workspace.id)).toEqual([
       { key: "k-a", status_code: 201, response_body: '{"key":"k-a"}' },
@@ -867,7 +870,7 @@ describe("group-commit appender", () => {
       await run(
         AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, taken, head, [completed("k-taken")]))),
       ),
-    ).toBe(true)
+    ).toEqual({ ...taken.head, webhooks: 0 })
     const before = await eventsOf(workspace.id)
     const after = why === "stale" ? head : taken.head
     const prepared = probeBatch(workspace.id, actor, "probe.second", after)

@@ -52,9 +52,9 @@ interface Queue {
   pending: Array<Job>
 }
 
-/** What a fast batch came to: written, refused (nothing written), or not known (its statement's failure). */
+/** What a fast batch came to: written (and the head after it), refused (nothing written), or not known (its statement's failure). */
 type FastOutcome =
-  | { readonly written: PreparedAppend }
+  | { readonly written: PreparedAppend; readonly head: ChainHead }
   | { readonly refused: true }
   | { readonly unknown: Exit.Exit<never> }
 
@@ -214,13 +214,12 @@ export class EventAppender extends Context.Service<
           return { refused: true }
         }
         try {
-          return (await audit.appendAtNow(workspaceId, prepared, after, keys))
-            ? { written: prepared }
-            : { refused: true }
+          const head = await audit.appendAtNow(workspaceId, prepared, after, keys)
+          return head ? { written: prepared, head } : { refused: true }
         } catch (error) {
           const held = await runExit(repo.holds(workspaceId, prepared.head))
           if (Exit.isFailure(held)) return { unknown: Exit.die(error) }
-          return held.value ? { written: prepared } : { refused: true }
+          return held.value ? { written: prepared, head: prepared.head } : { refused: true }
         }
       }
 
@@ -276,7 +275,7 @@ export class EventAppender extends Context.Service<
                   jobs,
                   outcome.written.stored.map((events) => Exit.succeed(events)),
                 )
-                remember(workspaceId, outcome.written.head)
+                remember(workspaceId, outcome.head)
               } else {
                 // Another writer moved the head, a key was taken, the batch failed without writing, or could not
                 // be prepared: the locked path, in order, ahead of the rest.

@@ -1,0 +1,103 @@
+import { Effect } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import {
+  type AuditEvent,
+  AuditLog,
+  EventAppender,
+  prepareAppend,
+  SCOPES,
+  systemActor,
+  WebhookService,
+  WorkspaceService,
+} from "../../src/index.ts"
+import { type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+
+let env: DomainTestRuntime
+beforeAll(async () => {
+  env = await makeDomainRuntime()
+})
+afterAll(async () => env?.dispose())
+
+const newWorkspace = (name: string) =>
+  env.run(
+    Effect.gen(function* () {
+      const admin = systemActor("ws_none", "live", new Set(SCOPES))
+      const ws = yield* WorkspaceService.use((s) => s.create(admin, { name }))
+      return systemActor(ws.workspace.id, "live", new Set(SCOPES))
+    }),
+  )
+
+type Actor = Awaited<ReturnType<typeof newWorkspace>>
+
+const addWebhook = (actor: Actor) =>
+  env.run(WebhookService.use((s) => s.create(actor, { url: "http://93.184.216.34/", events: ["probe.*"] })))
+
+const appendVia = (actor: Actor, type: string, n: number) =>
+  env.run(
+    EventAppender.use((a) => a.append({ actor, events: Array.from({ length: n }, (_, i) => ({ type, data: { i } })) })),
+  ) as Promise<ReadonlyArray<AuditEvent>>
+
+const stored = (workspaceId: string) =>
+  env.run(
+    SqlClient.SqlClient.use((sql) =>
+      Effect.all({
+        chain: sql<{
+          sequence: number
+          type: string
+          prev_hash: string
+          hash: string
+        }>`SELECT sequence::int AS sequence,
+            type, prev_hash, hash FROM events WHERE workspace_id = ${workspaceId} ORDER BY sequence`,
+        deliveries: sql<{ event_type: string }>`SELECT event_type FROM webhook_deliveries
+            WHERE workspace_id = ${workspaceId} ORDER BY event_sequence`,
+      }),
+    ),
+  )
+
+const expectLinear = (chain: ReadonlyArray<{ sequence: number; prev_hash: string; hash: string }>) =>
+  chain.forEach((e, i) => {
+    expect(e.sequence).toBe(i + 1)
+    if (i > 0) expect(e.prev_hash).toBe(chain[i - 1]!.hash)
+  })
+
+describe("the append statement's shapes", () => {
+  it("queues deliveries for a webhook enabled after the group commit last saw the workspace without one", async () => {
+    const actor = await newWorkspace("shapes-late-webhook")
+    // The first append learns that the head counts no webhook; the second is written without the deliveries part.
+    await appendVia(actor, "probe.before", 2)
+    await appendVia(actor, "probe.before", 2)
+    await addWebhook(actor)
+    const after = await appendVia(actor, "probe.after", 3)
+    expect(after).toHaveLength(3)
+    await appendVia(actor, "probe.later", 1)
+    const { chain, deliveries } = await stored(actor.workspaceId)
+    expectLinear(chain)
+    expect(deliveries.map((d) => d.event_type)).toEqual([...Array(3).fill("probe.after"), "probe.later"])
+  })
+
+  it("writes nothing from a head that counts no webhook once one is enabled, and the full shape then queues", async () => {
+    const actor = await newWorkspace("shapes-direct")
+    const workspaceId = actor.workspaceId
+    await appendVia(actor, "probe.first", 1)
+    await addWebhook(actor)
+    // The head after the webhook's own event, as a writer that last saw it before the webhook would predict it.
+    const last = (await stored(workspaceId)).chain.at(-1)!
+    const head = { sequence: last.sequence, hash: last.hash }
+    const prepared = prepareAppend(
+      workspaceId,
+      [{ actor, events: [{ type: "probe.next", data: {} }] }],
+      head,
+      Date.now(),
+    )
+    const write = (expected: typeof head & { webhooks?: number }) =>
+      env.run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspaceId, prepared, expected))))
+    expect(await write({ ...head, webhooks: 0 })).toBe(false)
+    expect((await stored(workspaceId)).chain.at(-1)!.sequence).toBe(head.sequence)
+    expect(await write(head)).toEqual({ ...prepared.head, webhooks: 1 })
+    const { chain, deliveries } = await stored(workspaceId)
+    expectLinear(chain)
+    expect(chain.at(-1)!.hash).toBe(prepared.head.hash)
+    expect(deliveries.map((d) => d.event_type)).toEqual(["probe.next"])
+  })
+})
