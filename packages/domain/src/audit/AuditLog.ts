@@ -35,7 +35,7 @@ export interface PreparedAppend {
   /** The rows as one JSON array (json_to_recordset), without their data. */
   readonly rows: string
   /**
-   * The rows' data, in order: their canonical texts joined by U+0001, which canonical JSON never holds (a
+   * The rows' data, in order: their canonical texts joined by U+0001, which no valid JSON text holds raw (a
    * control character in a string is escaped). Apart from the rows, so PostgreSQL reads each data once.
    */
   readonly data: string
@@ -59,6 +59,18 @@ export interface CompletedKey {
   readonly body: string
 }
 
+/**
+ * A `\u0000` or unpaired-surrogate escape in canonical JSON (one not itself escaped: after an even run of
+ * backslashes). JSON allows both; PostgreSQL's json readers (`->>`, `::jsonb`) refuse them, so a row holding one
+ * would fail every later reader of the trail. `findUnstorable` keeps them out of every request; this keeps them
+ * out of the trail whatever the caller.
+ */
+const UNSTORABLE_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f])/
+
+/** Whether canonical JSON text holds an escape PostgreSQL's json readers refuse (UNSTORABLE_ESCAPE). */
+export const holdsUnstorableEscape = (canonical: string) =>
+  (canonical.includes("\\u0000") || canonical.includes("\\ud")) && UNSTORABLE_ESCAPE.test(canonical)
+
 /** The SQLSTATE of `agentgov_abort_append()` (migration 0009). */
 const APPEND_ABORTED = "AGA01"
 
@@ -72,7 +84,8 @@ const actorOf = (actor: Actor) =>
  * webhook (exact name, `prefix.*`, `*`; aliases were resolved when the filters were saved; a delivery's id is
  * derived from its event and webhook, see migration 0008), and announces the append to live streams and
  * delivery workers (PostgreSQL delivers the notifications only at commit). Run alone it is its own
- * transaction; inside one it joins it. `ok` is 0 when the head was no longer `expected`: nothing was written.
+ * transaction; inside one it joins it. `ok` is 0 when nothing was written: the head was no longer `expected`,
+ * the workspace is deleted (`gone`), or (the shape without deliveries) the head counts an enabled webhook.
  * `webhooks` is the head's count of enabled webhooks, which the next statement's shape follows.
  *
  * With keys, it first claims them (ascending, the idempotency store's lock order) with their final responses,
@@ -85,12 +98,12 @@ const actorOf = (actor: Actor) =>
  * `workspace.deleted` and writes nothing; one that starts after it sees `deleted_at` in its snapshot. `gone` is
  * 1 when that is why nothing was written.
  *
- * Plain text with numbered parameters, prepared once per connection: the Effect path and the group commit's
- * direct path send the same statements.
+ * Plain text with numbered parameters, prepared once per connection, sent by the group commit's direct path
+ * and (under the head's lock, without keys, always with the deliveries part) by the Effect path.
  *
  * It comes in the four shapes `appendStatement` builds. A part with nothing to do still costs PostgreSQL its
- * set-up: opening the table and its indexes, taking their locks. Without keys the `claimed` part was 40–60 µs
- * of a one-event statement's 260 with `queued` (measured per statement, backend CPU). So the claim is there
+ * set-up: opening the table and its indexes, taking their locks. Without keys and webhooks, the `claimed` and
+ * `queued` parts were 40–60 µs of a one-event statement's 260 (measured per statement, backend CPU). So the claim is there
  * only when the append carries keys. The deliveries are queued only when the head's count of enabled webhooks
  * may be above zero: a statement without `queued` moves the head only while that count is 0. A webhook
  * enabled since the writer last saw the head makes it write nothing, like a moved head, and the append goes
@@ -241,6 +254,10 @@ export const prepareAppend = (
     return g.events.map((e) => {
       sequence += 1
       const canonical = e.canonicalData ?? canonicalize(e.data)
+      if (holdsUnstorableEscape(canonical))
+        throw new Error(
+          `the data of a ${e.type} event holds \\u0000 or an unpaired surrogate, which the trail cannot keep`,
+        )
       const hash = chainHashOfCanonical(prevHash, e.type, canonical, timestamp)
       const event: AuditEvent = {
         id: newId("evt", now),

@@ -69,7 +69,7 @@ type FastOutcome =
  * numbers and hashes the batch after it, renders the responses of its
  * Idempotency-Keys, and writes it all in one statement (one round trip, its
  * own transaction) that claims the keys and moves the head only if every key
- * was free and the head is still the one predicted (`AuditLog.appendAt`).
+ * was free and the head is still the one predicted (`AuditLog.appendAtNow`).
  * Writers of other processes serialise on the head's row lock, so the chain
  * stays linear under any concurrency: a batch whose head moved, or that
  * carries a key already taken (a retry), writes nothing and goes again. A
@@ -277,8 +277,9 @@ export class EventAppender extends Context.Service<
                 )
                 remember(workspaceId, outcome.head)
               } else {
-                // Another writer moved the head, a key was taken, the batch failed without writing, or could not
-                // be prepared: the locked path, in order, ahead of the rest.
+                // Another writer moved the head, a key was taken, a webhook was enabled since the head counted none,
+                // the batch failed without writing, or could not be prepared: the locked path, in order, ahead of
+                // the rest.
                 queue.pending.unshift(...jobs)
                 remember(workspaceId, undefined)
                 lock = true

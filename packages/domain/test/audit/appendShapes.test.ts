@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { holdsUnstorableEscape } from "../../src/audit/AuditLog.ts"
 import {
   type AuditEvent,
   AuditLog,
@@ -61,6 +62,23 @@ const expectLinear = (chain: ReadonlyArray<{ sequence: number; prev_hash: string
     if (i > 0) expect(e.prev_hash).toBe(chain[i - 1]!.hash)
   })
 
+const keysOf = (workspaceId: string) =>
+  env.run(
+    SqlClient.SqlClient.use((sql) =>
+      sql<{ key: string }>`SELECT key FROM idempotency_keys WHERE workspace_id = ${workspaceId} ORDER BY key`.pipe(
+        Effect.map((rows) => rows.map((r) => r.key)),
+      ),
+    ),
+  )
+
+const completed = (key: string) => ({
+  key,
+  operation: "probe.op",
+  requestHash: `hash-of-${key}`,
+  status: 201,
+  body: "{}",
+})
+
 describe("the append statement's shapes", () => {
   it("queues deliveries for a webhook enabled after the group commit last saw the workspace without one", async () => {
     const actor = await newWorkspace("shapes-late-webhook")
@@ -99,5 +117,57 @@ describe("the append statement's shapes", () => {
     expectLinear(chain)
     expect(chain.at(-1)!.hash).toBe(prepared.head.hash)
     expect(deliveries.map((d) => d.event_type)).toEqual(["probe.next"])
+  })
+
+  it("claims keys in the shape without deliveries, and claims nothing when a webhook makes it write nothing", async () => {
+    const actor = await newWorkspace("shapes-keys")
+    const workspaceId = actor.workspaceId
+    const headNow = async () => {
+      const last = (await stored(workspaceId)).chain.at(-1)!
+      return { sequence: last.sequence, hash: last.hash, webhooks: 0 }
+    }
+    const prepare = (after: { sequence: number; hash: string }) =>
+      prepareAppend(workspaceId, [{ actor, events: [{ type: "probe.keyed", data: {} }] }], after, Date.now())
+    const write = (prepared: ReturnType<typeof prepare>, expected: { sequence: number; hash: string }, key: string) =>
+      env.run(
+        AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspaceId, prepared, expected, [completed(key)]))),
+      )
+    const first = await headNow()
+    const lean = prepare(first)
+    expect(await write(lean, first, "k-lean")).toEqual({ ...lean.head, webhooks: 0 })
+    expect(await keysOf(workspaceId)).toEqual(["k-lean"])
+    await addWebhook(actor)
+    const second = await headNow()
+    const refused = prepare(second)
+    expect(await write(refused, second, "k-refused")).toBe(false)
+    expect(await keysOf(workspaceId)).toEqual(["k-lean"])
+    expect((await stored(workspaceId)).chain.at(-1)!.sequence).toBe(second.sequence)
+  })
+})
+
+describe("escapes PostgreSQL's json readers refuse", () => {
+  it("are found in canonical text, and only where they are escapes", () => {
+    for (const text of ['{"s":"\\u0000"}', '["a\\ud800"]', '{"\\udfff":1}', '"\\\\\\u0000"'])
+      expect(holdsUnstorableEscape(text), text).toBe(true)
+    // An escaped backslash before "u0000" is text; an astral character is raw in canonical JSON; other escapes pass.
+    for (const text of ['{"s":"\\\\u0000"}', '{"s":"\\\\ud800"}', '{"s":"😀"}', '{"s":"\\u0001\\n"}', "{}"])
+      expect(holdsUnstorableEscape(text), text).toBe(false)
+  })
+
+  it("make the append fail before anything is sent, whatever the caller", async () => {
+    const actor = await newWorkspace("shapes-unstorable")
+    const head = { sequence: 1, hash: "0".repeat(64) }
+    for (const data of [{ s: "a\u0000b" }, { [String.fromCharCode(0xd800)]: 1 }])
+      expect(() =>
+        prepareAppend(actor.workspaceId, [{ actor, events: [{ type: "probe.bad", data }] }], head, 0),
+      ).toThrow(/cannot keep/)
+    expect(() =>
+      prepareAppend(
+        actor.workspaceId,
+        [{ actor, events: [{ type: "probe.ok", data: { s: "\\u0000 as text" } }] }],
+        head,
+        0,
+      ),
+    ).not.toThrow()
   })
 })

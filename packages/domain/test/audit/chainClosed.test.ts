@@ -39,13 +39,18 @@ describe("a deleted workspace's chain", () => {
     const { id, head } = await d.run(deletedWorkspace())
     const actor = systemActor(id, "live", new Set())
     const events = [{ type: "custom.late", data: {} }]
-    // The one-statement path, with the true head: only the workspace's deletion can refuse it.
-    const written = await d.run(
-      AuditLog.use((audit) =>
-        Effect.promise(() => audit.appendAtNow(id, prepareAppend(id, [{ actor, events }], head, Date.now()), head)),
-      ),
-    )
-    expect(written).toBe(false)
+    // The one-statement path, with the true head: only the workspace's deletion can refuse it. In both shapes: the
+    // head's webhook count not known (deliveries part in), and known to be none (part left out).
+    for (const expected of [head, { ...head, webhooks: 0 }]) {
+      const written = await d.run(
+        AuditLog.use((audit) =>
+          Effect.promise(() =>
+            audit.appendAtNow(id, prepareAppend(id, [{ actor, events }], expected, Date.now()), expected),
+          ),
+        ),
+      )
+      expect(written).toBe(false)
+    }
     // The locked path (any write in its own transaction), and the group commit that falls back to it.
     const locked = await d.rt.runPromiseExit(AuditLog.use((audit) => audit.append(actor, events)))
     const grouped = await d.rt.runPromiseExit(EventAppender.use((appender) => appender.append({ actor, events })))
