@@ -110,7 +110,9 @@ describe("a call's arguments", () => {
       for (const p of pending) {
         expect(p.context.arguments).toEqual({ amount: 5, password: "[REDACTED:secret_assignment]" })
         expect(p.context.argumentsDigest).toMatch(/^[0-9a-f]{64}$/)
-        expect(JSON.stringify(p.context)).not.toMatch(/1111|2222/)
+        // Nothing else the approver sees holds a password (the digest is hex: it holds "1111" or "2222" once in ~500).
+        const { argumentsDigest: _digest, ...shown } = p.context
+        expect(JSON.stringify(shown)).not.toMatch(/1111|2222/)
       }
       expect(denied!.context.argumentsDigest).not.toBe(approved!.context.argumentsDigest)
       await admin.approvals.decide(approved!.id, { decision: "approved" })
