@@ -15,6 +15,7 @@ import {
   type AuditEvent,
   AuditLog,
   Authenticator,
+  type ChainHead,
   Counters,
   chainHash,
   DEFAULT_RATE_LIMITS,
@@ -32,6 +33,7 @@ import {
   SCOPES,
   SdkTokens,
   TokenSettings,
+  WebhookService,
   WorkspaceService,
 } from "../src/index.ts"
 
@@ -880,6 +882,82 @@ describe("group-commit appender", () => {
     ).toBe(false)
     expect(await eventsOf(workspace.id)).toEqual(before)
     expect((await keysOf(workspace.id)).map((k) => k.key)).toEqual(["k-taken"])
+  })
+
+  // The append statement's shapes (AuditLog.appendStatement): without the deliveries part while the head counts no
+  // enabled webhook, without the claim when the batch carries no keys.
+  const addWebhook = (actor: Actor) =>
+    run(WebhookService.use((s) => s.create(actor, { url: "http://93.184.216.34/", events: ["probe.*"] })))
+  const deliveryTypesOf = (workspaceId: string) =>
+    run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ event_type: string }>`SELECT event_type FROM webhook_deliveries
+          WHERE workspace_id = ${workspaceId} ORDER BY event_sequence`,
+      ),
+    ).then((rows) => rows.map((r) => r.event_type))
+
+  it("queues deliveries for a webhook enabled after the group commit last saw the workspace without one", async () => {
+    const { workspace, actor } = await newWorkspace()
+    // The first append learns that the head counts no webhook; the second is written without the deliveries part.
+    await appendVia(rt, actor, "probe.before", 2)
+    await appendVia(rt, actor, "probe.before", 2)
+    await addWebhook(actor)
+    expect(await appendVia(rt, actor, "probe.after", 3)).toHaveLength(3)
+    await appendVia(rt, actor, "probe.later", 1)
+    await expectLinearChain(workspace.id)
+    expect(await deliveryTypesOf(workspace.id)).toEqual([...Array(3).fill("probe.after"), "probe.later"])
+  })
+
+  it("appendAt writes nothing from a head that counts no webhook once one is enabled; the full shape then queues", async () => {
+    const { workspace, actor } = await newWorkspace()
+    await appendVia(rt, actor, "probe.first", 1)
+    await addWebhook(actor)
+    // The head after the webhook's own event, as a writer that last saw it before the webhook would predict it.
+    const head = await headOf(workspace.id)
+    const prepared = probeBatch(workspace.id, actor, "probe.next", head)
+    const write = (expected: ChainHead) =>
+      run(AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, prepared, expected))))
+    expect(await write({ ...head, webhooks: 0 })).toBe(false)
+    expect(await headOf(workspace.id)).toEqual(head)
+    expect(await write(head)).toEqual({ ...prepared.head, webhooks: 1 })
+    expect((await expectLinearChain(workspace.id)).at(-1)!.id).toBe(prepared.stored[0]![0]!.id)
+    expect(await deliveryTypesOf(workspace.id)).toEqual(["probe.next"])
+  })
+
+  it("appendAt claims keys without the deliveries part, and claims nothing when a webhook makes it write nothing", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const write = async (key: string) => {
+      const head: ChainHead = { ...(await headOf(workspace.id)), webhooks: 0 }
+      const prepared = probeBatch(workspace.id, actor, "probe.keyed", head)
+      const written = await run(
+        AuditLog.use((a) => Effect.promise(() => a.appendAtNow(workspace.id, prepared, head, [completed(key)]))),
+      )
+      return { written, prepared, head }
+    }
+    const lean = await write("k-lean")
+    expect(lean.written).toEqual({ ...lean.prepared.head, webhooks: 0 })
+    expect((await keysOf(workspace.id)).map((k) => k.key)).toEqual(["k-lean"])
+    await addWebhook(actor)
+    const refused = await write("k-refused")
+    expect(refused.written).toBe(false)
+    expect((await keysOf(workspace.id)).map((k) => k.key)).toEqual(["k-lean"])
+    expect(await headOf(workspace.id)).toEqual({ sequence: refused.head.sequence, hash: refused.head.hash })
+  })
+
+  it("fails the one append whose data holds an escape PostgreSQL's json readers refuse; those beside it are stored", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const exits = await run(
+      Effect.all(
+        [{ n: 0 }, { s: "a\u0000b" }, { n: 2 }].map((data) =>
+          Effect.exit(EventAppender.use((a) => a.append({ actor, events: [{ type: "probe.batch", data }] }))),
+        ),
+        { concurrency: "unbounded" },
+      ),
+    )
+    expect(exits.map((e) => e._tag)).toEqual(["Success", "Failure", "Success"])
+    const rows = await expectLinearChain(workspace.id)
+    expect(rows.filter((r) => r.type === "probe.batch")).toHaveLength(2)
   })
 
   it("answers each keyed append of a batch: stored, replayed, or refused for another request", async () => {

@@ -52,7 +52,10 @@ interface Queue {
   pending: Array<Job>
 }
 
-/** What a fast batch came to: written (and the head after it), refused (nothing written), or not known (its statement's failure). */
+/**
+ * What a fast batch came to: written (and the head after it), refused (nothing written), or not known (its
+ * statement's failure).
+ */
 type FastOutcome =
   | { readonly written: PreparedAppend; readonly head: ChainHead }
   | { readonly refused: true }
