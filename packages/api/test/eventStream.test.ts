@@ -50,6 +50,7 @@ const start = async (count: number, options: Parameters<typeof makeEventStreamHa
     Database.of({
       kind: "postgres",
       notify: async () => {},
+      announce: () => {},
       query: async () => [],
       listen: async () => async () => {},
     }),

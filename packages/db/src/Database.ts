@@ -23,6 +23,12 @@ export interface DatabaseShape {
     onMessage: (payload: string) => void,
     onMissed?: () => void,
   ) => Promise<() => Promise<void>>
+  /**
+   * Tells this process's own subscribers of `channel` what a NOTIFY would, without a round trip: for a change
+   * this process made and saw committed, whose NOTIFY to other instances is sent later or coalesced (the audit
+   * trail's appends, AuditLog.ts). Other instances hear nothing from it.
+   */
+  readonly announce: (channel: string, payload: string) => void
 }
 
 export class Database extends Context.Service<Database, DatabaseShape>()("@agentgov/db/Database") {}

@@ -133,6 +133,21 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
     }
   }
 
+  /**
+   * Hands `payload` to this pool's own subscribers of `channel`, as a notification from PostgreSQL would,
+   * without PostgreSQL: for what this process did and has already committed (see DatabaseShape.announce).
+   * Synchronous; a subscriber's failure is its own.
+   */
+  const announce = (channel: string, payload: string) => {
+    for (const s of channels.get(channel) ?? []) {
+      try {
+        s.onMessage(payload)
+      } catch {
+        // As with a notification: one subscriber's failure must not keep the others from hearing it.
+      }
+    }
+  }
+
   /** Ends the connection, and the reconnect loop at once: no wait for a server that is down. */
   const end = async () => {
     ending = true
@@ -141,5 +156,5 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
     await sql.end({ timeout: resubscribing ? 0 : 1 })
   }
 
-  return { listen, end }
+  return { listen, announce, end }
 }

@@ -119,6 +119,7 @@ const make = (options: PostgresOptions) =>
       },
       query: (text, params) => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
       listen: notifications.listen,
+      announce: notifications.announce,
     })
     return { client, database }
   })

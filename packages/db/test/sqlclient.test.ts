@@ -592,6 +592,28 @@ describe("LISTEN / NOTIFY", () => {
     await unlistenOther()
   })
 
+  it("announces to its own listeners of the channel at once, without PostgreSQL; a listener that throws stops no other", async () => {
+    const db = await run(Database)
+    const mine: Array<string> = []
+    const other: Array<string> = []
+    const unlistenThrowing = await db.listen("agentgov_local", () => {
+      throw new Error("a listener's own failure")
+    })
+    const unlisten = await db.listen("agentgov_local", (p) => mine.push(p))
+    const unlistenOther = await db.listen("agentgov_local_other", (p) => other.push(p))
+    db.announce("agentgov_local", "told here")
+    // Synchronous: no round trip, nothing to wait for.
+    expect(mine).toEqual(["told here"])
+    await drained(db)
+    expect(mine).toEqual(["told here"])
+    expect(other).toEqual([])
+    await unlisten()
+    db.announce("agentgov_local", "after unlisten")
+    expect(mine).toEqual(["told here"])
+    await unlistenThrowing()
+    await unlistenOther()
+  })
+
   it("delivers pg_notify of a transaction only when it commits", async () => {
     const db = await run(Database)
     const got: Array<string> = []

@@ -57,6 +57,7 @@ const setup = async () => {
     Database.of({
       kind: "postgres",
       notify: async () => {},
+      announce: () => {},
       query: async () => {
         throw new Error("no statements in this test")
       },
