@@ -68,6 +68,8 @@ export {
 } from "./approvals/ApprovalService.ts"
 export * from "./audit/AuditEvent.ts"
 export {
+  ANNOUNCE_GAP_MS,
+  AnnounceGap,
   type AppendGroup,
   AuditLog,
   type ChainHead,
@@ -89,7 +91,7 @@ export {
 export * from "./audit/Event.ts"
 export { type AppendOutcome, type AppendRequest, EventAppender } from "./audit/EventAppender.ts"
 export * from "./audit/EventErrors.ts"
-export { EventFeed, type Subscription } from "./audit/EventFeed.ts"
+export { EventFeed, FEED_SWEEP_MS, FeedSweep, type Subscription } from "./audit/EventFeed.ts"
 export { firstChainProblem, type RawQuery } from "./audit/EventRepo.ts"
 export { EventService } from "./audit/EventService.ts"
 export {

@@ -5,12 +5,13 @@ import { chainHashOfCanonical } from "@agentgov/verifier"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { ApiKeyRepo } from "../src/apikeys/ApiKeyRepo.ts"
 import { chainBatchSql, EventRepo } from "../src/audit/EventRepo.ts"
 import {
   type Actor,
   AgentService,
+  AnnounceGap,
   ApiKeyService,
   type AuditEvent,
   AuditLog,
@@ -21,7 +22,10 @@ import {
   DEFAULT_RATE_LIMITS,
   DomainLayer,
   type DomainServices,
+  EVENTS_CHANNEL,
   EventAppender,
+  EventFeed,
+  FeedSweep,
   GENESIS_HASH,
   hashKey,
   Idempotency,
@@ -62,10 +66,12 @@ afterAll(async () => {
 const run = <A, E>(effect: Effect.Effect<A, E, R>, runtime: Runtime = rt): Promise<A> => runtime.runPromise(effect)
 const runFailure = <A, E>(effect: Effect.Effect<A, E, R>): Promise<E> => rt.runPromise(Effect.flip(effect))
 
-/** Another server instance's domain on the same PostgreSQL database (dispose it). */
-const secondInstance = (): Runtime =>
+/** Another server instance's domain on the same PostgreSQL database (dispose it), with `settings` if given. */
+const secondInstance = (settings: Layer.Layer<never> = Layer.empty): Runtime =>
   ManagedRuntime.make(
-    DomainLayer.pipe(Layer.provideMerge(Layer.merge(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey))),
+    DomainLayer.pipe(
+      Layer.provideMerge(Layer.mergeAll(PostgresClient.layer({ url: store.url!, max: 5 }), masterKey, settings)),
+    ),
   )
 
 /** Runs `effect` with effect's TestClock set to `ms` (the database clock is not involved). */
@@ -1093,6 +1099,100 @@ describe("group-commit appender", () => {
       expect(answered).toHaveLength(2 * (14 * 1 + 13 * 2 + 13 * 3))
       const stored = new Map(rows.map((r) => [r.id, r.sequence]))
       for (const e of answered) expect(stored.get(e.id)).toBe(e.sequence)
+    } finally {
+      await second.dispose()
+    }
+  })
+  /** Payloads of `agentgov_events` about `workspaceId` that `runtime`'s Database hears. */
+  const hear = async (runtime: Runtime, workspaceId: string) => {
+    const heard: Array<string> = []
+    await run(
+      Database.use((db) =>
+        Effect.promise(() =>
+          db.listen(EVENTS_CHANNEL, (payload) => {
+            if (payload.startsWith(`${workspaceId}:`)) heard.push(payload)
+          }),
+        ),
+      ),
+      runtime,
+    )
+    return heard
+  }
+
+  it("announces a burst of direct appends to other instances once, then the last of it; its own listeners hear each", async () => {
+    // A gap no test outlasts: after the burst's first append, only the announcement owed at disposal goes out.
+    const writer = secondInstance(Layer.succeed(AnnounceGap, 3_600_000))
+    let disposed = false
+    try {
+      const { workspace, actor } = await newWorkspace("live", writer)
+      const ws = workspace.id
+      const elsewhere = await hear(rt, ws)
+      const here = await hear(writer, ws)
+      const appended: Array<AuditEvent> = []
+      for (let i = 0; i < 5; i++) appended.push(...(await appendVia(writer, actor, "probe.burst")))
+      const announcements = appended.map((e) => `${ws}:${e.sequence}`)
+      // Notifications arrive in commit order: once this one is heard, every earlier one has been.
+      await run(
+        Database.use((db) => Effect.promise(() => db.notify(EVENTS_CHANNEL, `${ws}:marker`))),
+        writer,
+      )
+      await vi.waitFor(() => expect(elsewhere).toContain(`${ws}:marker`), { timeout: 10_000, interval: 5 })
+      expect(elsewhere.filter((p) => announcements.includes(p))).toEqual([announcements[0]])
+      await vi.waitFor(() => expect(here).toEqual(expect.arrayContaining(announcements)), {
+        timeout: 10_000,
+        interval: 5,
+      })
+      await writer.dispose()
+      disposed = true
+      await vi.waitFor(() => expect(elsewhere.at(-1)).toBe(announcements.at(-1)), { timeout: 10_000, interval: 5 })
+    } finally {
+      if (!disposed) await writer.dispose()
+    }
+  })
+
+  it("delivers to another instance's live stream the events its writer never announced, within the feed's sweep", async () => {
+    // The writer announces the first append only, as one that stopped dead within the gap would have.
+    const writer = secondInstance(Layer.succeed(AnnounceGap, 3_600_000))
+    const reader = secondInstance(Layer.succeed(FeedSweep, 50))
+    try {
+      const { workspace, actor } = await newWorkspace("live", writer)
+      const got: Array<number> = []
+      const unsubscribe = await run(
+        EventFeed.use((f) =>
+          Effect.promise(() =>
+            f.subscribe({
+              workspaceId: workspace.id,
+              accept: () => true,
+              onEvent: (e) => got.push(e.sequence),
+              onError: (cause) => {
+                throw cause
+              },
+            }),
+          ),
+        ),
+        reader,
+      )
+      const appended: Array<AuditEvent> = []
+      for (let i = 0; i < 4; i++) appended.push(...(await appendVia(writer, actor, "probe.unannounced")))
+      await vi.waitFor(() => expect(got).toEqual(appended.map((e) => e.sequence)), { timeout: 10_000, interval: 10 })
+      unsubscribe()
+    } finally {
+      await reader.dispose()
+      await writer.dispose()
+    }
+  })
+
+  it("announces the last of a run of direct appends to other instances within the gap, with no append after it", async () => {
+    const { workspace, actor } = await newWorkspace()
+    const elsewhere = await hear(rt, workspace.id)
+    const second = secondInstance()
+    try {
+      const appended: Array<AuditEvent> = []
+      for (let i = 0; i < 5; i++) appended.push(...(await appendVia(second, actor, "probe.run")))
+      await vi.waitFor(() => expect(elsewhere).toContain(`${workspace.id}:${appended.at(-1)!.sequence}`), {
+        timeout: 10_000,
+        interval: 5,
+      })
     } finally {
       await second.dispose()
     }

@@ -6,6 +6,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
+import { makeAnnouncements } from "./announcements.ts"
 import { ChainClosed } from "./EventErrors.ts"
 import { callerTraceparent } from "./traceContext.ts"
 
@@ -71,6 +72,20 @@ const UNSTORABLE_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f])/
 export const holdsUnstorableEscape = (canonical: string) =>
   (canonical.includes("\\u0000") || canonical.includes("\\ud")) && UNSTORABLE_ESCAPE.test(canonical)
 
+/**
+ * The group commit's direct appends of one workspace announce themselves to other instances at most once per
+ * this gap (announcements.ts); this process's own listeners hear each at once. At one guard call at a time the
+ * NOTIFY of every append was 10–22% of PostgreSQL's CPU per decision (docs/decisions.md, 2026-11-30, fifth
+ * session). An instance that stops dead within the gap leaves its last appends unannounced to the others: their
+ * live streams find them by their sweep (EventFeed.ts, FEED_SWEEP_MS), trust workers by their poll.
+ */
+export const ANNOUNCE_GAP_MS = 10
+
+/** The gap in force: ANNOUNCE_GAP_MS, unless a test sets another. */
+export const AnnounceGap = Context.Reference<number>("@agentgov/domain/audit/AnnounceGap", {
+  defaultValue: () => ANNOUNCE_GAP_MS,
+})
+
 /** The SQLSTATE of `agentgov_abort_append()` (migration 0009). */
 const APPEND_ABORTED = "AGA01"
 
@@ -99,9 +114,12 @@ const actorOf = (actor: Actor) =>
  * 1 when that is why nothing was written.
  *
  * Plain text with numbered parameters, prepared once per connection, sent by the group commit's direct path
- * and (under the head's lock, without keys, always with the deliveries part) by the Effect path.
+ * and (under the head's lock, without keys, always with the deliveries part and the announcement) by the
+ * Effect path.
  *
- * It comes in the four shapes `appendStatement` builds. A part with nothing to do still costs PostgreSQL its
+ * It comes in the eight shapes `appendStatement` builds. The announcement (the `agentgov_events` NOTIFY) is
+ * left out of a direct append that follows another within ANNOUNCE_GAP_MS, which `appendAtNow` announces
+ * itself. A part with nothing to do still costs PostgreSQL its
  * set-up: opening the table and its indexes, taking their locks. Without keys and webhooks, the `claimed` and
  * `queued` parts were 42 µs of a one-event statement's 263, 60 of a ten-event one's 432 (backend CPU per
  * statement). So the claim is there only when the append carries keys. The deliveries are queued only when the
@@ -110,7 +128,7 @@ const actorOf = (actor: Actor) =>
  * head, and the append goes again under the lock, with the deliveries part (its keys claimed by the
  * idempotency store in the same transaction).
  */
-const appendStatement = (withKeys: boolean, withWebhooks: boolean) => {
+const appendStatement = (withKeys: boolean, withWebhooks: boolean, withAnnouncement: boolean) => {
   const order: Array<keyof AppendValues> = []
   /** The placeholder of a value: numbered in the order of first use, so each shape binds only what it reads. */
   const $ = (name: keyof AppendValues) => {
@@ -166,8 +184,12 @@ const appendStatement = (withKeys: boolean, withWebhooks: boolean) => {
   }
   SELECT ${withKeys ? "CASE WHEN NOT EXISTS (SELECT 1 FROM head) THEN agentgov_abort_append() ELSE 1 END" : "(SELECT count(*) FROM head)::int"} AS ok,
     (SELECT count(*) FROM gone)::int AS gone,
-    (SELECT webhooks FROM head) AS webhooks,
-    (SELECT count(*) FROM (SELECT pg_notify('${EVENTS_CHANNEL}', ${$("announcement")}) FROM head) n) AS events${
+    (SELECT webhooks FROM head) AS webhooks${
+      withAnnouncement
+        ? `,
+    (SELECT count(*) FROM (SELECT pg_notify('${EVENTS_CHANNEL}', ${$("announcement")}) FROM head) n) AS events`
+        : ""
+    }${
       withWebhooks
         ? `,
     (SELECT count(*) FROM (SELECT pg_notify('${WEBHOOKS_CHANNEL}', ${ws}) FROM queued LIMIT 1) n) AS deliveries`
@@ -194,11 +216,10 @@ interface AppendValues {
   readonly traces: string
 }
 
-/** The four shapes, `[with keys][with webhooks]`. */
-const APPEND_STATEMENTS = [
-  [appendStatement(false, false), appendStatement(false, true)],
-  [appendStatement(true, false), appendStatement(true, true)],
-] as const
+/** The eight shapes, `[with keys][with webhooks][with the announcement]`. */
+const APPEND_STATEMENTS = [false, true].map((keys) =>
+  [false, true].map((webhooks) => [false, true].map((announcement) => appendStatement(keys, webhooks, announcement))),
+)
 
 /**
  * The statement and parameters that append `prepared` after `expected`. Without a count of enabled webhooks
@@ -209,8 +230,10 @@ const appendQuery = (
   prepared: PreparedAppend,
   expected: ChainHead,
   keys: ReadonlyArray<CompletedKey>,
+  announced = true,
 ) => {
-  const { text, order } = APPEND_STATEMENTS[keys.length > 0 ? 1 : 0][expected.webhooks === 0 ? 0 : 1]
+  const { text, order } =
+    APPEND_STATEMENTS[keys.length > 0 ? 1 : 0]![expected.webhooks === 0 ? 0 : 1]![announced ? 1 : 0]!
   const values: AppendValues = {
     workspaceId,
     timestamp: prepared.timestamp,
@@ -352,6 +375,20 @@ export class AuditLog extends Context.Service<
         )
       }
 
+      const announcements = makeAnnouncements({
+        gapMs: yield* AnnounceGap,
+        notify: (payload) => db.notify(EVENTS_CHANNEL, payload),
+        local: (payload) => db.announce(EVENTS_CHANNEL, payload),
+      })
+      // Owed announcements go out before the pool closes (this layer is released before the Database's), waited
+      // for at most a second: a store that does not answer must not hold the shutdown (the feeds' sweep, FeedSweep,
+      // and the trust worker's poll find those appends all the same).
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() =>
+          Promise.race([announcements.flush(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]),
+        ),
+      )
+
       const appendAtNow = async (
         workspaceId: string,
         prepared: PreparedAppend,
@@ -359,13 +396,20 @@ export class AuditLog extends Context.Service<
         keys: ReadonlyArray<CompletedKey> = [],
       ) => {
         if (prepared.head.sequence === expected.sequence && keys.length === 0) return expected
+        const announced = announcements.begin(workspaceId)
+        let written = false
         try {
-          const { text, params } = appendQuery(workspaceId, prepared, expected, keys)
+          const { text, params } = appendQuery(workspaceId, prepared, expected, keys, announced)
           const row = (await db.query(text, params))[0]
-          return row?.ok === 1 ? { ...prepared.head, webhooks: Number(row.webhooks) } : false
+          if (row?.ok !== 1) return false
+          written = true
+          return { ...prepared.head, webhooks: Number(row.webhooks) }
         } catch (error) {
           if ((error as { code?: unknown } | undefined)?.code === APPEND_ABORTED) return false
           throw error
+        } finally {
+          // A statement that failed may have committed: its appends are then announced by the next one's.
+          announcements.end(workspaceId, announced, written ? `${workspaceId}:${prepared.head.sequence}` : undefined)
         }
       }
 

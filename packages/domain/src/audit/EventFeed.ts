@@ -7,6 +7,18 @@ import type { CompiledFilters } from "./eventFilters.ts"
 
 const PAGE = 500
 
+/**
+ * Every live feed also looks for new events this often, announced or not. A notification can be missed without
+ * the listening connection dropping: an instance that stopped dead within ANNOUNCE_GAP_MS of an append it had
+ * not yet announced to the others (AuditLog.ts). Its events then reach other instances' streams within this.
+ */
+export const FEED_SWEEP_MS = 5_000
+
+/** The sweep's period in force: FEED_SWEEP_MS, unless a test sets another. */
+export const FeedSweep = Context.Reference<number>("@agentgov/domain/audit/FeedSweep", {
+  defaultValue: () => FEED_SWEEP_MS,
+})
+
 export interface Subscription {
   readonly workspaceId: string
   /** Deliver only events after this sequence; undefined = from the current head (live only). */
@@ -192,6 +204,17 @@ export class EventFeed extends Context.Service<
         (stop) => Effect.promise(() => stop()),
       )
       void unlisten
+      const sweepMs = yield* FeedSweep
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const timer = setInterval(() => {
+            for (const workspaceId of feeds.keys()) pull(workspaceId)
+          }, sweepMs)
+          timer.unref()
+          return timer
+        }),
+        (timer) => Effect.sync(() => clearInterval(timer)),
+      )
 
       const subscribe = async (sub: Subscription) => {
         const head = await headOf(sub.workspaceId)
