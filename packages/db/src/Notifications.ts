@@ -33,6 +33,17 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
   /** Ends the reconnect loop's wait between tries (set while it waits). */
   let wakeLoop: (() => void) | undefined
 
+  /** To every subscriber of the channel; one subscriber's failure is its own and keeps no other from hearing. */
+  const deliver = (channel: string, payload: string) => {
+    for (const s of channels.get(channel) ?? []) {
+      try {
+        s.onMessage(payload)
+      } catch {
+        // See above.
+      }
+    }
+  }
+
   const missed = () => {
     for (const subscribers of channels.values())
       for (const s of subscribers) {
@@ -54,9 +65,7 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
     fetch_types: false,
     onnotice: () => {},
     connection: { application_name: applicationName },
-    onnotify: (channel: string, payload: string) => {
-      for (const s of channels.get(channel) ?? []) s.onMessage(payload)
-    },
+    onnotify: (channel: string, payload: string) => deliver(channel, payload),
     onclose: () => {
       drops += 1
       if (!ending && channels.size > 0) lost()
@@ -136,17 +145,9 @@ export const makeNotifications = (url: string, applicationName = "agentgov-liste
   /**
    * Hands `payload` to this pool's own subscribers of `channel`, as a notification from PostgreSQL would,
    * without PostgreSQL: for what this process did and has already committed (see DatabaseShape.announce).
-   * Synchronous; a subscriber's failure is its own.
+   * Synchronous.
    */
-  const announce = (channel: string, payload: string) => {
-    for (const s of channels.get(channel) ?? []) {
-      try {
-        s.onMessage(payload)
-      } catch {
-        // As with a notification: one subscriber's failure must not keep the others from hearing it.
-      }
-    }
-  }
+  const announce = (channel: string, payload: string) => deliver(channel, payload)
 
   /** Ends the connection, and the reconnect loop at once: no wait for a server that is down. */
   const end = async () => {

@@ -1,9 +1,9 @@
 import { Database } from "@agentgov/db"
-import { Effect, Layer } from "effect"
-import { describe, expect, it } from "vitest"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { describe, expect, it, vi } from "vitest"
 import type { AuditEvent } from "../src/audit/AuditEvent.ts"
 import { EVENTS_CHANNEL } from "../src/audit/AuditLog.ts"
-import { EventFeed } from "../src/audit/EventFeed.ts"
+import { EventFeed, FeedSweep } from "../src/audit/EventFeed.ts"
 import { type EventQuery, EventRepo, type EventRow, toEvent } from "../src/audit/EventRepo.ts"
 import { compileFilters, matchesFilters } from "../src/audit/eventFilters.ts"
 
@@ -207,5 +207,54 @@ describe("EventFeed", () => {
     for (let i = 0; i < 20 && f.reads.length > 0; i++) await f.answer(f.reads[0]!.after)
     expect(f.reads, "no read left pending: the catch-up ended").toHaveLength(0)
     expect(got).toEqual([2, 4, 5])
+  })
+
+  it("finds unannounced events by its sweep, and a failed look of the sweep's closes no stream", async () => {
+    const committed: Array<EventRow> = []
+    let failing = false
+    const repo = Layer.succeed(EventRepo)(
+      EventRepo.of({
+        batch: (_ws: string, after: number, limit: number) =>
+          failing
+            ? Effect.die(new Error("the store did not answer"))
+            : Effect.sync(() => committed.filter((r) => r.sequence > after).slice(0, limit)),
+        head: () => Effect.succeed(committed.length === 0 ? undefined : { sequence: committed.length, hash: "" }),
+      } as unknown as EventRepo["Service"]),
+    )
+    const db = Layer.succeed(Database)(
+      Database.of({
+        kind: "postgres",
+        notify: async () => {},
+        announce: () => {},
+        query: async () => {
+          throw new Error("no statements in this test")
+        },
+        // Nothing is ever announced: only the sweep can find an event.
+        listen: async () => async () => {},
+      }),
+    )
+    const runtime = ManagedRuntime.make(
+      EventFeed.layer.pipe(Layer.provide(Layer.mergeAll(repo, db, Layer.succeed(FeedSweep, 20)))),
+    )
+    try {
+      const feed = await runtime.runPromise(EventFeed.useSync((f) => f))
+      const got: Array<number> = []
+      const errors: Array<unknown> = []
+      await feed.subscribe({
+        workspaceId: WS,
+        accept: () => true,
+        onEvent: (e) => got.push(e.sequence),
+        onError: (cause) => errors.push(cause),
+      })
+      failing = true
+      committed.push(row(1))
+      // Several sweeps fail meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      failing = false
+      await vi.waitFor(() => expect(got).toEqual([1]), { timeout: 5_000, interval: 10 })
+      expect(errors).toEqual([])
+    } finally {
+      await runtime.dispose()
+    }
   })
 })

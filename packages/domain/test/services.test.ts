@@ -1103,10 +1103,10 @@ describe("group-commit appender", () => {
       await second.dispose()
     }
   })
-  /** Payloads of `agentgov_events` about `workspaceId` that `runtime`'s Database hears. */
+  /** Payloads of `agentgov_events` about `workspaceId` that `runtime`'s Database hears, until `stop`. */
   const hear = async (runtime: Runtime, workspaceId: string) => {
     const heard: Array<string> = []
-    await run(
+    const stop = await run(
       Database.use((db) =>
         Effect.promise(() =>
           db.listen(EVENTS_CHANNEL, (payload) => {
@@ -1116,17 +1116,18 @@ describe("group-commit appender", () => {
       ),
       runtime,
     )
-    return heard
+    return { heard, stop }
   }
+  const waitLong = { timeout: 10_000, interval: 5 }
 
   it("announces a burst of direct appends to other instances once, then the last of it; its own listeners hear each", async () => {
     // A gap no test outlasts: after the burst's first append, only the announcement owed at disposal goes out.
     const writer = secondInstance(Layer.succeed(AnnounceGap, 3_600_000))
     let disposed = false
+    const { workspace, actor } = await newWorkspace("live", writer)
+    const ws = workspace.id
+    const elsewhere = await hear(rt, ws)
     try {
-      const { workspace, actor } = await newWorkspace("live", writer)
-      const ws = workspace.id
-      const elsewhere = await hear(rt, ws)
       const here = await hear(writer, ws)
       const appended: Array<AuditEvent> = []
       for (let i = 0; i < 5; i++) appended.push(...(await appendVia(writer, actor, "probe.burst")))
@@ -1136,17 +1137,17 @@ describe("group-commit appender", () => {
         Database.use((db) => Effect.promise(() => db.notify(EVENTS_CHANNEL, `${ws}:marker`))),
         writer,
       )
-      await vi.waitFor(() => expect(elsewhere).toContain(`${ws}:marker`), { timeout: 10_000, interval: 5 })
-      expect(elsewhere.filter((p) => announcements.includes(p))).toEqual([announcements[0]])
-      await vi.waitFor(() => expect(here).toEqual(expect.arrayContaining(announcements)), {
-        timeout: 10_000,
-        interval: 5,
-      })
+      await vi.waitFor(() => expect(elsewhere.heard).toContain(`${ws}:marker`), waitLong)
+      const burstHeard = () => elsewhere.heard.filter((p) => announcements.includes(p))
+      expect(burstHeard()).toEqual([announcements[0]])
+      await vi.waitFor(() => expect(here.heard).toEqual(expect.arrayContaining(announcements)), waitLong)
+      await here.stop()
       await writer.dispose()
       disposed = true
-      await vi.waitFor(() => expect(elsewhere.at(-1)).toBe(announcements.at(-1)), { timeout: 10_000, interval: 5 })
+      await vi.waitFor(() => expect(burstHeard()).toEqual([announcements[0], announcements.at(-1)]), waitLong)
     } finally {
       if (!disposed) await writer.dispose()
+      await elsewhere.stop()
     }
   })
 
@@ -1157,6 +1158,7 @@ describe("group-commit appender", () => {
     try {
       const { workspace, actor } = await newWorkspace("live", writer)
       const got: Array<number> = []
+      const errors: Array<unknown> = []
       const unsubscribe = await run(
         EventFeed.use((f) =>
           Effect.promise(() =>
@@ -1164,17 +1166,20 @@ describe("group-commit appender", () => {
               workspaceId: workspace.id,
               accept: () => true,
               onEvent: (e) => got.push(e.sequence),
-              onError: (cause) => {
-                throw cause
-              },
+              onError: (cause) => errors.push(cause),
             }),
           ),
         ),
         reader,
       )
-      const appended: Array<AuditEvent> = []
-      for (let i = 0; i < 4; i++) appended.push(...(await appendVia(writer, actor, "probe.unannounced")))
-      await vi.waitFor(() => expect(got).toEqual(appended.map((e) => e.sequence)), { timeout: 10_000, interval: 10 })
+      // The first append carries the announcement: wait until the stream has it, so what follows can only come
+      // by the sweep.
+      const first = await appendVia(writer, actor, "probe.unannounced")
+      await vi.waitFor(() => expect(got).toEqual(first.map((e) => e.sequence)), waitLong)
+      const rest: Array<AuditEvent> = []
+      for (let i = 0; i < 3; i++) rest.push(...(await appendVia(writer, actor, "probe.unannounced")))
+      await vi.waitFor(() => expect(got).toEqual([...first, ...rest].map((e) => e.sequence)), waitLong)
+      expect(errors).toEqual([])
       unsubscribe()
     } finally {
       await reader.dispose()
@@ -1182,19 +1187,20 @@ describe("group-commit appender", () => {
     }
   })
 
-  it("announces the last of a run of direct appends to other instances within the gap, with no append after it", async () => {
+  it("announces the last of a run of direct appends to other instances a gap after it, with no append after it", async () => {
     const { workspace, actor } = await newWorkspace()
     const elsewhere = await hear(rt, workspace.id)
-    const second = secondInstance()
+    // A gap longer than the run: only the first append carries the announcement, the last comes by the timer.
+    const second = secondInstance(Layer.succeed(AnnounceGap, 2_000))
     try {
       const appended: Array<AuditEvent> = []
       for (let i = 0; i < 5; i++) appended.push(...(await appendVia(second, actor, "probe.run")))
-      await vi.waitFor(() => expect(elsewhere).toContain(`${workspace.id}:${appended.at(-1)!.sequence}`), {
-        timeout: 10_000,
-        interval: 5,
-      })
+      const announcements = appended.map((e) => `${workspace.id}:${e.sequence}`)
+      await vi.waitFor(() => expect(elsewhere.heard).toContain(announcements.at(-1)), waitLong)
+      expect(elsewhere.heard.filter((p) => announcements.includes(p))).toEqual([announcements[0], announcements.at(-1)])
     } finally {
       await second.dispose()
+      await elsewhere.stop()
     }
   })
 })

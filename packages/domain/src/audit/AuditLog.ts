@@ -6,7 +6,7 @@ import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
 import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
-import { makeAnnouncements } from "./announcements.ts"
+import { type AppendEnd, makeAnnouncements } from "./announcements.ts"
 import { ChainClosed } from "./EventErrors.ts"
 import { callerTraceparent } from "./traceContext.ts"
 
@@ -396,20 +396,21 @@ export class AuditLog extends Context.Service<
         keys: ReadonlyArray<CompletedKey> = [],
       ) => {
         if (prepared.head.sequence === expected.sequence && keys.length === 0) return expected
-        const announced = announcements.begin(workspaceId)
-        let written = false
+        const statement = announcements.begin(workspaceId)
+        let ended: AppendEnd = "unknown"
         try {
-          const { text, params } = appendQuery(workspaceId, prepared, expected, keys, announced)
+          const { text, params } = appendQuery(workspaceId, prepared, expected, keys, statement.carried)
           const row = (await db.query(text, params))[0]
-          if (row?.ok !== 1) return false
-          written = true
-          return { ...prepared.head, webhooks: Number(row.webhooks) }
+          ended = row?.ok === 1 ? "written" : "nothing"
+          return row?.ok === 1 ? { ...prepared.head, webhooks: Number(row.webhooks) } : false
         } catch (error) {
-          if ((error as { code?: unknown } | undefined)?.code === APPEND_ABORTED) return false
-          throw error
+          if ((error as { code?: unknown } | undefined)?.code !== APPEND_ABORTED) throw error
+          ended = "nothing"
+          return false
         } finally {
-          // A statement that failed may have committed: its appends are then announced by the next one's.
-          announcements.end(workspaceId, announced, written ? `${workspaceId}:${prepared.head.sequence}` : undefined)
+          // A statement that failed may have committed (the group commit then finds it in the chain): its
+          // announcement is owed to every instance, this one's own LISTEN included.
+          announcements.end(workspaceId, statement, ended, `${workspaceId}:${prepared.head.sequence}`)
         }
       }
 

@@ -9,8 +9,9 @@ const PAGE = 500
 
 /**
  * Every live feed also looks for new events this often, announced or not. A notification can be missed without
- * the listening connection dropping: an instance that stopped dead within ANNOUNCE_GAP_MS of an append it had
- * not yet announced to the others (AuditLog.ts). Its events then reach other instances' streams within this.
+ * the listening connection dropping (AuditLog.ts, ANNOUNCE_GAP_MS): an instance that stopped dead within the gap
+ * of an append it had not yet announced to the others, or whose NOTIFY of its own failed. Such events reach
+ * the streams within this. A look of the sweep's that fails closes no stream: the next one tries again.
  */
 export const FEED_SWEEP_MS = 5_000
 
@@ -157,7 +158,8 @@ export class EventFeed extends Context.Service<
         })()
       }
 
-      const pull = (workspaceId: string) => {
+      /** Fetches what is new for a workspace's feed; `swept`: asked by the sweep, whose failure is not reported. */
+      const pull = (workspaceId: string, swept = false) => {
         const feed = feeds.get(workspaceId)
         if (!feed) return
         if (feed.pulling) {
@@ -180,7 +182,7 @@ export class EventFeed extends Context.Service<
               if (rows.length < PAGE && !feed.again) break
             }
           } catch (cause) {
-            for (const s of feed.subscribers) s.sub.onError(cause)
+            if (!swept) for (const s of feed.subscribers) s.sub.onError(cause)
           } finally {
             feed.pulling = false
           }
@@ -208,7 +210,7 @@ export class EventFeed extends Context.Service<
       yield* Effect.acquireRelease(
         Effect.sync(() => {
           const timer = setInterval(() => {
-            for (const workspaceId of feeds.keys()) pull(workspaceId)
+            for (const workspaceId of feeds.keys()) pull(workspaceId, true)
           }, sweepMs)
           timer.unref()
           return timer

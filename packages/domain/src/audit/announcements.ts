@@ -4,11 +4,14 @@
  *
  * A NOTIFY costs PostgreSQL more than its queue entry: every listening backend is woken to read it, and the
  * notifying transaction holds a cluster-wide lock from its queue entry until its commit is flushed, so notifying
- * commits never share a WAL flush (PostgreSQL's async.c, `PreCommit_Notify`). So per workspace:
- * - the first append after a gap of `gapMs` carries the NOTIFY in its own statement (`begin` says so);
- * - the appends within the gap do not. This process's listeners hear each at once (`local`), after it committed;
- *   the others hear the last of them from the next append that carries one, or, when the appends stop, from a
+ * commits never share a WAL flush (PostgreSQL's async.c, `PreCommit_Notify`). So per workspace and process:
+ * - an append's statement carries the NOTIFY when `gapMs` or more have passed since the last announcement to
+ *   other instances (`begin` says so): at most one a gap;
+ * - the others do not. This process's listeners hear each at once (`local`), after it committed; the other
+ *   instances hear the last of them from the next statement that carries one, or, when the appends stop, from a
  *   NOTIFY of its own (`notify`, its own transaction) a gap later;
+ * - a statement that failed may have committed: what it would have said is owed to every instance, this one's
+ *   own LISTEN included;
  * - `flush` sends what is owed at shutdown.
  *
  * The payload is `<workspaceId>:<sequence>`; listeners read only the workspace from it.
@@ -21,19 +24,33 @@ export interface AnnouncementsOptions {
   readonly gapMs: number
   /** NOTIFY to every instance, in a transaction of its own. Its failure is swallowed (see `send`). */
   readonly notify: (payload: string) => Promise<void>
-  /** Tells this process's listeners, synchronously. */
+  /** Tells this process's listeners, synchronously. Its failure is swallowed. */
   readonly local: (payload: string) => void
   /** Milliseconds on a monotonic clock; default `performance.now()`. */
   readonly now?: () => number
 }
 
+/** One statement, from `begin` to `end`. */
+export interface Announcing {
+  /** Whether the statement carries the NOTIFY. */
+  readonly carried: boolean
+  /** The statement's place among the workspace's statements, in the order they were sent. */
+  readonly ticket: number
+}
+
+/** How a statement ended: it wrote, it wrote nothing, or it failed, having perhaps committed. */
+export type AppendEnd = "written" | "nothing" | "unknown"
+
 interface Entry {
-  /** When the last announcement to other instances went out (or the statement carrying it was sent). */
+  /** When the last announcement to other instances went out, or the statement carrying it was sent. */
   at: number
   /** The newest append not yet announced to other instances. */
   owed: string | undefined
+  /** The ticket of the statement that made `owed`: a carrier sent before it does not cover it. */
+  owedBy: number
   timer: ReturnType<typeof setTimeout> | undefined
   inFlight: number
+  tickets: number
 }
 
 export const makeAnnouncements = (options: AnnouncementsOptions) => {
@@ -46,15 +63,22 @@ export const makeAnnouncements = (options: AnnouncementsOptions) => {
     if (entry === undefined) {
       if (entries.size >= MAX_WORKSPACES)
         for (const [w, e] of entries) if (e.owed === undefined && e.inFlight === 0) entries.delete(w)
-      entry = { at: Number.NEGATIVE_INFINITY, owed: undefined, timer: undefined, inFlight: 0 }
+      entry = {
+        at: Number.NEGATIVE_INFINITY,
+        owed: undefined,
+        owedBy: 0,
+        timer: undefined,
+        inFlight: 0,
+        tickets: 0,
+      }
       entries.set(workspaceId, entry)
     }
     return entry
   }
 
   /**
-   * Sends what is owed. A lost NOTIFY (the store unreachable) is not retried: the live feeds' sweep (EventFeed.ts,
-   * FEED_SWEEP_MS) and the trust worker's poll find those appends all the same.
+   * Sends what is owed. A NOTIFY that fails (the store unreachable) is not retried: the live feeds' sweep
+   * (EventFeed.ts, FEED_SWEEP_MS) and the trust worker's poll find those appends all the same.
    */
   const send = async (entry: Entry) => {
     clearTimeout(entry.timer)
@@ -63,7 +87,11 @@ export const makeAnnouncements = (options: AnnouncementsOptions) => {
     if (payload === undefined) return
     entry.owed = undefined
     entry.at = now()
-    await notify(payload).catch(() => {})
+    try {
+      await notify(payload)
+    } catch {
+      // See above.
+    }
   }
 
   /**
@@ -86,26 +114,38 @@ export const makeAnnouncements = (options: AnnouncementsOptions) => {
   }
 
   /** Before an append's statement is sent: whether it carries the NOTIFY. */
-  const begin = (workspaceId: string): boolean => {
+  const begin = (workspaceId: string): Announcing => {
     const entry = entryOf(workspaceId)
     entry.inFlight += 1
+    entry.tickets += 1
     const t = now()
-    if (t - entry.at < gapMs) return false
+    if (t - entry.at < gapMs) return { carried: false, ticket: entry.tickets }
     entry.at = t
-    return true
+    return { carried: true, ticket: entry.tickets }
   }
 
-  /** After it: `payload` when it wrote, undefined when it wrote nothing (or failed). */
-  const end = (workspaceId: string, carried: boolean, payload: string | undefined) => {
+  /** After it, with the payload it announces (`<workspaceId>:<its last sequence>`). */
+  const end = (workspaceId: string, statement: Announcing, ended: AppendEnd, payload: string) => {
     const entry = entryOf(workspaceId)
     entry.inFlight = Math.max(0, entry.inFlight - 1)
-    if (payload !== undefined) {
-      if (carried) entry.owed = undefined
-      else {
-        local(payload)
-        entry.owed = payload
-      }
+    const owe = () => {
+      if (statement.ticket < entry.owedBy) return
+      entry.owed = payload
+      entry.owedBy = statement.ticket
     }
+    if (ended === "written") {
+      // A carrier covers what fell owed before it was sent, not what a later statement added.
+      if (statement.carried) {
+        if (entry.owedBy < statement.ticket) entry.owed = undefined
+      } else {
+        owe()
+        try {
+          local(payload)
+        } catch {
+          // A listener's failure is its own: the append stands, and the others are still owed it.
+        }
+      }
+    } else if (ended === "unknown") owe()
     arm(entry)
   }
 

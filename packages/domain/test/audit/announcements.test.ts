@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
-import { makeAnnouncements } from "../../src/audit/announcements.ts"
+import { type AppendEnd, makeAnnouncements } from "../../src/audit/announcements.ts"
 
 /** The announcer on fake timers and a clock the test moves; what it sent to other instances and told locally. */
-const setup = (gapMs = 10) => {
+const setup = (gapMs = 10, hooks: { local?: (p: string) => void; notify?: (p: string) => Promise<void> } = {}) => {
   let clock = 1_000
   const notified: Array<string> = []
   const local: Array<string> = []
@@ -10,16 +10,20 @@ const setup = (gapMs = 10) => {
     gapMs,
     notify: async (payload) => {
       notified.push(payload)
+      await hooks.notify?.(payload)
     },
-    local: (payload) => local.push(payload),
+    local: (payload) => {
+      local.push(payload)
+      hooks.local?.(payload)
+    },
     now: () => clock,
   })
-  /** One append's statement: sent, then answered `ms` later, having written (or not). */
-  const append = (workspaceId: string, sequence: number, written = true) => {
-    const carried = a.begin(workspaceId)
+  /** One append's statement: sent now, ended (written unless said otherwise) when the test says. */
+  const append = (workspaceId: string, sequence: number, ended: AppendEnd = "written") => {
+    const statement = a.begin(workspaceId)
     return {
-      carried,
-      end: () => a.end(workspaceId, carried, written ? `${workspaceId}:${sequence}` : undefined),
+      carried: statement.carried,
+      end: () => a.end(workspaceId, statement, ended, `${workspaceId}:${sequence}`),
     }
   }
   const advance = async (ms: number) => {
@@ -106,7 +110,7 @@ describe("announcements of direct appends", () => {
     await t.advance(1)
     t.append("ws_a", 2).end()
     await t.advance(1)
-    t.append("ws_a", 3, false).end()
+    t.append("ws_a", 3, "nothing").end()
     expect(t.local).toEqual(["ws_a:2"])
     await t.advance(10)
     expect(t.notified).toEqual(["ws_a:2"])
@@ -125,5 +129,70 @@ describe("announcements of direct appends", () => {
     expect(t.notified.sort()).toEqual(["ws_a:2", "ws_b:9"])
     await t.advance(2_000)
     expect(t.notified).toHaveLength(2)
+  })
+
+  it("keeps what was owed when a carrier wrote nothing", async () => {
+    const t = setup()
+    t.append("ws_a", 1).end()
+    await t.advance(1)
+    t.append("ws_a", 2).end()
+    // The gap's timer, due at 11 ms, finds the carrier in flight and leaves it to it.
+    await t.advance(9)
+    const carrier = t.append("ws_a", 3, "nothing")
+    expect(carrier.carried).toBe(true)
+    await t.advance(2)
+    expect(t.notified).toEqual([])
+    carrier.end()
+    await t.advance(10)
+    expect(t.notified).toEqual(["ws_a:2"])
+  })
+
+  it("owes every instance, this one's LISTEN included, what a failed statement may have committed", async () => {
+    const t = setup()
+    t.append("ws_a", 1).end()
+    await t.advance(1)
+    t.append("ws_a", 2, "unknown").end()
+    expect(t.local).toEqual([])
+    await t.advance(10)
+    expect(t.notified).toEqual(["ws_a:2"])
+  })
+
+  it("lets a carrier sent before a silent statement cover only what was owed before it was sent", async () => {
+    const t = setup()
+    t.append("ws_a", 1).end()
+    await t.advance(10)
+    const carrier = t.append("ws_a", 2)
+    expect(carrier.carried).toBe(true)
+    const silent = t.append("ws_a", 3)
+    expect(silent.carried).toBe(false)
+    // The later statement answers first.
+    silent.end()
+    carrier.end()
+    await t.advance(20)
+    expect(t.notified).toEqual(["ws_a:3"])
+  })
+
+  it("owes the others an append whose local listener threw, and survives a NOTIFY that fails", async () => {
+    let failNotify = true
+    const t = setup(10, {
+      local: () => {
+        throw new Error("a listener's own failure")
+      },
+      notify: async () => {
+        if (failNotify) throw new Error("the store did not answer")
+      },
+    })
+    t.append("ws_a", 1).end()
+    await t.advance(1)
+    t.append("ws_a", 2).end()
+    await t.advance(10)
+    // Tried once, failed, not retried (the feeds' sweep covers it); nothing was left unhandled.
+    expect(t.notified).toEqual(["ws_a:2"])
+    failNotify = false
+    t.append("ws_a", 3).end()
+    await t.advance(1)
+    t.append("ws_a", 4).end()
+    await t.advance(10)
+    expect(t.notified).toEqual(["ws_a:2", "ws_a:4"])
   })
 })
