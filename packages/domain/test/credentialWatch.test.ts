@@ -1,4 +1,3 @@
-import { Database } from "@agentgov/db"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { ApiKeyRepo, KEYS_CHANNEL, type StoredKey } from "../src/apikeys/ApiKeyRepo.ts"
@@ -7,6 +6,7 @@ import { type CredentialEnd, CredentialWatch } from "../src/auth/CredentialWatch
 import { OAuthService } from "../src/oauth/OAuthService.ts"
 import { PeopleService } from "../src/people/PeopleService.ts"
 import { Sessions } from "../src/people/Sessions.ts"
+import { storelessDatabase } from "./runtime.ts"
 
 type Row = StoredKey & { workspaceDeleted: boolean }
 
@@ -53,22 +53,12 @@ const setup = async () => {
       findById: () => Effect.promise(() => new Promise<Row | undefined>((resolve) => reads.push(resolve))),
     } as unknown as ApiKeyRepo["Service"]),
   )
-  const db = Layer.succeed(Database)(
-    Database.of({
-      kind: "postgres",
-      notify: async () => {},
-      announce: () => {},
-      query: async () => {
-        throw new Error("no statements in this test")
-      },
-      listen: async (channel, onMessage, onMissed) => {
-        expect(channel).toBe(KEYS_CHANNEL)
-        announce = onMessage
-        missed = onMissed ?? (() => {})
-        return async () => {}
-      },
-    }),
-  )
+  const db = storelessDatabase(async (channel, onMessage, onMissed) => {
+    expect(channel).toBe(KEYS_CHANNEL)
+    announce = onMessage
+    missed = onMissed ?? (() => {})
+    return async () => {}
+  })
   // OAuth tokens are watched through their grant (covered end to end in apps/server/test/oauth.test.ts).
   const noOAuth = Layer.succeed(OAuthService)({} as OAuthService["Service"])
   // Sessions likewise (apps/server/test/signin.test.ts: "event streams opened with the session cookie").

@@ -1,4 +1,3 @@
-import { Database } from "@agentgov/db"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { describe, expect, it, vi } from "vitest"
 import type { AuditEvent } from "../src/audit/AuditEvent.ts"
@@ -6,6 +5,7 @@ import { EVENTS_CHANNEL } from "../src/audit/AuditLog.ts"
 import { EventFeed, FeedSweep } from "../src/audit/EventFeed.ts"
 import { type EventQuery, EventRepo, type EventRow, toEvent } from "../src/audit/EventRepo.ts"
 import { compileFilters, matchesFilters } from "../src/audit/eventFilters.ts"
+import { storelessDatabase } from "./runtime.ts"
 
 const WS = "ws_1"
 
@@ -64,21 +64,11 @@ const setup = async () => {
       find: () => Effect.succeed(undefined as AuditEvent | undefined),
     } as unknown as EventRepo["Service"]),
   )
-  const db = Layer.succeed(Database)(
-    Database.of({
-      kind: "postgres",
-      notify: async () => {},
-      announce: () => {},
-      query: async () => {
-        throw new Error("no statements in this test")
-      },
-      listen: async (channel, onMessage) => {
-        expect(channel).toBe(EVENTS_CHANNEL)
-        announce = onMessage
-        return async () => {}
-      },
-    }),
-  )
+  const db = storelessDatabase(async (channel, onMessage) => {
+    expect(channel).toBe(EVENTS_CHANNEL)
+    announce = onMessage
+    return async () => {}
+  })
   const feed = await Effect.runPromise(
     Effect.scoped(
       EventFeed.useSync((f) => f).pipe(Effect.provide(EventFeed.layer.pipe(Layer.provide(Layer.mergeAll(repo, db))))),
@@ -221,18 +211,8 @@ describe("EventFeed", () => {
         head: () => Effect.succeed(committed.length === 0 ? undefined : { sequence: committed.length, hash: "" }),
       } as unknown as EventRepo["Service"]),
     )
-    const db = Layer.succeed(Database)(
-      Database.of({
-        kind: "postgres",
-        notify: async () => {},
-        announce: () => {},
-        query: async () => {
-          throw new Error("no statements in this test")
-        },
-        // Nothing is ever announced: only the sweep can find an event.
-        listen: async () => async () => {},
-      }),
-    )
+    // Nothing is ever announced: only the sweep can find an event.
+    const db = storelessDatabase()
     const runtime = ManagedRuntime.make(
       EventFeed.layer.pipe(Layer.provide(Layer.mergeAll(repo, db, Layer.succeed(FeedSweep, 20)))),
     )

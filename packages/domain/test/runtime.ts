@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { Database } from "@agentgov/db"
+import { Database, type DatabaseShape } from "@agentgov/db"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type * as SqlClient from "effect/sql/SqlClient"
@@ -81,3 +81,17 @@ export const rowsRead = (sql: SqlClient.SqlClient, table: string) =>
   sql<{ n: number }>`SELECT (pg_stat_get_xact_tuples_returned(${table}::regclass)
       + coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index
           WHERE indrelid = ${table}::regclass), 0))::int AS n`.pipe(Effect.map(([r]) => r!.n))
+
+/** A Database with no store behind it: no statements, and `listen` as the test gives it (by default never told). */
+export const storelessDatabase = (listen: DatabaseShape["listen"] = async () => async () => {}) =>
+  Layer.succeed(Database)(
+    Database.of({
+      kind: "postgres",
+      notify: async () => {},
+      announce: () => {},
+      query: async () => {
+        throw new Error("no statements in this test")
+      },
+      listen,
+    }),
+  )
