@@ -614,6 +614,18 @@ describe("LISTEN / NOTIFY", () => {
     await unlistenOther()
   })
 
+  it("delivers a notification to every listener of the channel, though one of them throws", async () => {
+    const db = await run(Database)
+    const unlistenThrowing = await db.listen("agentgov_throwing", () => {
+      throw new Error("a listener's own failure")
+    })
+    const { received, unlisten } = await nextMessage("agentgov_throwing")
+    await db.notify("agentgov_throwing", "for both")
+    expect(await received).toBe("for both")
+    await unlisten()
+    await unlistenThrowing()
+  })
+
   it("delivers pg_notify of a transaction only when it commits", async () => {
     const db = await run(Database)
     const got: Array<string> = []

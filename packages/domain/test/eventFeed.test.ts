@@ -198,43 +198,73 @@ describe("EventFeed", () => {
     expect(f.reads, "no read left pending: the catch-up ended").toHaveLength(0)
     expect(got).toEqual([2, 4, 5])
   })
-
-  it("finds unannounced events by its sweep, and a failed look of the sweep's closes no stream", async () => {
+  /** A feed over a store that fails `failures` reads from when `fail()` is called, with a sweep every 20 ms. */
+  const sweptFeed = async (failures: number) => {
     const committed: Array<EventRow> = []
-    let failing = false
+    let failing = 0
+    let failedLooks = 0
     const repo = Layer.succeed(EventRepo)(
       EventRepo.of({
         batch: (_ws: string, after: number, limit: number) =>
-          failing
-            ? Effect.die(new Error("the store did not answer"))
-            : Effect.sync(() => committed.filter((r) => r.sequence > after).slice(0, limit)),
+          Effect.suspend(() => {
+            if (failing > 0) {
+              failing -= 1
+              failedLooks += 1
+              return Effect.die(new Error("the store did not answer"))
+            }
+            return Effect.succeed(committed.filter((r) => r.sequence > after).slice(0, limit))
+          }),
         head: () => Effect.succeed(committed.length === 0 ? undefined : { sequence: committed.length, hash: "" }),
       } as unknown as EventRepo["Service"]),
     )
     // Nothing is ever announced: only the sweep can find an event.
-    const db = storelessDatabase()
     const runtime = ManagedRuntime.make(
-      EventFeed.layer.pipe(Layer.provide(Layer.mergeAll(repo, db, Layer.succeed(FeedSweep, 20)))),
+      EventFeed.layer.pipe(Layer.provide(Layer.mergeAll(repo, storelessDatabase(), Layer.succeed(FeedSweep, 20)))),
     )
+    const feed = await runtime.runPromise(EventFeed.useSync((f) => f))
+    const got: Array<number> = []
+    const errors: Array<unknown> = []
+    await feed.subscribe({
+      workspaceId: WS,
+      accept: () => true,
+      onEvent: (e) => got.push(e.sequence),
+      onError: (cause) => errors.push(cause),
+    })
+    return {
+      got,
+      errors,
+      failedLooks: () => failedLooks,
+      commit: () => committed.push(row(committed.length + 1)),
+      fail: () => {
+        failing = failures
+      },
+      dispose: () => runtime.dispose(),
+    }
+  }
+
+  it("finds unannounced events by its sweep, and failed looks of the sweep's close no stream", async () => {
+    const f = await sweptFeed(2)
     try {
-      const feed = await runtime.runPromise(EventFeed.useSync((f) => f))
-      const got: Array<number> = []
-      const errors: Array<unknown> = []
-      await feed.subscribe({
-        workspaceId: WS,
-        accept: () => true,
-        onEvent: (e) => got.push(e.sequence),
-        onError: (cause) => errors.push(cause),
-      })
-      failing = true
-      committed.push(row(1))
-      // Several sweeps fail meanwhile.
-      await new Promise((resolve) => setTimeout(resolve, 120))
-      failing = false
-      await vi.waitFor(() => expect(got).toEqual([1]), { timeout: 5_000, interval: 10 })
-      expect(errors).toEqual([])
+      f.fail()
+      f.commit()
+      await vi.waitFor(() => expect(f.got).toEqual([1]), { timeout: 5_000, interval: 10 })
+      expect(f.failedLooks()).toBe(2)
+      expect(f.errors).toEqual([])
     } finally {
-      await runtime.dispose()
+      await f.dispose()
+    }
+  })
+
+  it("closes its streams when the sweep's looks keep failing", async () => {
+    const f = await sweptFeed(1_000)
+    try {
+      f.fail()
+      f.commit()
+      await vi.waitFor(() => expect(f.errors).toHaveLength(1), { timeout: 5_000, interval: 10 })
+      expect(f.failedLooks()).toBeGreaterThanOrEqual(3)
+      expect(f.got).toEqual([])
+    } finally {
+      await f.dispose()
     }
   })
 })

@@ -1124,10 +1124,11 @@ describe("group-commit appender", () => {
     // A gap no test outlasts: after the burst's first append, only the announcement owed at disposal goes out.
     const writer = secondInstance(Layer.succeed(AnnounceGap, 3_600_000))
     let disposed = false
-    const { workspace, actor } = await newWorkspace("live", writer)
-    const ws = workspace.id
-    const elsewhere = await hear(rt, ws)
+    let elsewhere: Awaited<ReturnType<typeof hear>> | undefined
     try {
+      const { workspace, actor } = await newWorkspace("live", writer)
+      const ws = workspace.id
+      elsewhere = await hear(rt, ws)
       const here = await hear(writer, ws)
       const appended: Array<AuditEvent> = []
       for (let i = 0; i < 5; i++) appended.push(...(await appendVia(writer, actor, "probe.burst")))
@@ -1137,8 +1138,9 @@ describe("group-commit appender", () => {
         Database.use((db) => Effect.promise(() => db.notify(EVENTS_CHANNEL, `${ws}:marker`))),
         writer,
       )
-      await vi.waitFor(() => expect(elsewhere.heard).toContain(`${ws}:marker`), waitLong)
-      const burstHeard = () => elsewhere.heard.filter((p) => announcements.includes(p))
+      const heard = elsewhere.heard
+      await vi.waitFor(() => expect(heard).toContain(`${ws}:marker`), waitLong)
+      const burstHeard = () => heard.filter((p) => announcements.includes(p))
       expect(burstHeard()).toEqual([announcements[0]])
       await vi.waitFor(() => expect(here.heard).toEqual(expect.arrayContaining(announcements)), waitLong)
       await here.stop()
@@ -1147,7 +1149,7 @@ describe("group-commit appender", () => {
       await vi.waitFor(() => expect(burstHeard()).toEqual([announcements[0], announcements.at(-1)]), waitLong)
     } finally {
       if (!disposed) await writer.dispose()
-      await elsewhere.stop()
+      await elsewhere?.stop()
     }
   })
 
@@ -1172,9 +1174,11 @@ describe("group-commit appender", () => {
         ),
         reader,
       )
-      // The first append carries the announcement: wait until the stream has it, so what follows can only come
-      // by the sweep.
+      // The first append carries the announcement: wait until the reader has heard it and the stream has the
+      // event, so that no pull it causes can find what follows, which only the sweep can.
+      const announced = await hear(reader, workspace.id)
       const first = await appendVia(writer, actor, "probe.unannounced")
+      await vi.waitFor(() => expect(announced.heard).toEqual([`${workspace.id}:${first.at(-1)!.sequence}`]), waitLong)
       await vi.waitFor(() => expect(got).toEqual(first.map((e) => e.sequence)), waitLong)
       const rest: Array<AuditEvent> = []
       for (let i = 0; i < 3; i++) rest.push(...(await appendVia(writer, actor, "probe.unannounced")))
@@ -1191,12 +1195,12 @@ describe("group-commit appender", () => {
     const { workspace, actor } = await newWorkspace()
     const elsewhere = await hear(rt, workspace.id)
     // A gap longer than the run: only the first append carries the announcement, the last comes by the timer.
-    const second = secondInstance(Layer.succeed(AnnounceGap, 2_000))
+    const second = secondInstance(Layer.succeed(AnnounceGap, 5_000))
     try {
       const appended: Array<AuditEvent> = []
       for (let i = 0; i < 5; i++) appended.push(...(await appendVia(second, actor, "probe.run")))
       const announcements = appended.map((e) => `${workspace.id}:${e.sequence}`)
-      await vi.waitFor(() => expect(elsewhere.heard).toContain(announcements.at(-1)), waitLong)
+      await vi.waitFor(() => expect(elsewhere.heard).toContain(announcements.at(-1)), { timeout: 15_000, interval: 10 })
       expect(elsewhere.heard.filter((p) => announcements.includes(p))).toEqual([announcements[0], announcements.at(-1)])
     } finally {
       await second.dispose()

@@ -11,9 +11,13 @@ const PAGE = 500
  * Every live feed also looks for new events this often, announced or not. A notification can be missed without
  * the listening connection dropping (AuditLog.ts, ANNOUNCE_GAP_MS): an instance that stopped dead within the gap
  * of an append it had not yet announced to the others, or whose NOTIFY of its own failed. Such events reach
- * the streams within this. A look of the sweep's that fails closes no stream: the next one tries again.
+ * the streams within this. A look of the sweep's that fails closes no stream, unless SWEEP_FAILURES_TOLERATED do in a row: the next one
+ * tries again.
  */
 export const FEED_SWEEP_MS = 5_000
+
+/** Failed looks of the sweep in a row that close a feed's streams: a failure that lasts is the subscribers'. */
+const SWEEP_FAILURES_TOLERATED = 3
 
 /** The sweep's period in force: FEED_SWEEP_MS, unless a test sets another. */
 export const FeedSweep = Context.Reference<number>("@agentgov/domain/audit/FeedSweep", {
@@ -52,6 +56,10 @@ interface Feed {
   lastSeq: number
   pulling: boolean
   again: boolean
+  /** Whether the running pull was asked for by more than the sweep: its failure is then the subscribers'. */
+  reported: boolean
+  /** The sweep's failed looks in a row (SWEEP_FAILURES_TOLERATED). */
+  sweepFailures: number
   readonly subscribers: Set<Subscriber>
 }
 
@@ -158,15 +166,20 @@ export class EventFeed extends Context.Service<
         })()
       }
 
-      /** Fetches what is new for a workspace's feed; `swept`: asked by the sweep, whose failure is not reported. */
+      /**
+       * Fetches what is new for a workspace's feed. `swept`: asked by the sweep alone, whose failure closes no stream
+       * until it lasts; asked by a notification or a subscriber too, it does, as always.
+       */
       const pull = (workspaceId: string, swept = false) => {
         const feed = feeds.get(workspaceId)
         if (!feed) return
         if (feed.pulling) {
           feed.again = true
+          if (!swept) feed.reported = true
           return
         }
         feed.pulling = true
+        feed.reported = !swept
         void (async () => {
           try {
             for (;;) {
@@ -181,8 +194,13 @@ export class EventFeed extends Context.Service<
               }
               if (rows.length < PAGE && !feed.again) break
             }
+            feed.sweepFailures = 0
           } catch (cause) {
-            if (!swept) for (const s of feed.subscribers) s.sub.onError(cause)
+            if (!feed.reported) feed.sweepFailures += 1
+            if (feed.reported || feed.sweepFailures >= SWEEP_FAILURES_TOLERATED) {
+              feed.sweepFailures = 0
+              for (const s of feed.subscribers) s.sub.onError(cause)
+            }
           } finally {
             feed.pulling = false
           }
@@ -222,7 +240,14 @@ export class EventFeed extends Context.Service<
         const head = await headOf(sub.workspaceId)
         let feed = feeds.get(sub.workspaceId)
         if (!feed) {
-          feed = { lastSeq: head, pulling: false, again: false, subscribers: new Set() }
+          feed = {
+            lastSeq: head,
+            pulling: false,
+            again: false,
+            reported: false,
+            sweepFailures: 0,
+            subscribers: new Set(),
+          }
           feeds.set(sub.workspaceId, feed)
         }
         const s: Subscriber = { sub, cursor: sub.afterSequence ?? head, catchingUp: false, again: false, closed: false }

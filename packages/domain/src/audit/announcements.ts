@@ -129,7 +129,8 @@ export const makeAnnouncements = (options: AnnouncementsOptions) => {
     const entry = entryOf(workspaceId)
     entry.inFlight = Math.max(0, entry.inFlight - 1)
     const owe = () => {
-      if (statement.ticket < entry.owedBy) return
+      // A newer statement's payload stands; once it is sent (by `flush`), this one is owed again.
+      if (statement.ticket < entry.owedBy && entry.owed !== undefined) return
       entry.owed = payload
       entry.owedBy = statement.ticket
     }

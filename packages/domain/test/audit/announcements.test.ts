@@ -195,4 +195,28 @@ describe("announcements of direct appends", () => {
     await t.advance(10)
     expect(t.notified).toEqual(["ws_a:2", "ws_a:4"])
   })
+
+  it("owes what a carrier that failed may have committed", async () => {
+    const t = setup()
+    const carrier = t.append("ws_a", 1, "unknown")
+    expect(carrier.carried).toBe(true)
+    carrier.end()
+    expect(t.local).toEqual([])
+    await t.advance(10)
+    expect(t.notified).toEqual(["ws_a:1"])
+  })
+
+  it("owes a statement that ends after flush sent a newer one's announcement", async () => {
+    const t = setup()
+    t.append("ws_a", 1).end()
+    await t.advance(1)
+    const older = t.append("ws_a", 2)
+    const newer = t.append("ws_a", 3)
+    newer.end()
+    await t.a.flush()
+    expect(t.notified).toEqual(["ws_a:3"])
+    older.end()
+    await t.advance(10)
+    expect(t.notified).toEqual(["ws_a:3", "ws_a:2"])
+  })
 })
