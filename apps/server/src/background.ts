@@ -4,15 +4,5 @@
  */
 export const STOP_GRACE_MS = 5_000
 
-/** Resolves once every one of `all` has settled, or after `ms`, whichever comes first. */
-export const settledWithin = (all: ReadonlyArray<Promise<unknown>>, ms: number): Promise<void> =>
-  all.length === 0
-    ? Promise.resolve()
-    : new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, ms)
-        timer.unref()
-        void Promise.allSettled(all).then(() => {
-          clearTimeout(timer)
-          resolve()
-        })
-      })
+/** Resolves once every one of `all` has settled, or after `ms` (the domain's, which its layers' finalizers use too). */
+export { settledWithin } from "@agentgov/domain"

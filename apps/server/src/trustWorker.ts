@@ -23,7 +23,8 @@ export interface TrustWorker {
 /**
  * The trust worker (D12): follows each workspace's audit trail from its durable cursor
  * (TrustRecompute.catchUp), woken by the `agentgov_events` announcements of appends on any instance
- * (coalesced per workspace, see the domain's audit/announcements.ts), and at least every `pollMs`; recomputes every agent each `sweepMs` for decay. Passes
+ * (coalesced per workspace, see the domain's audit/announcements.ts), and at least every `pollMs`;
+ * recomputes every agent each `sweepMs` for decay. Passes
  * of one workspace never overlap here, and other instances skip a workspace whose cursor row is
  * locked, so any number of instances may run it on one database.
  */

@@ -189,6 +189,7 @@ export { DEFAULT_LIMIT, MAX_LIMIT, type Page, type PageRequest } from "./shared/
 export { InvalidCursor } from "./shared/paginationErrors.ts"
 export { randomId } from "./shared/random.ts"
 export * from "./shared/schemas.ts"
+export { settledWithin } from "./shared/settledWithin.ts"
 export { findUnstorable, requireStorable } from "./shared/storable.ts"
 export { escapeXml, NOT_VERIFIED_SVG, renderBadgeSvg, TIER_COLOURS } from "./trust/badgeSvg.ts"
 export { BADGE_TIERS, type BadgeTier as BadgeTierName, badgeOf, TIERS, type Tier, tierOf } from "./trust/Tier.ts"

@@ -4,6 +4,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Actor } from "../auth/Actor.ts"
 import { newId } from "../shared/ids.ts"
+import { settledWithin } from "../shared/settledWithin.ts"
 import { WEBHOOKS_CHANNEL } from "../webhooks/WebhookRepo.ts"
 import type { AuditEvent, NewEvent } from "./AuditEvent.ts"
 import { type AppendEnd, makeAnnouncements } from "./announcements.ts"
@@ -383,11 +384,7 @@ export class AuditLog extends Context.Service<
       // Owed announcements go out before the pool closes (this layer is released before the Database's), waited
       // for at most a second: a store that does not answer must not hold the shutdown (the feeds' sweep, FeedSweep,
       // and the trust worker's poll find those appends all the same).
-      yield* Effect.addFinalizer(() =>
-        Effect.promise(() =>
-          Promise.race([announcements.flush(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]),
-        ),
-      )
+      yield* Effect.addFinalizer(() => Effect.promise(() => settledWithin([announcements.flush()], 1_000)))
 
       const appendAtNow = async (
         workspaceId: string,
@@ -401,8 +398,9 @@ export class AuditLog extends Context.Service<
         try {
           const { text, params } = appendQuery(workspaceId, prepared, expected, keys, statement.carried)
           const row = (await db.query(text, params))[0]
-          ended = row?.ok === 1 ? "written" : "nothing"
-          return row?.ok === 1 ? { ...prepared.head, webhooks: Number(row.webhooks) } : false
+          const written = row?.ok === 1
+          ended = written ? "written" : "nothing"
+          return written ? { ...prepared.head, webhooks: Number(row.webhooks) } : false
         } catch (error) {
           if ((error as { code?: unknown } | undefined)?.code !== APPEND_ABORTED) throw error
           ended = "nothing"

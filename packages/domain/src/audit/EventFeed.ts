@@ -11,8 +11,8 @@ const PAGE = 500
  * Every live feed also looks for new events this often, announced or not. A notification can be missed without
  * the listening connection dropping (AuditLog.ts, ANNOUNCE_GAP_MS): an instance that stopped dead within the gap
  * of an append it had not yet announced to the others, or whose NOTIFY of its own failed. Such events reach
- * the streams within this. A look of the sweep's that fails closes no stream, unless SWEEP_FAILURES_TOLERATED do in a row: the next one
- * tries again.
+ * the streams within this. A look of the sweep's that fails closes no stream, unless SWEEP_FAILURES_TOLERATED
+ * do in a row: the next one tries again.
  */
 export const FEED_SWEEP_MS = 5_000
 
