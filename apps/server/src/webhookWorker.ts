@@ -7,6 +7,7 @@ import type { ServerConfig } from "./config.ts"
 import type { Instruments } from "./instrument.ts"
 import type { Logger } from "./logger.ts"
 import { extractFrom, inSpan, untraced } from "./tracing.ts"
+import { makeWebhookShares } from "./webhookShares.ts"
 
 /** The webhook settings the domain takes from configuration. */
 export const webhookSettings = (config: ServerConfig) =>
@@ -113,32 +114,14 @@ export const startWebhookWorker = async (
   /** Attempts in flight here by webhook: a webhook takes at most `perWebhook` of them. */
   const busyWebhooks = new Map<string, number>()
   const perWebhook = Math.max(1, Math.min(perWorkspace, Math.ceil(concurrency * WEBHOOK_SHARE)))
-  const startShare = Math.min(perWebhook, WEBHOOK_START_SHARE)
-  /** Webhooks whose share grew past `startShare` here, as their receivers answered: each one's share. */
-  const grownShares = new Map<string, number>()
-  /** Since when each webhook with a grown share has had nothing in flight here. */
-  const idleSince = new Map<string, number>()
-  /** One attempt's end: an answer grows its webhook's share by one (up to perWebhook), none sets it back. */
-  const adjustShare = (hook: string, answered: boolean) => {
-    if (!answered) {
-      grownShares.delete(hook)
-      idleSince.delete(hook)
-      return
-    }
-    const share = grownShares.get(hook) ?? startShare
-    if (share >= perWebhook) return
-    if (!grownShares.has(hook) && grownShares.size >= MAX_GROWN_SHARES) return
-    grownShares.set(hook, share + 1)
-  }
-  const forgetIdleShares = () => {
-    const before = Date.now() - GROWN_SHARE_IDLE_MS
-    for (const [hook, since] of idleSince)
-      if (since <= before) {
-        grownShares.delete(hook)
-        idleSince.delete(hook)
-      }
-  }
-  const shareForgetter = setInterval(forgetIdleShares, GROWN_SHARE_IDLE_MS / 6)
+  /** Each webhook's places here, grown as its receiver answers (webhookShares.ts). */
+  const shares = makeWebhookShares({
+    start: Math.min(perWebhook, WEBHOOK_START_SHARE),
+    full: perWebhook,
+    idleMs: GROWN_SHARE_IDLE_MS,
+    cap: MAX_GROWN_SHARES,
+  })
+  const shareForgetter = setInterval(() => shares.forgetIdle(), GROWN_SHARE_IDLE_MS / 6)
   shareForgetter.unref()
   /** The last pass left due deliveries for want of their workspaces' or webhooks' shares: attempts ending free some. */
   let heldByShares = false
@@ -206,10 +189,10 @@ export const startWebhookWorker = async (
     const hook = claimed.webhookId
     busy.set(workspace, (busy.get(workspace) ?? 0) + 1)
     busyWebhooks.set(hook, (busyWebhooks.get(hook) ?? 0) + 1)
-    idleSince.delete(hook)
+    shares.opened(hook)
     attempt(claimed)
       .then((result) => {
-        adjustShare(hook, result.outcome.statusCode !== undefined)
+        shares.ended(hook, result.outcome.statusCode !== undefined)
         metrics?.webhookAttempt(result.next.kind)
         // Past the stop's grace the runtime is gone: the result is not recorded, and the lease brings the attempt
         // back to the queue (as operations.md says), which is no error.
@@ -227,7 +210,7 @@ export const startWebhookWorker = async (
         if (hookLeft > 0) busyWebhooks.set(hook, hookLeft)
         else {
           busyWebhooks.delete(hook)
-          if (grownShares.has(hook)) idleSince.set(hook, Date.now())
+          shares.drained(hook)
         }
         if (inFlight === 0) idle?.()
         // A saturated worker claims again once a batch's worth of room is free, not per finished attempt; one whose
@@ -260,7 +243,7 @@ export const startWebhookWorker = async (
     freed = 0
     clearTimeout(freedTimer)
     freedTimer = undefined
-    const fairness = { busy, perWorkspace, busyWebhooks, perWebhook: startShare, webhookShares: grownShares }
+    const fairness = { busy, perWorkspace, busyWebhooks, perWebhook: shares.start, webhookShares: shares.grown }
     try {
       for (;;) {
         do {
