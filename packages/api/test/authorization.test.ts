@@ -2,11 +2,22 @@ import type { IncomingMessage } from "node:http"
 import { describe, expect, it } from "vitest"
 import { authorizationOf, bearerOfRequest } from "../src/rest/http.ts"
 
-/** A request as node:http presents it: `headers` keeps the first Authorization header, `headersDistinct` all. */
+/**
+ * A request as node:http presents it: `headers` keeps the first Authorization header, `headersDistinct` all, and
+ * `rawHeaders` every header as sent, names in the sender's case (here alternately `Authorization` and
+ * `AUTHORIZATION`, among others).
+ */
 const requestWith = (...authorization: Array<string>) =>
   ({
     headers: authorization.length === 0 ? {} : { authorization: authorization[0] },
     headersDistinct: authorization.length === 0 ? {} : { authorization },
+    rawHeaders: [
+      "Host",
+      "api.example",
+      ...authorization.flatMap((value, i) => [i % 2 === 0 ? "Authorization" : "AUTHORIZATION", value]),
+      "Authorization-Extra",
+      "x",
+    ],
   }) as unknown as IncomingMessage
 
 /**

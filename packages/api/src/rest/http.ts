@@ -78,8 +78,18 @@ export const readBody = (req: IncomingMessage, limit: number): Promise<BodyResul
  * (`a, b`), which is never a well-formed `Bearer <credential>`: the request is refused (401), not served.
  */
 export const authorizationOf = (req: IncomingMessage): string | undefined => {
-  const all = req.headersDistinct.authorization
-  return all === undefined || all.length <= 1 ? req.headers.authorization : all.join(", ")
+  const first = req.headers.authorization
+  if (first === undefined) return undefined
+  // Counted on the raw list: `headersDistinct` builds an array for every header of the request, on every request
+  // (1% of the server's CPU per guard call in a profile at 64 connections).
+  const raw = req.rawHeaders
+  let seen = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (name.length === 13 && name.toLowerCase() === "authorization" && ++seen > 1)
+      return req.headersDistinct.authorization!.join(", ")
+  }
+  return first
 }
 
 /**
@@ -100,6 +110,8 @@ export const unknownQueryParameter = (name: string, why?: string): ApiError =>
 
 /** A query parameter sent to an operation that takes its input in the body: a 400 naming it, else undefined. */
 export const bodyOperationQuery = (url: URL): ApiError | undefined => {
+  // No query, no URLSearchParams: the guard's path reads this on every call.
+  if (url.search === "") return undefined
   const [name] = url.searchParams.keys()
   return name === undefined ? undefined : unknownQueryParameter(name, "this operation takes its input in the JSON body")
 }
