@@ -438,6 +438,16 @@ export class OAuthService extends Context.Service<
         sql`(EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id)
             OR EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = g.id AND k.used_at IS NULL
               AND k.expires_at > ${isoOf(at)}::timestamptz))`
+      /**
+       * SQL: `NOT grantInUse(at)`, each test a probe of the grant's own tokens and codes through their grant index.
+       * Written as `grantInUse`, or as two plain NOT EXISTS, the planner hashed the tokens (and the live codes): it
+       * read every token of the store once a run, however few grants the sweep looked at. `OFFSET 0` keeps each a
+       * subplan run per grant: the sweep reads only grants never exchanged, a few.
+       */
+      const grantAbandoned = (at: number) =>
+        sql`(NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id OFFSET 0)
+            AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = g.id AND k.used_at IS NULL
+              AND k.expires_at > ${isoOf(at)}::timestamptz OFFSET 0))`
 
       /** A person sees their own grants; a credential with apikeys:write, every grant of the workspace. */
       const listGrants = Effect.fn("OAuthService.listGrants")(function* (actor: Actor, page: PageRequest) {
@@ -690,6 +700,9 @@ export class OAuthService extends Context.Service<
               s256(params.codeVerifier) !== row.code_challenge
             )
               return { error: refused("invalid_grant", "code_verifier does not match the code_challenge", false) }
+            // From now on the grant holds a token for good: the sweep of abandoned consents no longer looks at it.
+            yield* sql`UPDATE oauth_grants SET exchanged_at = ${isoOf(now)}::timestamptz
+                WHERE id = ${row.grant_id} AND exchanged_at IS NULL`.pipe(orDie)
             return { tokens: yield* issue(row.grant_id, row.scopes, now) }
           }),
         )
@@ -857,12 +870,14 @@ export class OAuthService extends Context.Service<
         )
 
       // A grant deleted here, made over an hour ago, could never act: no code of it can be exchanged any more
-      // (expired over an hour ago, or spent on a refused exchange), and it has no token. SKIP LOCKED: a revocation under way, or another instance's sweep, is not waited for.
+      // (expired over an hour ago, or spent on a refused exchange), and it has no token. Only grants never exchanged
+      // are read (`exchanged_at`, through their own index, migration 0037): one that was keeps a token for good.
+      // SKIP LOCKED: a revocation under way, or another instance's sweep, is not waited for.
       const purgeAbandonedGrants = Effect.flatMap(Clock.currentTimeMillis, (now) =>
         sql<{ n: number }>`WITH doomed AS (
               SELECT g.id FROM oauth_grants g
-              WHERE g.created_at < ${isoOf(now - ABANDONED_GRANTS_KEPT_MS)}::timestamptz
-                AND NOT ${grantInUse(now - ABANDONED_GRANTS_KEPT_MS)}
+              WHERE g.exchanged_at IS NULL AND g.created_at < ${isoOf(now - ABANDONED_GRANTS_KEPT_MS)}::timestamptz
+                AND ${grantAbandoned(now - ABANDONED_GRANTS_KEPT_MS)}
               LIMIT ${GRANT_PURGE_LIMIT} FOR UPDATE OF g SKIP LOCKED),
             -- The ids as one array (an init plan): probes of the codes' grant index and the grants' key, where
             -- "IN (SELECT …)" may hash the ids and read every code beside them.

@@ -88,6 +88,17 @@ describe("OAuth grants whose code was never exchanged", () => {
     )
     await consent(t0 + 2_000) // abandoned: the app never comes back for its code
     const [exchanged, abandoned] = (await grantIds()).map((g) => g.id)
+    // The exchange marked its grant, at its time: the sweep reads only the grants never exchanged (migration 0037).
+    const marked = await t.run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ id: string; exchanged_at: Date | null }>`SELECT id, exchanged_at FROM oauth_grants
+            WHERE client_id = ${created.client.id} ORDER BY id`,
+      ).pipe(Effect.orDie),
+    )
+    expect(marked.map((g) => [g.id, g.exchanged_at?.getTime() ?? null])).toEqual([
+      [exchanged, t0 + 1_000],
+      [abandoned, null],
+    ])
 
     // while its code can still be exchanged, the consent is listed
     expect(await listed(t0 + 30_000)).toEqual([exchanged, abandoned].sort())
