@@ -18,20 +18,24 @@ afterAll(() => t?.dispose())
 
 const HOUR = 3_600_000
 
+/** A workspace, its owner, and an OAuth client of theirs: the app whose grants a test seeds in SQL. */
+const appOf = async (name: string) => {
+  const { workspace } = await t.run(WorkspaceService.use((s) => s.create(null, { name, plan: "free" })))
+  const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
+  const actor = (await t.run(
+    PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
+  )) as Actor
+  const { client } = await t.run(
+    OAuthService.use((s) =>
+      s.createClient(actor, { name: "App", redirectUris: ["https://app.example/cb"], scopes: ["agents:read"] }),
+    ),
+  )
+  return { workspace, owner, client }
+}
+
 describe("the sweep of abandoned OAuth grants", () => {
   it("reads the codes of the grants it deletes, not every code once for each", async () => {
-    const { workspace } = await t.run(
-      WorkspaceService.use((s) => s.create(null, { name: "grant-plans", plan: "free" })),
-    )
-    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
-    const actor = (await t.run(
-      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
-    )) as Actor
-    const { client } = await t.run(
-      OAuthService.use((s) =>
-        s.createClient(actor, { name: "App", redirectUris: ["https://app.example/cb"], scopes: ["agents:read"] }),
-      ),
-    )
+    const { workspace, owner, client } = await appOf("grant-plans")
     const now = Date.now()
     const result = await t.run(
       Effect.gen(function* () {
@@ -70,18 +74,7 @@ describe("the sweep of abandoned OAuth grants", () => {
   })
 
   it("reads the grants never exchanged, not every grant ever made", async () => {
-    const { workspace } = await t.run(
-      WorkspaceService.use((s) => s.create(null, { name: "grant-reads", plan: "free" })),
-    )
-    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
-    const actor = (await t.run(
-      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
-    )) as Actor
-    const { client } = await t.run(
-      OAuthService.use((s) =>
-        s.createClient(actor, { name: "App", redirectUris: ["https://app.example/cb"], scopes: ["agents:read"] }),
-      ),
-    )
+    const { workspace, owner, client } = await appOf("grant-reads")
     const now = Date.now()
     const result = await t.run(
       Effect.gen(function* () {
