@@ -84,7 +84,7 @@ describe("a webhook's places on a worker", () => {
     expect(s.grown.size).toBe(10_000)
     attempt(s, "wh_0")
     expect(s.shareOf("wh_0")).toBe(18)
-    // A minute on, the idle ones are forgotten (all but wh_0's last attempt, which ended a moment ago)...
+    // A minute on, the idle ones are forgotten, all but wh_0, which has an attempt open again...
     advance(60_000)
     s.opened("wh_0")
     expect(s.forgetIdle()).toBe(9_999)

@@ -39,7 +39,7 @@ const TOKEN_PURGE_LIMIT = 5_000
  * exchange): a late exchange is told the code expired, as any; then the sweep deletes the grant and its code.
  */
 const ABANDONED_GRANTS_KEPT_MS = 3_600_000
-/** Abandoned grants one sweep deletes at most; the rest wait for the next. */
+/** Grants one sweep looks at most (deleting the abandoned, marking the exchanged); the rest wait for the next. */
 const GRANT_PURGE_LIMIT = 5_000
 /** Access tokens whose authentication is kept in memory, at most (the oldest goes first). */
 const ACCESS_CACHE_LIMIT = 100_000
@@ -438,16 +438,6 @@ export class OAuthService extends Context.Service<
         sql`(EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id)
             OR EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = g.id AND k.used_at IS NULL
               AND k.expires_at > ${isoOf(at)}::timestamptz))`
-      /**
-       * SQL: `NOT grantInUse(at)`, each test a probe of the grant's own tokens and codes through their grant index.
-       * Written as `grantInUse`, or as two plain NOT EXISTS, the planner hashed the tokens (and the live codes): it
-       * read every token of the store once a run, however few grants the sweep looked at. `OFFSET 0` keeps each a
-       * subplan run per grant: the sweep reads only grants never exchanged, a few.
-       */
-      const grantAbandoned = (at: number) =>
-        sql`(NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id OFFSET 0)
-            AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = g.id AND k.used_at IS NULL
-              AND k.expires_at > ${isoOf(at)}::timestamptz OFFSET 0))`
 
       /** A person sees their own grants; a credential with apikeys:write, every grant of the workspace. */
       const listGrants = Effect.fn("OAuthService.listGrants")(function* (actor: Actor, page: PageRequest) {
@@ -870,15 +860,31 @@ export class OAuthService extends Context.Service<
         )
 
       // A grant deleted here, made over an hour ago, could never act: no code of it can be exchanged any more
-      // (expired over an hour ago, or spent on a refused exchange), and it has no token. Only grants never exchanged
-      // are read (`exchanged_at`, through their own index, migration 0037): one that was keeps a token for good.
-      // SKIP LOCKED: a revocation under way, or another instance's sweep, is not waited for.
-      const purgeAbandonedGrants = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        sql<{ n: number }>`WITH doomed AS (
+      // (expired over an hour ago, or spent on a refused exchange), and it has no token. Only grants never marked
+      // exchanged are read (`exchanged_at`, through their own index, migration 0037): one that was keeps a token for
+      // good. A grant read here that holds a token was exchanged before the migration, or by an instance of the
+      // release before it: it is marked now (at its creation: when is not known), and never read again.
+      // The two tests are probes of the grant's own rows through their grant index: `OFFSET 0` keeps each a subplan
+      // run per grant (written as `grantInUse`, or as NOT EXISTS, the planner hashed them, reading every token and
+      // every live code of the store once a run). SKIP LOCKED: a revocation under way, or another instance's sweep, is
+      // not waited for.
+      const purgeAbandonedGrants = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const cutoff = isoOf(now - ABANDONED_GRANTS_KEPT_MS)
+        return sql<{ n: number }>`WITH candidates AS (
               SELECT g.id FROM oauth_grants g
-              WHERE g.exchanged_at IS NULL AND g.created_at < ${isoOf(now - ABANDONED_GRANTS_KEPT_MS)}::timestamptz
-                AND ${grantAbandoned(now - ABANDONED_GRANTS_KEPT_MS)}
+              WHERE g.exchanged_at IS NULL AND g.created_at < ${cutoff}::timestamptz
               LIMIT ${GRANT_PURGE_LIMIT} FOR UPDATE OF g SKIP LOCKED),
+            -- Apart from the read of the candidates: with these in its select list, the planner (whose costs they
+            -- dominate alike) took the seq scan for its lower start-up under the LIMIT.
+            looked AS (
+              SELECT c.id,
+                EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = c.id OFFSET 0) AS exchanged,
+                EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = c.id AND k.used_at IS NULL
+                  AND k.expires_at > ${cutoff}::timestamptz OFFSET 0) AS pending
+              FROM candidates c),
+            marked AS (UPDATE oauth_grants SET exchanged_at = created_at
+              WHERE id = ANY (ARRAY(SELECT id FROM looked WHERE exchanged))),
+            doomed AS (SELECT id FROM looked WHERE NOT exchanged AND NOT pending),
             -- The ids as one array (an init plan): probes of the codes' grant index and the grants' key, where
             -- "IN (SELECT …)" may hash the ids and read every code beside them.
             codes AS (DELETE FROM oauth_codes WHERE grant_id = ANY (ARRAY(SELECT id FROM doomed))),
@@ -886,8 +892,8 @@ export class OAuthService extends Context.Service<
             SELECT count(*)::int AS n FROM gone`.pipe(
           Effect.map((r) => r[0]?.n ?? 0),
           orDie,
-        ),
-      ).pipe(Effect.withSpan("OAuthService.purgeAbandonedGrants"))
+        )
+      }).pipe(Effect.withSpan("OAuthService.purgeAbandonedGrants"))
 
       // The tokens of apps that stopped refreshing (or whose grant was revoked) were deleted only at a refresh of
       // the same grant, which never came: they stayed for ever. Nothing deleted here can act or be told apart from

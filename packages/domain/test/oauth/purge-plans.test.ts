@@ -124,4 +124,53 @@ describe("the sweep of abandoned OAuth grants", () => {
     expect(result.grants).toBeLessThan(500)
     expect(result.tokens).toBeLessThan(500)
   })
+  it("marks the grants exchanged before migration 0037, a batch a run, keeps them, and reads them no more", async () => {
+    const { workspace, owner, client } = await appOf("grant-marks")
+    const now = Date.now()
+    const result = await t.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const old = (hours: number) => new Date(now - hours * HOUR).toISOString()
+        // 200 grants holding a token and left unmarked, as the migration leaves those exchanged before it (and an
+        // instance of the release before it leaves those it exchanges), made 5 to 205 hours ago; 20 abandoned.
+        yield* sql`WITH g AS (
+              INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at)
+              SELECT 'grt_before' || i, ${client.id}, ${owner.id}, ${workspace.id}, '["agents:read"]'::jsonb,
+                ${old(5)}::timestamptz - make_interval(hours => i)
+              FROM generate_series(1, 200) AS i RETURNING id)
+            INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at)
+            SELECT 'tok_' || id, id, 'refresh', ${old(-720)}::timestamptz, ${old(5)}::timestamptz FROM g`
+        yield* sql`INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at)
+            SELECT 'grt_dropped' || i, ${client.id}, ${owner.id}, ${workspace.id}, '["agents:read"]'::jsonb,
+              ${old(3)}::timestamptz
+            FROM generate_series(1, 20) AS i`
+        yield* sql`ANALYZE oauth_grants, oauth_tokens`
+        const sweep = sql.withTransaction(
+          Effect.gen(function* () {
+            const before = yield* rowsRead(sql, "oauth_grants")
+            const purged = yield* at(
+              now,
+              OAuthService.use((s) => s.purgeAbandonedGrants),
+            )
+            return { purged, grants: (yield* rowsRead(sql, "oauth_grants")) - before }
+          }),
+        )
+        const first = yield* sweep
+        const marks = yield* sql<{ id: string; created_at: Date; exchanged_at: Date | null }>`
+            SELECT id, created_at, exchanged_at FROM oauth_grants WHERE id LIKE 'grt_before%'`
+        // Until vacuumed, the index still holds the marked grants' old versions (autovacuum's work on a live store).
+        yield* sql`VACUUM ANALYZE oauth_grants`
+        const second = yield* sweep
+        return { first, marks, second }
+      }).pipe(Effect.orDie),
+    )
+    // The first run deletes the abandoned and marks the exchanged, at their creation; all 200 are still there.
+    expect(result.first.purged).toBe(20)
+    expect(result.marks).toHaveLength(200)
+    expect(result.marks.every((g) => g.exchanged_at?.getTime() === g.created_at.getTime())).toBe(true)
+    // The next run has nothing to look at: a probe of the index, empty below the cut (without the marks it read the
+    // 200 again, and the probes of their tokens).
+    expect(result.second.purged).toBe(0)
+    expect(result.second.grants).toBeLessThan(20)
+  })
 })
