@@ -861,9 +861,10 @@ export class OAuthService extends Context.Service<
 
       // A grant deleted here, made over an hour ago, could never act: no code of it can be exchanged any more
       // (expired over an hour ago, or spent on a refused exchange), and it has no token. Only grants never marked
-      // exchanged are read (`exchanged_at`, through their own index, migration 0037): one that was keeps a token for
-      // good. A grant read here that holds a token was exchanged before the migration, or by an instance of the
-      // release before it: it is marked now (at its creation: when is not known), and never read again.
+      // exchanged are read (`exchanged_at`, migration 0037; through its index once the statistics say few grants are
+      // unmarked): one that was keeps a token for good. A grant read here that holds a token was exchanged before the
+      // migration, or by an instance of the release before it: it is marked now (at its creation: when is not known)
+      // and leaves the index (its dead entry is read until a vacuum: on every run by a bitmap scan).
       // The two tests are probes of the grant's own rows through their grant index: `OFFSET 0` keeps each a subplan
       // run per grant (written as `grantInUse`, or as NOT EXISTS, the planner hashed them, reading every token and
       // every live code of the store once a run). SKIP LOCKED: a revocation under way, or another instance's sweep, is
