@@ -29,7 +29,7 @@ export const REFRESH_TOKEN_TTL_S = 30 * 86_400
 const CODE_TTL_MS = 60_000
 /**
  * How long a grant's expired tokens are kept (so that a late use is told "expired"), then deleted at its next refresh
- * or by the sweep; the tokens of a revoked grant, and its code, as long after the revocation.
+ * or by the sweep. A revoked grant's tokens too: they are refused at once, and go as long after they expire.
  */
 export const EXPIRED_TOKENS_KEPT_MS = 86_400_000
 /** Tokens one sweep deletes at most; the rest wait for the next. */
@@ -200,10 +200,10 @@ export class OAuthService extends Context.Service<
      */
     readonly purgeAbandonedGrants: Effect.Effect<number>
     /**
-     * Deletes the tokens that expired over {@link EXPIRED_TOKENS_KEPT_MS} ago, and those of grants revoked as long
-     * ago with their codes, but the newest token of each grant (the mark that its code was exchanged: the grant
-     * is kept, as the trail's OAuth actors are its person's); at most a few thousand a call; returns how many
-     * rows it deleted. Run by the sweep.
+     * Deletes the tokens that expired over {@link EXPIRED_TOKENS_KEPT_MS} ago, revoked grants' alike, but those of a
+     * grant not marked exchanged yet (its tokens are how the sweep of abandoned consents tells it was); at most a few
+     * thousand a call; returns how many. The grants stay (the trail's OAuth actors are their person's). Run by the
+     * sweep.
      */
     readonly purgeExpiredTokens: Effect.Effect<number>
   }
@@ -430,12 +430,13 @@ export class OAuthService extends Context.Service<
           FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id`
 
       /**
-       * SQL: grant `g` is in use at `at`: its code was exchanged (it has tokens), or it is still unused and
-       * unexpired. Else the consent was abandoned (the app never came back for the code, or its exchange was
-       * refused): the grant can never act, is not listed, and the sweep deletes it.
+       * SQL: grant `g` is in use at `at`: its code was exchanged (marked so, or holding tokens: exchanged before
+       * migration 0037 and not marked yet), or it is still unused and unexpired. Else the consent was abandoned (the
+       * app never came back for the code, or its exchange was refused): the grant can never act, is not listed, and
+       * the sweep deletes it.
        */
       const grantInUse = (at: number) =>
-        sql`(EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id)
+        sql`(g.exchanged_at IS NOT NULL OR EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id)
             OR EXISTS (SELECT 1 FROM oauth_codes k WHERE k.grant_id = g.id AND k.used_at IS NULL
               AND k.expires_at > ${isoOf(at)}::timestamptz))`
 
@@ -690,7 +691,7 @@ export class OAuthService extends Context.Service<
               s256(params.codeVerifier) !== row.code_challenge
             )
               return { error: refused("invalid_grant", "code_verifier does not match the code_challenge", false) }
-            // From now on the grant holds a token for good: the sweep of abandoned consents no longer looks at it.
+            // From now on the grant is in use for good: the sweep of abandoned consents no longer looks at it.
             yield* sql`UPDATE oauth_grants SET exchanged_at = ${isoOf(now)}::timestamptz
                 WHERE id = ${row.grant_id} AND exchanged_at IS NULL`.pipe(orDie)
             return { tokens: yield* issue(row.grant_id, row.scopes, now) }
@@ -862,7 +863,7 @@ export class OAuthService extends Context.Service<
       // A grant deleted here, made over an hour ago, could never act: no code of it can be exchanged any more
       // (expired over an hour ago, or spent on a refused exchange), and it has no token. Only grants never marked
       // exchanged are read (`exchanged_at`, migration 0037; through its index once the statistics say few grants are
-      // unmarked): one that was keeps a token for good. A grant read here that holds a token was exchanged before the
+      // unmarked): one that was is in use for good. A grant read here that holds a token was exchanged before the
       // migration, or by an instance of the release before it: it is marked now (at its creation: when is not known)
       // and leaves the index (its dead entry is read until a vacuum: on every run by a bitmap scan).
       // The two tests are probes of the grant's own rows through their grant index: `OFFSET 0` keeps each a subplan
@@ -898,23 +899,23 @@ export class OAuthService extends Context.Service<
 
       // The tokens of apps that stopped refreshing (or whose grant was revoked) were deleted only at a refresh of
       // the same grant, which never came: they stayed for ever. Nothing deleted here can act or be told apart from
-      // an unknown token: an expired token is refused before its use is looked at (so reuse detection loses
-      // nothing), and a revoked grant's are refused whatever they are. The newest token of each grant stays: a grant
-      // with no token is an abandoned consent (purgeAbandonedGrants), while one that acted is kept, since
-      // TrustRecompute resolves the trail's `oauth` actors to their person through it. SKIP LOCKED: a refresh under
-      // way, or another instance's sweep, is not waited for.
+      // an unknown token: an expired token is refused before its use is looked at (so reuse detection loses nothing).
+      // The candidates come from the index of the tokens by expiry (migration 0038), and each one read is deleted but
+      // those of a grant not marked exchanged yet: such a grant (exchanged before migration 0037, or by an instance
+      // of the release before it) is told from an abandoned consent by its tokens until the sweep of abandoned
+      // consents marks it: a probe of the grant's key per candidate (`OFFSET 0` keeps it a subplan; as a join, the
+      // planner hashed every grant of the store). A revoked grant's tokens are refused at once and go a day after
+      // they expire (at most 31 days after the revocation), its code with its grant. SKIP LOCKED: a refresh under
+      // way, or another instance's sweep, is not waited for. The ids as one array: probes of the key.
       const purgeExpiredTokens = Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const before = isoOf(now - EXPIRED_TOKENS_KEPT_MS)
         return sql<{ n: number }>`WITH doomed AS (
-              SELECT t.token_hash FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-              WHERE (t.expires_at < ${before}::timestamptz OR g.revoked_at < ${before}::timestamptz)
-                AND EXISTS (SELECT 1 FROM oauth_tokens n WHERE n.grant_id = t.grant_id
-                  AND (n.created_at, n.token_hash) > (t.created_at, t.token_hash))
-              LIMIT ${TOKEN_PURGE_LIMIT} FOR UPDATE OF t SKIP LOCKED),
-            tokens AS (DELETE FROM oauth_tokens WHERE token_hash IN (SELECT token_hash FROM doomed) RETURNING 1),
-            codes AS (DELETE FROM oauth_codes k USING oauth_grants g
-              WHERE g.id = k.grant_id AND g.revoked_at < ${before}::timestamptz RETURNING 1)
-            SELECT ((SELECT count(*) FROM tokens) + (SELECT count(*) FROM codes))::int AS n`.pipe(
+              SELECT t.token_hash FROM oauth_tokens t
+              WHERE t.expires_at < ${before}::timestamptz AND EXISTS (SELECT 1 FROM oauth_grants g
+                WHERE g.id = t.grant_id AND g.exchanged_at IS NOT NULL OFFSET 0)
+              LIMIT ${TOKEN_PURGE_LIMIT} FOR UPDATE SKIP LOCKED),
+            gone AS (DELETE FROM oauth_tokens WHERE token_hash = ANY (ARRAY(SELECT token_hash FROM doomed)) RETURNING 1)
+            SELECT count(*)::int AS n FROM gone`.pipe(
           Effect.map((r) => r[0]?.n ?? 0),
           orDie,
         )

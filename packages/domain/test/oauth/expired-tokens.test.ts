@@ -6,10 +6,11 @@ import { EXPIRED_TOKENS_KEPT_MS, REFRESH_TOKEN_TTL_S } from "../../src/oauth/OAu
 import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
 
 // The tokens of an app that stopped refreshing were deleted only at the grant's next refresh, which never came: the
-// sweep deletes the tokens that expired over a day ago, and those of grants revoked a day ago (with their codes), but
-// the newest token of each grant, the mark that it acted (its grant is kept: TrustRecompute resolves the trail's
-// `oauth` actors through it). Live tokens, used refresh tokens not yet expired (reuse detection) and tokens that
-// expired within the day stay.
+// sweep deletes the tokens that expired over a day ago, revoked grants' alike (refused at once, they go a day after
+// they expire). The grants stay, listed while not revoked (TrustRecompute resolves the trail's `oauth` actors through
+// them), and so do their codes. Live tokens, used refresh tokens not yet expired (reuse detection), tokens that expired
+// within the day, and the tokens of a grant not yet marked exchanged (exchanged before migration 0037: its tokens tell
+// the sweep of abandoned consents it acted, until that sweep marks it) stay.
 
 let t: DomainTestRuntime
 beforeAll(async () => {
@@ -101,12 +102,28 @@ describe("OAuthService.purgeExpiredTokens", () => {
     // refreshed once, two hours in, then never again: four tokens, every one expired over a day before the sweep
     const stopped = await granted(t0)
     await refresh(t0 + 2 * HOUR, stopped.tokens.refresh_token)
-    // revoked three hours in: its two tokens and its code
+    // revoked three hours in: its two tokens, expired over a day before the sweep
     const revoked = await granted(t0 + 10_000)
     await t.run(
       at(
         t0 + 3 * HOUR,
         oauth((s) => s.revokeGrant(actor, revoked.id)),
+      ),
+    )
+    // revoked two days before the sweep, an hour after its consent: its refresh token has 29 days to run
+    const revokedLately = await granted(sweepAt - 2 * EXPIRED_TOKENS_KEPT_MS - HOUR)
+    await t.run(
+      at(
+        sweepAt - 2 * EXPIRED_TOKENS_KEPT_MS,
+        oauth((s) => s.revokeGrant(actor, revokedLately.id)),
+      ),
+    )
+    // exchanged as `stopped` was, but before migration 0037: not marked, its tokens are how the sweep of abandoned
+    // consents tells that it acted
+    const unmarked = await granted(t0 + 20_000)
+    await t.run(
+      SqlClient.SqlClient.use((sql) => sql`UPDATE oauth_grants SET exchanged_at = NULL WHERE id = ${unmarked.id}`).pipe(
+        Effect.orDie,
       ),
     )
     // in use: refreshed five minutes before the sweep, so its first refresh token is used but unexpired
@@ -117,14 +134,17 @@ describe("OAuthService.purgeExpiredTokens", () => {
 
     expect(await rows(stopped.id)).toEqual({ tokens: 4, codes: 1, grants: 1 })
     expect(await rows(revoked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
-    // stopped: 3 tokens; revoked: 1 token and its code
-    expect(await purge(sweepAt)).toBe(5)
-    expect(await rows(stopped.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
-    expect(await rows(revoked.id)).toEqual({ tokens: 1, codes: 0, grants: 1 })
+    // stopped: its 4 tokens; revoked: its 2; revoked lately: its access token
+    expect(await purge(sweepAt)).toBe(7)
+    expect(await rows(stopped.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
+    expect(await rows(revoked.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
+    // its access token expired a day ago and an hour more; its refresh token, refused since the revocation, is kept
+    expect(await rows(revokedLately.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
+    expect(await rows(unmarked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
     expect(await rows(live.id)).toEqual({ tokens: 4, codes: 1, grants: 1 })
     expect(await rows(recent.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
     expect(await purge(sweepAt)).toBe(0)
-    // the grants that acted are not taken for abandoned consents
+    // the grants that acted are not taken for abandoned consents: the unmarked one is marked for its tokens
     expect(
       await t.run(
         at(
@@ -133,7 +153,21 @@ describe("OAuthService.purgeExpiredTokens", () => {
         ),
       ),
     ).toBe(0)
-    expect(await rows(stopped.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
+    expect(await rows(stopped.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
+    expect(await rows(unmarked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
+    // marked, its expired tokens go at the next run
+    expect(await purge(sweepAt)).toBe(2)
+    expect(await rows(unmarked.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
+    // a grant that acted is still listed (until revoked) when its tokens are gone: its person can still revoke it
+    const listed = await t.run(
+      at(
+        sweepAt,
+        oauth((s) => s.listGrants(actor, { limit: 100 })),
+      ),
+    )
+    const ids = listed.data.map((g) => g.id)
+    expect(ids).toEqual(expect.arrayContaining([stopped.id, unmarked.id, live.id, recent.id]))
+    expect(ids).not.toContain(revoked.id)
 
     // a deleted refresh token is refused as an expired one was
     const late = await t.failure(

@@ -8,7 +8,8 @@ import { at, type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runt
 // deleted had PostgreSQL's foreign-key check scan all the codes of every grant (one full scan per grant deleted).
 // It used to read every grant older than an hour on every run, and every token and live code once (hashed): linear in
 // the grants ever made. Since migration 0037 it reads only the grants never exchanged (`exchanged_at`, indexed where
-// null), and probes each one's tokens and codes.
+// null), and probes each one's tokens and codes. The sweep of expired tokens read every token held, joined to its
+// grant; since migration 0038 it reads those expired, by index.
 
 let t: DomainTestRuntime
 beforeAll(async () => {
@@ -33,15 +34,22 @@ const appOf = async (name: string) => {
   return { workspace, owner, client }
 }
 
-/** One run of the sweep at `now`, in a transaction of its own: how many it deleted, and the rows it read by table. */
-const sweepAt = (sql: SqlClient.SqlClient, now: number) =>
+/**
+ * One run of a sweep (by default of abandoned grants) at `now`, in a transaction of its own: how many it deleted, and
+ * the rows it read by table.
+ */
+const sweepAt = (
+  sql: SqlClient.SqlClient,
+  now: number,
+  sweep: "purgeAbandonedGrants" | "purgeExpiredTokens" = "purgeAbandonedGrants",
+) =>
   sql.withTransaction(
     Effect.gen(function* () {
       const tables = ["oauth_grants", "oauth_tokens", "oauth_codes"]
       const before = yield* Effect.forEach(tables, (table) => rowsRead(sql, table))
       const purged = yield* at(
         now,
-        OAuthService.use((s) => s.purgeAbandonedGrants),
+        OAuthService.use((s) => s[sweep]),
       )
       const after = yield* Effect.forEach(tables, (table) => rowsRead(sql, table))
       const [grants, tokens, codes] = after.map((n, i) => n - before[i]!)
@@ -159,5 +167,48 @@ describe("the sweep of abandoned OAuth grants", () => {
     // 200 again, and the probes of their tokens).
     expect(result.second.purged).toBe(0)
     expect(result.second.grants).toBeLessThan(20)
+  })
+})
+
+describe("the sweep of expired OAuth tokens", () => {
+  it("reads the tokens that expired over a day ago, not every token held", async () => {
+    const { workspace, owner, client } = await appOf("token-reads")
+    const now = Date.now()
+    const result = await t.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const ago = (hours: number) => new Date(now - hours * HOUR).toISOString()
+        /** `n` grants made and exchanged 40 days ago (`marked` or not), with `each` tokens expiring `expiresAgo`. */
+        const grants = (tag: string, n: number, marked: boolean, each: number, expiresAgo: number) =>
+          sql`WITH g AS (
+                INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at, exchanged_at)
+                SELECT 'grt_' || ${tag} || i, ${client.id}, ${owner.id}, ${workspace.id}, '["agents:read"]'::jsonb,
+                  ${ago(960)}::timestamptz, ${marked ? ago(960) : null}::timestamptz
+                FROM generate_series(1, ${n}) AS i RETURNING id)
+              INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at, used_at)
+              SELECT 'tok_' || id || '_' || j, id, 'refresh', ${ago(expiresAgo)}::timestamptz, ${ago(960)}::timestamptz,
+                ${ago(960)}::timestamptz
+              FROM g, generate_series(1, ${each}) AS j`
+        // 300 apps refreshing, each holding 10 used refresh tokens not yet expired (reuse detection keeps them 30
+        // days); 50 tokens expired two days ago; 20 as old, of grants exchanged before migration 0037 (not marked).
+        yield* grants("held", 300, true, 10, -200)
+        yield* grants("expired", 50, true, 1, 48)
+        yield* grants("unmarked", 20, false, 1, 48)
+        yield* sql`ANALYZE oauth_grants, oauth_tokens`
+        const first = yield* sweepAt(sql, now, "purgeExpiredTokens")
+        yield* sql`VACUUM ANALYZE oauth_tokens`
+        const second = yield* sweepAt(sql, now, "purgeExpiredTokens")
+        return { first, second }
+      }).pipe(Effect.orDie),
+    )
+    // The 70 expired through the index, and the deletes of 50 by key: under 500 token entries and rows. Before
+    // migration 0038 every token was read, joined to its grant (3,070 here, with 3,000 live), on every run.
+    expect(result.first.purged).toBe(50)
+    expect(result.first.tokens).toBeLessThan(500)
+    // and a probe of each one's grant
+    expect(result.first.grants).toBeLessThan(500)
+    // Then only the unmarked grants' 20, kept until the sweep of abandoned consents marks their grants.
+    expect(result.second.purged).toBe(0)
+    expect(result.second.tokens).toBeLessThan(100)
   })
 })

@@ -1,0 +1,8 @@
+-- The sweep of expired OAuth tokens (OAuthService.purgeExpiredTokens) read every token, joined to its grant, on every
+-- run (every 30 s by default), to find those expired over a day ago. An app refreshing hourly holds about 750 (the
+-- used refresh tokens are kept until they expire, 30 days, for reuse detection): the read was linear in the tokens
+-- held, most of them live. It now takes its candidates from this index, below the cut, and deletes every one it reads
+-- but those of a grant not marked exchanged yet (migration 0037; the sweep of abandoned consents marks those holding
+-- a token). A grant marked exchanged no longer needs a token to tell it from an abandoned consent, so the newest token
+-- of each grant is no longer kept for ever.
+CREATE INDEX oauth_tokens_by_expiry ON oauth_tokens (expires_at);
