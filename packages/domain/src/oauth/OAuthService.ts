@@ -869,7 +869,9 @@ export class OAuthService extends Context.Service<
       // The two tests are probes of the grant's own rows through their grant index: `OFFSET 0` keeps each a subplan
       // run per grant (written as `grantInUse`, or as NOT EXISTS, the planner hashed them, reading every token and
       // every live code of the store once a run). SKIP LOCKED: a revocation under way, or another instance's sweep, is
-      // not waited for.
+      // not waited for; nor is an exchange holding a doomed grant's code (a replay of a spent code, which then revokes
+      // the grant): that grant waits for the next run. Waiting for the code deadlocked, the sweep holding the grant
+      // and the replay the code.
       const purgeAbandonedGrants = Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const cutoff = isoOf(now - ABANDONED_GRANTS_KEPT_MS)
         return sql<{ n: number }>`WITH candidates AS (
@@ -889,8 +891,14 @@ export class OAuthService extends Context.Service<
             doomed AS (SELECT id FROM looked WHERE NOT exchanged AND NOT pending),
             -- The ids as one array (an init plan): probes of the codes' grant index and the grants' key, where
             -- "IN (SELECT …)" may hash the ids and read every code beside them.
-            codes AS (DELETE FROM oauth_codes WHERE grant_id = ANY (ARRAY(SELECT id FROM doomed))),
-            gone AS (DELETE FROM oauth_grants WHERE id = ANY (ARRAY(SELECT id FROM doomed)) RETURNING id)
+            held AS (SELECT code_hash FROM oauth_codes WHERE grant_id = ANY (ARRAY(SELECT id FROM doomed))
+              FOR UPDATE SKIP LOCKED),
+            -- The grants none of whose codes another transaction holds.
+            free AS (SELECT d.id FROM doomed d WHERE NOT EXISTS (SELECT 1 FROM oauth_codes k
+              WHERE k.grant_id = d.id AND k.code_hash <> ALL (ARRAY(SELECT code_hash FROM held)) OFFSET 0)),
+            codes AS (DELETE FROM oauth_codes WHERE code_hash = ANY (ARRAY(SELECT code_hash FROM held))
+              AND grant_id = ANY (ARRAY(SELECT id FROM free))),
+            gone AS (DELETE FROM oauth_grants WHERE id = ANY (ARRAY(SELECT id FROM free)) RETURNING id)
             SELECT count(*)::int AS n FROM gone`.pipe(
           Effect.map((r) => r[0]?.n ?? 0),
           orDie,

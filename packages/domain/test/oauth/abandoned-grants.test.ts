@@ -125,4 +125,100 @@ describe("OAuth grants whose code was never exchanged", () => {
     expect(await purge(late)).toBe(0)
     expect(await listed(late)).toEqual([exchanged, fresh].sort())
   })
+
+  it("are left for the next run while an exchange holds their spent code, where the sweep waited and deadlocked", async () => {
+    const { workspace } = await t.run(WorkspaceService.use((s) => s.create(null, { name: "replay", plan: "free" })))
+    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
+    const actor = (await t.run(
+      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
+    )) as Actor
+    const created = await t.run(
+      OAuthService.use((s) =>
+        s.createClient(actor, { name: "App", redirectUris: [CALLBACK], scopes: ["agents:read"] }),
+      ),
+    )
+    const t0 = Date.now()
+    const { code } = await t.run(
+      at(
+        t0,
+        OAuthService.use((s) =>
+          s.approve(
+            {
+              responseType: "code",
+              clientId: created.client.id,
+              redirectUri: CALLBACK,
+              scope: "agents:read",
+              state: "st",
+              codeChallenge: undefined,
+              codeChallengeMethod: undefined,
+            },
+            owner.id,
+            false,
+          ),
+        ),
+      ),
+    )
+    // Spent on a refused exchange (another redirect_uri): never exchanged, abandoned an hour after its code expired.
+    await t.failure(
+      at(
+        t0 + 1_000,
+        OAuthService.use((s) =>
+          s.exchangeCode(
+            { clientId: created.client.id, clientSecret: created.clientSecret },
+            { code, redirectUri: "https://app.example/other" },
+          ),
+        ),
+      ),
+    )
+    const [grant] = await t.run(
+      SqlClient.SqlClient.use(
+        (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${created.client.id}`,
+      ).pipe(Effect.orDie),
+    )
+    const sweepAt = (ms: number) =>
+      t.run(
+        SqlClient.SqlClient.use((sql) =>
+          sql.withTransaction(
+            Effect.gen(function* () {
+              // Without the change the sweep waited here for the code, until this time-out.
+              yield* sql`SET LOCAL lock_timeout = '5s'`
+              return yield* at(
+                ms,
+                OAuthService.use((s) => s.purgeAbandonedGrants),
+              )
+            }),
+          ),
+        ).pipe(Effect.orDie),
+      )
+
+    // A replay of the spent code, as the exchange runs it: the code's row locked, then (it was used) the grant revoked.
+    let locked!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    let swept!: () => void
+    const isSwept = new Promise<void>((r) => (swept = r))
+    const replay = t.run(
+      SqlClient.SqlClient.use((sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SET LOCAL lock_timeout = '5s'`
+            yield* sql`SELECT 1 FROM oauth_codes WHERE grant_id = ${grant!.id} FOR UPDATE`
+            locked()
+            yield* Effect.promise(() => isSwept)
+            return yield* sql<{ id: string }>`UPDATE oauth_grants SET revoked_at = now(), revoked_reason = 'code_reused'
+                WHERE id = ${grant!.id} AND revoked_at IS NULL RETURNING id`
+          }),
+        ),
+      ).pipe(Effect.orDie),
+    )
+    await isLocked
+    const late = t0 + 2 * HOUR
+    // The sweep takes the grant but not its code, and leaves both; the replay's revocation then goes through.
+    expect(await sweepAt(late)).toBe(0)
+    swept()
+    expect(await replay).toEqual([{ id: grant!.id }])
+    expect(await rowsOf([grant!.id])).toEqual({ grants: [{ id: grant!.id }], codes: [{ grant_id: grant!.id }] })
+    // The next run deletes it, with its code.
+    expect(await sweepAt(late)).toBe(1)
+    expect(await rowsOf([grant!.id])).toEqual({ grants: [], codes: [] })
+  })
 })
