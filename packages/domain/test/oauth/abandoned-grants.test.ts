@@ -1,8 +1,9 @@
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Actor, OAuthService, PeopleService, WorkspaceService } from "../../src/index.ts"
+import { OAuthService } from "../../src/index.ts"
 import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+import { appOf, CALLBACK } from "./app.ts"
 
 // A consent whose code the app never exchanged leaves a grant that can never act: once its code expired it is no
 // longer listed, and the sweep deletes it (with its code) an hour later; grants in use, and fresh ones, stay.
@@ -13,7 +14,6 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => t?.dispose())
 
-const CALLBACK = "https://app.example/callback"
 const MINUTE = 60_000
 const HOUR = 3_600_000
 
@@ -30,37 +30,8 @@ const rowsOf = (grantIds: ReadonlyArray<string>) =>
 
 describe("OAuth grants whose code was never exchanged", () => {
   it("are listed until the code expires, deleted by the sweep an hour later; exchanged and fresh ones stay", async () => {
-    const { workspace } = await t.run(WorkspaceService.use((s) => s.create(null, { name: "grants", plan: "free" })))
-    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
-    const actor = (await t.run(
-      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
-    )) as Actor
+    const { actor, client, auth, consent } = await appOf(t, "grants")
     const oauth = <A, E>(f: (s: OAuthService["Service"]) => Effect.Effect<A, E>) => OAuthService.use(f)
-    const created = await t.run(
-      oauth((s) => s.createClient(actor, { name: "App", redirectUris: [CALLBACK], scopes: ["agents:read"] })),
-    )
-    const auth = { clientId: created.client.id, clientSecret: created.clientSecret }
-    const consent = (ms: number) =>
-      t.run(
-        at(
-          ms,
-          oauth((s) =>
-            s.approve(
-              {
-                responseType: "code",
-                clientId: created.client.id,
-                redirectUri: CALLBACK,
-                scope: "agents:read",
-                state: "st",
-                codeChallenge: undefined,
-                codeChallengeMethod: undefined,
-              },
-              owner.id,
-              false,
-            ),
-          ),
-        ),
-      )
     const listed = (ms: number) =>
       t
         .run(
@@ -74,7 +45,7 @@ describe("OAuth grants whose code was never exchanged", () => {
     const grantIds = () =>
       t.run(
         SqlClient.SqlClient.use(
-          (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${created.client.id} ORDER BY id`,
+          (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${client.id} ORDER BY id`,
         ).pipe(Effect.orDie),
       )
 
@@ -92,7 +63,7 @@ describe("OAuth grants whose code was never exchanged", () => {
     const marked = await t.run(
       SqlClient.SqlClient.use(
         (sql) => sql<{ id: string; exchanged_at: Date | null }>`SELECT id, exchanged_at FROM oauth_grants
-            WHERE client_id = ${created.client.id} ORDER BY id`,
+            WHERE client_id = ${client.id} ORDER BY id`,
       ).pipe(Effect.orDie),
     )
     expect(marked.map((g) => [g.id, g.exchanged_at?.getTime() ?? null])).toEqual([
@@ -127,52 +98,19 @@ describe("OAuth grants whose code was never exchanged", () => {
   })
 
   it("are left for the next run while an exchange holds their spent code, where the sweep waited and deadlocked", async () => {
-    const { workspace } = await t.run(WorkspaceService.use((s) => s.create(null, { name: "replay", plan: "free" })))
-    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
-    const actor = (await t.run(
-      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
-    )) as Actor
-    const created = await t.run(
-      OAuthService.use((s) =>
-        s.createClient(actor, { name: "App", redirectUris: [CALLBACK], scopes: ["agents:read"] }),
-      ),
-    )
+    const { client, auth, consent } = await appOf(t, "replay")
     const t0 = Date.now()
-    const { code } = await t.run(
-      at(
-        t0,
-        OAuthService.use((s) =>
-          s.approve(
-            {
-              responseType: "code",
-              clientId: created.client.id,
-              redirectUri: CALLBACK,
-              scope: "agents:read",
-              state: "st",
-              codeChallenge: undefined,
-              codeChallengeMethod: undefined,
-            },
-            owner.id,
-            false,
-          ),
-        ),
-      ),
-    )
+    const { code } = await consent(t0)
     // Spent on a refused exchange (another redirect_uri): never exchanged, abandoned an hour after its code expired.
     await t.failure(
       at(
         t0 + 1_000,
-        OAuthService.use((s) =>
-          s.exchangeCode(
-            { clientId: created.client.id, clientSecret: created.clientSecret },
-            { code, redirectUri: "https://app.example/other" },
-          ),
-        ),
+        OAuthService.use((s) => s.exchangeCode(auth, { code, redirectUri: "https://app.example/other" })),
       ),
     )
     const [grant] = await t.run(
       SqlClient.SqlClient.use(
-        (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${created.client.id}`,
+        (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${client.id}`,
       ).pipe(Effect.orDie),
     )
     const sweepAt = (ms: number) =>

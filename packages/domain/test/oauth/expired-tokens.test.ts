@@ -1,9 +1,10 @@
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Actor, OAuthService, PeopleService, WorkspaceService } from "../../src/index.ts"
+import { OAuthService } from "../../src/index.ts"
 import { EXPIRED_TOKENS_KEPT_MS, REFRESH_TOKEN_TTL_S } from "../../src/oauth/OAuthService.ts"
 import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+import { appOf, CALLBACK } from "./app.ts"
 
 // The tokens of an app that stopped refreshing were deleted only at the grant's next refresh, which never came: the
 // sweep deletes the tokens that expired over a day ago, revoked grants' alike (refused at once, they go a day after
@@ -18,43 +19,15 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => t?.dispose())
 
-const CALLBACK = "https://app.example/callback"
 const HOUR = 3_600_000
 
 describe("OAuthService.purgeExpiredTokens", () => {
-  it("deletes expired and revoked grants' tokens a day later, keeping each grant's newest and every live one", async () => {
-    const { workspace } = await t.run(WorkspaceService.use((s) => s.create(null, { name: "tokens", plan: "free" })))
-    const owner = await t.run(PeopleService.use((s) => s.ensureBootstrapOwner(workspace.id)))
-    const actor = (await t.run(
-      PeopleService.use((s) => s.actorOf(owner.id, workspace.id, { type: "user", id: owner.id })),
-    )) as Actor
+  it("deletes tokens a day after they expire, revoked grants' alike, but live ones and an unmarked grant's", async () => {
+    const { workspace, actor, client, auth, consent } = await appOf(t, "tokens")
     const oauth = <A, E>(f: (s: OAuthService["Service"]) => Effect.Effect<A, E>) => OAuthService.use(f)
-    const created = await t.run(
-      oauth((s) => s.createClient(actor, { name: "App", redirectUris: [CALLBACK], scopes: ["agents:read"] })),
-    )
-    const auth = { clientId: created.client.id, clientSecret: created.clientSecret }
     /** A consent at `ms` whose code the app exchanges a second later: the grant's id and its tokens. */
     const granted = async (ms: number) => {
-      const { code } = await t.run(
-        at(
-          ms,
-          oauth((s) =>
-            s.approve(
-              {
-                responseType: "code",
-                clientId: created.client.id,
-                redirectUri: CALLBACK,
-                scope: "agents:read",
-                state: "st",
-                codeChallenge: undefined,
-                codeChallengeMethod: undefined,
-              },
-              owner.id,
-              false,
-            ),
-          ),
-        ),
-      )
+      const { code } = await consent(ms)
       const tokens = await t.run(
         at(
           ms + 1_000,
@@ -63,7 +36,7 @@ describe("OAuthService.purgeExpiredTokens", () => {
       )
       const [grant] = await t.run(
         SqlClient.SqlClient.use(
-          (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${created.client.id}
+          (sql) => sql<{ id: string }>`SELECT id FROM oauth_grants WHERE client_id = ${client.id}
               ORDER BY id DESC LIMIT 1`,
         ).pipe(Effect.orDie),
       )
