@@ -528,7 +528,7 @@ export const startServer = async (given: ServerConfig, options: StartOptions = {
           (yield* ApiKeyService.use((s) => s.revokeExpired)) + (yield* ApiKeyService.use((s) => s.revokeOrphaned))
         yield* Idempotency.use((i) => i.purgeExpired)
         // Rows that can never act again: sessions ended a day ago, used or expired sign-in links, consents whose
-        // code was never exchanged, OAuth tokens expired (or of a grant revoked) a day ago.
+        // code was never exchanged, OAuth tokens expired a day ago (a revoked grant's too).
         yield* Sessions.use((s) => s.purgeEnded)
         yield* Sessions.use((s) => s.purgeSignInLinks)
         yield* OAuthService.use((s) => s.purgeAbandonedGrants)

@@ -4,5 +4,6 @@
 -- held, most of them live. It now takes its candidates from this index, below the cut, and deletes every one it reads
 -- but those of a grant not marked exchanged yet (migration 0037; the sweep of abandoned consents marks those holding
 -- a token). A grant marked exchanged no longer needs a token to tell it from an abandoned consent, so the newest token
--- of each grant is no longer kept for ever.
+-- of each grant is no longer kept for ever. The entries of deleted tokens are read until a vacuum removes them (by
+-- a bitmap scan on every run; a plain index scan marks them dead once).
 CREATE INDEX oauth_tokens_by_expiry ON oauth_tokens (expires_at);

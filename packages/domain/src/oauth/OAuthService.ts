@@ -893,11 +893,13 @@ export class OAuthService extends Context.Service<
             -- "IN (SELECT …)" may hash the ids and read every code beside them.
             held AS (SELECT code_hash FROM oauth_codes WHERE grant_id = ANY (ARRAY(SELECT id FROM doomed))
               FOR UPDATE SKIP LOCKED),
-            -- The grants none of whose codes another transaction holds.
-            free AS (SELECT d.id FROM doomed d WHERE NOT EXISTS (SELECT 1 FROM oauth_codes k
-              WHERE k.grant_id = d.id AND k.code_hash <> ALL (ARRAY(SELECT code_hash FROM held)) OFFSET 0)),
-            codes AS (DELETE FROM oauth_codes WHERE code_hash = ANY (ARRAY(SELECT code_hash FROM held))
-              AND grant_id = ANY (ARRAY(SELECT id FROM free))),
+            -- The grants with a code another transaction holds, and the others, all of whose codes this one holds.
+            -- Joined, not compared with an array of the held codes: an array from a subquery is not hashed, and a
+            -- batch of 5,000 took 0.6 s where it takes 0.16.
+            kept AS (SELECT k.grant_id FROM oauth_codes k WHERE k.grant_id = ANY (ARRAY(SELECT id FROM doomed))
+              AND NOT EXISTS (SELECT 1 FROM held h WHERE h.code_hash = k.code_hash)),
+            free AS (SELECT d.id FROM doomed d WHERE d.id NOT IN (SELECT grant_id FROM kept)),
+            codes AS (DELETE FROM oauth_codes WHERE grant_id = ANY (ARRAY(SELECT id FROM free))),
             gone AS (DELETE FROM oauth_grants WHERE id = ANY (ARRAY(SELECT id FROM free)) RETURNING id)
             SELECT count(*)::int AS n FROM gone`.pipe(
           Effect.map((r) => r[0]?.n ?? 0),
