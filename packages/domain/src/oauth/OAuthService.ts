@@ -29,7 +29,8 @@ export const REFRESH_TOKEN_TTL_S = 30 * 86_400
 const CODE_TTL_MS = 60_000
 /**
  * How long a grant's expired tokens are kept (so that a late use is told "expired"), then deleted at its next refresh
- * or by the sweep. A revoked grant's tokens too: they are refused at once, and go as long after they expire.
+ * or by the sweep. A revoked grant's tokens too: they are refused at once, and go as long after they expire. Each
+ * grant's current (unused) refresh token is kept: revoking it ends the grant, however long ago it expired.
  */
 export const EXPIRED_TOKENS_KEPT_MS = 86_400_000
 /** Tokens one sweep deletes at most; the rest wait for the next. */
@@ -200,10 +201,11 @@ export class OAuthService extends Context.Service<
      */
     readonly purgeAbandonedGrants: Effect.Effect<number>
     /**
-     * Deletes the tokens that expired over {@link EXPIRED_TOKENS_KEPT_MS} ago, revoked grants' alike, but those of a
-     * grant not marked exchanged yet (its tokens are how the sweep of abandoned consents tells it was); at most a few
-     * thousand a call; returns how many. The grants stay (the trail's OAuth actors are their person's). Run by the
-     * sweep.
+     * Deletes the access tokens and used refresh tokens that expired over {@link EXPIRED_TOKENS_KEPT_MS} ago,
+     * revoked grants' alike, but those of a grant not marked exchanged yet (its tokens are how the sweep of abandoned
+     * consents tells it was); at most a few thousand a call; returns how many. Each grant's current refresh token
+     * stays (revoking it ends the grant), and so do the grants (the trail's OAuth actors are their person's). Run by
+     * the sweep.
      */
     readonly purgeExpiredTokens: Effect.Effect<number>
   }
@@ -910,19 +912,23 @@ export class OAuthService extends Context.Service<
       // The tokens of apps that stopped refreshing (or whose grant was revoked) were deleted only at a refresh of
       // the same grant, which never came: they stayed for ever. Nothing deleted here can act or be told apart from
       // an unknown token: an expired token is refused before its use is looked at (so reuse detection loses nothing).
-      // The candidates come from the index of the tokens by expiry (migration 0038), and each one read is deleted but
+      // Each grant's current refresh token is kept, expired or not: an app revoking it (RFC 7009) ends its grant.
+      // The candidates come from the index of the spent tokens by expiry (migration 0038: access tokens, and refresh
+      // tokens used; the current refresh token is not in it, so is never read here), and each one read is deleted but
       // those of a grant not marked exchanged yet: such a grant (exchanged before migration 0037, or by an instance
       // of the release before it) is told from an abandoned consent by its tokens until the sweep of abandoned
       // consents marks it: a probe of the grant's key per candidate (`OFFSET 0` keeps it a subplan; as a join, the
-      // planner hashed every grant of the store). A revoked grant's tokens are refused at once and go a day after
-      // they expire (at most 31 days after the revocation), its code with its grant. SKIP LOCKED: a refresh under
+      // planner hashed every grant of the store). A revoked grant's spent tokens are refused at once and go a day
+      // after they expire (at most 31 days after the revocation); its current refresh token and its code stay with
+      // the grant. SKIP LOCKED: a refresh under
       // way, or another instance's sweep, is not waited for. The ids as one array: probes of the key.
       const purgeExpiredTokens = Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const before = isoOf(now - EXPIRED_TOKENS_KEPT_MS)
         return sql<{ n: number }>`WITH doomed AS (
               SELECT t.token_hash FROM oauth_tokens t
-              WHERE t.expires_at < ${before}::timestamptz AND EXISTS (SELECT 1 FROM oauth_grants g
-                WHERE g.id = t.grant_id AND g.exchanged_at IS NOT NULL OFFSET 0)
+              WHERE (t.kind = 'access' OR t.used_at IS NOT NULL) AND t.expires_at < ${before}::timestamptz
+                AND EXISTS (SELECT 1 FROM oauth_grants g
+                  WHERE g.id = t.grant_id AND g.exchanged_at IS NOT NULL OFFSET 0)
               LIMIT ${TOKEN_PURGE_LIMIT} FOR UPDATE SKIP LOCKED),
             gone AS (DELETE FROM oauth_tokens WHERE token_hash = ANY (ARRAY(SELECT token_hash FROM doomed)) RETURNING 1)
             SELECT count(*)::int AS n FROM gone`.pipe(

@@ -7,11 +7,12 @@ import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
 import { appOf, CALLBACK } from "./app.ts"
 
 // The tokens of an app that stopped refreshing were deleted only at the grant's next refresh, which never came: the
-// sweep deletes the tokens that expired over a day ago, revoked grants' alike (refused at once, they go a day after
-// they expire). The grants stay, listed while not revoked (TrustRecompute resolves the trail's `oauth` actors through
-// them), and so do their codes. Live tokens, used refresh tokens not yet expired (reuse detection), tokens that expired
-// within the day, and the tokens of a grant not yet marked exchanged (exchanged before migration 0037: its tokens tell
-// the sweep of abandoned consents it acted, until that sweep marks it) stay.
+// sweep deletes the access tokens and used refresh tokens that expired over a day ago, revoked grants' alike (refused
+// at once, they go a day after they expire). Each grant's current refresh token stays, expired or not: the app
+// revoking it ends the grant. The grants stay, listed while not revoked (TrustRecompute resolves the trail's `oauth`
+// actors through them), and so do their codes. Live tokens, used refresh tokens not yet expired (reuse detection),
+// tokens that expired within the day, and the tokens of a grant not yet marked exchanged (exchanged before migration
+// 0037: its tokens tell the sweep of abandoned consents it acted, until that sweep marks it) stay.
 
 let t: DomainTestRuntime
 beforeAll(async () => {
@@ -22,7 +23,7 @@ afterAll(() => t?.dispose())
 const HOUR = 3_600_000
 
 describe("OAuthService.purgeExpiredTokens", () => {
-  it("deletes tokens a day after they expire, revoked grants' alike, but live ones and an unmarked grant's", async () => {
+  it("deletes spent tokens a day after they expire, but live ones, a grant's current refresh token and an unmarked grant's", async () => {
     const { workspace, actor, client, auth, consent } = await appOf(t, "tokens")
     const oauth = <A, E>(f: (s: OAuthService["Service"]) => Effect.Effect<A, E>) => OAuthService.use(f)
     /** A consent at `ms` whose code the app exchanges a second later: the grant's id and its tokens. */
@@ -74,7 +75,7 @@ describe("OAuthService.purgeExpiredTokens", () => {
     const sweepAt = t0 + 2 * HOUR + REFRESH_TOKEN_TTL_S * 1000 + EXPIRED_TOKENS_KEPT_MS + HOUR
     // refreshed once, two hours in, then never again: four tokens, every one expired over a day before the sweep
     const stopped = await granted(t0)
-    await refresh(t0 + 2 * HOUR, stopped.tokens.refresh_token)
+    const stoppedLast = await refresh(t0 + 2 * HOUR, stopped.tokens.refresh_token)
     // revoked three hours in: its two tokens, expired over a day before the sweep
     const revoked = await granted(t0 + 10_000)
     await t.run(
@@ -107,11 +108,11 @@ describe("OAuthService.purgeExpiredTokens", () => {
 
     expect(await rows(stopped.id)).toEqual({ tokens: 4, codes: 1, grants: 1 })
     expect(await rows(revoked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
-    // stopped: its 4 tokens; revoked: its 2; revoked lately: its access token
-    expect(await purge(sweepAt)).toBe(7)
-    expect(await rows(stopped.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
-    expect(await rows(revoked.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
-    // its access token expired a day ago and an hour more; its refresh token, refused since the revocation, is kept
+    // stopped: its 2 access tokens and its used refresh token; revoked and revoked lately: their access tokens. Each
+    // keeps its current refresh token.
+    expect(await purge(sweepAt)).toBe(5)
+    expect(await rows(stopped.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
+    expect(await rows(revoked.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
     expect(await rows(revokedLately.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
     expect(await rows(unmarked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
     expect(await rows(live.id)).toEqual({ tokens: 4, codes: 1, grants: 1 })
@@ -126,12 +127,12 @@ describe("OAuthService.purgeExpiredTokens", () => {
         ),
       ),
     ).toBe(0)
-    expect(await rows(stopped.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
+    expect(await rows(stopped.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
     expect(await rows(unmarked.id)).toEqual({ tokens: 2, codes: 1, grants: 1 })
-    // marked, its expired tokens go at the next run
-    expect(await purge(sweepAt)).toBe(2)
-    expect(await rows(unmarked.id)).toEqual({ tokens: 0, codes: 1, grants: 1 })
-    // a grant that acted is still listed (until revoked) when its tokens are gone: its person can still revoke it
+    // marked, its expired access token goes at the next run
+    expect(await purge(sweepAt)).toBe(1)
+    expect(await rows(unmarked.id)).toEqual({ tokens: 1, codes: 1, grants: 1 })
+    // a grant that acted is still listed (until revoked) when it can no longer act: its person can revoke it
     const listed = await t.run(
       at(
         sweepAt,
@@ -141,6 +142,20 @@ describe("OAuthService.purgeExpiredTokens", () => {
     const ids = listed.data.map((g) => g.id)
     expect(ids).toEqual(expect.arrayContaining([stopped.id, unmarked.id, live.id, recent.id]))
     expect(ids).not.toContain(revoked.id)
+    // so can its app, with its last refresh token, expired a month ago (RFC 7009): the grant ends
+    await t.run(
+      at(
+        sweepAt,
+        oauth((s) => s.revoke(auth, stoppedLast.refresh_token)),
+      ),
+    )
+    const [stoppedGrant] = await t.run(
+      SqlClient.SqlClient.use(
+        (sql) =>
+          sql<{ revoked_reason: string | null }>`SELECT revoked_reason FROM oauth_grants WHERE id = ${stopped.id}`,
+      ).pipe(Effect.orDie),
+    )
+    expect(stoppedGrant!.revoked_reason).toBe("revoked_by_client")
 
     // a deleted refresh token is refused as an expired one was
     const late = await t.failure(

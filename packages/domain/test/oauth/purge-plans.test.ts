@@ -157,15 +157,18 @@ describe("the sweep of abandoned OAuth grants", () => {
 })
 
 describe("the sweep of expired OAuth tokens", () => {
-  it("reads the tokens that expired over a day ago, not every token held", async () => {
+  it("reads the spent tokens that expired over a day ago, not every token held", async () => {
     const { workspace, owner, client } = await appOf(t, "token-reads")
     const now = Date.now()
     const result = await t.run(
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const ago = (hours: number) => new Date(now - hours * HOUR).toISOString()
-        /** `n` grants made and exchanged 40 days ago (`marked` or not), with `each` tokens expiring `expiresAgo`. */
-        const grants = (tag: string, n: number, marked: boolean, each: number, expiresAgo: number) =>
+        /**
+         * `n` grants made and exchanged 40 days ago (`marked` or not), with `each` refresh tokens expiring
+         * `expiresAgo`, `used` (rotated) or not (the grant's current one).
+         */
+        const grants = (tag: string, n: number, marked: boolean, each: number, expiresAgo: number, used = true) =>
           sql`WITH g AS (
                 INSERT INTO oauth_grants (id, client_id, user_id, workspace_id, scopes, created_at, exchanged_at)
                 SELECT 'grt_' || ${tag} || i, ${client.id}, ${owner.id}, ${workspace.id}, '["agents:read"]'::jsonb,
@@ -173,11 +176,13 @@ describe("the sweep of expired OAuth tokens", () => {
                 FROM generate_series(1, ${n}) AS i RETURNING id)
               INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at, created_at, used_at)
               SELECT 'tok_' || id || '_' || j, id, 'refresh', ${ago(expiresAgo)}::timestamptz, ${ago(960)}::timestamptz,
-                ${ago(960)}::timestamptz
+                ${used ? ago(960) : null}::timestamptz
               FROM g, generate_series(1, ${each}) AS j`
         // 2,000 apps refreshing, each holding 2 used refresh tokens not yet expired (reuse detection keeps them 30
-        // days); 50 tokens expired two days ago; 20 as old, of grants exchanged before migration 0037 (not marked).
+        // days); 50 tokens expired two days ago; 20 as old, of grants exchanged before migration 0037 (not marked);
+        // 1,000 apps that stopped, each holding its current refresh token, expired as long ago and kept.
         yield* grants("held", 2_000, true, 2, -200)
+        yield* grants("stopped", 1_000, true, 1, 48, false)
         yield* grants("expired", 50, true, 1, 48)
         yield* grants("unmarked", 20, false, 1, 48)
         yield* sql`ANALYZE oauth_grants, oauth_tokens`
@@ -187,11 +192,12 @@ describe("the sweep of expired OAuth tokens", () => {
         return { first, second }
       }).pipe(Effect.orDie),
     )
-    // The 70 expired through the index, and the deletes of 50 by key: under 500 token entries and rows. Before
-    // migration 0038 every token was read, joined to its grant (4,070 here, with 4,000 live), on every run.
+    // The 70 spent and expired through the index, and the deletes of 50 by key: under 500 token entries and rows.
+    // Before migration 0038 every token was read, joined to its grant (5,070 here, with 4,000 live), on every run;
+    // the 1,000 current refresh tokens are not in the index (with them, 1,070 read and 1,050 deleted).
     expect(result.first.purged).toBe(50)
     expect(result.first.tokens).toBeLessThan(500)
-    // and a probe of each one's grant (written as a join, the planner hashed every grant of the store: 2,070 and
+    // and a probe of each one's grant (written as a join, the planner hashed every grant of the store: 3,070 and
     // more)
     expect(result.first.grants).toBeLessThan(500)
     // Then only the unmarked grants' 20, kept until the sweep of abandoned consents marks their grants.
