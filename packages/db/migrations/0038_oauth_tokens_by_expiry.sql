@@ -5,6 +5,7 @@
 -- but those of a grant not marked exchanged yet (migration 0037; the sweep of abandoned consents marks those holding
 -- a token). The index holds the spent tokens only: access tokens, and refresh tokens used (rotated). Each grant's
 -- current refresh token is never a candidate: it is kept, expired or not, so that an app revoking it (RFC 7009) ends
--- its grant however long ago it stopped. The entries of deleted tokens are read until a vacuum removes them (by a
+-- its grant however long ago it stopped (for grants that stop from now on: the sweep before this one kept either
+-- token of the last pair). The entries of deleted tokens are read until a vacuum removes them (by a
 -- bitmap scan on every run; a plain index scan marks them dead once).
 CREATE INDEX oauth_tokens_spent_by_expiry ON oauth_tokens (expires_at) WHERE kind = 'access' OR used_at IS NOT NULL;

@@ -142,20 +142,32 @@ describe("OAuthService.purgeExpiredTokens", () => {
     const ids = listed.data.map((g) => g.id)
     expect(ids).toEqual(expect.arrayContaining([stopped.id, unmarked.id, live.id, recent.id]))
     expect(ids).not.toContain(revoked.id)
-    // so can its app, with its last refresh token, expired a month ago (RFC 7009): the grant ends
+    const revokedReason = async (grantId: string) =>
+      (
+        await t.run(
+          SqlClient.SqlClient.use(
+            (sql) =>
+              sql<{ revoked_reason: string | null }>`SELECT revoked_reason FROM oauth_grants WHERE id = ${grantId}`,
+          ).pipe(Effect.orDie),
+        )
+      )[0]!.revoked_reason
+    // Its last refresh token, kept, is refused as expired: no tokens, and no reuse detection (it was never used).
+    const expired = await t.failure(
+      at(
+        sweepAt,
+        oauth((s) => s.refresh(auth, { refreshToken: stoppedLast.refresh_token })),
+      ),
+    )
+    expect(expired).toMatchObject({ _tag: "OAuthRefused", error: "invalid_grant" })
+    expect(await revokedReason(stopped.id)).toBeNull()
+    // Its app can end the grant with it, expired over a day before (RFC 7009), as its person can
     await t.run(
       at(
         sweepAt,
         oauth((s) => s.revoke(auth, stoppedLast.refresh_token)),
       ),
     )
-    const [stoppedGrant] = await t.run(
-      SqlClient.SqlClient.use(
-        (sql) =>
-          sql<{ revoked_reason: string | null }>`SELECT revoked_reason FROM oauth_grants WHERE id = ${stopped.id}`,
-      ).pipe(Effect.orDie),
-    )
-    expect(stoppedGrant!.revoked_reason).toBe("revoked_by_client")
+    expect(await revokedReason(stopped.id)).toBe("revoked_by_client")
 
     // a deleted refresh token is refused as an expired one was
     const late = await t.failure(
@@ -182,11 +194,6 @@ describe("OAuthService.purgeExpiredTokens", () => {
         oauth((s) => s.refresh(auth, { refreshToken: live.tokens.refresh_token })),
       ),
     )
-    const [liveGrant] = await t.run(
-      SqlClient.SqlClient.use(
-        (sql) => sql<{ revoked_reason: string | null }>`SELECT revoked_reason FROM oauth_grants WHERE id = ${live.id}`,
-      ).pipe(Effect.orDie),
-    )
-    expect(liveGrant!.revoked_reason).toBe("refresh_token_reused")
+    expect(await revokedReason(live.id)).toBe("refresh_token_reused")
   })
 })
