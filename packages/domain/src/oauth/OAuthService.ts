@@ -920,8 +920,8 @@ export class OAuthService extends Context.Service<
       // consents marks it: a probe of the grant's key per candidate (`OFFSET 0` keeps it a subplan; as a join, the
       // planner hashed every grant of the store). A revoked grant's spent tokens are refused at once and go a day
       // after they expire (at most 31 days after the revocation); its current refresh token and its code stay with
-      // the grant. SKIP LOCKED: a refresh under
-      // way, or another instance's sweep, is not waited for. The ids as one array: probes of the key.
+      // the grant. SKIP LOCKED: a refresh under way, or another instance's sweep, is not waited for. The ids as one
+      // array: probes of the key.
       const purgeExpiredTokens = Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const before = isoOf(now - EXPIRED_TOKENS_KEPT_MS)
         return sql<{ n: number }>`WITH doomed AS (
