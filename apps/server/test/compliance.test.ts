@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -9,7 +9,7 @@ import { attributedLeaf, hashRange, type Jwks, rootOf, verifyReport } from "@age
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { getDocument } from "pdfjs-dist/legacy/build/pdf.mjs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest"
 import { expectError, startTestServer, type TestServer, unique } from "./helpers.ts"
 
 let t: TestServer
@@ -515,6 +515,7 @@ describe("offline verification", () => {
     const r = await report(compliant, "eu-ai-act")
     const bundle = await exportFor(compliant, r.report)
     const dir = mkdtempSync(join(tmpdir(), "report-"))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
     writeFileSync(join(dir, "report.json"), JSON.stringify({ ok: true, data: r }))
     writeFileSync(join(dir, "bundle.json"), JSON.stringify(bundle))
     const cli = join(import.meta.dirname, "../../../packages/verifier/bin/agentgov-verify.js")

@@ -1,10 +1,10 @@
 import { spawnSync } from "node:child_process"
 import { generateKeyPairSync, type KeyObject, sign } from "node:crypto"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { BADGE_TYP, verifyBadge } from "../src/badge.ts"
 
 const cliPath = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
@@ -189,6 +189,7 @@ describe("verifyBadge", () => {
 
 describe("agentgov-verify badge", () => {
   const dir = mkdtempSync(join(tmpdir(), "agentgov-badge-"))
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
   const write = (name: string, text: string) => {
     const path = join(dir, name)
     writeFileSync(path, text)

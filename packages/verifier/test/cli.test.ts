@@ -1,9 +1,9 @@
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { CountedBuilder, EVENT_METRICS, type Metrics, REPORT_FORMAT, signReport } from "../src/index.ts"
 import { copy, makeBundle, makeChain, makeSigner } from "./fixtures.ts"
 
@@ -11,6 +11,7 @@ const cliPath = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
 const binPath = fileURLToPath(new URL("../bin/agentgov-verify.js", import.meta.url))
 const hasDist = existsSync(new URL("../dist/cli.js", import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), "agentgov-verify-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const signer = makeSigner("ckp_cli")
 const bundle = makeBundle(makeChain(12), signer, { from: 3, to: 7 })
 
