@@ -4,6 +4,10 @@ import * as SqlClient from "effect/sql/SqlClient"
 /** Stored responses are replayed for 24 hours (Stripe's window). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000
 
+/** Keys the periodic purge deletes per statement, and statements per run (a backlog is worked through over runs). */
+const PURGE_BATCH = 10_000
+const PURGE_BATCHES = 50
+
 /** The same Idempotency-Key was sent with a different request (409). */
 export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", {
   key: Schema.String,
@@ -135,10 +139,25 @@ export class Idempotency extends Context.Service<
             WHERE k.workspace_id = ${workspaceId} AND k.key = v.key`
       }, Effect.orDie)
 
+      /**
+       * In batches taken oldest first through the age index, deleted by row address: with statistics of a day
+       * before (taken when the table held the keys of the day before, all older than today's cut), a plain
+       * `DELETE … WHERE created_at < cut` is estimated to delete the whole table and read it through (a sequential
+       * scan every run). The LIMIT keeps the scan on the index whatever the estimate; keys a claim holds (it
+       * deletes an expired key before taking it again) are skipped, not waited for.
+       */
       const purgeExpired = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        yield* sql`DELETE FROM idempotency_keys
-            WHERE created_at < ${new Date(now - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`
+        const cut = new Date(now - IDEMPOTENCY_WINDOW_MS).toISOString()
+        for (let batch = 0; batch < PURGE_BATCHES; batch++) {
+          const gone = yield* sql<{ n: number }>`WITH gone AS (DELETE FROM idempotency_keys
+                WHERE ctid = ANY (ARRAY(SELECT ctid FROM idempotency_keys WHERE created_at < ${cut}::timestamptz
+                  ORDER BY created_at LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED))
+                  AND created_at < ${cut}::timestamptz
+                RETURNING 1)
+              SELECT count(*)::int AS n FROM gone`
+          if (gone[0]!.n < PURGE_BATCH) return
+        }
       }).pipe(Effect.orDie)
 
       const within = <A, E, R>(
