@@ -1,10 +1,10 @@
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type ConfigError, loadConfig } from "@agentgov/connector-sdk/runtime"
 import { runCommand } from "@agentgov/connector-testing"
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { slack } from "../src/connector.ts"
 
 const base = { AGENTGOV_WEBHOOK_SECRET: "whsec_0123456789abcdef", SLACK_BOT_TOKEN: "xoxb-1", SLACK_CHANNEL: "C1" }
@@ -33,7 +33,15 @@ describe("slack: SLACK_API_URL", () => {
 
 describe("slack: AGENTGOV_URL and CONNECTOR_PUBLIC_URL", () => {
   const bin = fileURLToPath(new URL("../bin/agentgov-connector-slack.js", import.meta.url))
-  const dir = () => mkdtempSync(join(tmpdir(), "agentgov-slack-config-"))
+  const made: Array<string> = []
+  const dir = () => {
+    const path = mkdtempSync(join(tmpdir(), "agentgov-slack-config-"))
+    made.push(path)
+    return path
+  }
+  afterAll(() => {
+    for (const path of made) rmSync(path, { recursive: true, force: true })
+  })
 
   it("stop the app at start, exit 2, on http to a host that is not a loopback one", async () => {
     // PORT 0 on loopback: were the check missing, the app would start listening rather than exit
