@@ -144,19 +144,25 @@ export class Idempotency extends Context.Service<
        * before (taken when the table held the keys of the day before, all older than today's cut), a plain
        * `DELETE … WHERE created_at < cut` is estimated to delete the whole table and read it through (a sequential
        * scan every run). The LIMIT keeps the scan on the index whatever the estimate; keys a claim holds (it
-       * deletes an expired key before taking it again) are skipped, not waited for.
+       * deletes an expired key before taking it again) are skipped, not waited for. Each batch starts where the
+       * last one ended: the entries of the rows it deleted stay in the index until a vacuum can clear them (never
+       * while an older snapshot is open), and starting each batch from the oldest would read them all again.
        */
       const purgeExpired = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const cut = new Date(now - IDEMPOTENCY_WINDOW_MS).toISOString()
+        let from: string | undefined
         for (let batch = 0; batch < PURGE_BATCHES; batch++) {
-          const gone = yield* sql<{ n: number }>`WITH gone AS (DELETE FROM idempotency_keys
+          const [gone] = yield* sql<{ n: number; last: Date | null }>`WITH gone AS (DELETE FROM idempotency_keys
                 WHERE ctid = ANY (ARRAY(SELECT ctid FROM idempotency_keys WHERE created_at < ${cut}::timestamptz
+                  ${from === undefined ? sql`` : sql`AND created_at >= ${from}::timestamptz`}
                   ORDER BY created_at LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED))
                   AND created_at < ${cut}::timestamptz
-                RETURNING 1)
-              SELECT count(*)::int AS n FROM gone`
-          if (gone[0]!.n < PURGE_BATCH) return
+                RETURNING created_at)
+              SELECT count(*)::int AS n, max(created_at) AS last FROM gone`
+          if (gone!.n < PURGE_BATCH || gone!.last === null) return
+          // Milliseconds, at most the last one deleted: the next batch reads again at most that millisecond's entries.
+          from = new Date(gone!.last).toISOString()
         }
       }).pipe(Effect.orDie)
 

@@ -129,7 +129,10 @@ describe("the purge of expired Idempotency-Keys", () => {
     // 25,000 expired keys (a server down for a while): three statements of at most 10,000.
     await t.run(keys("ws_purge_d", "old", 25_000, now - IDEMPOTENCY_WINDOW_MS - 2 * HOUR, HOUR))
     await t.run(keys("ws_purge_d", "new", 3, now - HOUR, MINUTE))
-    await purgeAt(now)
+    // In one transaction, as under an older snapshot, the deleted rows' index entries stay: each batch starts where
+    // the last ended, so they are read once (25,146 here). Each batch from the oldest read them again: 45,009.
+    const read = await purgeAt(now)
     expect(await keysOf("ws_purge_d")).toEqual(["new0", "new1", "new2"])
+    expect(read).toBeLessThan(26_000)
   })
 })
