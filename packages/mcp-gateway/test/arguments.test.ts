@@ -103,6 +103,9 @@ describe("a call's arguments", () => {
       const again = c.client.callTool({ name: "wire_money", arguments: { password: "1111", amount: 5 } })
       // Another password: a second approval, although both show the approver the same redacted arguments.
       const other = c.client.callTool({ name: "wire_money", arguments: second })
+      // Settled from now on: the call refused for a used approval may be refused before the other approval is decided,
+      // and a rejection nobody awaits yet fails the run.
+      const settled = Promise.allSettled([call, again, other])
       await eventsOf(admin, agentId, "policy.evaluated", 3)
       const pending = await admin.approvals.list({ agentId, status: "pending" } as never).toArray(10)
       expect(pending).toHaveLength(2)
@@ -117,7 +120,7 @@ describe("a call's arguments", () => {
       expect(denied!.context.argumentsDigest).not.toBe(approved!.context.argumentsDigest)
       await admin.approvals.decide(approved!.id, { decision: "approved" })
       await admin.approvals.decide(denied!.id, { decision: "denied" })
-      const outcomes = await Promise.allSettled([call, again, other])
+      const outcomes = await settled
       // One call per approval: the first of the two waiting for it runs, the other is asked again (and times out or
       // is refused); the call with the other password was denied and never reached the server.
       expect(c.calls()).toHaveLength(1)
