@@ -82,6 +82,24 @@ export const rowsRead = (sql: SqlClient.SqlClient, table: string) =>
       + coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index
           WHERE indrelid = ${table}::regclass), 0))::int AS n`.pipe(Effect.map(([r]) => r!.n))
 
+/**
+ * Takes `tables`' statistics now (after a vacuum with `vacuum`) and keeps them for the rest of the file: autovacuum
+ * is turned off on each (the file's own database), so a test of the plan a quiet spell's statistics give reads that
+ * plan however loaded the machine. On a loaded CI machine autovacuum once analysed a backlog a test had just written.
+ */
+export const holdStatistics = (
+  sql: SqlClient.SqlClient,
+  tables: ReadonlyArray<string>,
+  options: { readonly vacuum?: boolean } = {},
+) =>
+  Effect.gen(function* () {
+    for (const table of tables) {
+      if (!/^[a-z_]+$/.test(table)) return yield* Effect.die(new Error(`not a table name: ${table}`))
+      yield* sql.unsafe(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
+    }
+    yield* sql.unsafe(`${options.vacuum === true ? "VACUUM " : ""}ANALYZE ${tables.join(", ")}`)
+  })
+
 /** A Database with no store behind it: no statements, and `listen` as the test gives it (by default never told). */
 export const storelessDatabase = (listen: DatabaseShape["listen"] = async () => async () => {}) =>
   Layer.succeed(Database)(

@@ -3,7 +3,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApprovalRepo } from "../../src/approvals/ApprovalRepo.ts"
 import { AgentService, ApprovalService, SCOPES, systemActor, WorkspaceService } from "../../src/index.ts"
-import { type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
+import { type DomainTestRuntime, holdStatistics, makeDomainRuntime, rowsRead } from "../runtime.ts"
 
 let env: DomainTestRuntime
 beforeAll(async () => {
@@ -45,7 +45,7 @@ describe("the guard's reads of an agent's approvals, after statistics of a quiet
         const { sql, workspace, agents, insert } = yield* thirtyAgents("approval-plans")
         // The history every agent has when the statistics are taken, all decided; then 100 pending for each agent.
         yield* insert("approved", 200, "h")
-        yield* sql`VACUUM ANALYZE approvals`
+        yield* holdStatistics(sql, ["approvals"], { vacuum: true })
         yield* insert("pending", 100, "p")
         const measured = yield* sql.withTransaction(
           Effect.gen(function* () {
@@ -88,8 +88,8 @@ describe("the expiry sweep, after statistics of a quiet spell", () => {
         yield* sql`INSERT INTO agents (id, workspace_id, name, status, trust_score, created_at, updated_at, deregistered_at)
             SELECT 'agt_gone' || i, ${workspace.id}, 'gone-' || i, 'deregistered', 500, now(), now(), now()
             FROM generate_series(1, 2000) AS i`
-        yield* sql`VACUUM ANALYZE approvals`
-        yield* sql`ANALYZE agents`
+        yield* holdStatistics(sql, ["approvals"], { vacuum: true })
+        yield* holdStatistics(sql, ["agents"])
         yield* insert("pending", 100, "xp", 7 * 86_400_000)
         yield* insert("pending", 2, "xd", -60_000)
         return yield* sql.withTransaction(

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { IDEMPOTENCY_WINDOW_MS, Idempotency } from "../../src/index.ts"
-import { at, type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
+import { at, type DomainTestRuntime, holdStatistics, makeDomainRuntime, rowsRead } from "../runtime.ts"
 
 // The periodic purge of Idempotency-Key records older than the replay window (the server's 30-second sweep).
 
@@ -107,8 +107,7 @@ describe("the purge of expired Idempotency-Keys", () => {
         // Yesterday's keys, when the statistics were taken: every one of them older than today's cut.
         yield* keys("ws_purge_c", "y", 20_000, cut - IDEMPOTENCY_WINDOW_MS, IDEMPOTENCY_WINDOW_MS)
         // This file's own database: autovacuum must not analyse the table again before the purge.
-        yield* sql`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`
-        yield* sql`ANALYZE idempotency_keys`
+        yield* holdStatistics(sql, ["idempotency_keys"])
         // Since then today's keys came, the runs deleted all of yesterday's but the last ten minutes, and a vacuum
         // cleared what they deleted; the statistics are still yesterday's.
         yield* keys("ws_purge_c", "t", 20_000, cut + MINUTE, IDEMPOTENCY_WINDOW_MS - 2 * MINUTE)

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { OAuthService } from "../../src/index.ts"
-import { at, type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
+import { at, type DomainTestRuntime, holdStatistics, makeDomainRuntime, rowsRead } from "../runtime.ts"
 import { appOf } from "./app.ts"
 
 // The sweep of abandoned grants deletes each with its code. Without an index on oauth_codes (grant_id), every grant
@@ -62,7 +62,7 @@ describe("the sweep of abandoned OAuth grants", () => {
         // 2,000 consents made just now, their codes still to be exchanged; 50 abandoned three hours ago.
         yield* grants("live", 2_000, now, now + 60_000)
         yield* grants("gone", 50, now - 3 * HOUR, now - 3 * HOUR + 60_000)
-        yield* sql`ANALYZE oauth_grants, oauth_codes`
+        yield* holdStatistics(sql, ["oauth_grants", "oauth_codes"])
         return yield* sweepAt(sql, now)
       }).pipe(Effect.orDie),
     )
@@ -100,7 +100,7 @@ describe("the sweep of abandoned OAuth grants", () => {
             INSERT INTO oauth_codes (code_hash, grant_id, redirect_uri, expires_at)
             SELECT 'code_' || id, id, 'https://app.example/cb', ${new Date(now - 3 * HOUR + 60_000).toISOString()}::timestamptz
             FROM g`
-        yield* sql`ANALYZE oauth_grants, oauth_codes, oauth_tokens`
+        yield* holdStatistics(sql, ["oauth_grants", "oauth_codes", "oauth_tokens"])
         return yield* sweepAt(sql, now)
       }).pipe(Effect.orDie),
     )
@@ -132,13 +132,13 @@ describe("the sweep of abandoned OAuth grants", () => {
             SELECT 'grt_dropped' || i, ${client.id}, ${owner.id}, ${workspace.id}, '["agents:read"]'::jsonb,
               ${old(3)}::timestamptz
             FROM generate_series(1, 20) AS i`
-        yield* sql`ANALYZE oauth_grants, oauth_tokens`
+        yield* holdStatistics(sql, ["oauth_grants", "oauth_tokens"])
         const first = yield* sweepAt(sql, now)
         const marks = yield* sql<{ id: string; created_at: Date; exchanged_at: Date | null }>`
             SELECT id, created_at, exchanged_at FROM oauth_grants WHERE id LIKE 'grt_before%'`
         // Until vacuumed, the index still holds the marked grants' old versions, which a bitmap scan (this data's
         // plan) reads again on every run; a plain index scan marks them dead once. Autovacuum removes them.
-        yield* sql`VACUUM ANALYZE oauth_grants`
+        yield* holdStatistics(sql, ["oauth_grants"], { vacuum: true })
         const second = yield* sweepAt(sql, now)
         return { first, marks, second }
       }).pipe(Effect.orDie),
@@ -185,9 +185,9 @@ describe("the sweep of expired OAuth tokens", () => {
         yield* grants("stopped", 1_000, true, 1, 48, false)
         yield* grants("expired", 50, true, 1, 48)
         yield* grants("unmarked", 20, false, 1, 48)
-        yield* sql`ANALYZE oauth_grants, oauth_tokens`
+        yield* holdStatistics(sql, ["oauth_grants", "oauth_tokens"])
         const first = yield* sweepAt(sql, now, "purgeExpiredTokens")
-        yield* sql`VACUUM ANALYZE oauth_tokens`
+        yield* holdStatistics(sql, ["oauth_tokens"], { vacuum: true })
         const second = yield* sweepAt(sql, now, "purgeExpiredTokens")
         return { first, second }
       }).pipe(Effect.orDie),

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AuditLog, DeliveryQueue, SCOPES, systemActor, WebhookService, WorkspaceService } from "../../src/index.ts"
-import { type DomainTestRuntime, makeDomainRuntime, rowsRead } from "../runtime.ts"
+import { type DomainTestRuntime, holdStatistics, makeDomainRuntime, rowsRead } from "../runtime.ts"
 
 let env: DomainTestRuntime
 beforeAll(async () => {
@@ -48,8 +48,7 @@ const queueAfterQuietSpell = (shape: {
       yield* sql`UPDATE webhook_deliveries SET status = 'success'`
       // This file's own database: autovacuum must not analyse the backlog before the claim. A CI run on a loaded
       // machine once read 29,623 entries here, as a plan made from statistics that count the backlog would.
-      yield* sql`ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`
-      yield* sql`VACUUM ANALYZE webhook_deliveries`
+      yield* holdStatistics(sql, ["webhook_deliveries"], { vacuum: true })
       const backlog: Array<{ readonly id: string }> = []
       for (let left = shape.backlogEvents; left > 0; left -= 2_000)
         backlog.push(...(yield* append(actors[0]!, Math.min(left, 2_000))))
@@ -131,7 +130,7 @@ describe("resuming a disabled webhook", () => {
         yield* append(3_000)
         yield* sql`UPDATE webhook_deliveries SET status = 'success' WHERE webhook_id = ${hook.id}`
         yield* append(100)
-        yield* sql`VACUUM ANALYZE webhook_deliveries`
+        yield* holdStatistics(sql, ["webhook_deliveries"], { vacuum: true })
         yield* WebhookService.use((s) => s.update(actor, hook.id, { enabled: false }))
         return yield* sql.withTransaction(
           Effect.gen(function* () {

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DeliveryQueue, SCOPES, systemActor, WebhookService, WorkspaceService } from "../../src/index.ts"
-import { type DomainTestRuntime, makeDomainRuntime, type R, rowsRead } from "../runtime.ts"
+import { type DomainTestRuntime, holdStatistics, makeDomainRuntime, type R, rowsRead } from "../runtime.ts"
 
 let env: DomainTestRuntime
 beforeAll(async () => {
@@ -52,8 +52,8 @@ const purgeAfter = (shape: {
             FROM unnest(${hooks}::text[]) WITH ORDINALITY AS h(id, n), generate_series(1, ${perHook}) AS i`
       yield* insert(shape.perHook, "r", now - 20 * DAY_MS, 19 * DAY_MS)
       if (shape.oldPerHook) yield* insert(shape.oldPerHook, "o", now - 40 * DAY_MS, DAY_MS)
-      yield* sql`VACUUM ANALYZE webhook_deliveries`
-      yield* sql`VACUUM ANALYZE webhooks_removed`
+      yield* holdStatistics(sql, ["webhook_deliveries"], { vacuum: true })
+      yield* holdStatistics(sql, ["webhooks_removed"], { vacuum: true })
       yield* shape.after(sql, hooks, actor)
       const before = new Date(now - 30 * DAY_MS).toISOString()
       return yield* sql.withTransaction(
