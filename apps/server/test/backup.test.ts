@@ -95,8 +95,10 @@ describe.skipIf(!enabled)("backup and restore on the embedded default", { timeou
       }
       return n
     })()
-    const backup = await cliOk(original, "backup", file, "--json")
-    writing = false
+    writer.catch(() => {}) // awaited below; a refused write during the backup must fail the test, not the run
+    const backup = await cliOk(original, "backup", file, "--json").finally(() => {
+      writing = false
+    })
     expect(await writer).toBeGreaterThan(0)
     const summary = JSON.parse(backup.stdout)
     expect(summary.tables).toBeGreaterThan(10)

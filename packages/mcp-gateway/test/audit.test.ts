@@ -139,9 +139,11 @@ describe("a call the client cancels while it waits for an approval", () => {
     const h = await harness(async () => ({ content: [{ type: "text", text: "ok" }] }), { approval: true })
     const controller = new AbortController()
     const call = h.client.callTool({ name: "run", arguments: {} }, undefined, { signal: controller.signal })
+    // Handled from the start: if the poll fails, the harness's close rejects the call while nothing awaits it yet.
+    const refused = expect(call).rejects.toThrow(/pressed stop/)
     await expect.poll(() => h.contexts.length).toBe(1)
     controller.abort(new Error("the user pressed stop"))
-    await expect(call).rejects.toThrow(/pressed stop/)
+    await refused
     await new Promise((resolve) => setTimeout(resolve, 200))
     expect(h.calls).toEqual([])
     expect(h.tracked.map((e) => [e.type, e.data.reason])).toEqual([])

@@ -138,6 +138,7 @@ describe("an answer that is not the API's", () => {
     const proxy = await startProxy(t.url, (r) => (r.path === path ? (faults[reads++] ?? "pass") : "pass"))
     const runtime = clientFor(proxy.url, t.key).agent({ agentId: bot.id, approvalPollIntervalMs: 50, onDrop: () => {} })
     const waiting = runtime.waitForApproval(asked.id)
+    waiting.catch(() => {}) // awaited below; a rejection while the test polls must fail the test, not the run
     await expect.poll(() => reads, { timeout: 10_000 }).toBeGreaterThanOrEqual(3)
     await admin.approvals.decide(asked.id, { decision: "approved" })
     expect(await waiting).toMatchObject({ id: asked.id, status: "approved" })

@@ -291,8 +291,10 @@ describe("the refold's row locks", () => {
         }),
       ),
     )
+    blocker.catch(() => {}) // awaited below; so is refolded (a lock time-out must fail the test, not the run)
     await isLocked
     const refolded = run(content((s) => s.refold))
+    refolded.catch(() => {})
     await vi.waitFor(
       async () => {
         const [w] = await sql(

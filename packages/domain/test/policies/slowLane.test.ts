@@ -208,6 +208,7 @@ describe("the guard's slow lane", () => {
     const bCall = env
       .run(b.guard.simulate(b.actor, { agentId: b.agentId, action: "costly.call", context: { l: [2] } }))
       .then(() => finished.push("B"))
+    bCall.catch(() => {}) // awaited below, after A's calls (a refusal of one of them must not leave it unhandled)
     const results = await Promise.all(simulations)
     await bCall
     expect(results.every((r) => r.decision === "allow")).toBe(true)
