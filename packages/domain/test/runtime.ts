@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto"
 import { Database, type DatabaseShape } from "@agentgov/db"
 import { makeTestStore, type TestStore } from "@agentgov/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import type * as SqlClient from "effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
 import {
   Counters,
@@ -99,6 +99,46 @@ export const holdStatistics = (
     }
     yield* sql.unsafe(`${options.vacuum === true ? "VACUUM " : ""}ANALYZE ${tables.join(", ")}`)
   })
+
+/**
+ * A transaction of its own that runs `lock` and then stays open, holding the rows it locked, until `release` is
+ * called; `after` then runs in it before it commits, and `release` answers `after`'s value. `held` resolves once
+ * `lock` ran, and rejects if the transaction ended first. How a test puts another session's lock in a statement's
+ * way. The transaction's end is handled from the start: a failure while the test awaits something else fails the
+ * test where it releases, not the run.
+ */
+export const holdInTransaction = <A = undefined>(
+  run: <X>(effect: Effect.Effect<X, never, R>) => Promise<X>,
+  lock: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, unknown>,
+  after?: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>,
+) => {
+  let locked!: () => void
+  const isLocked = new Promise<void>((resolve) => (locked = resolve))
+  let release!: () => void
+  const released = new Promise<void>((resolve) => (release = resolve))
+  const done = run(
+    SqlClient.SqlClient.use((sql) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* lock(sql)
+          locked()
+          yield* Effect.promise(() => released)
+          return after === undefined ? (undefined as A) : yield* after(sql)
+        }),
+      ),
+    ).pipe(Effect.orDie),
+  )
+  done.catch(() => {})
+  const ended = done.then(() => Promise.reject(new Error("the holding transaction ended before it held its locks")))
+  ended.catch(() => {})
+  return {
+    held: Promise.race([isLocked, ended]),
+    release: (): Promise<A> => {
+      release()
+      return done
+    },
+  }
+}
 
 /** A Database with no store behind it: no statements, and `listen` as the test gives it (by default never told). */
 export const storelessDatabase = (listen: DatabaseShape["listen"] = async () => async () => {}) =>

@@ -19,7 +19,7 @@ import {
   WorkspaceService,
 } from "../../src/index.ts"
 import { newId } from "../../src/shared/ids.ts"
-import { type R, testSettings } from "../runtime.ts"
+import { holdInTransaction, type R, testSettings } from "../runtime.ts"
 import { fingerprintsV2, tokenizeV2 } from "./foldV2.ts"
 
 /**
@@ -278,23 +278,13 @@ describe("the refold's row locks", () => {
     const id = await storeV2(actor.workspaceId, ZH)
     // Another transaction holds the text's fingerprint rows: the refold's batch waits at its DELETE of them, holding
     // its lock on the item's row for as long (as a batch of long texts does while it fingerprints them).
-    let locked!: () => void
-    const isLocked = new Promise<void>((r) => (locked = r))
-    let release!: () => void
-    const released = new Promise<void>((r) => (release = r))
-    const blocker = sql((s) =>
-      s.withTransaction(
-        Effect.gen(function* () {
-          yield* s`SELECT 1 FROM content_text_fingerprints WHERE content_id = ${id} FOR UPDATE`
-          locked()
-          yield* Effect.promise(() => released)
-        }),
-      ),
+    const blocker = holdInTransaction(
+      (effect) => rt.runPromise(effect),
+      (s) => s`SELECT 1 FROM content_text_fingerprints WHERE content_id = ${id} FOR UPDATE`,
     )
-    blocker.catch(() => {}) // awaited below; so is refolded (a lock time-out must fail the test, not the run)
-    await isLocked
+    await blocker.held
     const refolded = run(content((s) => s.refold))
-    refolded.catch(() => {})
+    refolded.catch(() => {}) // awaited below: a lock time-out while the test waits must fail the test, not the run
     await vi.waitFor(
       async () => {
         const [w] = await sql(
@@ -317,8 +307,7 @@ describe("the refold's row locks", () => {
         ),
       ) as Effect.Effect<ReadonlyArray<{ ok: number }>, unknown, R>,
     )
-    release()
-    await blocker
+    await blocker.release()
     expect(await refolded).toBeGreaterThanOrEqual(1)
     expect(Exit.isSuccess(checked) ? checked.value : checked.cause.toString()).toEqual([{ ok: 1 }])
     expect(await foldOf([id])).toEqual([FOLD_VERSION])

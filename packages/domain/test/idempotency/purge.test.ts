@@ -2,7 +2,14 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { IDEMPOTENCY_WINDOW_MS, Idempotency } from "../../src/index.ts"
-import { at, type DomainTestRuntime, holdStatistics, makeDomainRuntime, rowsRead } from "../runtime.ts"
+import {
+  at,
+  type DomainTestRuntime,
+  holdInTransaction,
+  holdStatistics,
+  makeDomainRuntime,
+  rowsRead,
+} from "../runtime.ts"
 
 // The periodic purge of Idempotency-Key records older than the replay window (the server's 30-second sweep).
 
@@ -70,29 +77,17 @@ describe("the purge of expired Idempotency-Keys", () => {
     const now = Date.now()
     await t.run(keys("ws_purge_b", "old", 3, now - IDEMPOTENCY_WINDOW_MS - HOUR, MINUTE))
     // A claim of an expired key deletes it before taking it again: its row is locked until the claim commits.
-    let locked!: () => void
-    const isLocked = new Promise<void>((r) => (locked = r))
-    let purged!: () => void
-    const isPurged = new Promise<void>((r) => (purged = r))
-    const claim = t.run(
-      SqlClient.SqlClient.use((sql) =>
-        sql.withTransaction(
-          Effect.gen(function* () {
-            yield* sql`SELECT 1 FROM idempotency_keys WHERE workspace_id = 'ws_purge_b' AND key = 'old1' FOR UPDATE`
-            locked()
-            yield* Effect.promise(() => isPurged)
-          }),
-        ),
-      ).pipe(Effect.orDie),
+    const claim = holdInTransaction(
+      t.run,
+      (sql) => sql`SELECT 1 FROM idempotency_keys WHERE workspace_id = 'ws_purge_b' AND key = 'old1' FOR UPDATE`,
     )
-    await isLocked
+    await claim.held
     try {
       // Without SKIP LOCKED the purge waits here for the claim, until its 5 s lock time-out.
       await purgeAt(now)
       expect(await keysOf("ws_purge_b")).toEqual(["old1"])
     } finally {
-      purged()
-      await claim
+      await claim.release()
     }
     await purgeAt(now)
     expect(await keysOf("ws_purge_b")).toEqual([])

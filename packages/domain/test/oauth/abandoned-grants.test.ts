@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { OAuthService } from "../../src/index.ts"
-import { at, type DomainTestRuntime, makeDomainRuntime } from "../runtime.ts"
+import { at, type DomainTestRuntime, holdInTransaction, makeDomainRuntime } from "../runtime.ts"
 import { appOf, CALLBACK } from "./app.ts"
 
 // A consent whose code the app never exchanged leaves a grant that can never act: once its code expired it is no
@@ -130,30 +130,22 @@ describe("OAuth grants whose code was never exchanged", () => {
       )
 
     // A replay of the spent code, as the exchange runs it: the code's row locked, then (it was used) the grant revoked.
-    let locked!: () => void
-    const isLocked = new Promise<void>((r) => (locked = r))
-    let swept!: () => void
-    const isSwept = new Promise<void>((r) => (swept = r))
-    const replay = t.run(
-      SqlClient.SqlClient.use((sql) =>
-        sql.withTransaction(
-          Effect.gen(function* () {
-            yield* sql`SET LOCAL lock_timeout = '5s'`
-            yield* sql`SELECT 1 FROM oauth_codes WHERE grant_id = ${grant!.id} FOR UPDATE`
-            locked()
-            yield* Effect.promise(() => isSwept)
-            return yield* sql<{ id: string }>`UPDATE oauth_grants SET revoked_at = now(), revoked_reason = 'code_reused'
-                WHERE id = ${grant!.id} AND revoked_at IS NULL RETURNING id`
-          }),
+    const replay = holdInTransaction(
+      t.run,
+      (sql) =>
+        Effect.andThen(
+          sql`SET LOCAL lock_timeout = '5s'`,
+          sql`SELECT 1 FROM oauth_codes WHERE grant_id = ${grant!.id} FOR UPDATE`,
         ),
-      ).pipe(Effect.orDie),
+      (sql) =>
+        sql<{ id: string }>`UPDATE oauth_grants SET revoked_at = now(), revoked_reason = 'code_reused'
+            WHERE id = ${grant!.id} AND revoked_at IS NULL RETURNING id`,
     )
-    await isLocked
+    await replay.held
     const late = t0 + 2 * HOUR
     // The sweep takes the grant but not its code, and leaves both; the replay's revocation then goes through.
     expect(await sweepAt(late)).toBe(0)
-    swept()
-    expect(await replay).toEqual([{ id: grant!.id }])
+    expect(await replay.release()).toEqual([{ id: grant!.id }])
     expect(await rowsOf([grant!.id])).toEqual({ grants: [{ id: grant!.id }], codes: [{ grant_id: grant!.id }] })
     // The next run deletes it, with its code.
     expect(await sweepAt(late)).toBe(1)
