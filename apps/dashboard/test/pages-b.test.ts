@@ -99,7 +99,7 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     await dialog.getByLabel("Endpoint URL").fill("http://10.1.2.3/hook")
     await dialog.getByRole("button", { name: "Add webhook" }).click()
     const urlField = dialog.getByLabel("Endpoint URL")
-    await expect.poll(() => urlField.getAttribute("aria-invalid")).toBe("true")
+    await expect.poll(() => urlField.getAttribute("aria-invalid"), { timeout: 10_000 }).toBe("true")
     const urlError = await dialog.locator(".field-invalid .field-error").first().textContent()
     expect(urlError).toMatch(/private|not public|refused|address/i)
 
@@ -179,12 +179,16 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
       .and(page.locator(":enabled"))
       .waitFor({ timeout: 30_000 })
     await page.getByLabel("Agent").selectOption({ label: "report-agent" })
-    await expect.poll(() => page.getByRole("table", { name: "Compliance reports" }).getByRole("row").count()).toBe(2)
+    await expect
+      .poll(() => page.getByRole("table", { name: "Compliance reports" }).getByRole("row").count(), { timeout: 10_000 })
+      .toBe(2)
 
     await page.getByRole("tab", { name: "Certifications" }).click()
     await page.getByRole("heading", { name: "No certification in force" }).waitFor()
     const certify = page.getByRole("form", { name: "Certify an agent" })
-    await expect.poll(() => certify.getByLabel("Ready report of this agent").inputValue()).toMatch(/^rpt_/)
+    await expect
+      .poll(() => certify.getByLabel("Ready report of this agent").inputValue(), { timeout: 10_000 })
+      .toMatch(/^rpt_/)
     await certify.getByRole("button", { name: "Issue certification" }).click()
     const unmet = page.getByTestId("unmet-controls")
     await unmet.waitFor()
@@ -275,7 +279,7 @@ describe.skipIf(!hasChromium)("the configuration pages in Chromium", () => {
     await dialog.getByLabel("Redirect URIs").fill("http://app.example.com/callback")
     await dialog.getByRole("button", { name: "Register" }).click()
     const uris = dialog.getByLabel("Redirect URIs")
-    await expect.poll(() => uris.getAttribute("aria-invalid")).toBe("true")
+    await expect.poll(() => uris.getAttribute("aria-invalid"), { timeout: 10_000 }).toBe("true")
     await uris.fill("https://app.example.com/callback")
     await dialog.getByRole("button", { name: "Register" }).click()
     const done = page.getByRole("dialog", { name: "App registered" })

@@ -100,7 +100,7 @@ describe("answering", () => {
     expect(await res.json()).toEqual({ ok: true, data: { eventId: env.id, handlers: 1 } })
     expect(finished).toBe(false)
 
-    await expect.poll(() => started).toBe(true)
+    await expect.poll(() => started, { timeout: 10_000 }).toBe(true)
     const health = await (await fetch(`${url}/healthz`)).json()
     expect(health).toMatchObject({ status: "ok", inFlight: 1, queueDepth: 0 })
 
@@ -414,7 +414,7 @@ describe("background work", () => {
       }),
     )
     for (let i = 0; i < 5; i++) expect((await deliver(endpoint, envelope())).status).toBe(202)
-    await expect.poll(() => app.health().inFlight).toBe(2)
+    await expect.poll(() => app.health().inFlight, { timeout: 10_000 }).toBe(2)
     expect(app.health().queueDepth).toBe(3)
     release.open()
     await app.idle()
@@ -476,7 +476,7 @@ describe("close", () => {
       }),
     )
     await deliver(endpoint, envelope())
-    await expect.poll(() => app.health().inFlight).toBe(1)
+    await expect.poll(() => app.health().inFlight, { timeout: 10_000 }).toBe(1)
 
     let closed = false
     const closing = app.close({ timeoutMs: 5000 }).then((result) => {
@@ -517,7 +517,7 @@ describe("close", () => {
     )
     await deliver(endpoint, envelope())
     await deliver(endpoint, envelope())
-    await expect.poll(() => app.health()).toMatchObject({ inFlight: 1, queueDepth: 1 })
+    await expect.poll(() => app.health(), { timeout: 10_000 }).toMatchObject({ inFlight: 1, queueDepth: 1 })
 
     const result = await app.close({ timeoutMs: 50 })
     expect(result).toEqual({ drained: false, abandoned: 1, deadLettered: 1 })
@@ -534,7 +534,7 @@ describe("close", () => {
       }),
     )
     await deliver(endpoint, envelope())
-    await expect.poll(() => app.health().retrying).toBe(1)
+    await expect.poll(() => app.health().retrying, { timeout: 10_000 }).toBe(1)
     const result = await app.close({ timeoutMs: 5000 })
     expect(result).toEqual({ drained: true, abandoned: 0, deadLettered: 1 })
     expect(app.deadLetters()).toMatchObject([{ reason: "shutdown", attempts: 1, error: { message: "down" } }])

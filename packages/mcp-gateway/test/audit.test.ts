@@ -117,7 +117,7 @@ describe("a call forwarded to the server that fails there", () => {
     expect(late.code).toBe(ErrorCode.RequestTimeout)
     expect(h.calls).toHaveLength(2)
     // Both reached the server (which may have acted): the trail says so, as a failed call.
-    await expect.poll(() => h.tracked.filter((e) => e.type === "mcp.tool.called").length).toBe(2)
+    await expect.poll(() => h.tracked.filter((e) => e.type === "mcp.tool.called").length, { timeout: 10_000 }).toBe(2)
     const called = h.tracked.filter((e) => e.type === "mcp.tool.called").map((e) => e.data)
     for (const data of called)
       expect(data).toMatchObject({
@@ -141,7 +141,7 @@ describe("a call the client cancels while it waits for an approval", () => {
     const call = h.client.callTool({ name: "run", arguments: {} }, undefined, { signal: controller.signal })
     // Handled from the start: if the poll fails, the harness's close rejects the call while nothing awaits it yet.
     const refused = expect(call).rejects.toThrow(/pressed stop/)
-    await expect.poll(() => h.contexts.length).toBe(1)
+    await expect.poll(() => h.contexts.length, { timeout: 10_000 }).toBe(1)
     controller.abort(new Error("the user pressed stop"))
     await refused
     await new Promise((resolve) => setTimeout(resolve, 200))

@@ -212,7 +212,7 @@ describe("WebhookClient: answers whose body is cut off, endless or hung", () => 
       expect(ok.responseTimeMs).toBeGreaterThanOrEqual(1_999)
       expect(busy).toMatchObject({ success: false, statusCode: 503, error: "HTTP 503" })
       // Neither socket is left open (nor put back in the pool) with the rest of its body pending.
-      await expect.poll(() => hung.closed.length + hungError.closed.length).toBe(2)
+      await expect.poll(() => hung.closed.length + hungError.closed.length, { timeout: 10_000 }).toBe(2)
     } finally {
       await Promise.all([hung.close(), hungError.close()])
     }
@@ -232,7 +232,7 @@ describe("WebhookClient: answers whose body is cut off, endless or hung", () => 
     })
     try {
       expect(await send(loose, endless.url, 5_000)).toMatchObject({ success: true, statusCode: 200 })
-      await expect.poll(() => endless.closed.length).toBe(1)
+      await expect.poll(() => endless.closed.length, { timeout: 10_000 }).toBe(1)
       expect(written).toBeLessThan(64 * 1024 * 1024)
     } finally {
       await endless.close()
