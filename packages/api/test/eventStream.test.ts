@@ -3,7 +3,7 @@ import { connect, type Socket } from "node:net"
 import { Database } from "@agentgov/db"
 import { type Actor, CredentialWatch, EventFeed, StreamSlots } from "@agentgov/domain"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { afterEach, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 // The store under the feed, replaced by rows in memory: not part of the domain's public surface.
 import { EventRepo, type EventRow, toEvent } from "../../domain/src/audit/EventRepo.ts"
 import type { Executor, Runtime } from "../src/Executor.ts"
@@ -56,11 +56,18 @@ const start = async (count: number, options: Parameters<typeof makeEventStreamHa
     }),
   )
   let released = 0
+  let acquired = 0
   const services = Layer.mergeAll(
     EventFeed.layer.pipe(Layer.provide(Layer.mergeAll(repo, db))),
     Layer.succeed(CredentialWatch)(CredentialWatch.of({ watch: () => ({ checking: () => false, stop: () => {} }) })),
     Layer.succeed(StreamSlots)(
-      StreamSlots.of({ acquire: () => Effect.succeed({ ok: true, release: () => void released++ }) }),
+      StreamSlots.of({
+        acquire: () =>
+          Effect.sync(() => {
+            acquired++
+            return { ok: true, release: () => void released++ }
+          }),
+      }),
     ),
   )
   const runtime = ManagedRuntime.make(services) as unknown as Runtime
@@ -81,6 +88,8 @@ const start = async (count: number, options: Parameters<typeof makeEventStreamHa
   return {
     open,
     released: () => released,
+    /** Slots taken: a stream holds one from its start (as soon as its response begins) to its end. */
+    acquired: () => acquired,
     /** Connections the server holds open. */
     connections: () => new Promise<number>((resolve) => server.getConnections((_, n) => resolve(n))),
     closeStreams: () => handler.closeAll(),
@@ -147,7 +156,8 @@ describe("GET /events/stream and clients that read slowly or not at all", () => 
     const socket = s.open("evt_1")
     socket.pause()
     socket.on("error", () => {})
-    await new Promise((r) => setTimeout(r, 150))
+    // Open once it took its slot (a fixed wait once ran out before the server got to it).
+    await vi.waitFor(() => expect(s.acquired()).toBe(1), { timeout: 5_000, interval: 20 })
     s.closeStreams()
     expect(s.released()).toBe(1)
     const deadline = Date.now() + 3_000

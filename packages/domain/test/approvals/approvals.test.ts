@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import {
   type Actor,
   AgentService,
@@ -633,6 +633,24 @@ describe("an agent deregistered mid-approval", () => {
   })
 })
 
+/**
+ * Until a transaction of this test sleeps in its `pg_sleep(0.6)`, its locks taken: the call raced against it then
+ * comes second however slow the machine (a fixed 200 ms wait assumed the holder got there first).
+ */
+const holderSleeping = () =>
+  vi.waitFor(
+    async () => {
+      const [sleeping] = await run(
+        SqlClient.SqlClient.use(
+          (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep(0.6)%'`,
+        ),
+      )
+      expect(sleeping!.n).toBe(1)
+    },
+    { timeout: 10_000, interval: 20 },
+  )
+
 describe("a decision racing its agent's deregistration", () => {
   /** Runs `effect` in a transaction that holds its locks 600 ms more before committing. */
   const holding = <A, E>(effect: Effect.Effect<A, E, R>) =>
@@ -652,7 +670,7 @@ describe("a decision racing its agent's deregistration", () => {
     const { actor, agentId } = await setup()
     const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
     const deciding = holding(ApprovalService.use((s) => s.decide(actor, a.id, { decision: "approved" })))
-    await new Promise((r) => setTimeout(r, 200))
+    await holderSleeping()
     await run(AgentService.use((s) => s.deregister(actor, agentId)))
     expect((await deciding).status).toBe("approved")
     expect((await run(ApprovalService.use((s) => s.get(actor, a.id)))).status).toBe("approved")
@@ -666,7 +684,7 @@ describe("a decision racing its agent's deregistration", () => {
     const a = await run(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" })))
     // Its agent read before the deregistration commits (active): only the row's state refuses the decision.
     const deregistering = holding(AgentService.use((s) => s.deregister(actor, agentId)))
-    await new Promise((r) => setTimeout(r, 200))
+    await holderSleeping()
     const error = await failure(ApprovalService.use((s) => s.decide(actor, a.id, { decision: "approved" }))).finally(
       () => deregistering,
     )
@@ -695,7 +713,7 @@ describe("an approval requested while its agent is being deregistered", () => {
         ),
       ),
     )
-    await new Promise((r) => setTimeout(r, 200))
+    await holderSleeping()
     const error = await failure(ApprovalService.use((s) => s.create(actor, { agentId, action: "x" }))).finally(
       () => deregistering,
     )
@@ -745,7 +763,7 @@ describe("a guard call's approval racing its agent's deregistration", () => {
         ),
       ),
     )
-    await new Promise((r) => setTimeout(r, 200))
+    await holderSleeping()
     const asked = await askAsGuard(actor, agentId).finally(() => deregistering)
     expect(asked).toEqual({ kind: "deregistered" })
     expect(await requestedEvents(actor.workspaceId)).toBe(0)
