@@ -172,7 +172,11 @@ describe("GET /metrics", () => {
       `POST /api/v1/events/ingest HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${t.key}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"events":`,
       false,
     )
-    await new Promise((r) => setTimeout(r, 200))
+    // The cut-off request is counted when the server sees its socket close: scraped until it is (then exactly).
+    const cutOff = async () =>
+      sum(family((await scrape()).families, "agentgov_http_requests_total"), { surface: "rest", status: "499" }) -
+      sum(family(after.families, "agentgov_http_requests_total"), { surface: "rest", status: "499" })
+    await expect.poll(cutOff, { timeout: 10_000 }).toBeGreaterThanOrEqual(1)
     const last = await scrape()
     expect(
       sum(family(last.families, "agentgov_http_requests_total"), { surface: "other", status: "400" }) -

@@ -1093,8 +1093,9 @@ describe.runIf(process.env.DATABASE_URL)("across server instances (PostgreSQL)",
           body: JSON.stringify({ agentId: agent.id, action }),
         })
         decisions.push(((await res.json()) as { data: { decision: string } }).data.decision)
-        // Longer than the counters' sync (100 ms): each call sees the ones before it, wherever they were made.
-        await new Promise((r) => setTimeout(r, 300))
+        // Ten of the counters' syncs (100 ms each): each call sees the ones before it, wherever they were made, on a
+        // loaded machine too (a sync takes a timer turn and a Redis round trip on each side).
+        await new Promise((r) => setTimeout(r, 1_000))
       }
       // Counted per instance, the fourth and fifth calls would be each instance's second and third.
       expect(decisions).toEqual(["allow", "allow", "allow", "deny", "deny"])

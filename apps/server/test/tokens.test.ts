@@ -267,7 +267,8 @@ describe("signing key rotation", () => {
     const before = await exchange(t.key)
     const oldKid = decodeProtectedHeader(before.token).kid!
     const run = <A>(effect: Effect.Effect<A, never, SigningKeys>) => t.server.runtime.runPromise(effect)
-    const next = await run(SigningKeys.use((k) => k.rotate(1_500)))
+    // Five seconds before it signs: the checks of "not yet" below must all come before that on a loaded machine too.
+    const next = await run(SigningKeys.use((k) => k.rotate(5_000)))
     const published = async () =>
       ((await (await fetch(`${t.url}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map(
         (k) => k.kid,

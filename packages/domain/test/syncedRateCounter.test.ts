@@ -80,7 +80,8 @@ describe.runIf(process.env.REDIS_URL)("rate counters shared through Redis", () =
     const k = key()
     a.hit(k, WINDOW, 10, now)
     a.hit(k, WINDOW, 10, now)
-    await new Promise((r) => setTimeout(r, 200))
+    // Fifty of its syncs: a timer turn and a round trip to the store each, on a loaded machine too.
+    await new Promise((r) => setTimeout(r, 1_000))
     const b = new SyncedRateCounter(store, MANUAL)
     b.hit(k, WINDOW, 10, now)
     await b.sync(now)

@@ -6,7 +6,7 @@ import { join } from "node:path"
 import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
 import type { ConnectorDefinition } from "@agentgov/connector-sdk/runtime"
 import { afterAll, describe, expect, it } from "vitest"
-import { type FakeRequest, kill9, runCommand, sleep, spawnConnector, startHttpFake, waitFor } from "./processes.ts"
+import { type FakeRequest, kill9, runCommand, spawnConnector, startHttpFake, waitFor } from "./processes.ts"
 import { newSecret, useConnectorRig } from "./rig.ts"
 
 /**
@@ -186,10 +186,13 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
         const bodies = proxy.requests.map((r) => JSON.parse(r.raw))
         expect(bodies.map((b) => b.id)).toEqual([eventId, eventId])
         expect(bodies.map((b) => b.metadata.attempt)).toEqual([1, 2])
+        // The fake records the retry before the connector has it: its log line says the connector took it.
+        await waitFor(
+          () => rig.connector.logs().some((l) => l.msg === "duplicate ignored" && l.eventId === eventId),
+          "the connector's record of the duplicate",
+        )
         await rig.connector.running.idle()
-        await sleep(200)
         expect(rig.fake.accepted()).toHaveLength(before + 1)
-        expect(rig.connector.logs().some((l) => l.msg === "duplicate ignored" && l.eventId === eventId)).toBe(true)
       } finally {
         await proxy.close()
       }
