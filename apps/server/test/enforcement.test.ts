@@ -726,7 +726,8 @@ describe("the server's own sweep", () => {
       const agent = await s.call("POST", "/api/v1/agents", { body: { name: unique("swept") } })
       const agentId = agent.body.data.id
       const e = await s.call("POST", "/api/v1/enforcement", {
-        body: { agentId, type: "suspension", reason: "r", durationSeconds: 1 },
+        // 3 s: still in force when read back below on a loaded machine; the sweep's loop waits up to 10 s.
+        body: { agentId, type: "suspension", reason: "r", durationSeconds: 3 },
       })
       const a = await s.call("POST", "/api/v1/approvals", { body: { agentId, action: "x", timeoutSeconds: 1 } })
       expect([e.status, a.status]).toEqual([201, 201])
