@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto"
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { chainHash, GENESIS_HASH } from "../src/chain.ts"
 import { canonicalize } from "../src/jcs.ts"
@@ -167,6 +168,76 @@ describe("RFC 8785 canonicalization", () => {
     const value = { z: [1.5, "x\u0001", { y: null, b: [true] }], a: { "\ud83d\ude00": 1e-7, "\ufb33": -0 } }
     const once = canonicalize(value)
     expect(canonicalize(JSON.parse(once))).toBe(once)
+  })
+})
+
+/** RFC 8785 written out plainly (every object's keys sorted): what `canonicalize` must equal on either of its paths. */
+const reference = (value: unknown): string => {
+  if (value === null || typeof value !== "object") {
+    if (typeof value === "number" && !Number.isFinite(value)) throw new TypeError("non-finite")
+    if (!["number", "string", "boolean"].includes(typeof value) && value !== null) throw new TypeError("not JSON")
+    return JSON.stringify(Object.is(value, -0) ? 0 : value)
+  }
+  if (Array.isArray(value)) {
+    return `[${Array.from(value, (v) => {
+      if (v === undefined) throw new TypeError("undefined element")
+      return reference(v)
+    }).join(",")}]`
+  }
+  const members = Object.keys(value)
+    .sort()
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .map((k) => `${JSON.stringify(k)}:${reference((value as Record<string, unknown>)[k])}`)
+  return `{${members.join(",")}}`
+}
+
+/** The same value with every object's keys inserted in code-unit order: what takes the JSON.stringify path. */
+const ordered = (value: unknown): unknown =>
+  Array.isArray(value)
+    ? value.map(ordered)
+    : value !== null && typeof value === "object"
+      ? Object.fromEntries(
+          Object.keys(value)
+            .sort()
+            .map((k) => [k, ordered((value as Record<string, unknown>)[k])]),
+        )
+      : value
+
+describe("canonicalize's two paths", () => {
+  it("write what RFC 8785 writes, for any JSON value, in its own key order and in code-unit order", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(canonicalize(value)).toBe(reference(value))
+        expect(canonicalize(ordered(value))).toBe(reference(value))
+        expect(canonicalize(JSON.parse(JSON.stringify(value)))).toBe(reference(value))
+      }),
+      { numRuns: 2_000 },
+    )
+  })
+
+  it("write keys in code-unit order when objects list them otherwise (integer-like keys, non-BMP, nested)", () => {
+    // Object.keys lists integer-like keys first, ascending: in code-unit order "10" comes before "9".
+    expect(canonicalize({ "9": 1, "10": 2 })).toBe('{"10":2,"9":1}')
+    expect(canonicalize({ a: { "\ufb33": 1, "\ud83d\ude00": 2 } })).toBe('{"a":{"\ud83d\ude00":2,"\ufb33":1}}')
+    expect(canonicalize([{ a: 1, b: { d: 1, c: 2 } }])).toBe('[{"a":1,"b":{"c":2,"d":1}}]')
+  })
+
+  it("refuse what JSON cannot hold even where the keys are in order", () => {
+    expect(() => canonicalize({ a: 1, b: [1, undefined] })).toThrow(TypeError)
+    // A hole reads as undefined: JSON.stringify would write null.
+    // biome-ignore lint/suspicious/noSparseArray: the hole is the case
+    expect(() => canonicalize([1, , 2])).toThrow(TypeError)
+    expect(() => canonicalize({ a: 1, b: Number.NaN })).toThrow(TypeError)
+    expect(() => canonicalize({ a: () => 1 })).toThrow(TypeError)
+    expect(() => canonicalize({ a: 1n })).toThrow(TypeError)
+  })
+
+  it("treat objects of other prototypes as their own keys, not their toJSON", () => {
+    // JSON.stringify would write a Date as its ISO string; canonicalize has always written its (no) own keys.
+    expect(canonicalize({ a: new Date(0) })).toBe('{"a":{}}')
+    expect(canonicalize({ a: { toJSON: "x" } })).toBe('{"a":{"toJSON":"x"}}')
+    expect(canonicalize(Object.assign(Object.create(null), { a: 1, b: -0 }))).toBe('{"a":1,"b":0}')
+    expect(canonicalize({ a: undefined, b: 1 })).toBe('{"b":1}')
   })
 })
 

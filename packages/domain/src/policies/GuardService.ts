@@ -65,7 +65,7 @@ const REFUSAL: Record<Exclude<ApprovalUse, { ok: true }>["reason"], [string, str
 }
 
 /** A decision as it is answered: the rules' decision, changed by an approval used or refused. */
-interface Verdict {
+export interface Verdict {
   readonly decided: Decision
   decision: DecisionKind
   reasons: Array<GuardReason>
@@ -131,21 +131,23 @@ const enforcesOnDeny = (set: CompiledPolicySet, decided: Decision) =>
   )
 
 /** The decision's events (D6): `policy.evaluated` always, `policy.denied` on a deny, `policy.violated` on a deny or a matched monitor rule. */
-const eventsOf = (agentId: string, action: string, verdict: Verdict): Array<NewEvent> => {
+export const eventsOf = (agentId: string, action: string, verdict: Verdict): Array<NewEvent> => {
   const { decided, decision, reasons, approvalId } = verdict
   const allowed = decision === "allow"
   const events: Array<NewEvent> = [
     {
       type: "policy.evaluated",
       agentId,
+      // Every object of these events lists its keys in code-unit order (the engine's matched rules and reasons
+      // too): the trail's canonical text is then JSON.stringify's, about a third of the general path's cost.
       data: {
-        agentId,
         action,
-        decision,
+        agentId,
         allowed,
+        ...(approvalId !== undefined ? { approvalId } : {}),
+        decision,
         matched: decided.matched,
         reasons,
-        ...(approvalId !== undefined ? { approvalId } : {}),
       },
     },
   ]
@@ -153,7 +155,7 @@ const eventsOf = (agentId: string, action: string, verdict: Verdict): Array<NewE
     events.push({
       type: "policy.denied",
       agentId,
-      data: { agentId, action, matched: decided.matched.filter((m) => m.mode === "enforce"), reasons },
+      data: { action, agentId, matched: decided.matched.filter((m) => m.mode === "enforce"), reasons },
     })
   const monitored = decided.matched.filter((m) => m.mode === "monitor")
   if (decision === "deny" || monitored.length > 0) {
@@ -166,16 +168,16 @@ const eventsOf = (agentId: string, action: string, verdict: Verdict): Array<NewE
         : []),
       ...monitored.map((m) => ({
         code: "POLICY_MONITORED",
+        effect: m.effect,
         message:
           reasons.find((r) => r.code === "POLICY_MONITORED" && r.ruleId === m.ruleId)?.message ??
           `monitored rule "${m.ruleId}" matched`,
+        mode: m.mode,
         policyId: m.policyId,
         ruleId: m.ruleId,
-        effect: m.effect,
-        mode: m.mode,
       })),
     ]
-    events.push({ type: "policy.violated", agentId, data: { agentId, action, decision, violations } })
+    events.push({ type: "policy.violated", agentId, data: { action, agentId, decision, violations } })
   }
   return events
 }

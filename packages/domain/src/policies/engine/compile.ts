@@ -330,11 +330,11 @@ const invalidStandIn = (input: PolicyInput, issue: PolicyIssue | undefined, ordi
     condition: undefined,
     cost: 1,
     matched: Object.freeze({
+      effect: "deny" as const,
+      mode,
       policyId: input.id,
       policyVersion: input.version,
       ruleId,
-      effect: "deny" as const,
-      mode,
     }),
     reason: Object.freeze({
       code: "CONDITION_ERROR" as const,
@@ -415,12 +415,14 @@ export const compilePolicies = (
         effect: r.effect,
         condition,
         cost: 1 + (condition === undefined ? 0 : conditionCost(condition)),
+        // Keys in code-unit order, as in `reason` and `monitorNote`: the guard's events carry these objects, and
+        // data listing its keys in order is canonicalized by JSON.stringify (`canonicalize`'s fast path).
         matched: Object.freeze({
+          effect: r.effect,
+          mode: doc.mode,
           policyId: input.id,
           policyVersion: input.version,
           ruleId: r.id,
-          effect: r.effect,
-          mode: doc.mode,
         }),
         reason: Object.freeze({
           code: REASON_CODE_OF[r.effect],
