@@ -112,6 +112,7 @@ export class CompiledPolicySet {
   readonly #general: Array<{ readonly glob: Glob; readonly rules: Array<CompiledRule> }> = []
   /** What trying an action against every one of {@link #general} can cost at most. */
   readonly scanCost: number
+  #tried = 0
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
   readonly #costs = new Map<string, number>()
   /** Rules with an automatic enforcement, by `policyId \u0000 ruleId`. */
@@ -163,6 +164,15 @@ export class CompiledPolicySet {
       scan += entry.glob.cost(GUARD_ACTION_MAX_LENGTH)
     }
     this.scanCost = scan
+  }
+
+  /**
+   * How many times this set has tried an action against one of the patterns the index cannot look up (each such
+   * pattern, at every lookup not served from the cache): what tests count to show that a path does not try every
+   * pair, instead of timing it.
+   */
+  get patternsTried(): number {
+    return this.#tried
   }
 
   /** The automatic enforcement of a rule (deny rules of enforce-mode policies only), if it has one. */
@@ -253,7 +263,10 @@ export class CompiledPolicySet {
         }
       }
     }
-    if (withGeneral) for (const { glob, rules } of this.#general) if (glob.test(action)) add(rules)
+    if (withGeneral) {
+      this.#tried += this.#general.length
+      for (const { glob, rules } of this.#general) if (glob.test(action)) add(rules)
+    }
     if (found.length < 2) return found
     found.sort((a, b) => a.ordinal - b.ordinal)
     // A rule with several matching patterns is found once per pattern.

@@ -24,7 +24,7 @@ export {
   ReasonCode,
 } from "./Decision.ts"
 export { type EvaluationEnv, evaluate, evaluationCostSpent, type GuardRequest } from "./evaluate.ts"
-export { compileGlob, GLOB_MAX_LENGTH, GLOB_MAX_STARS, type Glob, globProblem } from "./glob.ts"
+export { automatonRuns, compileGlob, GLOB_MAX_LENGTH, GLOB_MAX_STARS, type Glob, globProblem } from "./glob.ts"
 export {
   AGENT_FIELDS,
   type AgentField,
