@@ -4,12 +4,21 @@
  * ECMAScript's shortest round-trip form, strings escaped as JSON.stringify does.
  *
  * JSON.stringify already writes numbers, strings and literals as RFC 8785 does (ECMAScript's Number::toString,
- * -0 as 0); only key order can differ. So a value whose every object lists its keys in code-unit order, built of
- * plain objects, arrays, strings, booleans, null and finite numbers, is canonicalized by JSON.stringify, about
- * three times faster (events the service builds list their keys so). One walk decides, stopping at the first
- * object out of order; anything else takes the general path below, so the cost stays linear.
+ * -0 as 0); only key order can differ. So, cheapest first:
+ * - a value whose every object lists its keys in code-unit order, built of plain objects, arrays, strings,
+ *   booleans, null and finite numbers, is JSON.stringify's as it is (events the service builds list their keys
+ *   so; about a third of the general path's cost);
+ * - otherwise a copy with every object's keys inserted in order is (about two thirds of it), unless an object
+ *   holds a key an object cannot list in insertion order (integer-like keys come first, `__proto__` sets the
+ *   prototype);
+ * - and then the general path writes the text itself.
+ * Each step walks the value once and stops at what rules it out, so the cost stays linear.
  */
-export const canonicalize = (value: unknown): string => (inOrder(value) ? JSON.stringify(value) : general(value))
+export const canonicalize = (value: unknown): string => {
+  if (inOrder(value)) return JSON.stringify(value)
+  const copy = orderedCopy(value)
+  return copy === UNORDERABLE ? general(value) : JSON.stringify(copy)
+}
 
 /** True when JSON.stringify writes `value` exactly as RFC 8785 does (see above). */
 const inOrder = (value: unknown): boolean => {
@@ -41,6 +50,56 @@ const inOrder = (value: unknown): boolean => {
     }
     default:
       return false
+  }
+}
+
+const UNORDERABLE: unique symbol = Symbol("a key an object cannot list in insertion order")
+
+/**
+ * `value` with every object's keys inserted in code-unit order, as plain objects and arrays (own enumerable keys
+ * only, as the general path reads them), or UNORDERABLE. Refuses what the general path refuses, with its errors.
+ */
+const orderedCopy = (value: unknown): unknown => {
+  if (value === null) return value
+  switch (typeof value) {
+    case "boolean":
+    case "string":
+      return value
+    case "number":
+      if (!Number.isFinite(value)) throw new TypeError("JCS: non-finite number")
+      return value
+    case "object": {
+      if (Array.isArray(value)) {
+        const out = new Array(value.length)
+        for (let i = 0; i < value.length; i++) {
+          // A hole or an undefined element is refused (the default case below), as the general path refuses it.
+          const o = orderedCopy(value[i])
+          if (o === UNORDERABLE) return UNORDERABLE
+          out[i] = o
+        }
+        return out
+      }
+      const obj = value as Record<string, unknown>
+      const keys = Object.keys(obj)
+      for (let i = 0; i < keys.length; i++) {
+        const first = keys[i]!.charCodeAt(0)
+        // A key starting with a digit may be integer-like, listed first whatever the insertion order.
+        if ((first >= 48 && first <= 57) || keys[i] === "__proto__") return UNORDERABLE
+      }
+      keys.sort()
+      const out: Record<string, unknown> = {}
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i]!
+        const v = obj[k]
+        if (v === undefined) continue
+        const o = orderedCopy(v)
+        if (o === UNORDERABLE) return UNORDERABLE
+        out[k] = o
+      }
+      return out
+    }
+    default:
+      throw new TypeError(`JCS: cannot canonicalize ${typeof value}`)
   }
 }
 

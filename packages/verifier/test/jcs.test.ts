@@ -191,7 +191,7 @@ const reference = (value: unknown): string => {
   return `{${members.join(",")}}`
 }
 
-/** The same value with every object's keys inserted in code-unit order: what takes the JSON.stringify path. */
+/** The same value with every object's keys inserted in code-unit order: what JSON.stringify writes as it is. */
 const ordered = (value: unknown): unknown =>
   Array.isArray(value)
     ? value.map(ordered)
@@ -203,7 +203,7 @@ const ordered = (value: unknown): unknown =>
         )
       : value
 
-describe("canonicalize's two paths", () => {
+describe("canonicalize's three paths", () => {
   it("write what RFC 8785 writes, for any JSON value, in its own key order and in code-unit order", () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
@@ -222,7 +222,21 @@ describe("canonicalize's two paths", () => {
     expect(canonicalize([{ a: 1, b: { d: 1, c: 2 } }])).toBe('[{"a":1,"b":{"c":2,"d":1}}]')
   })
 
-  it("refuse what JSON cannot hold even where the keys are in order", () => {
+  it("write keys an object cannot list in insertion order, out of order or nested in objects out of order", () => {
+    // A copy would list "9" before "10" and take "__proto__" for its prototype: the general path writes these.
+    expect(canonicalize({ b: 1, a: { "9": 1, "10": 2 } })).toBe('{"a":{"10":2,"9":1},"b":1}')
+    expect(canonicalize({ b: 1, a: [{ z: 1, "1x": 2 }] })).toBe('{"a":[{"1x":2,"z":1}],"b":1}')
+    const proto = JSON.parse('{"z":1,"__proto__":{"b":2,"a":1}}')
+    expect(canonicalize(proto)).toBe('{"__proto__":{"a":1,"b":2},"z":1}')
+    expect(canonicalize({ y: [proto], x: 0 })).toBe('{"x":0,"y":[{"__proto__":{"a":1,"b":2},"z":1}]}')
+    // Out of order around them, a copy serves: objects in arrays, arrays in objects, empty ones.
+    expect(canonicalize({ b: [{ d: [], c: {} }], a: null })).toBe('{"a":null,"b":[{"c":{},"d":[]}]}')
+  })
+
+  it("refuse what JSON cannot hold whether the keys are in order or not", () => {
+    expect(() => canonicalize({ b: 1, a: [1, undefined] })).toThrow(TypeError)
+    expect(() => canonicalize({ b: 1, a: Number.POSITIVE_INFINITY })).toThrow(TypeError)
+    expect(() => canonicalize({ b: 1, a: Symbol("s") })).toThrow(TypeError)
     expect(() => canonicalize({ a: 1, b: [1, undefined] })).toThrow(TypeError)
     // A hole reads as undefined: JSON.stringify would write null.
     // biome-ignore lint/suspicious/noSparseArray: the hole is the case
@@ -235,6 +249,8 @@ describe("canonicalize's two paths", () => {
   it("treat objects of other prototypes as their own keys, not their toJSON", () => {
     // JSON.stringify would write a Date as its ISO string; canonicalize has always written its (no) own keys.
     expect(canonicalize({ a: new Date(0) })).toBe('{"a":{}}')
+    expect(canonicalize({ b: new Date(0), a: 1 })).toBe('{"a":1,"b":{}}')
+    expect(canonicalize({ b: new Uint8Array([7]), a: 1 })).toBe('{"a":1,"b":{"0":7}}')
     expect(canonicalize({ a: { toJSON: "x" } })).toBe('{"a":{"toJSON":"x"}}')
     expect(canonicalize(Object.assign(Object.create(null), { a: 1, b: -0 }))).toBe('{"a":1,"b":0}')
     expect(canonicalize({ a: undefined, b: 1 })).toBe('{"b":1}')
