@@ -3,22 +3,37 @@
  * (or are JSON-shaped): object keys sorted by UTF-16 code units, numbers in
  * ECMAScript's shortest round-trip form, strings escaped as JSON.stringify does.
  *
- * JSON.stringify already writes numbers, strings and literals as RFC 8785 does (ECMAScript's Number::toString,
- * -0 as 0); only key order can differ. So, cheapest first:
- * - a value whose every object lists its keys in code-unit order, built of plain objects, arrays, strings,
- *   booleans, null and finite numbers, is JSON.stringify's as it is (events the service builds list their keys
- *   so; about a third of the general path's cost);
- * - otherwise a copy with every object's keys inserted in order is (about two thirds of it), unless an object
- *   holds a key an object cannot list in insertion order (integer-like keys come first, `__proto__` sets the
- *   prototype);
- * - and then the general path writes the text itself.
- * Each step walks the value once and stops at what rules it out, so the cost stays linear.
+ * For plain data (plain objects, arrays, strings, booleans, null, finite numbers) JSON.stringify writes numbers
+ * (ECMAScript's Number::toString, -0 as 0), strings and literals exactly as RFC 8785 does; only the key order can
+ * differ. So, cheapest first:
+ * - a value whose every object lists its keys in code-unit order is JSON.stringify's as it is (events the service
+ *   builds list their keys so; about a third of the general path's cost on a small event);
+ * - otherwise a copy with every object's keys inserted in order is (about two thirds), unless an object holds a
+ *   key an object cannot list in insertion order (integer-like keys come first; `__proto__` sets the prototype);
+ * - and otherwise, or when the copy fails for any reason, the general path writes the text itself, and is the one
+ *   that refuses what JSON cannot hold (non-finite numbers, undefined, functions, symbols, BigInt).
+ * Each walk is linear and stops at what rules its path out. What JSON.stringify would read differently from the
+ * general path is ruled out of the first two: any other prototype (a Date, a Map, a class, an array subclass), an
+ * own `toJSON` (enumerable or not), raw JSON (`JSON.rawJSON`), a `toJSON` on the intrinsic prototypes. Outside the
+ * contract, as before: getters with side effects and Proxies (a getter may now be read more than once), boxed
+ * primitives given another prototype, and nesting beyond JSON.stringify's own depth limit (about 4,400 levels;
+ * stored event data is capped at 32).
  */
 export const canonicalize = (value: unknown): string => {
+  // A toJSON on Array.prototype or Object.prototype would be called by JSON.stringify on every object and array.
+  if ("toJSON" in Array.prototype) return general(value)
   if (inOrder(value)) return JSON.stringify(value)
-  const copy = orderedCopy(value)
+  let copy: unknown
+  try {
+    copy = orderedCopy(value)
+  } catch {
+    copy = UNORDERABLE
+  }
   return copy === UNORDERABLE ? general(value) : JSON.stringify(copy)
 }
+
+/** JSON.parse's own raw JSON objects (`JSON.rawJSON`), which JSON.stringify writes as their text. */
+const isRawJSON = (JSON as { isRawJSON?: (value: unknown) => boolean }).isRawJSON ?? (() => false)
 
 /** True when JSON.stringify writes `value` exactly as RFC 8785 does (see above). */
 const inOrder = (value: unknown): boolean => {
@@ -31,6 +46,7 @@ const inOrder = (value: unknown): boolean => {
       return Number.isFinite(value)
     case "object": {
       if (Array.isArray(value)) {
+        if (Object.getPrototypeOf(value) !== Array.prototype || Object.hasOwn(value, "toJSON")) return false
         // A hole or an undefined element is not in order (JSON.stringify would write null; the general path refuses).
         for (let i = 0; i < value.length; i++) if (!inOrder(value[i])) return false
         return true
@@ -38,8 +54,10 @@ const inOrder = (value: unknown): boolean => {
       // Another prototype (a Date, a Buffer, a class) may carry toJSON or keys JSON.stringify sees otherwise.
       const proto = Object.getPrototypeOf(value)
       if (proto !== Object.prototype && proto !== null) return false
+      if (Object.hasOwn(value, "toJSON") || (proto === null && isRawJSON(value))) return false
       let previous: string | undefined
-      // for…in lists a plain object's own keys in Object.keys' order (integer-like keys first, ascending).
+      // for…in lists a plain object's own keys in Object.keys' order (integer-like keys first, ascending); an
+      // enumerable key inherited from a polluted Object.prototype can only rule the fast path out.
       for (const k in value) {
         if (previous !== undefined && !(previous < k)) return false
         previous = k
@@ -53,11 +71,11 @@ const inOrder = (value: unknown): boolean => {
   }
 }
 
-const UNORDERABLE: unique symbol = Symbol("a key an object cannot list in insertion order")
+const UNORDERABLE: unique symbol = Symbol("a value the copy does not write as RFC 8785 does")
 
 /**
  * `value` with every object's keys inserted in code-unit order, as plain objects and arrays (own enumerable keys
- * only, as the general path reads them), or UNORDERABLE. Refuses what the general path refuses, with its errors.
+ * only, as the general path reads them), or UNORDERABLE for anything the general path should decide.
  */
 const orderedCopy = (value: unknown): unknown => {
   if (value === null) return value
@@ -66,13 +84,12 @@ const orderedCopy = (value: unknown): unknown => {
     case "string":
       return value
     case "number":
-      if (!Number.isFinite(value)) throw new TypeError("JCS: non-finite number")
-      return value
+      return Number.isFinite(value) ? value : UNORDERABLE
     case "object": {
       if (Array.isArray(value)) {
         const out = new Array(value.length)
         for (let i = 0; i < value.length; i++) {
-          // A hole or an undefined element is refused (the default case below), as the general path refuses it.
+          // A hole or an undefined element: the general path refuses it.
           const o = orderedCopy(value[i])
           if (o === UNORDERABLE) return UNORDERABLE
           out[i] = o
@@ -99,7 +116,7 @@ const orderedCopy = (value: unknown): unknown => {
       return out
     }
     default:
-      throw new TypeError(`JCS: cannot canonicalize ${typeof value}`)
+      return UNORDERABLE
   }
 }
 

@@ -246,6 +246,39 @@ describe("canonicalize's three paths", () => {
     expect(() => canonicalize({ a: 1n })).toThrow(TypeError)
   })
 
+  it("never let JSON.stringify call a toJSON or write raw JSON the general path would not", () => {
+    const hidden = (o: object) => Object.defineProperty(o, "toJSON", { value: () => "X", enumerable: false })
+    expect(canonicalize(hidden({ a: 1 }))).toBe('{"a":1}')
+    expect(canonicalize({ a: hidden([1, 2]) })).toBe('{"a":[1,2]}')
+    expect(canonicalize(Object.assign([1, 2], { toJSON: () => "X" }))).toBe("[1,2]")
+    class Listed extends Array {
+      toJSON() {
+        return "X"
+      }
+    }
+    expect(canonicalize({ a: Listed.from([1]) })).toBe('{"a":[1]}')
+    // A string-valued "toJSON" is data: written as a member, in order.
+    expect(canonicalize({ toJSON: "s", a: 1 })).toBe('{"a":1,"toJSON":"s"}')
+    const raw = (JSON as unknown as { rawJSON: (text: string) => object }).rawJSON
+    expect(canonicalize(raw("1e1000"))).toBe('{"rawJSON":"1e1000"}')
+    expect(canonicalize({ a: raw("1.0") })).toBe('{"a":{"rawJSON":"1.0"}}')
+    const intrinsic = Object.getOwnPropertyDescriptor(Array.prototype, "toJSON")
+    Object.defineProperty(Array.prototype, "toJSON", { value: () => "X", configurable: true })
+    try {
+      expect(canonicalize({ a: [1], b: { c: 2 } })).toBe('{"a":[1],"b":{"c":2}}')
+      expect(canonicalize({ b: [1], a: 2 })).toBe('{"a":2,"b":[1]}')
+    } finally {
+      delete (Array.prototype as unknown as { toJSON?: unknown }).toJSON
+      if (intrinsic) Object.defineProperty(Array.prototype, "toJSON", intrinsic)
+    }
+  })
+
+  it("leave to the general path whatever the copy cannot take", () => {
+    // A Proxy whose length cannot be an array's: the copy fails, the general path refuses as it always has.
+    const long = new Proxy([1], { get: (t, k) => (k === "length" ? 1.5 : Reflect.get(t, k)) })
+    expect(() => canonicalize({ b: long, a: 1 })).toThrow(TypeError)
+  })
+
   it("treat objects of other prototypes as their own keys, not their toJSON", () => {
     // JSON.stringify would write a Date as its ISO string; canonicalize has always written its (no) own keys.
     expect(canonicalize({ a: new Date(0) })).toBe('{"a":{}}')
