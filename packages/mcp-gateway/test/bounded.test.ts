@@ -1,8 +1,7 @@
 import { spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import { createServer, type Server as HttpServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AgentGov, AgentRuntime } from "@agentgov/sdk"
@@ -19,6 +18,7 @@ import { Gateway, MAX_FLAGGED } from "../src/Gateway.ts"
 import { Sanitizer } from "../src/sanitizer.ts"
 import { Upstream } from "../src/Upstream.ts"
 import { closedPort } from "./helpers.ts"
+import { tempDir } from "./tempDir.ts"
 
 /** A message from a Streamable HTTP server is bounded as a stdio server's line is (third pass, 2026-11-29). */
 
@@ -68,7 +68,7 @@ const throughGateway = async (upstreamUrl: string) => {
         // No service: the listing shows every tool, and calls are refused (fail closed).
         AGENTGOV_URL: `http://127.0.0.1:${await closedPort()}`,
         AGENTGOV_API_KEY: "svc_ag_sk_test_none",
-        AGENTGOV_MCP_STORE: join(mkdtempSync(join(tmpdir(), "mcp-gateway-store-")), "definitions.json"),
+        AGENTGOV_MCP_STORE: join(tempDir("mcp-gateway-store-"), "definitions.json"),
       },
       stderr: "ignore",
     }),
@@ -146,7 +146,7 @@ describe("a tool listing", () => {
 
 describe("pinning a listing's new tools", () => {
   it("writes the store once, not once a tool: 2,000 new tools do not hold the gateway", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-store-"))
+    const dir = tempDir("mcp-gateway-store-")
     const path = join(dir, "definitions.json")
     const listed = Array.from({ length: 2_000 }, (_, i) => ({
       name: `t${i}`,
@@ -211,7 +211,7 @@ describe("a client's message the gateway cannot read over stdio", () => {
           ...process.env,
           AGENTGOV_URL: `http://127.0.0.1:${await closedPort()}`,
           AGENTGOV_API_KEY: "svc_ag_sk_test_none",
-          AGENTGOV_MCP_STORE: join(mkdtempSync(join(tmpdir(), "mcp-gateway-store-")), "definitions.json"),
+          AGENTGOV_MCP_STORE: join(tempDir("mcp-gateway-store-"), "definitions.json"),
         },
         stdio: ["pipe", "ignore", "pipe"],
       },

@@ -1,6 +1,4 @@
-import { mkdtempSync } from "node:fs"
 import { request } from "node:http"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { AgentGov } from "@agentgov/sdk"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -19,6 +17,7 @@ import {
   type TestServer,
   textOf,
 } from "./helpers.ts"
+import { tempDir } from "./tempDir.ts"
 
 /**
  * The gateway end to end: a real agentgov server, the gateway's CLI, the test tool server, and the MCP SDK's
@@ -272,7 +271,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
 
   it("a tool listed twice is listed once and flagged: a pinned copy beside a changed one does not hide the change", async () => {
     const a = await newAgent(admin)
-    const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
+    const store = join(tempDir("mcp-store-"), "definitions.json")
     const first = await connect(mode, { url: t.url, ...a, store })
     try {
       await first.client.listTools()
@@ -306,7 +305,7 @@ describe.each<Mode>(["stdio", "http"])("over %s", (mode) => {
 
   it("flags a rug pull and poisoned definitions, and a policy can refuse flagged tools", async () => {
     const a = await newAgent(admin)
-    const store = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
+    const store = join(tempDir("mcp-store-"), "definitions.json")
     const first = await connect(mode, { url: t.url, ...a, store })
     try {
       expect((await first.client.listTools()).tools.map((x) => x.name)).toContain("weather")

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AgentGov } from "@agentgov/sdk"
@@ -11,6 +10,7 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import { expect } from "vitest"
 
 import { unique } from "../../sdk/test/helpers.ts"
+import { tempDir } from "./tempDir.ts"
 
 export { clientFor, closedPort, startTestServer, type TestServer, unique } from "../../sdk/test/helpers.ts"
 
@@ -91,7 +91,7 @@ export const stopChildren = async () => {
  * wraps its URL and listens itself, the client posts to the gateway).
  */
 export const connect = async (mode: Mode, o: GatewayOptions): Promise<Connected> => {
-  const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-test-"))
+  const dir = tempDir("mcp-gateway-test-")
   const callsFile = join(dir, "calls.log")
   const store = o.store ?? join(dir, "definitions.json")
   const gatewayEnv = {

@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, utimesSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { parseConfig, serverNameFromCommand } from "../src/config.ts"
 import { DefinitionStore } from "../src/DefinitionStore.ts"
 import { Sanitizer } from "../src/sanitizer.ts"
 import { definitionHash, scanDefinition } from "../src/scanner.ts"
+import { tempDir } from "./tempDir.ts"
 
 /** The gateway's pure parts: definition scanning, result sanitising, configuration. */
 
@@ -218,7 +218,7 @@ describe("configuration", () => {
 
 describe("DefinitionStore", () => {
   it("keeps the pins of every gateway sharing the file, and a tool's first hash for good", () => {
-    const path = join(mkdtempSync(join(tmpdir(), "mcp-store-")), "definitions.json")
+    const path = join(tempDir("mcp-store-"), "definitions.json")
     // Two gateways started on the same (empty) file, each wrapping a server of its own.
     const alpha = new DefinitionStore(path)
     const beta = new DefinitionStore(path)
@@ -237,7 +237,7 @@ describe("DefinitionStore", () => {
   })
 
   it("a lock left by a crashed gateway is taken over once stale", () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-store-"))
+    const dir = tempDir("mcp-store-")
     const path = join(dir, "definitions.json")
     writeFileSync(`${path}.lock`, "")
     const old = new Date(Date.now() - 60_000)
