@@ -6,10 +6,11 @@
  * For plain data (plain objects, arrays, strings, booleans, null, finite numbers) JSON.stringify writes numbers
  * (ECMAScript's Number::toString, -0 as 0), strings and literals exactly as RFC 8785 does; only the key order can
  * differ. So, cheapest first:
- * - a value whose every object lists its keys in code-unit order is JSON.stringify's as it is (events the service
- *   builds list their keys so; about a third of the general path's cost on a small event);
+ * - a value whose every object lists its keys in code-unit order is JSON.stringify's as it is (the guard's events
+ *   list their keys so; about a third of the general path's cost on a small event);
  * - otherwise a copy with every object's keys inserted in order is (about two thirds), unless an object holds a
- *   key an object cannot list in insertion order (integer-like keys come first; `__proto__` sets the prototype);
+ *   key an object cannot list in insertion order (integer-like keys come first, ascending; `__proto__` sets the
+ *   prototype);
  * - and otherwise, or when the copy fails for any reason, the general path writes the text itself, and is the one
  *   that refuses what JSON cannot hold (non-finite numbers, undefined, functions, symbols, BigInt).
  * Each walk is linear and stops at what rules its path out. What JSON.stringify would read differently from the
@@ -72,6 +73,7 @@ const inOrder = (value: unknown): boolean => {
 }
 
 const UNORDERABLE: unique symbol = Symbol("a value the copy does not write as RFC 8785 does")
+const ALL_DIGITS = /^\d+$/
 
 /**
  * `value` with every object's keys inserted in code-unit order, as plain objects and arrays (own enumerable keys
@@ -99,9 +101,11 @@ const orderedCopy = (value: unknown): unknown => {
       const obj = value as Record<string, unknown>
       const keys = Object.keys(obj)
       for (let i = 0; i < keys.length; i++) {
-        const first = keys[i]!.charCodeAt(0)
-        // A key starting with a digit may be integer-like, listed first whatever the insertion order.
-        if ((first >= 48 && first <= 57) || keys[i] === "__proto__") return UNORDERABLE
+        const k = keys[i]!
+        const first = k.charCodeAt(0)
+        // An all-digit key may be an array index, listed first whatever the insertion order (a superset: "01" and
+        // keys past 2^32 - 2 are not, and cost only the general path). A date ("2026-12-01") is not one.
+        if ((first >= 48 && first <= 57 && ALL_DIGITS.test(k)) || k === "__proto__") return UNORDERABLE
       }
       keys.sort()
       const out: Record<string, unknown> = {}
