@@ -53,6 +53,32 @@ describe("the guard's events", () => {
     expect(expectInOrder(run(set, { action: "x.y" }, { guardDefault: "deny" }))).toContain("policy.evaluated")
   })
 
+  it("list them in order for conditions that cannot be evaluated", () => {
+    const conditional = compile([
+      {
+        name: "c",
+        rules: [
+          {
+            id: "deny-big",
+            effect: "deny",
+            actions: ["pay.*"],
+            when: { field: "context.amount", op: "gt", value: 100 },
+          },
+          {
+            id: "allow-some",
+            effect: "allow",
+            actions: ["pay.*"],
+            when: { field: "context.amount", op: "gt", value: 5 },
+          },
+        ],
+      },
+    ])
+    // A string where a number is compared: the deny rule counts as matched (fail closed), the allow rule does not.
+    const decided = run(conditional, { action: "pay.card", context: { amount: "lots" } })
+    expect(decided.reasons.map((r) => r.code)).toEqual(["CONDITION_ERROR", "CONDITION_ERROR"])
+    expect(expectInOrder(decided)).toContain("policy.denied")
+  })
+
   it("list them in order for a policy that no longer validates too", () => {
     const broken = { name: "old", rules: [{ id: "r", effect: "allow", actions: ["files.*"], when: { op: "gone" } }] }
     const invalid = compilePolicies([{ id: "pol_bad", version: 3, document: broken as never }])

@@ -112,6 +112,7 @@ export class CompiledPolicySet {
   readonly #general: Array<{ readonly glob: Glob; readonly rules: Array<CompiledRule> }> = []
   /** What trying an action against every one of {@link #general} can cost at most. */
   readonly scanCost: number
+  /** What {@link patternsTried} reads: general patterns tried, summed over lookups. */
   #tried = 0
   readonly #cache = new Map<string, ReadonlyArray<CompiledRule>>()
   readonly #costs = new Map<string, number>()
