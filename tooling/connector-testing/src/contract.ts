@@ -1,10 +1,10 @@
 import { createHmac } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
 import type { ConnectorDefinition } from "@agentgov/connector-sdk/runtime"
+import { freePort } from "@agentgov/testing"
 import { afterAll, describe, expect, it } from "vitest"
 import { type FakeRequest, kill9, runCommand, spawnConnector, startHttpFake, waitFor } from "./processes.ts"
 import { newSecret, useConnectorRig } from "./rig.ts"
@@ -46,15 +46,6 @@ export interface ConnectorUnderTest {
 export const looksRaw = (text: string) => /\{"|":\s|\[object |\bundefined\b|\bNaN\b/.test(text)
 
 const hmac = (secret: string, content: string) => createHmac("sha256", secret).update(content).digest("hex")
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer()
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 
 export const describeConnectorContract = (c: ConnectorUnderTest) => {
   const name = c.definition.name
