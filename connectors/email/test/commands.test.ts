@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { github } from "@agentgov/connector-github"
 import { pagerduty } from "@agentgov/connector-pagerduty"
 import { type Agentgov, runCommand, startAgentgov, startHttpFake } from "@agentgov/connector-testing"
+import { tempDir } from "@agentgov/testing/tempDir"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { email } from "../src/connector.ts"
 
@@ -57,18 +55,12 @@ const apps = [
 
 describe("the command line of the pagerduty, github and email apps", () => {
   let agentgov: Agentgov
-  const dirs: Array<string> = []
-  const tempDir = () => {
-    const d = mkdtempSync(join(tmpdir(), "agentgov-commands-"))
-    dirs.push(d)
-    return d
-  }
+  const appDir = () => tempDir("agentgov-commands-")
   beforeAll(async () => {
     agentgov = await startAgentgov()
   })
   afterAll(async () => {
     await agentgov?.close()
-    for (const d of dirs) rmSync(d, { recursive: true, force: true })
   })
 
   for (const app of apps) {
@@ -76,7 +68,7 @@ describe("the command line of the pagerduty, github and email apps", () => {
     const bin = binOf(name)
 
     it(`${name}: refuses bad settings with every problem listed, exit 2, no secret echoed`, async () => {
-      const missing = await runCommand(bin, ["check"], { AGENTGOV_CONNECTOR_DATA_DIR: tempDir() })
+      const missing = await runCommand(bin, ["check"], { AGENTGOV_CONNECTOR_DATA_DIR: appDir() })
       expect(missing.code).toBe(2)
       for (const spec of Object.values(app.definition.settings as Record<string, { env: string; required?: boolean }>))
         if (spec.required) expect(missing.stderr).toContain(`${spec.env} is required`)
@@ -84,7 +76,7 @@ describe("the command line of the pagerduty, github and email apps", () => {
       const bad = await runCommand(bin, ["check"], {
         ...app.bad,
         AGENTGOV_WEBHOOK_SECRET: "whsec_0123456789abcdef",
-        AGENTGOV_CONNECTOR_DATA_DIR: tempDir(),
+        AGENTGOV_CONNECTOR_DATA_DIR: appDir(),
       })
       expect(bad.code, bad.stderr).toBe(2)
       for (const p of app.problems) expect(bad.stderr).toContain(p)
@@ -93,7 +85,7 @@ describe("the command line of the pagerduty, github and email apps", () => {
       const good = await runCommand(bin, ["check"], {
         ...app.good,
         AGENTGOV_WEBHOOK_SECRET: "whsec_0123456789abcdef",
-        AGENTGOV_CONNECTOR_DATA_DIR: tempDir(),
+        AGENTGOV_CONNECTOR_DATA_DIR: appDir(),
       })
       expect(good.code, good.stderr).toBe(0)
       expect(JSON.parse(good.stdout).events).toEqual([...app.definition.defaultEvents])
@@ -107,7 +99,7 @@ describe("the command line of the pagerduty, github and email apps", () => {
         AGENTGOV_URL: agentgov.url,
         AGENTGOV_API_KEY: agentgov.key,
         CONNECTOR_PUBLIC_URL: standIn.url,
-        AGENTGOV_CONNECTOR_DATA_DIR: tempDir(),
+        AGENTGOV_CONNECTOR_DATA_DIR: appDir(),
       }
       try {
         const first = await runCommand(bin, ["install"], env)

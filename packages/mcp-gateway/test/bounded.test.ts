@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AgentGov, AgentRuntime } from "@agentgov/sdk"
+import { tempDir } from "@agentgov/testing/tempDir"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
@@ -18,7 +19,6 @@ import { Gateway, MAX_FLAGGED } from "../src/Gateway.ts"
 import { Sanitizer } from "../src/sanitizer.ts"
 import { Upstream } from "../src/Upstream.ts"
 import { closedPort } from "./helpers.ts"
-import { tempDir } from "./tempDir.ts"
 
 /** A message from a Streamable HTTP server is bounded as a stdio server's line is (third pass, 2026-11-29). */
 

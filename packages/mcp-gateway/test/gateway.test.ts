@@ -1,6 +1,7 @@
 import { request } from "node:http"
 import { join } from "node:path"
 import type { AgentGov } from "@agentgov/sdk"
+import { tempDir } from "@agentgov/testing/tempDir"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { GATEWAY_ERRORS } from "../src/errors.ts"
 import {
@@ -17,7 +18,6 @@ import {
   type TestServer,
   textOf,
 } from "./helpers.ts"
-import { tempDir } from "./tempDir.ts"
 
 /**
  * The gateway end to end: a real agentgov server, the gateway's CLI, the test tool server, and the MCP SDK's

@@ -3,14 +3,13 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AgentGov } from "@agentgov/sdk"
+import { tempDir } from "@agentgov/testing/tempDir"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import { expect } from "vitest"
-
 import { unique } from "../../sdk/test/helpers.ts"
-import { tempDir } from "./tempDir.ts"
 
 export { clientFor, closedPort, startTestServer, type TestServer, unique } from "../../sdk/test/helpers.ts"
 

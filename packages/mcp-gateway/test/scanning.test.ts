@@ -1,11 +1,11 @@
 import { existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { tempDir } from "@agentgov/testing/tempDir"
 import { describe, expect, it } from "vitest"
 import { parseConfig, serverNameFromCommand } from "../src/config.ts"
 import { DefinitionStore } from "../src/DefinitionStore.ts"
 import { Sanitizer } from "../src/sanitizer.ts"
 import { definitionHash, scanDefinition } from "../src/scanner.ts"
-import { tempDir } from "./tempDir.ts"
 
 /** The gateway's pure parts: definition scanning, result sanitising, configuration. */
 

@@ -1,11 +1,11 @@
 import { createHmac } from "node:crypto"
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, rmSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { SYSTEM_EVENT_NAMES } from "@agentgov/connector-sdk"
 import type { ConnectorDefinition } from "@agentgov/connector-sdk/runtime"
 import { freePort } from "@agentgov/testing"
-import { afterAll, describe, expect, it } from "vitest"
+import { tempDir } from "@agentgov/testing/tempDir"
+import { describe, expect, it } from "vitest"
 import { type FakeRequest, kill9, runCommand, spawnConnector, startHttpFake, waitFor } from "./processes.ts"
 import { newSecret, useConnectorRig } from "./rig.ts"
 
@@ -51,15 +51,7 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
   const name = c.definition.name
   describe(`${name}: the connector contract, against a real agentgov server`, () => {
     const rig = useConnectorRig({ definition: c.definition, startFake: c.startFake, env: c.env, events: ["deploy.*"] })
-    const dirs: Array<string> = []
-    const tempDir = () => {
-      const d = mkdtempSync(join(tmpdir(), `agentgov-${name}-`))
-      dirs.push(d)
-      return d
-    }
-    afterAll(() => {
-      for (const d of dirs) rmSync(d, { recursive: true, force: true })
-    })
+    const appDir = () => tempDir(`agentgov-${name}-`)
 
     it("renders every catalog event, and a client event, with no raw JSON at the reader", {
       timeout: 60_000,
@@ -128,7 +120,7 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
 
     it("delivers after a kill -9 between the 2xx and the vendor call", async () => {
       const before = rig.fake.accepted().length
-      const dir = tempDir()
+      const dir = appDir()
       const childSecret = newSecret()
       const env = { ...rig.vendorEnv(), AGENTGOV_WEBHOOK_SECRET: childSecret, AGENTGOV_CONNECTOR_DATA_DIR: dir }
       // paused: it stores and answers, and does not call the vendor, so the kill lands in between
@@ -227,7 +219,7 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
     })
 
     it("installs and uninstalls against the server, each twice in a row, and runs on the stored secret", async () => {
-      const dir = tempDir()
+      const dir = appDir()
       const port = await freePort()
       const env = {
         ...rig.vendorEnv(),
@@ -295,7 +287,7 @@ export const describeConnectorContract = (c: ConnectorUnderTest) => {
     })
 
     it("refuses to start with bad settings, listing every problem, exit 2", async () => {
-      const r = await runCommand(c.bin, [], { PORT: "not-a-port", AGENTGOV_CONNECTOR_DATA_DIR: tempDir() })
+      const r = await runCommand(c.bin, [], { PORT: "not-a-port", AGENTGOV_CONNECTOR_DATA_DIR: appDir() })
       expect(r.code).toBe(2)
       expect(r.stderr).toContain("PORT must be an integer")
       expect(r.stderr).toContain("AGENTGOV_WEBHOOK_SECRET is required")

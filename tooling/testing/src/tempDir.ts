@@ -3,6 +3,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll } from "vitest"
 
+/**
+ * Temporary directories a test file makes, removed when the file is done. A module of its own
+ * (`@agentgov/testing/tempDir`), not in the package's index: importing it registers a vitest hook.
+ */
+
 const made: Array<string> = []
 // Registered in each test file that imports this module (test files are isolated, vitest's default), before the
 // file's own hooks: after-hooks run as a stack, so this one runs last, once the children writing there are gone.
