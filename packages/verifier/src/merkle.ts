@@ -13,27 +13,33 @@ import { hash } from "node:crypto"
 /** A half-open range [start, end) of leaf indices. */
 export type LeafRange = [start: number, end: number]
 
-const LEAF_PREFIX = Uint8Array.of(0x00)
-const NODE_PREFIX = Uint8Array.of(0x01)
 const HEX_HASH = /^[0-9a-f]{64}$/
 
 /**
- * One-shot SHA-256 as a Buffer: the digest as a "binary" (latin1) string, one char a byte, copied into a Buffer.
- * Measured on Node 20 and 24, `hash(…, "buffer")` costs 1.0–1.5 µs a call against 0.4 µs for this
- * (decisions.md, 2026-11-30, eighth session).
+ * A SHA-256 hash as the 32-character string `crypto.hash(…, "binary")` returns: one character (0–255) a byte.
+ * Every hash in this module is one of these until it leaves as hex: no Buffer is made a leaf or a node.
+ * Measured on Node 20 and 24, `hash(…, "buffer")` costs 1.0–1.5 µs a call against 0.4 µs for a string, and a
+ * verification of the whole chain spent about a fifth of its CPU on Buffers and collecting them
+ * (decisions.md, 2026-11-30 eighth session and 2026-12-01 eleventh session).
  */
-const digest = (data: Uint8Array | string): Buffer => Buffer.from(hash("sha256", data, "binary"), "latin1")
+type Digest = string
 
-/** One-shot SHA-256 of the parts concatenated. */
-const sha256 = (...parts: Uint8Array[]): Buffer => digest(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
+const digest = (data: Uint8Array | string): Digest => hash("sha256", data, "binary")
+
+const LEAF_PREFIX = Uint8Array.of(0x00)
+
+/** SHA-256(0x00 ‖ data). */
+const leafDigest = (data: Uint8Array): Digest => digest(Buffer.concat([LEAF_PREFIX, data]))
 
 /** Whether `value` is a SHA-256 hash as this module writes it: 64 lowercase hex digits. */
 export const isHashHex = (value: unknown): value is string => typeof value === "string" && HEX_HASH.test(value)
 
-const toBytes = (hex: string): Buffer => {
+const fromHex = (hex: string): Digest => {
   if (!isHashHex(hex)) throw new TypeError(`not a SHA-256 hash in lowercase hex: ${JSON.stringify(hex)}`)
-  return Buffer.from(hex, "hex")
+  return Buffer.from(hex, "hex").toString("latin1")
 }
+
+const toHex = (d: Digest): string => Buffer.from(d, "latin1").toString("hex")
 
 const isSize = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
 
@@ -46,32 +52,38 @@ const split = (n: number): number => {
 
 const half = (n: number): number => Math.floor(n / 2)
 
-/** 0x01 ‖ left ‖ right for two 32-byte hashes, written in place: one buffer for every node hashed. */
+/** 0x01 ‖ left ‖ right, written in place: one buffer for every node hashed (synchronous, so never shared). */
 const NODE_INPUT = Buffer.alloc(65)
 NODE_INPUT[0] = 0x01
 
-const hashChildren = (left: Uint8Array, right: Uint8Array): Buffer => {
-  if (left.length !== 32 || right.length !== 32) return sha256(NODE_PREFIX, left, right)
-  NODE_INPUT.set(left, 1)
-  NODE_INPUT.set(right, 33)
+/** SHA-256(0x01 ‖ left ‖ right) of two digests (32 characters each, as every digest here is). */
+const hashChildren = (left: Digest, right: Digest): Digest => {
+  NODE_INPUT.write(left, 1, 32, "latin1")
+  NODE_INPUT.write(right, 33, 32, "latin1")
   return digest(NODE_INPUT)
 }
 
+const EMPTY: Digest = digest(new Uint8Array())
+
 /** MTH({}) = SHA-256() — the root of the empty tree. */
-export const EMPTY_ROOT = sha256().toString("hex")
+export const EMPTY_ROOT = toHex(EMPTY)
 
 /** MTH({d}) = SHA-256(0x00 ‖ d). */
-export const leafHash = (data: Uint8Array): string => sha256(LEAF_PREFIX, data).toString("hex")
+export const leafHash = (data: Uint8Array): string => toHex(leafDigest(data))
 
 /** SHA-256(0x01 ‖ left ‖ right). */
 export const nodeHash = (leftHex: string, rightHex: string): string =>
-  hashChildren(toBytes(leftHex), toBytes(rightHex)).toString("hex")
+  toHex(hashChildren(fromHex(leftHex), fromHex(rightHex)))
+
+/** The leaf of an event before its workspace's `attributedFrom`: SHA-256(0x00 ‖ its chain hash's 32 bytes). */
+const chainLeafDigest = (chainHashHex: string): Digest => {
+  if (!isHashHex(chainHashHex))
+    throw new TypeError(`not a SHA-256 hash in lowercase hex: ${JSON.stringify(chainHashHex)}`)
+  return leafDigest(Buffer.from(chainHashHex, "hex"))
+}
 
 /** The leaf hash of an event before its workspace's `attributedFrom`: the leaf data is its chain hash, hex-decoded. */
-export const chainLeaf = (chainHashHex: string): string => chainLeafBytes(chainHashHex).toString("hex")
-
-/** `chainLeaf` as raw bytes (what `TreeBuilder.pushBytes` takes). */
-export const chainLeafBytes = (chainHashHex: string): Buffer => sha256(LEAF_PREFIX, toBytes(chainHashHex))
+export const chainLeaf = (chainHashHex: string): string => toHex(chainLeafDigest(chainHashHex))
 
 /** The fields of an event its Merkle leaf covers beyond the chain hash (which covers type, data and timestamp). */
 export interface LeafEvent {
@@ -82,38 +94,39 @@ export interface LeafEvent {
   readonly occurredAt: string | null
 }
 
+const json = JSON.stringify
+/**
+ * SHA-256(0x00 ‖ UTF-8 of the leaf data), the data written out directly: its keys are fixed and already in JCS
+ * order, and JCS serialises strings and null as `JSON.stringify` does, so this is the JCS of the object (a test
+ * checks it against `canonicalize`), without building and sorting an object per event. Every field is written by
+ * `JSON.stringify`, the hash too: whatever it holds, it is one JSON string.
+ */
+const attributedLeafDigest = (e: LeafEvent): Digest =>
+  // "\u0000" is the leaf prefix byte 0x00 in UTF-8.
+  digest(
+    `\u0000{"actor":{"id":${json(e.actor.id ?? null)},"type":${json(e.actor.type)}},"agentId":${json(e.agentId ?? null)},"hash":${json(e.hash)},"id":${json(e.id)},"occurredAt":${json(e.occurredAt ?? null)}}`,
+  )
+
+const checkedAttributedLeafDigest = (e: LeafEvent): Digest => {
+  if (!isHashHex(e.hash)) throw new TypeError(`not a SHA-256 hash in lowercase hex: ${JSON.stringify(e.hash)}`)
+  return attributedLeafDigest(e)
+}
+
 /**
  * The leaf hash of an event from its workspace's `attributedFrom` on: the leaf data is the UTF-8 JCS of
  * `{actor: {id, type}, agentId, hash, id, occurredAt}`, so who an event is attributed to is committed by
  * every checkpoint that covers it, while the chain hash (D8) stays as it is. Such leaf data is never 32
  * bytes long, so no event has the same leaf in both forms.
  */
-export const attributedLeaf = (e: LeafEvent): string => attributedLeafBytes(e).toString("hex")
-
-const json = JSON.stringify
-/**
- * `attributedLeaf` as raw bytes. The leaf data is written out directly: its keys are fixed and already in JCS
- * order, and JCS serialises strings and null as `JSON.stringify` does, so this is the JCS of the object
- * (a test checks it against `canonicalize`), without building and sorting an object per event.
- */
-export const attributedLeafBytes = (e: LeafEvent): Buffer => {
-  if (!isHashHex(e.hash)) throw new TypeError(`not a SHA-256 hash in lowercase hex: ${JSON.stringify(e.hash)}`)
-  // "\u0000" is the leaf prefix byte 0x00 in UTF-8.
-  const data = `\u0000{"actor":{"id":${json(e.actor.id ?? null)},"type":${json(e.actor.type)}},"agentId":${json(e.agentId ?? null)},"hash":"${e.hash}","id":${json(e.id)},"occurredAt":${json(e.occurredAt ?? null)}}`
-  return digest(data)
-}
+export const attributedLeaf = (e: LeafEvent): string => toHex(checkedAttributedLeafDigest(e))
 
 /** The leaf hash of event `sequence` in a workspace whose leaves cover attribution from `attributedFrom` on. */
 export const eventLeaf = (e: LeafEvent & { readonly sequence: number }, attributedFrom: number): string =>
-  e.sequence >= attributedFrom ? attributedLeaf(e) : chainLeaf(e.hash)
+  toHex(e.sequence >= attributedFrom ? checkedAttributedLeafDigest(e) : chainLeafDigest(e.hash))
 
-/** `eventLeaf` as raw bytes (what `TreeBuilder.pushBytes` takes). */
-export const eventLeafBytes = (e: LeafEvent & { readonly sequence: number }, attributedFrom: number): Buffer =>
-  e.sequence >= attributedFrom ? attributedLeafBytes(e) : chainLeafBytes(e.hash)
-
-const mth = (leaves: readonly Buffer[], start: number, end: number): Buffer => {
+const mth = (leaves: readonly Digest[], start: number, end: number): Digest => {
   const n = end - start
-  if (n === 0) return sha256()
+  if (n === 0) return EMPTY
   if (n === 1) return leaves[start]!
   const k = split(n)
   return hashChildren(mth(leaves, start, start + k), mth(leaves, start + k, end))
@@ -131,8 +144,9 @@ const checkRange = (length: number, start: number, end: number): void => {
  * fold). What verifies a whole chain against every checkpoint signed over it in one pass.
  */
 export class TreeBuilder {
-  /** Perfect subtree roots, largest (leftmost) first, with their sizes. */
-  private readonly peaks: Array<{ size: number; hash: Buffer }> = []
+  /** Perfect subtree roots, largest (leftmost) first, and their sizes. */
+  private readonly peaks: Array<Digest> = []
+  private readonly sizes: Array<number> = []
   private count = 0
   private readonly minSubtree: number
   private readonly onSubtree: ((level: number, index: number, hashHex: string) => void) | undefined
@@ -153,41 +167,52 @@ export class TreeBuilder {
   }
 
   push(leafHashHex: string): void {
-    this.pushBytes(toBytes(leafHashHex))
+    this.pushDigest(fromHex(leafHashHex))
   }
 
-  /** `push` of a leaf hash as its 32 raw bytes (no hex round trip: what verifying a whole chain pushes). */
-  pushBytes(leafHash: Uint8Array): void {
-    if (leafHash.length !== 32) throw new TypeError(`a leaf hash is 32 bytes, not ${leafHash.length}`)
-    let node = { size: 1, hash: Buffer.isBuffer(leafHash) ? leafHash : Buffer.from(leafHash) }
-    let top = this.peaks.at(-1)
-    while (top !== undefined && top.size === node.size) {
+  /**
+   * `push(eventLeaf(event, attributedFrom))` without the hex round trip: what verifying a whole chain pushes.
+   * The event's hash is written into the leaf data as a JSON string without checking it is hex first (its chain
+   * link has been checked); any other hash gives a leaf that no checkpoint signed.
+   */
+  pushEvent(event: LeafEvent & { readonly sequence: number }, attributedFrom: number): void {
+    this.pushDigest(event.sequence >= attributedFrom ? attributedLeafDigest(event) : chainLeafDigest(event.hash))
+  }
+
+  private pushDigest(leaf: Digest): void {
+    let node = leaf
+    let size = 1
+    let top = this.sizes.length - 1
+    while (top >= 0 && this.sizes[top] === size) {
+      node = hashChildren(this.peaks[top]!, node)
+      size *= 2
       this.peaks.pop()
-      node = { size: top.size * 2, hash: hashChildren(top.hash, node.hash) }
+      this.sizes.pop()
+      top -= 1
       // It covers the leaves [count + 1 - size, count + 1): index (count + 1) / size - 1 at its level.
-      if (this.onSubtree !== undefined && node.size >= this.minSubtree)
-        this.onSubtree(Math.log2(node.size), (this.count + 1) / node.size - 1, node.hash.toString("hex"))
-      top = this.peaks.at(-1)
+      if (this.onSubtree !== undefined && size >= this.minSubtree)
+        this.onSubtree(Math.log2(size), (this.count + 1) / size - 1, toHex(node))
     }
     this.peaks.push(node)
+    this.sizes.push(size)
     this.count += 1
   }
 
   /** MTH of the leaves pushed so far (EMPTY_ROOT for none). */
   root(): string {
-    let acc: Buffer | undefined
+    let acc: Digest | undefined
     for (let i = this.peaks.length - 1; i >= 0; i--) {
-      const peak = this.peaks[i]!.hash
+      const peak = this.peaks[i]!
       acc = acc === undefined ? peak : hashChildren(peak, acc)
     }
-    return (acc ?? sha256()).toString("hex")
+    return toHex(acc ?? EMPTY)
   }
 }
 
 /** MTH(D[start:end]) of the given leaf hashes. */
 export const hashRange = (leafHashes: readonly string[], start: number, end: number): string => {
   checkRange(leafHashes.length, start, end)
-  return mth(leafHashes.slice(start, end).map(toBytes), 0, end - start).toString("hex")
+  return toHex(mth(leafHashes.slice(start, end).map(fromHex), 0, end - start))
 }
 
 /** MTH of all the given leaf hashes (EMPTY_ROOT for none). */
@@ -247,8 +272,8 @@ export const consistencyProofRanges = (m: number, n: number): LeafRange[] => {
 }
 
 const rangeHashes = (leafHashes: readonly string[], ranges: LeafRange[]): string[] => {
-  const leaves = leafHashes.map(toBytes)
-  return ranges.map(([start, end]) => mth(leaves, start, end).toString("hex"))
+  const leaves = leafHashes.map(fromHex)
+  return ranges.map(([start, end]) => toHex(mth(leaves, start, end)))
 }
 
 /** The audit path of leaf `index` in the tree of the first `size` leaf hashes. */
@@ -263,8 +288,8 @@ export const consistencyProof = (leafHashes: readonly string[], m: number, n: nu
   return rangeHashes(leafHashes, consistencyProofRanges(m, n))
 }
 
-const pathBytes = (path: unknown): Buffer[] | undefined =>
-  Array.isArray(path) && path.every(isHashHex) ? path.map((p) => Buffer.from(p, "hex")) : undefined
+const pathDigests = (path: unknown): Digest[] | undefined =>
+  Array.isArray(path) && path.every(isHashHex) ? path.map(fromHex) : undefined
 
 /** RFC 9162 §2.1.3.2: whether `path` proves leaf `index` of a tree of `size` leaves with root `rootHex`. */
 export const verifyInclusion = (
@@ -274,12 +299,12 @@ export const verifyInclusion = (
   path: readonly string[],
   rootHex: string,
 ): boolean => {
-  const proof = pathBytes(path)
+  const proof = pathDigests(path)
   if (!proof || !isHashHex(leafHashHex) || !isHashHex(rootHex) || !isSize(index) || !isSize(size)) return false
   if (index >= size) return false
   let fn = index
   let sn = size - 1
-  let r = toBytes(leafHashHex)
+  let r = fromHex(leafHashHex)
   for (const p of proof) {
     if (sn === 0) return false
     if (fn % 2 === 1 || fn === sn) {
@@ -294,7 +319,7 @@ export const verifyInclusion = (
     fn = half(fn)
     sn = half(sn)
   }
-  return sn === 0 && r.equals(toBytes(rootHex))
+  return sn === 0 && r === fromHex(rootHex)
 }
 
 const isPowerOfTwo = (n: number): boolean => n === split(n + 1)
@@ -311,12 +336,12 @@ export const verifyConsistency = (
   rootN: string,
   path: readonly string[],
 ): boolean => {
-  const given = pathBytes(path)
+  const given = pathDigests(path)
   if (!given || !isHashHex(rootM) || !isHashHex(rootN) || !isSize(m) || !isSize(n)) return false
   if (m < 1 || m > n) return false
   if (m === n) return given.length === 0 && rootM === rootN
   if (given.length === 0) return false
-  const proof = isPowerOfTwo(m) ? [toBytes(rootM), ...given] : given
+  const proof = isPowerOfTwo(m) ? [fromHex(rootM), ...given] : given
   let fn = m - 1
   let sn = n - 1
   while (fn % 2 === 1) {
@@ -340,5 +365,5 @@ export const verifyConsistency = (
     fn = half(fn)
     sn = half(sn)
   }
-  return sn === 0 && fr.equals(toBytes(rootM)) && sr.equals(toBytes(rootN))
+  return sn === 0 && fr === fromHex(rootM) && sr === fromHex(rootN)
 }

@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest"
 import { canonicalize } from "../src/jcs.ts"
 import {
   attributedLeaf,
-  attributedLeafBytes,
   chainLeaf,
   consistencyProof,
   consistencyProofRanges,
@@ -40,6 +39,15 @@ const MTH = (D: readonly Buffer[]): Buffer => {
   if (n === 1) return refLeaf(D[0]!)
   const k = refK(n)
   return refNode(MTH(D.slice(0, k)), MTH(D.slice(k)))
+}
+
+/** MTH over leaf hashes given directly: the tree above its leaves. */
+const refRoot = (H: readonly Buffer[]): Buffer => {
+  const n = H.length
+  if (n === 0) return sha256()
+  if (n === 1) return H[0]!
+  const k = refK(n)
+  return refNode(refRoot(H.slice(0, k)), refRoot(H.slice(k)))
 }
 
 /** PATH(m, D[n]) (§2.1.1). */
@@ -192,15 +200,18 @@ describe("hashes", () => {
         (id, type, actorId, agentId, occurredAt, h) => {
           const event = { hash: hex(Buffer.from(h)), id, agentId, actor: { type, id: actorId }, occurredAt }
           const jcs = canonicalize({ actor: { id: actorId, type }, agentId, hash: event.hash, id, occurredAt })
-          const expected = refLeaf(Buffer.from(jcs, "utf8"))
-          expect(attributedLeafBytes(event).equals(expected)).toBe(true)
-          expect(attributedLeaf(event)).toBe(hex(expected))
+          const expected = hex(refLeaf(Buffer.from(jcs, "utf8")))
+          expect(attributedLeaf(event)).toBe(expected)
+          // The tree's own path to the same leaf: a tree of one leaf has that leaf as its root.
+          const tree = new TreeBuilder()
+          tree.pushEvent({ ...event, sequence: 1 }, 1)
+          expect(tree.root()).toBe(expected)
         },
       ),
       { numRuns: 500 },
     )
     expect(() =>
-      attributedLeafBytes({
+      attributedLeaf({
         hash: "AB",
         id: "e",
         agentId: null,
@@ -210,16 +221,35 @@ describe("hashes", () => {
     ).toThrow(TypeError)
   })
 
-  it("takes leaves as raw bytes with the same roots as hex", () => {
+  it("takes events with the same roots as their leaves in hex, on either side of attributedFrom", () => {
     const hexTree = new TreeBuilder()
-    const byteTree = new TreeBuilder()
+    const eventTree = new TreeBuilder()
+    const leaves: Buffer[] = []
+    // Hashes whose bytes span 0x00–0xff, so a digest written into the node's input as anything but one byte a
+    // character would change a root.
     for (let n = 1; n <= 40; n++) {
-      const leaf = refLeaf(Buffer.from(`leaf ${n}`))
-      hexTree.push(hex(leaf))
-      byteTree.pushBytes(n % 2 === 0 ? leaf : new Uint8Array(leaf))
-      expect(byteTree.root(), String(n)).toBe(hexTree.root())
+      const event = {
+        sequence: n,
+        hash: hex(sha256(Buffer.of(n), Buffer.from(`event ${n}`))),
+        id: `evt_${n}`,
+        agentId: n % 3 === 0 ? null : "agt_é",
+        actor: { type: "api_key", id: n % 2 === 0 ? null : `key_${n}` },
+        occurredAt: n % 5 === 0 ? "2026-12-01T00:00:00.000Z" : null,
+      }
+      const leaf = eventLeaf(event, 11)
+      hexTree.push(leaf)
+      eventTree.pushEvent(event, 11)
+      leaves.push(Buffer.from(leaf, "hex"))
+      expect(eventTree.root(), String(n)).toBe(hexTree.root())
+      // Against the reference built from the leaf hashes alone (MTH over leaf data would hash them again).
+      expect(eventTree.root(), String(n)).toBe(hex(refRoot(leaves)))
     }
-    expect(() => byteTree.pushBytes(new Uint8Array(31))).toThrow(TypeError)
+    expect(() =>
+      eventTree.pushEvent(
+        { sequence: 1, hash: "AB", id: "e", agentId: null, actor: { type: "system", id: null }, occurredAt: null },
+        2,
+      ),
+    ).toThrow(TypeError)
   })
 
   it("writes an attributed leaf's data exactly as canonicalize does, whatever the strings hold", () => {

@@ -1,4 +1,4 @@
-import { chainHash, chainHashOfCanonical, eventLeaf, eventLeafBytes, GENESIS_HASH } from "@agentgov/verifier"
+import { chainHash, chainHashOfCanonical, eventLeaf, GENESIS_HASH, type LeafEvent } from "@agentgov/verifier"
 import { Context, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { AuditEvent } from "./AuditEvent.ts"
@@ -145,8 +145,8 @@ export const chainBatchSql = (fields: "checked" | "all") => `SELECT ${LEAF_COLUM
   WHERE workspace_id = $1 AND sequence > $2 AND sequence <= $3
   ORDER BY sequence`
 
-/** What a stored event's Merkle leaf covers, from its row. */
-const leafEventOf = (r: LeafRow) => ({
+/** What a stored event's Merkle leaf covers, from its row (for `eventLeaf` and `TreeBuilder.pushEvent`). */
+export const leafEventOf = (r: LeafRow): LeafEvent & { readonly sequence: number } => ({
   sequence: r.sequence,
   hash: r.hash,
   id: r.id,
@@ -157,10 +157,6 @@ const leafEventOf = (r: LeafRow) => ({
 
 /** The leaf hash of a stored event in a workspace whose leaves cover attribution from `attributedFrom` on. */
 export const leafOfRow = (r: LeafRow, attributedFrom: number): string => eventLeaf(leafEventOf(r), attributedFrom)
-
-/** `leafOfRow` as the leaf's raw bytes (for `TreeBuilder.pushBytes`). */
-export const leafBytesOfRow = (r: LeafRow, attributedFrom: number): Buffer =>
-  eventLeafBytes(leafEventOf(r), attributedFrom)
 
 /** A signed checkpoint's size and root, as verification compares them with the chain. */
 export interface SignedRoot {

@@ -20,7 +20,7 @@ import {
 } from "./Event.ts"
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
-import { chainLinkProblem, EventRepo, leafBytesOfRow } from "./EventRepo.ts"
+import { chainLinkProblem, EventRepo, leafEventOf } from "./EventRepo.ts"
 import {
   eventDataSchema,
   INGESTED_EVENT_TYPE,
@@ -279,7 +279,7 @@ export class EventService extends Context.Service<
             }
             prevHash = r.hash
             expected += 1
-            tree.pushBytes(leafBytesOfRow(r, attributedFrom))
+            tree.pushEvent(leafEventOf(r), attributedFrom)
             const root = roots[r0]
             if (root !== undefined && root.tree_size === r.sequence) {
               r0 += 1
