@@ -52,6 +52,7 @@ const start = async (count: number, options: Parameters<typeof makeEventStreamHa
       notify: async () => {},
       announce: () => {},
       query: async () => [],
+      forEachRow: async () => {},
       listen: async () => async () => {},
     }),
   )

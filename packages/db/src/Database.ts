@@ -14,6 +14,21 @@ export interface DatabaseShape {
    */
   readonly query: (text: string, params: ReadonlyArray<unknown>) => Promise<ReadonlyArray<Record<string, unknown>>>
   /**
+   * Prepared statements of one text, one after another in a read-only transaction (READ COMMITTED: each sees what
+   * was committed when it began) with a generic plan, whose rows are handed to `onRow` one by one as they arrive,
+   * none kept, in the statements' order. `next` gives each statement's parameters (undefined: no more); it is asked
+   * for the first at once, and for each next one at the turn of the event loop after rows of the one before begin
+   * to arrive (or when it ends with none). So PostgreSQL computes a statement while this process works on the last
+   * one's rows, and one turn of the event loop reads at most two statements' rows. For reading a whole audit chain,
+   * where rows held a page at a time cost more in garbage collection than the work on them. `onRow` must not
+   * throw: the driver would abandon the statement.
+   */
+  readonly forEachRow: (
+    text: string,
+    next: () => ReadonlyArray<unknown> | undefined,
+    onRow: (row: Record<string, unknown>) => void,
+  ) => Promise<void>
+  /**
    * Subscribes; resolves to an unsubscribe function. `onMissed` is called when notifications may have been
    * lost (the listening connection dropped), and again once the subscription is back: whatever the
    * subscriber kept because no notification said otherwise must be taken as stale.

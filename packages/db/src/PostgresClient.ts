@@ -118,6 +118,49 @@ const make = (options: PostgresOptions) =>
         await sql.notify(channel, payload)
       },
       query: (text, params) => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+      forEachRow: async (text, next, onRow) => {
+        await sql.begin("read only", async (tx) => {
+          // One generic plan for every statement: with custom plans (the default for the first five, and for as long
+          // as they look cheaper) PostgreSQL planned each 500-row statement of a chain again, about 1 µs a row.
+          await tx.unsafe("SET LOCAL plan_cache_mode = force_generic_plan")
+          const sent: Array<Promise<void>> = []
+          /** Whether statements may still be sent: not once the transaction is over (a failed one ends at once). */
+          let open = true
+          const send = () => {
+            if (!open) return
+            const params = next()
+            if (params === undefined) return
+            let scheduled = false
+            let followed = false
+            const follow = () => {
+              if (followed) return
+              followed = true
+              send()
+            }
+            const rows = tx
+              .unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true })
+              .forEach((row) => {
+                // At the next turn of the event loop: what one turn reads from the socket is then at most what was
+                // asked for before it, this statement's rows and the next's.
+                if (!scheduled) {
+                  scheduled = true
+                  setImmediate(follow)
+                }
+                onRow(row)
+              })
+            // Settled before the loop below moves past it, and never left unobserved once that loop has thrown.
+            const done = rows.then(follow)
+            done.catch(() => {})
+            sent.push(done)
+          }
+          try {
+            send()
+            for (let i = 0; i < sent.length; i++) await sent[i]
+          } finally {
+            open = false
+          }
+        })
+      },
       listen: notifications.listen,
       announce: notifications.announce,
     })

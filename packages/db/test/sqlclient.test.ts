@@ -108,6 +108,86 @@ describe("queries", () => {
   })
 })
 
+describe("Database.forEachRow", () => {
+  const db = () => run(Database.use(Effect.succeed))
+  /** The statement of every test below: the integers in (from, to]. */
+  const SERIES = "SELECT n::int AS n FROM generate_series($1::int + 1, $2::int) AS n"
+
+  it("hands the rows of successive statements over in order, and asks for each next one once rows arrive", async () => {
+    const bounds = [
+      [0, 3],
+      [3, 3], // no rows: the next is still asked for
+      [3, 7],
+      [7, 9],
+    ]
+    const asked: Array<number> = []
+    const seen: Array<number> = []
+    await (await db()).forEachRow(
+      SERIES,
+      () => {
+        asked.push(seen.length)
+        return bounds[asked.length - 1]
+      },
+      (row) => void seen.push(row.n as number),
+    )
+    expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    // The first at once, each next one after rows of the one before were handed over (or it ended with none), and
+    // a last ask that answered no more.
+    expect(asked[0]).toBe(0)
+    expect(asked.slice(1)).toEqual([...asked.slice(1)].sort((a, b) => a - b))
+    expect(asked).toHaveLength(bounds.length + 1)
+    expect(asked[1]).toBeGreaterThan(0)
+  })
+
+  it("reads in a read-only transaction with a generic plan, and gives its connection back", async () => {
+    const seen: Array<Record<string, unknown>> = []
+    let once = false
+    await (await db()).forEachRow(
+      `SELECT current_setting('transaction_read_only') AS ro, current_setting('plan_cache_mode') AS plans,
+        pg_backend_pid() AS pid FROM generate_series($1::int, $2::int)`,
+      () => {
+        if (once) return undefined
+        once = true
+        return [1, 1]
+      },
+      (row) => void seen.push(row),
+    )
+    expect(seen).toMatchObject([{ ro: "on", plans: "force_generic_plan" }])
+    // SET LOCAL ended with the transaction: no connection of the pool keeps the setting.
+    const settings = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        run(withSql((sql) => sql<{ plans: string }>`SELECT current_setting('plan_cache_mode') AS plans`)),
+      ),
+    )
+    for (const [row] of settings) expect(row!.plans).toBe("auto")
+  })
+
+  it("rejects with the driver's error when a statement fails, and the pool still answers", async () => {
+    // The first statement fails at its third row (division by zero), after two were handed over; the second, sent
+    // meanwhile, fails in the aborted transaction without an unhandled rejection.
+    const bounds = [
+      [0, 4],
+      [4, 8],
+    ]
+    let i = 0
+    const seen: Array<number> = []
+    const error = await (await db())
+      .forEachRow(
+        "SELECT n::int AS n, 1 / (n - 3) AS boom FROM generate_series($1::int + 1, $2::int) AS n",
+        () => bounds[i++],
+        (row) => void seen.push(row.n as number),
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+    expect((error as { code?: string } | undefined)?.code).toBe("22012")
+    expect(seen).toEqual([1, 2])
+    const [row] = await run(withSql((sql) => sql<{ one: number }>`SELECT 1::int AS one`))
+    expect(row).toEqual({ one: 1 })
+  })
+})
+
 describe("types", () => {
   const docs: ReadonlyArray<[number, unknown]> = [
     [

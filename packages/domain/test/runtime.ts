@@ -150,6 +150,9 @@ export const storelessDatabase = (listen: DatabaseShape["listen"] = async () => 
       query: async () => {
         throw new Error("no statements in this test")
       },
+      forEachRow: async () => {
+        throw new Error("no statements in this test")
+      },
       listen,
     }),
   )

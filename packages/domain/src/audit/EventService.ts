@@ -1,5 +1,5 @@
 import { canonicalize, GENESIS_HASH, TreeBuilder } from "@agentgov/verifier"
-import { Clock, Context, Deferred, Effect, Fiber, Layer, Schema, Semaphore } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Schema, Semaphore } from "effect"
 import { AgentRepo } from "../agents/AgentRepo.ts"
 import type { Actor } from "../auth/Actor.ts"
 import { type IdempotencyKeyReused, type IdempotencyRequest, Replayed } from "../idempotency/Idempotency.ts"
@@ -20,7 +20,7 @@ import {
 } from "./Event.ts"
 import { EventAppender } from "./EventAppender.ts"
 import { EventNotFound } from "./EventErrors.ts"
-import { chainLinkProblem, EventRepo, leafEventOf } from "./EventRepo.ts"
+import { type ChainRow, chainLinkProblem, EventRepo, leafEventOf, type SignedRoot } from "./EventRepo.ts"
 import {
   eventDataSchema,
   INGESTED_EVENT_TYPE,
@@ -31,11 +31,8 @@ import {
 import { compileFilters } from "./eventFilters.ts"
 import { MerkleStore, STORED_LEVEL } from "./MerkleStore.ts"
 
+/** Events whose signed checkpoints a verification reads at once, and whose completed subtrees it stores at once. */
 const VERIFY_BATCH = 10_000
-/** Rows hashed between two turns of the event loop while verifying. */
-const VERIFY_SLICE = 1_000
-/** One turn of the event loop (I/O included), not only the microtask queue. */
-const giveWay = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
 // Events page by sequence, the chain's own order, not by id.
 const encodeSequenceCursor = (sequence: number) => Buffer.from(`e1:${sequence}`).toString("base64url")
@@ -241,41 +238,23 @@ export class EventService extends Context.Service<
           : new TreeBuilder()
         /** The largest signed size whose root the chain still has. */
         let matched = 0
-        const page = (after: number) =>
-          Effect.all([
-            repo.chainBatch(workspaceId, after, VERIFY_BATCH),
-            repo.signedRoots(workspaceId, after, after + VERIFY_BATCH),
-          ])
-        // The next page is read while this one is hashed: its fiber starts at the turn given way after forking
-        // (a forked fiber runs only once its parent yields), the driver sends its query at a later turn, and the
-        // hashing gives way to I/O every VERIFY_SLICE rows, so the next page's rows are received meanwhile
-        // rather than after (PostgreSQL stalls once the socket's buffer is full).
-        let from = 0
-        let next = yield* Effect.forkChild(page(from))
-        while (failure === undefined && from < last) {
-          const [rows, roots] = yield* Fiber.join(next)
-          from += VERIFY_BATCH
-          if (from < last) {
-            next = yield* Effect.forkChild(page(from))
-            yield* giveWay
-          }
-          if (subtrees.length > 0) {
-            yield* merkle.store(workspaceId, subtrees)
-            subtrees = []
-          }
-          let r0 = 0
-          let sliced = 0
-          for (const r of rows) {
-            // Appended after the bounds were read (the page reads whole ranges of sequences).
-            if (r.sequence > last) break
-            if (++sliced === VERIFY_SLICE) {
-              sliced = 0
-              yield* giveWay
-            }
+        /** What hashing a row threw, raised once the driver is done with the statement. */
+        let broken: unknown
+        // Rows are hashed one by one as they arrive, none held (`streamChain`): PostgreSQL computes the next ones
+        // meanwhile. Rows held 10,000 at a time (before 2026-12-01) outlived V8's young generation and cost more in
+        // garbage collection than their hashing.
+        let r0 = 0
+        let roots: ReadonlyArray<SignedRoot> = []
+        /** Hashes one row; false once there is no point in reading on. */
+        const onRow = (r: ChainRow): boolean => {
+          // Past a failure, the rows already asked for are received and left. (Rows appended after the bounds were
+          // read are not asked for: the statements stop at `last`.)
+          if (failure !== undefined || broken !== undefined) return false
+          try {
             const problem = chainLinkProblem(r, expected, prevHash)
             if (problem !== undefined) {
               failure = { sequence: expected, reason: problem }
-              break
+              return false
             }
             prevHash = r.hash
             expected += 1
@@ -288,11 +267,26 @@ export class EventService extends Context.Service<
                   sequence: matched + 1,
                   reason: `the Merkle root of events 1..${r.sequence} is not the one signed in checkpoint ${r.sequence}: an event in ${matched + 1}..${r.sequence} was replaced, or changed outside its chain hash (id, agentId, actor or occurredAt)`,
                 }
-                break
+                return false
               }
               matched = r.sequence
             }
+            return true
+          } catch (cause) {
+            // Thrown inside the driver's handler it would abandon the connection's statement: raised after it.
+            broken = cause
+            return false
           }
+        }
+        for (let from = 0; failure === undefined && from < last; from += VERIFY_BATCH) {
+          roots = yield* repo.signedRoots(workspaceId, from, from + VERIFY_BATCH)
+          r0 = 0
+          if (subtrees.length > 0) {
+            yield* merkle.store(workspaceId, subtrees)
+            subtrees = []
+          }
+          yield* repo.streamChain(workspaceId, from, Math.min(from + VERIFY_BATCH, last), onRow)
+          if (broken !== undefined) return yield* Effect.die(broken)
         }
         // The last page's, unless it failed (what a failed chain hashed is left to the checkpoint's own pass).
         if (failure === undefined) yield* merkle.store(workspaceId, subtrees)
