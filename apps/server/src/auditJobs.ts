@@ -2,25 +2,36 @@ import { Checkpoints, EventService, SCOPES, systemActor } from "@agentgov/domain
 import { Effect } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 
-const VERIFY_LOCK = 72_410_003
+/** The advisory lock a sweep of every chain holds (a session's), so that one instance at a time does it. */
+export const VERIFY_LOCK = 72_410_003
 
 /**
- * Verifies every workspace's chain (D8, every 6 hours). Several instances may
- * run this on one database; a transaction-scoped advisory try-lock lets one
- * do the work and the others skip. Returns the workspaces whose chain failed.
+ * Verifies every workspace's chain (D8, every 6 hours). Several instances may run this on one database; an
+ * advisory try-lock lets one do the work and the others skip. It is a session's lock, held on a connection kept
+ * for the sweep, not a transaction's: each verification reads its chain on a connection of its own
+ * (`Database.forEachRow`), so a transaction held for the sweep would sit idle in it for as long as one chain takes
+ * to verify, and PostgreSQL ends a session idle in a transaction for 60 s (`idle_in_transaction_session_timeout`;
+ * about 12 million events at this machine's speed). Each verification's record commits on its own. Returns the
+ * workspaces whose chain failed.
  */
 export const verifyAllChains = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const events = yield* EventService
-  return yield* sql.withTransaction(
+  return yield* Effect.scoped(
     Effect.gen(function* () {
-      const [lock] = yield* sql<{ locked: boolean }>`SELECT pg_try_advisory_xact_lock(${VERIFY_LOCK}) AS locked`
-      if (!lock?.locked)
+      const session = yield* sql.reserve
+      const [lock] = yield* session.execute("SELECT pg_try_advisory_lock($1::int8) AS locked", [VERIFY_LOCK], undefined)
+      if (lock?.locked !== true)
         return {
           skipped: true,
           checked: 0,
           failed: [] as Array<{ workspaceId: string; firstBadSequence?: number; reason?: string }>,
         }
+      // Before the connection goes back to the pool (finalizers run last added first). Should the statement fail,
+      // the connection is broken and its session, lock and all, ends with it.
+      yield* Effect.addFinalizer(() =>
+        session.execute("SELECT pg_advisory_unlock($1::int8)", [VERIFY_LOCK], undefined).pipe(Effect.ignore),
+      )
       const workspaces = yield* sql<{
         id: string
         environment: "live" | "test"

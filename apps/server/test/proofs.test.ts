@@ -14,7 +14,7 @@ import {
 } from "@agentgov/verifier"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { checkpointAll, verifyAllChains } from "../src/auditJobs.ts"
+import { checkpointAll, VERIFY_LOCK, verifyAllChains } from "../src/auditJobs.ts"
 import { expectError, startTestServer, type TestServer } from "./helpers.ts"
 
 let t: TestServer
@@ -598,5 +598,26 @@ describe("a chain that no longer matches what was signed", () => {
     expect((await t.call("POST", "/api/v1/events/verify", { body: {}, key })).body.data).toMatchObject({ valid: true })
     const clean = await t.call("GET", `/api/v1/events/export?fromSequence=95&toSequence=105`, { key })
     expect(verifyBundle(clean.body.data, { trustedJwks: await jwks() })).toMatchObject({ valid: true, errors: [] })
+  })
+})
+
+describe("the 6-hourly sweep of every chain (verifyAllChains)", () => {
+  it("is done by one instance at a time, under a session's lock that it gives back", async () => {
+    const other = pgConnect(t.store.url!)
+    try {
+      // Another instance in the middle of its sweep.
+      await other`SELECT pg_advisory_lock(${VERIFY_LOCK})`
+      expect(await t.server.runtime.runPromise(verifyAllChains)).toEqual({ skipped: true, checked: 0, failed: [] })
+      await other`SELECT pg_advisory_unlock(${VERIFY_LOCK})`
+      const swept = await t.server.runtime.runPromise(verifyAllChains)
+      expect(swept.skipped).toBe(false)
+      expect(swept.checked).toBeGreaterThan(0)
+      // Given back when the sweep ended, not left with the pooled connection that held it.
+      const [taken] = await other<Array<{ locked: boolean }>>`SELECT pg_try_advisory_lock(${VERIFY_LOCK}) AS locked`
+      expect(taken!.locked).toBe(true)
+      await other`SELECT pg_advisory_unlock(${VERIFY_LOCK})`
+    } finally {
+      await other.end()
+    }
   })
 })

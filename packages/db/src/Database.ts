@@ -21,7 +21,8 @@ export interface DatabaseShape {
    * to arrive (or when it ends with none). So PostgreSQL computes a statement while this process works on the last
    * one's rows, and one turn of the event loop reads at most two statements' rows. For reading a whole audit chain,
    * where rows held a page at a time cost more in garbage collection than the work on them. `onRow` must not
-   * throw: the driver would abandon the statement.
+   * throw: the driver would fail the statement yet go on handing it the statement's rows. What `next` throws
+   * rejects, with nothing sent after it.
    */
   readonly forEachRow: (
     text: string,

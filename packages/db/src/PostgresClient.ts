@@ -126,6 +126,8 @@ const make = (options: PostgresOptions) =>
           const sent: Array<Promise<void>> = []
           /** Whether statements may still be sent: not once the transaction is over (a failed one ends at once). */
           let open = true
+          /** What `next` threw when asked at a turn of its own (not inside a promise), raised after the loop. */
+          let asked: { readonly error: unknown } | undefined
           const send = () => {
             if (!open) return
             const params = next()
@@ -135,7 +137,11 @@ const make = (options: PostgresOptions) =>
             const follow = () => {
               if (followed) return
               followed = true
-              send()
+              try {
+                send()
+              } catch (error) {
+                asked ??= { error }
+              }
             }
             const rows = tx
               .unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true })
@@ -156,6 +162,7 @@ const make = (options: PostgresOptions) =>
           try {
             send()
             for (let i = 0; i < sent.length; i++) await sent[i]
+            if (asked !== undefined) throw asked.error
           } finally {
             open = false
           }

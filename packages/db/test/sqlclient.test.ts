@@ -162,6 +162,35 @@ describe("Database.forEachRow", () => {
     for (const [row] of settings) expect(row!.plans).toBe("auto")
   })
 
+  it("rejects with what `next` throws, even when asked at a turn of its own, and sends nothing after it", async () => {
+    // 2,000 rows, the last after a pause: the first ones reach this process (PostgreSQL flushes its 8 KB buffer)
+    // while the statement still runs, so the next statement is asked for at a turn of its own, outside any promise.
+    const paused =
+      "SELECT n::int AS n, CASE WHEN n = $2::int THEN pg_sleep(0.3)::text END AS pause FROM generate_series($1::int + 1, $2::int) AS n"
+    let asked = 0
+    let seen = 0
+    const error = await (await db())
+      .forEachRow(
+        paused,
+        () => {
+          asked += 1
+          if (asked === 2) throw new Error("no second statement")
+          return [0, 2_000]
+        },
+        () => {
+          seen += 1
+        },
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+    // Without its catch: an uncaught exception (which fails this file) and a call that resolved.
+    expect((error as Error | undefined)?.message).toBe("no second statement")
+    expect(seen).toBe(2_000)
+    expect(asked).toBe(2)
+  })
+
   it("rejects with the driver's error when a statement fails, and the pool still answers", async () => {
     // The first statement fails at its third row (division by zero), after two were handed over; the second, sent
     // meanwhile, fails in the aborted transaction without an unhandled rejection.

@@ -273,7 +273,8 @@ export class EventService extends Context.Service<
             }
             return true
           } catch (cause) {
-            // Thrown inside the driver's handler it would abandon the connection's statement: raised after it.
+            // Thrown inside the driver's handler it would fail the statement while its rows kept coming here: kept,
+            // and raised once the statement is done.
             broken = cause
             return false
           }
