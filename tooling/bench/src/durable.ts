@@ -12,9 +12,14 @@ export interface Child {
   readonly stop: () => void
 }
 
-export const startChild = (args: ReadonlyArray<string>): Promise<Child> =>
+/**
+ * Starts a child; with `profileDir`, under V8's CPU profiler, stopped by SIGTERM so that it exits itself and
+ * writes the profile (the durable server ends on SIGTERM; the echo server is never profiled).
+ */
+export const startChild = (args: ReadonlyArray<string>, profileDir?: string): Promise<Child> =>
   new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] })
+    const flags = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []
+    const child: ChildProcess = spawn(process.execPath, [...flags, ...args], { stdio: ["ignore", "pipe", "inherit"] })
     const onExit = (code: number | null) => reject(new Error(`${args.at(-1)} exited with ${code} while starting`))
     child.once("exit", onExit)
     child.once("error", reject)
@@ -24,7 +29,7 @@ export const startChild = (args: ReadonlyArray<string>): Promise<Child> =>
         url: `http://127.0.0.1:${JSON.parse(line).port}`,
         pid: child.pid!,
         cpuMs: () => processCpuMs(child.pid!),
-        stop: () => child.kill("SIGKILL"),
+        stop: () => child.kill(profileDir ? "SIGTERM" : "SIGKILL"),
       })
     })
   })
@@ -36,12 +41,22 @@ export interface DurableServer extends Child {
 
 /**
  * The minimal durable design (durableServer.ts) as a child process, writing into a new copy of `events`
- * with all its indexes (`table`), on the bench's database.
+ * with all its indexes (`table`), on the bench's database. With `profileDir` (AGENTGOV_BENCH_CPU_PROF=1) it runs
+ * under V8's CPU profiler like the server, its profile written to `profileDir/durable` when stopped, to be
+ * compared with the server's side by side.
  */
-export const startDurable = async (sql: postgres.Sql, databaseUrl: string, table: string): Promise<DurableServer> => {
+export const startDurable = async (
+  sql: postgres.Sql,
+  databaseUrl: string,
+  table: string,
+  profileDir?: string,
+): Promise<DurableServer> => {
   await sql.unsafe(`CREATE TABLE ${table} (LIKE events INCLUDING ALL)`)
   const key = randomBytes(24).toString("base64url")
-  const child = await startChild([join(import.meta.dirname, "durableServer.ts"), databaseUrl, table, key])
+  const child = await startChild(
+    [join(import.meta.dirname, "durableServer.ts"), databaseUrl, table, key],
+    profileDir && join(profileDir, "durable"),
+  )
   const { call, close } = jsonClient(child.url, key, 256)
   return {
     ...child,

@@ -109,9 +109,10 @@ export const runGuardHttpBenchmark = async (
   sql: postgres.Sql,
   databaseUrl: string,
   log: (line: string) => void,
+  cpuProfDir?: string,
 ): Promise<BenchmarkResult> => {
   const { bodies, auth, requestOf: guardRequestOf } = await prepareGuard(server)
-  const durable = await startDurable(sql, databaseUrl, "durable_guard")
+  const durable = await startDurable(sql, databaseUrl, "durable_guard", cpuProfDir)
   let echo: Child | undefined
   try {
     echo = await startChild(["-e", ECHO_SERVER])

@@ -83,7 +83,8 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * content-register,content-image-scan,content-text-scan,dashboard,compliance-report,dashboard-paint picks benchmarks (sse also
  * measures memory); AGENTGOV_BENCH_METRICS_AA=1 runs metrics-on with metrics off on both sides (its noise);
  * AGENTGOV_BENCH_CPU_PROF=1
- * writes a V8 CPU profile of the server to bench-results/profiles/; AGENTGOV_BENCH_KEEP_DB=1 keeps the
+ * writes a V8 CPU profile of the server to bench-results/profiles/ (and of the minimal durable server of ingest and
+ * guard to bench-results/profiles/durable/); AGENTGOV_BENCH_KEEP_DB=1 keeps the
  * database at the end (its name is logged), to read its rows and statistics afterwards.
  */
 
@@ -104,9 +105,15 @@ const log = (line: string) => process.stdout.write(`bench: ${line}\n`)
 /** Flushes dirty pages now, so that a checkpoint of earlier writes does not land in a timed window (needs superuser). */
 const checkpoint = (sql: postgres.Sql) => sql`CHECKPOINT`.catch(() => undefined)
 
-const ingestBenchmark = async (server: BenchServer, sql: postgres.Sql, workspaceId: string, databaseUrl: string) => {
+const ingestBenchmark = async (
+  server: BenchServer,
+  sql: postgres.Sql,
+  workspaceId: string,
+  databaseUrl: string,
+  cpuProfDir: string | undefined,
+) => {
   await createBaselineTables(sql)
-  const durable = await startDurable(sql, databaseUrl, "durable_ingest")
+  const durable = await startDurable(sql, databaseUrl, "durable_ingest", cpuProfDir)
   try {
     const toDurable = (shape: IngestShape, tag: string) => runIngest(durable, shape, tag, "/v1/events/ingest")
     log(`ingest warm-up (${WARMUP.clients * WARMUP.calls * WARMUP.batch} events, every path)`)
@@ -408,11 +415,11 @@ const main = async () => {
     const benchmarks = [
       // First: what 1,000 streams add is measured on a heap the other benchmarks have not grown yet.
       ["sse", () => sseBenchmark(server!, db, idleRssBytes)],
-      ["ingest", () => ingestBenchmark(server!, db, workspaceId, databaseUrl)],
+      ["ingest", () => ingestBenchmark(server!, db, workspaceId, databaseUrl, cpuProfDir)],
       ["verify", () => verifyBenchmark(server!, db, workspaceId)],
       ["auth", () => runAuthBenchmarks(root, databaseUrl, log)],
       ["guard-eval", () => runGuardEvalBenchmark()],
-      ["guard", () => runGuardHttpBenchmark(server!, db, databaseUrl, log)],
+      ["guard", () => runGuardHttpBenchmark(server!, db, databaseUrl, log, cpuProfDir)],
       ["guard-fairness", () => runGuardFairnessBenchmark(server!, log)],
       ["embedded", () => runEmbeddedBenchmark(root, server!, log)],
       ["webhooks", () => runWebhookBenchmark(server!)],
