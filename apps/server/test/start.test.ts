@@ -62,6 +62,36 @@ describe("npm start: the bundled server", () => {
     expect(stale()).toBe(false)
   })
 
+  it("is built again by turbo when any source it bundles changes: its cache key covers them all", async () => {
+    await build()
+    // turbo.json is JSONC: its comments are whole lines.
+    const turbo = JSON.parse(
+      readFileSync(join(root, "turbo.json"), "utf8")
+        .split("\n")
+        .filter((line) => !line.trimStart().startsWith("//"))
+        .join("\n"),
+    ) as { tasks: Record<string, { inputs?: ReadonlyArray<string> }> }
+    const inputs = turbo.tasks["@agentgov/server#build"]?.inputs ?? []
+    // turbo's globs, relative to the package unless rooted at $TURBO_ROOT$, as expressions over root-relative paths.
+    const patterns = inputs.map(
+      (glob) =>
+        new RegExp(
+          `^${(glob.startsWith("$TURBO_ROOT$/") ? glob.slice("$TURBO_ROOT$/".length) : `apps/server/${glob}`)
+            .replace(/[.+?^${}()|[\]\\]/g, "\\$&")
+            .replace(/\*\*/g, "\u0000")
+            .replace(/\*/g, "[^/]*")
+            .replaceAll("\u0000", ".*")}$`,
+        ),
+    )
+    const meta = JSON.parse(readFileSync(join(root, "apps/server/dist/meta.json"), "utf8")) as {
+      inputs: Record<string, unknown>
+    }
+    const sources = Object.keys(meta.inputs).filter((path) => !path.includes("node_modules/"))
+    expect(sources.filter((path) => path.startsWith("packages/")).length).toBeGreaterThan(0)
+    expect(sources.filter((path) => !patterns.some((p) => p.test(path)))).toEqual([])
+    expect(patterns.some((p) => p.test("package-lock.json"))).toBe(true)
+  })
+
   it("migrates, bootstraps and serves the API and the guard, from the bundle", async () => {
     const server = await spawnServer(store.env, START)
     const key = await server.waitForKey()
