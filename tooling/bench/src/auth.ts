@@ -164,7 +164,7 @@ export const runAuthBenchmarks = async (
     )
     return results
   } finally {
-    child.stop()
+    await child.stop()
     agent.destroy()
   }
 }

@@ -110,6 +110,6 @@ export const runBadgeBenchmark = async (
       },
     })
   } finally {
-    child.stop()
+    await child.stop()
   }
 }

@@ -2,19 +2,21 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
 import type postgres from "postgres"
-import { jsonClient, processCpuMs, type Response } from "./server.ts"
+import { jsonClient, processCpuMs, type Response, stopChild } from "./server.ts"
 
 /** A child process that prints `{"port":N}` when it listens: the durable baseline, or the echo server. */
 export interface Child {
   readonly url: string
   readonly pid: number
   readonly cpuMs: () => number | undefined
-  readonly stop: () => void
+  /** Resolves once the child has exited. */
+  readonly stop: () => Promise<void>
 }
 
 /**
  * Starts a child; with `profileDir`, under V8's CPU profiler, stopped by SIGTERM so that it exits itself and
- * writes the profile (the durable server ends on SIGTERM; the echo server is never profiled).
+ * writes the profile (the durable server ends on SIGTERM; the echo server is never profiled), SIGKILL after 15 s.
+ * Either way `stop` waits for the exit, so that a benchmark's next window does not share the cores with it.
  */
 export const startChild = (args: ReadonlyArray<string>, profileDir?: string): Promise<Child> =>
   new Promise((resolve, reject) => {
@@ -29,7 +31,14 @@ export const startChild = (args: ReadonlyArray<string>, profileDir?: string): Pr
         url: `http://127.0.0.1:${JSON.parse(line).port}`,
         pid: child.pid!,
         cpuMs: () => processCpuMs(child.pid!),
-        stop: () => child.kill(profileDir ? "SIGTERM" : "SIGKILL"),
+        stop: () =>
+          profileDir
+            ? stopChild(child)
+            : new Promise<void>((resolve) => {
+                if (child.exitCode !== null || child.signalCode !== null) return resolve()
+                child.once("exit", () => resolve())
+                child.kill("SIGKILL")
+              }),
       })
     })
   })
@@ -42,7 +51,7 @@ export interface DurableServer extends Child {
 /**
  * The minimal durable design (durableServer.ts) as a child process, writing into a new copy of `events`
  * with all its indexes (`table`), on the bench's database. With `profileDir` (AGENTGOV_BENCH_CPU_PROF=1) it runs
- * under V8's CPU profiler like the server, its profile written to `profileDir/durable` when stopped, to be
+ * under V8's CPU profiler like the server, its profile written to `profileDir/durable/<table>` when stopped, to be
  * compared with the server's side by side.
  */
 export const startDurable = async (
@@ -55,7 +64,7 @@ export const startDurable = async (
   const key = randomBytes(24).toString("base64url")
   const child = await startChild(
     [join(import.meta.dirname, "durableServer.ts"), databaseUrl, table, key],
-    profileDir && join(profileDir, "durable"),
+    profileDir && join(profileDir, "durable", table),
   )
   const { call, close } = jsonClient(child.url, key, 256)
   return {
@@ -64,7 +73,7 @@ export const startDurable = async (
     call,
     stop: () => {
       close()
-      child.stop()
+      return child.stop()
     },
   }
 }

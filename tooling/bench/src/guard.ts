@@ -242,7 +242,7 @@ export const runGuardHttpBenchmark = async (
       },
     })
   } finally {
-    durable.stop()
-    echo?.stop()
+    await durable.stop()
+    await echo?.stop()
   }
 }

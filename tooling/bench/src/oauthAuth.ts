@@ -75,6 +75,6 @@ export const runOAuthAuthBenchmark = async (
       },
     })
   } finally {
-    child.stop()
+    await child.stop()
   }
 }

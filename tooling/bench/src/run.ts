@@ -84,7 +84,7 @@ import { runWebhookBenchmark } from "./webhooks.ts"
  * measures memory); AGENTGOV_BENCH_METRICS_AA=1 runs metrics-on with metrics off on both sides (its noise);
  * AGENTGOV_BENCH_CPU_PROF=1
  * writes a V8 CPU profile of the server to bench-results/profiles/ (and of the minimal durable server of ingest and
- * guard to bench-results/profiles/durable/); AGENTGOV_BENCH_KEEP_DB=1 keeps the
+ * guard to bench-results/profiles/durable/durable_ingest/ and durable_guard/); AGENTGOV_BENCH_KEEP_DB=1 keeps the
  * database at the end (its name is logged), to read its rows and statistics afterwards.
  */
 
@@ -195,7 +195,7 @@ const ingestBenchmark = async (
       },
     })
   } finally {
-    durable.stop()
+    await durable.stop()
   }
 }
 

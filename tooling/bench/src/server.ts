@@ -246,7 +246,7 @@ export const jsonClient = (base: string, key: string, maxSockets: number) => {
 }
 
 /** SIGTERM (a clean shutdown, which also writes the CPU profile), SIGKILL after 15 s. */
-const stopChild = (child: ChildProcess) =>
+export const stopChild = (child: ChildProcess) =>
   new Promise<void>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve()
     const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
